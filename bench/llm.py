@@ -1,0 +1,340 @@
+"""The one LLM seam: every model call of collect and judge goes through ``LLM.complete``.
+
+What it guarantees, per process: at most ``max_concurrency`` requests in flight (one cap
+for everything, plus an optional requests-per-minute cap per model); bounded retries
+with exponential backoff and jitter on 429, 5xx, timeouts, dropped connections,
+malformed bodies and empty replies, honouring Retry-After; nothing retried that cannot
+succeed (400, auth, not found); a per-request timeout; an on-disk response cache keyed
+by content; usage, latency and cost (None when unknown) on every answer.
+
+OpenAI-compatible endpoints (OpenAI, OpenRouter, vLLM, llama.cpp, Ollama's /v1, the
+embedded model) take the "direct" transport: LiteLLM resolves the route and translates
+params once, then each request is one aiohttp POST. Other providers go through
+``litellm.acompletion``. See README "The LLM seam" for the measured effect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import random
+import time
+import warnings
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import local
+from .cache import ResponseCache, request_key
+from .errors import ProviderError, StoreError
+from .records import Usage
+from .routing import ModelSpec, Route, body_params, price_per_token, resolve
+from .secrets import load_env
+
+RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529}
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One model answer: its text and what it cost."""
+
+    text: str
+    usage: Usage
+    raw: dict[str, Any] | None = None  # the parsed provider body (direct transport), for audits
+
+
+@dataclass
+class Limits:
+    """Knobs of the seam. Defaults suit a hosted API; tests shrink the backoff."""
+
+    max_concurrency: int = 16  # requests in flight for the whole process
+    timeout_s: float = 60.0  # per attempt
+    retries: int = 4  # extra attempts after the first, for retryable failures only
+    backoff_s: float = 0.5  # first backoff; doubles per attempt, with jitter
+    backoff_max_s: float = 30.0
+    retry_budget_s: float = 300.0  # never keep retrying one request longer than this
+    rate_window_s: float = 60.0  # the window of a model's `rpm` cap
+
+
+class _RateWindow:
+    """At most ``rpm`` request starts in any sliding window of ``window_s`` seconds (60 in use)."""
+
+    def __init__(self, rpm: int, window_s: float = 60.0):
+        self.rpm = rpm
+        self.window_s = window_s
+        self.starts: deque[float] = deque()
+        self.lock = asyncio.Lock()
+
+    async def wait(self) -> None:
+        async with self.lock:
+            while True:
+                now = time.monotonic()
+                while self.starts and now - self.starts[0] >= self.window_s:
+                    self.starts.popleft()
+                if len(self.starts) < self.rpm:
+                    self.starts.append(now)
+                    return
+                await asyncio.sleep(self.window_s - (now - self.starts[0]) + 0.001)
+
+
+@dataclass
+class _LoopState:
+    """Per-event-loop objects (asyncio primitives and sessions cannot cross loops)."""
+
+    sem: asyncio.Semaphore
+    session: Any = None  # aiohttp.ClientSession, created on first direct call
+    windows: dict[str, _RateWindow] = field(default_factory=dict)
+    in_flight: int = 0
+    peak: int = 0
+
+
+class LLM:
+    """A client with one concurrency cap, one retry policy and one response cache."""
+
+    def __init__(self, limits: Limits | None = None, cache: ResponseCache | str | None = None):
+        load_env()
+        self.limits = limits or Limits()
+        self.cache = ResponseCache(cache) if isinstance(cache, str) or hasattr(cache, "__fspath__") else cache
+        self._routes: dict[ModelSpec, Route] = {}
+        self._loops: dict[int, tuple[asyncio.AbstractEventLoop, _LoopState]] = {}
+        self._reached: set[str] = set()  # api_bases that answered at least once in this process
+        self.calls = 0  # requests actually sent (attempts), for tests and progress
+
+    # -- public -------------------------------------------------------------------------
+    async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], *,
+                       params: dict[str, Any] | None = None, response_format: dict | None = None,
+                       timeout_s: float | None = None, sample: int = 0,
+                       allow_empty: bool = False) -> Completion:
+        """Return the model's answer to ``messages``, from the cache when possible.
+
+        ``params`` override the spec's generation params; ``sample`` separates repeats of
+        the same request (it keys the cache, never the wire). Raises ProviderError once
+        retries are spent or for a failure that cannot succeed.
+        """
+        route = await self._route(spec)
+        merged = {**spec.params, **(params or {})}
+        key = request_key({"endpoint": route.identity, "model": spec.model, "messages": messages,
+                           "params": merged, "response_format": response_format, "sample": sample})
+        if self.cache is not None and (hit := self.cache.get(key)) is not None:
+            return Completion(hit["text"], Usage(**{**hit["usage"], "cached": True}))
+        body = {"model": route.served_model, "messages": messages,
+                **body_params(route, merged, response_format)}
+        comp = await self._with_retries(route, body, timeout_s or self.limits.timeout_s, allow_empty)
+        if self.cache is not None:
+            try:
+                await self.cache.aput(key, {"text": comp.text, "usage": comp.usage.model_dump()})
+            except StoreError as err:  # the reply is good; only its reuse is lost
+                warnings.warn(f"{err}; the answer is kept but not cached", RuntimeWarning, stacklevel=2)
+        return comp
+
+    def peak_in_flight(self) -> int:
+        """Return the most requests this client had in flight at once on the current loop."""
+        return self._state().peak
+
+    async def aclose(self) -> None:
+        """Close the HTTP session of the current event loop."""
+        st = self._loops.pop(id(asyncio.get_running_loop()), (None, None))[1]
+        if st is not None and st.session is not None:
+            await st.session.close()
+
+    # -- routing and per-loop state -----------------------------------------------------
+    async def _route(self, spec: ModelSpec) -> Route:
+        route = self._routes.get(spec)
+        if route is None:
+            route = resolve(spec)
+            self._routes[spec] = route
+        if route.is_local and route.api_base is None:
+            ep = await asyncio.to_thread(local.ensure, spec.model)
+            route.api_base, route.served_model, route.identity = ep.api_base, ep.served_model, ep.identity
+        return route
+
+    def _state(self) -> _LoopState:
+        loop = asyncio.get_running_loop()
+        entry = self._loops.get(id(loop))
+        if entry is None or entry[0] is not loop:
+            entry = (loop, _LoopState(asyncio.Semaphore(self.limits.max_concurrency)))
+            self._loops[id(loop)] = entry
+        return entry[1]
+
+    # -- retries ------------------------------------------------------------------------
+    async def _with_retries(self, route: Route, body: dict, timeout_s: float, allow_empty: bool) -> Completion:
+        lim = self.limits
+        start = time.monotonic()
+        for attempt in range(lim.retries + 1):
+            try:
+                comp = await self._attempt(route, body, timeout_s)
+                if not comp.text and not allow_empty:
+                    raise ProviderError(f"{route.spec.model} returned empty content "
+                                        f"(finish_reason={comp.usage.finish_reason})", kind="empty",
+                                        retryable=True)
+                return Completion(comp.text, comp.usage.model_copy(update={"attempts": attempt + 1}), comp.raw)
+            except ProviderError as err:
+                err.attempts = attempt + 1
+                if not err.retryable or attempt == lim.retries:
+                    raise
+                delay = min(lim.backoff_max_s, lim.backoff_s * 2 ** attempt) * random.uniform(0.5, 1.0)
+                if err.retry_after is not None:
+                    delay = max(delay, err.retry_after)
+                if time.monotonic() - start + delay > lim.retry_budget_s:
+                    raise ProviderError(f"{err} (gave up: retry budget of {lim.retry_budget_s:.0f} s spent)",
+                                        kind=err.kind, status=err.status, retryable=True,
+                                        attempts=attempt + 1) from err
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
+
+    async def _attempt(self, route: Route, body: dict, timeout_s: float) -> Completion:
+        st = self._state()
+        if route.spec.rpm:
+            window = st.windows.setdefault(route.spec.model, _RateWindow(route.spec.rpm, self.limits.rate_window_s))
+            await window.wait()
+        async with st.sem:
+            st.in_flight += 1
+            st.peak = max(st.peak, st.in_flight)
+            self.calls += 1
+            t0 = time.perf_counter()
+            try:
+                if route.transport == "direct":
+                    text, usage, raw = await self._send_direct(st, route, body, timeout_s)
+                else:
+                    text, usage, raw = await _send_litellm(route, body, timeout_s)
+            finally:
+                st.in_flight -= 1
+        usage["latency_s"] = round(time.perf_counter() - t0, 4)
+        usage["cost_usd"] = _cost(route, usage)
+        return Completion(text, Usage(**usage), raw)
+
+    # -- transports ---------------------------------------------------------------------
+    async def _send_direct(self, st: _LoopState, route: Route, body: dict, timeout_s: float):
+        import aiohttp  # noqa: PLC0415 (kept out of `import bench`)
+
+        if st.session is None:
+            st.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300))
+        url = f"{route.api_base}/chat/completions"
+        headers = {"Content-Type": "application/json",
+                   "Authorization": f"Bearer {route.api_key() or 'not-needed'}"}
+        try:
+            async with st.session.post(url, data=json.dumps(body), headers=headers,
+                                       timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+                payload = await resp.read()
+                status, retry_after = resp.status, resp.headers.get("Retry-After")
+        except asyncio.TimeoutError:
+            raise ProviderError(f"{route.spec.model} at {route.api_base}: no answer within {timeout_s:g} s",
+                                kind="timeout", retryable=True) from None
+        except aiohttp.ClientConnectorError as exc:
+            reached = route.api_base in self._reached  # a server that answered before may be restarting
+            raise ProviderError(f"cannot connect to {route.api_base} for {route.spec.model}: {exc.os_error}; "
+                                f"is the server running and the api_base right?", kind="connection",
+                                retryable=reached) from None
+        except aiohttp.ClientError as exc:
+            raise ProviderError(f"{route.spec.model} at {route.api_base}: connection dropped "
+                                f"({type(exc).__name__}: {exc})", kind="connection", retryable=True) from None
+        self._reached.add(route.api_base)
+        return _parse_openai(route, status, payload, retry_after)
+
+
+def _parse_openai(route: Route, status: int, payload: bytes, retry_after: str | None):
+    """Turn an OpenAI-format HTTP reply into (text, usage dict, body) or a ProviderError."""
+    if status != 200:
+        raise _http_error(route, status, payload, retry_after)
+    try:
+        data = json.loads(payload)
+        choice = data["choices"][0]
+        text = choice["message"].get("content") or ""
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        raise ProviderError(f"{route.spec.model}: malformed reply body ({payload[:120]!r})",
+                            kind="malformed", retryable=True) from None
+    u = data.get("usage") or {}
+    usage = {"prompt_tokens": u.get("prompt_tokens"), "completion_tokens": u.get("completion_tokens"),
+             "finish_reason": choice.get("finish_reason")}
+    return text, usage, data
+
+
+def _http_error(route: Route, status: int, payload: bytes, retry_after: str | None) -> ProviderError:
+    """Classify a non-200 reply: retryable (429, 5xx, …) or final (400, 401, 403, 404, …)."""
+    try:
+        detail = json.loads(payload)["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        detail = payload[:200].decode("utf-8", "replace")
+    kinds = {400: "bad_request", 401: "auth", 403: "auth", 404: "not_found", 429: "rate_limit"}
+    kind = kinds.get(status, "server" if status >= 500 else "http")
+    hint = {"auth": "; check the key variable", "not_found": "; check the model name and api_base"}.get(kind, "")
+    return ProviderError(f"{route.spec.model} at {route.api_base}: HTTP {status}: {detail}{hint}",
+                         kind=kind, status=status, retryable=status in RETRYABLE_STATUS,
+                         retry_after=_parse_retry_after(retry_after))
+
+
+def _parse_retry_after(value: str | None) -> float | None:
+    """Return Retry-After in seconds (numeric or HTTP-date form), or None."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        when = email.utils.parsedate_to_datetime(value)
+        return max(0.0, when.timestamp() - time.time()) if when else None
+
+
+def _cost(route: Route, usage: dict[str, Any]) -> float | None:
+    """Return the USD cost of one answer, or None when the price or the token counts are unknown."""
+    price = price_per_token(route)
+    if price is None or usage.get("prompt_tokens") is None or usage.get("completion_tokens") is None:
+        return None
+    return price[0] * usage["prompt_tokens"] + price[1] * usage["completion_tokens"]
+
+
+async def _send_litellm(route: Route, body: dict, timeout_s: float):
+    """Send one request through ``litellm.acompletion`` (non-OpenAI wire formats)."""
+    from ._litellm import litellm  # noqa: PLC0415
+
+    lm = litellm()
+    kwargs = {k: v for k, v in body.items() if k not in ("model", "messages")}
+    try:
+        resp = await lm.acompletion(model=route.spec.model, messages=body["messages"], api_base=route.api_base
+                                    if route.spec.api_base else None, api_key=route.api_key() or ("not-needed" if route.spec.api_base else None),
+                                    timeout=timeout_s, num_retries=0, **kwargs)
+    except Exception as exc:  # LiteLLM maps every provider error onto OpenAI's exception classes
+        raise _litellm_error(route, exc) from None
+    choice = resp.choices[0]
+    u = getattr(resp, "usage", None)
+    usage = {"prompt_tokens": getattr(u, "prompt_tokens", None),
+             "completion_tokens": getattr(u, "completion_tokens", None),
+             "finish_reason": getattr(choice, "finish_reason", None)}
+    return choice.message.content or "", usage, None
+
+
+def _litellm_error(route: Route, exc: Exception) -> ProviderError:
+    """Classify a LiteLLM exception by its HTTP status (timeouts and connection errors retry)."""
+    status = getattr(exc, "status_code", None)
+    name = type(exc).__name__
+    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+    msg = f"{route.spec.model}: {name}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
+    if "Timeout" in name:
+        return ProviderError(msg, kind="timeout", status=status, retryable=True)
+    if "APIConnectionError" in name and status in (None, 500):
+        return ProviderError(msg, kind="connection", status=status, retryable=True)
+    kinds = {400: "bad_request", 401: "auth", 403: "auth", 404: "not_found", 429: "rate_limit"}
+    kind = kinds.get(status or 0, "server" if (status or 0) >= 500 else "http")
+    return ProviderError(msg, kind=kind, status=status, retryable=status in RETRYABLE_STATUS,
+                         retry_after=_parse_retry_after(headers.get("retry-after") if headers else None))
+
+
+# -- the process-wide default client ------------------------------------------------------
+_default: LLM | None = None
+
+
+def configure(limits: Limits | None = None, cache: ResponseCache | str | None = None, **limit_kw: Any) -> LLM:
+    """Replace the process-wide client (one cap for the whole process) and return it."""
+    global _default
+    _default = LLM(limits or Limits(**limit_kw), cache=cache)
+    return _default
+
+
+def client() -> LLM:
+    """Return the process-wide client, creating one with default limits and no cache."""
+    return _default if _default is not None else configure()
+
+
+async def complete(spec: ModelSpec, messages: list[dict[str, Any]], **kw: Any) -> Completion:
+    """Answer ``messages`` with the process-wide client (see ``LLM.complete``)."""
+    return await client().complete(spec, messages, **kw)

@@ -1,0 +1,195 @@
+"""The contract every stage reads and writes: scenarios, candidates, judgments, reviews.
+
+One record per JSONL line. Records are immutable; every id is a content hash of what
+determines the record, so the same work always gets the same id (and the same cache
+entry), and re-running a finished sweep makes zero model calls. A failure is a record
+too: ``error`` is set, nothing is scored, and resume retries it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timezone
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+SCHEMA_VERSION = 1
+
+JudgeMode = Literal["rubric", "batch", "checklist", "pairwise", "automated", "hybrid"]
+
+
+def canonical_json(obj: Any) -> str:
+    """Return the one JSON spelling of ``obj`` that hashes are taken over (sorted keys, no spaces)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def content_hash(obj: Any, length: int = 20) -> str:
+    """Return a short sha256 hex digest of ``obj``'s canonical JSON: the basis of every id."""
+    return hashlib.sha256(canonical_json(obj).encode("utf-8", "surrogatepass")).hexdigest()[:length]
+
+
+def utc_now() -> str:
+    """Return the current UTC time as an ISO-8601 string (records keep time as text)."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+class Usage(BaseModel):
+    """What one answer cost: tokens, dollars (None = price unknown), time and attempts."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost_usd: float | None = None
+    latency_s: float | None = None
+    attempts: int = 1
+    cached: bool = False
+    finish_reason: str | None = None
+
+
+class Record(BaseModel):
+    """Common base: frozen, strict about unknown keys, with an id computed from content."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kind: ClassVar[str] = "record"
+    id_prefix: ClassVar[str] = "x"
+
+    schema_version: int = SCHEMA_VERSION
+    id: str = ""
+
+    @classmethod
+    def identity(cls, data: dict[str, Any]) -> Any:
+        """Return what determines this record's id (overridden per record type)."""
+        raise NotImplementedError
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_id(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("id"):
+            data = dict(data)
+            if "created_at" in cls.model_fields and not data.get("created_at"):
+                data["created_at"] = utc_now()  # reviews are events: their time is part of the id
+            data["id"] = cls.id_prefix + content_hash(cls.identity(data))
+        return data
+
+    @model_validator(mode="after")
+    def _check_version(self) -> "Record":
+        if self.schema_version > SCHEMA_VERSION:
+            raise ValueError(
+                f"{self.kind} {self.id} has schema_version {self.schema_version}, newer than this "
+                f"bench understands ({SCHEMA_VERSION}); upgrade bench to read this run")
+        return self
+
+    @property
+    def ok(self) -> bool:
+        """True when the record is a success (failures carry ``error`` and are retried)."""
+        return getattr(self, "error", None) is None
+
+
+class Scenario(Record):
+    """One input to the grid: template fields (persona, question, …) and optional ground truth."""
+
+    kind: ClassVar[str] = "scenario"
+    id_prefix: ClassVar[str] = "s"
+
+    fields: dict[str, Any]
+    reference: dict[str, Any] | None = None  # e.g. a JudgeBench label; part of the identity
+    source: str = ""  # "generate", a dataset path, …: provenance only
+
+    @classmethod
+    def identity(cls, data: dict[str, Any]) -> Any:
+        return {"fields": data.get("fields"), "reference": data.get("reference")}
+
+
+class Candidate(Record):
+    """One model answer to one rendered prompt for one scenario and sample index."""
+
+    kind: ClassVar[str] = "candidate"
+    id_prefix: ClassVar[str] = "c"
+
+    model_id: str  # the label used in reports
+    model: str  # the LiteLLM model string (or local/…)
+    params: dict[str, Any] = Field(default_factory=dict)  # resolved generation params
+    prompt_id: str
+    prompt_version: str
+    prompt_hash: str  # content hash of the template: an edit without a version bump is still new work
+    scenario_id: str
+    sample: int = 0
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    output: str | None = None
+    error: str | None = None
+    error_kind: str | None = None
+    usage: Usage | None = None
+    created_at: str = Field(default_factory=utc_now)
+
+    @classmethod
+    def identity(cls, data: dict[str, Any]) -> Any:
+        keys = ("model", "params", "prompt_id", "prompt_version", "prompt_hash", "scenario_id", "sample")
+        ident = {k: data.get(k) for k in keys}
+        ident["params"] = ident["params"] or {}
+        ident["sample"] = ident["sample"] or 0
+        return ident
+
+
+class Judgment(Record):
+    """One judge's grade of one item (or one ordered pair), or the recorded reason it failed."""
+
+    kind: ClassVar[str] = "judgment"
+    id_prefix: ClassVar[str] = "j"
+
+    judge_id: str  # the label used in reports
+    judge_model: str
+    judge_params: dict[str, Any] = Field(default_factory=dict)
+    rubric_id: str
+    rubric_version: str
+    rubric_hash: str
+    mode: JudgeMode
+    candidate_ids: list[str]  # one item, or [A, B] for pairwise (in the original order)
+    scenario_id: str
+    order: Literal["AB", "BA"] | None = None  # pairwise: the order shown to the judge
+    scores: dict[str, float] | None = None  # per criterion
+    score: float | None = None  # composite on the rubric's scale
+    verdict: str | None = None  # pairwise label in the original order, e.g. "A>B"
+    rationale: str | None = None
+    details: dict[str, Any] = Field(default_factory=dict)  # checklist items, automated checks, …
+    batch_id: str | None = None
+    prompt: list[dict[str, Any]] | None = None  # kept for failures and audits
+    raw: str | None = None  # the judge's reply as received
+    error: str | None = None
+    error_kind: str | None = None
+    usage: Usage | None = None
+    created_at: str = Field(default_factory=utc_now)
+
+    @classmethod
+    def identity(cls, data: dict[str, Any]) -> Any:
+        keys = ("candidate_ids", "judge_model", "judge_params", "rubric_id", "rubric_version",
+                "rubric_hash", "mode", "order")
+        ident = {k: data.get(k) for k in keys}
+        ident["judge_params"] = ident["judge_params"] or {}
+        return ident
+
+
+class Review(Record):
+    """A human's override of a judgment; a later review of the same judgment supersedes it."""
+
+    kind: ClassVar[str] = "review"
+    id_prefix: ClassVar[str] = "r"
+
+    judgment_id: str
+    candidate_ids: list[str] = Field(default_factory=list)
+    reviewer: str
+    rubric_id: str | None = None
+    rubric_version: str | None = None
+    scores: dict[str, float] | None = None
+    verdict: str | None = None
+    note: str = ""
+    created_at: str = Field(default_factory=utc_now)
+
+    @classmethod
+    def identity(cls, data: dict[str, Any]) -> Any:
+        return {k: data.get(k) for k in ("judgment_id", "reviewer", "scores", "verdict", "note", "created_at")}
+
+
+RECORD_TYPES: dict[str, type[Record]] = {t.kind: t for t in (Scenario, Candidate, Judgment, Review)}
