@@ -20,9 +20,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[local,dev]'
 	@touch $(STAMP)
 
-# The main job: the embedded model answers through bench.llm (later: the demo sweep and its report).
+# The main job: the demo sweep on the embedded model (resumable; a second run makes no model call).
 demo: setup
-	$(BIN)/bench smoke
+	$(BIN)/bench sweep params/demo.yaml
 
 # The whole test suite (fake provider on loopback, the embedded model, notebooks).
 test: setup

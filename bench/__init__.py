@@ -22,6 +22,8 @@ _EXPORTS = {
     "ModelSpec": "routing",
     "LLM": "llm", "Limits": "llm", "Completion": "llm", "complete": "llm", "configure": "llm",
     "preflight": "preflight",
+    "open_run": "run", "run_collect": "run", "Run": "run",
+    "load_sweep": "params", "Sweep": "params",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -2,10 +2,11 @@
 
 An identical request (same model, endpoint identity, messages, generation params, output
 schema and sample index) is answered from here without a call. Only successes are
-cached. Writes go through one writer thread that commits in groups: ``aput`` returns
-once its entry is committed (so a killed process never pays twice for a reply it
-received), yet no commit or WAL checkpoint ever blocks the event loop. WAL mode keeps
-reads concurrent, across processes too.
+cached. Writes are group commits: every ``aput`` made during one turn of the event loop
+is committed in one transaction on the next turn, and each caller returns only once its
+entry is committed (so a killed process never pays twice for a reply it received).
+WAL mode keeps reads concurrent, across processes too; with ``synchronous=NORMAL`` a
+commit does not fsync (a WAL checkpoint does, every few thousand replies).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import queue
 import sqlite3
 import threading
 import time
@@ -21,15 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from .errors import StoreError
-from .records import canonical_json
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
 _INSERT = "INSERT OR IGNORE INTO responses (key, value, created) VALUES (?, ?, ?)"
 
 
-def request_key(identity: dict[str, Any]) -> str:
-    """Return the cache key (sha256 hex) of a request's identity dict."""
-    return hashlib.sha256(canonical_json(identity).encode("utf-8", "surrogatepass")).hexdigest()
+def request_key(*parts: object) -> str:
+    """Return the cache key (sha256 hex) of a request's identity parts (canonical strings and numbers)."""
+    return hashlib.sha256("\x1e".join(map(str, parts)).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -52,8 +51,7 @@ class ResponseCache:
             raise StoreError(f"cannot open the response cache {self.path}: {exc}; "
                              f"fix permissions or set another cache path") from exc
         self._lock = threading.Lock()  # guards the reader connection between threads
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._writer: threading.Thread | None = None
+        self._pending: list[tuple[str, str, asyncio.Future]] = []
         self.hits = 0
         self.misses = 0
 
@@ -83,69 +81,37 @@ class ResponseCache:
             self._db.execute(_INSERT, (key, json.dumps(value, ensure_ascii=False), time.time()))
 
     async def aput(self, key: str, value: dict[str, Any]) -> None:
-        """Store a reply through the group-commit writer; return once it is committed."""
+        """Store a reply with the next group commit; return once it is committed."""
         loop = asyncio.get_running_loop()
         done = loop.create_future()
-        self._ensure_writer()
-        self._queue.put((key, json.dumps(value, ensure_ascii=False), loop, done))
+        self._pending.append((key, json.dumps(value, ensure_ascii=False), done))
+        if len(self._pending) == 1:
+            loop.call_soon(self._flush)
         await done
 
-    def _ensure_writer(self) -> None:
-        if self._writer is None or not self._writer.is_alive():
-            self._writer = threading.Thread(target=self._write_loop, name="bench-cache-writer", daemon=True)
-            self._writer.start()
-
-    def _write_loop(self) -> None:
-        """Drain the queue in groups: one transaction per group, then wake every waiter."""
-        db = _connect(self.path)
-        while True:
-            item = self._queue.get()
-            if item is None:
-                db.close()
-                return
-            group = [item]
-            while len(group) < 1000:
-                try:
-                    nxt = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    self._queue.put(None)  # stop after this group
-                    break
-                group.append(nxt)
-            error = self._commit(db, group)
-            for _key, _value, loop, fut in group:
-                loop.call_soon_threadsafe(_settle, fut, error)
-
-    @staticmethod
-    def _commit(db: sqlite3.Connection, group: list) -> Exception | None:
-        now = time.time()
-        try:
-            db.execute("BEGIN IMMEDIATE")
-            db.executemany(_INSERT, [(k, v, now) for k, v, _loop, _fut in group])
-            db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            return StoreError(f"cannot write the response cache: {exc}")
-        return None
+    def _flush(self) -> None:
+        """Commit every pending entry in one transaction, then wake each waiter."""
+        group, self._pending = self._pending, []
+        now, error = time.time(), None
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.executemany(_INSERT, [(k, v, now) for k, v, _fut in group])
+                self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                error = StoreError(f"cannot write the response cache {self.path}: {exc}")
+        for _key, _value, fut in group:
+            if not fut.done():
+                fut.set_result(None) if error is None else fut.set_exception(error)
 
     def __len__(self) -> int:
         with self._lock:
             return self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
 
     def close(self) -> None:
-        """Stop the writer (after it commits what is queued) and close the connections."""
-        if self._writer is not None and self._writer.is_alive():
-            self._queue.put(None)
-            self._writer.join(timeout=30)
+        """Close the connection (pending group commits are flushed first)."""
+        if self._pending:
+            self._flush()
         self._db.close()
-
-
-def _settle(fut: asyncio.Future, error: Exception | None) -> None:
-    if fut.done():
-        return
-    if error is None:
-        fut.set_result(None)
-    else:
-        fut.set_exception(error)

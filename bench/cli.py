@@ -13,8 +13,8 @@ from .errors import BenchError
 
 SMOKE_SCHEMA = {
     "type": "object",
-    "properties": {"tip": {"type": "string", "minLength": 1},
-                   "minutes": {"type": "integer", "minimum": 1, "maximum": 60}},
+    "properties": {"tip": {"type": "string", "minLength": 1, "maxLength": 200},
+                   "minutes": {"type": "integer", "enum": [5, 10, 15, 20, 25, 30]}},  # llama.cpp grammars enforce enum
     "required": ["tip", "minutes"],
     "additionalProperties": False,
 }
@@ -34,11 +34,11 @@ def _smoke(args: argparse.Namespace) -> int:
     rf = {"type": "json_schema", "json_schema": {"name": "tip", "schema": SMOKE_SCHEMA, "strict": True}}
 
     async def run() -> None:
-        for label, msgs, fmt in (("plain", plain, None), ("json", structured, rf)):
+        for label, msgs, fmt, extra in (("plain", plain, None, None), ("json", structured, rf, {"max_tokens": 160})):
             t0 = time.perf_counter()
-            comp = await llm.complete(spec, msgs, response_format=fmt)
+            comp = await llm.complete(spec, msgs, response_format=fmt, params=extra)
             if fmt is not None:
-                json.loads(comp.text)  # a constrained reply must parse; raises otherwise
+                json.loads(comp.text, strict=False)  # a constrained reply must parse; raises otherwise
             u = comp.usage
             print(f"[{label}] {comp.text.strip()!r}")
             print(f"    tokens {u.prompt_tokens}+{u.completion_tokens}, latency {u.latency_s}s, "
@@ -49,6 +49,42 @@ def _smoke(args: argparse.Namespace) -> int:
     asyncio.run(run())
     print(f"model calls made: {llm.calls} (a second run is answered from {llm.cache.path})")
     return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    """Print the grid and what the store and the cache already hold, then run the preflight."""
+    from .collect import plan  # noqa: PLC0415
+    from .preflight import preflight  # noqa: PLC0415
+    from .records import Candidate  # noqa: PLC0415
+    from .run import make_llm, open_run  # noqa: PLC0415
+    from .scenarios import render  # noqa: PLC0415
+
+    run = open_run(args.params, cells=args.cells)
+    print(run.describe())
+    for cell in run.cells:
+        print(f"  cell {cell.key}: {cell.model.model} {cell.model.params or ''}")
+    items = plan(run.sweep, run.scenarios, run.cells)
+    done = run.store.done_ids(Candidate)
+    todo = [it for it in items if it.candidate_id not in done]
+    llm = make_llm(run)
+    keys = [llm.request_key(it.cell.model.spec(), render(it.cell.prompt, it.scenario), sample=it.sample)
+            for it in todo]
+    cached = llm.cache.contains(keys) if keys else 0
+    print(f"candidates: {len(items)} planned, {len(items) - len(todo)} already in {run.dir}, "
+          f"{len(todo)} to produce, of which {cached} answered by the cache → {len(todo) - cached} model calls")
+    if run.sweep.judges:
+        print(f"judges: {', '.join(f'{j.id} ({j.model}, rubric {j.rubric})' for j in run.sweep.judges)}")
+    preflight([c.model.spec() for c in run.cells] + [j.spec() for j in run.sweep.judges])
+    print("preflight: ok (every model string known, every key set, every api_base answering); nothing was called")
+    return 0
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from .sweep import report, run_sweep  # noqa: PLC0415
+
+    executions = run_sweep(args.params, jobs=args.jobs, per_cell=args.per_cell, cells=args.cells,
+                           only_stage=args.only_stage, run_dir=args.run_dir)
+    return report(executions)
 
 
 def _serve_local(args: argparse.Namespace) -> int:
@@ -68,6 +104,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--api-base", default=None, help="OpenAI-compatible base URL (vLLM, Ollama, …)")
     s.add_argument("--runs", default="runs", help="run folder root (the cache lives under it)")
     s.set_defaults(func=_smoke)
+
+    s = sub.add_parser("validate", help="check a params file and print the grid; runs the preflight, calls nothing")
+    s.add_argument("params", help="params/<grid>.yaml")
+    s.add_argument("--cells", default=None, help="comma-separated cells (model_id/prompt_id@version)")
+    s.set_defaults(func=_validate)
+
+    s = sub.add_parser("sweep", help="run the stage notebooks with papermill over a params grid (resumable)")
+    s.add_argument("params", help="params/<grid>.yaml")
+    s.add_argument("--jobs", type=int, default=1, help="papermill executions side by side (cap is divided)")
+    s.add_argument("--per-cell", action="store_true", help="one executed notebook per (model, prompt) cell")
+    s.add_argument("--cells", default=None, help="only these cells (comma-separated model_id/prompt_id@version)")
+    s.add_argument("--only-stage", default=None, help="run one stage only (collect)")
+    s.add_argument("--run-dir", default=None, help="run folder (default runs/<sweep name>)")
+    s.set_defaults(func=_sweep)
 
     s = sub.add_parser("serve-local", help="serve the embedded model on loopback in the foreground")
     s.add_argument("--model", default="local/gemma-3-270m")

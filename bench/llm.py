@@ -27,8 +27,8 @@ from typing import Any
 
 from . import local
 from .cache import ResponseCache, request_key
-from .errors import ProviderError, StoreError
-from .records import Usage
+from .errors import LocalModelError, ProviderError, StoreError
+from .records import Usage, canonical_json
 from .routing import ModelSpec, Route, body_params, price_per_token, resolve
 from .secrets import load_env
 
@@ -100,6 +100,7 @@ class LLM:
         self._loops: dict[int, tuple[asyncio.AbstractEventLoop, _LoopState]] = {}
         self._reached: set[str] = set()  # api_bases that answered at least once in this process
         self.calls = 0  # requests actually sent (attempts), for tests and progress
+        self._timeouts: dict[float, Any] = {}  # aiohttp.ClientTimeout per value
 
     # -- public -------------------------------------------------------------------------
     async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], *,
@@ -113,20 +114,30 @@ class LLM:
         retries are spent or for a failure that cannot succeed.
         """
         route = await self._route(spec)
-        merged = {**spec.params, **(params or {})}
-        key = request_key({"endpoint": route.identity, "model": spec.model, "messages": messages,
-                           "params": merged, "response_format": response_format, "sample": sample})
+        merged = {**spec.params, **params} if params else spec.params
+        settings = canonical_json(merged) + "\x1f" + canonical_json(response_format)  # also the param memo key
+        key = request_key(route.identity, spec.model, settings, sample, canonical_json(messages))
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
-            return Completion(hit["text"], Usage(**{**hit["usage"], "cached": True}))
-        body = {"model": route.served_model, "messages": messages,
-                **body_params(route, merged, response_format)}
-        comp = await self._with_retries(route, body, timeout_s or self.limits.timeout_s, allow_empty)
+            return Completion(hit["text"], Usage.model_construct(**{**hit["usage"], "cached": True}))
+        wire_messages = local.llama_messages(messages) if route.is_local else messages
+        body = {"model": route.served_model, "messages": wire_messages,
+                **body_params(route, merged, response_format, settings)}
+        text, usage, raw = await self._with_retries(route, body, timeout_s or self.limits.timeout_s, allow_empty)
+        comp = Completion(text, Usage.model_construct(**usage), raw)
         if self.cache is not None:
             try:
-                await self.cache.aput(key, {"text": comp.text, "usage": comp.usage.model_dump()})
+                await self.cache.aput(key, {"text": text, "usage": usage})
             except StoreError as err:  # the reply is good; only its reuse is lost
                 warnings.warn(f"{err}; the answer is kept but not cached", RuntimeWarning, stacklevel=2)
         return comp
+
+    def request_key(self, spec: ModelSpec, messages: list[dict[str, Any]], *, params: dict | None = None,
+                    response_format: dict | None = None, sample: int = 0) -> str:
+        """Return the cache key ``complete`` would use for this request (no server is started, nothing sent)."""
+        route = self._resolved(spec)
+        merged = {**spec.params, **params} if params else spec.params
+        settings = canonical_json(merged) + "\x1f" + canonical_json(response_format)
+        return request_key(route.identity, spec.model, settings, sample, canonical_json(messages))
 
     def peak_in_flight(self) -> int:
         """Return the most requests this client had in flight at once on the current loop."""
@@ -139,14 +150,21 @@ class LLM:
             await st.session.close()
 
     # -- routing and per-loop state -----------------------------------------------------
-    async def _route(self, spec: ModelSpec) -> Route:
+    def _resolved(self, spec: ModelSpec) -> Route:
         route = self._routes.get(spec)
         if route is None:
             route = resolve(spec)
             self._routes[spec] = route
+        return route
+
+    async def _route(self, spec: ModelSpec) -> Route:
+        route = self._resolved(spec)
         if route.is_local and route.api_base is None:
-            ep = await asyncio.to_thread(local.ensure, spec.model)
-            route.api_base, route.served_model, route.identity = ep.api_base, ep.served_model, ep.identity
+            try:
+                ep = await asyncio.to_thread(local.ensure, spec.model)
+            except LocalModelError as err:  # recorded like any provider failure, redone on resume
+                raise ProviderError(str(err), kind="local_model", retryable=False) from None
+            route.api_base, route.served_model = ep.api_base, ep.served_model
         return route
 
     def _state(self) -> _LoopState:
@@ -158,17 +176,18 @@ class LLM:
         return entry[1]
 
     # -- retries ------------------------------------------------------------------------
-    async def _with_retries(self, route: Route, body: dict, timeout_s: float, allow_empty: bool) -> Completion:
+    async def _with_retries(self, route: Route, body: dict, timeout_s: float,
+                            allow_empty: bool) -> tuple[str, dict[str, Any], dict | None]:
         lim = self.limits
         start = time.monotonic()
         for attempt in range(lim.retries + 1):
             try:
-                comp = await self._attempt(route, body, timeout_s)
-                if not comp.text and not allow_empty:
+                text, usage, raw = await self._attempt(route, body, timeout_s)
+                if not text and not allow_empty:
                     raise ProviderError(f"{route.spec.model} returned empty content "
-                                        f"(finish_reason={comp.usage.finish_reason})", kind="empty",
-                                        retryable=True)
-                return Completion(comp.text, comp.usage.model_copy(update={"attempts": attempt + 1}), comp.raw)
+                                        f"(finish_reason={usage['finish_reason']})", kind="empty", retryable=True)
+                usage["attempts"] = attempt + 1
+                return text, usage, raw
             except ProviderError as err:
                 err.attempts = attempt + 1
                 if not err.retryable or attempt == lim.retries:
@@ -183,7 +202,7 @@ class LLM:
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
-    async def _attempt(self, route: Route, body: dict, timeout_s: float) -> Completion:
+    async def _attempt(self, route: Route, body: dict, timeout_s: float) -> tuple[str, dict[str, Any], dict | None]:
         st = self._state()
         if route.spec.rpm:
             window = st.windows.setdefault(route.spec.model, _RateWindow(route.spec.rpm, self.limits.rate_window_s))
@@ -202,20 +221,26 @@ class LLM:
                 st.in_flight -= 1
         usage["latency_s"] = round(time.perf_counter() - t0, 4)
         usage["cost_usd"] = _cost(route, usage)
-        return Completion(text, Usage(**usage), raw)
+        usage["cached"] = False
+        return text, usage, raw
 
     # -- transports ---------------------------------------------------------------------
     async def _send_direct(self, st: _LoopState, route: Route, body: dict, timeout_s: float):
         import aiohttp  # noqa: PLC0415 (kept out of `import bench`)
 
-        if st.session is None:
-            st.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300))
-        url = f"{route.api_base}/chat/completions"
-        headers = {"Content-Type": "application/json",
-                   "Authorization": f"Bearer {route.api_key() or 'not-needed'}"}
+        if st.session is None:  # the default timeout lives on the session: per-request timers cost ~5% throughput
+            st.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
+                                               timeout=aiohttp.ClientTimeout(total=self.limits.timeout_s))
+        if route.headers is None:  # the key is read from the environment once per route, kept in memory only
+            route.headers = {"Content-Type": "application/json",
+                             "Authorization": f"Bearer {route.api_key() or 'not-needed'}"}
+        extra = {}
+        if timeout_s != self.limits.timeout_s:  # e.g. a judge batch, whose timeout scales with its size
+            extra["timeout"] = self._timeouts.get(timeout_s) or self._timeouts.setdefault(
+                timeout_s, aiohttp.ClientTimeout(total=timeout_s))
         try:
-            async with st.session.post(url, data=json.dumps(body), headers=headers,
-                                       timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+            async with st.session.post(f"{route.api_base}/chat/completions", data=json.dumps(body),
+                                       headers=route.headers, **extra) as resp:
                 payload = await resp.read()
                 status, retry_after = resp.status, resp.headers.get("Retry-After")
         except asyncio.TimeoutError:

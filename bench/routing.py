@@ -28,7 +28,10 @@ DIRECT_PROVIDERS: dict[str, tuple[str | None, str | None]] = {
     "openrouter": ("https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"),
     "hosted_vllm": (None, None),
 }
-_DUMMY_KEY = "not-needed"  # OpenAI-compatible servers without auth still want a bearer header
+# A self-hosted OpenAI-compatible server named by these prefixes plus an explicit api_base is
+# resolved without importing LiteLLM (seconds per process): LiteLLM's own translation for
+# such a server passes the standard OpenAI params through unchanged, which is what we do.
+SELF_HOSTED_PREFIXES = ("openai/", "hosted_vllm/")
 
 
 @dataclass(frozen=True)
@@ -48,9 +51,13 @@ class ModelSpec:
     rpm: int | None = None
     price: tuple[float, float] | None = None
 
+    def __post_init__(self) -> None:  # hashed once: specs key the route table on every request
+        object.__setattr__(self, "_hash", hash((self.model, self.api_base, self.api_key_env,
+                                                json.dumps(self.params, sort_keys=True, default=str),
+                                                self.transport, self.rpm, self.price)))
+
     def __hash__(self) -> int:
-        return hash((self.model, self.api_base, self.api_key_env, json.dumps(self.params, sort_keys=True),
-                     self.transport, self.rpm, self.price))
+        return self._hash  # type: ignore[attr-defined]
 
 
 @dataclass
@@ -65,7 +72,9 @@ class Route:
     identity: str  # what the cache key uses for the endpoint (never a key, never a port of ours)
     key_env: str | None
     is_local: bool = False
+    self_hosted: bool = False  # params pass through as given (no LiteLLM translation needed)
     body_params: dict[str, dict[str, Any]] = field(default_factory=dict)  # memo: params JSON → body
+    headers: dict[str, str] | None = None  # direct transport, built on first use
 
     def api_key(self) -> str | None:
         """Return the key from the environment at call time (never stored anywhere)."""
@@ -77,8 +86,14 @@ class Route:
 def resolve(spec: ModelSpec) -> Route:
     """Return the Route for ``spec``; raise PreflightError for a model string nobody knows."""
     if local.is_local(spec.model):
+        # The weights' identity (name, size, package version), never the port: the cache survives restarts.
         return Route(spec, "direct", "local", spec.model.removeprefix(local.LOCAL_PREFIX), None,
-                     identity=spec.model, key_env=None, is_local=True)
+                     identity=local.identity(spec.model), key_env=None, is_local=True)
+    if spec.api_base and spec.transport != "litellm" and spec.model.startswith(SELF_HOSTED_PREFIXES):
+        provider, name = spec.model.split("/", 1)
+        base = spec.api_base.rstrip("/")
+        return Route(spec, "direct", provider, name, base, identity=f"{provider}@{base}",
+                     key_env=spec.api_key_env, self_hosted=True)
     lm = litellm()
     try:
         name, provider, _dyn_key, base = lm.get_llm_provider(spec.model, api_base=spec.api_base)
@@ -98,16 +113,20 @@ def resolve(spec: ModelSpec) -> Route:
                  api_base.rstrip("/") if api_base else None, identity=identity, key_env=key_env)
 
 
-def body_params(route: Route, params: dict[str, Any], response_format: dict | None) -> dict[str, Any]:
-    """Return the provider-ready body fields for these params (LiteLLM's translation, memoized)."""
-    memo_key = json.dumps([params, response_format], sort_keys=True, default=str)
+def body_params(route: Route, params: dict[str, Any], response_format: dict | None,
+                memo_key: str) -> dict[str, Any]:
+    """Return the provider-ready body fields for these params (LiteLLM's translation, memoized).
+
+    ``memo_key`` is a canonical spelling of (params, response_format), computed once by the caller.
+    """
     hit = route.body_params.get(memo_key)
     if hit is not None:
         return hit
-    if route.is_local:
+    if route.is_local or route.self_hosted:
         out = dict(params)
         if response_format is not None:
-            out["response_format"] = local.llama_response_format(response_format)
+            out["response_format"] = (local.llama_response_format(response_format) if route.is_local
+                                      else response_format)
     else:
         from litellm.utils import get_optional_params  # noqa: PLC0415 (heavy, only for remote models)
 

@@ -51,8 +51,8 @@ class RunStore:
         stem = _KINDS[_kind_of(kind)]
         if not self.root.is_dir():
             return []
-        return sorted(p for p in self.root.iterdir()
-                      if p.name == f"{stem}.jsonl" or (p.name.startswith(f"{stem}.") and p.suffix == ".jsonl"))
+        return sorted(p for p in self.root.iterdir() if p.is_file()
+                      and (p.name == f"{stem}.jsonl" or (p.name.startswith(f"{stem}.") and p.suffix == ".jsonl")))
 
     def ensure_writable(self) -> None:
         """Create the run folder if needed; raise StoreError naming it if it cannot be written."""

@@ -1,0 +1,178 @@
+"""The collect stage: every (model, prompt) cell answers every scenario, `samples` times.
+
+Work already done (a successful candidate with the same content id) is skipped, so a
+re-run makes zero calls and an interrupted run continues where it stopped. Failures are
+stored as candidates with ``error`` and redone on the next run. Candidates are appended
+in batches (one write + fsync each) as they arrive, and optionally handed to a sink
+(the judge stage, in a pipelined sweep).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import ProviderError
+from .llm import LLM
+from .params import Cell, Sweep
+from .progress import Progress
+from .records import Candidate, Scenario, content_hash
+from .scenarios import render
+from .store import RunStore
+
+FLUSH_EVERY_S = 0.5  # a kill loses at most this much work…
+FLUSH_EVERY_N = 256  # …or this many candidates
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """One candidate to produce: a cell, a scenario and a sample index, with its id known up front."""
+
+    cell: Cell
+    scenario: Scenario
+    sample: int
+
+    @property
+    def candidate_id(self) -> str:
+        return Candidate.id_prefix + content_hash(Candidate.identity(self._identity()))
+
+    def _identity(self) -> dict:
+        p = self.cell.prompt
+        return {"model": self.cell.model.model, "params": dict(self.cell.model.params), "prompt_id": p.id,
+                "prompt_version": p.version, "prompt_hash": p.content_hash, "scenario_id": self.scenario.id,
+                "sample": self.sample}
+
+
+@dataclass
+class CollectResult:
+    """What a collect run did: planned items, skipped (already done), new successes and failures."""
+
+    planned: int = 0
+    skipped: int = 0
+    done: int = 0
+    failed: int = 0
+    calls: int = 0  # requests actually sent (retries included); cache hits are not calls
+    wall_s: float = 0.0
+
+    def __str__(self) -> str:
+        return (f"collect: {self.planned} planned, {self.skipped} already done, {self.done} new, "
+                f"{self.failed} failed, {self.calls} model calls, {self.wall_s:.1f}s")
+
+
+def plan(sweep: Sweep, scenarios: list[Scenario], cells: Iterable[Cell]) -> list[WorkItem]:
+    """Return every work item of the given cells in a stable order (cell, scenario, sample)."""
+    return [WorkItem(c, s, k) for c in cells for s in scenarios for k in range(sweep.samples)]
+
+
+def make_candidate(item: WorkItem, messages: list[dict], *, output: str | None = None,
+                   error: Exception | None = None, usage=None) -> Candidate:
+    """Return the Candidate record of a finished work item: its answer, or its failure as data."""
+    kind = getattr(error, "kind", None) or ("internal" if error is not None else None)
+    return Candidate(**item._identity(), id=item.candidate_id, model_id=item.cell.model.id, messages=messages,
+                     output=output, error=None if error is None else str(error), error_kind=kind, usage=usage)
+
+
+async def collect(sweep: Sweep, run_dir: Path, scenarios: list[Scenario], cells: list[Cell], llm: LLM, *,
+                  shard: str | None = None, progress: str = "auto",
+                  sink: Callable[[Candidate], None] | None = None) -> CollectResult:
+    """Produce every missing candidate of ``cells``; return what was done.
+
+    Concurrency is bounded by ``llm``'s cap (one cap for the whole process).
+    """
+    t0, calls0 = time.monotonic(), llm.calls
+    store = RunStore(run_dir, shard=shard)
+    store.ensure_writable()
+    items = plan(sweep, scenarios, cells)
+    done_ids = store.done_ids(Candidate)
+    pending = [it for it in items if it.candidate_id not in done_ids]
+    result = CollectResult(planned=len(items), skipped=len(items) - len(pending))
+    bar = Progress("collect", _totals(pending), mode=progress)
+    writer = _BatchWriter(store)
+    work = iter(pending)
+
+    async def worker() -> None:
+        for item in work:  # a shared iterator: each item is taken by exactly one worker
+            cand = await _produce(item, llm)
+            writer.add(cand)
+            result.done += cand.ok
+            result.failed += not cand.ok
+            bar.update(item.cell.model.id, failed=not cand.ok)
+            if sink is not None and cand.ok:
+                sink(cand)
+
+    try:
+        n_workers = min(len(pending), 2 * llm.limits.max_concurrency) or 1
+        await asyncio.gather(writer.run(), _then(asyncio.gather(*(worker() for _ in range(n_workers))), writer))
+    finally:
+        writer.flush()  # whatever happens (Ctrl-C, a bug), nothing already answered is lost
+        bar.close()
+    result.calls, result.wall_s = llm.calls - calls0, time.monotonic() - t0
+    return result
+
+
+async def _then(task: asyncio.Future, writer: "_BatchWriter") -> None:
+    try:
+        await task
+    finally:
+        writer.stop()
+
+
+def _totals(items: list[WorkItem]) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for it in items:
+        totals[it.cell.model.id] = totals.get(it.cell.model.id, 0) + 1
+    return totals
+
+
+async def _produce(item: WorkItem, llm: LLM) -> Candidate:
+    """Answer one work item; a failure becomes a candidate with ``error``, never an exception."""
+    messages = render(item.cell.prompt, item.scenario)
+    try:
+        comp = await llm.complete(item.cell.model.spec(), messages, sample=item.sample)
+    except ProviderError as err:
+        return make_candidate(item, messages, error=err)
+    except asyncio.CancelledError:
+        raise
+    except Exception as err:  # a bug must not lose the sweep: record it, warn, go on
+        warnings.warn(f"collect: unexpected {type(err).__name__} for {item.candidate_id}: {err}", RuntimeWarning)
+        return make_candidate(item, messages, error=err)
+    return make_candidate(item, messages, output=comp.text, usage=comp.usage)
+
+
+class _BatchWriter:
+    """Buffers candidates and appends them in batches from a background task (time- or size-triggered)."""
+
+    def __init__(self, store: RunStore):
+        self.store = store
+        self.buffer: list[Candidate] = []
+        self.stopped = asyncio.Event()
+        self.wake = asyncio.Event()
+
+    def add(self, cand: Candidate) -> None:
+        self.buffer.append(cand)
+        if len(self.buffer) >= FLUSH_EVERY_N:
+            self.wake.set()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.wake.set()
+
+    def flush(self) -> None:
+        batch, self.buffer = self.buffer, []
+        if batch:
+            self.store.append(batch)
+
+    async def run(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                await asyncio.wait_for(self.wake.wait(), FLUSH_EVERY_S)
+            except asyncio.TimeoutError:
+                pass
+            self.wake.clear()
+            batch, self.buffer = self.buffer, []
+            if batch:
+                await asyncio.to_thread(self.store.append, batch)

@@ -1,0 +1,298 @@
+"""Params files (`params/*.yaml`): the grid of models × prompt versions × scenarios, validated.
+
+YAML keys map one-to-one onto these pydantic models; an unknown key or a wrong type is
+a ParamsError naming the file, the key path and what is allowed. Nothing here calls a
+model: `load_sweep` is safe to run anywhere.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import ParamsError
+from .records import content_hash
+from .routing import ModelSpec
+
+_SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Price(_Strict):
+    """USD per million tokens, for endpoints LiteLLM cannot price (self-hosted servers)."""
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+
+class Endpoint(_Strict):
+    """How to reach a model: shared by the model axis and by judges."""
+
+    model: str  # a LiteLLM model string (provider/name) or local/<name>
+    params: dict[str, Any] = Field(default_factory=dict)  # generation params: temperature, max_tokens, seed, …
+    api_base: str | None = None  # an OpenAI-compatible server (vLLM, Ollama's /v1, llama.cpp, …)
+    api_key_env: str | None = None  # the NAME of the variable holding the key, never the key
+    transport: Literal["auto", "direct", "litellm"] = "auto"
+    rpm: int | None = Field(default=None, gt=0)  # requests per minute cap for this model
+    price: Price | None = None
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v):
+            raise ValueError("must be the name of an environment variable (e.g. OPENAI_API_KEY), never a key")
+        return v
+
+    def spec(self) -> ModelSpec:
+        """Return the LLM seam's ModelSpec for this endpoint."""
+        price = (self.price.input_per_mtok, self.price.output_per_mtok) if self.price else None
+        return ModelSpec(self.model, api_base=self.api_base, api_key_env=self.api_key_env,
+                         params=dict(self.params), transport=self.transport, rpm=self.rpm, price=price)
+
+
+class ModelEntry(Endpoint):
+    """One point of the model axis; ``id`` is its label in reports."""
+
+    id: str
+
+    @field_validator("id")
+    @classmethod
+    def _slug(cls, v: str) -> str:
+        if not _SLUG.match(v):
+            raise ValueError("must be a short label of letters, digits, '.', '_' or '-'")
+        return v
+
+
+class PromptEntry(_Strict):
+    """One versioned prompt template; ``{field}`` placeholders are filled from each scenario."""
+
+    id: str
+    version: str
+    system: str | None = None
+    user: str
+
+    @property
+    def key(self) -> str:
+        """Return ``id@version``, the prompt's name in cells and reports."""
+        return f"{self.id}@{self.version}"
+
+    @property
+    def content_hash(self) -> str:
+        """Return the hash of the template text (part of every candidate id)."""
+        return content_hash({"system": self.system, "user": self.user})
+
+    def placeholders(self) -> set[str]:
+        """Return the field names the template needs from a scenario."""
+        names = set()
+        for text in (self.system or "", self.user):
+            for _lit, name, _spec, _conv in string.Formatter().parse(text):
+                if name is not None:
+                    names.add(name.split(".")[0].split("[")[0])
+        return names
+
+
+class SubsetDimension(_Strict):
+    """A list-valued dimension: each scenario gets a subset of ``of`` with a size in ``size``."""
+
+    of: list[Any] = Field(min_length=1)
+    size: tuple[int, int] = (1, 1)  # inclusive bounds
+
+    @model_validator(mode="after")
+    def _sizes(self) -> "SubsetDimension":
+        lo, hi = self.size
+        if not 0 <= lo <= hi <= len(self.of):
+            raise ValueError(f"size must satisfy 0 <= min <= max <= {len(self.of)} (the number of values)")
+        return self
+
+
+class GenerateSource(_Strict):
+    """Scenarios from named dimensions: the full product, or a seeded sample of ``n``."""
+
+    dimensions: dict[str, list[Any] | SubsetDimension] = Field(min_length=1)
+    n: int | None = Field(default=None, gt=0)
+
+
+class DatasetSource(_Strict):
+    """Scenarios from a JSONL, CSV or Parquet file; ``fields`` maps template fields to columns."""
+
+    path: str  # relative to the params file's folder, or to the project root
+    fields: dict[str, str] = Field(min_length=1)
+    reference: dict[str, str] = Field(default_factory=dict)  # ground truth columns (e.g. label)
+    limit: int | None = Field(default=None, gt=0)
+
+
+class Scenarios(_Strict):
+    """Exactly one scenario source."""
+
+    generate: GenerateSource | None = None
+    dataset: DatasetSource | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> "Scenarios":
+        if (self.generate is None) == (self.dataset is None):
+            raise ValueError("give exactly one of 'generate' or 'dataset'")
+        return self
+
+
+class JudgeEntry(Endpoint):
+    """A judge: a model by role, a versioned rubric and a grading mode."""
+
+    id: str
+    rubric: str  # a rubric id (rubrics/<id>.md) or a path to a rubric file
+    mode: Literal["rubric", "batch", "checklist", "pairwise", "automated", "hybrid"] | None = None
+    batch_size: int = Field(default=0, ge=0)  # batch mode: items per call (0 or 1 = single)
+    item_concurrency: int = Field(default=3, gt=0)  # checklist: requirement calls in flight per item
+
+
+class Limits(_Strict):
+    """The sweep's budget: the cap on requests in flight for the whole sweep, timeouts and retries."""
+
+    max_concurrency: int = Field(default=16, gt=0)
+    timeout_s: float = Field(default=60.0, gt=0)
+    retries: int = Field(default=4, ge=0)
+
+
+class Sweep(_Strict):
+    """A whole params file."""
+
+    name: str
+    seed: int = 0
+    models: list[ModelEntry] = Field(min_length=1)
+    prompts: list[PromptEntry] = Field(min_length=1)
+    scenarios: Scenarios
+    samples: int = Field(default=1, gt=0)
+    judges: list[JudgeEntry] = Field(default_factory=list)
+    limits: Limits = Field(default_factory=Limits)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _SLUG.match(v):
+            raise ValueError("must be a folder-safe name (letters, digits, '.', '_', '-'); it names runs/<name>")
+        return v
+
+    @model_validator(mode="after")
+    def _unique(self) -> "Sweep":
+        for what, keys in (("models[].id", [m.id for m in self.models]),
+                           ("prompts[] id@version", [p.key for p in self.prompts]),
+                           ("judges[].id", [j.id for j in self.judges])):
+            dupes = sorted({k for k in keys if keys.count(k) > 1})
+            if dupes:
+                raise ValueError(f"duplicate {what}: {', '.join(dupes)}")
+        return self
+
+    def cells(self) -> list["Cell"]:
+        """Return every (model, prompt) cell in declaration order."""
+        return [Cell(m, p) for m in self.models for p in self.prompts]
+
+
+class Cell(BaseModel):
+    """One (model, prompt version) point of the grid; ``key`` is ``model_id/prompt_id@version``."""
+
+    model_config = ConfigDict(frozen=True)
+    model: ModelEntry
+    prompt: PromptEntry
+
+    def __init__(self, model: ModelEntry, prompt: PromptEntry):
+        super().__init__(model=model, prompt=prompt)
+
+    @property
+    def key(self) -> str:
+        return f"{self.model.id}/{self.prompt.key}"
+
+
+def load_sweep(path: str | Path) -> tuple[Sweep, Path]:
+    """Return the validated Sweep of a params file and the file's resolved path.
+
+    Raises ParamsError naming the file, the key path and what is allowed.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ParamsError(f"{path}: cannot read the params file ({exc.strerror or exc})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+        raise ParamsError(f"{path}{where}: invalid YAML ({getattr(exc, 'problem', None) or exc})") from None
+    if not isinstance(data, dict):
+        raise ParamsError(f"{path}: expected a mapping of keys (name, models, prompts, scenarios, …), "
+                          f"got {type(data).__name__}")
+    try:
+        return Sweep.model_validate(data), path.resolve()
+    except ValidationError as exc:
+        raise ParamsError(format_errors(path, exc, data)) from None
+
+
+def format_errors(path: Path | str, exc: ValidationError, data: Any) -> str:
+    """Return one line per validation error: ``file: key.path: what is wrong (what is allowed)``."""
+    lines = []
+    for err in exc.errors():
+        branches = [str(p) for p in err["loc"] if isinstance(p, str) and _is_branch(p)]
+        if branches and branches[-1].startswith("list[") and isinstance(err.get("input"), dict):
+            continue  # a mapping was meant as the other branch (a subset dimension): that error says it
+        loc = _loc(err["loc"])
+        if err["type"] == "extra_forbidden":
+            allowed = _allowed_keys(err["loc"][:-1])
+            msg = f"unknown key '{err['loc'][-1]}'" + (f" (allowed: {', '.join(allowed)})" if allowed else "")
+        elif err["type"] == "missing":
+            msg = "required key is missing"
+        else:
+            msg = err["msg"].removeprefix("Value error, ")
+            if "input" in err and err["type"] not in ("value_error",) and not isinstance(err["input"], dict):
+                msg += f" (got {err['input']!r})"
+        lines.append(f"{path}: {loc or '(top level)'}: {msg}")
+    unique = list(dict.fromkeys(lines))
+    return "\n".join(unique)
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif _is_branch(part):
+            continue  # pydantic's union-branch names are not keys the user wrote
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _is_branch(part: Any) -> bool:
+    """Return True for pydantic's names of union branches in an error location."""
+    return isinstance(part, str) and (part.startswith(("list[", "function-")) or part == "SubsetDimension")
+
+
+def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
+    """Return the keys allowed at a location of the params file (for unknown-key errors)."""
+    model: Any = Sweep
+    for part in loc:
+        if _is_branch(part):
+            model = SubsetDimension if "SubsetDimension" in part else None
+            continue
+        if isinstance(part, int) or model is None:
+            continue
+        field = getattr(model, "model_fields", {}).get(part)
+        model = _model_of(field.annotation) if field is not None else None
+    return list(getattr(model, "model_fields", {})) if model is not None else []
+
+
+def _model_of(annotation: Any) -> Any:
+    """Return the pydantic model inside an annotation like ``list[X]``, ``X | None`` (or None)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_of(arg)
+        if found is not None:
+            return found
+    return None

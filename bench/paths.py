@@ -1,0 +1,47 @@
+"""Where things are: the project root, the run folders and the shared response cache.
+
+Notebooks run with the notebook folder as working directory (JupyterLab) or wherever
+papermill was started; resolving against the project root lets the same relative
+paths (`params/demo.yaml`) work from both.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def project_root(start: Path | None = None) -> Path:
+    """Return the nearest folder (upward from ``start`` or the cwd) holding both params/ and notebooks/.
+
+    Falls back to the working directory, so bench also works outside a checkout.
+    """
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "params").is_dir() and (folder / "notebooks").is_dir():
+            return folder
+    return here
+
+
+def resolve(path: str | os.PathLike[str], root: Path | None = None) -> Path:
+    """Return ``path`` made absolute: as given if it exists from the cwd, else under the project root."""
+    p = Path(path).expanduser()
+    if p.is_absolute() or p.exists():
+        return p.resolve()
+    return (root or project_root()) / p
+
+
+def runs_root(root: Path | None = None) -> Path:
+    """Return the folder holding every sweep's run folder (``$BENCH_RUNS`` or ``<project>/runs``)."""
+    env = os.environ.get("BENCH_RUNS")
+    return Path(env).resolve() if env else (root or project_root()) / "runs"
+
+
+def run_dir(sweep_name: str, root: Path | None = None) -> Path:
+    """Return ``runs/<sweep name>``, where a sweep's records, notebooks and cache entries live."""
+    return runs_root(root) / sweep_name
+
+
+def cache_path(root: Path | None = None) -> Path:
+    """Return the response cache shared by all sweeps (re-judging elsewhere reuses replies)."""
+    return runs_root(root) / ".cache" / "responses.sqlite"

@@ -1,0 +1,182 @@
+"""`bench sweep`: execute the stage notebooks with papermill over a params grid.
+
+The grid's cells are split into executions: one for the whole grid (default: one event
+loop, one cap), N side by side (``--jobs N``), or one per cell (``--per-cell``, at most
+``--jobs`` at a time). The sweep's concurrency cap is divided among the executions that
+run at once, so the sweep as a whole never exceeds it. Each execution appends to its
+own shard of the run store and saves its executed notebook under
+``runs/<sweep>/notebooks/``; a failed execution is reported with that path and does not
+stop the others. Everything is resumable: a second sweep makes zero model calls.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import local
+from .errors import BenchError
+from .params import Cell
+from .run import Run, open_run, prepare
+
+STAGES = {"collect": "01_collect.ipynb"}
+
+
+@dataclass
+class Execution:
+    """One papermill execution of a stage notebook over some cells."""
+
+    stage: str
+    cells: list[Cell]
+    shard: str | None
+    notebook: Path = field(default=Path())
+    returncode: int | None = None
+    seconds: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return f"{self.stage}.{self.shard}" if self.shard else self.stage
+
+
+def plan_executions(run: Run, stage: str, jobs: int, per_cell: bool) -> list[Execution]:
+    """Return the executions of a stage: one, ``jobs`` groups of cells, or one per cell."""
+    cells = run.cells
+    if per_cell:
+        groups = [[c] for c in cells]
+        shards = [_slug(c.key) for c in cells]
+    elif jobs <= 1 or len(cells) == 1:
+        groups, shards = [cells], [None]
+    else:
+        n = min(jobs, len(cells))
+        groups = [cells[i::n] for i in range(n)]
+        shards = [f"job{i + 1}" for i in range(n)]
+    out = []
+    for group, shard in zip(groups, shards):
+        ex = Execution(stage, group, shard)
+        ex.notebook = run.dir / "notebooks" / f"{Path(STAGES[stage]).stem}{'.' + shard if shard else ''}.ipynb"
+        out.append(ex)
+    return out
+
+
+def _slug(key: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_.@" else "_" for ch in key).replace("@", "-")
+
+
+def run_sweep(params: str, *, jobs: int = 1, per_cell: bool = False, cells=None,
+              only_stage: str | None = None, run_dir: str | None = None) -> list[Execution]:
+    """Run the sweep's stages; return every execution with its exit code (0 = success)."""
+    run = open_run(params, cells=cells, run_dir=run_dir)
+    print(run.describe(), flush=True)
+    prepare(run)  # preflight + scenarios.jsonl: nothing is spent on a run that cannot finish
+    stages = [only_stage] if only_stage else list(STAGES)
+    for stage in stages:
+        if stage not in STAGES:
+            raise BenchError(f"unknown stage {stage!r}; stages are: {', '.join(STAGES)}")
+    done: list[Execution] = []
+    with _shared_local_server(run):
+        for stage in stages:
+            done += _run_stage(run, stage, jobs, per_cell)
+    return done
+
+
+def _run_stage(run: Run, stage: str, jobs: int, per_cell: bool) -> list[Execution]:
+    executions = plan_executions(run, stage, jobs, per_cell)
+    cap = run.sweep.limits.max_concurrency
+    parallel = max(1, min(jobs if per_cell else len(executions), len(executions), cap))
+    share = max(1, cap // parallel)  # the sweep as a whole never exceeds the cap
+    print(f"{stage}: {len(executions)} execution(s), {parallel} at a time, cap {share} each", flush=True)
+    sem = threading.Semaphore(parallel)
+    threads = [threading.Thread(target=_guarded, args=(sem, run, ex, share)) for ex in executions]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    except KeyboardInterrupt:
+        _stop_children()
+        raise
+    return executions
+
+
+def _guarded(sem: threading.Semaphore, run: Run, ex: Execution, cap: int) -> None:
+    with sem:
+        _execute(run, ex, cap)
+
+
+_children: set[subprocess.Popen] = set()
+
+
+def _execute(run: Run, ex: Execution, cap: int) -> None:
+    """Run one papermill execution, streaming its log lines prefixed with the execution's name."""
+    ex.notebook.parent.mkdir(parents=True, exist_ok=True)
+    params = {"params": str(run.params_path), "cells": [c.key for c in ex.cells], "run_dir": str(run.dir),
+              "max_concurrency": cap, "shard": ex.shard, "progress": "text"}
+    cmd = [sys.executable, "-m", "papermill", str(run.root / "notebooks" / STAGES[ex.stage]), str(ex.notebook),
+           "-y", json.dumps(params), "--log-output", "--no-progress-bar", "--cwd", str(run.root),
+           "-k", "python3"]
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_child_env())
+    _children.add(proc)
+    for line in proc.stdout:  # type: ignore[union-attr]
+        line = line.rstrip()
+        if line and not line.startswith(("Executing Cell", "Ending Cell")):
+            print(f"[{ex.name}] {line}", flush=True)
+    ex.returncode = proc.wait()
+    _children.discard(proc)
+    ex.seconds = time.monotonic() - t0
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    env.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    return env
+
+
+def _stop_children() -> None:
+    for proc in list(_children):
+        proc.terminate()
+    for proc in list(_children):
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+class _shared_local_server:
+    """Start the embedded model once in the driver and share it with every execution (one model loaded)."""
+
+    def __init__(self, run: Run):
+        self.models = sorted({c.model.model for c in run.cells if local.is_local(c.model.model)}
+                             | {j.model for j in run.sweep.judges if local.is_local(j.model)})
+        self.owned = False
+
+    def __enter__(self) -> "_shared_local_server":
+        if self.models and not os.environ.get("BENCH_LOCAL_API_BASE"):
+            if len(self.models) > 1:
+                raise BenchError(f"a sweep can use one local model at a time; this one names {self.models}")
+            endpoint = local.ensure(self.models[0])
+            os.environ["BENCH_LOCAL_API_BASE"] = endpoint.api_base
+            self.owned = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.owned:
+            os.environ.pop("BENCH_LOCAL_API_BASE", None)
+            local.shutdown()
+
+
+def report(executions: list[Execution]) -> int:
+    """Print one line per execution and return the sweep's exit code (1 if any execution failed)."""
+    failed = [e for e in executions if e.returncode != 0]
+    for ex in executions:
+        status = "ok" if ex.returncode == 0 else f"FAILED (exit {ex.returncode}): see {ex.notebook}"
+        print(f"  {ex.name}: {status} [{ex.seconds:.1f}s]")
+    return 1 if failed else 0

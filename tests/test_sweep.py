@@ -1,0 +1,150 @@
+"""`bench sweep` end to end: papermill executions against the fake provider, resume, jobs, failures."""
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.records import Candidate
+from bench.store import RunStore
+
+ROOT = Path(__file__).resolve().parents[1]
+N_CELLS, N_SCENARIOS = 6, 20
+PARAMS = """
+name: t
+seed: 1
+models:
+  - {{id: m1, model: openai/fake-a, api_base: "{url}", params: {{max_tokens: 8}}}}
+  - {{id: m2, model: openai/fake-b, api_base: "{url}"}}
+prompts:
+  - {{id: p, version: v1, user: "Q {{topic}} {{n}}"}}
+  - {{id: p, version: v2, user: "Question about {{topic}} number {{n}}"}}
+  - {{id: q, version: v1, system: "be brief", user: "{{topic}}?"}}
+scenarios:
+  generate: {{dimensions: {{topic: [a, b, c, d, e], n: [1, 2, 3, 4]}}}}
+limits: {{max_concurrency: {cap}, timeout_s: 10, retries: 3}}
+"""
+
+
+@pytest.fixture
+def grid(tmp_path, fake):
+    def make(cap=6):
+        path = tmp_path / "grid.yaml"
+        path.write_text(PARAMS.format(url=fake.url, cap=cap))
+        return path
+    return make
+
+
+def env_for(tmp_path):
+    return {**os.environ, "BENCH_RUNS": str(tmp_path / "runs"), "PYTHONUNBUFFERED": "1"}
+
+
+def sweep(tmp_path, params, *args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "bench", "sweep", str(params), *args], cwd=ROOT,
+                          env=env_for(tmp_path), capture_output=True, text=True, timeout=timeout)
+
+
+def successes(tmp_path):
+    recs = [c for c in RunStore(tmp_path / "runs" / "t").read(Candidate) if c.ok]
+    return collections.Counter(c.id for c in recs)
+
+
+def test_sweep_collects_every_candidate_then_resumes_with_zero_calls(tmp_path, fake, grid):
+    params = grid()
+    first = sweep(tmp_path, params)
+    assert first.returncode == 0, first.stdout + first.stderr
+    done = successes(tmp_path)
+    assert len(done) == N_CELLS * N_SCENARIOS and set(done.values()) == {1}
+    assert fake.stats()["requests"] == N_CELLS * N_SCENARIOS
+    assert (tmp_path / "runs/t/notebooks/01_collect.ipynb").exists()
+    again = sweep(tmp_path, params)
+    assert again.returncode == 0 and fake.stats()["requests"] == N_CELLS * N_SCENARIOS
+    assert "0 new" in again.stdout and "0 model calls" in again.stdout
+    out = subprocess.run([sys.executable, "-m", "bench", "validate", str(params)], cwd=ROOT, env=env_for(tmp_path),
+                         capture_output=True, text=True)
+    assert "120 already in" in out.stdout and "→ 0 model calls" in out.stdout
+
+
+def test_jobs_split_the_cap_so_the_sweep_never_exceeds_it(tmp_path, fake, grid):
+    fake.configure(latency_ms=150)
+    result = sweep(tmp_path, grid(cap=6), "--jobs", "3")
+    assert result.returncode == 0, result.stdout + result.stderr
+    stats = fake.stats()
+    assert stats["peak_in_flight"] <= 6
+    assert stats["requests"] == N_CELLS * N_SCENARIOS
+    notebooks = sorted(p.name for p in (tmp_path / "runs/t/notebooks").iterdir())
+    assert notebooks == ["01_collect.job1.ipynb", "01_collect.job2.ipynb", "01_collect.job3.ipynb"]
+    assert len(successes(tmp_path)) == N_CELLS * N_SCENARIOS
+
+
+def test_per_cell_writes_one_notebook_per_cell(tmp_path, fake, grid):
+    result = sweep(tmp_path, grid(), "--per-cell", "--jobs", "2", "--cells", "m1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    notebooks = sorted(p.name for p in (tmp_path / "runs/t/notebooks").iterdir())
+    assert notebooks == ["01_collect.m1_p-v1.ipynb", "01_collect.m1_p-v2.ipynb", "01_collect.m1_q-v1.ipynb"]
+    assert len(successes(tmp_path)) == 3 * N_SCENARIOS
+
+
+def test_kill_9_mid_sweep_then_resume_gives_every_candidate_exactly_once(tmp_path, fake, grid):
+    fake.configure(latency_ms=60)
+    params = grid(cap=4)
+    proc = subprocess.Popen([sys.executable, "-m", "bench", "sweep", str(params)], cwd=ROOT, env=env_for(tmp_path),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    store = tmp_path / "runs/t/candidates.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not store.exists() or store.read_bytes().count(b"\n") < 20):
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    time.sleep(2.5)  # the orphaned kernel notices its parent is gone and exits
+    partial = len(successes(tmp_path))
+    assert 20 <= partial < N_CELLS * N_SCENARIOS
+    resumed = sweep(tmp_path, params)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    done = successes(tmp_path)
+    assert len(done) == N_CELLS * N_SCENARIOS and set(done.values()) == {1}  # nothing lost, nothing twice
+    # every request paid for an answer we kept, except those in flight at the kill (at most the cap)
+    assert N_CELLS * N_SCENARIOS <= fake.stats()["requests"] <= N_CELLS * N_SCENARIOS + 4
+
+
+def test_a_failed_execution_is_reported_and_the_others_finish(tmp_path, fake, grid):
+    params = grid()
+    blocker = tmp_path / "runs/t/candidates.job1.jsonl"
+    blocker.parent.mkdir(parents=True)
+    blocker.symlink_to(tmp_path / "no-such-folder" / "x")  # job1 cannot append: its execution fails
+    result = sweep(tmp_path, params, "--jobs", "2")
+    assert result.returncode == 1
+    assert "collect.job1: FAILED" in result.stdout and "01_collect.job1.ipynb" in result.stdout
+    assert "collect.job2: ok" in result.stdout
+    job2 = {c.id for c in RunStore(tmp_path / "runs/t", shard="job2").read(Candidate)}
+    assert len(job2) == 3 * N_SCENARIOS
+
+
+def test_bad_params_stop_before_any_call(tmp_path, fake):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(PARAMS.format(url=fake.url, cap=4).replace('user: "{topic}?"', 'user: "{topic} {mood}?"'))
+    result = sweep(tmp_path, bad)
+    assert result.returncode == 2 and "{mood}" in result.stderr and "q@v1" in result.stderr
+    assert fake.stats()["requests"] == 0
+
+
+def test_collect_notebook_runs_under_nbval(tmp_path, fake, grid):
+    import nbformat
+    from papermill.iorw import load_notebook_node
+    from papermill.parameterize import parameterize_notebook
+
+    nb = load_notebook_node(str(ROOT / "notebooks/01_collect.ipynb"))
+    nb = parameterize_notebook(nb, {"params": str(grid()), "cells": ["m1/p@v1"], "progress": "text"})
+    target = tmp_path / "01_collect.ipynb"
+    nbformat.write(nb, target)
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
+                             str(target)], cwd=ROOT, env=env_for(tmp_path), capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert fake.stats()["requests"] == N_SCENARIOS
