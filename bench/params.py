@@ -10,16 +10,21 @@ from __future__ import annotations
 import re
 import string
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator,
+                      model_validator)
 
 from .errors import ParamsError
 from .records import content_hash
 from .routing import ModelSpec
 
 _SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_KEY_PREFIX = re.compile(r"^(sk|AIza|gsk_|hf_|xai-|pk_|rk_)")  # how provider keys start
+_SECRET_PARAMS = frozenset({"api_key", "api_base", "api_key_env", "key", "token", "authorization"})
+_TEMPLATE_HELP = "placeholders are {name}; write a literal brace as {{ or }}"
 
 
 class _Strict(BaseModel):
@@ -47,8 +52,22 @@ class Endpoint(_Strict):
     @field_validator("api_key_env")
     @classmethod
     def _env_name(cls, v: str | None) -> str | None:
-        if v is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v):
-            raise ValueError("must be the name of an environment variable (e.g. OPENAI_API_KEY), never a key")
+        """Refuse anything but a variable name, and names that look like keys (never echoing them)."""
+        if v is None:
+            return v
+        if not _ENV_NAME.fullmatch(v) or _KEY_PREFIX.match(v) or len(v) > 64:
+            raise ValueError("must be the name of an environment variable (e.g. OPENAI_API_KEY), never a key; "
+                             "put the key in that variable")
+        return v
+
+    @field_validator("params")
+    @classmethod
+    def _no_secrets(cls, v: dict[str, Any]) -> dict[str, Any]:
+        """Refuse keys and servers in ``params`` (they would reach records and reports); never echo them."""
+        for name in v:
+            if str(name).lower() in _SECRET_PARAMS:
+                raise ValueError(f"{name} cannot go in params; name the key's variable in api_key_env "
+                                 f"(and the server in api_base)")
         return v
 
     def spec(self) -> ModelSpec:
@@ -89,14 +108,42 @@ class PromptEntry(_Strict):
         """Return the hash of the template text (part of every candidate id)."""
         return content_hash({"system": self.system, "user": self.user})
 
+    @field_validator("system", "user")
+    @classmethod
+    def _template(cls, v: str | None) -> str | None:
+        """Refuse unbalanced braces and placeholders that are not plain field names."""
+        if v is not None:
+            problem = _template_problem(v)
+            if problem:
+                raise ValueError(f"invalid template ({problem}); {_TEMPLATE_HELP}")
+        return v
+
     def placeholders(self) -> set[str]:
-        """Return the field names the template needs from a scenario."""
+        """Return the field names the template needs from a scenario (never raises)."""
         names = set()
         for text in (self.system or "", self.user):
-            for _lit, name, _spec, _conv in string.Formatter().parse(text):
-                if name is not None:
-                    names.add(name.split(".")[0].split("[")[0])
+            try:
+                parsed = [name for _lit, name, _spec, _conv in string.Formatter().parse(text) if name is not None]
+            except ValueError:
+                continue  # only reachable via model_construct; scenarios.check_placeholders reports it
+            names.update(name.split(".")[0].split("[")[0] for name in parsed)
         return names
+
+
+def _template_problem(text: str) -> str | None:
+    """Return what is wrong with a template's braces or placeholders, or None if nothing is."""
+    try:
+        names = [name for _lit, name, _spec, _conv in string.Formatter().parse(text) if name is not None]
+    except ValueError as exc:
+        return str(exc)
+    for name in names:
+        if not name:
+            return "{} has no field name"
+        if name.isdigit():
+            return f"{{{name}}} is a position, not a field name"
+        if "." in name or "[" in name:
+            return f"{{{name}}} uses an attribute or index"
+    return None
 
 
 class SubsetDimension(_Strict):
@@ -113,10 +160,24 @@ class SubsetDimension(_Strict):
         return self
 
 
+def _dimension_shape(v: Any) -> Any:
+    """Refuse, in one message, a dimension that is neither a non-empty list nor a mapping."""
+    if isinstance(v, list):
+        if not v:
+            raise ValueError("needs at least 1 value")
+        return v
+    if isinstance(v, (dict, SubsetDimension)):
+        return v
+    raise ValueError(f"expected a list of values or {{of: [...], size: [min, max]}} (got {v!r})")
+
+
+Dimension = Annotated[list[Any] | SubsetDimension, BeforeValidator(_dimension_shape)]
+
+
 class GenerateSource(_Strict):
     """Scenarios from named dimensions: the full product, or a seeded sample of ``n``."""
 
-    dimensions: dict[str, list[Any] | SubsetDimension] = Field(min_length=1)
+    dimensions: dict[str, Dimension] = Field(min_length=1)
     n: int | None = Field(default=None, gt=0)
 
 
@@ -179,19 +240,30 @@ class Sweep(_Strict):
             raise ValueError("must be a folder-safe name (letters, digits, '.', '_', '-'); it names runs/<name>")
         return v
 
-    @model_validator(mode="after")
-    def _unique(self) -> "Sweep":
-        for what, keys in (("models[].id", [m.id for m in self.models]),
-                           ("prompts[] id@version", [p.key for p in self.prompts]),
-                           ("judges[].id", [j.id for j in self.judges])):
-            dupes = sorted({k for k in keys if keys.count(k) > 1})
-            if dupes:
-                raise ValueError(f"duplicate {what}: {', '.join(dupes)}")
-        return self
+    @field_validator("models", "judges")
+    @classmethod
+    def _unique_ids(cls, v: list[Any]) -> list[Any]:
+        """Refuse two entries with the same id (they would share a label in reports)."""
+        _refuse_duplicates("id", [entry.id for entry in v])
+        return v
+
+    @field_validator("prompts")
+    @classmethod
+    def _unique_keys(cls, v: list[PromptEntry]) -> list[PromptEntry]:
+        """Refuse two prompts with the same id@version."""
+        _refuse_duplicates("id@version", [p.key for p in v])
+        return v
 
     def cells(self) -> list["Cell"]:
         """Return every (model, prompt) cell in declaration order."""
         return [Cell(m, p) for m in self.models for p in self.prompts]
+
+
+def _refuse_duplicates(what: str, keys: list[str]) -> None:
+    """Raise ValueError naming every key listed more than once."""
+    dupes = sorted({k for k in keys if keys.count(k) > 1})
+    if dupes:
+        raise ValueError(f"duplicate {what} {', '.join(dupes)}")
 
 
 class Cell(BaseModel):
@@ -219,12 +291,9 @@ def load_sweep(path: str | Path) -> tuple[Sweep, Path]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ParamsError(f"{path}: cannot read the params file ({exc.strerror or exc})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
-        raise ParamsError(f"{path}{where}: invalid YAML ({getattr(exc, 'problem', None) or exc})") from None
+    data = _parse_yaml(path, text)
+    if data is None:
+        raise ParamsError(f"{path}: the file is empty; expected the keys name, models, prompts, scenarios")
     if not isinstance(data, dict):
         raise ParamsError(f"{path}: expected a mapping of keys (name, models, prompts, scenarios, …), "
                           f"got {type(data).__name__}")
@@ -232,6 +301,45 @@ def load_sweep(path: str | Path) -> tuple[Sweep, Path]:
         return Sweep.model_validate(data), path.resolve()
     except ValidationError as exc:
         raise ParamsError(format_errors(path, exc, data)) from None
+
+
+class _DuplicateKey(yaml.YAMLError):
+    """A mapping lists the same key twice (YAML would silently keep the last)."""
+
+    def __init__(self, key: Any, line: int):
+        super().__init__(f"duplicate key '{key}'")
+        self.key, self.line = key, line
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A SafeLoader that refuses a key repeated in one mapping (``<<`` merges may still be overridden)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        """Return the mapping of ``node``, raising _DuplicateKey on a repeated key."""
+        seen: set[Any] = set()
+        for key_node, _value in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                if key in seen:
+                    raise _DuplicateKey(key, key_node.start_mark.line + 1)
+                seen.add(key)
+            except TypeError:
+                continue  # an unhashable key: SafeLoader reports it
+        return super().construct_mapping(node, deep=deep)
+
+
+def _parse_yaml(path: Path, text: str) -> Any:
+    """Return the parsed YAML of a params file; ParamsError (with the line) if invalid or a key repeats."""
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except _DuplicateKey as exc:
+        raise ParamsError(f"{path}:{exc.line}: {exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+        raise ParamsError(f"{path}{where}: invalid YAML ({getattr(exc, 'problem', None) or exc})") from None
 
 
 def format_errors(path: Path | str, exc: ValidationError, data: Any) -> str:
@@ -247,6 +355,9 @@ def format_errors(path: Path | str, exc: ValidationError, data: Any) -> str:
             msg = f"unknown key '{err['loc'][-1]}'" + (f" (allowed: {', '.join(allowed)})" if allowed else "")
         elif err["type"] == "missing":
             msg = "required key is missing"
+        elif err["type"] == "too_short":
+            n = err.get("ctx", {}).get("min_length", 1)
+            msg = f"needs at least {n} item{'' if n == 1 else 's'}"
         else:
             msg = err["msg"].removeprefix("Value error, ")
             if "input" in err and err["type"] not in ("value_error",) and not isinstance(err["input"], dict):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bench.errors import ParamsError
-from bench.params import Endpoint, Sweep, load_sweep
+from bench.params import Endpoint, PromptEntry, Sweep, load_sweep
 from bench.routing import ModelSpec
 
 REPO = Path(__file__).resolve().parents[1]
@@ -144,11 +144,37 @@ def test_tab_indentation_is_invalid_yaml_with_line(tmp_path):
     assert error_of(path).startswith(f"{path}:2:")
 
 
-@pytest.mark.parametrize("text, got", [("- a\n- b\n", "list"), ("just text\n", "str"), ("", "NoneType")])
+@pytest.mark.parametrize("text, got", [("- a\n- b\n", "list"), ("just text\n", "str"), ("3\n", "int")])
 def test_not_a_mapping(tmp_path, text, got):
     message = error_of(write(tmp_path, text))
     assert "expected a mapping" in message and got in message
     assert "name, models, prompts, scenarios" in message
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "# only a comment\n", "---\n"])
+def test_empty_file(tmp_path, text):
+    path = write(tmp_path, text)
+    assert error_of(path) == f"{path}: the file is empty; expected the keys name, models, prompts, scenarios"
+
+
+@pytest.mark.parametrize("old, new, line, key", [
+    ("name: demo\n", "name: demo\nname: other\n", 2, "name"),
+    ("  - id: small\n", "  - id: small\n    id: tiny\n", 5, "id"),
+    ("    n: 4\n", "    n: 4\n    n: 5\n", 28, "n"),
+    ("      persona: [a chef, a pilot]\n", "      persona: [a chef, a pilot]\n      persona: [x]\n", 26, "persona"),
+    ("{temperature: 0.2, max_tokens: 64}", "{temperature: 0.2, temperature: 0.9}", 6, "temperature"),
+])
+def test_duplicate_yaml_key_names_file_line_and_key(tmp_path, old, new, line, key):
+    path = write(tmp_path, edit(old, new))
+    assert error_of(path) == f"{path}:{line}: duplicate key '{key}'"
+
+
+def test_yaml_merge_keys_may_still_be_overridden(tmp_path):
+    text = edit("    params: {temperature: 0.2, max_tokens: 64}",
+                "    params: &p {temperature: 0.2, max_tokens: 64}", VALID)
+    text = edit("    transport: direct", "    transport: direct\n    params:\n      <<: *p\n      temperature: 0.9", text)
+    sweep, _ = load_sweep(write(tmp_path, text))
+    assert sweep.models[1].params == {"temperature": 0.9, "max_tokens": 64}
 
 
 # ----------------------------------------------------------------------------- keys
@@ -226,23 +252,42 @@ def test_models_must_be_a_list(tmp_path):
 
 def test_empty_models_list(tmp_path):
     text = VALID.split("models:")[0] + "models: []\nprompts:" + VALID.split("prompts:", 1)[1]
-    message = error_of(write(tmp_path, text))
-    assert "models:" in message and "at least 1 item" in message
+    path = write(tmp_path, text)
+    assert error_of(path) == f"{path}: models: needs at least 1 item"
+
+
+def test_empty_subset_of_and_dimensions(tmp_path):
+    message = error_of(write(tmp_path, edit("of: [sleep, food, work], size: [1, 2]", "of: []")))
+    assert "scenarios.generate.dimensions.topic.of: needs at least 1 item" in message
+    text = VALID.split("    dimensions:")[0] + "    dimensions: {}\n"
+    assert "scenarios.generate.dimensions: needs at least 1 item" in error_of(write(tmp_path, text))
+
+
+def test_empty_dimension_list_is_refused_at_load(tmp_path):
+    path = write(tmp_path, edit("persona: [a chef, a pilot]", "persona: []"))
+    assert error_of(path) == f"{path}: scenarios.generate.dimensions.persona: needs at least 1 value"
 
 
 def test_duplicate_model_ids(tmp_path):
-    message = error_of(write(tmp_path, edit("  - id: local", "  - id: small")))
-    assert "duplicate models[].id: small" in message
+    path = write(tmp_path, edit("  - id: local", "  - id: small"))
+    assert error_of(path) == f"{path}: models: duplicate id small"
 
 
 def test_duplicate_prompt_id_and_version(tmp_path):
-    message = error_of(write(tmp_path, edit("    version: v2", "    version: v1")))
-    assert "duplicate prompts[] id@version: tip@v1" in message
+    path = write(tmp_path, edit("    version: v2", "    version: v1"))
+    assert error_of(path) == f"{path}: prompts: duplicate id@version tip@v1"
 
 
 def test_duplicate_judge_ids(tmp_path):
-    text = VALID.replace("limits:", "  - {id: j1, model: openai/x, rubric: r}\nlimits:")
-    assert "duplicate judges[].id: j1" in error_of(write(tmp_path, text))
+    path = write(tmp_path, VALID.replace("limits:", "  - {id: j1, model: openai/x, rubric: r}\nlimits:"))
+    assert error_of(path) == f"{path}: judges: duplicate id j1"
+
+
+def test_duplicates_in_several_lists_are_all_reported(tmp_path):
+    text = edit("    version: v2", "    version: v1", edit("  - id: local", "  - id: small"))
+    path = write(tmp_path, text)
+    assert error_of(path).splitlines() == [f"{path}: models: duplicate id small",
+                                          f"{path}: prompts: duplicate id@version tip@v1"]
 
 
 def test_both_generate_and_dataset(tmp_path):
@@ -264,9 +309,11 @@ def test_subset_size_out_of_range(tmp_path, size):
     assert "0 <= min <= max <= 3" in message
 
 
-def test_dimension_of_wrong_shape(tmp_path):
-    message = error_of(write(tmp_path, edit("persona: [a chef, a pilot]", "persona: a chef")))
-    assert "scenarios.generate.dimensions.persona" in message and "'a chef'" in message
+@pytest.mark.parametrize("value, got", [("a chef", "'a chef'"), ("3", "3"), ("null", "None")])
+def test_dimension_of_wrong_shape(tmp_path, value, got):
+    path = write(tmp_path, edit("persona: [a chef, a pilot]", f"persona: {value}"))
+    assert error_of(path) == (f"{path}: scenarios.generate.dimensions.persona: expected a list of values or "
+                              f"{{of: [...], size: [min, max]}} (got {got})")
 
 
 @pytest.mark.parametrize("key", ["sk-proj-Abc123SECRETvalue456", "sk-ant-api03-SECRETvalue"])
@@ -276,10 +323,74 @@ def test_api_key_in_api_key_env_is_refused_and_not_echoed(tmp_path, key):
     assert key not in message and "SECRET" not in message
 
 
+@pytest.mark.parametrize("key", ["AIzaSyA1b2c3d4SECRET", "gsk_SECRETvalue", "hf_SECRETvalue", "skSECRETvalue",
+                                 "pk_SECRET", "rk_SECRET", "A" * 60 + "SECRET"])
+def test_key_looking_api_key_env_without_a_dash_is_refused(tmp_path, key):
+    message = error_of(write(tmp_path, edit("api_key_env: OLLAMA_KEY", f"api_key_env: {key}")))
+    assert "models[1].api_key_env: must be the name of an environment variable" in message
+    assert "never a key" in message and "SECRET" not in message
+
+
+def test_xai_key_in_api_key_env_is_refused(tmp_path):
+    message = error_of(write(tmp_path, edit("api_key_env: OLLAMA_KEY", "api_key_env: xai-SECRETvalue")))
+    assert "models[1].api_key_env" in message and "SECRET" not in message
+
+
+@pytest.mark.parametrize("name", ["OPENAI_API_KEY", "GOOGLE_API_KEY", "HF_TOKEN", "SK", "A" * 64])
+def test_ordinary_variable_names_are_accepted(tmp_path, name):
+    sweep, _ = load_sweep(write(tmp_path, edit("api_key_env: OLLAMA_KEY", f"api_key_env: {name}")))
+    assert sweep.models[1].api_key_env == name
+
+
+@pytest.mark.parametrize("name", ["api_key", "API_KEY", "Authorization", "token", "key", "api_base", "api_key_env"])
+def test_secret_in_params_is_refused_and_not_echoed(tmp_path, name):
+    path = write(tmp_path, edit("{temperature: 0.2, max_tokens: 64}", f"{{temperature: 0.2, {name}: sk-SECRETvalue}}"))
+    message = error_of(path)
+    assert message == (f"{path}: models[0].params: {name} cannot go in params; name the key's variable in "
+                       f"api_key_env (and the server in api_base)")
+    assert "SECRET" not in message and "got" not in message
+
+
+def test_secret_in_judge_params_is_refused(tmp_path):
+    message = error_of(write(tmp_path, edit("    mode: rubric", "    mode: rubric\n    params: {api_key: AIzaSECRET}")))
+    assert "judges[0].params: api_key cannot go in params" in message and "SECRET" not in message
+
+
 def test_api_key_env_in_a_judge_is_checked_too(tmp_path):
     text = edit("    mode: rubric", "    mode: rubric\n    api_key_env: sk-SECRETSECRET")
     message = error_of(write(tmp_path, text))
     assert "judges[0].api_key_env" in message and "SECRET" not in message
+
+
+@pytest.mark.parametrize("template, words", [
+    ("Hi {q", "expected '}' before end of string"),
+    ("Hi q}", "Single '}'"),
+    ("Hi {}", "{} has no field name"),
+    ("Hi {0}", "{0} is a position"),
+    ("Hi {a.b}", "{a.b} uses an attribute or index"),
+    ("Hi {a[0]}", "{a[0]} uses an attribute or index"),
+])
+@pytest.mark.parametrize("role", ["system", "user"])
+def test_malformed_template_is_refused_at_load(tmp_path, template, words, role):
+    old = '    user: "Give one tip about {topic}."' if role == "user" else '    system: "You are {persona}."'
+    path = write(tmp_path, edit(old, f'    {role}: "{template}"'))
+    message = error_of(path)
+    assert message.startswith(f"{path}: prompts[0].{role}: invalid template (")
+    assert words in message
+    assert message.endswith("); placeholders are {name}; write a literal brace as {{ or }}")
+
+
+def test_literal_braces_format_specs_and_conversions_are_fine(tmp_path):
+    path = write(tmp_path, edit('"Give one tip about {topic}."', '"Tip on {topic!r:>5}, as JSON {{\\"t\\": 1}}"'))
+    sweep, _ = load_sweep(path)
+    assert sweep.prompts[0].placeholders() == {"persona", "topic"}
+
+
+def test_placeholders_never_raises_on_an_unvalidated_prompt():
+    raw = PromptEntry.model_construct(id="p", version="v1", system="{a", user="{b} {c.d} }")
+    assert raw.placeholders() == set()
+    assert PromptEntry.model_construct(id="p", version="v1", system=None, user="{b} {c.d}").placeholders() == {
+        "b", "c"}
 
 
 def test_sweep_name_must_be_folder_safe(tmp_path):

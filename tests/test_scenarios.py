@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from bench import scenarios as sc
 from bench.errors import ParamsError, StoreError
@@ -141,8 +142,11 @@ def test_sampling_just_above_the_enumeration_limit(monkeypatch):
 
 
 def test_empty_or_repeated_dimension_values_are_refused():
-    with pytest.raises(ParamsError, match=r"dimensions\.a: the list is empty"):
+    with pytest.raises(ValidationError, match="needs at least 1 value"):  # refused at load already
         gen({"a": [], "b": [1]})
+    unvalidated = GenerateSource.model_construct(dimensions={"a": [], "b": [1]}, n=None)
+    with pytest.raises(ParamsError, match=r"dimensions\.a: the list is empty"):  # and again here
+        generate(unvalidated, 0)
     with pytest.raises(ParamsError, match=r"dimensions\.a: the value \"x\" is listed twice"):
         gen({"a": ["x", "y", "x"]})
     with pytest.raises(ParamsError, match=r"dimensions\.t: the value 2 is listed twice"):
@@ -424,8 +428,11 @@ def test_placeholder_check_is_fast_for_many_scenarios():
     ("Answer {q[0]}", "uses {q[0]}"),
 ])
 def test_malformed_templates_are_params_errors(template, words):
-    with pytest.raises(ParamsError) as info:
-        check_placeholders([prompt(template)], [Scenario(fields={"q": "x"})], Path("p.yaml"))
+    with pytest.raises(ValidationError, match="invalid template"):  # load_sweep refuses them first
+        prompt(template)
+    unvalidated = PromptEntry.model_construct(id="tip", version="v1", system=None, user=template)
+    with pytest.raises(ParamsError) as info:  # check_placeholders still catches one that got through
+        check_placeholders([unvalidated], [Scenario(fields={"q": "x"})], Path("p.yaml"))
     message = str(info.value)
     assert message.startswith("p.yaml: prompt tip@v1: ") and words in message and "{{" in message
 
