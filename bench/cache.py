@@ -2,9 +2,9 @@
 
 An identical request (same model, endpoint identity, messages, generation params, output
 schema and sample index) is answered from here without a call. Only successes are
-cached. Writes are group commits: every ``aput`` made during one turn of the event loop
-is committed in one transaction on the next turn, and each caller returns only once its
-entry is committed (so a killed process never pays twice for a reply it received).
+cached. Writes are group commits: the replies queued by ``put_later`` are committed in one
+transaction every 10 ms, long before the stage that asked appends its record (so a
+resumed run never pays twice for a reply it had kept).
 WAL mode keeps reads concurrent, across processes too; with ``synchronous=NORMAL`` a
 commit does not fsync (a WAL checkpoint does, every few thousand replies).
 """
@@ -12,17 +12,20 @@ commit does not fsync (a WAL checkpoint does, every few thousand replies).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import hashlib
 import json
 import sqlite3
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 from .errors import StoreError
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
+GROUP_COMMIT_S = 0.01  # commit queued replies every 10 ms: far inside the stages' own 0.5 s record batching
 _INSERT = "INSERT OR IGNORE INTO responses (key, value, created) VALUES (?, ?, ?)"
 
 
@@ -51,14 +54,17 @@ class ResponseCache:
             raise StoreError(f"cannot open the response cache {self.path}: {exc}; "
                              f"fix permissions or set another cache path") from exc
         self._lock = threading.Lock()  # guards the reader connection between threads
-        self._pending: list[tuple[str, str, asyncio.Future]] = []
+        self._pending: dict[str, str] = {}  # queued for the next group commit, already answerable
+        atexit.register(self.flush)
         self.hits = 0
         self.misses = 0
 
     def get(self, key: str) -> dict[str, Any] | None:
-        """Return the stored reply for ``key``, or None (and count the hit or miss)."""
+        """Return the stored (or queued) reply for ``key``, or None (and count the hit or miss)."""
+        queued = self._pending.get(key)
         with self._lock:
-            row = self._db.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
+            row = (queued,) if queued is not None else self._db.execute(
+                "SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
         if row is None:
             self.misses += 1
             return None
@@ -80,31 +86,38 @@ class ResponseCache:
         with self._lock:
             self._db.execute(_INSERT, (key, json.dumps(value, ensure_ascii=False), time.time()))
 
-    async def aput(self, key: str, value: dict[str, Any]) -> None:
-        """Store a reply with the next group commit; return once it is committed."""
-        loop = asyncio.get_running_loop()
-        done = loop.create_future()
-        self._pending.append((key, json.dumps(value, ensure_ascii=False), done))
-        if len(self._pending) == 1:
-            loop.call_soon(self._flush)
-        await done
+    def put_later(self, key: str, value: dict[str, Any]) -> None:
+        """Queue a reply for the group commit that runs within ``GROUP_COMMIT_S`` on the event loop.
 
-    def _flush(self) -> None:
-        """Commit every pending entry in one transaction, then wake each waiter."""
-        group, self._pending = self._pending, []
-        now, error = time.time(), None
+        A kill can lose at most the replies of those 10 ms, whose records the stage had not
+        written yet either (it batches records every 0.5 s), so resume never pays twice for
+        a reply it kept. ``flush`` commits at once (close and exit call it).
+        """
+        if key in self._pending:
+            return  # the first reply wins, as in the table
+        self._pending[key] = json.dumps(value, ensure_ascii=False)
+        if len(self._pending) == 1:
+            try:
+                asyncio.get_running_loop().call_later(GROUP_COMMIT_S, self.flush)
+            except RuntimeError:  # no loop: commit now
+                self.flush()
+
+    def flush(self) -> None:
+        """Commit every pending entry in one transaction (a failure warns: only reuse is lost)."""
+        group, self._pending = self._pending, {}
+        if not group:
+            return
+        now = time.time()
         with self._lock:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
-                self._db.executemany(_INSERT, [(k, v, now) for k, v, _fut in group])
+                self._db.executemany(_INSERT, [(k, v, now) for k, v in group.items()])
                 self._db.execute("COMMIT")
             except sqlite3.Error as exc:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
-                error = StoreError(f"cannot write the response cache {self.path}: {exc}")
-        for _key, _value, fut in group:
-            if not fut.done():
-                fut.set_result(None) if error is None else fut.set_exception(error)
+                warnings.warn(f"cannot write the response cache {self.path}: {exc}; "
+                              f"{len(group)} answers are kept but not cached", RuntimeWarning, stacklevel=2)
 
     def __len__(self) -> int:
         with self._lock:
@@ -112,6 +125,6 @@ class ResponseCache:
 
     def close(self) -> None:
         """Close the connection (pending group commits are flushed first)."""
-        if self._pending:
-            self._flush()
+        self.flush()
+        atexit.unregister(self.flush)
         self._db.close()

@@ -20,14 +20,13 @@ import email.utils
 import json
 import random
 import time
-import warnings
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import local
 from .cache import ResponseCache, request_key
-from .errors import LocalModelError, ProviderError, StoreError
+from .errors import LocalModelError, ProviderError
 from .records import Usage, canonical_json
 from .routing import ModelSpec, Route, body_params, price_per_token, resolve
 from .secrets import load_env
@@ -113,9 +112,11 @@ class LLM:
         the same request (it keys the cache, never the wire). Raises ProviderError once
         retries are spent or for a failure that cannot succeed.
         """
-        route = await self._route(spec)
+        route = self._routes.get(spec)
+        if route is None or route.api_base is None:
+            route = await self._route(spec)
         merged = {**spec.params, **params} if params else spec.params
-        settings = canonical_json(merged) + "\x1f" + canonical_json(response_format)  # also the param memo key
+        settings = _settings(route, merged, params, response_format)  # also the param memo key
         key = request_key(route.identity, spec.model, settings, sample, canonical_json(messages))
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
             return Completion(hit["text"], Usage.model_construct(**{**hit["usage"], "cached": True}))
@@ -125,10 +126,7 @@ class LLM:
         text, usage, raw = await self._with_retries(route, body, timeout_s or self.limits.timeout_s, allow_empty)
         comp = Completion(text, Usage.model_construct(**usage), raw)
         if self.cache is not None:
-            try:
-                await self.cache.aput(key, {"text": text, "usage": usage})
-            except StoreError as err:  # the reply is good; only its reuse is lost
-                warnings.warn(f"{err}; the answer is kept but not cached", RuntimeWarning, stacklevel=2)
+            self.cache.put_later(key, {"text": text, "usage": usage})
         return comp
 
     def request_key(self, spec: ModelSpec, messages: list[dict[str, Any]], *, params: dict | None = None,
@@ -136,7 +134,7 @@ class LLM:
         """Return the cache key ``complete`` would use for this request (no server is started, nothing sent)."""
         route = self._resolved(spec)
         merged = {**spec.params, **params} if params else spec.params
-        settings = canonical_json(merged) + "\x1f" + canonical_json(response_format)
+        settings = _settings(route, merged, params, response_format)
         return request_key(route.identity, spec.model, settings, sample, canonical_json(messages))
 
     def peak_in_flight(self) -> int:
@@ -144,7 +142,9 @@ class LLM:
         return self._state().peak
 
     async def aclose(self) -> None:
-        """Close the HTTP session of the current event loop."""
+        """Commit pending cache entries and close the HTTP session of the current event loop."""
+        if self.cache is not None:
+            self.cache.flush()
         st = self._loops.pop(id(asyncio.get_running_loop()), (None, None))[1]
         if st is not None and st.session is not None:
             await st.session.close()
@@ -256,6 +256,15 @@ class LLM:
                                 f"({type(exc).__name__}: {exc})", kind="connection", retryable=True) from None
         self._reached.add(route.api_base)
         return _parse_openai(route, status, payload, retry_after)
+
+
+def _settings(route: Route, merged: dict, params: dict | None, response_format: dict | None) -> str:
+    """Return the canonical spelling of (params, response_format), memoized for the spec's own params."""
+    if params or response_format is not None:
+        return canonical_json(merged) + "\x1f" + canonical_json(response_format)
+    if route.base_settings is None:
+        route.base_settings = canonical_json(merged) + "\x1f" + canonical_json(None)
+    return route.base_settings
 
 
 def _parse_openai(route: Route, status: int, payload: bytes, retry_after: str | None):

@@ -75,6 +75,7 @@ class Route:
     self_hosted: bool = False  # params pass through as given (no LiteLLM translation needed)
     body_params: dict[str, dict[str, Any]] = field(default_factory=dict)  # memo: params JSON → body
     headers: dict[str, str] | None = None  # direct transport, built on first use
+    base_settings: str | None = None  # canonical (params, no schema) of the spec itself, built on first use
 
     def api_key(self) -> str | None:
         """Return the key from the environment at call time (never stored anywhere)."""

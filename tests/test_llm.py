@@ -210,3 +210,32 @@ def test_bad_api_base_fails_fast_with_its_address():
 def test_unknown_model_string_is_named():
     with pytest.raises(PreflightError, match="nonsense-model"):
         preflight([ModelSpec("nonsense-model")])
+
+
+def test_an_immediate_repeat_is_answered_before_the_group_commit(fake, tmp_path):
+    llm = LLM(Limits(**FAST), cache=str(tmp_path / "c.sqlite"))
+    msgs = [{"role": "user", "content": "twice"}]
+
+    async def go():
+        first = await llm.complete(spec(fake), msgs)
+        again = await llm.complete(spec(fake), msgs)  # within the 10 ms commit window
+        await llm.aclose()
+        return first, again
+
+    first, again = asyncio.run(go())
+    assert again.usage.cached and again.text == first.text
+    assert fake.stats()["requests"] == 1
+
+
+def test_replies_are_committed_even_if_the_process_exits_without_closing(fake, tmp_path):
+    import subprocess
+    import sys
+    code = ("import asyncio, sys\nfrom bench.llm import LLM, Limits\nfrom bench.routing import ModelSpec\n"
+            "llm = LLM(Limits(), cache=sys.argv[2])\n"
+            "spec = ModelSpec('openai/fake-model', api_base=sys.argv[1])\n"
+            "print(asyncio.run(llm.complete(spec, [{'role': 'user', 'content': 'exit early'}])).usage.cached)\n")
+    cache = str(tmp_path / "c.sqlite")
+    runs = [subprocess.run([sys.executable, "-c", code, fake.url, cache], capture_output=True, text=True)
+            for _ in range(2)]
+    assert [r.stdout.strip() for r in runs] == ["False", "True"], runs[0].stderr
+    assert fake.stats()["requests"] == 1

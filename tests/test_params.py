@@ -161,7 +161,8 @@ def test_empty_file(tmp_path, text):
     ("name: demo\n", "name: demo\nname: other\n", 2, "name"),
     ("  - id: small\n", "  - id: small\n    id: tiny\n", 5, "id"),
     ("    n: 4\n", "    n: 4\n    n: 5\n", 28, "n"),
-    ("      persona: [a chef, a pilot]\n", "      persona: [a chef, a pilot]\n      persona: [x]\n", 26, "persona"),
+    ("      persona: [a chef, a pilot]\n",
+     "      persona: [a chef, a pilot]\n      persona: [x]\n", 26, "persona"),
     ("{temperature: 0.2, max_tokens: 64}", "{temperature: 0.2, temperature: 0.9}", 6, "temperature"),
 ])
 def test_duplicate_yaml_key_names_file_line_and_key(tmp_path, old, new, line, key):
@@ -172,7 +173,8 @@ def test_duplicate_yaml_key_names_file_line_and_key(tmp_path, old, new, line, ke
 def test_yaml_merge_keys_may_still_be_overridden(tmp_path):
     text = edit("    params: {temperature: 0.2, max_tokens: 64}",
                 "    params: &p {temperature: 0.2, max_tokens: 64}", VALID)
-    text = edit("    transport: direct", "    transport: direct\n    params:\n      <<: *p\n      temperature: 0.9", text)
+    text = edit("    transport: direct",
+                "    transport: direct\n    params:\n      <<: *p\n      temperature: 0.9", text)
     sweep, _ = load_sweep(write(tmp_path, text))
     assert sweep.models[1].params == {"temperature": 0.9, "max_tokens": 64}
 
@@ -342,9 +344,11 @@ def test_ordinary_variable_names_are_accepted(tmp_path, name):
     assert sweep.models[1].api_key_env == name
 
 
-@pytest.mark.parametrize("name", ["api_key", "API_KEY", "Authorization", "token", "key", "api_base", "api_key_env"])
+@pytest.mark.parametrize("name", ["api_key", "API_KEY", "Authorization", "token", "key", "api_base",
+                                  "api_key_env"])
 def test_secret_in_params_is_refused_and_not_echoed(tmp_path, name):
-    path = write(tmp_path, edit("{temperature: 0.2, max_tokens: 64}", f"{{temperature: 0.2, {name}: sk-SECRETvalue}}"))
+    path = write(tmp_path, edit("{temperature: 0.2, max_tokens: 64}",
+                                f"{{temperature: 0.2, {name}: sk-SECRETvalue}}"))
     message = error_of(path)
     assert message == (f"{path}: models[0].params: {name} cannot go in params; name the key's variable in "
                        f"api_key_env (and the server in api_base)")
@@ -352,7 +356,8 @@ def test_secret_in_params_is_refused_and_not_echoed(tmp_path, name):
 
 
 def test_secret_in_judge_params_is_refused(tmp_path):
-    message = error_of(write(tmp_path, edit("    mode: rubric", "    mode: rubric\n    params: {api_key: AIzaSECRET}")))
+    text = edit("    mode: rubric", "    mode: rubric\n    params: {api_key: AIzaSECRET}")
+    message = error_of(write(tmp_path, text))
     assert "judges[0].params: api_key cannot go in params" in message and "SECRET" not in message
 
 
