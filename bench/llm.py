@@ -82,7 +82,7 @@ class _LoopState:
     """Per-event-loop objects (asyncio primitives and sessions cannot cross loops)."""
 
     sem: asyncio.Semaphore
-    session: Any = None  # aiohttp.ClientSession, created on first direct call
+    sessions: dict[int, Any] = field(default_factory=dict)  # aiohttp.ClientSession per route
     windows: dict[str, _RateWindow] = field(default_factory=dict)
     in_flight: int = 0
     peak: int = 0
@@ -146,8 +146,8 @@ class LLM:
         if self.cache is not None:
             self.cache.flush()
         st = self._loops.pop(id(asyncio.get_running_loop()), (None, None))[1]
-        if st is not None and st.session is not None:
-            await st.session.close()
+        for session in (st.sessions.values() if st is not None else ()):
+            await session.close()
 
     # -- routing and per-loop state -----------------------------------------------------
     def _resolved(self, spec: ModelSpec) -> Route:
@@ -228,19 +228,21 @@ class LLM:
     async def _send_direct(self, st: _LoopState, route: Route, body: dict, timeout_s: float):
         import aiohttp  # noqa: PLC0415 (kept out of `import bench`)
 
-        if st.session is None:  # the default timeout lives on the session: per-request timers cost ~5% throughput
-            st.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
-                                               timeout=aiohttp.ClientTimeout(total=self.limits.timeout_s))
-        if route.headers is None:  # the key is read from the environment once per route, kept in memory only
-            route.headers = {"Content-Type": "application/json",
-                             "Authorization": f"Bearer {route.api_key() or 'not-needed'}"}
+        session = st.sessions.get(id(route))
+        if session is None:  # per route: its headers (the key, read once, kept in memory only) and timeout
+            # live on the session, since merging headers and arming timers per request costs throughput
+            session = st.sessions[id(route)] = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
+                timeout=aiohttp.ClientTimeout(total=self.limits.timeout_s),
+                headers={"Content-Type": "application/json",
+                         "Authorization": f"Bearer {route.api_key() or 'not-needed'}"})
         extra = {}
         if timeout_s != self.limits.timeout_s:  # e.g. a judge batch, whose timeout scales with its size
             extra["timeout"] = self._timeouts.get(timeout_s) or self._timeouts.setdefault(
                 timeout_s, aiohttp.ClientTimeout(total=timeout_s))
         try:
-            async with st.session.post(f"{route.api_base}/chat/completions", data=json.dumps(body),
-                                       headers=route.headers, **extra) as resp:
+            async with session.post(f"{route.api_base}/chat/completions", data=json.dumps(body).encode(),
+                                    **extra) as resp:
                 payload = await resp.read()
                 status, retry_after = resp.status, resp.headers.get("Retry-After")
         except asyncio.TimeoutError:

@@ -103,7 +103,16 @@ class Scenario(Record):
         return {"fields": data.get("fields"), "reference": data.get("reference")}
 
 
-class Candidate(Record):
+class _Outcome(Record):
+    """What a model call produced besides its content: the failure (if any), usage and time."""
+
+    error: str | None = None  # set on failure: nothing is scored, resume redoes it
+    error_kind: str | None = None  # ProviderError.kind, "parse", "internal", …
+    usage: Usage | None = None
+    created_at: str = Field(default_factory=utc_now)
+
+
+class Candidate(_Outcome):
     """One model answer to one rendered prompt for one scenario and sample index."""
 
     kind: ClassVar[str] = "candidate"
@@ -119,10 +128,6 @@ class Candidate(Record):
     sample: int = 0
     messages: list[dict[str, Any]] = Field(default_factory=list)
     output: str | None = None
-    error: str | None = None
-    error_kind: str | None = None
-    usage: Usage | None = None
-    created_at: str = Field(default_factory=utc_now)
 
     @classmethod
     def identity(cls, data: dict[str, Any]) -> Any:
@@ -133,7 +138,7 @@ class Candidate(Record):
         return ident
 
 
-class Judgment(Record):
+class Judgment(_Outcome):
     """One judge's grade of one item (or one ordered pair), or the recorded reason it failed."""
 
     kind: ClassVar[str] = "judgment"
@@ -157,10 +162,6 @@ class Judgment(Record):
     batch_id: str | None = None
     prompt: list[dict[str, Any]] | None = None  # kept for failures and audits
     raw: str | None = None  # the judge's reply as received
-    error: str | None = None
-    error_kind: str | None = None
-    usage: Usage | None = None
-    created_at: str = Field(default_factory=utc_now)
 
     @classmethod
     def identity(cls, data: dict[str, Any]) -> Any:

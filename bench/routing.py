@@ -74,7 +74,6 @@ class Route:
     is_local: bool = False
     self_hosted: bool = False  # params pass through as given (no LiteLLM translation needed)
     body_params: dict[str, dict[str, Any]] = field(default_factory=dict)  # memo: params JSON → body
-    headers: dict[str, str] | None = None  # direct transport, built on first use
     base_settings: str | None = None  # canonical (params, no schema) of the spec itself, built on first use
 
     def api_key(self) -> str | None:

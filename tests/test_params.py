@@ -10,7 +10,7 @@ from bench.errors import ParamsError
 from bench.params import Endpoint, PromptEntry, Sweep, load_sweep
 from bench.routing import ModelSpec
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.repo import REPO, params_files
 
 VALID = """\
 name: demo
@@ -419,18 +419,8 @@ def test_several_errors_one_line_each(tmp_path):
 # ----------------------------------------------------------------------------- the repo's own params files
 
 
-def _repo_params_files() -> list[Path]:
-    files: list[Path] = []
-    for folder in (REPO / "params", REPO / "params" / "examples"):
-        files += sorted(p for p in folder.glob("*.y*ml") if p.suffix in (".yaml", ".yml"))
-    return files
-
-
-@pytest.mark.parametrize("path", _repo_params_files() or [None],
-                         ids=lambda p: str(p.relative_to(REPO)) if p else "no-params-files")
+@pytest.mark.parametrize("path", params_files(), ids=lambda p: str(p.relative_to(REPO)))
 def test_repo_params_files_load(path):
-    if path is None:
-        pytest.skip("no params files under params/ or params/examples/ yet")
     sweep, resolved = load_sweep(path)
     assert resolved == path.resolve()
     assert sweep.cells(), path

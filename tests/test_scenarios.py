@@ -23,7 +23,7 @@ from bench.scenarios import (build, check_placeholders, generate, load_dataset, 
                              write_scenarios)
 from bench.store import RunStore
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.repo import REPO, params_files
 JUDGEBENCH = "judgebench/judgebench-gpt-4o.jsonl"
 
 DIMS = {"persona": ["nurse", "student", "designer"], "slot": ["morning", "evening"],
@@ -542,16 +542,8 @@ def test_build_names_the_params_file_for_generate_errors(tmp_path):
         build(sweep, resolved, tmp_path)
 
 
-def _repo_params_files() -> list[Path]:
-    return sorted(p for folder in (REPO / "params", REPO / "params" / "examples")
-                  for p in folder.glob("*.y*ml") if p.suffix in (".yaml", ".yml"))
-
-
-@pytest.mark.parametrize("path", _repo_params_files() or [None],
-                         ids=lambda p: str(p.relative_to(REPO)) if p else "no-params-files")
+@pytest.mark.parametrize("path", params_files(), ids=lambda p: str(p.relative_to(REPO)))
 def test_repo_params_files_build(path):
-    if path is None:
-        pytest.skip("no params files under params/ or params/examples/ yet")
     sweep, resolved = load_sweep(path)
     try:
         out = build(sweep, resolved, REPO)
