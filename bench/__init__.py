@@ -22,7 +22,7 @@ _EXPORTS = {
     "ModelSpec": "routing",
     "LLM": "llm", "Limits": "llm", "Completion": "llm", "complete": "llm", "configure": "llm",
     "preflight": "preflight",
-    "open_run": "run", "run_collect": "run", "Run": "run",
+    "open_run": "run", "run_collect": "run", "run_judge": "run", "Run": "run",
     "load_sweep": "params", "Sweep": "params",
 }
 

@@ -87,6 +87,12 @@ def _sweep(args: argparse.Namespace) -> int:
     return report(executions)
 
 
+def _judgebench_score(args: argparse.Namespace) -> int:
+    from .judgebench import main_score  # noqa: PLC0415
+
+    return main_score([args.file, *(["--json"] if args.json else [])])
+
+
 def _serve_local(args: argparse.Namespace) -> int:
     from . import local  # noqa: PLC0415
 
@@ -118,6 +124,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--only-stage", default=None, help="run one stage only (collect)")
     s.add_argument("--run-dir", default=None, help="run folder (default runs/<sweep name>)")
     s.set_defaults(func=_sweep)
+
+    s = sub.add_parser("judgebench-score", help="score a judge output file in JudgeBench's format (JudgeBench's rule)")
+    s.add_argument("file", help="FILE.jsonl: pair records with judge_name and judgments")
+    s.add_argument("--json", action="store_true", help="print one JSON object")
+    s.set_defaults(func=_judgebench_score)
 
     s = sub.add_parser("serve-local", help="serve the embedded model on loopback in the foreground")
     s.add_argument("--model", default="local/gemma-3-270m")

@@ -22,11 +22,7 @@ from .params import Cell, Sweep
 from .progress import Progress
 from .records import Candidate, Scenario, content_hash
 from .scenarios import render
-from .store import RunStore
-
-FLUSH_EVERY_S = 0.5  # a kill loses at most this much work…
-FLUSH_EVERY_N = 256  # …or this many candidates
-
+from .store import BatchWriter, RunStore
 
 @dataclass(frozen=True)
 class WorkItem:
@@ -91,7 +87,7 @@ async def collect(sweep: Sweep, run_dir: Path, scenarios: list[Scenario], cells:
     pending = [it for it in items if it.candidate_id not in done_ids]
     result = CollectResult(planned=len(items), skipped=len(items) - len(pending))
     bar = Progress("collect", _totals(pending), mode=progress)
-    writer = _BatchWriter(store)
+    writer = BatchWriter(store)
     work = iter(pending)
 
     async def worker() -> None:
@@ -114,7 +110,7 @@ async def collect(sweep: Sweep, run_dir: Path, scenarios: list[Scenario], cells:
     return result
 
 
-async def _then(task: asyncio.Future, writer: "_BatchWriter") -> None:
+async def _then(task: asyncio.Future, writer: BatchWriter) -> None:
     try:
         await task
     finally:
@@ -141,38 +137,3 @@ async def _produce(item: WorkItem, llm: LLM) -> Candidate:
         warnings.warn(f"collect: unexpected {type(err).__name__} for {item.candidate_id}: {err}", RuntimeWarning)
         return make_candidate(item, messages, error=err)
     return make_candidate(item, messages, output=comp.text, usage=comp.usage)
-
-
-class _BatchWriter:
-    """Buffers candidates and appends them in batches from a background task (time- or size-triggered)."""
-
-    def __init__(self, store: RunStore):
-        self.store = store
-        self.buffer: list[Candidate] = []
-        self.stopped = asyncio.Event()
-        self.wake = asyncio.Event()
-
-    def add(self, cand: Candidate) -> None:
-        self.buffer.append(cand)
-        if len(self.buffer) >= FLUSH_EVERY_N:
-            self.wake.set()
-
-    def stop(self) -> None:
-        self.stopped.set()
-        self.wake.set()
-
-    def flush(self) -> None:
-        batch, self.buffer = self.buffer, []
-        if batch:
-            self.store.append(batch)
-
-    async def run(self) -> None:
-        while not self.stopped.is_set():
-            try:
-                await asyncio.wait_for(self.wake.wait(), FLUSH_EVERY_S)
-            except asyncio.TimeoutError:
-                pass
-            self.wake.clear()
-            batch, self.buffer = self.buffer, []
-            if batch:
-                await asyncio.to_thread(self.store.append, batch)

@@ -40,3 +40,32 @@ def _clip(text: str | None, width: int) -> str | None:
         return None
     text = text.replace("\n", " ")
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def judgments(run_dir: str | Path, width: int = 100) -> Any:
+    """Return one row per judgment id (latest record): judge, mode, item, scores, verdict or error."""
+    import pandas as pd  # noqa: PLC0415
+
+    from .records import Judgment  # noqa: PLC0415
+
+    cands = RunStore(run_dir).latest(Candidate)
+    rows = []
+    for j in RunStore(run_dir).latest(Judgment).values():
+        c = cands.get(j.candidate_ids[0])
+        rows.append({"judge": j.judge_id, "mode": j.mode, "rubric": f"{j.rubric_id}@{j.rubric_version}",
+                     "model": c.model_id if c else None,
+                     "prompt": f"{c.prompt_id}@{c.prompt_version}" if c else None, "order": j.order,
+                     "score": j.score, "verdict": j.verdict, "scores": j.scores,
+                     "rationale": _clip(j.rationale, width), "error": _clip(j.error, width), "id": j.id})
+    return pd.DataFrame(rows)
+
+
+def judge_counts(run_dir: str | Path) -> Any:
+    """Return per (judge, model, prompt): judgments, failures and the mean composite score."""
+    df = judgments(run_dir)
+    if df.empty:
+        return df
+    df["ok"] = df["error"].isna()
+    return (df.groupby(["judge", "model", "prompt"], dropna=False)
+              .agg(judgments=("ok", "size"), failed=("ok", lambda s: int((~s).sum())), mean_score=("score", "mean"))
+              .reset_index())

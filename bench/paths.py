@@ -14,10 +14,12 @@ from pathlib import Path
 def project_root(start: Path | None = None) -> Path:
     """Return the nearest folder (upward from ``start`` or the cwd) holding both params/ and notebooks/.
 
-    Falls back to the working directory, so bench also works outside a checkout.
+    Then the checkout bench itself is installed from (a notebook run from elsewhere still
+    finds the project's rubrics); then the working directory, so bench works outside a checkout.
     """
     here = (start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
+    package_checkout = Path(__file__).resolve().parents[1]  # an editable install's repository
+    for folder in (here, *here.parents, package_checkout):
         if (folder / "params").is_dir() and (folder / "notebooks").is_dir():
             return folder
     return here

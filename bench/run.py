@@ -7,6 +7,7 @@ cells, run folder), so a mistake stops the run before anything is spent.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,19 +109,67 @@ def prepare(run: Run) -> None:
 
 
 async def run_collect(run: Run, *, max_concurrency: int | None = None, shard: str | None = None,
-                      progress: str = "auto"):
-    """Run the collect stage for the run's cells; return its CollectResult."""
+                      progress: str = "auto", judge: bool = False):
+    """Run the collect stage for the run's cells; return its CollectResult.
+
+    ``judge=True`` pipelines the judges of the params file: each new candidate is graded
+    as it arrives, in the same event loop and under the same cap (what `bench sweep` does),
+    so the wall time is close to max(collect, judge) rather than their sum.
+    """
     from .collect import collect  # noqa: PLC0415
 
     prepare(run)
     llm = make_llm(run, max_concurrency)
     try:
-        return await collect(run.sweep, run.dir, run.scenarios, run.cells, llm, shard=shard or None,
-                             progress=progress)
+        if not (judge and run.sweep.judges):
+            return await collect(run.sweep, run.dir, run.scenarios, run.cells, llm, shard=shard or None,
+                                 progress=progress)
+        return await _collect_and_judge(run, llm, shard or None, progress)
     finally:
         await llm.aclose()
+
+
+async def _collect_and_judge(run: Run, llm: LLM, shard: str | None, progress: str):
+    from .collect import collect  # noqa: PLC0415
+    from .judging import JudgeStream, load_judges  # noqa: PLC0415
+    from .records import Judgment  # noqa: PLC0415
+    from .store import BatchWriter  # noqa: PLC0415
+
+    judges = load_judges(run)
+    store = RunStore(run.dir, shard=shard)
+    writer = BatchWriter(store)
+    stream = JudgeStream(run, llm, judges, writer.add, store.done_ids(Judgment))
+    writer_task = asyncio.ensure_future(writer.run())
+    try:
+        result = await collect(run.sweep, run.dir, run.scenarios, run.cells, llm, shard=shard, progress=progress,
+                               sink=stream.feed)
+        await stream.drain()
+    finally:
+        writer.stop()
+        await writer_task
+        writer.flush()
+    return result
 
 
 def cells_json(cells: list[Cell]) -> str:
     """Return cell keys as a JSON list (how `bench sweep` passes cells to papermill)."""
     return json.dumps([c.key for c in cells])
+
+
+async def run_judge(run: Run, *, judges=None, max_concurrency: int | None = None, shard: str | None = None,
+                    progress: str = "auto"):
+    """Run the judge stage on the run's stored candidates (no collecting); return its JudgeResult.
+
+    ``judges``: judge ids to run (None = every judge of the params file). Re-judging with a
+    new judge or a new rubric version grades everything again under new ids; unchanged
+    judgments are skipped.
+    """
+    from .judging import judge_stage, load_judges  # noqa: PLC0415
+
+    chosen = load_judges(run, judges)
+    preflight([j.entry.spec() for j in chosen])
+    llm = make_llm(run, max_concurrency)
+    try:
+        return await judge_stage(run, llm, chosen, shard=shard or None, progress=progress)
+    finally:
+        await llm.aclose()

@@ -9,6 +9,7 @@ append. Concurrent writers (parallel sweep executions) each get their own shard 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import warnings
 from collections.abc import Iterable, Iterator
@@ -18,6 +19,9 @@ from pydantic import ValidationError
 
 from .errors import StoreError
 from .records import RECORD_TYPES, Record
+
+FLUSH_EVERY_S = 0.5  # a kill loses at most this much work…
+FLUSH_EVERY_N = 256  # …or this many records
 
 _KINDS = {"scenario": "scenarios", "candidate": "candidates", "judgment": "judgments", "review": "reviews"}
 
@@ -137,3 +141,42 @@ class RunStore:
     def failed(self, kind: str | type[Record]) -> dict[str, Record]:
         """Return the latest failure of each id that never succeeded: the work resume redoes."""
         return {i: r for i, r in self.latest(kind).items() if not r.ok}
+
+
+class BatchWriter:
+    """Buffers records and appends them in batches from a background task (every FLUSH_EVERY_S or N records).
+
+    ``run()`` is the background task; ``stop()`` ends it; ``flush()`` writes what is left
+    (call it in a ``finally``: nothing already produced is lost on Ctrl-C or a bug).
+    """
+
+    def __init__(self, store: RunStore):
+        self.store = store
+        self.buffer: list[Record] = []
+        self.stopped = asyncio.Event()
+        self.wake = asyncio.Event()
+
+    def add(self, rec: Record) -> None:
+        self.buffer.append(rec)
+        if len(self.buffer) >= FLUSH_EVERY_N:
+            self.wake.set()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.wake.set()
+
+    def flush(self) -> None:
+        batch, self.buffer = self.buffer, []
+        if batch:
+            self.store.append(batch)
+
+    async def run(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                await asyncio.wait_for(self.wake.wait(), FLUSH_EVERY_S)
+            except asyncio.TimeoutError:
+                pass
+            self.wake.clear()
+            batch, self.buffer = self.buffer, []
+            if batch:
+                await asyncio.to_thread(self.store.append, batch)

@@ -23,7 +23,7 @@ from .errors import BenchError
 from .params import Cell
 from .run import Run, open_run, prepare
 
-STAGES = {"collect": "01_collect.ipynb"}
+STAGES = {"collect": "01_collect.ipynb", "judge": "02_judge.ipynb"}
 
 
 @dataclass
@@ -74,7 +74,7 @@ def run_sweep(params: str, *, jobs: int = 1, per_cell: bool = False, cells=None,
     run = open_run(params, cells=cells, run_dir=run_dir)
     print(run.describe(), flush=True)
     prepare(run)  # preflight + scenarios.jsonl: nothing is spent on a run that cannot finish
-    stages = [only_stage] if only_stage else list(STAGES)
+    stages = [only_stage] if only_stage else [s for s in STAGES if s != "judge" or run.sweep.judges]
     for stage in stages:
         if stage not in STAGES:
             raise BenchError(f"unknown stage {stage!r}; stages are: {', '.join(STAGES)}")
@@ -122,6 +122,8 @@ def _execute(run: Run, ex: Execution, cap: int) -> None:
     ex.notebook.parent.mkdir(parents=True, exist_ok=True)
     params = {"params": str(run.params_path), "cells": [c.key for c in ex.cells], "run_dir": str(run.dir),
               "max_concurrency": cap, "shard": ex.shard, "progress": "text"}
+    if ex.stage == "collect":
+        params["judge"] = bool(run.sweep.judges)  # pipelined: judging consumes candidates as they arrive
     t0 = time.monotonic()
     try:
         pm.execute_notebook(str(run.root / "notebooks" / STAGES[ex.stage]), str(ex.notebook), parameters=params,

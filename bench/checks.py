@@ -1,0 +1,283 @@
+"""Automated checks: cheap, deterministic tests of a candidate's text (no model call).
+
+A rubric lists them under ``checks:``; each has an ``id``, a ``kind`` and a ``weight``.
+Kinds: ``regex`` (a pattern must, or must not, match), ``length`` (bounds on characters
+and/or words), ``json`` (the text parses as JSON, optionally an object with given keys),
+``contains`` (all / any of some strings appear) and ``excludes`` (none of them appear).
+
+`run_check` is pure and never raises, whatever the text (None, null bytes, lone
+surrogates, megabytes): a check that cannot be evaluated fails with the reason in
+``detail``. Lengths are measured on the text stripped of leading/trailing whitespace.
+A regex is searched (``re.search``) anywhere in the text; anchor it with ``^``/``$``
+and use inline flags such as ``(?i)`` or ``(?m)``. Python's ``re`` has no timeout, so a
+pattern prone to catastrophic backtracking can be slow on long texts: keep patterns simple.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
+
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_SHOW = 60  # characters of a value or pattern quoted in a detail
+_FENCE = re.compile(r"^```[A-Za-z0-9_-]*[ \t]*\r?\n(.*?)\r?\n?```$", re.DOTALL)
+
+KINDS = ("regex", "length", "json", "contains", "excludes")
+
+
+class _CheckBase(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    weight: float = Field(default=1.0, ge=0)
+
+    @field_validator("id")
+    @classmethod
+    def _slug(cls, v: str) -> str:
+        if not _ID.match(v):
+            raise ValueError("must be a short id of letters, digits, '.', '_' or '-'")
+        return v
+
+
+class RegexCheck(_CheckBase):
+    """Passes when ``pattern`` is found in the text (or, with ``must_match: false``, when it is not)."""
+
+    kind: Literal["regex"]
+    pattern: str
+    must_match: bool = True
+
+    @model_validator(mode="after")
+    def _compiles(self) -> "RegexCheck":
+        try:
+            re.compile(self.pattern)
+        except (re.error, RecursionError, OverflowError) as exc:
+            raise ValueError(f"check '{self.id}': invalid regular expression {_show(self.pattern)} ({exc})") from None
+        return self
+
+
+class LengthCheck(_CheckBase):
+    """Passes when the stripped text's characters and/or words are within the given bounds (inclusive)."""
+
+    kind: Literal["length"]
+    min_chars: int | None = Field(default=None, ge=0)
+    max_chars: int | None = Field(default=None, ge=0)
+    min_words: int | None = Field(default=None, ge=0)
+    max_words: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "LengthCheck":
+        bounds = (self.min_chars, self.max_chars, self.min_words, self.max_words)
+        if all(b is None for b in bounds):
+            raise ValueError(f"check '{self.id}': give at least one of min_chars, max_chars, min_words, max_words")
+        for unit, lo, hi in (("chars", self.min_chars, self.max_chars), ("words", self.min_words, self.max_words)):
+            if lo is not None and hi is not None and lo > hi:
+                raise ValueError(f"check '{self.id}': min_{unit} ({lo}) is greater than max_{unit} ({hi})")
+        return self
+
+
+class JsonCheck(_CheckBase):
+    """Passes when the text is valid JSON (and, with ``required_keys``, an object holding those keys).
+
+    ``allow_fences: true`` also accepts JSON wrapped in one markdown code fence (```json … ```).
+    """
+
+    kind: Literal["json"]
+    required_keys: list[str] = Field(default_factory=list)
+    allow_fences: bool = False
+
+
+class ContainsCheck(_CheckBase):
+    """Passes when all (``all: true``) or any (``all: false``) of ``values`` occur in the text."""
+
+    kind: Literal["contains"]
+    values: list[str] = Field(min_length=1)
+    all: bool = True
+    case_sensitive: bool = False
+
+    @field_validator("values")
+    @classmethod
+    def _non_empty(cls, v: list[str]) -> list[str]:
+        if any(not s for s in v):
+            raise ValueError("values cannot be empty strings")
+        return v
+
+
+class ExcludesCheck(_CheckBase):
+    """Passes when none of ``values`` occurs in the text."""
+
+    kind: Literal["excludes"]
+    values: list[str] = Field(min_length=1)
+    case_sensitive: bool = False
+
+    @field_validator("values")
+    @classmethod
+    def _non_empty(cls, v: list[str]) -> list[str]:
+        if any(not s for s in v):
+            raise ValueError("values cannot be empty strings")
+        return v
+
+
+Check = Annotated[Union[RegexCheck, LengthCheck, JsonCheck, ContainsCheck, ExcludesCheck],
+                  Field(discriminator="kind")]
+"""One automated check: the union of the kinds, chosen by ``kind``."""
+
+CHECK_MODELS: dict[str, type[_CheckBase]] = {
+    "regex": RegexCheck, "length": LengthCheck, "json": JsonCheck,
+    "contains": ContainsCheck, "excludes": ExcludesCheck,
+}
+
+_ADAPTER: TypeAdapter[Any] = TypeAdapter(Check)
+
+
+def parse_check(data: Any) -> Check:
+    """Return the validated Check for a mapping like ``{id, kind, ...}`` (pydantic ValidationError if invalid)."""
+    return _ADAPTER.validate_python(data)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The outcome of one check on one text: ``detail`` says why in a few words."""
+
+    id: str
+    passed: bool
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the result as a plain dict (for Judgment.details)."""
+        return asdict(self)
+
+
+def run_check(check: Check, text: Any) -> CheckResult:
+    """Return the result of one check on ``text``; never raises (an unevaluable check fails)."""
+    cid = str(getattr(check, "id", "?"))
+    try:
+        text = _as_text(text)
+        runner = _RUNNERS.get(getattr(check, "kind", None))
+        if runner is None:
+            return CheckResult(cid, False, f"unknown check kind {getattr(check, 'kind', None)!r}")
+        passed, detail = runner(check, text)
+        return CheckResult(cid, bool(passed), detail)
+    except Exception as exc:  # noqa: BLE001 - a check must never break grading
+        return CheckResult(cid, False, f"check could not run: {type(exc).__name__}: {_clip(str(exc))}")
+
+
+def run_checks(checks: Sequence[Check], text: Any) -> list[CheckResult]:
+    """Return the result of every check on ``text``, in order; never raises."""
+    return [run_check(c, text) for c in checks]
+
+
+def automated_score(results: Sequence[CheckResult], checks: Sequence[Check]) -> float:
+    """Return the weighted fraction of checks passed, in [0, 1].
+
+    Each check counts with its ``weight``; a check without a result counts as failed.
+    Returns 0.0 when there are no checks or all weights are 0. Raises ValueError for a
+    result whose id is not among ``checks`` (results of another rubric).
+    """
+    ids = {c.id for c in checks}
+    unknown = sorted({r.id for r in results} - ids)
+    if unknown:
+        raise ValueError(f"results for unknown check(s) {', '.join(unknown)}; expected {', '.join(sorted(ids))}")
+    passed = {r.id for r in results if r.passed}
+    total = sum(c.weight for c in checks)
+    if total <= 0:
+        return 0.0
+    return sum(c.weight for c in checks if c.id in passed) / total
+
+
+# -- the kinds ------------------------------------------------------------------------------------------
+def _as_text(text: Any) -> str:
+    if text is None:
+        return ""
+    if isinstance(text, bytes):
+        return text.decode("utf-8", "replace")
+    return text if isinstance(text, str) else str(text)
+
+
+def _run_regex(check: RegexCheck, text: str) -> tuple[bool, str]:
+    m = re.search(check.pattern, text)
+    if check.must_match:
+        return (True, f"matched at {m.start()}") if m else (False, f"no match for {_show(check.pattern)}")
+    return (False, f"forbidden match at {m.start()}: {_show(m.group(0))}") if m else (True, "no forbidden match")
+
+
+def _run_length(check: LengthCheck, text: str) -> tuple[bool, str]:
+    body = text.strip()
+    chars, words = len(body), len(body.split())
+    problems = []
+    for n, unit, lo, hi in ((chars, "chars", check.min_chars, check.max_chars),
+                            (words, "words", check.min_words, check.max_words)):
+        if lo is not None and n < lo:
+            problems.append(f"{n} {unit} < min {lo}")
+        if hi is not None and n > hi:
+            problems.append(f"{n} {unit} > max {hi}")
+    if problems:
+        return False, "; ".join(problems)
+    return True, f"{chars} chars, {words} words"
+
+
+def _run_json(check: JsonCheck, text: str) -> tuple[bool, str]:
+    body = text.strip()
+    if check.allow_fences:
+        m = _FENCE.match(body)
+        if m:
+            body = m.group(1).strip()
+    try:
+        obj = json.loads(body)
+    except RecursionError:
+        return False, "invalid JSON (nested too deeply)"
+    except ValueError as exc:  # JSONDecodeError, and surrogate/encoding problems
+        return False, f"invalid JSON ({_clip(str(exc))})"
+    if check.required_keys:
+        if not isinstance(obj, dict):
+            return False, f"JSON is a {type(obj).__name__}, not an object with keys {', '.join(check.required_keys)}"
+        missing = [k for k in check.required_keys if k not in obj]
+        if missing:
+            return False, "missing key(s): " + ", ".join(_show(k) for k in missing)
+    return True, "valid JSON"
+
+
+def _fold(s: str, case_sensitive: bool) -> str:
+    return s if case_sensitive else s.casefold()
+
+
+def _run_contains(check: ContainsCheck, text: str) -> tuple[bool, str]:
+    hay = _fold(text, check.case_sensitive)
+    found = [v for v in check.values if _fold(v, check.case_sensitive) in hay]
+    missing = [v for v in check.values if v not in found]
+    if check.all:
+        if missing:
+            return False, "missing: " + ", ".join(_show(v) for v in missing)
+        return True, "all found"
+    if found:
+        return True, "found: " + ", ".join(_show(v) for v in found)
+    return False, "none found of: " + ", ".join(_show(v) for v in check.values)
+
+
+def _run_excludes(check: ExcludesCheck, text: str) -> tuple[bool, str]:
+    hay = _fold(text, check.case_sensitive)
+    found = [v for v in check.values if _fold(v, check.case_sensitive) in hay]
+    if found:
+        return False, "found: " + ", ".join(_show(v) for v in found)
+    return True, "none found"
+
+
+_RUNNERS: dict[Any, Any] = {
+    "regex": _run_regex, "length": _run_length, "json": _run_json,
+    "contains": _run_contains, "excludes": _run_excludes,
+}
+
+
+def _clip(s: str, n: int = 200) -> str:
+    """Return ``s`` cut to ``n`` characters, safely encodable (lone surrogates escaped)."""
+    s = s.encode("utf-8", "backslashreplace").decode("utf-8")
+    return s if len(s) <= n else s[:n] + "…"
+
+
+def _show(s: str) -> str:
+    """Return a short quoted spelling of a value or pattern for a detail line."""
+    return "'" + _clip(s, _SHOW).replace("\n", "\\n").replace("\r", "\\r") + "'"

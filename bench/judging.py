@@ -1,0 +1,188 @@
+"""The judge stage: every judge of a run (a jury, concurrently, under one cap) grades its items.
+
+Items come from the run's successful candidates (one per candidate; for pairwise, each
+cell's answer against the judge's ``baseline`` cell on the same scenario and sample) or,
+for pairwise datasets such as JudgeBench, from the scenarios' ``response_A``/``response_B``.
+Judgments already done are skipped; failures are redone on the next run; records are
+appended in batches as they are made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from .errors import ParamsError
+from .judge import Item, Judge, run_judge
+from .llm import LLM
+from .progress import Progress
+from .records import Candidate, Judgment, Scenario
+from .rubrics import load_rubric
+from .store import BatchWriter, RunStore
+
+
+@dataclass
+class JudgeResult:
+    """What a judge run did, over all judges."""
+
+    planned: int = 0
+    skipped: int = 0
+    done: int = 0
+    failed: int = 0
+    calls: int = 0
+    wall_s: float = 0.0
+
+    def __str__(self) -> str:
+        return (f"judge: {self.planned} judgments planned, {self.skipped} already done, {self.done} new, "
+                f"{self.failed} failed, {self.calls} model calls, {self.wall_s:.1f}s")
+
+
+def load_judges(run, only=None) -> list[Judge]:
+    """Return the run's judges with their rubrics loaded (``only``: judge ids to keep)."""
+    entries = run.sweep.judges
+    if only:
+        wanted = [only] if isinstance(only, str) else list(only)
+        unknown = sorted(set(wanted) - {j.id for j in entries})
+        if unknown:
+            raise ParamsError(f"unknown judge(s) {unknown} in {run.params_path}; judges are "
+                              f"{[j.id for j in entries]}")
+        entries = [j for j in entries if j.id in wanted]
+    return [Judge(e, load_rubric(e.rubric, run.root, run.params_path.parent)) for e in entries]
+
+
+def _question(c: Candidate) -> str:
+    users = [m.get("content", "") for m in c.messages if m.get("role") == "user"]
+    return str(users[-1]) if users else ""
+
+
+def items_for(judge: Judge, scenarios: list[Scenario], candidates: list[Candidate],
+              owns_dataset: bool = True) -> list[Item]:
+    """Return the items ``judge`` grades in this run (dataset pairs only where ``owns_dataset``)."""
+    if judge.mode == "pairwise":
+        return _pair_items(judge, scenarios, candidates, owns_dataset)
+    by_scenario = {s.id: s for s in scenarios}
+    return [Item(by_scenario[c.scenario_id], _question(c), (c.output or "",), (c.id,))
+            for c in candidates if c.scenario_id in by_scenario]
+
+
+def _pair_items(judge: Judge, scenarios: list[Scenario], candidates: list[Candidate],
+                owns_dataset: bool) -> list[Item]:
+    dataset = [s for s in scenarios if "response_A" in s.fields and "response_B" in s.fields]
+    if dataset:
+        return [] if not owns_dataset else [Item(s, str(s.fields.get("question", "")), (str(s.fields["response_A"]), str(s.fields["response_B"])),
+                     (f"{s.id}:A", f"{s.id}:B")) for s in dataset]
+    base_key = judge.entry.baseline
+    if not base_key:
+        raise ParamsError(f"judge {judge.entry.id} is pairwise but names no baseline cell "
+                          f"(baseline: model_id/prompt_id@version) and the scenarios hold no response_A/response_B")
+    by_scenario = {s.id: s for s in scenarios}
+    key = lambda c: f"{c.model_id}/{c.prompt_id}@{c.prompt_version}"  # noqa: E731
+    base = {(c.scenario_id, c.sample): c for c in candidates if key(c) == base_key}
+    return [Item(by_scenario[c.scenario_id], _question(c), (c.output or "", b.output or ""), (c.id, b.id))
+            for c in candidates if key(c) != base_key and c.scenario_id in by_scenario
+            and (b := base.get((c.scenario_id, c.sample))) is not None]
+
+
+async def judge_stage(run, llm: LLM, judges: list[Judge], *, shard: str | None = None,
+                      progress: str = "auto") -> JudgeResult:
+    """Grade every pending item of every judge; return what was done."""
+    t0, calls0 = time.monotonic(), llm.calls
+    store = RunStore(run.dir, shard=shard)
+    store.ensure_writable()
+    candidates = [c for c in RunStore(run.dir).latest(Candidate).values() if c.ok]
+    cell_keys = {c.key for c in run.cells} | {j.entry.baseline for j in judges if j.entry.baseline}
+    candidates = [c for c in candidates if f"{c.model_id}/{c.prompt_id}@{c.prompt_version}" in cell_keys]
+    owns_dataset = run.sweep.cells()[0].key in {c.key for c in run.cells}  # dataset pairs: judged by one execution
+    done = store.done_ids(Judgment)
+    result, work = JudgeResult(), []
+    for judge in judges:
+        items = items_for(judge, run.scenarios, candidates, owns_dataset)
+        pending = [it for it in items if not set(judge.judgment_ids(it)) <= done]
+        per_item = len(judge.judgment_ids(items[0])) if items else 1
+        result.planned += len(items) * per_item
+        result.skipped += (len(items) - len(pending)) * per_item
+        work.append((judge, pending, len(pending) * per_item))
+    bar = Progress("judge", {j.entry.id: n for j, _p, n in work}, mode=progress)
+    writer = BatchWriter(store)
+
+    def emit(j: Judgment) -> None:
+        writer.add(j)
+        result.done += j.ok
+        result.failed += not j.ok
+        bar.update(j.judge_id, failed=not j.ok)
+
+    async def all_judges() -> None:
+        try:
+            await asyncio.gather(*(run_judge(j, items, llm, emit, seed=run.sweep.seed) for j, items, _n in work))
+        finally:
+            writer.stop()
+
+    try:
+        await asyncio.gather(writer.run(), all_judges())
+    finally:
+        writer.flush()
+        bar.close()
+    result.calls, result.wall_s = llm.calls - calls0, time.monotonic() - t0
+    return result
+
+
+class JudgeStream:
+    """Judges candidates as collect produces them (the pipelined sweep): one event loop, one cap.
+
+    Single-item modes grade a candidate as soon as it arrives; batch mode grades every k
+    arrivals; pairwise against a baseline waits for both answers of a scenario. ``drain``
+    grades what is left (partial batches) and waits for everything in flight.
+    """
+
+    def __init__(self, run, llm: LLM, judges: list[Judge], emit, done: set[str]):
+        self.run, self.llm, self.judges, self.emit, self.done = run, llm, judges, emit, done
+        self.by_scenario = {s.id: s for s in run.scenarios}
+        self.tasks: set[asyncio.Task] = set()
+        self.batches: dict[str, list[Item]] = {j.entry.id: [] for j in judges}
+        self.waiting: dict[tuple, dict[str, Candidate]] = {}
+
+    def feed(self, cand: Candidate) -> None:
+        """Take one new successful candidate and start whatever grading it completes."""
+        for judge in self.judges:
+            for item in self._ready_items(judge, cand):
+                if set(judge.judgment_ids(item)) <= self.done:
+                    continue
+                if judge.mode == "batch":
+                    self._add_to_batch(judge, item)
+                else:
+                    self._spawn(run_judge(judge, [item], self.llm, self.emit, seed=self.run.sweep.seed))
+
+    def _ready_items(self, judge: Judge, cand: Candidate) -> list[Item]:
+        if judge.mode != "pairwise":
+            return items_for(judge, self.run.scenarios, [cand])
+        if not judge.entry.baseline:
+            return []  # dataset pairs are judged from the scenarios after collect
+        slot = self.waiting.setdefault((judge.entry.id, cand.scenario_id, cand.sample), {})
+        slot[f"{cand.model_id}/{cand.prompt_id}@{cand.prompt_version}"] = cand
+        if judge.entry.baseline not in slot:
+            return []
+        if f"{cand.model_id}/{cand.prompt_id}@{cand.prompt_version}" == judge.entry.baseline:
+            return items_for(judge, self.run.scenarios, list(slot.values()))
+        return items_for(judge, self.run.scenarios, [cand, slot[judge.entry.baseline]])
+
+    def _add_to_batch(self, judge: Judge, item: Item) -> None:
+        batch = self.batches[judge.entry.id]
+        batch.append(item)
+        if len(batch) >= max(1, judge.entry.batch_size):
+            self.batches[judge.entry.id] = []
+            self._spawn(run_judge(judge, batch, self.llm, self.emit, seed=self.run.sweep.seed))
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def drain(self) -> None:
+        """Grade partial batches and wait for every grading started so far."""
+        for judge in self.judges:
+            rest, self.batches[judge.entry.id] = self.batches[judge.entry.id], []
+            if rest:
+                self._spawn(run_judge(judge, rest, self.llm, self.emit, seed=self.run.sweep.seed))
+        while self.tasks:
+            await asyncio.gather(*list(self.tasks))

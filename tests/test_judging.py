@@ -1,0 +1,98 @@
+"""The judge stage in a sweep: pipelined with collect, juries, resume of failed judgments only, 02_judge."""
+
+import collections
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from bench.records import Candidate, Judgment
+from bench.store import RunStore
+
+ROOT = Path(__file__).resolve().parents[1]
+PARAMS = """
+name: jt
+seed: 3
+models:
+  - {{id: m1, model: openai/fake-a, api_base: "{url}"}}
+  - {{id: m2, model: openai/fake-b, api_base: "{url}"}}
+prompts:
+  - {{id: p, version: v1, user: "Persona {{persona}}, slot {{slot}}. One tip."}}
+scenarios:
+  generate: {{dimensions: {{persona: [a, b, c], slot: [x, y]}}}}
+judges:
+  - {{id: grader, model: openai/judge, api_base: "{url}", rubric: tip-v1}}
+  - {{id: packed, model: openai/judge, api_base: "{url}", rubric: tip-v1, batch_size: 3}}
+  - {{id: checker, model: openai/judge, api_base: "{url}", rubric: tip-checklist}}
+  - {{id: arena, model: openai/judge, api_base: "{url}", rubric: arena-pairwise, baseline: m1/p@v1}}
+limits: {{max_concurrency: 8, timeout_s: 10, retries: {retries}}}
+"""
+
+
+def sweep(tmp_path, fake, retries=2, *args):
+    params = tmp_path / "jt.yaml"
+    params.write_text(PARAMS.format(url=fake.url, retries=retries))
+    env = {**os.environ, "BENCH_RUNS": str(tmp_path / "runs")}
+    out = subprocess.run([sys.executable, "-m", "bench", "sweep", str(params), *args], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    return out, params
+
+
+def latest_judgments(tmp_path):
+    return RunStore(tmp_path / "runs/jt").latest(Judgment)
+
+
+def test_sweep_judges_every_candidate_with_a_jury_then_makes_no_call(tmp_path, fake):
+    fake.configure(replies=[{"match": "Compare the two responses", "content": "B is better. [[B>A]]"}])
+    out, _ = sweep(tmp_path, fake)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    js = list(latest_judgments(tmp_path).values())
+    by_judge = collections.Counter(j.judge_id for j in js)
+    assert by_judge == {"grader": 12, "packed": 12, "checker": 12, "arena": 12}  # arena: 6 m2 items × 2 orders
+    assert all(j.ok for j in js), [j.error for j in js if not j.ok][:3]
+    assert {j.mode for j in js if j.judge_id == "packed"} == {"batch"}
+    assert all(j.batch_id for j in js if j.judge_id == "packed")
+    arena = [j for j in js if j.judge_id == "arena"]
+    assert {j.order for j in arena} == {"AB", "BA"}
+    assert {(j.order, j.verdict) for j in arena} == {("AB", "B>A"), ("BA", "A>B")}  # mapped back
+    requests = fake.stats()["requests"]
+    again, _ = sweep(tmp_path, fake)
+    assert again.returncode == 0 and fake.stats()["requests"] == requests
+    assert (tmp_path / "runs/jt/notebooks/02_judge.ipynb").exists()
+
+
+def test_a_resumed_judge_stage_regrades_only_failures(tmp_path, fake):
+    fake.configure(replies=[{"match": "The response to grade:", "content": "down", "status": 500}])
+    out, _ = sweep(tmp_path, fake, 0)
+    assert out.returncode == 0, out.stdout[-3000:]
+    failed = [j for j in latest_judgments(tmp_path).values() if not j.ok]
+    assert failed and {j.judge_id for j in failed} <= {"grader", "packed"}
+    assert all(j.error_kind == "server" and j.score is None and j.prompt for j in failed)
+    ok_before = {j.id for j in latest_judgments(tmp_path).values() if j.ok}
+    fake.reset()
+    again, _ = sweep(tmp_path, fake, 0)
+    assert again.returncode == 0
+    assert 0 < fake.stats()["requests"] <= len(failed)  # batch mode re-packs failed items: fewer calls
+    successes = collections.Counter(j.id for j in RunStore(tmp_path / "runs/jt").read(Judgment) if j.ok)
+    assert all(successes[i] == 1 for i in ok_before)  # a success is never redone
+    after = latest_judgments(tmp_path)
+    assert all(j.ok for j in after.values()) and ok_before <= set(after)
+    assert len(RunStore(tmp_path / "runs/jt").done_ids(Candidate)) == 6 * 2
+
+
+def test_judge_notebook_runs_under_nbval(tmp_path, fake):
+    from papermill.iorw import load_notebook_node
+    from papermill.parameterize import parameterize_notebook
+    import nbformat
+
+    out, params = sweep(tmp_path, fake, 2, "--only-stage", "collect")
+    assert out.returncode == 0
+    nb = parameterize_notebook(load_notebook_node(str(ROOT / "notebooks/02_judge.ipynb")),
+                               {"params": str(params), "judges": ["grader"], "progress": "text"})
+    target = tmp_path / "02_judge.ipynb"
+    nbformat.write(nb, target)
+    env = {**os.environ, "BENCH_RUNS": str(tmp_path / "runs")}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
+                             str(target)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert collections.Counter(j.judge_id for j in latest_judgments(tmp_path).values())["grader"] == 12
