@@ -93,6 +93,24 @@ def _judgebench_score(args: argparse.Namespace) -> int:
     return main_score([args.file, *(["--json"] if args.json else [])])
 
 
+def _judgebench_export(args: argparse.Namespace) -> int:
+    """Write a run's pairwise judgments of one judge in JudgeBench's format (then score it like theirs)."""
+    from .judgebench import export_judgebench, write_jsonl  # noqa: PLC0415
+    from .records import Judgment, Scenario  # noqa: PLC0415
+    from .store import RunStore  # noqa: PLC0415
+
+    store = RunStore(args.run_dir)
+    judgments = [j for j in store.latest(Judgment).values() if j.mode == "pairwise"]
+    judges = sorted({j.judge_id for j in judgments})
+    judge = args.judge or (judges[0] if len(judges) == 1 else None)
+    if judge not in judges:
+        raise BenchError(f"{args.run_dir}: choose a pairwise judge with --judge; the run has {judges or 'none'}")
+    scenarios = {s.id: s for s in store.read(Scenario)}
+    records = export_judgebench([j for j in judgments if j.judge_id == judge], scenarios, judge)
+    print(f"wrote {len(records)} pairs judged by {judge} to {write_jsonl(records, args.file)}")
+    return 0
+
+
 def _serve_local(args: argparse.Namespace) -> int:
     from . import local  # noqa: PLC0415
 
@@ -129,6 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("file", help="FILE.jsonl: pair records with judge_name and judgments")
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.set_defaults(func=_judgebench_score)
+
+    s = sub.add_parser("judgebench-export", help="write a run's pairwise judgments in JudgeBench's file format")
+    s.add_argument("run_dir", help="runs/<sweep>")
+    s.add_argument("file", help="FILE.jsonl to write")
+    s.add_argument("--judge", default=None, help="the pairwise judge's id (needed when the run has several)")
+    s.set_defaults(func=_judgebench_export)
 
     s = sub.add_parser("serve-local", help="serve the embedded model on loopback in the foreground")
     s.add_argument("--model", default="local/gemma-3-270m")

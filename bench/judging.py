@@ -93,7 +93,8 @@ async def judge_stage(run, llm: LLM, judges: list[Judge], *, shard: str | None =
     candidates = [c for c in RunStore(run.dir).latest(Candidate).values() if c.ok]
     cell_keys = {c.key for c in run.cells} | {j.entry.baseline for j in judges if j.entry.baseline}
     candidates = [c for c in candidates if f"{c.model_id}/{c.prompt_id}@{c.prompt_version}" in cell_keys]
-    owns_dataset = run.sweep.cells()[0].key in {c.key for c in run.cells}  # dataset pairs: judged by one execution
+    every = run.sweep.cells()  # dataset pairs are judged by one execution: the one with the grid's first cell
+    owns_dataset = not every or every[0].key in {c.key for c in run.cells}
     done = store.done_ids(Judgment)
     result, work = JudgeResult(), []
     for judge in judges:

@@ -227,8 +227,8 @@ class Sweep(_Strict):
 
     name: str
     seed: int = 0
-    models: list[ModelEntry] = Field(min_length=1)
-    prompts: list[PromptEntry] = Field(min_length=1)
+    models: list[ModelEntry] = Field(default_factory=list)  # ≥ 1, except for a pairwise dataset
+    prompts: list[PromptEntry] = Field(default_factory=list)
     scenarios: Scenarios
     samples: int = Field(default=1, gt=0)
     judges: list[JudgeEntry] = Field(default_factory=list)
@@ -240,6 +240,26 @@ class Sweep(_Strict):
         if not _SLUG.match(v):
             raise ValueError("must be a folder-safe name (letters, digits, '.', '_', '-'); it names runs/<name>")
         return v
+
+    @model_validator(mode="after")
+    def _axes(self) -> "Sweep":
+        """Require a model and a prompt axis, unless the scenarios already hold the responses to judge."""
+        if self.collects or self.is_pair_dataset:
+            return self
+        missing = "models" if not self.models else "prompts"
+        raise ValueError(f"{missing}: needs at least 1 item (only a dataset whose fields map response_A and "
+                         f"response_B, judged pairwise, has nothing to collect)")
+
+    @property
+    def is_pair_dataset(self) -> bool:
+        """Return True when the scenarios are pairs (fields response_A and response_B) from a dataset."""
+        ds = self.scenarios.dataset
+        return ds is not None and {"response_A", "response_B"} <= set(ds.fields)
+
+    @property
+    def collects(self) -> bool:
+        """Return True when the grid has something to collect (at least one model and one prompt)."""
+        return bool(self.models) and bool(self.prompts)
 
     @field_validator("models", "judges")
     @classmethod
@@ -363,7 +383,7 @@ def format_errors(path: Path | str, exc: ValidationError, data: Any) -> str:
             msg = err["msg"].removeprefix("Value error, ")
             if "input" in err and err["type"] not in ("value_error",) and not isinstance(err["input"], dict):
                 msg += f" (got {err['input']!r})"
-        lines.append(f"{path}: {loc or '(top level)'}: {msg}")
+        lines.append(f"{path}: {loc}: {msg}" if loc else f"{path}: {msg}")
     unique = list(dict.fromkeys(lines))
     return "\n".join(unique)
 

@@ -74,7 +74,8 @@ def run_sweep(params: str, *, jobs: int = 1, per_cell: bool = False, cells=None,
     run = open_run(params, cells=cells, run_dir=run_dir)
     print(run.describe(), flush=True)
     prepare(run)  # preflight + scenarios.jsonl: nothing is spent on a run that cannot finish
-    stages = [only_stage] if only_stage else [s for s in STAGES if s != "judge" or run.sweep.judges]
+    stages = [only_stage] if only_stage else [s for s in STAGES if (s != "judge" or run.sweep.judges)
+                                              and (s != "collect" or run.sweep.collects)]
     for stage in stages:
         if stage not in STAGES:
             raise BenchError(f"unknown stage {stage!r}; stages are: {', '.join(STAGES)}")

@@ -96,3 +96,37 @@ def test_judge_notebook_runs_under_nbval(tmp_path, fake):
                              str(target)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:]
     assert collections.Counter(j.judge_id for j in latest_judgments(tmp_path).values())["grader"] == 12
+
+
+def test_judgebench_pairs_are_judged_in_both_orders_exported_and_scored(tmp_path, fake):
+    import json
+
+    data = Path(__file__).resolve().parents[2] / "shared/data/judgebench/judgebench-gpt-4o.jsonl"
+    if not data.exists():
+        data = Path("/work/shared/data/judgebench/judgebench-gpt-4o.jsonl")
+    pairs = data.read_text().splitlines()[:6]
+    (tmp_path / "pairs.jsonl").write_text("\n".join(pairs) + "\n")
+    labels = [json.loads(p)["label"] for p in pairs]
+    params = tmp_path / "jb.yaml"
+    params.write_text(
+        "name: jb\nscenarios:\n  dataset:\n    path: pairs.jsonl\n"
+        "    fields: {question: question, response_A: response_A, response_B: response_B}\n"
+        "    reference: {label: label, source: source, pair_id: pair_id, original_id: original_id,"
+        " response_model: response_model}\n"
+        f"judges:\n  - {{id: fake-judge, model: openai/judge, api_base: \"{fake.url}\", rubric: arena-pairwise}}\n")
+    fake.configure(replies=[{"match": "Compare the two responses", "content": "[[A>B]]"}])  # always "first"
+    env = {**os.environ, "BENCH_RUNS": str(tmp_path / "runs")}
+    out = subprocess.run([sys.executable, "-m", "bench", "sweep", str(params)], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:]
+    assert "collect" not in out.stdout.split("judge:")[0].split("\n", 1)[1]  # nothing to collect
+    assert fake.stats()["requests"] == 12
+    exported = tmp_path / "export.jsonl"
+    subprocess.run([sys.executable, "-m", "bench", "judgebench-export", str(tmp_path / "runs/jb"), str(exported)],
+                   cwd=ROOT, env=env, check=True, capture_output=True)
+    scored = subprocess.run([sys.executable, "-m", "bench", "judgebench-score", str(exported), "--json"],
+                            cwd=ROOT, env=env, check=True, capture_output=True, text=True)
+    result = json.loads(scored.stdout)
+    # a judge that always prefers the first position says A>B, then (swapped) B>A: +1 - 1 = 0 for every pair
+    assert result["pairs"] == 6 and result["overall"] == 0.0 and result["inconsistent"] == 6
+    assert result["nulls"] == 0 and len(labels) == 6
