@@ -30,13 +30,13 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .errors import BenchError, ParamsError
+from .store import atomic_write
 from .records import Judgment, Scenario
 
 __all__ = ["CATEGORIES", "PAIR_KEYS", "category_of", "export_judgebench", "main_score", "normalize_label",
@@ -319,18 +319,8 @@ def export_judgebench(judgments: list[Judgment], scenarios: dict[str, Scenario],
 def write_jsonl(records: Iterable[dict[str, Any]], path: str | os.PathLike[str]) -> Path:
     """Write one JSON object per line (UTF-8, as JudgeBench writes them) atomically; return the path."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, data)
     return path
 
 

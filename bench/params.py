@@ -324,7 +324,7 @@ def load_sweep(path: str | Path) -> tuple[Sweep, Path]:
         raise ParamsError(format_errors(path, exc, data)) from None
 
 
-class _DuplicateKey(yaml.YAMLError):
+class DuplicateKeyError(yaml.YAMLError):
     """A mapping lists the same key twice (YAML would silently keep the last)."""
 
     def __init__(self, key: Any, line: int):
@@ -332,11 +332,11 @@ class _DuplicateKey(yaml.YAMLError):
         self.key, self.line = key, line
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
+class UniqueKeyLoader(yaml.SafeLoader):
     """A SafeLoader that refuses a key repeated in one mapping (``<<`` merges may still be overridden)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        """Return the mapping of ``node``, raising _DuplicateKey on a repeated key."""
+        """Return the mapping of ``node``, raising DuplicateKeyError on a repeated key."""
         seen: set[Any] = set()
         for key_node, _value in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
@@ -344,7 +344,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             key = self.construct_object(key_node, deep=True)
             try:
                 if key in seen:
-                    raise _DuplicateKey(key, key_node.start_mark.line + 1)
+                    raise DuplicateKeyError(key, key_node.start_mark.line + 1)
                 seen.add(key)
             except TypeError:
                 continue  # an unhashable key: SafeLoader reports it
@@ -354,8 +354,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 def _parse_yaml(path: Path, text: str) -> Any:
     """Return the parsed YAML of a params file; ParamsError (with the line) if invalid or a key repeats."""
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
-    except _DuplicateKey as exc:
+        return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except DuplicateKeyError as exc:
         raise ParamsError(f"{path}:{exc.line}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)

@@ -26,7 +26,7 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationI
 
 from .checks import CHECK_MODELS, KINDS, Check
 from .errors import ParamsError
-from .params import format_errors
+from .params import DuplicateKeyError, UniqueKeyLoader, format_errors
 from .records import content_hash
 
 RubricMode = Literal["rubric", "checklist", "pairwise", "automated", "hybrid"]
@@ -434,35 +434,11 @@ def _split(text: str, path: Path) -> tuple[str, str, int]:
     raise ParamsError(f"{path}: the front matter has no closing '---' line")
 
 
-class _DuplicateKey(yaml.YAMLError):
-    def __init__(self, key: Any, line: int):
-        super().__init__(f"duplicate key '{key}'")
-        self.key, self.line = key, line
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A SafeLoader that refuses a key repeated in one mapping."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _value in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = self.construct_object(key_node, deep=True)
-            try:
-                if key in seen:
-                    raise _DuplicateKey(key, key_node.start_mark.line)
-                seen.add(key)
-            except TypeError:
-                continue
-        return super().construct_mapping(node, deep=deep)
-
-
 def _parse_yaml(front: str, path: Path, first_line: int) -> Any:
     try:
-        return yaml.load(front, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
-    except _DuplicateKey as exc:
-        raise ParamsError(f"{path}:{exc.line + first_line}: {exc}") from None
+        return yaml.load(front, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except DuplicateKeyError as exc:  # its line is 1-based within the front matter
+        raise ParamsError(f"{path}:{exc.line + first_line - 1}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + first_line}:{mark.column + 1}" if mark else ""

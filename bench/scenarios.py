@@ -16,7 +16,6 @@ import math
 import os
 import random
 import string
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -28,7 +27,7 @@ from pydantic import ValidationError
 from .errors import ParamsError, StoreError
 from .params import DatasetSource, GenerateSource, PromptEntry, SubsetDimension, Sweep
 from .records import Scenario, canonical_json
-from .store import RunStore
+from .store import RunStore, atomic_write
 
 __all__ = ["build", "check_placeholders", "generate", "load_dataset", "read_scenarios", "render",
            "write_scenarios"]
@@ -384,18 +383,8 @@ def write_scenarios(run_dir: Path, scenarios: list[Scenario]) -> Path:
     old one, so a reader never sees half a file.
     """
     path = RunStore(run_dir).path(Scenario)
-    path.parent.mkdir(parents=True, exist_ok=True)
     data = "".join(s.model_dump_json() + "\n" for s in scenarios).encode("utf-8")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".scenarios.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, data)
     _fsync_dir(path.parent)
     return path
 

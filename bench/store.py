@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import tempfile
 import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -24,6 +25,22 @@ FLUSH_EVERY_S = 0.5  # a kill loses at most this much work…
 FLUSH_EVERY_N = 256  # …or this many records
 
 _KINDS = {"scenario": "scenarios", "candidate": "candidates", "judgment": "judgments", "review": "reviews"}
+
+
+def atomic_write(path: Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` all at once (temp file, fsync, rename): readers see the old or the new file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
 
 
 class TornRecordWarning(UserWarning):
