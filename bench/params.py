@@ -415,16 +415,16 @@ def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
         if isinstance(part, int) or model is None:
             continue
         field = getattr(model, "model_fields", {}).get(part)
-        model = _model_of(field.annotation) if field is not None else None
+        model = model_of(field.annotation) if field is not None else None
     return list(getattr(model, "model_fields", {})) if model is not None else []
 
 
-def _model_of(annotation: Any) -> Any:
+def model_of(annotation: Any) -> Any:
     """Return the pydantic model inside an annotation like ``list[X]``, ``X | None`` (or None)."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     for arg in getattr(annotation, "__args__", ()):
-        found = _model_of(arg)
+        found = model_of(arg)
         if found is not None:
             return found
     return None

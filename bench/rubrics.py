@@ -26,7 +26,7 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationI
 
 from .checks import CHECK_MODELS, KINDS, Check
 from .errors import ParamsError
-from .params import DuplicateKeyError, UniqueKeyLoader, format_errors
+from .params import DuplicateKeyError, UniqueKeyLoader, format_errors, model_of
 from .records import content_hash
 
 RubricMode = Literal["rubric", "checklist", "pairwise", "automated", "hybrid"]
@@ -512,15 +512,5 @@ def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
             model = None  # resolved by the tag that follows
             continue
         field = getattr(model, "model_fields", {}).get(part) if model is not None else None
-        model = _model_of(field.annotation) if field is not None else None
+        model = model_of(field.annotation) if field is not None else None
     return list(getattr(model, "model_fields", {})) if model is not None else []
-
-
-def _model_of(annotation: Any) -> Any:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in getattr(annotation, "__args__", ()):
-        found = _model_of(arg)
-        if found is not None:
-            return found
-    return None
