@@ -187,3 +187,12 @@ class JudgeStream:
                 self._spawn(run_judge(judge, rest, self.llm, self.emit, seed=self.run.sweep.seed))
         while self.tasks:
             await asyncio.gather(*list(self.tasks))
+
+
+def pending_judgments(run) -> int:
+    """Return how many items some judge of the run has not graded successfully yet (0: nothing to do)."""
+    judges = load_judges(run)
+    candidates = [c for c in RunStore(run.dir).latest(Candidate).values() if c.ok]
+    done = RunStore(run.dir).done_ids(Judgment)
+    return sum(not set(j.judgment_ids(it)) <= done
+               for j in judges for it in items_for(j, run.scenarios, candidates))

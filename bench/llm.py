@@ -84,6 +84,7 @@ class _LoopState:
     sem: asyncio.Semaphore
     sessions: dict[int, Any] = field(default_factory=dict)  # aiohttp.ClientSession per route
     windows: dict[str, _RateWindow] = field(default_factory=dict)
+    model_sems: dict[str, asyncio.Semaphore] = field(default_factory=dict)  # per-model caps
     in_flight: int = 0
     peak: int = 0
 
@@ -207,6 +208,18 @@ class LLM:
         if route.spec.rpm:
             window = st.windows.setdefault(route.spec.model, _RateWindow(route.spec.rpm, self.limits.rate_window_s))
             await window.wait()
+        model_sem = None
+        if route.spec.max_concurrency:
+            model_sem = st.model_sems.setdefault(route.spec.model, asyncio.Semaphore(route.spec.max_concurrency))
+            await model_sem.acquire()  # the model's own cap first, so waiting never holds a global slot
+        try:
+            return await self._send_capped(st, route, body, timeout_s)
+        finally:
+            if model_sem is not None:
+                model_sem.release()
+
+    async def _send_capped(self, st: _LoopState, route: Route, body: dict,
+                           timeout_s: float) -> tuple[str, dict[str, Any], dict | None]:
         async with st.sem:
             st.in_flight += 1
             st.peak = max(st.peak, st.in_flight)

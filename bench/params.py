@@ -47,6 +47,7 @@ class Endpoint(_Strict):
     api_key_env: str | None = None  # the NAME of the variable holding the key, never the key
     transport: Literal["auto", "direct", "litellm"] = "auto"
     rpm: int | None = Field(default=None, gt=0)  # requests per minute cap for this model
+    max_concurrency: int | None = Field(default=None, gt=0)  # this model's own cap on requests in flight
     price: Price | None = None
 
     @field_validator("api_key_env")
@@ -74,7 +75,8 @@ class Endpoint(_Strict):
         """Return the LLM seam's ModelSpec for this endpoint."""
         price = (self.price.input_per_mtok, self.price.output_per_mtok) if self.price else None
         return ModelSpec(self.model, api_base=self.api_base, api_key_env=self.api_key_env,
-                         params=dict(self.params), transport=self.transport, rpm=self.rpm, price=price)
+                         params=dict(self.params), transport=self.transport, rpm=self.rpm, price=price,
+                         max_concurrency=self.max_concurrency)
 
 
 class ModelEntry(Endpoint):

@@ -50,11 +50,12 @@ class ModelSpec:
     transport: Transport = "auto"
     rpm: int | None = None
     price: tuple[float, float] | None = None
+    max_concurrency: int | None = None  # this model's own cap on requests in flight (server slots, provider limits)
 
     def __post_init__(self) -> None:  # hashed once: specs key the route table on every request
         object.__setattr__(self, "_hash", hash((self.model, self.api_base, self.api_key_env,
                                                 json.dumps(self.params, sort_keys=True, default=str),
-                                                self.transport, self.rpm, self.price)))
+                                                self.transport, self.rpm, self.price, self.max_concurrency)))
 
     def __hash__(self) -> int:
         return self._hash  # type: ignore[attr-defined]

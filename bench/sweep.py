@@ -82,8 +82,17 @@ def run_sweep(params: str, *, jobs: int = 1, per_cell: bool = False, cells=None,
     done: list[Execution] = []
     with _shared_local_server(run):
         for stage in stages:
+            if stage == "judge" and only_stage is None and _judged_during_collect(run):
+                print("judge: nothing pending (every candidate was graded as it arrived)", flush=True)
+                continue
             done += _run_stage(run, stage, jobs, per_cell)
     return done
+
+
+def _judged_during_collect(run: Run) -> bool:
+    from .judging import pending_judgments  # noqa: PLC0415
+
+    return run.sweep.collects and pending_judgments(run) == 0
 
 
 def _import_papermill() -> None:

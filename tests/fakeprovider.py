@@ -67,6 +67,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "fail_status": 429,         # ... with this status
     "replies": [],              # [{"match": str, "content": str} | {"match": str, "status": int}]
     "require_key": None,        # if set, "Authorization: Bearer <key>" is required (else 401)
+    "corrupt_items": 0.0,       # batch replies: this fraction of graded items gets an off-scale score
 }
 FAULT_KINDS = ("429", "500", "hang", "malformed", "empty", "reset")
 RECENT_MAX = 200
@@ -221,7 +222,16 @@ class SchemaFaker:
         return out
 
     def _array(self, schema: dict[str, Any], depth: int) -> list[Any]:
-        """``minItems``..``maxItems`` items (at least one when allowed, at most minItems+3)."""
+        """``minItems``..``maxItems`` items (at least one when allowed, at most minItems+3).
+
+        An array of objects with an enumerated ``id`` (a judge's batch of grades) gets one
+        item per id, as a well-behaved judge would answer.
+        """
+        items_schema = schema.get("items")
+        ids = (items_schema.get("properties", {}).get("id", {}).get("enum")
+               if isinstance(items_schema, dict) else None)
+        if ids:
+            return [{**self.value(items_schema, depth + 1), "id": i} for i in ids]
         low = int(schema.get("minItems", 0))
         high = int(schema.get("maxItems", low + 3))
         count = self.rng.randint(max(low, min(1, high)), max(low, high))
@@ -300,12 +310,22 @@ class SchemaFaker:
         return None
 
 
-def schema_reply(schema: dict[str, Any], body: dict[str, Any], fallback: str) -> str:
-    """The JSON text of a value valid against ``schema``, seeded by the request's hash."""
+def schema_reply(schema: dict[str, Any], body: dict[str, Any], fallback: str, corrupt: float = 0.0) -> str:
+    """The JSON text of a value valid against ``schema``, seeded by the request's hash.
+
+    ``corrupt``: the fraction of graded batch items whose first score is put off its scale.
+    """
     if schema.get("_json_object"):
         return json.dumps({"answer": fallback})
     seed = int(request_key(body)[:16], 16)
-    return json.dumps(SchemaFaker(schema, seed).value(schema))
+    value = SchemaFaker(schema, seed).value(schema)
+    if corrupt and isinstance(value, dict) and isinstance(value.get("grades"), list):
+        rng = random.Random(seed)
+        for grade in value["grades"]:
+            scores = grade.get("scores") if isinstance(grade, dict) else None
+            if isinstance(scores, dict) and scores and rng.random() < corrupt:
+                scores[next(iter(scores))] = 99
+    return json.dumps(value)
 
 
 # --------------------------------------------------------------------------- server
@@ -468,7 +488,7 @@ class FakeServer:
             match = self.match_reply(prompt)
             if match is not None and "status" in match:
                 return self.error(int(match["status"]), f"fake reply status for match {match['match']!r}")
-            content = match["content"] if match is not None else default_content(body)
+            content = match["content"] if match is not None else default_content(body, self.config["corrupt_items"])
         self.statuses[200] += 1
         payload = {
             "id": f"chatcmpl-fake-{self.requests}",
@@ -524,7 +544,7 @@ class FakeServer:
 
 def validate_config(cfg: dict[str, Any]) -> None:
     """Raise ValueError when a config value has the wrong shape."""
-    for key in ("latency_ms", "latency_jitter_ms", "hang_s", *(f"rate_{k}" for k in FAULT_KINDS)):
+    for key in ("latency_ms", "latency_jitter_ms", "hang_s", "corrupt_items", *(f"rate_{k}" for k in FAULT_KINDS)):
         if not isinstance(cfg[key], (int, float)) or cfg[key] < 0:
             raise ValueError(f"{key} must be a non-negative number, got {cfg[key]!r}")
     for key in ("fail_first", "fail_status", "seed"):
@@ -538,12 +558,12 @@ def validate_config(cfg: dict[str, Any]) -> None:
         raise ValueError('replies must be a list of {"match": str, "content": str | "status": int}')
 
 
-def default_content(body: dict[str, Any]) -> str:
+def default_content(body: dict[str, Any], corrupt: float = 0.0) -> str:
     """Schema-valid JSON when a schema is requested, else ``fake answer <sha256(messages)[:8]>``."""
     digest = hashlib.sha256(compact_json(body.get("messages")).encode()).hexdigest()
     text = f"fake answer {digest[:8]}"
     schema = response_schema(body.get("response_format"))
-    return text if schema is None else schema_reply(schema, body, text)
+    return text if schema is None else schema_reply(schema, body, text, corrupt)
 
 
 def usage(prompt: str, content: str) -> dict[str, int]:

@@ -349,3 +349,28 @@ def test_provider_lifecycle_and_cli_latency_default() -> None:
 def test_provider_start_failure_is_clear() -> None:
     with pytest.raises(RuntimeError, match="unknown config key"):
         FakeProvider(no_such_key=1).start()
+
+
+def test_batch_schemas_get_one_grade_per_id_and_corrupt_items_go_off_scale(fake):
+    import json as _json
+    import urllib.request as _rq
+
+    ids = [f"i{n}" for n in range(40)]
+    schema = {"type": "object", "required": ["grades"], "additionalProperties": False, "properties": {
+        "grades": {"type": "array", "items": {"type": "object", "required": ["id", "scores"], "properties": {
+            "id": {"type": "string", "enum": ids},
+            "scores": {"type": "object", "required": ["x"], "properties": {"x": {"type": "integer", "enum": [1, 2, 3]}}}}}}}}
+
+    def ask():
+        body = {"model": "m", "messages": [{"role": "user", "content": "grade"}],
+                "response_format": {"type": "json_schema", "json_schema": {"name": "g", "schema": schema}}}
+        req = _rq.Request(f"{fake.url}/chat/completions", data=_json.dumps(body).encode(),
+                          headers={"Content-Type": "application/json"})
+        with _rq.urlopen(req, timeout=10) as resp:
+            return _json.loads(_json.loads(resp.read())["choices"][0]["message"]["content"])["grades"]
+
+    clean = ask()
+    assert [g["id"] for g in clean] == ids and all(g["scores"]["x"] in (1, 2, 3) for g in clean)
+    fake.configure(corrupt_items=0.5)
+    bad = sum(g["scores"]["x"] == 99 for g in ask())
+    assert 8 <= bad <= 32

@@ -239,3 +239,10 @@ def test_replies_are_committed_even_if_the_process_exits_without_closing(fake, t
             for _ in range(2)]
     assert [r.stdout.strip() for r in runs] == ["False", "True"], runs[0].stderr
     assert fake.stats()["requests"] == 1
+
+
+def test_a_model_cap_holds_under_a_larger_global_cap(fake):
+    fake.configure(latency_ms=150)
+    out = ask(LLM(Limits(max_concurrency=20, **FAST)), spec(fake, max_concurrency=3), 12)
+    assert all(not isinstance(o, Exception) for o in out)
+    assert fake.stats()["peak_in_flight"] == 3

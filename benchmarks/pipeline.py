@@ -1,0 +1,93 @@
+"""Sweep wall time with pipelining (judge as candidates arrive) vs collect-then-judge, on the fake provider.
+
+The realistic setting where pipelining matters: each stage is bound by its own model's
+limit (here `max_concurrency` per model: a server's slots, a provider's concurrency
+limit), not by the sweep's global cap. Three fresh runs of
+`bench sweep`, each with its own run folder and response cache:
+  collect alone   the grid without judges
+  judge alone     --only-stage judge on the collected run
+  pipelined       the grid with its judge, from scratch (collect grades as it goes)
+collect-then-judge is the first two back to back. Target: pipelined <= 1.15 × max(collect, judge).
+
+    python benchmarks/pipeline.py --scenarios 200 --slots 4 --judge-slots 8 --latency-ms 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.fakeprovider import FakeProvider  # noqa: E402
+
+GRID = """
+name: pipe
+seed: 1
+models:
+  - {{id: m1, model: openai/fake-a, api_base: "{url}", max_concurrency: {slots}, params: {{max_tokens: 32}}}}
+  - {{id: m2, model: openai/fake-b, api_base: "{url}", max_concurrency: {slots}, params: {{max_tokens: 32}}}}
+prompts:
+  - {{id: tip, version: v1, user: "Persona {{i}}: one practical tip."}}
+  - {{id: tip, version: v2, user: "As persona {{i}}, what is one practical tip?"}}
+scenarios:
+  generate: {{dimensions: {{i: {values}}}}}
+{judges}
+limits: {{max_concurrency: 64, timeout_s: 30, retries: 2}}
+"""
+JUDGES = ('judges:\n  - {{id: grader, model: openai/judge, api_base: "{url}", max_concurrency: {judge_slots}, '
+          'rubric: tip-v1}}')
+
+
+def sweep(params: Path, runs: Path, *args: str) -> float:
+    """Run `bench sweep` and return its wall time in seconds."""
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "bench", "sweep", str(params), *args], cwd=ROOT,
+                         env={**os.environ, "BENCH_RUNS": str(runs)}, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"sweep failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+    return time.monotonic() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scenarios", type=int, default=200)
+    ap.add_argument("--slots", type=int, default=4, help="requests in flight per collect model (two models)")
+    ap.add_argument("--judge-slots", type=int, default=8, help="requests in flight for the judge model")
+    ap.add_argument("--latency-ms", type=float, default=200.0)
+    a = ap.parse_args()
+    values = json.dumps(list(range(a.scenarios)))
+    with FakeProvider(latency_ms=a.latency_ms) as fake, tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        fmt = dict(url=fake.url, slots=a.slots, values=values)
+        judges = JUDGES.format(url=fake.url, judge_slots=a.judge_slots)
+        plain, judged = tmp_path / "plain.yaml", tmp_path / "judged.yaml"
+        plain.write_text(GRID.format(**fmt, judges=""))
+        judged.write_text(GRID.format(**fmt, judges=judges))
+        n = 4 * a.scenarios
+        print(f"{n} candidates (2 models × 2 prompts, {a.slots} slots per model), {n} judgments "
+              f"({a.judge_slots} judge slots), latency {a.latency_ms:g} ms, global cap 64")
+        collect = sweep(plain, tmp_path / "runs-a")
+        judge = sweep(judged, tmp_path / "runs-a", "--only-stage", "judge")
+        piped = sweep(judged, tmp_path / "runs-b")
+        requests = fake.stats()["requests"]
+    longest = max(collect, judge)
+    print(f"  collect alone      {collect:6.1f} s")
+    print(f"  judge alone        {judge:6.1f} s")
+    print(f"  collect then judge {collect + judge:6.1f} s")
+    print(f"  pipelined          {piped:6.1f} s = {piped / longest:.2f} × max(collect, judge) "
+          f"(target <= 1.15: {'meets' if piped <= 1.15 * longest else 'MISSES'}); "
+          f"{piped / (collect + judge):.2f} × collect-then-judge")
+    print(json.dumps({"collect_s": round(collect, 2), "judge_s": round(judge, 2), "pipelined_s": round(piped, 2),
+                      "ratio_to_max": round(piped / longest, 3), "requests": requests}))
+
+
+if __name__ == "__main__":
+    main()
