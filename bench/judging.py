@@ -13,6 +13,7 @@ import asyncio
 import time
 from dataclasses import dataclass
 
+from .collect import CollectResult
 from .errors import ParamsError
 from .judge import Item, Judge, run_judge
 from .llm import LLM
@@ -23,15 +24,8 @@ from .store import BatchWriter, RunStore
 
 
 @dataclass
-class JudgeResult:
-    """What a judge run did, over all judges."""
-
-    planned: int = 0
-    skipped: int = 0
-    done: int = 0
-    failed: int = 0
-    calls: int = 0
-    wall_s: float = 0.0
+class JudgeResult(CollectResult):
+    """What a judge run did, over all judges (the same counters as collect's, of judgments)."""
 
     def __str__(self) -> str:
         return (f"judge: {self.planned} judgments planned, {self.skipped} already done, {self.done} new, "
