@@ -2,18 +2,16 @@
 
 An identical request (same model, endpoint identity, messages, generation params, output
 schema and sample index) is answered from here without a call. Only successes are
-cached. Writes are group commits: the replies queued by ``put_later`` are committed in one
-transaction every 10 ms by a writer thread, long before the stage that asked appends its
-record (so a resumed run never pays twice for a reply it had kept). The event loop never
-waits on a commit or a WAL checkpoint's fsync: measured, those stalls cost 7% of
-throughput at 200 requests in flight.
+cached. Writes are group commits on a writer thread: a reply is committed as soon as the
+commit before it ends, long before the stage that asked appends its record (so a resumed
+run never pays twice for a reply it had kept). The event loop never waits on a commit or
+a WAL checkpoint's fsync: measured, those stalls cost 7% of throughput at 200 in flight.
 WAL mode keeps reads concurrent, across processes too; with ``synchronous=NORMAL`` a
 commit does not fsync (a WAL checkpoint does, every few thousand replies).
 """
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import hashlib
 import json
@@ -28,7 +26,6 @@ from typing import Any
 from .errors import StoreError
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
-GROUP_COMMIT_S = 0.01  # commit queued replies every 10 ms: far inside the stages' own 0.5 s record batching
 _INSERT = "INSERT OR IGNORE INTO responses (key, value, created) VALUES (?, ?, ?)"
 
 
@@ -60,6 +57,7 @@ class ResponseCache:
         self._pending: dict[str, str] = {}  # queued for the next group commit, already answerable
         self._writing: list[dict[str, str]] = []  # groups the writer thread is committing
         self._writer: ThreadPoolExecutor | None = None
+        self._draining = False  # a drain is queued or running on the writer thread
         self._wdb: sqlite3.Connection | None = None  # the writer thread's own connection
         atexit.register(self.flush)
         self.hits = 0
@@ -67,8 +65,8 @@ class ResponseCache:
 
     def get(self, key: str) -> dict[str, Any] | None:
         """Return the stored (or queued) reply for ``key``, or None (and count the hit or miss)."""
-        queued = self._pending.get(key)
         with self._lock:
+            queued = self._pending.get(key)
             if queued is None:
                 queued = next((g[key] for g in self._writing if key in g), None)
             row = (queued,) if queued is not None else self._db.execute(
@@ -95,31 +93,37 @@ class ResponseCache:
             self._db.execute(_INSERT, (key, json.dumps(value, ensure_ascii=False), time.time()))
 
     def put_later(self, key: str, value: dict[str, Any]) -> None:
-        """Queue a reply for the group commit that runs within ``GROUP_COMMIT_S``, off the event loop.
+        """Queue a reply for the writer thread, which commits it at once (with whatever else is queued).
 
-        A kill can lose at most the replies of those 10 ms, whose records the stage had not
-        written yet either (it batches records every 0.5 s), so resume never pays twice for
-        a reply it kept. ``flush`` commits at once (close and exit call it).
+        The event loop never waits on a commit or a WAL checkpoint. Replies that arrive while
+        a commit runs form the next group, so a kill loses at most the replies of one commit
+        (about a millisecond), like requests still in flight. ``flush`` commits synchronously.
         """
-        if key in self._pending:
-            return  # the first reply wins, as in the table
-        self._pending[key] = json.dumps(value, ensure_ascii=False)
-        if len(self._pending) == 1:
-            try:
-                asyncio.get_running_loop().call_later(GROUP_COMMIT_S, self._commit_in_background)
-            except RuntimeError:  # no loop: commit now
-                self.flush()
-
-    def _commit_in_background(self) -> None:
-        """Hand the pending group to the writer thread: the loop never waits for a commit or a checkpoint."""
-        group, self._pending = self._pending, {}
-        if not group:
-            return
+        encoded = json.dumps(value, ensure_ascii=False)
         with self._lock:
-            self._writing.append(group)
+            if key in self._pending:
+                return  # the first reply wins, as in the table
+            self._pending[key] = encoded
+            if self._draining:
+                return
+            self._draining = True
         if self._writer is None:
             self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bench-cache")
-        self._writer.submit(self._commit, group)
+        try:
+            self._writer.submit(self._drain)
+        except RuntimeError:  # interpreter shutdown: commit here
+            self._drain()
+
+    def _drain(self) -> None:
+        """Commit queued groups until none is left (runs on the writer thread)."""
+        while True:
+            with self._lock:
+                group, self._pending = self._pending, {}
+                if not group:
+                    self._draining = False
+                    return
+                self._writing.append(group)
+            self._commit(group)
 
     def flush(self) -> None:
         """Commit everything queued now, and wait for the writer thread to finish what it has."""
@@ -128,10 +132,11 @@ class ResponseCache:
                 self._writer.submit(lambda: None).result()  # one worker: this waits for every earlier commit
             except RuntimeError:
                 pass  # at interpreter exit the executor has already drained and shut down
-        group, self._pending = self._pending, {}
-        if group:
-            with self._lock:
+        with self._lock:
+            group, self._pending = self._pending, {}
+            if group:
                 self._writing.append(group)
+        if group:
             self._commit(group)
 
     def _commit(self, group: dict[str, str]) -> None:

@@ -171,8 +171,8 @@ def _libc_prctl() -> Callable[..., int] | None:
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent(parent_pid: int) -> Callable[[], None]:
-    """Return a ``preexec_fn`` asking the kernel to SIGTERM the child when its parent thread dies.
+def die_with_parent(parent_pid: int, sig: int = signal.SIGTERM) -> Callable[[], None]:
+    """Return a ``preexec_fn`` asking the kernel to send ``sig`` to the child when its parent thread dies.
 
     If the parent is already gone by the time the child runs it (a kill between fork and prctl),
     the child exits at once instead of starting an orphan.
@@ -181,7 +181,7 @@ def _die_with_parent(parent_pid: int) -> Callable[[], None]:
 
     def preexec() -> None:
         if prctl is not None:
-            prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+            prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
         if os.getppid() != parent_pid:
             os._exit(1)
 
@@ -272,7 +272,7 @@ def _spawn(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
                 stderr=subprocess.STDOUT,
                 env=_child_env(),
                 start_new_session=True,
-                preexec_fn=_die_with_parent(parent),
+                preexec_fn=die_with_parent(parent),
                 close_fds=True,
             )
 

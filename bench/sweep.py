@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 from pathlib import Path
 
 from . import local
@@ -137,12 +139,31 @@ def _execute(run: Run, ex: Execution, cap: int) -> None:
     t0 = time.monotonic()
     try:
         pm.execute_notebook(str(run.root / "notebooks" / STAGES[ex.stage]), str(ex.notebook), parameters=params,
-                            kernel_name="python3", log_output=True, progress_bar=False, cwd=str(run.root))
+                            kernel_name="python3", log_output=True, progress_bar=False, cwd=str(run.root),
+                            kernel_manager_class=_kernel_manager_class())
         ex.returncode = 0
     except Exception as err:  # the executed notebook (saved by papermill) shows the failing cell
         ex.returncode = 1
         ex.error = f"{type(err).__name__}: {_first_line(err)}"
     ex.seconds = time.monotonic() - t0
+
+
+def _kernel_manager_class() -> type:
+    """Return a kernel manager whose kernels are SIGKILLed when the driver dies.
+
+    Jupyter starts kernels in their own session; killed with the driver, a kernel would go on
+    calling models for a second or so until it noticed, and pay for replies nobody records.
+    """
+    from jupyter_client.manager import AsyncKernelManager  # noqa: PLC0415
+
+    from .local_server import die_with_parent  # noqa: PLC0415
+
+    class DieWithDriver(AsyncKernelManager):
+        async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
+            kw.setdefault("preexec_fn", die_with_parent(os.getpid(), signal.SIGKILL))
+            return await super()._async_launch_kernel(kernel_cmd, **kw)
+
+    return DieWithDriver
 
 
 def _first_line(err: Exception) -> str:
