@@ -91,6 +91,13 @@ class JsonCheck(_CheckBase):
     allow_fences: bool = False
 
 
+def _non_empty_values(v: list[str]) -> list[str]:
+    """Return ``v``; refuse empty strings (they would match every text)."""
+    if any(not s for s in v):
+        raise ValueError("values cannot be empty strings")
+    return v
+
+
 class ContainsCheck(_CheckBase):
     """Passes when all (``all: true``) or any (``all: false``) of ``values`` occur in the text."""
 
@@ -102,9 +109,7 @@ class ContainsCheck(_CheckBase):
     @field_validator("values")
     @classmethod
     def _non_empty(cls, v: list[str]) -> list[str]:
-        if any(not s for s in v):
-            raise ValueError("values cannot be empty strings")
-        return v
+        return _non_empty_values(v)
 
 
 class ExcludesCheck(_CheckBase):
@@ -117,9 +122,7 @@ class ExcludesCheck(_CheckBase):
     @field_validator("values")
     @classmethod
     def _non_empty(cls, v: list[str]) -> list[str]:
-        if any(not s for s in v):
-            raise ValueError("values cannot be empty strings")
-        return v
+        return _non_empty_values(v)
 
 
 Check = Annotated[Union[RegexCheck, LengthCheck, JsonCheck, ContainsCheck, ExcludesCheck],
