@@ -7,7 +7,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 export MLFLOW_DISABLE_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup demo test lab serve-local bench-throughput clean
+.PHONY: setup browser demo test lab serve-local bench-throughput clean
 
 # Create or update .venv with the project and its `local` and `dev` extras (idempotent:
 # reinstalls only when pyproject.toml changed). llama-cpp-python builds from source the
@@ -20,13 +20,24 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[local,dev]'
 	@touch $(STAMP)
 
-# The main job: the demo sweep on the embedded model (resumable; a second run makes no model call).
+# Debian's Chromium, for the test that opens the HTML report in a headless browser (Playwright
+# drives it; nothing ever downloads a browser). Installed once with apt-get (as root, or via sudo).
+CHROMIUM ?= /usr/bin/chromium
+browser:
+	@test -x $(CHROMIUM) || { \
+	  echo "installing Debian's chromium for the report's browser test (about a minute) ..."; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo; else \
+	    echo "make: $(CHROMIUM) is missing; install it as root: apt-get install chromium" >&2; exit 1; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+# The main job: the demo sweep on the embedded model, ending with its HTML report's path
+# (resumable; a second run makes no model call and re-renders the report).
 demo: setup
 	$(BIN)/bench sweep params/demo.yaml
 
-# The whole test suite (fake provider on loopback, the embedded model, notebooks).
-test: setup
-	$(BIN)/python -m pytest -q
+# The whole test suite (fake provider on loopback, the embedded model, notebooks, the report in Chromium).
+test: setup browser
+	BENCH_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q
 
 # JupyterLab on the project's kernel (the .venv's python).
 lab: setup

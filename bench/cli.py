@@ -80,11 +80,43 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from .sweep import report, run_sweep  # noqa: PLC0415
+    from .sweep import print_executions, run_sweep  # noqa: PLC0415
 
-    executions = run_sweep(args.params, jobs=args.jobs, per_cell=args.per_cell, cells=args.cells,
-                           only_stage=args.only_stage, run_dir=args.run_dir)
-    return report(executions)
+    result = run_sweep(args.params, jobs=args.jobs, per_cell=args.per_cell, cells=args.cells,
+                       only_stage=args.only_stage, run_dir=args.run_dir)
+    code = print_executions(result.executions)
+    if args.no_report:
+        return code
+    # the report shows whatever the run holds, so a sweep with a failed execution still gets one
+    try:
+        path = _render(result.run_dir, None)
+    except BenchError as err:
+        print(f"report: FAILED ({err})", file=sys.stderr)
+        return 1
+    print(f"report: {path}")
+    return code
+
+
+def _render(run_dir: Path, out: str | None, **options) -> Path:
+    from .report import render_report  # noqa: PLC0415
+
+    t0 = time.monotonic()
+    print("report: rendering notebooks/03_analyze.ipynb (no model is called) …", flush=True)
+    path = render_report(run_dir, out, **options)
+    print(f"report: rendered in {time.monotonic() - t0:.1f}s", flush=True)
+    return path
+
+
+def _report(args: argparse.Namespace) -> int:
+    baseline = None if args.baseline == "none" else args.baseline
+    path = _render(Path(args.run_dir), args.out, resamples=args.resamples, seed=args.seed, compare=args.compare,
+                   baseline=baseline, strong_weight=args.strong_weight)
+    print(f"report: {path}")
+    if args.screenshot:
+        from .report import screenshot  # noqa: PLC0415
+
+        print(f"screenshot: {screenshot(path, args.screenshot)}")
+    return 0
 
 
 def _judgebench_score(args: argparse.Namespace) -> int:
@@ -141,7 +173,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--cells", default=None, help="only these cells (comma-separated model_id/prompt_id@version)")
     s.add_argument("--only-stage", default=None, help="run one stage only (collect)")
     s.add_argument("--run-dir", default=None, help="run folder (default runs/<sweep name>)")
+    s.add_argument("--no-report", action="store_true", help="do not render reports/<sweep>/index.html at the end")
     s.set_defaults(func=_sweep)
+
+    s = sub.add_parser("report", help="render a run's analysis as reports/<sweep>/index.html (calls no model)")
+    s.add_argument("run_dir", help="runs/<sweep>")
+    s.add_argument("--out", default=None, help="HTML file or folder to write (default reports/<sweep>/index.html)")
+    s.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
+    s.add_argument("--seed", type=int, default=0, help="seed of every resample and permutation")
+    s.add_argument("--compare", default="all", choices=["all", "prompts", "models"],
+                   help="paired differences between all cells, prompts within a model, or models within a prompt")
+    s.add_argument("--baseline", default="auto",
+                   help="pairwise win rates against this cell (model_id/prompt_id@version), auto or none")
+    s.add_argument("--strong-weight", type=float, default=1.0,
+                   help="battles a strong pairwise verdict counts for (3 as in arena-hard)")
+    s.add_argument("--screenshot", default=None, metavar="PNG",
+                   help="also save a PNG of the report's first screen (headless Chromium)")
+    s.set_defaults(func=_report)
 
     s = sub.add_parser("judgebench-score", help="score a judge output file in JudgeBench's format (JudgeBench's rule)")
     s.add_argument("file", help="FILE.jsonl: pair records with judge_name and judgments")

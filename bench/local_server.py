@@ -3,7 +3,8 @@
 Each model is served by ``python -m llama_cpp.server`` in a child process bound to 127.0.0.1, so the
 rest of bench talks to it like any OpenAI-compatible endpoint. The child can never outlive us:
 
-* it gets ``PR_SET_PDEATHSIG`` = SIGTERM (Linux), so the kernel stops it even if we are SIGKILLed.
+* it gets ``PR_SET_PDEATHSIG`` = SIGKILL (Linux), so the kernel stops it at once even if we are
+  SIGKILLed (SIGTERM would let uvicorn finish a generation in flight first, minutes for a long one).
   That signal fires when the *thread* that forked the child exits, not the process; every server
   is therefore forked from one daemon "spawner" thread that lives as long as the process, whatever
   thread (an ``asyncio.to_thread`` worker, a notebook cell) asked for it;
@@ -272,7 +273,7 @@ def _spawn(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
                 stderr=subprocess.STDOUT,
                 env=_child_env(),
                 start_new_session=True,
-                preexec_fn=die_with_parent(parent),
+                preexec_fn=die_with_parent(parent, signal.SIGKILL),
                 close_fds=True,
             )
 

@@ -44,6 +44,12 @@ def run_dir(sweep_name: str, root: Path | None = None) -> Path:
     return runs_root(root) / sweep_name
 
 
+def reports_root(root: Path | None = None) -> Path:
+    """Return the folder holding every sweep's HTML report (``$BENCH_REPORTS`` or ``<project>/reports``)."""
+    env = os.environ.get("BENCH_REPORTS")
+    return Path(env).resolve() if env else (root or project_root()) / "reports"
+
+
 def cache_path(root: Path | None = None) -> Path:
     """Return the response cache shared by all sweeps (re-judging elsewhere reuses replies)."""
     return runs_root(root) / ".cache" / "responses.sqlite"

@@ -11,11 +11,16 @@ stop the others. Everything is resumable: a second sweep makes zero model calls.
 
 from __future__ import annotations
 
+import atexit
+import functools
 import logging
 import os
+import shutil
 import signal
+import tempfile
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 from pathlib import Path
@@ -69,9 +74,17 @@ def _slug(key: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_.@" else "_" for ch in key).replace("@", "-")
 
 
+@dataclass
+class SweepResult:
+    """What a sweep did: its run folder and every execution with its exit code (0 = success)."""
+
+    run_dir: Path
+    executions: list[Execution]
+
+
 def run_sweep(params: str, *, jobs: int = 1, per_cell: bool = False, cells=None,
-              only_stage: str | None = None, run_dir: str | None = None) -> list[Execution]:
-    """Run the sweep's stages; return every execution with its exit code (0 = success)."""
+              only_stage: str | None = None, run_dir: str | None = None) -> SweepResult:
+    """Run the sweep's stages; return the run folder and every execution with its exit code."""
     threading.Thread(target=_import_papermill, daemon=True).start()  # 2 s of imports, overlapped with prep
     run = open_run(params, cells=cells, run_dir=run_dir)
     print(run.describe(), flush=True)
@@ -88,7 +101,7 @@ def run_sweep(params: str, *, jobs: int = 1, per_cell: bool = False, cells=None,
                 print("judge: nothing pending (every candidate was graded as it arrived)", flush=True)
                 continue
             done += _run_stage(run, stage, jobs, per_cell)
-    return done
+    return SweepResult(run.dir, done)
 
 
 def _judged_during_collect(run: Run) -> bool:
@@ -108,7 +121,7 @@ def _run_stage(run: Run, stage: str, jobs: int, per_cell: bool) -> list[Executio
     share = max(1, cap // parallel)  # the sweep as a whole never exceeds the cap
     print(f"{stage}: {len(executions)} execution(s), {parallel} at a time, cap {share} each", flush=True)
     sem = threading.Semaphore(parallel)
-    _prepare_driver()
+    prepare_driver()
     threads = [threading.Thread(target=_guarded, args=(sem, run, ex, share), daemon=True) for ex in executions]
     for t in threads:
         t.start()
@@ -140,7 +153,7 @@ def _execute(run: Run, ex: Execution, cap: int) -> None:
     try:
         pm.execute_notebook(str(run.root / "notebooks" / STAGES[ex.stage]), str(ex.notebook), parameters=params,
                             kernel_name="python3", log_output=True, progress_bar=False, cwd=str(run.root),
-                            kernel_manager_class=_kernel_manager_class())
+                            kernel_manager_class=kernel_manager_class())
         ex.returncode = 0
     except Exception as err:  # the executed notebook (saved by papermill) shows the failing cell
         ex.returncode = 1
@@ -148,8 +161,8 @@ def _execute(run: Run, ex: Execution, cap: int) -> None:
     ex.seconds = time.monotonic() - t0
 
 
-def _kernel_manager_class() -> type:
-    """Return a kernel manager whose kernels are SIGKILLed when the driver dies.
+def kernel_manager_class() -> type:
+    """Return a kernel manager whose kernels talk over unix sockets and are SIGKILLed when the driver dies.
 
     Jupyter starts kernels in their own session; killed with the driver, a kernel would go on
     calling models for a second or so until it noticed, and pay for replies nobody records.
@@ -159,11 +172,26 @@ def _kernel_manager_class() -> type:
     from .local_server import die_with_parent  # noqa: PLC0415
 
     class DieWithDriver(AsyncKernelManager):
+        def __init__(self, *args: Any, **kw: Any) -> None:
+            # unix sockets next to the connection file, readable by this user only, instead of loopback
+            # TCP that any local user can reach (and that makes ipykernel warn about it on every start)
+            kw.setdefault("transport", "ipc")
+            kw.setdefault("ip", os.path.join(_ipc_dir(), uuid.uuid4().hex))  # one socket prefix per kernel
+            super().__init__(*args, **kw)
+
         async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
             kw.setdefault("preexec_fn", die_with_parent(os.getpid(), signal.SIGKILL))
             return await super()._async_launch_kernel(kernel_cmd, **kw)
 
     return DieWithDriver
+
+
+@functools.cache
+def _ipc_dir() -> str:
+    """Return a private (0700) folder for the kernels' unix sockets, removed at exit."""
+    path = tempfile.mkdtemp(prefix="bench-kernels-")
+    atexit.register(shutil.rmtree, path, True)
+    return path
 
 
 def _first_line(err: Exception) -> str:
@@ -183,7 +211,7 @@ class _PrefixedLog(logging.Handler):
                 print(f"[{record.threadName}] {line}", flush=True)
 
 
-def _prepare_driver() -> None:
+def prepare_driver() -> None:
     for key, value in (("LITELLM_LOCAL_MODEL_COST_MAP", "True"), ("MLFLOW_DISABLE_TELEMETRY", "true"),
                        ("PYDEVD_DISABLE_FILE_VALIDATION", "1")):
         os.environ.setdefault(key, value)  # inherited by every kernel
@@ -217,7 +245,7 @@ class _shared_local_server:
             local.shutdown()
 
 
-def report(executions: list[Execution]) -> int:
+def print_executions(executions: list[Execution]) -> int:
     """Print one line per execution and return the sweep's exit code (1 if any execution failed)."""
     failed = [e for e in executions if e.returncode != 0]
     for ex in executions:

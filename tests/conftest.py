@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# a sweep renders its report at the end: tests never write into the checkout's reports/
+os.environ.setdefault("BENCH_REPORTS", tempfile.mkdtemp(prefix="bench-test-reports-"))
 
 from collections.abc import Iterator  # noqa: E402
 

@@ -11,3 +11,13 @@ def params_files() -> list[Path]:
                    for p in folder.glob("*.y*ml") if p.suffix in (".yaml", ".yml"))
     assert files, "the project ships params files (params/demo.yaml at least)"
     return files
+
+
+def parameterized_copy(source: Path, target: Path, **parameters) -> Path:
+    """Write ``source`` with its parameters cell overridden as papermill would (for nbval runs); return target."""
+    import nbformat
+    from papermill.iorw import load_notebook_node
+    from papermill.parameterize import parameterize_notebook
+
+    nbformat.write(parameterize_notebook(load_notebook_node(str(source)), parameters), target)
+    return target

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from bench.records import Candidate, Judgment
 from bench.store import RunStore
+from tests.repo import parameterized_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAMS = """
@@ -33,7 +34,7 @@ def sweep(tmp_path, fake, retries=2, *args):
     params = tmp_path / "jt.yaml"
     params.write_text(PARAMS.format(url=fake.url, retries=retries))
     env = {**os.environ, "BENCH_RUNS": str(tmp_path / "runs")}
-    out = subprocess.run([sys.executable, "-m", "bench", "sweep", str(params), *args], cwd=ROOT, env=env,
+    out = subprocess.run([sys.executable, "-m", "bench", "sweep", str(params), "--no-report", *args], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=300)
     return out, params
 
@@ -81,16 +82,10 @@ def test_a_resumed_judge_stage_regrades_only_failures(tmp_path, fake):
 
 
 def test_judge_notebook_runs_under_nbval(tmp_path, fake):
-    from papermill.iorw import load_notebook_node
-    from papermill.parameterize import parameterize_notebook
-    import nbformat
-
     out, params = sweep(tmp_path, fake, 2, "--only-stage", "collect")
     assert out.returncode == 0
-    nb = parameterize_notebook(load_notebook_node(str(ROOT / "notebooks/02_judge.ipynb")),
-                               {"params": str(params), "judges": ["grader"], "progress": "text"})
-    target = tmp_path / "02_judge.ipynb"
-    nbformat.write(nb, target)
+    target = parameterized_copy(ROOT / "notebooks/02_judge.ipynb", tmp_path / "02_judge.ipynb",
+                                params=str(params), judges=["grader"], progress="text")
     env = {**os.environ, "BENCH_RUNS": str(tmp_path / "runs")}
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
                              str(target)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
@@ -115,10 +110,11 @@ def test_judgebench_pairs_are_judged_in_both_orders_exported_and_scored(tmp_path
         " response_model: response_model}\n"
         f"judges:\n  - {{id: fake-judge, model: openai/judge, api_base: \"{fake.url}\", rubric: arena-pairwise}}\n")
     fake.configure(replies=[{"match": "Compare the two responses", "content": "[[A>B]]"}])  # always "first"
-    env = {**os.environ, "BENCH_RUNS": str(tmp_path / "runs")}
+    env = {**os.environ, "BENCH_RUNS": str(tmp_path / "runs"), "BENCH_REPORTS": str(tmp_path / "reports")}
     out = subprocess.run([sys.executable, "-m", "bench", "sweep", str(params)], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-3000:]
+    assert f"report: {tmp_path / 'reports/jb/index.html'}" in out.stdout  # a judge-only run has a report too
     assert "collect" not in out.stdout.split("judge:")[0].split("\n", 1)[1]  # nothing to collect
     assert fake.stats()["requests"] == 12
     exported = tmp_path / "export.jsonl"
@@ -130,3 +126,7 @@ def test_judgebench_pairs_are_judged_in_both_orders_exported_and_scored(tmp_path
     # a judge that always prefers the first position says A>B, then (swapped) B>A: +1 - 1 = 0 for every pair
     assert result["pairs"] == 6 and result["overall"] == 0.0 and result["inconsistent"] == 6
     assert result["nulls"] == 0 and len(labels) == 6
+    from bench.analysis import summarize  # the report's analysis sees the same position bias
+
+    position = summarize(tmp_path / "runs/jb", resamples=50).position.row(0, named=True)
+    assert (position["pairs"], position["consistency"], position["first_position_wins"]) == (6, 0.0, 1.0)

@@ -13,6 +13,7 @@ import pytest
 
 from bench.records import Candidate
 from bench.store import RunStore
+from tests.repo import parameterized_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 N_CELLS, N_SCENARIOS = 6, 20
@@ -46,7 +47,7 @@ def env_for(tmp_path):
 
 
 def sweep(tmp_path, params, *args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "bench", "sweep", str(params), *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "bench", "sweep", str(params), "--no-report", *args], cwd=ROOT,
                           env=env_for(tmp_path), capture_output=True, text=True, timeout=timeout)
 
 
@@ -94,7 +95,7 @@ def test_per_cell_writes_one_notebook_per_cell(tmp_path, fake, grid):
 def test_kill_9_mid_sweep_then_resume_gives_every_candidate_exactly_once(tmp_path, fake, grid):
     fake.configure(latency_ms=60)
     params = grid(cap=4)
-    proc = subprocess.Popen([sys.executable, "-m", "bench", "sweep", str(params)], cwd=ROOT, env=env_for(tmp_path),
+    proc = subprocess.Popen([sys.executable, "-m", "bench", "sweep", str(params), "--no-report"], cwd=ROOT, env=env_for(tmp_path),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     store = tmp_path / "runs/t/candidates.jsonl"
     deadline = time.monotonic() + 120
@@ -135,14 +136,8 @@ def test_bad_params_stop_before_any_call(tmp_path, fake):
 
 
 def test_collect_notebook_runs_under_nbval(tmp_path, fake, grid):
-    import nbformat
-    from papermill.iorw import load_notebook_node
-    from papermill.parameterize import parameterize_notebook
-
-    nb = load_notebook_node(str(ROOT / "notebooks/01_collect.ipynb"))
-    nb = parameterize_notebook(nb, {"params": str(grid()), "cells": ["m1/p@v1"], "progress": "text"})
-    target = tmp_path / "01_collect.ipynb"
-    nbformat.write(nb, target)
+    target = parameterized_copy(ROOT / "notebooks/01_collect.ipynb", tmp_path / "01_collect.ipynb",
+                                params=str(grid()), cells=["m1/p@v1"], progress="text")
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
                              str(target)], cwd=ROOT, env=env_for(tmp_path), capture_output=True, text=True,
                             timeout=300)

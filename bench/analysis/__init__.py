@@ -1,0 +1,25 @@
+"""Analysis of a run folder on polars: leaderboards with bootstrap CIs, paired differences, pairwise
+win rates and Bradley–Terry ratings, judge reliability, and usage.
+
+``summarize(run_dir)`` computes everything the report shows; every piece is also a function of
+the polars tables of :func:`load_run`, so a notebook can recompute any of it with other options.
+Importing this package imports polars and numpy (``import bench`` alone does not).
+"""
+
+from __future__ import annotations
+
+from .agreement import cohen_kappa, krippendorff_alpha
+from .bootstrap import bootstrap_means, holm, sign_flip_pvalues
+from .leaderboard import composite, leaderboard, paired_differences, scenario_means
+from .pairwise import battles, bradley_terry, position_consistency, win_matrix, win_rates
+from .reliability import inter_judge, judge_health, judge_vs_human, jury_alpha, packed_vs_single
+from .summary import Summary, examples, summarize
+from .tables import COMPOSITE, RunTables, load_run
+from .usage import usage_by_cell, usage_by_judge
+
+__all__ = [
+    "COMPOSITE", "RunTables", "Summary", "battles", "bootstrap_means", "bradley_terry", "cohen_kappa", "composite",
+    "examples", "holm", "inter_judge", "judge_health", "judge_vs_human", "jury_alpha", "krippendorff_alpha",
+    "leaderboard", "load_run", "packed_vs_single", "paired_differences", "position_consistency", "scenario_means",
+    "sign_flip_pvalues", "summarize", "usage_by_cell", "usage_by_judge", "win_matrix", "win_rates",
+]

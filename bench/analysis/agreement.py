@@ -1,0 +1,91 @@
+"""Agreement statistics: Cohen's kappa (nominal, linear or quadratic weights) and Krippendorff's alpha.
+
+Weighted kappa and the interval/ratio alphas measure disagreement by the distance between the
+values themselves, so a rubric level nobody used does not change how far apart 2 and 4 are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+LEVELS = ("nominal", "ordinal", "interval", "ratio")
+
+
+def _categories(*arrays: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    values = np.unique(np.concatenate(arrays))
+    return values, [np.searchsorted(values, a) for a in arrays]
+
+
+def cohen_kappa(a: Sequence, b: Sequence, weights: str | None = None) -> float:
+    """Return Cohen's kappa of two raters' paired ratings; ``weights`` None (nominal), "linear" or "quadratic".
+
+    NaN when chance agreement is already perfect (both raters gave one and the same value).
+    """
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError("cohen_kappa needs two equally long 1-d sequences of paired ratings")
+    if a.size == 0:
+        return float("nan")
+    values, (ia, ib) = _categories(a, b)
+    k = len(values)
+    observed = np.zeros((k, k))
+    np.add.at(observed, (ia, ib), 1.0)
+    observed /= a.size
+    expected = np.outer(observed.sum(axis=1), observed.sum(axis=0))
+    w = _kappa_weights(values, weights)
+    chance = (w * expected).sum()
+    return float("nan") if chance == 0 else float(1.0 - (w * observed).sum() / chance)
+
+
+def _kappa_weights(values: np.ndarray, weights: str | None) -> np.ndarray:
+    if weights is None:
+        return 1.0 - np.eye(len(values))
+    if weights not in ("linear", "quadratic"):
+        raise ValueError(f"weights must be None, 'linear' or 'quadratic', not {weights!r}")
+    dist = np.abs(values.astype(np.float64)[:, None] - values.astype(np.float64)[None, :])
+    return dist if weights == "linear" else dist ** 2
+
+
+def krippendorff_alpha(data: np.ndarray | Sequence[Sequence[float]], level: str = "interval") -> float:
+    """Return Krippendorff's alpha of a units × raters matrix (NaN = not rated) at ``level``:
+    "nominal", "ordinal", "interval" or "ratio". Units with fewer than two ratings are not pairable."""
+    if level not in LEVELS:
+        raise ValueError(f"level must be one of {LEVELS}, not {level!r}")
+    x = np.asarray(data, dtype=np.float64)
+    if x.ndim != 2:
+        raise ValueError("krippendorff_alpha needs a 2-d units × raters matrix")
+    x = x[(~np.isnan(x)).sum(axis=1) >= 2]
+    if x.size == 0:
+        return float("nan")
+    values = np.unique(x[~np.isnan(x)])
+    counts = np.zeros((x.shape[0], len(values)))  # n_uc: how many raters gave unit u value c
+    rows, cols = np.nonzero(~np.isnan(x))
+    np.add.at(counts, (rows, np.searchsorted(values, x[rows, cols])), 1.0)
+    m = counts.sum(axis=1)
+    coincidence = np.einsum("uc,uk,u->ck", counts, counts, 1.0 / (m - 1)) - np.diag((counts / (m - 1)[:, None]).sum(0))
+    n_c = coincidence.sum(axis=1)
+    n = n_c.sum()
+    delta = _delta(values, n_c, level)
+    expected = (np.outer(n_c, n_c) * delta).sum()
+    if expected == 0:
+        return float("nan")
+    return float(1.0 - (n - 1) * (coincidence * delta).sum() / expected)
+
+
+def _delta(values: np.ndarray, n_c: np.ndarray, level: str) -> np.ndarray:
+    """Return the squared distance metric δ²(c, k) between every two values at ``level``."""
+    c, k = values[:, None], values[None, :]
+    if level == "nominal":
+        return (c != k).astype(np.float64)
+    if level == "interval":
+        return (c - k) ** 2
+    if level == "ratio":
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.nan_to_num(((c - k) / (c + k)) ** 2)
+    cum = np.concatenate([[0.0], np.cumsum(n_c)])  # ordinal: ranks by the values' frequencies
+    lo, hi = np.minimum.outer(np.arange(len(values)), np.arange(len(values))), \
+        np.maximum.outer(np.arange(len(values)), np.arange(len(values)))
+    between = cum[hi + 1] - cum[lo]
+    return (between - (n_c[lo] + n_c[hi]) / 2.0) ** 2

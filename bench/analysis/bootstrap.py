@@ -1,0 +1,112 @@
+"""Seeded bootstrap and sign-flip tests over a scenarios × columns matrix, as matrix products.
+
+Every statistic here is a per-column mean over scenarios (the unit that is resampled). A
+resample is a vector of counts (how often each scenario is drawn), so the means of B
+resamples for every column at once are one product ``counts (B×S) @ values (S×K)``; missing
+values (NaN: a cell that has no score for a scenario) are handled by a second product with the
+mask, so cells with different coverage still share the same resamples (a paired bootstrap).
+Blocks of resamples keep memory bounded whatever the number of scenarios.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+BLOCK_ENTRIES = 2_000_000  # resamples × scenarios per block: about 16 MB of float64 counts
+
+
+def _blocks(total: int, n: int) -> Iterator[int]:
+    size = max(1, min(total, BLOCK_ENTRIES // max(n, 1)))
+    for start in range(0, total, size):
+        yield min(size, total - start)
+
+
+def resample_counts(rng: np.random.Generator, b: int, n: int) -> np.ndarray:
+    """Return a (b × n) float matrix: row r counts how often each of n units is drawn in resample r."""
+    idx = rng.integers(0, n, size=(b, n), dtype=np.int64)
+    idx += np.arange(b, dtype=np.int64)[:, None] * n
+    return np.bincount(idx.ravel(), minlength=b * n).reshape(b, n).astype(np.float64)
+
+
+def bootstrap_means(values: np.ndarray, resamples: int = 1000, seed: int = 0) -> np.ndarray:
+    """Return (resamples × K) bootstrap means of each column of ``values`` (S × K, NaN = missing).
+
+    A resample in which a column has no value at all gives NaN for that column.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    mask = ~np.isnan(values)
+    if mask.all():  # every resample has exactly S values per column: one product, no mask
+        return bootstrap_ratios(values, None, resamples, seed)
+    return bootstrap_ratios(np.where(mask, values, 0.0), mask.astype(np.float64), resamples, seed)
+
+
+def bootstrap_ratios(num: np.ndarray, den: np.ndarray | None, resamples: int = 1000, seed: int = 0) -> np.ndarray:
+    """Return (resamples × K) bootstrap values of Σ num / Σ den per column, resampling the S rows.
+
+    With ``den`` = 1 where a value exists this is a mean (``den=None``: 1 everywhere); with
+    weights it is a weighted rate.
+    """
+    rng = np.random.default_rng(seed)
+    out = np.empty((resamples, num.shape[1]))
+    row = 0
+    for b in _blocks(resamples, num.shape[0]):
+        counts = resample_counts(rng, b, num.shape[0])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[row:row + b] = (counts @ num) / (num.shape[0] if den is None else counts @ den)
+        row += b
+    return out
+
+
+def percentile_interval(samples: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Return the (low, high) percentile interval of each column of bootstrap ``samples``."""
+    alpha = (1.0 - level) / 2.0
+    with np.errstate(invalid="ignore"):
+        lo, hi = np.nanquantile(samples, [alpha, 1.0 - alpha], axis=0) if samples.size else (np.nan, np.nan)
+    return np.asarray(lo), np.asarray(hi)
+
+
+def column_means(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return (mean, n) of each column over its non-missing values."""
+    mask = ~np.isnan(values)
+    n = mask.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(mask, values, 0.0).sum(axis=0) / n
+    return mean, n
+
+
+def sign_flip_pvalues(diffs: np.ndarray, permutations: int = 10000, seed: int = 0) -> np.ndarray:
+    """Return two-sided p-values that each column of paired differences (S × P, NaN = unpaired) has mean 0.
+
+    Under the null the sign of each scenario's difference is exchangeable, so the observed mean
+    is compared with the means of random sign flips; p = (1 + #|flipped| ≥ |observed|) / (1 + R).
+    """
+    diffs = np.asarray(diffs, dtype=np.float64)
+    filled = np.nan_to_num(diffs, nan=0.0)
+    observed, n = column_means(diffs)
+    rng = np.random.default_rng(seed)
+    extreme = np.zeros(diffs.shape[1])
+    tol = 1e-12 * np.maximum(1.0, np.abs(observed))
+    for b in _blocks(permutations, diffs.shape[0]):
+        signs = rng.integers(0, 2, size=(b, diffs.shape[0])).astype(np.float64) * 2.0 - 1.0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            flipped = (signs @ filled) / n
+        extreme += (np.abs(flipped) >= np.abs(observed) - tol).sum(axis=0)
+    p = (1.0 + extreme) / (1.0 + permutations)
+    return np.where(n > 0, p, np.nan)
+
+
+def holm(pvalues: np.ndarray) -> np.ndarray:
+    """Return Holm–Bonferroni adjusted p-values (family-wise error control over the given tests)."""
+    p = np.asarray(pvalues, dtype=np.float64)
+    ok = ~np.isnan(p)
+    out = np.full_like(p, np.nan)
+    idx = np.flatnonzero(ok)
+    if idx.size == 0:
+        return out
+    order = idx[np.argsort(p[idx], kind="stable")]
+    m = order.size
+    adjusted = np.maximum.accumulate((m - np.arange(m)) * p[order])
+    out[order] = np.minimum(adjusted, 1.0)
+    return out

@@ -1,0 +1,174 @@
+"""Pairwise verdicts as battles: win rates against a baseline, Bradley–Terry ratings, position bias.
+
+A verdict is stored in the original (A, B) order whatever order the judge saw, so each
+pairwise judgment is one battle of cell A against cell B with A's outcome 1 (win), 0.5 (tie)
+or 0 (loss). Strong verdicts (``A>>B``) may count several times, as in arena-hard.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from .bootstrap import bootstrap_ratios, percentile_interval, resample_counts
+
+OUTCOME = {"A>>B": 1.0, "A>B": 1.0, "A=B": 0.5, "B>A": 0.0, "B>>A": 0.0}
+STRONG = {"A>>B", "B>>A"}
+BATTLE_SCHEMA = {"judge": pl.Utf8, "scenario": pl.Utf8, "sample": pl.Int64, "a": pl.Utf8, "b": pl.Utf8,
+                 "order": pl.Utf8, "verdict": pl.Utf8, "shown_verdict": pl.Utf8, "outcome": pl.Float64,
+                 "strong": pl.Boolean}
+
+
+def battles(judgments: pl.DataFrame) -> pl.DataFrame:
+    """Return one row per successful pairwise judgment: cells a and b, order shown, A's outcome."""
+    pw = judgments.filter((pl.col("mode") == "pairwise") & pl.col("error").is_null()
+                          & pl.col("verdict").is_in(list(OUTCOME)))
+    return pw.select("judge", "scenario", "sample", pl.col("cell").alias("a"), pl.col("cell_b").alias("b"), "order",
+                     "verdict", "shown_verdict",
+                     pl.col("verdict").replace_strict(OUTCOME, return_dtype=pl.Float64).alias("outcome"),
+                     pl.col("verdict").is_in(list(STRONG)).alias("strong"))
+
+
+def _oriented(b: pl.DataFrame, baseline: str | None, strong_weight: float) -> pl.DataFrame:
+    """Return (judge, scenario, player, opponent, score, weight) with each battle seen from both sides."""
+    w = pl.when(pl.col("strong")).then(pl.lit(float(strong_weight))).otherwise(pl.lit(1.0))
+    fwd = b.select("judge", "scenario", pl.col("a").alias("player"), pl.col("b").alias("opponent"),
+                   pl.col("outcome").alias("score"), w.alias("weight"))
+    rev = b.select("judge", "scenario", pl.col("b").alias("player"), pl.col("a").alias("opponent"),
+                   (1.0 - pl.col("outcome")).alias("score"), w.alias("weight"))
+    both = pl.concat([fwd, rev])
+    return both.filter(pl.col("opponent") == baseline) if baseline is not None else both
+
+
+def common_opponent(battle: pl.DataFrame) -> str | None:
+    """Return the baseline of a baseline design: the cell that is B in every battle (bench puts the
+    judge's ``baseline`` cell there), else the one cell present in every battle; None if there is none."""
+    if battle.is_empty():
+        return None
+    if battle["b"].n_unique() == 1:
+        return battle["b"][0]
+    common = {c for c in (battle["a"][0], battle["b"][0]) if ((battle["a"] == c) | (battle["b"] == c)).all()}
+    return common.pop() if len(common) == 1 else None
+
+
+def win_rates(battle: pl.DataFrame, *, baseline: str | None = "auto", strong_weight: float = 1.0,
+              resamples: int = 1000, seed: int = 0, level: float = 0.95) -> pl.DataFrame:
+    """Return per (judge, cell): win rate against ``baseline``, ties counting ½, strong verdicts counting
+    ``strong_weight`` times (3 = arena-hard), with a bootstrap CI over scenarios.
+
+    ``baseline="auto"`` takes, per judge, the cell present in every battle; None (or no such cell)
+    pools all opponents.
+    """
+    out = []
+    for (judge,), jb in battle.group_by(["judge"], maintain_order=True):
+        base = common_opponent(jb) if baseline == "auto" else baseline
+        rates = _win_rates(_oriented(jb, base, strong_weight), resamples, seed, level)
+        if rates is not None:
+            out.append(rates.with_columns(pl.lit(judge).alias("judge"), pl.lit(base or "all").alias("baseline")))
+    if not out:
+        return pl.DataFrame(schema={"judge": pl.Utf8, "cell": pl.Utf8, "baseline": pl.Utf8, "win_rate": pl.Float64,
+                                    "ci_low": pl.Float64, "ci_high": pl.Float64, "battles": pl.UInt32})
+    return (pl.concat(out).rename({"player": "cell"})
+            .select("judge", "cell", "baseline", "win_rate", "ci_low", "ci_high", "battles", "wins", "ties", "losses")
+            .sort(["judge", "win_rate"], descending=[False, True]))
+
+
+def _win_rates(part: pl.DataFrame, resamples: int, seed: int, level: float) -> pl.DataFrame | None:
+    if part.is_empty():
+        return None
+    per = (part.group_by(["scenario", "player"])
+           .agg((pl.col("score") * pl.col("weight")).sum().alias("num"), pl.col("weight").sum().alias("den")))
+    num = per.pivot("player", index="scenario", values="num").sort("scenario")
+    den = per.pivot("player", index="scenario", values="den").sort("scenario")
+    players = [c for c in num.columns if c != "scenario"]
+    n_mat = num.select(players).fill_null(0.0).to_numpy()
+    d_mat = den.select(players).fill_null(0.0).to_numpy()
+    lo, hi = percentile_interval(bootstrap_ratios(n_mat, d_mat, resamples, seed), level)
+    counts = part.group_by("player").agg(pl.len().alias("battles"), (pl.col("score") == 1.0).sum().alias("wins"),
+                                         (pl.col("score") == 0.5).sum().alias("ties"),
+                                         (pl.col("score") == 0.0).sum().alias("losses"))
+    stats = pl.DataFrame({"player": players, "win_rate": n_mat.sum(0) / d_mat.sum(0), "ci_low": lo, "ci_high": hi})
+    return stats.join(counts, on="player")
+
+
+def win_matrix(battle: pl.DataFrame) -> pl.DataFrame:
+    """Return per (judge, row cell, column cell): the row's mean outcome against the column, and battles."""
+    o = _oriented(battle, None, 1.0)
+    return (o.group_by(["judge", "player", "opponent"]).agg(pl.col("score").mean().alias("win_rate"),
+                                                            pl.len().alias("battles"))
+            .sort(["judge", "player", "opponent"]))
+
+
+def fit_bradley_terry(i: np.ndarray, j: np.ndarray, score: np.ndarray, weight: np.ndarray, players: int,
+                      prior: float = 0.5, tol: float = 1e-10, max_iter: int = 5000) -> np.ndarray:
+    """Return log-strengths (mean 0) maximizing the Bradley–Terry likelihood of battles i vs j.
+
+    ``score`` is i's outcome (ties = ½ to each side). ``prior`` adds that many virtual wins each
+    way to every pair that met, so a player who won (or lost) every battle keeps a finite rating.
+    Solved by Hunter's (2004) minorize–maximize iterations.
+    """
+    wins = np.zeros((players, players))
+    np.add.at(wins, (i, j), score * weight)
+    np.add.at(wins, (j, i), (1.0 - score) * weight)
+    met = (wins + wins.T) > 0
+    wins += prior * met
+    games = wins + wins.T
+    total = wins.sum(axis=1)
+    p = np.ones(players)
+    for _ in range(max_iter):
+        denom = (games / (p[:, None] + p[None, :])).sum(axis=1)
+        new = np.where(denom > 0, total / np.where(denom > 0, denom, 1.0), p)
+        new /= np.exp(np.mean(np.log(new)))
+        if np.max(np.abs(new - p) / p) < tol:
+            p = new
+            break
+        p = new
+    return np.log(p)
+
+
+def bradley_terry(battle: pl.DataFrame, *, anchor: str | None = None, resamples: int = 1000, seed: int = 0,
+                  level: float = 0.95, strong_weight: float = 1.0, scale: float = 400.0,
+                  base: float = 1000.0) -> pl.DataFrame:
+    """Return per (judge, cell): a Bradley–Terry rating on the Elo scale (``anchor`` at ``base``, else
+    the mean at ``base``) with a bootstrap CI resampling scenarios, and the number of battles."""
+    out = []
+    for (judge,), part in battle.group_by(["judge"], maintain_order=True):
+        players = sorted(set(part["a"].to_list()) | set(part["b"].to_list()))
+        index = {p: k for k, p in enumerate(players)}
+        i = np.array([index[x] for x in part["a"].to_list()])
+        j = np.array([index[x] for x in part["b"].to_list()])
+        score = part["outcome"].to_numpy()
+        weight = np.where(part["strong"].to_numpy(), strong_weight, 1.0)
+        scen = np.unique(part["scenario"].to_numpy(), return_inverse=True)[1]
+
+        def ratings(w: np.ndarray) -> np.ndarray:
+            r = fit_bradley_terry(i, j, score, w, len(players)) * scale / np.log(10)
+            return r - (r[index[anchor]] if anchor in index else r.mean()) + base
+
+        point = ratings(weight)
+        rng = np.random.default_rng(seed)
+        boots = np.array([ratings(weight * resample_counts(rng, 1, scen.max() + 1)[0][scen]) for _ in range(resamples)])
+        lo, hi = percentile_interval(boots, level)
+        n = np.bincount(np.concatenate([i, j]), minlength=len(players))
+        out.append(pl.DataFrame({"judge": judge, "cell": players, "rating": point, "ci_low": lo, "ci_high": hi,
+                                 "battles": n.astype(np.int64)}))
+    if not out:
+        return pl.DataFrame(schema={"judge": pl.Utf8, "cell": pl.Utf8, "rating": pl.Float64, "ci_low": pl.Float64,
+                                    "ci_high": pl.Float64, "battles": pl.Int64})
+    return pl.concat(out).sort(["judge", "rating"], descending=[False, True])
+
+
+def position_consistency(battle: pl.DataFrame) -> pl.DataFrame:
+    """Return per judge: pairs seen in both orders, the share whose two verdicts agree (ties agree only
+    with ties), and how often a decisive verdict favoured the response shown first (0.5 = no bias)."""
+    sign = pl.col("outcome").sub(0.5).sign()
+    both = (battle.group_by(["judge", "scenario", "sample", "a", "b"])
+            .agg(sign.n_unique().alias("signs"), pl.col("order").n_unique().alias("orders"))
+            .filter(pl.col("orders") == 2)
+            .group_by("judge").agg(pl.len().alias("pairs"), (pl.col("signs") == 1).mean().alias("consistency")))
+    first = (battle.filter(pl.col("outcome") != 0.5)
+             .with_columns(((pl.col("outcome") == 1.0) == (pl.col("order") != "BA")).alias("first_won"))
+             .group_by("judge").agg(pl.col("first_won").mean().alias("first_position_wins"),
+                                    pl.len().alias("decisive")))
+    return (battle.group_by("judge").agg(pl.len().alias("battles"))
+            .join(both, on="judge", how="left").join(first, on="judge", how="left").sort("judge"))

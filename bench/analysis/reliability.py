@@ -1,0 +1,100 @@
+"""How far a judge can be trusted: failures and nulls, agreement with other judges, with humans,
+and between packed (batch) and single-item grading of the same items."""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+import numpy as np
+import polars as pl
+
+from .agreement import cohen_kappa, krippendorff_alpha
+from .tables import COMPOSITE
+
+AGREEMENT_SCHEMA = {"rubric": pl.Utf8, "criterion": pl.Utf8, "a": pl.Utf8, "b": pl.Utf8, "n": pl.Int64,
+                    "kappa": pl.Float64, "exact": pl.Float64, "mean_abs_diff": pl.Float64}
+
+
+def judge_health(judgments: pl.DataFrame) -> pl.DataFrame:
+    """Return per judge: judgments, failures, parse-failure rate, null rate (no usable grade), failure kinds."""
+    usable = pl.col("error").is_null() & (pl.col("score").is_not_null() | pl.col("verdict").is_not_null())
+    return (judgments.group_by("judge", "mode", "rubric")
+            .agg(pl.len().alias("judgments"), pl.col("error").is_not_null().sum().alias("failed"),
+                 (pl.col("error_kind") == "parse").fill_null(False).mean().alias("parse_failure_rate"),
+                 (~usable).mean().alias("null_rate"),
+                 pl.col("error_kind").drop_nulls().unique().sort().str.join(", ").alias("failure_kinds"))
+            .sort("judge"))
+
+
+def _agreement_row(x: np.ndarray, y: np.ndarray, weights: str | None) -> dict:
+    return {"n": len(x), "kappa": cohen_kappa(x, y, weights) if len(x) else float("nan"),
+            "exact": float(np.mean(x == y)) if len(x) else float("nan"),
+            "mean_abs_diff": float(np.mean(np.abs(x - y))) if len(x) else float("nan")}
+
+
+def inter_judge(scores: pl.DataFrame, *, criterion: str | None = None, weights: str | None = "quadratic") -> pl.DataFrame:
+    """Return, per rubric and criterion, the agreement of every two judges that graded the same candidates:
+    n, Cohen's kappa (quadratic-weighted by default: rubric scales are ordinal), exact agreement, mean |a − b|."""
+    s = scores if criterion is None else scores.filter(pl.col("criterion") == criterion)
+    per = s.group_by("rubric", "criterion", "judge", "candidate").agg(pl.col("value").mean())
+    rows = []
+    for (rubric, crit), part in per.group_by(["rubric", "criterion"], maintain_order=True):
+        judges = sorted(part["judge"].unique().to_list())
+        for a, b in combinations(judges, 2):
+            pair = part.filter(pl.col("judge") == a).join(part.filter(pl.col("judge") == b), on="candidate")
+            rows.append({"rubric": rubric, "criterion": crit, "a": a, "b": b,
+                         **_agreement_row(pair["value"].to_numpy(), pair["value_right"].to_numpy(), weights)})
+    return pl.DataFrame(rows, schema=AGREEMENT_SCHEMA).sort("rubric", "criterion", "a", "b")
+
+
+def jury_alpha(scores: pl.DataFrame, *, level: str = "ordinal") -> pl.DataFrame:
+    """Return Krippendorff's alpha per rubric and criterion over all judges of that rubric (units = candidates)."""
+    per = scores.group_by("rubric", "criterion", "judge", "candidate").agg(pl.col("value").mean())
+    rows = []
+    for (rubric, crit), part in per.group_by(["rubric", "criterion"], maintain_order=True):
+        wide = part.pivot("judge", index="candidate", values="value")
+        judges = [c for c in wide.columns if c != "candidate"]
+        if len(judges) < 2:
+            continue
+        lvl = "interval" if crit == COMPOSITE and level == "ordinal" else level  # composites are averages
+        rows.append({"rubric": rubric, "criterion": crit, "judges": len(judges), "units": wide.height,
+                     "alpha": krippendorff_alpha(wide.select(judges).to_numpy().astype(np.float64), lvl),
+                     "level": lvl})
+    return pl.DataFrame(rows, schema={"rubric": pl.Utf8, "criterion": pl.Utf8, "judges": pl.Int64,
+                                      "units": pl.Int64, "alpha": pl.Float64, "level": pl.Utf8})
+
+
+def packed_vs_single(scores: pl.DataFrame, *, weights: str | None = "quadratic") -> pl.DataFrame:
+    """Return, per judge model, rubric and criterion, the agreement of packed (batch) grades with single-item
+    grades of the same candidates by the same judge model and rubric."""
+    key = ["judge_model", "rubric", "criterion", "candidate"]
+    packed = scores.filter(pl.col("mode") == "batch").group_by(key).agg(pl.col("value").mean())
+    single = scores.filter(pl.col("mode") == "rubric").group_by(key).agg(pl.col("value").mean())
+    both = packed.join(single, on=key, suffix="_single")
+    rows = [{"judge_model": jm, "rubric": r, "criterion": c,
+             **_agreement_row(g["value"].to_numpy(), g["value_single"].to_numpy(), weights)}
+            for (jm, r, c), g in both.group_by(["judge_model", "rubric", "criterion"], maintain_order=True)]
+    return pl.DataFrame(rows, schema={"judge_model": pl.Utf8, **{k: v for k, v in AGREEMENT_SCHEMA.items()
+                                                                 if k not in ("a", "b")}}).sort("judge_model", "rubric", "criterion")
+
+
+def judge_vs_human(scores: pl.DataFrame, judgments: pl.DataFrame, reviews: pl.DataFrame,
+                   *, weights: str | None = "quadratic") -> pl.DataFrame:
+    """Return per judge and criterion the agreement of the judge's grades with human reviews of the same
+    judgments (scores per criterion; pairwise verdicts count as the criterion "verdict")."""
+    scored = reviews.filter(pl.col("criterion").is_not_null()).join(
+        scores.select("judgment", "judge", "criterion", pl.col("value").alias("judge_value")),
+        on=["judgment", "criterion"])
+    rows = [{"judge": j, "criterion": c, "reviews": g.height,
+             **_agreement_row(g["judge_value"].to_numpy(), g["value"].to_numpy(), weights)}
+            for (j, c), g in scored.group_by(["judge", "criterion"], maintain_order=True)]
+    verdicts = reviews.filter(pl.col("verdict").is_not_null()).join(
+        judgments.select(pl.col("id").alias("judgment"), "judge", pl.col("verdict").alias("judge_verdict")),
+        on="judgment")
+    for (j,), g in verdicts.group_by(["judge"], maintain_order=True):
+        x, y = g["judge_verdict"].fill_null("").to_numpy(), g["verdict"].to_numpy()
+        rows.append({"judge": j, "criterion": "verdict", "reviews": g.height, "n": g.height,
+                     "kappa": cohen_kappa(x, y), "exact": float(np.mean(x == y)), "mean_abs_diff": None})
+    return pl.DataFrame(rows, schema={"judge": pl.Utf8, "criterion": pl.Utf8, "reviews": pl.Int64,
+                                      **{k: v for k, v in AGREEMENT_SCHEMA.items()
+                                         if k not in ("rubric", "criterion", "a", "b")}}).sort("judge", "criterion")

@@ -1,0 +1,91 @@
+"""Everything the report shows, computed once from a run folder."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from .leaderboard import composite, leaderboard, paired_differences
+from .pairwise import battles, bradley_terry, position_consistency, win_matrix, win_rates
+from .reliability import inter_judge, judge_health, judge_vs_human, jury_alpha, packed_vs_single
+from .tables import COMPOSITE, RunTables, load_run
+from .usage import usage_by_cell, usage_by_judge
+
+
+@dataclass
+class Summary:
+    """The analysis of one run: every table of the report (polars frames)."""
+
+    tables: RunTables
+    board: pl.DataFrame  # per (judge, cell, criterion): mean and CI
+    overview: pl.DataFrame  # composite per (judge, cell) with CI and failure rates
+    paired: pl.DataFrame  # paired differences between cells (composite)
+    battles: pl.DataFrame
+    win_rates: pl.DataFrame
+    ratings: pl.DataFrame  # Bradley–Terry
+    win_matrix: pl.DataFrame
+    position: pl.DataFrame
+    health: pl.DataFrame
+    agreement: pl.DataFrame  # inter-judge, per rubric and criterion
+    alpha: pl.DataFrame
+    packed: pl.DataFrame
+    human: pl.DataFrame
+    usage_cells: pl.DataFrame
+    usage_judges: pl.DataFrame
+
+
+def summarize(run: str | Path | RunTables, *, resamples: int = 1000, seed: int = 0, level: float = 0.95,
+              compare: str = "all", baseline: str | None = "auto", strong_weight: float = 1.0) -> Summary:
+    """Compute every table of the report for a run folder (or already loaded tables). Calls no model."""
+    t = run if isinstance(run, RunTables) else load_run(run)
+    board = leaderboard(t.scores, resamples=resamples, seed=seed, level=level)
+    b = battles(t.judgments)
+    return Summary(
+        tables=t, board=board, overview=_overview(t, board),
+        paired=paired_differences(t.scores, compare=compare, resamples=resamples, seed=seed, level=level),
+        battles=b, win_rates=win_rates(b, baseline=baseline, strong_weight=strong_weight, resamples=resamples,
+                                       seed=seed, level=level),
+        ratings=bradley_terry(b, anchor=None if baseline in (None, "auto") else baseline, resamples=resamples,
+                              seed=seed, level=level, strong_weight=strong_weight),
+        win_matrix=win_matrix(b), position=position_consistency(b), health=judge_health(t.judgments),
+        agreement=inter_judge(t.scores), alpha=jury_alpha(t.scores), packed=packed_vs_single(t.scores),
+        human=judge_vs_human(t.scores, t.judgments, t.reviews),
+        usage_cells=usage_by_cell(t.candidates), usage_judges=usage_by_judge(t.judgments))
+
+
+def _overview(t: RunTables, board: pl.DataFrame) -> pl.DataFrame:
+    """Return the composite leaderboard with each cell's candidate and judgment failure rates."""
+    cand = t.candidates.group_by("cell").agg(pl.col("error").is_not_null().mean().alias("answer_failure_rate"))
+    judg = (t.judgments.filter(pl.col("mode") != "pairwise").group_by("judge", "cell")
+            .agg(pl.col("error").is_not_null().mean().alias("judge_failure_rate")))
+    return (composite(board).join(cand, on="cell", how="left").join(judg, on=["judge", "cell"], how="left")
+            .select("judge", "model", "prompt", "mean", "ci_low", "ci_high", "n", "answer_failure_rate",
+                    "judge_failure_rate", "cell"))
+
+
+def examples(t: RunTables, *, judge: str | None = None, per_cell: int = 1) -> pl.DataFrame:
+    """Return, per judge (or only ``judge``) and cell, its best- and worst-graded answers with the
+    scenario, the answer and the judge's rationale, for reading next to the numbers."""
+    scored = t.scores.filter(pl.col("criterion") == COMPOSITE)
+    if judge is not None:
+        scored = scored.filter(pl.col("judge") == judge)
+    if scored.is_empty():
+        return pl.DataFrame(schema={"judge": pl.Utf8, "cell": pl.Utf8, "which": pl.Utf8, "score": pl.Float64,
+                                    "scenario": pl.Utf8, "answer": pl.Utf8, "rationale": pl.Utf8})
+    ranked = scored.sort("value", "candidate").group_by("judge", "cell", maintain_order=True)
+    picked = pl.concat([ranked.tail(per_cell).with_columns(pl.lit("best").alias("which")),
+                        ranked.head(per_cell).with_columns(pl.lit("worst").alias("which"))]).unique(
+        ["judge", "cell", "candidate"], keep="first", maintain_order=True)
+    texts = {k: _scenario_text(s.fields) for k, s in t.scenarios.items()}
+    out = (picked.join(t.candidates.select(pl.col("id").alias("candidate"), pl.col("output").alias("answer")),
+                       on="candidate", how="left")
+           .join(t.judgments.select(pl.col("id").alias("judgment"), "rationale"), on="judgment", how="left")
+           .with_columns(pl.col("scenario").replace_strict(texts, default=pl.col("scenario")).alias("scenario")))
+    return out.select("judge", "cell", "which", pl.col("value").alias("score"), "scenario", "answer",
+                      "rationale").sort("judge", "cell", "which")
+
+
+def _scenario_text(fields: dict) -> str:
+    return "; ".join(f"{k}: {v if not isinstance(v, list) else ', '.join(map(str, v))}" for k, v in fields.items())

@@ -1,0 +1,130 @@
+"""A run folder as polars tables: candidates, judgments, long-format scores, reviews, scenario texts.
+
+Every later computation reads these frames, never the JSONL directly, so a synthetic frame
+with the same columns (tests, benchmarks) goes through exactly the same code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ..records import Candidate, Judgment, Review, Scenario
+from ..store import RunStore
+
+COMPOSITE = "composite"  # the criterion name of a judgment's composite score in the long table
+
+_USAGE = {"prompt_tokens": pl.Int64, "completion_tokens": pl.Int64, "cost_usd": pl.Float64,
+          "latency_s": pl.Float64, "cached": pl.Boolean}
+CANDIDATE_SCHEMA = {"id": pl.Utf8, "model": pl.Utf8, "prompt": pl.Utf8, "cell": pl.Utf8, "scenario": pl.Utf8,
+                    "sample": pl.Int64, "output": pl.Utf8, "error": pl.Utf8, "error_kind": pl.Utf8, **_USAGE}
+JUDGMENT_SCHEMA = {"id": pl.Utf8, "judge": pl.Utf8, "judge_model": pl.Utf8, "mode": pl.Utf8, "rubric": pl.Utf8,
+                   "candidate": pl.Utf8, "candidate_b": pl.Utf8, "cell": pl.Utf8, "cell_b": pl.Utf8,
+                   "scenario": pl.Utf8, "sample": pl.Int64, "order": pl.Utf8, "score": pl.Float64,
+                   "verdict": pl.Utf8, "shown_verdict": pl.Utf8, "rationale": pl.Utf8, "error": pl.Utf8,
+                   "error_kind": pl.Utf8, "batch_id": pl.Utf8, **_USAGE}
+SCORE_SCHEMA = {"judge": pl.Utf8, "judge_model": pl.Utf8, "rubric": pl.Utf8, "mode": pl.Utf8, "cell": pl.Utf8, "model": pl.Utf8, "prompt": pl.Utf8,
+                "scenario": pl.Utf8, "sample": pl.Int64, "candidate": pl.Utf8, "judgment": pl.Utf8,
+                "criterion": pl.Utf8, "value": pl.Float64}
+REVIEW_SCHEMA = {"judgment": pl.Utf8, "reviewer": pl.Utf8, "criterion": pl.Utf8, "value": pl.Float64,
+                 "verdict": pl.Utf8, "created_at": pl.Utf8}
+
+
+@dataclass
+class RunTables:
+    """The records of one run folder as polars frames (latest record per id)."""
+
+    run_dir: Path
+    candidates: pl.DataFrame
+    judgments: pl.DataFrame
+    scores: pl.DataFrame  # long: one row per (judgment, criterion) incl. "composite"; successes only
+    reviews: pl.DataFrame  # long: the latest review per (judgment, reviewer), one row per criterion
+    scenarios: dict[str, Scenario]
+
+    @property
+    def name(self) -> str:
+        return self.run_dir.name
+
+
+def load_run(run_dir: str | Path) -> RunTables:
+    """Read a run folder (``runs/<sweep>``) into :class:`RunTables`; raise if it holds no records."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"{run_dir}: no such run folder (run `bench sweep params/<grid>.yaml` first)")
+    store = RunStore(run_dir)
+    cands = store.latest(Candidate)
+    judgments = store.latest(Judgment)
+    reviews = store.latest(Review)
+    scenarios = {s.id: s for s in store.read(Scenario)}
+    cand_rows = [_candidate_row(c) for c in cands.values()]
+    judg_rows = [_judgment_row(j, cands) for j in judgments.values()]
+    return RunTables(run_dir, pl.DataFrame(cand_rows, schema=CANDIDATE_SCHEMA, orient="row"),
+                     pl.DataFrame(judg_rows, schema=JUDGMENT_SCHEMA, orient="row"),
+                     pl.DataFrame(_score_rows(judgments.values(), cands), schema=SCORE_SCHEMA, orient="row"),
+                     pl.DataFrame(_review_rows(reviews.values()), schema=REVIEW_SCHEMA, orient="row"),
+                     scenarios)
+
+
+def cell_key(model: str, prompt: str) -> str:
+    """Return the cell label used everywhere: ``model_id/prompt_id@version``."""
+    return f"{model}/{prompt}"
+
+
+def _usage(u: Any) -> tuple:
+    if u is None:
+        return (None,) * len(_USAGE)
+    return (u.prompt_tokens, u.completion_tokens, u.cost_usd, u.latency_s, u.cached)
+
+
+def _candidate_row(c: Candidate) -> tuple:
+    prompt = f"{c.prompt_id}@{c.prompt_version}"
+    return (c.id, c.model_id, prompt, cell_key(c.model_id, prompt), c.scenario_id, c.sample, c.output,
+            c.error, c.error_kind, *_usage(c.usage))
+
+
+def _cell_of(cid: str, cands: dict[str, Any]) -> tuple[str | None, str | None, str | None, int | None]:
+    """Return (cell, model, prompt, sample) of a candidate id; dataset pairs (``<scenario>:A``) get "response_A"."""
+    c = cands.get(cid)
+    if c is None:
+        side = cid.rsplit(":", 1)[-1] if ":" in cid else None
+        return (f"response_{side}" if side else None), None, None, 0
+    prompt = f"{c.prompt_id}@{c.prompt_version}"
+    return cell_key(c.model_id, prompt), c.model_id, prompt, c.sample
+
+
+def _judgment_row(j: Judgment, cands: dict[str, Any]) -> tuple:
+    cell, _, _, sample = _cell_of(j.candidate_ids[0], cands)
+    b = j.candidate_ids[1] if len(j.candidate_ids) > 1 else None
+    cell_b = _cell_of(b, cands)[0] if b else None
+    return (j.id, j.judge_id, j.judge_model, j.mode, f"{j.rubric_id}@{j.rubric_version}", j.candidate_ids[0], b,
+            cell, cell_b, j.scenario_id, sample, j.order, j.score, j.verdict, j.details.get("shown_verdict"),
+            j.rationale, j.error, j.error_kind, j.batch_id, *_usage(j.usage))
+
+
+def _score_rows(judgments: Any, cands: dict[str, Any]) -> list[tuple]:
+    rows = []
+    for j in judgments:
+        if not j.ok or j.mode == "pairwise" or j.score is None:
+            continue
+        cell, model, prompt, sample = _cell_of(j.candidate_ids[0], cands)
+        head = (j.judge_id, j.judge_model, f"{j.rubric_id}@{j.rubric_version}", j.mode, cell, model, prompt, j.scenario_id, sample, j.candidate_ids[0], j.id)
+        for crit, value in (j.scores or {}).items():
+            rows.append((*head, crit, float(value)))
+        rows.append((*head, COMPOSITE, float(j.score)))
+    return rows
+
+
+def _review_rows(reviews: Any) -> list[tuple]:
+    latest: dict[tuple[str, str], Review] = {}
+    for r in sorted(reviews, key=lambda r: r.created_at):
+        latest[(r.judgment_id, r.reviewer)] = r  # a later review of the same judgment supersedes
+    rows = []
+    for r in latest.values():
+        for crit, value in (r.scores or {}).items():
+            rows.append((r.judgment_id, r.reviewer, crit, float(value), r.verdict, r.created_at))
+        if not r.scores:
+            rows.append((r.judgment_id, r.reviewer, None, None, r.verdict, r.created_at))
+    return rows

@@ -1,0 +1,89 @@
+"""What the analysis notebook displays: escaped HTML tables and text, and plotly figures.
+
+The report is the executed notebook rendered to HTML, so whatever a cell displays is what a
+reader's browser gets. Nothing from a run (answers, rationales, scenario text, names) is ever
+displayed as Markdown or raw HTML: every value goes through ``html.escape``. plotly.js is
+emitted once, inline, by :func:`setup`, so the report works from a file with no network.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+CSS = """<style>
+table.bench{border-collapse:collapse;font-size:12px;margin:6px 0 14px}
+table.bench th,table.bench td{border-bottom:1px solid #ddd;padding:3px 8px;text-align:right;vertical-align:top}
+table.bench th{background:#f4f4f6;text-align:center}
+table.bench td.t{text-align:left;max-width:46em}
+table.bench td.t div{white-space:pre-wrap;max-height:14em;overflow:auto}
+p.bench-note{color:#555;font-size:13px;margin:4px 0 10px}
+</style>"""
+
+
+def _display(bundle: dict[str, Any]) -> None:
+    from IPython.display import display  # noqa: PLC0415
+
+    display(bundle, raw=True)
+
+
+def setup() -> None:
+    """Emit the report's CSS and plotly.js (inline, once): call in the notebook's first cell."""
+    from plotly.offline import get_plotlyjs  # noqa: PLC0415
+
+    script = f'<script type="text/javascript">window.PlotlyConfig={{MathJaxConfig:"local"}};{get_plotlyjs()}</script>'
+    _display({"text/html": CSS + script, "text/plain": ""})
+
+
+def figure(fig: Any) -> None:
+    """Display a plotly figure: interactive in JupyterLab, inline HTML (plotly.js already loaded) in the report."""
+    body = fig.to_html(include_plotlyjs=False, full_html=False, config={"displaylogo": False, "responsive": True})
+    _display({"text/html": body, "application/vnd.plotly.v1+json": fig.to_plotly_json(),
+              "text/plain": f"<figure: {html.escape(str(fig.layout.title.text or ''))}>"})
+
+
+def note(text: str) -> None:
+    """Display a line of text (escaped)."""
+    _display({"text/html": f'<p class="bench-note">{html.escape(text)}</p>', "text/plain": text})
+
+
+def heading(text: str, level: int = 3) -> None:
+    """Display a heading whose text comes from the run (escaped)."""
+    _display({"text/html": f"<h{level}>{html.escape(text)}</h{level}>", "text/plain": text})
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    """Return a cell's text: floats rounded, None/NaN as an em dash."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}" if abs(value) < 1e6 else f"{value:.3g}"
+    if isinstance(value, (list, dict)):
+        return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+    return str(value)
+
+
+def table_html(frame: Any, *, digits: int = 3, max_rows: int = 60) -> str:
+    """Return a polars frame as an HTML table with every header and value escaped (text columns left-aligned)."""
+    import polars as pl  # noqa: PLC0415
+
+    text = [frame.schema[c] in (pl.Utf8, pl.Categorical) or isinstance(frame.schema[c], pl.List) for c in frame.columns]
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+    rows = []
+    for row in frame.head(max_rows).iter_rows():
+        cells = (f'<td class="t"><div>{html.escape(fmt(v, digits))}</div></td>' if t else
+                 f"<td>{html.escape(fmt(v, digits))}</td>" for v, t in zip(row, text))
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    more = (f'<p class="bench-note">… {frame.height - max_rows} more rows (the notebook has them all)</p>'
+            if frame.height > max_rows else "")
+    return f'<table class="bench"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>{more}'
+
+
+def table(frame: Any, *, digits: int = 3, max_rows: int = 60, empty: str = "nothing to show") -> None:
+    """Display a polars frame as an escaped HTML table (or ``empty`` when it has no rows)."""
+    if frame.height == 0:
+        note(empty)
+        return
+    _display({"text/html": table_html(frame, digits=digits, max_rows=max_rows),
+              "text/plain": str(frame)})
