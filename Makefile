@@ -7,7 +7,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 export MLFLOW_DISABLE_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup browser demo test lab serve-local bench-throughput clean
+.PHONY: setup browser demo test lab mlflow-ui serve-local bench-throughput clean
 
 # Create or update .venv with the project and its `local` and `dev` extras (idempotent:
 # reinstalls only when pyproject.toml changed). llama-cpp-python builds from source the
@@ -42,6 +42,11 @@ test: setup browser
 # JupyterLab on the project's kernel (the .venv's python).
 lab: setup
 	$(BIN)/jupyter lab --notebook-dir=notebooks
+
+# MLflow's UI on a run's own store (RUN=demo by default; MLFLOW_TRACKING_URI overrides it).
+RUN ?= demo
+mlflow-ui: setup
+	$(BIN)/mlflow ui --backend-store-uri $${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/runs/$(RUN)/mlflow.db} --host 127.0.0.1
 
 serve-local: setup
 	$(BIN)/bench serve-local

@@ -8,6 +8,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from .errors import BenchError
 
@@ -85,16 +86,54 @@ def _sweep(args: argparse.Namespace) -> int:
     result = run_sweep(args.params, jobs=args.jobs, per_cell=args.per_cell, cells=args.cells,
                        only_stage=args.only_stage, run_dir=args.run_dir)
     code = print_executions(result.executions)
-    if args.no_report:
-        return code
-    # the report shows whatever the run holds, so a sweep with a failed execution still gets one
-    try:
-        path = _render(result.run_dir, None)
-    except BenchError as err:
-        print(f"report: FAILED ({err})", file=sys.stderr)
-        return 1
-    print(f"report: {path}")
+    report = None
+    if not args.no_report:  # the report shows whatever the run holds: a failed execution still gets one
+        try:
+            report = _render(result.run_dir, None)
+        except BenchError as err:
+            print(f"report: FAILED ({err})", file=sys.stderr)
+            code = 1
+    if not args.no_track:
+        _track(result.run_dir, report, {e.name: "ok" if e.returncode == 0 else "failed" for e in result.executions})
+    if report is not None:
+        print(f"report: {report}")  # the last line: where to look
     return code
+
+
+def _track(run_dir: Path, report: Path | None, status: dict[str, str]) -> None:
+    from .tracking import track_run, tracking_uri  # noqa: PLC0415
+
+    t0 = time.monotonic()
+    if track_run(run_dir, status=status, report=report):
+        print(f"tracking: logged to MLflow at {_display_uri(tracking_uri(run_dir))} in {time.monotonic() - t0:.1f}s "
+              f"(make mlflow-ui RUN={run_dir.name})", flush=True)
+
+
+def _display_uri(uri: str) -> str:
+    """Return a tracking URI without any credentials it may carry (user:password@host)."""
+    import re  # noqa: PLC0415
+
+    return re.sub(r"//[^/@]*@", "//***@", uri)
+
+
+def _track_cmd(args: argparse.Namespace) -> int:
+    _track(Path(args.run_dir), Path(args.report) if args.report else None, {})
+    return 0
+
+
+def _review(args: argparse.Namespace) -> int:
+    from .reviews import ReviewSession  # noqa: PLC0415
+
+    session = ReviewSession(args.run_dir, reviewer=getattr(args, "reviewer", None))
+    if args.action == "export":
+        n = session.export(args.file, filter=args.filter)
+        print(f"wrote {n} entries to {args.file}; fill in each entry's review, then: "
+              f"bench review apply {args.run_dir} {args.file}")
+    else:
+        applied = session.apply(args.file)
+        done, total = session.progress()
+        print(f"applied {len(applied)} review(s) from {args.file}; {done} of {total} items reviewed")
+    return 0
 
 
 def _render(run_dir: Path, out: str | None, **options) -> Path:
@@ -110,7 +149,7 @@ def _render(run_dir: Path, out: str | None, **options) -> Path:
 def _report(args: argparse.Namespace) -> int:
     baseline = None if args.baseline == "none" else args.baseline
     path = _render(Path(args.run_dir), args.out, resamples=args.resamples, seed=args.seed, compare=args.compare,
-                   baseline=baseline, strong_weight=args.strong_weight)
+                   baseline=baseline, strong_weight=args.strong_weight, human_overrides=args.human_overrides)
     print(f"report: {path}")
     if args.screenshot:
         from .report import screenshot  # noqa: PLC0415
@@ -174,23 +213,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--only-stage", default=None, help="run one stage only (collect)")
     s.add_argument("--run-dir", default=None, help="run folder (default runs/<sweep name>)")
     s.add_argument("--no-report", action="store_true", help="do not render reports/<sweep>/index.html at the end")
+    s.add_argument("--no-track", action="store_true", help="do not log the run to MLflow at the end")
     s.set_defaults(func=_sweep)
 
-    s = sub.add_parser("report", help="render a run's analysis as reports/<sweep>/index.html (calls no model)")
-    s.add_argument("run_dir", help="runs/<sweep>")
-    s.add_argument("--out", default=None, help="HTML file or folder to write (default reports/<sweep>/index.html)")
-    s.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
-    s.add_argument("--seed", type=int, default=0, help="seed of every resample and permutation")
-    s.add_argument("--compare", default="all", choices=["all", "prompts", "models"],
-                   help="paired differences between all cells, prompts within a model, or models within a prompt")
-    s.add_argument("--baseline", default="auto",
-                   help="pairwise win rates against this cell (model_id/prompt_id@version), auto or none")
-    s.add_argument("--strong-weight", type=float, default=1.0,
-                   help="battles a strong pairwise verdict counts for (3 as in arena-hard)")
-    s.add_argument("--screenshot", default=None, metavar="PNG",
-                   help="also save a PNG of the report's first screen (headless Chromium)")
-    s.set_defaults(func=_report)
-
+    _add_run_commands(sub)
     s = sub.add_parser("judgebench-score", help="score a judge output file in JudgeBench's format (JudgeBench's rule)")
     s.add_argument("file", help="FILE.jsonl: pair records with judge_name and judgments")
     s.add_argument("--json", action="store_true", help="print one JSON object")
@@ -207,6 +233,43 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")
     s.set_defaults(func=_serve_local)
     return p
+
+
+def _add_run_commands(sub: Any) -> None:
+    """Add the commands that work on a finished run folder: report, track, review."""
+    s = sub.add_parser("report", help="render a run's analysis as reports/<sweep>/index.html (calls no model)")
+    s.add_argument("run_dir", help="runs/<sweep>")
+    s.add_argument("--out", default=None, help="HTML file or folder to write (default reports/<sweep>/index.html)")
+    s.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
+    s.add_argument("--seed", type=int, default=0, help="seed of every resample and permutation")
+    s.add_argument("--compare", default="all", choices=["all", "prompts", "models"],
+                   help="paired differences between all cells, prompts within a model, or models within a prompt")
+    s.add_argument("--baseline", default="auto",
+                   help="pairwise win rates against this cell (model_id/prompt_id@version), auto or none")
+    s.add_argument("--strong-weight", type=float, default=1.0,
+                   help="battles a strong pairwise verdict counts for (3 as in arena-hard)")
+    s.add_argument("--human-overrides", action="store_true",
+                   help="count each reviewed judgment with its latest human review instead of the judge's grade")
+    s.add_argument("--screenshot", default=None, metavar="PNG",
+                   help="also save a PNG of the report's first screen (headless Chromium)")
+    s.set_defaults(func=_report)
+
+    s = sub.add_parser("track", help="log a run to MLflow (runs/<sweep>/mlflow.db unless MLFLOW_TRACKING_URI)")
+    s.add_argument("run_dir", help="runs/<sweep>")
+    s.add_argument("--report", default=None, help="the report to attach (default: none)")
+    s.set_defaults(func=_track_cmd)
+
+    s = sub.add_parser("review", help="offline review: export items to a JSON file, apply the filled-in file")
+    rs = s.add_subparsers(dest="action", required=True)
+    e = rs.add_parser("export", help="write the run's judgments to review as FILE.json")
+    e.add_argument("run_dir", help="runs/<sweep>")
+    e.add_argument("file", help="FILE.json to write")
+    e.add_argument("--filter", default="all", help="all, disagreement, unreviewed, failures or extreme")
+    e.set_defaults(func=_review)
+    a = rs.add_parser("apply", help="validate a filled-in FILE.json and append its reviews (all or nothing)")
+    a.add_argument("run_dir", help="runs/<sweep>")
+    a.add_argument("file", help="FILE.json filled in by a reviewer")
+    a.set_defaults(func=_review)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -183,8 +183,9 @@ class Review(Record):
     reviewer: str
     rubric_id: str | None = None
     rubric_version: str | None = None
-    scores: dict[str, float] | None = None
-    verdict: str | None = None
+    scores: dict[str, float] | None = None  # the reviewer's value of every criterion (overridden or confirmed)
+    score: float | None = None  # the composite of ``scores`` by the rubric, as the judge's ``score``
+    verdict: str | None = None  # pairwise: the reviewer's verdict in the original order
     note: str = ""
     created_at: str = Field(default_factory=utc_now)
 

@@ -27,7 +27,7 @@ _EXTERNAL_SCRIPT = re.compile(r'<script[^>]*\bsrc="https?://[^"]*"[^>]*>\s*</scr
 
 def render_report(run_dir: str | Path, out: str | Path | None = None, *, resamples: int = 1000, seed: int = 0,
                   compare: str = "all", baseline: str | None = "auto", strong_weight: float = 1.0,
-                  examples_per_cell: int = 1) -> Path:
+                  examples_per_cell: int = 1, human_overrides: bool = False) -> Path:
     """Execute the analysis notebook for ``run_dir`` and write its HTML report; return the report's path."""
     run = Path(run_dir).resolve()
     _check_run(run)
@@ -37,7 +37,8 @@ def render_report(run_dir: str | Path, out: str | Path | None = None, *, resampl
     executed = run / "notebooks" / NOTEBOOK
     executed.parent.mkdir(parents=True, exist_ok=True)
     params = {"run_dir": str(run), "resamples": resamples, "seed": seed, "compare": compare,
-              "baseline": baseline, "strong_weight": strong_weight, "examples_per_cell": examples_per_cell}
+              "baseline": baseline, "strong_weight": strong_weight, "examples_per_cell": examples_per_cell,
+              "human_overrides": human_overrides}
     _execute(project_root() / "notebooks" / NOTEBOOK, executed, params)
     atomic_write(target, to_html(executed, title=f"bench report: {run.name}").encode("utf-8"))
     return target

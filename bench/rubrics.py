@@ -359,6 +359,30 @@ def response_format(schema: dict[str, Any], name: str = "judgment") -> dict[str,
 
 
 # -- loading --------------------------------------------------------------------------------------------
+def snapshot_rubric(rubric: Rubric, run_dir: Path | str) -> Path:
+    """Copy a rubric file into ``run_dir/rubrics/<hash>/<id>.md`` (once; its content never changes)."""
+    from .store import atomic_write  # noqa: PLC0415
+
+    target = Path(run_dir) / "rubrics" / rubric.hash / f"{rubric.id}.md"
+    if not target.exists():
+        atomic_write(target, rubric.path.read_bytes())
+    return target
+
+
+def run_rubric(run_dir: Path | str, rubric_id: str, rubric_hash: str, root: Path | str | None = None) -> Rubric:
+    """Return the rubric a run's judgments were graded with: its snapshot in the run folder, else the
+    project's ``rubrics/<id>.md`` if its hash still matches; raise ParamsError when neither is there."""
+    snap = Path(run_dir) / "rubrics" / rubric_hash / f"{rubric_id}.md"
+    if snap.is_file():
+        return parse_rubric(snap.read_text(encoding="utf-8-sig"), snap)
+    if root is not None and (Path(root) / "rubrics" / f"{rubric_id}.md").is_file():
+        rubric = load_rubric(rubric_id, root)
+        if rubric.hash == rubric_hash:
+            return rubric
+    raise ParamsError(f"{run_dir}: rubric {rubric_id} (hash {rubric_hash}) is neither in the run folder's rubrics/ "
+                      f"nor unchanged in the project; re-run `bench sweep` (it snapshots the rubrics it uses)")
+
+
 def available_rubrics(root: Path | str) -> list[str]:
     """Return the ids of the rubric files in ``root/rubrics/`` (sorted; empty if the folder is missing)."""
     folder = Path(root) / "rubrics"

@@ -101,11 +101,17 @@ def make_llm(run: Run, max_concurrency: int | None = None) -> LLM:
 
 
 def prepare(run: Run) -> None:
-    """Check every model of the run (preflight) and write its scenarios.jsonl; nothing is called."""
+    """Check every model of the run (preflight), write its scenarios.jsonl and a copy of each judge's
+    rubric (so reviews and reports of this run know the exact scales it was graded on); nothing is called."""
     specs = [c.model.spec() for c in run.cells] + [j.spec() for j in run.sweep.judges]
     preflight(specs)
     RunStore(run.dir).ensure_writable()
     write_scenarios(run.dir, run.scenarios)
+    from .judging import load_judges  # noqa: PLC0415
+    from .rubrics import snapshot_rubric  # noqa: PLC0415
+
+    for judge in load_judges(run):
+        snapshot_rubric(judge.rubric, run.dir)
 
 
 async def run_collect(run: Run, *, max_concurrency: int | None = None, shard: str | None = None,

@@ -34,7 +34,8 @@ def sweep(tmp_path, fake, retries=2, *args):
     params = tmp_path / "jt.yaml"
     params.write_text(PARAMS.format(url=fake.url, retries=retries))
     env = {**os.environ, "BENCH_RUNS": str(tmp_path / "runs")}
-    out = subprocess.run([sys.executable, "-m", "bench", "sweep", str(params), "--no-report", *args], cwd=ROOT, env=env,
+    out = subprocess.run([sys.executable, "-m", "bench", "sweep", str(params), "--no-report", "--no-track", *args],
+                         cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=300)
     return out, params
 
@@ -111,7 +112,7 @@ def test_judgebench_pairs_are_judged_in_both_orders_exported_and_scored(tmp_path
         f"judges:\n  - {{id: fake-judge, model: openai/judge, api_base: \"{fake.url}\", rubric: arena-pairwise}}\n")
     fake.configure(replies=[{"match": "Compare the two responses", "content": "[[A>B]]"}])  # always "first"
     env = {**os.environ, "BENCH_RUNS": str(tmp_path / "runs"), "BENCH_REPORTS": str(tmp_path / "reports")}
-    out = subprocess.run([sys.executable, "-m", "bench", "sweep", str(params)], cwd=ROOT, env=env,
+    out = subprocess.run([sys.executable, "-m", "bench", "sweep", str(params), "--no-track"], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-3000:]
     assert f"report: {tmp_path / 'reports/jb/index.html'}" in out.stdout  # a judge-only run has a report too

@@ -63,7 +63,8 @@ def fixture_run(tmp_path_factory, fake_server):
     fake_server.configure(replies=[
         {"match": "MARKER-XSS-ANSWER", "content": XSS_ANSWER},
         {"match": "MARKER-XSS-RUBRIC", "content": '{"scores": {"quality": 4}, "rationale": "%s"}' % XSS_RATIONALE}])
-    out = subprocess.run([sys.executable, "-m", "bench", "sweep", str(tmp / "rep.yaml")], cwd=ROOT, env=env(tmp),
+    out = subprocess.run([sys.executable, "-m", "bench", "sweep", str(tmp / "rep.yaml"), "--no-track"], cwd=ROOT,
+                         env=env(tmp),
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     return tmp, out

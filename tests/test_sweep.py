@@ -47,7 +47,8 @@ def env_for(tmp_path):
 
 
 def sweep(tmp_path, params, *args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "bench", "sweep", str(params), "--no-report", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "bench", "sweep", str(params), "--no-report", "--no-track", *args],
+                          cwd=ROOT,
                           env=env_for(tmp_path), capture_output=True, text=True, timeout=timeout)
 
 
@@ -95,7 +96,8 @@ def test_per_cell_writes_one_notebook_per_cell(tmp_path, fake, grid):
 def test_kill_9_mid_sweep_then_resume_gives_every_candidate_exactly_once(tmp_path, fake, grid):
     fake.configure(latency_ms=60)
     params = grid(cap=4)
-    proc = subprocess.Popen([sys.executable, "-m", "bench", "sweep", str(params), "--no-report"], cwd=ROOT, env=env_for(tmp_path),
+    proc = subprocess.Popen([sys.executable, "-m", "bench", "sweep", str(params), "--no-report", "--no-track"],
+                            cwd=ROOT, env=env_for(tmp_path),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     store = tmp_path / "runs/t/candidates.jsonl"
     deadline = time.monotonic() + 120

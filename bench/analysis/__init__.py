@@ -12,14 +12,14 @@ from .agreement import cohen_kappa, krippendorff_alpha
 from .bootstrap import bootstrap_means, holm, sign_flip_pvalues
 from .leaderboard import composite, leaderboard, paired_differences, scenario_means
 from .pairwise import battles, bradley_terry, position_consistency, win_matrix, win_rates
-from .reliability import inter_judge, judge_health, judge_vs_human, jury_alpha, packed_vs_single
+from .reliability import disagreements, inter_judge, judge_health, judge_vs_human, jury_alpha, packed_vs_single
 from .summary import Summary, examples, summarize
-from .tables import COMPOSITE, RunTables, load_run
+from .tables import COMPOSITE, RunTables, load_run, with_reviews
 from .usage import usage_by_cell, usage_by_judge
 
 __all__ = [
-    "COMPOSITE", "RunTables", "Summary", "battles", "bootstrap_means", "bradley_terry", "cohen_kappa", "composite",
+    "COMPOSITE", "RunTables", "Summary", "battles", "bootstrap_means", "bradley_terry", "cohen_kappa", "composite", "disagreements",
     "examples", "holm", "inter_judge", "judge_health", "judge_vs_human", "jury_alpha", "krippendorff_alpha",
     "leaderboard", "load_run", "packed_vs_single", "paired_differences", "position_consistency", "scenario_means",
-    "sign_flip_pvalues", "summarize", "usage_by_cell", "usage_by_judge", "win_matrix", "win_rates",
+    "sign_flip_pvalues", "summarize", "usage_by_cell", "usage_by_judge", "win_matrix", "win_rates", "with_reviews",
 ]

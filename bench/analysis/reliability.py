@@ -98,3 +98,17 @@ def judge_vs_human(scores: pl.DataFrame, judgments: pl.DataFrame, reviews: pl.Da
     return pl.DataFrame(rows, schema={"judge": pl.Utf8, "criterion": pl.Utf8, "reviews": pl.Int64,
                                       **{k: v for k, v in AGREEMENT_SCHEMA.items()
                                          if k not in ("rubric", "criterion", "a", "b")}}).sort("judge", "criterion")
+
+
+def disagreements(scores: pl.DataFrame, reviews: pl.DataFrame, *, limit: int = 50) -> pl.DataFrame:
+    """Return the judge grades that human reviews changed, largest change first: the list to take into
+    the next review round (and to refine the rubric's anchors with)."""
+    human = reviews.filter(pl.col("criterion").is_not_null()).select(
+        "judgment", "criterion", "reviewer", pl.col("value").alias("human"), "created_at")
+    joined = scores.select("judge", "cell", "scenario", "candidate", "judgment", "criterion",
+                           pl.col("value").alias("judge_value")).join(human, on=["judgment", "criterion"])
+    return (joined.filter(pl.col("judge_value") != pl.col("human"))
+            .with_columns((pl.col("human") - pl.col("judge_value")).alias("change"))
+            .sort(pl.col("change").abs(), descending=True).head(limit)
+            .select("judge", "cell", "criterion", "judge_value", "human", "change", "reviewer", "candidate",
+                    "judgment"))

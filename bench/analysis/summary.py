@@ -9,8 +9,8 @@ import polars as pl
 
 from .leaderboard import composite, leaderboard, paired_differences
 from .pairwise import battles, bradley_terry, position_consistency, win_matrix, win_rates
-from .reliability import inter_judge, judge_health, judge_vs_human, jury_alpha, packed_vs_single
-from .tables import COMPOSITE, RunTables, load_run
+from .reliability import disagreements, inter_judge, judge_health, judge_vs_human, jury_alpha, packed_vs_single
+from .tables import COMPOSITE, RunTables, load_run, with_reviews
 from .usage import usage_by_cell, usage_by_judge
 
 
@@ -32,14 +32,21 @@ class Summary:
     alpha: pl.DataFrame
     packed: pl.DataFrame
     human: pl.DataFrame
+    disagreements: pl.DataFrame  # judge grades that human reviews changed: the next review round
     usage_cells: pl.DataFrame
     usage_judges: pl.DataFrame
 
 
 def summarize(run: str | Path | RunTables, *, resamples: int = 1000, seed: int = 0, level: float = 0.95,
-              compare: str = "all", baseline: str | None = "auto", strong_weight: float = 1.0) -> Summary:
-    """Compute every table of the report for a run folder (or already loaded tables). Calls no model."""
-    t = run if isinstance(run, RunTables) else load_run(run)
+              compare: str = "all", baseline: str | None = "auto", strong_weight: float = 1.0,
+              human_overrides: bool = False) -> Summary:
+    """Compute every table of the report for a run folder (or already loaded tables). Calls no model.
+
+    ``human_overrides`` replaces each reviewed judgment's grade by its latest human review in the
+    leaderboards and ratings; agreement with humans is always measured against the judges' own grades.
+    """
+    raw = run if isinstance(run, RunTables) else load_run(run)
+    t = with_reviews(raw) if human_overrides else raw
     board = leaderboard(t.scores, resamples=resamples, seed=seed, level=level)
     b = battles(t.judgments)
     return Summary(
@@ -51,7 +58,8 @@ def summarize(run: str | Path | RunTables, *, resamples: int = 1000, seed: int =
                               seed=seed, level=level, strong_weight=strong_weight),
         win_matrix=win_matrix(b), position=position_consistency(b), health=judge_health(t.judgments),
         agreement=inter_judge(t.scores), alpha=jury_alpha(t.scores), packed=packed_vs_single(t.scores),
-        human=judge_vs_human(t.scores, t.judgments, t.reviews),
+        human=judge_vs_human(raw.scores, raw.judgments, raw.reviews),
+        disagreements=disagreements(raw.scores, raw.reviews),
         usage_cells=usage_by_cell(t.candidates), usage_judges=usage_by_judge(t.judgments))
 
 

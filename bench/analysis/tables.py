@@ -22,7 +22,8 @@ _USAGE = {"prompt_tokens": pl.Int64, "completion_tokens": pl.Int64, "cost_usd": 
 CANDIDATE_SCHEMA = {"id": pl.Utf8, "model": pl.Utf8, "prompt": pl.Utf8, "cell": pl.Utf8, "scenario": pl.Utf8,
                     "sample": pl.Int64, "output": pl.Utf8, "error": pl.Utf8, "error_kind": pl.Utf8, **_USAGE}
 JUDGMENT_SCHEMA = {"id": pl.Utf8, "judge": pl.Utf8, "judge_model": pl.Utf8, "mode": pl.Utf8, "rubric": pl.Utf8,
-                   "candidate": pl.Utf8, "candidate_b": pl.Utf8, "cell": pl.Utf8, "cell_b": pl.Utf8,
+                   "candidate": pl.Utf8, "candidate_b": pl.Utf8, "cell": pl.Utf8, "model": pl.Utf8, "prompt": pl.Utf8,
+                   "cell_b": pl.Utf8,
                    "scenario": pl.Utf8, "sample": pl.Int64, "order": pl.Utf8, "score": pl.Float64,
                    "verdict": pl.Utf8, "shown_verdict": pl.Utf8, "rationale": pl.Utf8, "error": pl.Utf8,
                    "error_kind": pl.Utf8, "batch_id": pl.Utf8, **_USAGE}
@@ -68,6 +69,31 @@ def load_run(run_dir: str | Path) -> RunTables:
                      scenarios)
 
 
+def with_reviews(t: RunTables) -> RunTables:
+    """Return the tables with each reviewed judgment's grade replaced by its latest human review (any
+    reviewer): scores per criterion and composite, pairwise verdicts; a judgment that failed but was
+    reviewed gains the reviewer's scores. The analysis then shows the leaderboard with human overrides."""
+    latest = (t.reviews.sort("created_at").group_by("judgment", maintain_order=True)
+              .agg(pl.col("reviewer").last()))
+    rev = t.reviews.join(latest, on=["judgment", "reviewer"])
+    values = rev.filter(pl.col("criterion").is_not_null()).select("judgment", "criterion",
+                                                                  pl.col("value").alias("human"))
+    scores = (t.scores.join(values, on=["judgment", "criterion"], how="left")
+              .with_columns(pl.coalesce("human", "value").alias("value")).drop("human"))
+    head = t.judgments.filter(pl.col("mode") != "pairwise").select(
+        "judge", "judge_model", "rubric", "mode", "cell", "model", "prompt", "scenario", "sample",
+        "candidate", pl.col("id").alias("judgment"))
+    added = (values.join(t.scores.select("judgment").unique(), on="judgment", how="anti")
+             .join(head, on="judgment").rename({"human": "value"}).select(list(SCORE_SCHEMA)))
+    verdicts = rev.filter(pl.col("verdict").is_not_null()).select(pl.col("judgment").alias("id"),
+                                                                  pl.col("verdict").alias("human")).unique("id")
+    judgments = (t.judgments.join(verdicts, on="id", how="left")
+                 .with_columns(pl.coalesce("human", "verdict").alias("verdict"),
+                               pl.when(pl.col("human").is_not_null()).then(None).otherwise(pl.col("error"))
+                               .alias("error")).drop("human"))
+    return RunTables(t.run_dir, t.candidates, judgments, pl.concat([scores, added]), t.reviews, t.scenarios)
+
+
 def cell_key(model: str, prompt: str) -> str:
     """Return the cell label used everywhere: ``model_id/prompt_id@version``."""
     return f"{model}/{prompt}"
@@ -96,11 +122,11 @@ def _cell_of(cid: str, cands: dict[str, Any]) -> tuple[str | None, str | None, s
 
 
 def _judgment_row(j: Judgment, cands: dict[str, Any]) -> tuple:
-    cell, _, _, sample = _cell_of(j.candidate_ids[0], cands)
+    cell, model, prompt, sample = _cell_of(j.candidate_ids[0], cands)
     b = j.candidate_ids[1] if len(j.candidate_ids) > 1 else None
     cell_b = _cell_of(b, cands)[0] if b else None
     return (j.id, j.judge_id, j.judge_model, j.mode, f"{j.rubric_id}@{j.rubric_version}", j.candidate_ids[0], b,
-            cell, cell_b, j.scenario_id, sample, j.order, j.score, j.verdict, j.details.get("shown_verdict"),
+            cell, model, prompt, cell_b, j.scenario_id, sample, j.order, j.score, j.verdict, j.details.get("shown_verdict"),
             j.rationale, j.error, j.error_kind, j.batch_id, *_usage(j.usage))
 
 
@@ -125,6 +151,8 @@ def _review_rows(reviews: Any) -> list[tuple]:
     for r in latest.values():
         for crit, value in (r.scores or {}).items():
             rows.append((r.judgment_id, r.reviewer, crit, float(value), r.verdict, r.created_at))
+        if r.score is not None:
+            rows.append((r.judgment_id, r.reviewer, COMPOSITE, float(r.score), r.verdict, r.created_at))
         if not r.scores:
             rows.append((r.judgment_id, r.reviewer, None, None, r.verdict, r.created_at))
     return rows
