@@ -332,8 +332,12 @@ async def grade_hybrid(judge: Judge, item: Item, llm: LLM) -> Judgment:
 
 # -- a judge over many items ----------------------------------------------------------------------------
 async def run_judge(judge: Judge, items: list[Item], llm: LLM, emit: Callable[[Judgment], None],
-                    seed: int = 0) -> None:
-    """Grade every item with this judge, emitting each Judgment as it is made (bounded by the LLM's cap)."""
+                    seed: int = 0, done: set[str] | frozenset[str] = frozenset()) -> None:
+    """Grade every item with this judge, emitting each Judgment as it is made (bounded by the LLM's cap).
+
+    ``done``: judgment ids already graded successfully; a pairwise item whose one order succeeded
+    earlier is re-graded in the other order only (so a resume never writes a second success).
+    """
     mode = judge.mode
     if mode == "batch":
         k = max(1, judge.entry.batch_size)
@@ -343,7 +347,9 @@ async def run_judge(judge: Judge, items: list[Item], llm: LLM, emit: Callable[[J
     tasks: list[Callable[[], Awaitable[Any]]] = []
     for item in items:
         if mode == "pairwise":
-            tasks += [lambda i=item, o=o: grade_pair(judge, i, llm, o) for o in ("AB", "BA")]
+            ids = judge.judgment_ids(item) if done else ["", ""]
+            tasks += [lambda i=item, o=o: grade_pair(judge, i, llm, o)
+                      for o, jid in zip(("AB", "BA"), ids) if jid not in done]
         elif mode == "automated":
             emit(grade_automated(judge, item))
         elif mode == "checklist":

@@ -109,7 +109,8 @@ async def judge_stage(run, llm: LLM, judges: list[Judge], *, shard: str | None =
 
     async def all_judges() -> None:
         try:
-            await asyncio.gather(*(run_judge(j, items, llm, emit, seed=run.sweep.seed) for j, items, _n in work))
+            await asyncio.gather(*(run_judge(j, items, llm, emit, seed=run.sweep.seed, done=done)
+                                   for j, items, _n in work))
         finally:
             writer.stop()
 
@@ -146,7 +147,8 @@ class JudgeStream:
                 if judge.mode == "batch":
                     self._add_to_batch(judge, item)
                 else:
-                    self._spawn(run_judge(judge, [item], self.llm, self.emit, seed=self.run.sweep.seed))
+                    self._spawn(run_judge(judge, [item], self.llm, self.emit, seed=self.run.sweep.seed,
+                                          done=self.done))
 
     def _ready_items(self, judge: Judge, cand: Candidate) -> list[Item]:
         if judge.mode != "pairwise":

@@ -68,7 +68,10 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "replies": [],              # [{"match": str, "content": str} | {"match": str, "status": int}]
     "require_key": None,        # if set, "Authorization: Bearer <key>" is required (else 401)
     "corrupt_items": 0.0,       # batch replies: this fraction of graded items gets an off-scale score
+    "batch_fault": None,        # batch replies: "truncate" (JSON cut in half), "partial" (last half of the
+                                # grades missing), "wrong_ids" (half the grades under ids never shown)
 }
+BATCH_FAULTS = (None, "truncate", "partial", "wrong_ids")
 FAULT_KINDS = ("429", "500", "hang", "malformed", "empty", "reset")
 RECENT_MAX = 200
 MALFORMED_BODY = b'{"id": "chatcmpl-fake", "object": "chat.completion", "choices": ['
@@ -310,10 +313,12 @@ class SchemaFaker:
         return None
 
 
-def schema_reply(schema: dict[str, Any], body: dict[str, Any], fallback: str, corrupt: float = 0.0) -> str:
+def schema_reply(schema: dict[str, Any], body: dict[str, Any], fallback: str, corrupt: float = 0.0,
+                 batch_fault: str | None = None) -> str:
     """The JSON text of a value valid against ``schema``, seeded by the request's hash.
 
-    ``corrupt``: the fraction of graded batch items whose first score is put off its scale.
+    ``corrupt``: the fraction of graded batch items whose first score is put off its scale;
+    ``batch_fault``: see DEFAULT_CONFIG.
     """
     if schema.get("_json_object"):
         return json.dumps({"answer": fallback})
@@ -325,6 +330,17 @@ def schema_reply(schema: dict[str, Any], body: dict[str, Any], fallback: str, co
             scores = grade.get("scores") if isinstance(grade, dict) else None
             if isinstance(scores, dict) and scores and rng.random() < corrupt:
                 scores[next(iter(scores))] = 99
+    if batch_fault and isinstance(value, dict) and isinstance(value.get("grades"), list):
+        grades = value["grades"]
+        half = len(grades) // 2 or 1
+        if batch_fault == "truncate":
+            text = json.dumps(value)
+            return text[: len(text) // 2]
+        if batch_fault == "partial":
+            value["grades"] = grades[:-half] if len(grades) > 1 else []
+        if batch_fault == "wrong_ids":
+            for n, grade in enumerate(grades[:half]):
+                grade["id"] = f"zz-never-shown-{n}"
     return json.dumps(value)
 
 
@@ -488,7 +504,8 @@ class FakeServer:
             match = self.match_reply(prompt)
             if match is not None and "status" in match:
                 return self.error(int(match["status"]), f"fake reply status for match {match['match']!r}")
-            content = match["content"] if match is not None else default_content(body, self.config["corrupt_items"])
+            content = match["content"] if match is not None else default_content(body, self.config["corrupt_items"],
+                                                                                  self.config["batch_fault"])
         self.statuses[200] += 1
         payload = {
             "id": f"chatcmpl-fake-{self.requests}",
@@ -550,6 +567,8 @@ def validate_config(cfg: dict[str, Any]) -> None:
     for key in ("fail_first", "fail_status", "seed"):
         if not isinstance(cfg[key], int):
             raise ValueError(f"{key} must be an integer, got {cfg[key]!r}")
+    if cfg["batch_fault"] not in BATCH_FAULTS:
+        raise ValueError(f"batch_fault must be one of {BATCH_FAULTS}, got {cfg['batch_fault']!r}")
     replies = cfg["replies"]
     if not isinstance(replies, list) or not all(
         isinstance(r, dict) and isinstance(r.get("match"), str) and ("content" in r or "status" in r)
@@ -558,12 +577,12 @@ def validate_config(cfg: dict[str, Any]) -> None:
         raise ValueError('replies must be a list of {"match": str, "content": str | "status": int}')
 
 
-def default_content(body: dict[str, Any], corrupt: float = 0.0) -> str:
+def default_content(body: dict[str, Any], corrupt: float = 0.0, batch_fault: str | None = None) -> str:
     """Schema-valid JSON when a schema is requested, else ``fake answer <sha256(messages)[:8]>``."""
     digest = hashlib.sha256(compact_json(body.get("messages")).encode()).hexdigest()
     text = f"fake answer {digest[:8]}"
     schema = response_schema(body.get("response_format"))
-    return text if schema is None else schema_reply(schema, body, text, corrupt)
+    return text if schema is None else schema_reply(schema, body, text, corrupt, batch_fault)
 
 
 def usage(prompt: str, content: str) -> dict[str, int]:
