@@ -19,8 +19,11 @@ class PreflightError(BenchError):
 
     def __init__(self, problems: list[str]):
         self.problems = list(problems)
+        if len(self.problems) == 1:  # one problem: one line
+            super().__init__(f"preflight: {self.problems[0]} (nothing was called)")
+            return
         lines = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(f"preflight found {len(self.problems)} problem(s); nothing was called:\n{lines}")
+        super().__init__(f"preflight found {len(self.problems)} problems; nothing was called:\n{lines}")
 
 
 class ProviderError(BenchError):

@@ -125,6 +125,7 @@ class LLM:
         body = {"model": route.served_model, "messages": wire_messages,
                 **body_params(route, merged, response_format, settings)}
         text, usage, raw = await self._with_retries(route, body, timeout_s or self.limits.timeout_s, allow_empty)
+        text = storable(text)
         comp = Completion(text, Usage.model_construct(**usage), raw)
         if self.cache is not None:
             self.cache.put_later(key, {"text": text, "usage": usage})
@@ -271,6 +272,16 @@ class LLM:
                                 f"({type(exc).__name__}: {exc})", kind="connection", retryable=True) from None
         self._reached.add(route.api_base)
         return _parse_openai(route, status, payload, retry_after)
+
+
+def storable(text: str) -> str:
+    """Return ``text`` as valid Unicode: a lone surrogate (a provider's invalid UTF-8, escaped in its
+    JSON) becomes visible ``\\udcxx`` text instead of making every later write of the record fail."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _settings(route: Route, merged: dict, params: dict | None, response_format: dict | None) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from typing import Any
 
 CSS = """<style>
@@ -45,23 +46,33 @@ def figure(fig: Any) -> None:
 
 def note(text: str) -> None:
     """Display a line of text (escaped)."""
-    _display({"text/html": f'<p class="bench-note">{html.escape(text)}</p>', "text/plain": text})
+    _display({"text/html": f'<p class="bench-note">{html.escape(visible(text))}</p>', "text/plain": text})
 
 
 def heading(text: str, level: int = 3) -> None:
     """Display a heading whose text comes from the run (escaped)."""
-    _display({"text/html": f"<h{level}>{html.escape(text)}</h{level}>", "text/plain": text})
+    _display({"text/html": f"<h{level}>{html.escape(visible(text))}</h{level}>", "text/plain": text})
+
+
+CLIP_CHARS = 4000  # a longer text (a 1 MB answer) is cut in the report, with a note of how much
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def visible(text: str, limit: int | None = CLIP_CHARS) -> str:
+    """Return ``text`` with control characters (NUL, ANSI escapes, …) shown as ``\\xNN``, cut past ``limit``."""
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return text if limit is None or len(text) <= limit else f"{text[:limit]}… [{len(text) - limit} more characters]"
 
 
 def fmt(value: Any, digits: int = 3) -> str:
-    """Return a cell's text: floats rounded, None/NaN as an em dash."""
+    """Return a cell's text: floats rounded, None/NaN as an em dash, text made visible and clipped."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "—"
     if isinstance(value, float):
         return f"{value:.{digits}f}" if abs(value) < 1e6 else f"{value:.3g}"
     if isinstance(value, (list, dict)):
-        return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
-    return str(value)
+        return visible(", ".join(map(str, value)) if isinstance(value, list) else str(value))
+    return visible(str(value))
 
 
 def table_html(frame: Any, *, digits: int = 3, max_rows: int = 60) -> str:

@@ -12,6 +12,7 @@ import html
 from pathlib import Path
 from typing import Any
 
+from .reportview import visible
 from .reviews import FILTERS, ReviewItem, ReviewSession
 
 KEYS_JS = """
@@ -32,7 +33,7 @@ STYLE = ("<style>.bench-review pre{white-space:pre-wrap;max-height:16em;overflow
 
 
 def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
+    return html.escape(visible("" if value is None else str(value), None))
 
 
 class ReviewPanel:

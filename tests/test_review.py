@@ -95,8 +95,9 @@ def test_sweep_runs_params_metrics_and_traces_are_searchable_in_mlflow(tracked_r
     assert {"grader.relevance", "grader.composite", "arena.verdict"} <= names
 
 
-def test_no_api_key_anywhere_in_the_run_folder_or_mlflow_store(tracked_run):
-    leaks = [str(p) for p in tracked_run.rglob("*") if p.is_file() and CANARY.encode() in p.read_bytes()]
+def test_no_api_key_anywhere_in_the_run_folder_or_mlflow_store(tracked_run, tmp_path):
+    ReviewSession(tracked_run, reviewer="eve").export(tracked_run.parent / "review-export.json")
+    leaks = [str(p) for p in tracked_run.parent.rglob("*") if p.is_file() and CANARY.encode() in p.read_bytes()]
     reports = tracked_run.parents[1] / "reports"
     leaks += [str(p) for p in reports.rglob("*") if p.is_file() and CANARY.encode() in p.read_bytes()]
     assert (tracked_run / "mlflow.db").exists() and (tracked_run / "mlartifacts").is_dir()

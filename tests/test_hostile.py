@@ -1,0 +1,57 @@
+"""Hostile answers through the real path: HTML/JS, ANSI escapes, 1 MB of text, NUL bytes and invalid
+UTF-8 from the provider are stored, judged (truncated for the judge, with the note recorded) and
+reported safely."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from bench.records import Candidate, Judgment
+from bench.store import RunStore
+
+ROOT = Path(__file__).resolve().parents[1]
+HOSTILE = {
+    "html": "<script>alert(1)</script><img src=x onerror=alert(2)>",
+    "ansi": "\x1b[31mred alert\x1b[0m \x1b]0;retitled\x07",
+    "big": "tip " * 250_000,  # 1,000,000 characters
+    "nul": "before\x00after",
+    "badutf": "broken \udcff bytes",  # what a provider's invalid UTF-8 becomes once JSON-decoded
+}
+PARAMS = """name: hostile
+models:
+  - {{id: m, model: openai/fake-a, api_base: "{url}"}}
+prompts:
+{prompts}
+scenarios:
+  generate: {{dimensions: {{topic: [one]}}}}
+judges:
+  - {{id: grader, model: openai/judge, api_base: "{url}", rubric: tip-v1}}
+limits: {{max_concurrency: 4, timeout_s: 20, retries: 1}}
+"""
+
+
+def test_hostile_answers_are_stored_judged_and_reported_safely(tmp_path, fake):
+    prompts = "\n".join(f'  - {{id: {k}, version: v1, system: "MARKER-{k.upper()}", user: "A tip about {{topic}}."}}'
+                        for k in HOSTILE)
+    (tmp_path / "h.yaml").write_text(PARAMS.format(url=fake.url, prompts=prompts))
+    fake.configure(replies=[{"match": f"MARKER-{k.upper()}", "content": v} for k, v in HOSTILE.items()])
+    env = {**os.environ, "BENCH_RUNS": str(tmp_path / "runs"), "BENCH_REPORTS": str(tmp_path / "reports")}
+    out = subprocess.run([sys.executable, "-m", "bench", "sweep", str(tmp_path / "h.yaml"), "--no-track"], cwd=ROOT,
+                         env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    store = RunStore(tmp_path / "runs" / "hostile")
+    outputs = {c.prompt_id: c.output for c in store.latest(Candidate).values()}
+    assert {k: outputs[k] for k in ("html", "ansi", "big", "nul")} == {k: HOSTILE[k] for k in ("html", "ansi", "big", "nul")}
+    assert outputs["badutf"] == "broken \\udcff bytes"  # kept visibly instead of breaking every later write
+    judgments = list(store.latest(Judgment).values())
+    assert len(judgments) == 5 and all(j.ok for j in judgments)
+    big = next(j for j in judgments if j.candidate_ids[0] in {c.id for c in store.latest(Candidate).values()
+                                                                if c.prompt_id == "big"})
+    assert big.details["truncated_chars"] == 1_000_000 - 4000  # tip-v1's max_chars; the note is recorded
+    report = (tmp_path / "reports" / "hostile" / "index.html").read_text(encoding="utf-8")
+    assert "\x00" not in report and "\x1b" not in report and "<script>alert(1)" not in report
+    assert "\\x1b[31mred alert" in report and "before\\x00after" in report and "more characters]" in report
+    assert len(report) < 8_000_000  # the 1 MB answer is clipped in the report
