@@ -55,7 +55,7 @@ def _check_run(run: Path) -> None:
 def _execute(source: Path, executed: Path, params: dict[str, Any]) -> None:
     import papermill as pm  # noqa: PLC0415
 
-    from .sweep import kernel_manager_class, prepare_driver  # noqa: PLC0415
+    from .sweep import first_line, kernel_manager_class, prepare_driver  # noqa: PLC0415
 
     prepare_driver()
     t0 = time.monotonic()
@@ -64,9 +64,8 @@ def _execute(source: Path, executed: Path, params: dict[str, Any]) -> None:
                             progress_bar=False, cwd=str(source.parent.parent),
                             kernel_manager_class=kernel_manager_class())
     except Exception as err:  # papermill saved the executed notebook: it shows the failing cell
-        lines = [ln for ln in str(err).splitlines() if ln.strip() and not set(ln.strip()) <= {"-"}]
         raise BenchError(f"the analysis notebook failed after {time.monotonic() - t0:.0f}s "
-                         f"({type(err).__name__}: {lines[-1][:300] if lines else ''}); see {executed}") from err
+                         f"({type(err).__name__}: {first_line(err)}); see {executed}") from err
 
 
 def to_html(notebook: str | Path, title: str) -> str:

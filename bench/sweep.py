@@ -157,7 +157,7 @@ def _execute(run: Run, ex: Execution, cap: int) -> None:
         ex.returncode = 0
     except Exception as err:  # the executed notebook (saved by papermill) shows the failing cell
         ex.returncode = 1
-        ex.error = f"{type(err).__name__}: {_first_line(err)}"
+        ex.error = f"{type(err).__name__}: {first_line(err)}"
     ex.seconds = time.monotonic() - t0
 
 
@@ -194,7 +194,8 @@ def _ipc_dir() -> str:
     return path
 
 
-def _first_line(err: Exception) -> str:
+def first_line(err: Exception) -> str:
+    """Return the last meaningful line of an error (papermill's ends with the failing cell's exception)."""
     lines = [ln for ln in str(err).splitlines() if ln.strip() and not set(ln.strip()) <= {"-"}]
     return lines[-1][:300] if lines else ""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .agreement import cohen_kappa, krippendorff_alpha
 from .bootstrap import bootstrap_means, holm, sign_flip_pvalues
-from .leaderboard import composite, leaderboard, paired_differences, scenario_means
+from .leaderboard import composite, leaderboard, paired_differences
 from .pairwise import battles, bradley_terry, position_consistency, win_matrix, win_rates
 from .reliability import disagreements, inter_judge, judge_health, judge_vs_human, jury_alpha, packed_vs_single
 from .summary import Summary, examples, summarize
@@ -18,8 +18,9 @@ from .tables import COMPOSITE, RunTables, load_run, with_reviews
 from .usage import usage_by_cell, usage_by_judge
 
 __all__ = [
-    "COMPOSITE", "RunTables", "Summary", "battles", "bootstrap_means", "bradley_terry", "cohen_kappa", "composite", "disagreements",
-    "examples", "holm", "inter_judge", "judge_health", "judge_vs_human", "jury_alpha", "krippendorff_alpha",
-    "leaderboard", "load_run", "packed_vs_single", "paired_differences", "position_consistency", "scenario_means",
-    "sign_flip_pvalues", "summarize", "usage_by_cell", "usage_by_judge", "win_matrix", "win_rates", "with_reviews",
+    "COMPOSITE", "RunTables", "Summary", "battles", "bootstrap_means", "bradley_terry", "cohen_kappa", "composite",
+    "disagreements", "examples", "holm", "inter_judge", "judge_health", "judge_vs_human", "jury_alpha",
+    "krippendorff_alpha", "leaderboard", "load_run", "packed_vs_single", "paired_differences",
+    "position_consistency", "sign_flip_pvalues", "summarize", "usage_by_cell", "usage_by_judge", "win_matrix",
+    "win_rates", "with_reviews",
 ]

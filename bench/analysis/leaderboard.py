@@ -18,12 +18,6 @@ from .tables import COMPOSITE
 CELL_COLS = ["cell", "model", "prompt"]
 
 
-def scenario_means(scores: pl.DataFrame) -> pl.DataFrame:
-    """Return one row per (judge, cell, criterion, scenario): the mean over samples and the item count."""
-    return (scores.group_by(["judge", *CELL_COLS, "criterion", "scenario"])
-            .agg(pl.col("value").mean(), pl.len().alias("items")))
-
-
 def _codes(expr: pl.Expr) -> pl.Expr:
     """Return integer codes of a string expression (hashing, not sorting: 1M strings in ~20 ms)."""
     return expr.cast(pl.Categorical).to_physical().cast(pl.Int64)
