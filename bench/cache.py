@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import StoreError
+from .secrets import redact
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
 _INSERT = "INSERT OR IGNORE INTO responses (key, value, created) VALUES (?, ?, ?)"
@@ -59,6 +60,8 @@ class ResponseCache:
         self._writer: ThreadPoolExecutor | None = None
         self._draining = False  # a drain is queued or running on the writer thread
         self._wdb: sqlite3.Connection | None = None  # the writer thread's own connection
+        self._retry_at = 0.0  # after a failed commit (disk full), its group waits in memory until then
+        self._warned = False  # a failing cache warns once, not per group
         atexit.register(self.flush)
         self.hits = 0
         self.misses = 0
@@ -90,7 +93,7 @@ class ResponseCache:
     def put(self, key: str, value: dict[str, Any]) -> None:
         """Store a successful reply now (the first one wins; an identical request never overwrites)."""
         with self._lock:
-            self._db.execute(_INSERT, (key, json.dumps(value, ensure_ascii=False), time.time()))
+            self._db.execute(_INSERT, (key, redact(json.dumps(value, ensure_ascii=False)), time.time()))
 
     def put_later(self, key: str, value: dict[str, Any]) -> None:
         """Queue a reply for the writer thread, which commits it at once (with whatever else is queued).
@@ -99,12 +102,12 @@ class ResponseCache:
         a commit runs form the next group, so a kill loses at most the replies of one commit
         (about a millisecond), like requests still in flight. ``flush`` commits synchronously.
         """
-        encoded = json.dumps(value, ensure_ascii=False)
+        encoded = redact(json.dumps(value, ensure_ascii=False))  # what is stored (and answered) holds no key
         with self._lock:
             if key in self._pending:
                 return  # the first reply wins, as in the table
             self._pending[key] = encoded
-            if self._draining:
+            if self._draining or time.monotonic() < self._retry_at:  # after a failed commit: retried later
                 return
             self._draining = True
         if self._writer is None:
@@ -123,7 +126,10 @@ class ResponseCache:
                     self._draining = False
                     return
                 self._writing.append(group)
-            self._commit(group)
+            if not self._commit(group):  # kept in memory for a later attempt, not retried at once
+                with self._lock:
+                    self._draining = False
+                return
 
     def flush(self) -> None:
         """Commit everything queued now, and wait for the writer thread to finish what it has."""
@@ -139,20 +145,37 @@ class ResponseCache:
         if group:
             self._commit(group)
 
-    def _commit(self, group: dict[str, str]) -> None:
-        """Write one group in one transaction on the writer connection (a failure warns: only reuse is lost)."""
-        if self._wdb is None:
-            self._wdb = _connect(self.path)
+    def _commit(self, group: dict[str, str]) -> bool:
+        """Write one group in one transaction on the writer connection; return whether it was committed.
+
+        A failed commit (disk full, I/O error) keeps the group in memory, still answerable,
+        for the next commit attempt (a later reply after a short pause, or ``flush``); it
+        warns once per cache, not per group.
+        """
         now = time.time()
         try:
+            if self._wdb is None:
+                self._wdb = _connect(self.path)
             self._wdb.execute("BEGIN IMMEDIATE")
             self._wdb.executemany(_INSERT, [(k, v, now) for k, v in group.items()])
             self._wdb.execute("COMMIT")
-        except sqlite3.Error as exc:
-            if self._wdb.in_transaction:
-                self._wdb.execute("ROLLBACK")
-            warnings.warn(f"cannot write the response cache {self.path}: {exc}; "
-                          f"{len(group)} answers are kept but not cached", RuntimeWarning, stacklevel=2)
+            self._retry_at = 0.0
+            return True
+        except (sqlite3.Error, OSError) as exc:
+            try:
+                if self._wdb is not None and self._wdb.in_transaction:
+                    self._wdb.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            with self._lock:
+                self._pending = {**self._pending, **group}  # the earlier reply wins, as in the table
+                self._retry_at = time.monotonic() + 2.0
+                warn, self._warned = not self._warned, True
+            if warn:
+                warnings.warn(f"cannot write the response cache {self.path}: {exc}; replies are kept in memory "
+                              f"and committed when it can be written (this warning is shown once)",
+                              RuntimeWarning, stacklevel=2)
+            return False
         finally:
             with self._lock:
                 self._writing.remove(group)

@@ -53,48 +53,56 @@ def _smoke(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    """Print the grid and what the store and the cache already hold, then run the preflight."""
-    from .collect import plan  # noqa: PLC0415
+    """Print the grid and, per stage, the requests a sweep would send now; then run the preflight."""
+    from .estimate import plan_requests, plan_table  # noqa: PLC0415
     from .preflight import preflight  # noqa: PLC0415
-    from .records import Candidate  # noqa: PLC0415
     from .run import make_llm, open_run  # noqa: PLC0415
-    from .scenarios import render  # noqa: PLC0415
 
     run = open_run(args.params, cells=args.cells)
     print(run.describe())
     for cell in run.cells:
         print(f"  cell {cell.key}: {cell.model.model} {cell.model.params or ''}")
-    items = plan(run.sweep, run.scenarios, run.cells)
-    done = run.store.done_ids(Candidate)
-    todo = [it for it in items if it.candidate_id not in done]
-    llm = make_llm(run)
-    keys = [llm.request_key(it.cell.model.spec(), render(it.cell.prompt, it.scenario), sample=it.sample)
-            for it in todo]
-    cached = llm.cache.contains(keys) if keys else 0
-    print(f"candidates: {len(items)} planned, {len(items) - len(todo)} already in {run.dir}, "
-          f"{len(todo)} to produce, of which {cached} answered by the cache → {len(todo) - cached} model calls")
-    if run.sweep.judges:
-        print(f"judges: {', '.join(f'{j.id} ({j.model}, rubric {j.rubric})' for j in run.sweep.judges)}")
+    for j in run.sweep.judges:
+        print(f"  judge {j.id}: {j.model}, rubric {j.rubric}")
+    plans = plan_requests(run, make_llm(run))
+    print("requests a sweep would send now (first turns; retries and repair turns come on top; "
+          "'+?': answers not collected yet, so their judge requests cannot be looked up in the cache):")
+    print(plan_table(plans))
     preflight([c.model.spec() for c in run.cells] + [j.spec() for j in run.sweep.judges])
     print("preflight: ok (every model string known, every key set, every api_base answering); nothing was called")
     return 0
 
 
 def _sweep(args: argparse.Namespace) -> int:
+    from .outcome import (EXIT_CRASHED, EXIT_FAILED_ITEMS, failures, repeats_since, retry_command,  # noqa: PLC0415
+                          summary)
+    from .run import open_run  # noqa: PLC0415
+    from .runlock import run_lock  # noqa: PLC0415
     from .sweep import print_executions, run_sweep  # noqa: PLC0415
 
-    result = run_sweep(args.params, jobs=args.jobs, per_cell=args.per_cell, cells=args.cells,
-                       only_stage=args.only_stage, run_dir=args.run_dir)
-    code = print_executions(result.executions)
-    report = None
-    if not args.no_report:  # the report shows whatever the run holds: a failed execution still gets one
-        try:
-            report = _render(result.run_dir, None)
-        except BenchError as err:
-            print(f"report: FAILED ({err})", file=sys.stderr)
-            code = 1
-    if not args.no_track:
-        _track(result.run_dir, report, {e.name: "ok" if e.returncode == 0 else "failed" for e in result.executions})
+    run = open_run(args.params, cells=args.cells, run_dir=args.run_dir)
+    with run_lock(run.dir, wait=args.wait):  # one sweep per run folder: a second one refuses (or waits)
+        result = run_sweep(run, jobs=args.jobs, per_cell=args.per_cell, only_stage=args.only_stage)
+        code = print_executions(result.executions)
+        report = None
+        if not args.no_report:  # the report shows whatever the run holds: a failed execution still gets one
+            try:
+                report = _render(result.run_dir, None)
+            except BenchError as err:
+                print(f"report: FAILED ({err})", file=sys.stderr)
+                code = EXIT_CRASHED
+        if not args.no_track:
+            _track(result.run_dir, report, {e.name: "ok" if e.returncode == 0 else "failed"
+                                            for e in result.executions})
+    repeats = repeats_since(result.run_dir, result.started)
+    if repeats:
+        print(f"{repeats} request(s) were on the wire when an earlier run of this folder stopped and were asked "
+              f"again (each may have been paid twice)", flush=True)
+    groups = failures(result.run_dir, run.sweep.limits.max_attempts)
+    if groups:
+        retry = retry_command(args.params, cells=args.cells, run_dir=args.run_dir, jobs=args.jobs)
+        print(summary(groups, retry, run.sweep.limits.max_attempts), flush=True)
+        code = code or EXIT_FAILED_ITEMS
     if report is not None:
         print(f"report: {report}")  # the last line: where to look
     return code
@@ -110,14 +118,17 @@ def _track(run_dir: Path, report: Path | None, status: dict[str, str]) -> None:
 
 
 def _display_uri(uri: str) -> str:
-    """Return a tracking URI without any credentials it may carry (user:password@host)."""
-    import re  # noqa: PLC0415
+    """Return a tracking URI without any credentials it may carry (user:password@host, a token)."""
+    from .secrets import redact  # noqa: PLC0415
 
-    return re.sub(r"//[^/@]*@", "//***@", uri)
+    return redact(uri)
 
 
 def _track_cmd(args: argparse.Namespace) -> int:
-    _track(Path(args.run_dir), Path(args.report) if args.report else None, {})
+    from .runlock import run_lock  # noqa: PLC0415
+
+    with run_lock(Path(args.run_dir), wait=True):  # never beside a sweep logging the same run
+        _track(Path(args.run_dir), Path(args.report) if args.report else None, {})
     return 0
 
 
@@ -210,7 +221,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--jobs", type=int, default=1, help="papermill executions side by side (cap is divided)")
     s.add_argument("--per-cell", action="store_true", help="one executed notebook per (model, prompt) cell")
     s.add_argument("--cells", default=None, help="only these cells (comma-separated model_id/prompt_id@version)")
-    s.add_argument("--only-stage", default=None, help="run one stage only (collect)")
+    s.add_argument("--only-stage", default=None, choices=["collect", "judge"],
+                   help="run one stage only: collect (answers; judges grade them as they arrive) or judge "
+                        "(grade the answers already collected)")
+    s.add_argument("--wait", action="store_true",
+                   help="if another sweep is writing the same run folder, wait for it instead of refusing")
     s.add_argument("--run-dir", default=None, help="run folder (default runs/<sweep name>)")
     s.add_argument("--no-report", action="store_true", help="do not render reports/<sweep>/index.html at the end")
     s.add_argument("--no-track", action="store_true", help="do not log the run to MLflow at the end")
@@ -278,7 +293,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except BenchError as err:
-        print(f"bench {args.command}: error: {err}", file=sys.stderr)
+        from .secrets import redact  # noqa: PLC0415
+
+        print(f"bench {args.command}: error: {redact(str(err))}", file=sys.stderr)  # e.g. an api_base's password
         return 2
     except KeyboardInterrupt:
         return 130

@@ -20,9 +20,10 @@ from .errors import ProviderError
 from .llm import LLM
 from .params import Cell, Sweep
 from .progress import Progress
-from .records import Candidate, Scenario, content_hash
+from .records import Candidate, Scenario, content_hash, failed_usage
 from .scenarios import render
-from .store import BatchWriter, RunStore
+from .secrets import redact
+from .store import BatchWriter, Halt, RunStore
 
 @dataclass(frozen=True)
 class WorkItem:
@@ -37,8 +38,8 @@ class WorkItem:
         return Candidate.id_prefix + content_hash(Candidate.identity(self._identity()))
 
     def _identity(self) -> dict:
-        p = self.cell.prompt
-        return {"model": self.cell.model.model, "params": dict(self.cell.model.params), "prompt_id": p.id,
+        p, m = self.cell.prompt, self.cell.model
+        return {"model": m.model, "endpoint": m.endpoint, "params": dict(m.params), "prompt_id": p.id,
                 "prompt_version": p.version, "prompt_hash": p.content_hash, "scenario_id": self.scenario.id,
                 "sample": self.sample}
 
@@ -53,10 +54,12 @@ class CollectResult:
     failed: int = 0
     calls: int = 0  # requests actually sent (retries included); cache hits are not calls
     wall_s: float = 0.0
+    exhausted: int = 0  # failed items not asked again: they reached limits.max_attempts
 
     def __str__(self) -> str:
+        gave_up = f", {self.exhausted} not asked again (limits.max_attempts reached)" if self.exhausted else ""
         return (f"collect: {self.planned} planned, {self.skipped} already done, {self.done} new, "
-                f"{self.failed} failed, {self.calls} model calls, {self.wall_s:.1f}s")
+                f"{self.failed} failed{gave_up}, {self.calls} model calls, {self.wall_s:.1f}s")
 
 
 def plan(sweep: Sweep, scenarios: list[Scenario], cells: Iterable[Cell]) -> list[WorkItem]:
@@ -65,34 +68,47 @@ def plan(sweep: Sweep, scenarios: list[Scenario], cells: Iterable[Cell]) -> list
 
 
 def make_candidate(item: WorkItem, messages: list[dict], *, output: str | None = None,
-                   error: Exception | None = None, usage=None) -> Candidate:
+                   error: Exception | None = None, usage=None, attempt: int = 1) -> Candidate:
     """Return the Candidate record of a finished work item: its answer, or its failure as data."""
     kind = getattr(error, "kind", None) or ("internal" if error is not None else None)
+    if error is not None and usage is None:
+        usage = failed_usage(error)
     return Candidate(**item._identity(), id=item.candidate_id, model_id=item.cell.model.id, messages=messages,
-                     output=output, error=None if error is None else str(error), error_kind=kind, usage=usage)
+                     output=output, error=None if error is None else str(error), error_kind=kind, usage=usage,
+                     attempt=attempt)
 
 
 async def collect(sweep: Sweep, run_dir: Path, scenarios: list[Scenario], cells: list[Cell], llm: LLM, *,
                   shard: str | None = None, progress: str = "auto",
-                  sink: Callable[[Candidate], None] | None = None) -> CollectResult:
+                  sink: Callable[[Candidate], None] | None = None, halt: Halt | None = None) -> CollectResult:
     """Produce every missing candidate of ``cells``; return what was done.
 
-    Concurrency is bounded by ``llm``'s cap (one cap for the whole process).
+    Concurrency is bounded by ``llm``'s cap (one cap for the whole process). If a write of
+    the stage fails (disk full), no new call starts, calls in flight finish, what could not
+    be written is saved to a rescue file, and StoreError says so once. ``halt``: shared with
+    the caller's writers (a pipelined judge); then the caller raises it, after its own rescue.
     """
     t0, calls0 = time.monotonic(), llm.calls
     store = RunStore(run_dir, shard=shard)
     store.ensure_writable()
     items = plan(sweep, scenarios, cells)
     done_ids = store.done_ids(Candidate)
+    tries = store.attempts(Candidate)
     pending = [it for it in items if it.candidate_id not in done_ids]
     result = CollectResult(planned=len(items), skipped=len(items) - len(pending))
+    exhausted = [it for it in pending if tries.get(it.candidate_id, 0) >= sweep.limits.max_attempts]
+    if exhausted:  # asked max_attempts times already: left failed, reported, never paid for again
+        result.exhausted = len(exhausted)
+        pending = [it for it in pending if tries.get(it.candidate_id, 0) < sweep.limits.max_attempts]
     bar = Progress("collect", _totals(pending), mode=progress)
-    writer = BatchWriter(store)
+    writer = BatchWriter(store, halt=halt)
     work = iter(pending)
 
     async def worker() -> None:
         for item in work:  # a shared iterator: each item is taken by exactly one worker
-            cand = await _produce(item, llm)
+            if writer.halt:  # a write failed: start no new call (the ones in flight finish, and are kept)
+                return
+            cand = await _produce(item, llm, tries.get(item.candidate_id, 0) + 1)
             writer.add(cand)
             result.done += cand.ok
             result.failed += not cand.ok
@@ -104,8 +120,10 @@ async def collect(sweep: Sweep, run_dir: Path, scenarios: list[Scenario], cells:
         n_workers = min(len(pending), 2 * llm.limits.max_concurrency) or 1
         await asyncio.gather(writer.run(), _then(asyncio.gather(*(worker() for _ in range(n_workers))), writer))
     finally:
-        writer.flush()  # whatever happens (Ctrl-C, a bug), nothing already answered is lost
+        writer.flush()  # whatever happens (Ctrl-C, a bug, a full disk), nothing already answered is lost
         bar.close()
+    if halt is None:
+        writer.halt.check()  # one message: the error, what was saved where, what to do
     result.calls, result.wall_s = llm.calls - calls0, time.monotonic() - t0
     return result
 
@@ -124,16 +142,22 @@ def _totals(items: list[WorkItem]) -> dict[str, int]:
     return totals
 
 
-async def _produce(item: WorkItem, llm: LLM) -> Candidate:
-    """Answer one work item; a failure becomes a candidate with ``error``, never an exception."""
+async def _produce(item: WorkItem, llm: LLM, attempt: int = 1) -> Candidate:
+    """Answer one work item; a failure becomes a candidate with ``error``, never an exception.
+
+    ``attempt`` > 1 (a resume asking a failure again) is part of the request's identity, so
+    it is a fresh request, never a reply kept for an earlier attempt.
+    """
     messages = render(item.cell.prompt, item.scenario)
     try:
-        comp = await llm.complete(item.cell.model.spec(), messages, sample=item.sample)
+        comp = await llm.complete(item.cell.model.spec(), messages, sample=item.sample, attempt=attempt)
     except ProviderError as err:
-        return make_candidate(item, messages, error=err)
+        return make_candidate(item, messages, error=err, attempt=attempt)
     except asyncio.CancelledError:
         raise
     except Exception as err:  # a bug must not lose the sweep: record it, warn, go on
-        warnings.warn(f"collect: unexpected {type(err).__name__} for {item.candidate_id}: {err}", RuntimeWarning)
-        return make_candidate(item, messages, error=err)
-    return make_candidate(item, messages, output=comp.text, usage=comp.usage)
+        warnings.warn(f"collect: unexpected {type(err).__name__} for {item.candidate_id}: {redact(str(err))}",
+                      RuntimeWarning)
+        return make_candidate(item, messages, error=err, attempt=attempt)
+    return make_candidate(item, messages, output=comp.text, usage=comp.usage, attempt=attempt)
+

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .secrets import redact
+
 
 class BenchError(Exception):
     """Base of every error bench raises on purpose."""
@@ -18,7 +20,7 @@ class PreflightError(BenchError):
     """
 
     def __init__(self, problems: list[str]):
-        self.problems = list(problems)
+        self.problems = [redact(p) for p in problems]  # an api_base's user:password@ is never echoed
         if len(self.problems) == 1:  # one problem: one line
             super().__init__(f"preflight: {self.problems[0]} (nothing was called)")
             return
@@ -36,12 +38,13 @@ class ProviderError(BenchError):
 
     def __init__(self, message: str, *, kind: str, status: int | None = None,
                  retryable: bool = False, attempts: int = 1, retry_after: float | None = None):
-        super().__init__(message)
+        super().__init__(redact(message))  # its text reaches records, warnings and logs: never a credential
         self.kind = kind
         self.status = status
         self.retryable = retryable
-        self.attempts = attempts
+        self.attempts = attempts  # requests this call sent (0: it shared an identical request in flight)
         self.retry_after = retry_after
+        self.shared = False  # True: the failure of another call's identical request, shared while in flight
 
 
 class LocalModelError(BenchError):

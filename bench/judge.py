@@ -20,7 +20,7 @@ from .checks import automated_score, run_checks
 from .errors import JudgeParseError, ProviderError
 from .llm import LLM
 from .params import JudgeEntry
-from .records import Judgment, Scenario, content_hash
+from .records import Judgment, Scenario, Usage, add_usage, content_hash, failed_usage
 from .replies import MIRROR, extract_json, parse_verdict, rationale_of, validate_scores
 from .rubrics import Rubric
 
@@ -52,6 +52,7 @@ class Item:
     question: str  # what the model was asked (the rendered user prompt, or the dataset question)
     texts: tuple[str, ...]
     ids: tuple[str, ...]  # candidate ids (dataset pairs use "<scenario id>:A" / ":B")
+    attempt: int = 1  # > 1: a resume asking an item whose judgment failed again, as a fresh request
 
 
 @dataclass
@@ -78,14 +79,15 @@ class Judge:
     def base(self, item: Item, order: str | None = None) -> dict[str, Any]:
         """Return the identity and provenance fields every Judgment of this judge on ``item`` carries."""
         r = self.rubric
-        return {"judge_id": self.entry.id, "judge_model": self.entry.model, "judge_params": self.params,
-                "rubric_id": r.id, "rubric_version": r.version, "rubric_hash": r.hash, "mode": self.mode,
-                "candidate_ids": list(item.ids), "scenario_id": item.scenario.id, "order": order}
+        return {"judge_id": self.entry.id, "judge_model": self.entry.model, "judge_endpoint": self.entry.endpoint,
+                "judge_params": self.params, "rubric_id": r.id, "rubric_version": r.version, "rubric_hash": r.hash,
+                "mode": self.mode, "candidate_ids": list(item.ids), "scenario_id": item.scenario.id, "order": order,
+                "attempt": item.attempt}
 
     def judgment_ids(self, item: Item) -> list[str]:
         """Return the ids of the judgments this judge produces for ``item`` (known before any call)."""
         orders = ["AB", "BA"] if self.mode == "pairwise" else [None]
-        return [Judgment(**self.base(item, o)).id for o in orders]
+        return [Judgment.id_prefix + content_hash(Judgment.identity(self.base(item, o))) for o in orders]
 
 
 # -- helpers --------------------------------------------------------------------------------------------
@@ -119,23 +121,57 @@ def _scales(rubric: Rubric) -> dict[str, tuple[int, int]]:
     return {c.id: (int(c.scale[0]), int(c.scale[1])) for c in rubric.criteria}
 
 
-def _failure(base: dict, err: Exception, prompt: list[dict], raw: str | None, **extra: Any) -> Judgment:
+def _failure(base: dict, err: Exception, prompt: list[dict], raw: str | None, spend: "Spend",
+             **extra: Any) -> Judgment:
     kind = getattr(err, "kind", None) or ("parse" if isinstance(err, JudgeParseError) else "internal")
-    return Judgment(**base, error=str(err), error_kind=kind, prompt=prompt, raw=raw, **extra)
+    return Judgment(**base, error=str(err), error_kind=kind, prompt=prompt, raw=raw, usage=spend.total(), **extra)
+
+
+class Spend:
+    """Every provider request and cache hit behind one judgment: replies, repair turns, failed calls."""
+
+    def __init__(self) -> None:
+        self.parts: list[Usage] = []
+
+    def reply(self, usage: Usage) -> None:
+        self.parts.append(usage)
+
+    def failed(self, err: ProviderError) -> None:
+        self.parts.append(failed_usage(err))
+
+    def total(self) -> Usage | None:
+        return add_usage(self.parts)
 
 
 async def _ask_json(llm: LLM, judge: Judge, messages: list[dict], rf: dict, parse: Callable[[Any], Any],
-                    timeout_s: float | None = None) -> tuple[Any, str, Any]:
-    """Return (parsed value, raw reply, usage), with one repair turn; raise JudgeParseError or ProviderError."""
-    comp = await llm.complete(judge.entry.spec(), messages, response_format=rf, timeout_s=timeout_s)
+                    spend: Spend, attempt: int = 1, timeout_s: float | None = None) -> tuple[Any, str]:
+    """Return (parsed value, raw reply), with one repair turn; raise JudgeParseError or ProviderError.
+
+    Every call's usage goes into ``spend``; a reply enters the response cache only once it parses.
+    """
+    async def ask(msgs: list[dict]) -> Any:
+        try:
+            comp = await llm.complete(judge.entry.spec(), msgs, response_format=rf, timeout_s=timeout_s,
+                                      attempt=attempt, cache_reply=False)
+        except ProviderError as err:
+            spend.failed(err)
+            raise
+        spend.reply(comp.usage)
+        return comp
+
+    comp = await ask(messages)
     try:
-        return parse(comp.text), comp.text, comp.usage
+        value = parse(comp.text)
+        llm.keep(comp)
+        return value, comp.text
     except JudgeParseError as err:
         repair = [*messages, {"role": "assistant", "content": comp.text},
                   {"role": "user", "content": REPAIR.format(reason=err)}]
-        again = await llm.complete(judge.entry.spec(), repair, response_format=rf, timeout_s=timeout_s)
+        again = await ask(repair)
         try:
-            return parse(again.text), again.text, again.usage
+            value = parse(again.text)
+            llm.keep(again)
+            return value, again.text
         except JudgeParseError as err2:
             err2.raw = again.text  # type: ignore[attr-defined]
             raise
@@ -156,14 +192,15 @@ async def grade_rubric(judge: Judge, item: Item, llm: LLM, **extra: Any) -> Judg
     base = judge.base(item)
     messages, note = _rubric_messages(judge, item)
     details = {**note, **extra.pop("details", {})}
+    spend = extra.pop("spend", None) or Spend()
     parse = lambda text: (lambda obj: (validate_scores(obj, _scales(judge.rubric)), obj))(extract_json(text))  # noqa: E731
     try:
-        (scores, obj), raw, usage = await _ask_json(llm, judge, messages, _rf("grade", judge.rubric.item_schema()),
-                                                    parse)
+        (scores, obj), raw = await _ask_json(llm, judge, messages, _rf("grade", judge.rubric.item_schema()),
+                                             parse, spend, item.attempt)
     except (JudgeParseError, ProviderError) as err:
-        return _failure(base, err, messages, getattr(err, "raw", None), details=details, **extra)
+        return _failure(base, err, messages, getattr(err, "raw", None), spend, details=details, **extra)
     return Judgment(**base, scores=scores, score=judge.rubric.composite(scores), rationale=rationale_of(obj),
-                    raw=raw, usage=usage, details=details, **extra)
+                    raw=raw, usage=spend.total(), details=details, **extra)
 
 
 # -- batch ----------------------------------------------------------------------------------------------
@@ -188,27 +225,37 @@ async def grade_batch(judge: Judge, items: list[Item], llm: LLM, seed: int = 0) 
                 {"role": "user", "content": BATCH_USER.format(k=len(order), blocks="\n\n".join(blocks),
                                                               note=DATA_NOTE, fields=_fields(judge.rubric))}]
     timeout = llm.limits.timeout_s * (1 + 0.5 * (len(order) - 1))  # the timeout scales with k
-    good, problems, raw, usage = {}, {sid: "missing from the reply" for sid in ids}, None, None
+    good, problems, raw, call = {}, {sid: "missing from the reply" for sid in ids}, None, Spend()
     try:
-        comp = await llm.complete(judge.entry.spec(), messages, timeout_s=timeout,
+        comp = await llm.complete(judge.entry.spec(), messages, timeout_s=timeout, cache_reply=False,
+                                  attempt=max(i.attempt for i in order),
                                   response_format=_rf("grades", judge.rubric.batch_schema(ids)))
-        raw, usage = comp.text, comp.usage
+        raw = comp.text
+        call.reply(comp.usage)
         good, problems = _read_batch(comp.text, ids, _scales(judge.rubric))
+        if good:
+            llm.keep(comp)
     except JudgeParseError as err:
         problems = {sid: f"batch reply unusable: {err}" for sid in ids}
     except ProviderError as err:
+        call.failed(err)
         problems = {sid: f"batch call failed: {err}" for sid in ids}
     out = []
-    for sid, item in zip(ids, order):
+    for n, (sid, item) in enumerate(zip(ids, order)):
+        spend = call if n == 0 else Spend()  # the packed call is counted once: on the batch's first item
         if sid in good:
             scores, obj = good[sid]
             out.append(Judgment(**judge.base(item), scores=scores, score=judge.rubric.composite(scores),
-                                rationale=rationale_of(obj), raw=raw, usage=usage, batch_id=batch_id,
-                                details={**notes[sid], "batch_size": len(order)}))
+                                rationale=rationale_of(obj), raw=raw, usage=spend.total() or _SHARED,
+                                batch_id=batch_id, details={**notes[sid], "batch_size": len(order)}))
         else:  # only this item is re-graded, singly; the record keeps its batch and why
-            out.append(await grade_rubric(judge, item, llm, batch_id=batch_id,
+            out.append(await grade_rubric(judge, item, llm, batch_id=batch_id, spend=spend,
                                           details={"fallback": "single", "reason": problems[sid]}))
     return out
+
+
+_SHARED = Usage.model_construct(prompt_tokens=0, completion_tokens=0, cost_usd=0.0, calls=0, cache_hits=0,
+                                attempts=0, cached=False)  # a packed item whose call is counted on the first item
 
 
 def _read_batch(text: str, ids: list[str], scales: dict) -> tuple[dict, dict]:
@@ -243,18 +290,16 @@ async def grade_checklist(judge: Judge, item: Item, llm: LLM) -> Judgment:
     A failing call marks that requirement unfulfilled with fallback feedback and its error;
     only if every call fails is the item a failure (a judge outage is not a score of 0).
     """
-    text, note = _clip(item.texts[0], judge.rubric.max_chars)
-    tag = _tag(item.question, text)
+    note = _clip(item.texts[0], judge.rubric.max_chars)[1]
     sem = asyncio.Semaphore(judge.entry.item_concurrency)
     rf = _rf("requirement", judge.rubric.requirement_schema())
+    spend = Spend()  # every requirement's calls, repairs and failures count on the item's record
 
     async def one(req) -> dict[str, Any]:
-        user = CHECK_USER.format(context=CONTEXT.format(tag=tag, question=item.question), note=DATA_NOTE,
-                                 response=RESPONSE.format(tag=tag, text=text), requirement=req.text)
-        messages = [{"role": "system", "content": _system(judge.rubric)}, {"role": "user", "content": user}]
+        messages = _check_messages(judge, item, req)
         async with sem:
             try:
-                obj, _raw, _u = await _ask_json(llm, judge, messages, rf, _fulfilled)
+                obj, _raw = await _ask_json(llm, judge, messages, rf, _fulfilled, spend, item.attempt)
                 return {"id": req.id, "fulfilled": obj["fulfilled"], "feedback": rationale_of(obj) or ""}
             except (JudgeParseError, ProviderError) as err:
                 return {"id": req.id, "fulfilled": False, "error": str(err),
@@ -265,9 +310,18 @@ async def grade_checklist(judge: Judge, item: Item, llm: LLM) -> Judgment:
     details = {**note, "requirements": results, "all_fulfilled": all(r["fulfilled"] for r in results)}
     if all("error" in r for r in results):
         return Judgment(**base, error="every requirement call failed: " + results[0]["error"],
-                        error_kind="checklist", details=details)
+                        error_kind="checklist", details=details, usage=spend.total())
     scores = {r["id"]: 1.0 if r["fulfilled"] else 0.0 for r in results}
-    return Judgment(**base, scores=scores, score=sum(scores.values()) / len(scores), details=details)
+    return Judgment(**base, scores=scores, score=sum(scores.values()) / len(scores), details=details,
+                    usage=spend.total())
+
+
+def _check_messages(judge: Judge, item: Item, req: Any) -> list[dict]:
+    text = _clip(item.texts[0], judge.rubric.max_chars)[0]
+    tag = _tag(item.question, text)
+    user = CHECK_USER.format(context=CONTEXT.format(tag=tag, question=item.question), note=DATA_NOTE,
+                             response=RESPONSE.format(tag=tag, text=text), requirement=req.text)
+    return [{"role": "system", "content": _system(judge.rubric)}, {"role": "user", "content": user}]
 
 
 def _fulfilled(text: str) -> dict:
@@ -280,25 +334,59 @@ def _fulfilled(text: str) -> dict:
 # -- pairwise -------------------------------------------------------------------------------------------
 async def grade_pair(judge: Judge, item: Item, llm: LLM, order: str) -> Judgment:
     """Judge A vs B in one order ("AB" as given, "BA" swapped); the verdict is stored in the original order."""
+    messages, na, nb = _pair_messages(judge, item, order)
+    labels = list(judge.rubric.labels)
+    base = judge.base(item, order)
+    details = {"truncated_chars": [na.get("truncated_chars", 0), nb.get("truncated_chars", 0)]} if na or nb else {}
+    spend = Spend()
+    try:
+        shown, raw = await _ask_json(llm, judge, messages, _rf("verdict", judge.rubric.pairwise_schema()),
+                                     lambda t: parse_verdict(t, labels), spend, item.attempt)
+    except (JudgeParseError, ProviderError) as err:
+        return _failure(base, err, messages, getattr(err, "raw", None), spend, details=details)
+    verdict = shown if order == "AB" else MIRROR.get(shown, shown)
+    obj = _maybe_json(raw)
+    return Judgment(**base, verdict=verdict, rationale=rationale_of(obj) or raw, raw=raw, usage=spend.total(),
+                    details={**details, "shown_verdict": shown})
+
+
+def _pair_messages(judge: Judge, item: Item, order: str) -> tuple[list[dict], dict, dict]:
+    """Return the messages of one pairwise order and the truncation notes of the two responses as shown."""
     a, b = item.texts if order == "AB" else item.texts[::-1]
     (a, na), (b, nb) = _clip(a, judge.rubric.max_chars), _clip(b, judge.rubric.max_chars)
     tag = _tag(item.question, a, b)
-    labels = list(judge.rubric.labels)
     user = PAIR_USER.format(context=CONTEXT.format(tag=tag, question=item.question), note=DATA_NOTE,
                             a=RESPONSE.format(tag=tag + "a", text=a), b=RESPONSE.format(tag=tag + "b", text=b),
-                            labels=", ".join(labels))
-    messages = [{"role": "system", "content": _system(judge.rubric)}, {"role": "user", "content": user}]
-    base = judge.base(item, order)
-    details = {"truncated_chars": [na.get("truncated_chars", 0), nb.get("truncated_chars", 0)]} if na or nb else {}
-    try:
-        shown, raw, usage = await _ask_json(llm, judge, messages, _rf("verdict", judge.rubric.pairwise_schema()),
-                                            lambda t: parse_verdict(t, labels))
-    except (JudgeParseError, ProviderError) as err:
-        return _failure(base, err, messages, getattr(err, "raw", None), details=details)
-    verdict = shown if order == "AB" else MIRROR.get(shown, shown)
-    obj = _maybe_json(raw)
-    return Judgment(**base, verdict=verdict, rationale=rationale_of(obj) or raw, raw=raw, usage=usage,
-                    details={**details, "shown_verdict": shown})
+                            labels=", ".join(judge.rubric.labels))
+    return [{"role": "system", "content": _system(judge.rubric)}, {"role": "user", "content": user}], na, nb
+
+
+def first_requests(judge: Judge, item: Item, done: set[str] | frozenset[str] = frozenset()
+                   ) -> list[tuple[list[dict], dict]] | None:
+    """Return (messages, response_format) of every first-turn request grading ``item`` will send.
+
+    Repair turns and retries come on top. None for batch mode, whose requests depend on which
+    items share a call; [] for automated checks (no model call).
+    """
+    mode = judge.mode
+    if mode == "batch":
+        return None
+    if mode == "automated":
+        return []
+    if mode == "checklist":
+        rf = _rf("requirement", judge.rubric.requirement_schema())
+        return [(_check_messages(judge, item, req), rf) for req in judge.rubric.requirements]
+    if mode == "pairwise":
+        rf = _rf("verdict", judge.rubric.pairwise_schema())
+        ids = judge.judgment_ids(item)
+        return [(_pair_messages(judge, item, o)[0], rf) for o, jid in zip(("AB", "BA"), ids) if jid not in done]
+    return [(_rubric_messages(judge, item)[0], _rf("grade", judge.rubric.item_schema()))]
+
+
+def requests_per_item(judge: Judge) -> float:
+    """Return the first-turn requests one item costs in this judge's mode (a packed item costs 1/k)."""
+    return {"automated": 0.0, "checklist": float(len(judge.rubric.requirements)), "pairwise": 2.0,
+            "batch": 1.0 / max(1, judge.entry.batch_size)}.get(judge.mode, 1.0)
 
 
 def _maybe_json(text: str) -> Any:
@@ -332,17 +420,18 @@ async def grade_hybrid(judge: Judge, item: Item, llm: LLM) -> Judgment:
 
 # -- a judge over many items ----------------------------------------------------------------------------
 async def run_judge(judge: Judge, items: list[Item], llm: LLM, emit: Callable[[Judgment], None],
-                    seed: int = 0, done: set[str] | frozenset[str] = frozenset()) -> None:
+                    seed: int = 0, done: set[str] | frozenset[str] = frozenset(), halt: Any = None) -> None:
     """Grade every item with this judge, emitting each Judgment as it is made (bounded by the LLM's cap).
 
     ``done``: judgment ids already graded successfully; a pairwise item whose one order succeeded
     earlier is re-graded in the other order only (so a resume never writes a second success).
+    ``halt``: the stage's ``store.Halt``; once it is set (a write failed) no new item is started.
     """
     mode = judge.mode
     if mode == "batch":
         k = max(1, judge.entry.batch_size)
         chunks = [items[i:i + k] for i in range(0, len(items), k)]
-        await _bounded([lambda c=c: grade_batch(judge, c, llm, seed) for c in chunks], emit, llm)
+        await _bounded([lambda c=c: grade_batch(judge, c, llm, seed) for c in chunks], emit, llm, halt)
         return
     tasks: list[Callable[[], Awaitable[Any]]] = []
     for item in items:
@@ -358,15 +447,21 @@ async def run_judge(judge: Judge, items: list[Item], llm: LLM, emit: Callable[[J
             tasks.append(lambda i=item: grade_hybrid(judge, i, llm))
         else:
             tasks.append(lambda i=item: grade_rubric(judge, i, llm))
-    await _bounded(tasks, emit, llm)
+    await _bounded(tasks, emit, llm, halt)
 
 
-async def _bounded(tasks: list[Callable[[], Awaitable[Any]]], emit: Callable[[Judgment], None], llm: LLM) -> None:
-    """Run task factories with a bounded pool of workers, emitting their judgments as they finish."""
+async def _bounded(tasks: list[Callable[[], Awaitable[Any]]], emit: Callable[[Judgment], None], llm: LLM,
+                   halt: Any = None) -> None:
+    """Run task factories with a bounded pool of workers, emitting their judgments as they finish.
+
+    A worker checks ``halt`` (truthy once a write of the stage failed) before each new task.
+    """
     work = iter(tasks)
 
     async def worker() -> None:
         for make in work:
+            if halt:  # a write failed: start nothing new (tasks in flight finish, and are kept)
+                return
             result = await make()
             for j in result if isinstance(result, list) else [result]:
                 emit(j)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .collect import CollectResult
 from .errors import ParamsError
@@ -28,8 +28,9 @@ class JudgeResult(CollectResult):
     """What a judge run did, over all judges (the same counters as collect's, of judgments)."""
 
     def __str__(self) -> str:
+        gave_up = f", {self.exhausted} not asked again (limits.max_attempts reached)" if self.exhausted else ""
         return (f"judge: {self.planned} judgments planned, {self.skipped} already done, {self.done} new, "
-                f"{self.failed} failed, {self.calls} model calls, {self.wall_s:.1f}s")
+                f"{self.failed} failed{gave_up}, {self.calls} model calls, {self.wall_s:.1f}s")
 
 
 def load_judges(run, only=None) -> list[Judge]:
@@ -78,9 +79,31 @@ def _pair_items(judge: Judge, scenarios: list[Scenario], candidates: list[Candid
             and (b := base.get((c.scenario_id, c.sample))) is not None]
 
 
+def next_attempts(judge: Judge, items: list[Item], done: set[str], tries: dict[str, int], max_attempts: int,
+                  settled: set[str] | frozenset[str] = frozenset()) -> tuple[list[Item], list[Item]]:
+    """Return (items to grade now, each with its attempt number; items left failed after ``max_attempts``).
+
+    Items whose every judgment succeeded are neither, nor are items whose open judgments are
+    all ``settled`` (failed earlier in this same sweep: a sweep asks each item once). An item
+    that failed n times is asked again as attempt n + 1: a fresh request, never the reply that failed.
+    """
+    pending, exhausted = [], []
+    for item in items:
+        open_ids = [i for i in judge.judgment_ids(item) if i not in done]
+        if not open_ids or settled.issuperset(open_ids):
+            continue
+        n = max(tries.get(i, 0) for i in open_ids)
+        (exhausted if n >= max_attempts else pending).append(replace(item, attempt=n + 1) if n else item)
+    return pending, exhausted
+
+
 async def judge_stage(run, llm: LLM, judges: list[Judge], *, shard: str | None = None,
-                      progress: str = "auto") -> JudgeResult:
-    """Grade every pending item of every judge; return what was done."""
+                      progress: str = "auto", failed_since: str | None = None) -> JudgeResult:
+    """Grade every pending item of every judge; return what was done.
+
+    ``failed_since`` (an ISO time; the sweep's start): items that failed since then are not
+    asked again in this stage, so one sweep pays for each item once.
+    """
     t0, calls0 = time.monotonic(), llm.calls
     store = RunStore(run.dir, shard=shard)
     store.ensure_writable()
@@ -90,16 +113,19 @@ async def judge_stage(run, llm: LLM, judges: list[Judge], *, shard: str | None =
     every = run.sweep.cells()  # dataset pairs are judged by one execution: the one with the grid's first cell
     owns_dataset = not every or every[0].key in {c.key for c in run.cells}
     done = store.done_ids(Judgment)
+    tries = store.attempts(Judgment)
+    settled = failed_after(store, failed_since)
     result, work = JudgeResult(), []
     for judge in judges:
         items = items_for(judge, run.scenarios, candidates, owns_dataset)
-        pending = [it for it in items if not set(judge.judgment_ids(it)) <= done]
+        pending, exhausted = next_attempts(judge, items, done, tries, run.sweep.limits.max_attempts, settled)
         per_item = len(judge.judgment_ids(items[0])) if items else 1
         result.planned += len(items) * per_item
-        result.skipped += (len(items) - len(pending)) * per_item
+        result.skipped += (len(items) - len(pending) - len(exhausted)) * per_item
+        result.exhausted += len(exhausted) * per_item
         work.append((judge, pending, len(pending) * per_item))
     bar = Progress("judge", {j.entry.id: n for j, _p, n in work}, mode=progress)
-    writer = BatchWriter(store)
+    writer = BatchWriter(store)  # a failed write sets writer.halt: no new item starts, the rest is rescued
 
     def emit(j: Judgment) -> None:
         writer.add(j)
@@ -109,7 +135,7 @@ async def judge_stage(run, llm: LLM, judges: list[Judge], *, shard: str | None =
 
     async def all_judges() -> None:
         try:
-            await asyncio.gather(*(run_judge(j, items, llm, emit, seed=run.sweep.seed, done=done)
+            await asyncio.gather(*(run_judge(j, items, llm, emit, seed=run.sweep.seed, done=done, halt=writer.halt)
                                    for j, items, _n in work))
         finally:
             writer.stop()
@@ -119,6 +145,7 @@ async def judge_stage(run, llm: LLM, judges: list[Judge], *, shard: str | None =
     finally:
         writer.flush()
         bar.close()
+    writer.halt.check()  # one message: the error, what was saved where, what to do
     result.calls, result.wall_s = llm.calls - calls0, time.monotonic() - t0
     return result
 
@@ -128,11 +155,13 @@ class JudgeStream:
 
     Single-item modes grade a candidate as soon as it arrives; batch mode grades every k
     arrivals; pairwise against a baseline waits for both answers of a scenario. ``drain``
-    grades what is left (partial batches) and waits for everything in flight.
+    grades what is left (partial batches) and waits for everything in flight. Once ``halt``
+    (the stage's ``store.Halt``) is set by a failed write, nothing new is started.
     """
 
-    def __init__(self, run, llm: LLM, judges: list[Judge], emit, done: set[str]):
+    def __init__(self, run, llm: LLM, judges: list[Judge], emit, done: set[str], halt=None):
         self.run, self.llm, self.judges, self.emit, self.done = run, llm, judges, emit, done
+        self.halt = halt
         self.by_scenario = {s.id: s for s in run.scenarios}
         self.tasks: set[asyncio.Task] = set()
         self.batches: dict[str, list[Item]] = {j.entry.id: [] for j in judges}
@@ -140,6 +169,8 @@ class JudgeStream:
 
     def feed(self, cand: Candidate) -> None:
         """Take one new successful candidate and start whatever grading it completes."""
+        if self.halt:  # a write failed: no new call (the candidate is kept; a resume grades it)
+            return
         for judge in self.judges:
             for item in self._ready_items(judge, cand):
                 if set(judge.judgment_ids(item)) <= self.done:
@@ -148,7 +179,7 @@ class JudgeStream:
                     self._add_to_batch(judge, item)
                 else:
                     self._spawn(run_judge(judge, [item], self.llm, self.emit, seed=self.run.sweep.seed,
-                                          done=self.done))
+                                          done=self.done, halt=self.halt))
 
     def _ready_items(self, judge: Judge, cand: Candidate) -> list[Item]:
         if judge.mode != "pairwise":
@@ -168,7 +199,7 @@ class JudgeStream:
         batch.append(item)
         if len(batch) >= max(1, judge.entry.batch_size):
             self.batches[judge.entry.id] = []
-            self._spawn(run_judge(judge, batch, self.llm, self.emit, seed=self.run.sweep.seed))
+            self._spawn(run_judge(judge, batch, self.llm, self.emit, seed=self.run.sweep.seed, halt=self.halt))
 
     def _spawn(self, coro) -> None:
         task = asyncio.ensure_future(coro)
@@ -179,16 +210,37 @@ class JudgeStream:
         """Grade partial batches and wait for every grading started so far."""
         for judge in self.judges:
             rest, self.batches[judge.entry.id] = self.batches[judge.entry.id], []
-            if rest:
-                self._spawn(run_judge(judge, rest, self.llm, self.emit, seed=self.run.sweep.seed))
+            if rest and not self.halt:
+                self._spawn(run_judge(judge, rest, self.llm, self.emit, seed=self.run.sweep.seed, halt=self.halt))
         while self.tasks:
             await asyncio.gather(*list(self.tasks))
 
+    async def settle(self, cancel: bool) -> None:
+        """Wait for (or, if ``cancel``, cancel) every grading still running, so none outlives the HTTP session.
 
-def pending_judgments(run) -> int:
+        Called when the stage stops early: after a failed write, gradings in flight finish
+        (they are paid; their judgments are kept); after another error they are cancelled.
+        """
+        while self.tasks:
+            tasks = list(self.tasks)
+            if cancel:
+                for task in tasks:
+                    task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def failed_after(store: RunStore, since: str | None) -> set[str]:
+    """Return the ids of judgments that failed at or after ``since`` and never succeeded (none if None)."""
+    if since is None:
+        return set()
+    return {i for i, r in store.failed(Judgment).items() if r.created_at >= since}
+
+
+def pending_judgments(run, failed_since: str | None = None) -> int:
     """Return how many items some judge of the run has not graded successfully yet (0: nothing to do)."""
     judges = load_judges(run)
-    candidates = [c for c in RunStore(run.dir).latest(Candidate).values() if c.ok]
-    done = RunStore(run.dir).done_ids(Judgment)
-    return sum(not set(j.judgment_ids(it)) <= done
-               for j in judges for it in items_for(j, run.scenarios, candidates))
+    store = RunStore(run.dir)
+    candidates = [c for c in store.latest(Candidate).values() if c.ok]
+    done, tries, settled = store.done_ids(Judgment), store.attempts(Judgment), failed_after(store, failed_since)
+    return sum(len(next_attempts(j, items_for(j, run.scenarios, candidates), done, tries,
+                                 run.sweep.limits.max_attempts, settled)[0]) for j in judges)

@@ -16,20 +16,21 @@ params once, then each request is one aiohttp POST. Other providers go through
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import json
 import random
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import local
 from .cache import ResponseCache, request_key
 from .errors import LocalModelError, ProviderError
+from .ratelimit import Limiter, estimate_tokens, limiter_for, limits_of
 from .records import Usage, canonical_json
 from .routing import ModelSpec, Route, body_params, price_per_token, resolve
-from .secrets import load_env
+from .secrets import load_env, redact
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529}
 
@@ -41,6 +42,7 @@ class Completion:
     text: str
     usage: Usage
     raw: dict[str, Any] | None = None  # the parsed provider body (direct transport), for audits
+    key: str | None = None  # the request's cache key (``LLM.keep`` stores a checked reply under it)
 
 
 @dataclass
@@ -56,41 +58,21 @@ class Limits:
     rate_window_s: float = 60.0  # the window of a model's `rpm` cap
 
 
-class _RateWindow:
-    """At most ``rpm`` request starts in any sliding window of ``window_s`` seconds (60 in use)."""
-
-    def __init__(self, rpm: int, window_s: float = 60.0):
-        self.rpm = rpm
-        self.window_s = window_s
-        self.starts: deque[float] = deque()
-        self.lock = asyncio.Lock()
-
-    async def wait(self) -> None:
-        async with self.lock:
-            while True:
-                now = time.monotonic()
-                while self.starts and now - self.starts[0] >= self.window_s:
-                    self.starts.popleft()
-                if len(self.starts) < self.rpm:
-                    self.starts.append(now)
-                    return
-                await asyncio.sleep(self.window_s - (now - self.starts[0]) + 0.001)
-
-
 @dataclass
 class _LoopState:
     """Per-event-loop objects (asyncio primitives and sessions cannot cross loops)."""
 
     sem: asyncio.Semaphore
     sessions: dict[int, Any] = field(default_factory=dict)  # aiohttp.ClientSession per route
-    windows: dict[str, _RateWindow] = field(default_factory=dict)
-    model_sems: dict[str, asyncio.Semaphore] = field(default_factory=dict)  # per-model caps
+    limiter: Limiter | None = None  # per-model caps (bench.ratelimit), made on the first capped request
     in_flight: int = 0
     peak: int = 0
 
 
 class LLM:
     """A client with one concurrency cap, one retry policy and one response cache."""
+
+    journal: Any = None  # a bench.journal.Journal (set by bench.run.make_llm): requests on the wire, per process
 
     def __init__(self, limits: Limits | None = None, cache: ResponseCache | str | None = None):
         load_env()
@@ -101,43 +83,78 @@ class LLM:
         self._reached: set[str] = set()  # api_bases that answered at least once in this process
         self.calls = 0  # requests actually sent (attempts), for tests and progress
         self._timeouts: dict[float, Any] = {}  # aiohttp.ClientTimeout per value
+        self._flying: dict[tuple[int, str], asyncio.Future] = {}  # (loop, request key) → the request on the wire
 
     # -- public -------------------------------------------------------------------------
     async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], *,
                        params: dict[str, Any] | None = None, response_format: dict | None = None,
-                       timeout_s: float | None = None, sample: int = 0,
-                       allow_empty: bool = False) -> Completion:
+                       timeout_s: float | None = None, sample: int = 0, attempt: int = 1,
+                       allow_empty: bool = False, cache_reply: bool = True) -> Completion:
         """Return the model's answer to ``messages``, from the cache when possible.
 
         ``params`` override the spec's generation params; ``sample`` separates repeats of
-        the same request (it keys the cache, never the wire). Raises ProviderError once
-        retries are spent or for a failure that cannot succeed.
+        the same request and ``attempt`` > 1 a resume's fresh try of an item that failed
+        (both key the cache, never the wire). ``cache_reply=False`` leaves the reply out of
+        the cache until the caller has checked it and calls ``keep``: a judge reply that
+        cannot be parsed is never answered from the cache again. An identical request
+        already in flight is not sent twice: this call waits for it and shares its reply.
+        Raises ProviderError once retries are spent or for a failure that cannot succeed.
         """
         route = self._routes.get(spec)
         if route is None or route.api_base is None:
             route = await self._route(spec)
         merged = {**spec.params, **params} if params else spec.params
         settings = _settings(route, merged, params, response_format)  # also the param memo key
-        key = request_key(route.identity, spec.model, settings, sample, canonical_json(messages))
+        key = request_key(route.identity, spec.model, settings, _sample_key(sample, attempt), canonical_json(messages))
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
-            return Completion(hit["text"], Usage.model_construct(**{**hit["usage"], "cached": True}))
+            return Completion(hit["text"], _reused(hit["usage"]), None, key)
+        flying = self._flying.get((id(asyncio.get_running_loop()), key))
+        if flying is not None:  # the same request is on the wire: share its reply (or its failure)
+            return await _join(flying, key)
         wire_messages = local.llama_messages(messages) if route.is_local else messages
         body = {"model": route.served_model, "messages": wire_messages,
                 **body_params(route, merged, response_format, settings)}
-        text, usage, raw = await self._with_retries(route, body, timeout_s or self.limits.timeout_s, allow_empty)
-        text = storable(text)
-        comp = Completion(text, Usage.model_construct(**usage), raw)
-        if self.cache is not None:
-            self.cache.put_later(key, {"text": text, "usage": usage})
+        with self._in_flight(key) as done:
+            if self.journal is not None:  # bench.journal: the key is journaled once the request is sent
+                self.journal.arm(key)
+            text, usage, raw = await self._with_retries(route, body, timeout_s or self.limits.timeout_s, allow_empty)
+            text = storable(text)
+            usage.update(calls=usage["attempts"], cache_hits=0)
+            done.set_result((text, usage))
+        comp = Completion(text, Usage.model_construct(**usage), raw, key)
+        if cache_reply:
+            self.keep(comp)
         return comp
 
+    def keep(self, comp: Completion) -> None:
+        """Store a checked reply in the response cache (``complete(..., cache_reply=False)`` left it out)."""
+        if self.cache is not None and comp.key is not None and not comp.usage.cached:
+            self.cache.put_later(comp.key, {"text": comp.text, "usage": comp.usage.model_dump(
+                include={"prompt_tokens", "completion_tokens", "cost_usd", "latency_s", "attempts", "finish_reason"})})
+
+    @contextlib.contextmanager
+    def _in_flight(self, key: str):
+        """Register a request as in flight for the calls that ask the same meanwhile; yield its future."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        fut.add_done_callback(lambda f: f.cancelled() or f.exception())  # a failure nobody shared is not "unretrieved"
+        self._flying[(id(loop), key)] = fut
+        try:
+            yield fut
+        except BaseException as exc:
+            if not fut.done():
+                fut.set_exception(exc) if isinstance(exc, Exception) else fut.cancel()
+            raise
+        finally:
+            self._flying.pop((id(loop), key), None)
+
     def request_key(self, spec: ModelSpec, messages: list[dict[str, Any]], *, params: dict | None = None,
-                    response_format: dict | None = None, sample: int = 0) -> str:
+                    response_format: dict | None = None, sample: int = 0, attempt: int = 1) -> str:
         """Return the cache key ``complete`` would use for this request (no server is started, nothing sent)."""
         route = self._resolved(spec)
         merged = {**spec.params, **params} if params else spec.params
         settings = _settings(route, merged, params, response_format)
-        return request_key(route.identity, spec.model, settings, sample, canonical_json(messages))
+        return request_key(route.identity, spec.model, settings, _sample_key(sample, attempt), canonical_json(messages))
 
     def peak_in_flight(self) -> int:
         """Return the most requests this client had in flight at once on the current loop."""
@@ -148,7 +165,7 @@ class LLM:
         if self.cache is not None:
             self.cache.flush()
         st = self._loops.pop(id(asyncio.get_running_loop()), (None, None))[1]
-        for session in (st.sessions.values() if st is not None else ()):
+        for session in (list(st.sessions.values()) if st is not None else ()):  # a copy: a late task may add one
             await session.close()
 
     # -- routing and per-loop state -----------------------------------------------------
@@ -206,18 +223,23 @@ class LLM:
 
     async def _attempt(self, route: Route, body: dict, timeout_s: float) -> tuple[str, dict[str, Any], dict | None]:
         st = self._state()
-        if route.spec.rpm:
-            window = st.windows.setdefault(route.spec.model, _RateWindow(route.spec.rpm, self.limits.rate_window_s))
-            await window.wait()
-        model_sem = None
-        if route.spec.max_concurrency:
-            model_sem = st.model_sems.setdefault(route.spec.model, asyncio.Semaphore(route.spec.max_concurrency))
-            await model_sem.acquire()  # the model's own cap first, so waiting never holds a global slot
-        try:
+        spec = route.spec
+        if not (spec.max_concurrency or spec.rpm or spec.tpm):
             return await self._send_capped(st, route, body, timeout_s)
+        key, caps = limits_of(spec)  # type: ignore[misc]
+        limiter = st.limiter
+        if limiter is None:  # in-process counters, or the sweep's lease server (BENCH_LIMITS_ADDRESS)
+            limiter = st.limiter = limiter_for(self.limits.rate_window_s)
+        # the model's own caps first, so waiting never holds a global slot
+        lease = await limiter.acquire(key, caps, estimate_tokens(body) if caps.tpm else 0)
+        tokens = None
+        try:
+            text, usage, raw = await self._send_capped(st, route, body, timeout_s)
+            if usage.get("prompt_tokens") is not None and usage.get("completion_tokens") is not None:
+                tokens = usage["prompt_tokens"] + usage["completion_tokens"]  # the estimate, corrected
+            return text, usage, raw
         finally:
-            if model_sem is not None:
-                model_sem.release()
+            limiter.release(lease, tokens)
 
     async def _send_capped(self, st: _LoopState, route: Route, body: dict,
                            timeout_s: float) -> tuple[str, dict[str, Any], dict | None]:
@@ -225,6 +247,8 @@ class LLM:
             st.in_flight += 1
             st.peak = max(st.peak, st.in_flight)
             self.calls += 1
+            if self.journal is not None:  # on the wire now: a kill from here on may repay it
+                self.journal.sent()
             t0 = time.perf_counter()
             try:
                 if route.transport == "direct":
@@ -274,6 +298,27 @@ class LLM:
         return _parse_openai(route, status, payload, retry_after)
 
 
+def _sample_key(sample: int, attempt: int) -> str | int:
+    """Return the repeat part of a request's identity (the first attempt keeps the spelling of old caches)."""
+    return sample if attempt <= 1 else f"{sample}#attempt{attempt}"
+
+
+def _reused(stored: dict[str, Any]) -> Usage:
+    """Return the usage of a reply answered without a request (the original call's tokens and cost)."""
+    return Usage.model_construct(**{**stored, "cached": True, "calls": 0, "cache_hits": 1})
+
+
+async def _join(flying: asyncio.Future, key: str) -> Completion:
+    """Wait for an identical request already in flight and share its reply; no request of our own."""
+    try:
+        text, usage = await asyncio.shield(flying)
+    except ProviderError as err:
+        shared = ProviderError(str(err), kind=err.kind, status=err.status, retryable=err.retryable, attempts=0)
+        shared.shared = True
+        raise shared from None
+    return Completion(text, _reused(usage), None, key)
+
+
 def storable(text: str) -> str:
     """Return ``text`` as valid Unicode: a lone surrogate (a provider's invalid UTF-8, escaped in its
     JSON) becomes visible ``\\udcxx`` text instead of making every later write of the record fail."""
@@ -302,7 +347,8 @@ def _parse_openai(route: Route, status: int, payload: bytes, retry_after: str | 
         choice = data["choices"][0]
         text = choice["message"].get("content") or ""
     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-        raise ProviderError(f"{route.spec.model}: malformed reply body ({payload[:120]!r})",
+        snippet = redact(payload[:4096].decode("utf-8", "replace"))[:120]  # redacted before the cut: no half key
+        raise ProviderError(f"{route.spec.model}: malformed reply body ({snippet!r})",
                             kind="malformed", retryable=True) from None
     u = data.get("usage") or {}
     usage = {"prompt_tokens": u.get("prompt_tokens"), "completion_tokens": u.get("completion_tokens"),
@@ -313,9 +359,9 @@ def _parse_openai(route: Route, status: int, payload: bytes, retry_after: str | 
 def _http_error(route: Route, status: int, payload: bytes, retry_after: str | None) -> ProviderError:
     """Classify a non-200 reply: retryable (429, 5xx, …) or final (400, 401, 403, 404, …)."""
     try:
-        detail = json.loads(payload)["error"]["message"]
+        detail = redact(str(json.loads(payload)["error"]["message"]))  # a gateway may echo the Authorization header
     except (ValueError, KeyError, TypeError):
-        detail = payload[:200].decode("utf-8", "replace")
+        detail = redact(payload[:4096].decode("utf-8", "replace"))[:200]  # redacted before the cut: no half key
     kinds = {400: "bad_request", 401: "auth", 403: "auth", 404: "not_found", 429: "rate_limit"}
     kind = kinds.get(status, "server" if status >= 500 else "http")
     hint = {"auth": "; check the key variable", "not_found": "; check the model name and api_base"}.get(kind, "")
@@ -368,7 +414,8 @@ def _litellm_error(route: Route, exc: Exception) -> ProviderError:
     status = getattr(exc, "status_code", None)
     name = type(exc).__name__
     headers = getattr(getattr(exc, "response", None), "headers", None) or {}
-    msg = f"{route.spec.model}: {name}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
+    text = redact(str(exc))  # LiteLLM copies the provider's error body, which may echo the key
+    msg = f"{route.spec.model}: {name}: {text.splitlines()[0][:300] if text else ''}"
     if "Timeout" in name:
         return ProviderError(msg, kind="timeout", status=status, retryable=True)
     if "APIConnectionError" in name and status in (None, 500):

@@ -10,20 +10,21 @@ from __future__ import annotations
 import re
 import string
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator,
                       model_validator)
 
 from .errors import ParamsError
-from .records import content_hash
+from .records import canonical_json, content_hash
 from .routing import ModelSpec
 
 _SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _KEY_PREFIX = re.compile(r"^(sk|AIza|gsk_|hf_|xai-|pk_|rk_)")  # how provider keys start
 _SECRET_PARAMS = frozenset({"api_key", "api_base", "api_key_env", "key", "token", "authorization"})
+_URL_USERINFO = re.compile(r"://[^/@]*@")
 _TEMPLATE_HELP = "placeholders are {name}; write a literal brace as {{ or }}"
 
 
@@ -47,6 +48,7 @@ class Endpoint(_Strict):
     api_key_env: str | None = None  # the NAME of the variable holding the key, never the key
     transport: Literal["auto", "direct", "litellm"] = "auto"
     rpm: int | None = Field(default=None, gt=0)  # requests per minute cap for this model
+    tpm: int | None = Field(default=None, gt=0)  # tokens per minute cap (prompt + completion; see bench.ratelimit)
     max_concurrency: int | None = Field(default=None, gt=0)  # this model's own cap on requests in flight
     price: Price | None = None
 
@@ -71,18 +73,46 @@ class Endpoint(_Strict):
                                  f"(and the server in api_base)")
         return v
 
+    @model_validator(mode="after")
+    def _tpm_fits(self) -> "Endpoint":
+        """Refuse a tpm that one request's output limit alone exceeds: that cap could never be met."""
+        limit = next((self.params[k] for k in ("max_tokens", "max_completion_tokens")
+                      if isinstance(self.params.get(k), int)), None)
+        if self.tpm is not None and limit is not None and limit > self.tpm:
+            raise ValueError(f"tpm: {self.tpm} tokens per minute is less than one request's params.max_tokens "
+                             f"({limit}), so no request would ever fit; raise tpm or lower max_tokens")
+        return self
+
+    @property
+    def endpoint(self) -> str | None:
+        """Return where this model is served, as part of every record id: None for the provider's own
+        endpoint, else the api_base (never its credentials) and a transport other than auto.
+
+        The same weights behind two servers (vLLM and llama.cpp, two Ollama hosts, two
+        quantizations) are two cells, never one: their replies can differ.
+        """
+        if self.api_base is None and self.transport == "auto":
+            return None
+        base = _URL_USERINFO.sub("://", self.api_base.rstrip("/")) if self.api_base else ""
+        return base + (f" via {self.transport}" if self.transport != "auto" else "")
+
     def spec(self) -> ModelSpec:
         """Return the LLM seam's ModelSpec for this endpoint."""
         price = (self.price.input_per_mtok, self.price.output_per_mtok) if self.price else None
         return ModelSpec(self.model, api_base=self.api_base, api_key_env=self.api_key_env,
-                         params=dict(self.params), transport=self.transport, rpm=self.rpm, price=price,
-                         max_concurrency=self.max_concurrency)
+                         params=dict(self.params), transport=self.transport, rpm=self.rpm, tpm=self.tpm,
+                         price=price, max_concurrency=self.max_concurrency)
 
 
 class ModelEntry(Endpoint):
     """One point of the model axis; ``id`` is its label in reports."""
 
+    kind: ClassVar[str] = "model"
     id: str
+
+    def identity_key(self) -> str:
+        """Return what makes two model entries give different replies (their candidates' ids)."""
+        return canonical_json([self.model, self.endpoint, self.params])
 
     @field_validator("id")
     @classmethod
@@ -215,13 +245,21 @@ class JudgeEntry(Endpoint):
     item_concurrency: int = Field(default=3, gt=0)  # checklist: requirement calls in flight per item
     baseline: str | None = None  # pairwise over the grid: every cell's answer vs this cell's (model_id/prompt@v)
 
+    kind: ClassVar[str] = "judge"
+
+    def identity_key(self) -> str:
+        """Return what makes two judges grade differently (their judgments' ids)."""
+        return canonical_json([self.model, self.endpoint, self.params, self.rubric, self.mode, self.batch_size,
+                               self.baseline])
+
 
 class Limits(_Strict):
     """The sweep's budget: the cap on requests in flight for the whole sweep, timeouts and retries."""
 
     max_concurrency: int = Field(default=16, gt=0)
     timeout_s: float = Field(default=60.0, gt=0)
-    retries: int = Field(default=4, ge=0)
+    retries: int = Field(default=4, ge=0)  # extra requests for one call that hit a 429, 5xx, timeout, …
+    max_attempts: int = Field(default=3, gt=0)  # tries of one item across runs: each resume asks a failure afresh
 
 
 class Sweep(_Strict):
@@ -266,8 +304,16 @@ class Sweep(_Strict):
     @field_validator("models", "judges")
     @classmethod
     def _unique_ids(cls, v: list[Any]) -> list[Any]:
-        """Refuse two entries with the same id (they would share a label in reports)."""
+        """Refuse two entries with the same id (they would share a label in reports), and two entries
+        identical in everything that determines a reply (they would share every record id)."""
         _refuse_duplicates("id", [entry.id for entry in v])
+        seen: dict[str, str] = {}
+        for entry in v:
+            first = seen.setdefault(entry.identity_key(), entry.id)
+            if first != entry.id:
+                raise ValueError(f"entries {first} and {entry.id} are the same {entry.kind} (same model, "
+                                 f"endpoint and params{', rubric and mode' if entry.kind == 'judge' else ''}), "
+                                 f"so they would share every record; remove one, or make them differ")
         return v
 
     @field_validator("prompts")

@@ -7,10 +7,12 @@ listing everything that is wrong. Nothing is sent to a model, so nothing is spen
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import os
 import socket
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -76,7 +78,7 @@ def _check_local(spec: ModelSpec) -> list[str]:
 def _probe(api_base: str, timeout_s: float) -> str | None:
     """Return a problem if ``api_base`` does not answer HTTP at all (any HTTP status is an answer)."""
     try:
-        urllib.request.urlopen(f"{api_base}/models", timeout=timeout_s).close()
+        urllib.request.urlopen(_get(f"{api_base}/models"), timeout=timeout_s).close()
     except urllib.error.HTTPError:
         return None  # 401/404/… : something is listening and speaking HTTP
     except urllib.error.URLError as exc:
@@ -93,3 +95,15 @@ def _probe(api_base: str, timeout_s: float) -> str | None:
     except (OSError, ValueError) as exc:
         return f"api_base {api_base} is unreachable or malformed: {exc}"
     return None
+
+
+def _get(url: str) -> urllib.request.Request:
+    """Return a GET of ``url``, its credentials (``user:password@``) moved into a Basic header as HTTP
+    clients send them: urllib would take ``user:password@host`` for a host name."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return urllib.request.Request(url)
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    user, _, password = userinfo.partition(":")
+    token = base64.b64encode(f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}".encode()).decode()
+    return urllib.request.Request(parts._replace(netloc=host).geturl(), headers={"Authorization": f"Basic {token}"})

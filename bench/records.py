@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: candidate and judgment ids include the endpoint; records carry attempt and calls
 
 JudgeMode = Literal["rubric", "batch", "checklist", "pairwise", "automated", "hybrid"]
 
@@ -36,7 +36,13 @@ def utc_now() -> str:
 
 
 class Usage(BaseModel):
-    """What one answer cost: tokens, dollars (None = price unknown), time and attempts."""
+    """What producing one record took: provider requests, cache hits, tokens, dollars and time.
+
+    ``calls`` counts provider requests actually sent (retries, repair turns, every checklist
+    requirement, a failed parse included); ``cache_hits`` counts replies answered without a
+    request. Tokens, cost and latency are summed over every reply received (a cache hit brings
+    the original call's tokens and cost). ``cost_usd`` is None when some reply had no known price.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -44,9 +50,50 @@ class Usage(BaseModel):
     completion_tokens: int | None = None
     cost_usd: float | None = None
     latency_s: float | None = None
-    attempts: int = 1
-    cached: bool = False
+    attempts: int = 1  # requests sent for the last call (1 + its retries)
+    cached: bool = False  # every reply behind this record came from the cache
     finish_reason: str | None = None
+    calls: int = 1
+    cache_hits: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_counts(cls, data: Any) -> Any:
+        """Fill ``calls``/``cache_hits`` of records written before they existed (schema 1)."""
+        if isinstance(data, dict) and "calls" not in data:
+            cached = bool(data.get("cached"))
+            data = {**data, "calls": 0 if cached else int(data.get("attempts") or 1), "cache_hits": int(cached)}
+        return data
+
+
+def failed_usage(error: Exception) -> Usage:
+    """Return the usage of a call that ended in ``error`` (a ProviderError): the requests it sent, no
+    tokens, no cost (providers do not bill an HTTP error; a timed-out request's cost is unknowable)."""
+    n, shared = getattr(error, "attempts", 0), bool(getattr(error, "shared", False))
+    return Usage.model_construct(prompt_tokens=0, completion_tokens=0, cost_usd=0.0, calls=n, attempts=n,
+                                 cache_hits=int(shared), cached=shared)
+
+
+def add_usage(parts: list[Usage]) -> Usage | None:
+    """Return the usage of a record made of several calls: replies, repair turns, failed requests.
+
+    Calls, cache hits, tokens and latency add up; cost adds up unless some part had no known
+    price (then it is None, never a partial sum). None when there were no parts.
+    """
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    total = lambda name: None if all(getattr(u, name) is None for u in parts) else sum(  # noqa: E731
+        getattr(u, name) or 0 for u in parts)
+    costs = [u.cost_usd for u in parts]
+    return Usage.model_construct(
+        prompt_tokens=total("prompt_tokens"), completion_tokens=total("completion_tokens"),
+        cost_usd=None if any(c is None for c in costs) else round(sum(costs), 12),
+        latency_s=None if (lat := total("latency_s")) is None else round(lat, 4),
+        attempts=parts[-1].attempts, cached=all(u.cached for u in parts),
+        finish_reason=next((u.finish_reason for u in reversed(parts) if u.finish_reason), None),
+        calls=sum(u.calls for u in parts), cache_hits=sum(u.cache_hits for u in parts))
 
 
 class Record(BaseModel):
@@ -109,6 +156,7 @@ class _Outcome(Record):
     error: str | None = None  # set on failure: nothing is scored, resume redoes it
     error_kind: str | None = None  # ProviderError.kind, "parse", "internal", …
     usage: Usage | None = None
+    attempt: int = 1  # the how-many-th try of this id across runs (resume asks a failure again, afresh)
     created_at: str = Field(default_factory=utc_now)
 
 
@@ -120,6 +168,7 @@ class Candidate(_Outcome):
 
     model_id: str  # the label used in reports
     model: str  # the LiteLLM model string (or local/…)
+    endpoint: str | None = None  # where it was served (api_base, transport) when not the provider's default
     params: dict[str, Any] = Field(default_factory=dict)  # resolved generation params
     prompt_id: str
     prompt_version: str
@@ -135,6 +184,8 @@ class Candidate(_Outcome):
         ident = {k: data.get(k) for k in keys}
         ident["params"] = ident["params"] or {}
         ident["sample"] = ident["sample"] or 0
+        if data.get("endpoint"):  # absent for a provider's own endpoint: those ids are unchanged since schema 1
+            ident["endpoint"] = data["endpoint"]
         return ident
 
 
@@ -146,6 +197,7 @@ class Judgment(_Outcome):
 
     judge_id: str  # the label used in reports
     judge_model: str
+    judge_endpoint: str | None = None  # as Candidate.endpoint, for the judge model
     judge_params: dict[str, Any] = Field(default_factory=dict)
     rubric_id: str
     rubric_version: str
@@ -169,6 +221,8 @@ class Judgment(_Outcome):
                 "rubric_hash", "mode", "order")
         ident = {k: data.get(k) for k in keys}
         ident["judge_params"] = ident["judge_params"] or {}
+        if data.get("judge_endpoint"):
+            ident["judge_endpoint"] = data["judge_endpoint"]
         return ident
 
 

@@ -20,6 +20,7 @@ from .errors import BenchError
 from .paths import project_root
 from .records import Candidate, Judgment, Review, Scenario, utc_now
 from .rubrics import Rubric, run_rubric
+from .secrets import redact
 from .store import RunStore, atomic_write
 
 FILTERS = {
@@ -197,7 +198,8 @@ class ReviewSession:
                "how": "Fill in review.scores (every criterion, within its scale) or review.verdict for pairwise, "
                       "and reviewer; leave review null to skip an entry. Then: bench review apply RUN FILE.",
                "entries": entries}
-        atomic_write(Path(path), json.dumps(doc, ensure_ascii=False, indent=1).encode("utf-8"))
+        # built from records (redacted as written); redacted again, since the file travels to reviewers
+        atomic_write(Path(path), redact(json.dumps(doc, ensure_ascii=False, indent=1)).encode("utf-8"))
         return len(entries)
 
     def apply(self, path: str | Path) -> list[Review]:

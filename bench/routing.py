@@ -17,6 +17,7 @@ from typing import Any, Literal
 from . import local
 from ._litellm import litellm
 from .errors import PreflightError
+from .secrets import add_secret, note_endpoint
 
 Transport = Literal["auto", "direct", "litellm"]
 
@@ -40,7 +41,8 @@ class ModelSpec:
 
     ``params`` are default generation params (temperature, max_tokens, seed, …);
     ``price`` is (USD per million input tokens, USD per million output tokens) for
-    endpoints LiteLLM cannot price (self-hosted servers); ``rpm`` caps requests per minute.
+    endpoints LiteLLM cannot price (self-hosted servers); ``rpm`` caps requests per minute and
+    ``tpm`` tokens per minute (see bench.ratelimit: caps hold across a sweep's executions).
     """
 
     model: str
@@ -49,13 +51,15 @@ class ModelSpec:
     params: dict[str, Any] = field(default_factory=dict)
     transport: Transport = "auto"
     rpm: int | None = None
+    tpm: int | None = None  # tokens (prompt + completion) per minute, estimated before a call, corrected after
     price: tuple[float, float] | None = None
     max_concurrency: int | None = None  # this model's own cap on requests in flight (server slots, provider limits)
 
     def __post_init__(self) -> None:  # hashed once: specs key the route table on every request
         object.__setattr__(self, "_hash", hash((self.model, self.api_base, self.api_key_env,
                                                 json.dumps(self.params, sort_keys=True, default=str),
-                                                self.transport, self.rpm, self.price, self.max_concurrency)))
+                                                self.transport, self.rpm, self.tpm, self.price,
+                                                self.max_concurrency)))
 
     def __hash__(self) -> int:
         return self._hash  # type: ignore[attr-defined]
@@ -80,12 +84,15 @@ class Route:
     def api_key(self) -> str | None:
         """Return the key from the environment at call time (never stored anywhere)."""
         if self.key_env:
-            return os.environ.get(self.key_env)
+            key = os.environ.get(self.key_env)
+            add_secret(key)  # a key bench sends is redacted from everything it writes, at once
+            return key
         return None
 
 
 def resolve(spec: ModelSpec) -> Route:
     """Return the Route for ``spec``; raise PreflightError for a model string nobody knows."""
+    note_endpoint(spec.api_base, spec.api_key_env)  # its key variable and api_base credentials: never written
     if local.is_local(spec.model):
         # The weights' identity (name, size, package version), never the port: the cache survives restarts.
         return Route(spec, "direct", "local", spec.model.removeprefix(local.LOCAL_PREFIX), None,

@@ -8,7 +8,9 @@ cells, run folder), so a mistake stops the run before anything is spent.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,10 +19,14 @@ import yaml
 
 from . import paths
 from .errors import ParamsError
+from .journal import Journal, settle
 from .llm import LLM, Limits
 from .params import Cell, Sweep, load_sweep
 from .preflight import preflight
+from .migrate import migrate_run
 from .records import Scenario
+from .rescue import import_rescued
+from .runlock import run_lock
 from .scenarios import build, write_scenarios
 from .store import RunStore
 
@@ -96,8 +102,32 @@ def make_llm(run: Run, max_concurrency: int | None = None) -> LLM:
     """Return the seam client for this run: the params' limits (or an override of the cap) and the shared cache."""
     lim = run.sweep.limits
     cap = int(max_concurrency) if max_concurrency else lim.max_concurrency
-    return LLM(Limits(max_concurrency=cap, timeout_s=lim.timeout_s, retries=lim.retries),
-               cache=str(paths.cache_path(run.root)))
+    llm = LLM(Limits(max_concurrency=cap, timeout_s=lim.timeout_s, retries=lim.retries),
+              cache=str(paths.cache_path(run.root)))
+    llm.journal = Journal(run.dir)  # the requests on the wire (a file only once one is sent): see bench.journal
+    return llm
+
+
+@contextlib.asynccontextmanager
+async def _stage_llm(run: Run, max_concurrency: int | None) -> AsyncIterator[LLM]:
+    """The seam client of one stage: counts what an earlier stop makes this run ask again, closes cleanly.
+
+    First the leftover request journals of stopped runs are settled (their uncached
+    requests are added to ``repeats.json``); at the end the cache is flushed, the sessions
+    closed and this process's journal removed, unless the stage was interrupted (then
+    requests may have been in flight: the journal stays for the next run to count).
+    """
+    llm = make_llm(run, max_concurrency)
+    settle(run.dir, llm.cache)
+    interrupted = False
+    try:
+        yield llm
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        interrupted = True
+        raise
+    finally:
+        await llm.aclose()
+        llm.journal.close(keep=interrupted)
 
 
 def prepare(run: Run) -> None:
@@ -106,12 +136,22 @@ def prepare(run: Run) -> None:
     specs = [c.model.spec() for c in run.cells] + [j.spec() for j in run.sweep.judges]
     preflight(specs)
     RunStore(run.dir).ensure_writable()
+    import_rescued(run.dir)  # records a full disk made an earlier run save outside the run folder
+    rekey(run)
     write_scenarios(run.dir, run.scenarios)
     from .judging import load_judges  # noqa: PLC0415
     from .rubrics import snapshot_rubric  # noqa: PLC0415
 
     for judge in load_judges(run):
         snapshot_rubric(judge.rubric, run.dir)
+
+
+def rekey(run: Run) -> None:
+    """Re-key records written before ids included the endpoint (see bench.migrate); says so when it did."""
+    n = migrate_run(run.dir, {m.id: m for m in run.sweep.models}, {j.id: j for j in run.sweep.judges})
+    if n:
+        print(f"{run.dir}: re-keyed {n} records written before ids included the endpoint "
+              f"(originals in {run.dir / '.schema1-backup'})", flush=True)
 
 
 async def run_collect(run: Run, *, max_concurrency: int | None = None, shard: str | None = None,
@@ -124,36 +164,37 @@ async def run_collect(run: Run, *, max_concurrency: int | None = None, shard: st
     """
     from .collect import collect  # noqa: PLC0415
 
-    prepare(run)
-    llm = make_llm(run, max_concurrency)
-    try:
-        if not (judge and run.sweep.judges):
-            return await collect(run.sweep, run.dir, run.scenarios, run.cells, llm, shard=shard or None,
-                                 progress=progress)
-        return await _collect_and_judge(run, llm, shard or None, progress)
-    finally:
-        await llm.aclose()
+    with run_lock(run.dir):
+        prepare(run)
+        async with _stage_llm(run, max_concurrency) as llm:
+            if not (judge and run.sweep.judges):
+                return await collect(run.sweep, run.dir, run.scenarios, run.cells, llm, shard=shard or None,
+                                     progress=progress)
+            return await _collect_and_judge(run, llm, shard or None, progress)
 
 
 async def _collect_and_judge(run: Run, llm: LLM, shard: str | None, progress: str):
     from .collect import collect  # noqa: PLC0415
     from .judging import JudgeStream, load_judges  # noqa: PLC0415
     from .records import Judgment  # noqa: PLC0415
-    from .store import BatchWriter  # noqa: PLC0415
+    from .store import BatchWriter, Halt  # noqa: PLC0415
 
     judges = load_judges(run)
     store = RunStore(run.dir, shard=shard)
-    writer = BatchWriter(store)
-    stream = JudgeStream(run, llm, judges, writer.add, store.done_ids(Judgment))
+    halt = Halt()  # a failed write of either stage stops both from issuing calls
+    writer = BatchWriter(store, halt=halt)
+    stream = JudgeStream(run, llm, judges, writer.add, store.done_ids(Judgment), halt=halt)
     writer_task = asyncio.ensure_future(writer.run())
     try:
         result = await collect(run.sweep, run.dir, run.scenarios, run.cells, llm, shard=shard, progress=progress,
-                               sink=stream.feed)
+                               sink=stream.feed, halt=halt)
         await stream.drain()
     finally:
+        await stream.settle(cancel=not halt)  # no grading outlives the session: paid ones finish, and are kept
         writer.stop()
         await writer_task
         writer.flush()
+    halt.check()  # one message for both stages: the error, what was saved where, what to do
     return result
 
 
@@ -163,19 +204,21 @@ def cells_json(cells: list[Cell]) -> str:
 
 
 async def run_judge(run: Run, *, judges=None, max_concurrency: int | None = None, shard: str | None = None,
-                    progress: str = "auto"):
+                    progress: str = "auto", failed_since: str | None = None):
     """Run the judge stage on the run's stored candidates (no collecting); return its JudgeResult.
 
     ``judges``: judge ids to run (None = every judge of the params file). Re-judging with a
     new judge or a new rubric version grades everything again under new ids; unchanged
-    judgments are skipped.
+    judgments are skipped; failures are asked again, except those that failed since ``failed_since``
+    (`bench sweep` passes its start, so one sweep asks each item once).
     """
     from .judging import judge_stage, load_judges  # noqa: PLC0415
 
     chosen = load_judges(run, judges)
     preflight([j.entry.spec() for j in chosen])
-    llm = make_llm(run, max_concurrency)
-    try:
-        return await judge_stage(run, llm, chosen, shard=shard or None, progress=progress)
-    finally:
-        await llm.aclose()
+    with run_lock(run.dir):
+        import_rescued(run.dir)
+        rekey(run)
+        async with _stage_llm(run, max_concurrency) as llm:
+            return await judge_stage(run, llm, chosen, shard=shard or None, progress=progress,
+                                     failed_since=failed_since)

@@ -7,6 +7,10 @@ run at once, so the sweep as a whole never exceeds it. Each execution appends to
 own shard of the run store and saves its executed notebook under
 ``runs/<sweep>/notebooks/``; a failed execution is reported with that path and does not
 stop the others. Everything is resumable: a second sweep makes zero model calls.
+
+Each model's and judge's own caps (``max_concurrency``, ``rpm``, ``tpm``) are never
+divided or multiplied: when executions run side by side, the driver serves them from one
+lease server (bench.ratelimit) that every kernel reaches through BENCH_LIMITS_ADDRESS.
 """
 
 from __future__ import annotations
@@ -25,9 +29,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from pathlib import Path
 
-from . import local
+from . import local, ratelimit
 from .errors import BenchError
 from .params import Cell
+from .records import utc_now
 from .run import Run, open_run, prepare
 
 STAGES = {"collect": "01_collect.ipynb", "judge": "02_judge.ipynb"}
@@ -44,6 +49,7 @@ class Execution:
     returncode: int | None = None
     seconds: float = 0.0
     error: str = ""
+    failed_since: str | None = None  # the sweep's start: what failed since is asked again by the next sweep
 
     @property
     def name(self) -> str:
@@ -56,7 +62,7 @@ def plan_executions(run: Run, stage: str, jobs: int, per_cell: bool) -> list[Exe
     if per_cell:
         groups = [[c] for c in cells]
         shards = [_slug(c.key) for c in cells]
-    elif jobs <= 1 or len(cells) == 1:
+    elif jobs <= 1 or len(cells) <= 1:  # a pair dataset has no cells: one execution judges it
         groups, shards = [cells], [None]
     else:
         n = min(jobs, len(cells))
@@ -80,13 +86,19 @@ class SweepResult:
 
     run_dir: Path
     executions: list[Execution]
+    run: Run | None = None
+    started: str = ""  # ISO time the sweep started
 
 
-def run_sweep(params: str, *, jobs: int = 1, per_cell: bool = False, cells=None,
+def run_sweep(run: Run | str, *, jobs: int = 1, per_cell: bool = False, cells=None,
               only_stage: str | None = None, run_dir: str | None = None) -> SweepResult:
-    """Run the sweep's stages; return the run folder and every execution with its exit code."""
+    """Run the sweep's stages; return the run folder and every execution with its exit code.
+
+    The caller holds the run folder's lock (bench.runlock) for as long as it writes there.
+    """
     threading.Thread(target=_import_papermill, daemon=True).start()  # 2 s of imports, overlapped with prep
-    run = open_run(params, cells=cells, run_dir=run_dir)
+    started = utc_now()  # items that fail from now on are asked again by the next sweep, not by this one
+    run = run if isinstance(run, Run) else open_run(run, cells=cells, run_dir=run_dir)
     print(run.describe(), flush=True)
     prepare(run)  # preflight + scenarios.jsonl: nothing is spent on a run that cannot finish
     stages = [only_stage] if only_stage else [s for s in STAGES if (s != "judge" or run.sweep.judges)
@@ -95,27 +107,29 @@ def run_sweep(params: str, *, jobs: int = 1, per_cell: bool = False, cells=None,
         if stage not in STAGES:
             raise BenchError(f"unknown stage {stage!r}; stages are: {', '.join(STAGES)}")
     done: list[Execution] = []
-    with _shared_local_server(run):
+    with _shared_local_server(run), _shared_limits(run, jobs, per_cell):
         for stage in stages:
-            if stage == "judge" and only_stage is None and _judged_during_collect(run):
+            if stage == "judge" and only_stage is None and _judged_during_collect(run, started):
                 print("judge: nothing pending (every candidate was graded as it arrived)", flush=True)
                 continue
-            done += _run_stage(run, stage, jobs, per_cell)
-    return SweepResult(run.dir, done)
+            done += _run_stage(run, stage, jobs, per_cell, started)
+    return SweepResult(run.dir, done, run, started)
 
 
-def _judged_during_collect(run: Run) -> bool:
+def _judged_during_collect(run: Run, started: str) -> bool:
     from .judging import pending_judgments  # noqa: PLC0415
 
-    return run.sweep.collects and pending_judgments(run) == 0
+    return run.sweep.collects and pending_judgments(run, failed_since=started) == 0
 
 
 def _import_papermill() -> None:
     import papermill  # noqa: F401, PLC0415
 
 
-def _run_stage(run: Run, stage: str, jobs: int, per_cell: bool) -> list[Execution]:
+def _run_stage(run: Run, stage: str, jobs: int, per_cell: bool, started: str | None = None) -> list[Execution]:
     executions = plan_executions(run, stage, jobs, per_cell)
+    for ex in executions:
+        ex.failed_since = started
     cap = run.sweep.limits.max_concurrency
     parallel = max(1, min(jobs if per_cell else len(executions), len(executions), cap))
     share = max(1, cap // parallel)  # the sweep as a whole never exceeds the cap
@@ -149,6 +163,8 @@ def _execute(run: Run, ex: Execution, cap: int) -> None:
               "max_concurrency": cap, "shard": ex.shard, "progress": "text"}
     if ex.stage == "collect":
         params["judge"] = bool(run.sweep.judges)  # pipelined: judging consumes candidates as they arrive
+    else:
+        params["failed_since"] = ex.failed_since
     t0 = time.monotonic()
     try:
         pm.execute_notebook(str(run.root / "notebooks" / STAGES[ex.stage]), str(ex.notebook), parameters=params,
@@ -244,6 +260,36 @@ class _shared_local_server:
         if self.owned:
             os.environ.pop("BENCH_LOCAL_API_BASE", None)
             local.shutdown()
+
+
+class _shared_limits:
+    """Serve every model's caps from the driver when executions run side by side (one lease server per sweep).
+
+    Each kernel inherits BENCH_LIMITS_ADDRESS and takes a lease per request, so a judge's
+    ``max_concurrency: 3`` stays 3 under ``--jobs 3``, and ``rpm``/``tpm`` windows span
+    every execution (also consecutive ones: ``--per-cell``, or collect then judge).
+    """
+
+    def __init__(self, run: Run, jobs: int, per_cell: bool):
+        entries = [c.model for c in run.cells] + list(run.sweep.judges)
+        capped = any(e.max_concurrency or e.rpm or e.tpm for e in entries)
+        several = len(plan_executions(run, "collect", jobs, per_cell)) > 1
+        windows = any(e.rpm or e.tpm for e in entries)  # a window spans the collect and judge executions too
+        self.wanted = ((capped and several) or windows) and not os.environ.get(ratelimit.ADDRESS_ENV)
+        self.server: ratelimit.LeaseServer | None = None
+
+    def __enter__(self) -> "_shared_limits":
+        if self.wanted:
+            self.server = ratelimit.LeaseServer()
+            os.environ[ratelimit.ADDRESS_ENV] = self.server.start()  # inherited by every kernel started later
+            print("model caps: one lease server for all executions (max_concurrency, rpm, tpm hold sweep-wide)",
+                  flush=True)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.server is not None:
+            os.environ.pop(ratelimit.ADDRESS_ENV, None)
+            self.server.stop()
 
 
 def print_executions(executions: list[Execution]) -> int:

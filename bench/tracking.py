@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .records import canonical_json, content_hash
+from .secrets import redact
 from .store import atomic_write
 
 STATE = ".mlflow-state.json"  # what has been logged where: candidate → trace id, logged assessments
@@ -58,7 +59,8 @@ def _mlflow(run_dir: Path, name: str) -> Any:
 
 
 def _warn(what: str, err: BaseException) -> None:
-    print(f"tracking: {what} failed ({type(err).__name__}: {str(err).splitlines()[0][:300] if str(err) else ''}); "
+    text = redact(str(err))  # an error may quote a tracking URI's user:password@
+    print(f"tracking: {what} failed ({type(err).__name__}: {text.splitlines()[0][:300] if text else ''}); "
           f"the run's records are unaffected", file=sys.stderr, flush=True)
 
 
@@ -84,6 +86,7 @@ def _track_run(run_dir: Path, status: dict[str, str], report: Path | None, resam
                             run_name=t.name, params=grid["params"])
     with mlflow.start_run(run_id=parent):
         mlflow.set_tags({f"bench.stage.{k}": v for k, v in status.items()})
+        mlflow.set_tag("bench.outcome", "failed items" if not s.failures.is_empty() else "ok")
         mlflow.log_metrics(_sweep_metrics(s))
         for cell in t.candidates["cell"].unique().sort().to_list():
             child = _find_or_start(mlflow, {"bench.sweep": t.name, "bench.level": "cell", "bench.cell": cell,
@@ -110,7 +113,7 @@ def _find_or_start(mlflow: Any, tags: dict[str, str], run_name: str, params: dic
 
 
 def _param(v: Any) -> str:
-    text = v if isinstance(v, str) else canonical_json(v)
+    text = redact(v if isinstance(v, str) else canonical_json(v))
     return text if len(text) <= 6000 else text[:5990] + "…"
 
 
@@ -177,8 +180,8 @@ def _cell_metrics(s: Any, cell: str) -> dict[str, float]:
         m[f"{r['judge']}.win_rate"], m[f"{r['judge']}.win_rate.ci_low"], m[f"{r['judge']}.win_rate.ci_high"] = \
             r["win_rate"], r["ci_low"], r["ci_high"]
     for r in s.usage_cells.filter(pl.col("cell") == cell).iter_rows(named=True):
-        for k in ("calls", "failure_rate", "prompt_tokens", "completion_tokens", "cost_usd", "latency_p50_s",
-                  "latency_p95_s"):
+        for k in ("calls", "cache_hits", "failed_records", "prompt_tokens", "completion_tokens", "cost_usd",
+                  "latency_p50_s", "latency_p95_s"):
             m[f"answers.{k}"] = r[k]
     return _clean(m)
 
@@ -186,12 +189,15 @@ def _cell_metrics(s: Any, cell: str) -> dict[str, float]:
 def _sweep_metrics(s: Any) -> dict[str, float]:
     m: dict[str, Any] = {"answers": s.tables.candidates.height, "judgments": s.tables.judgments.height}
     for r in s.usage_judges.iter_rows(named=True):
-        for k in ("calls", "failure_rate", "prompt_tokens", "completion_tokens", "cost_usd", "latency_p50_s",
-                  "latency_p95_s"):
+        for k in ("calls", "cache_hits", "failed_records", "prompt_tokens", "completion_tokens", "cost_usd",
+                  "latency_p50_s", "latency_p95_s"):
             m[f"judge.{r['judge']}.{k}"] = r[k]
     for r in s.health.iter_rows(named=True):
         m[f"judge.{r['judge']}.parse_failure_rate"] = r["parse_failure_rate"]
         m[f"judge.{r['judge']}.null_rate"] = r["null_rate"]
+    m["failed_items"] = int(s.failures["count"].sum()) if not s.failures.is_empty() else 0
+    for r in s.failures.iter_rows(named=True):  # the same groups as the sweep's closing summary
+        m[f"failed.{r['stage']}.{r['who']}.{r['kind']}"] = r["count"]
     return _clean(m)
 
 
@@ -207,7 +213,7 @@ def _log_artifacts(mlflow: Any, run_dir: Path, report: Path | None) -> None:
 # -- traces and assessments ---------------------------------------------------------------------------
 def _state(run_dir: Path) -> dict[str, Any]:
     path = run_dir / STATE
-    uri = tracking_uri(run_dir)
+    uri = redact(tracking_uri(run_dir))  # kept in the run folder: never a user:password@
     try:
         state = json.loads(path.read_text())
     except (OSError, ValueError):

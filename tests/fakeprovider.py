@@ -28,6 +28,7 @@ import argparse
 import asyncio
 import atexit
 import contextlib
+import contextvars
 import hashlib
 import ipaddress
 import json
@@ -67,11 +68,14 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "fail_status": 429,         # ... with this status
     "replies": [],              # [{"match": str, "content": str} | {"match": str, "status": int}]
     "require_key": None,        # if set, "Authorization: Bearer <key>" is required (else 401)
+    "echo_auth": False,         # error messages echo the request's Authorization header (a leaky gateway):
+                                # "...; received Authorization: Bearer <key>" (a 401 also names the key)
     "corrupt_items": 0.0,       # batch replies: this fraction of graded items gets an off-scale score
     "batch_fault": None,        # batch replies: "truncate" (JSON cut in half), "partial" (last half of the
                                 # grades missing), "wrong_ids" (half the grades under ids never shown)
 }
 BATCH_FAULTS = (None, "truncate", "partial", "wrong_ids")
+REQUEST_AUTH: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_auth", default=None)
 FAULT_KINDS = ("429", "500", "hang", "malformed", "empty", "reset")
 RECENT_MAX = 200
 MALFORMED_BODY = b'{"id": "chatcmpl-fake", "object": "chat.completion", "choices": ['
@@ -398,6 +402,8 @@ class FakeServer:
         self.statuses: Counter[int] = Counter()
         self.faults: Counter[str] = Counter({kind: 0 for kind in (*FAULT_KINDS, "fail_first")})
         self.by_model: Counter[str] = Counter()
+        self.in_flight_by_model: Counter[str] = Counter()
+        self.peak_in_flight_by_model: Counter[str] = Counter()
         self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_MAX)
 
     def snapshot(self) -> dict[str, Any]:
@@ -409,6 +415,7 @@ class FakeServer:
             "statuses": {str(k): v for k, v in sorted(self.statuses.items())},
             "faults": dict(self.faults),
             "by_model": dict(self.by_model),
+            "peak_in_flight_by_model": dict(self.peak_in_flight_by_model),
             "recent": list(self.recent),
         }
 
@@ -420,18 +427,31 @@ class FakeServer:
         Order: count it; 400 if the body is not a JSON object; sleep the latency; 401 if
         ``require_key`` does not match; ``fail_first``; the random faults (429, 500, hang,
         malformed, empty, reset); a ``replies`` match (status or content); else the
-        schema-valid or ``fake answer <hash>`` reply.
+        schema-valid or ``fake answer <hash>`` reply. In flight is also counted per body
+        ``model`` (``peak_in_flight_by_model``).
         """
         self.requests += 1
         generation = self.generation
         self.in_flight += 1
         if self.in_flight > self.peak_in_flight:
             self.peak_in_flight = self.in_flight
+        model = None
         try:
+            try:
+                body = json.loads(await request.read())  # aiohttp keeps the bytes: _answer reads them again
+                model = (body.get("model") or "fake-model") if isinstance(body, dict) else None
+            except ValueError:
+                pass
+            if model is not None:
+                self.in_flight_by_model[model] += 1
+                if self.in_flight_by_model[model] > self.peak_in_flight_by_model[model]:
+                    self.peak_in_flight_by_model[model] = self.in_flight_by_model[model]
             return await self._answer(request)
         finally:
             if generation == self.generation:
                 self.in_flight -= 1
+                if model is not None:
+                    self.in_flight_by_model[model] -= 1
 
     async def _answer(self, request: web.Request) -> web.Response:
         """The body of :meth:`chat`, without the in-flight bookkeeping."""
@@ -443,13 +463,15 @@ class FakeServer:
             return self.error(400, "the request body must be a JSON object")
         self.by_model[body.get("model") or "fake-model"] += 1
         auth = request.headers.get("Authorization")
+        REQUEST_AUTH.set(auth)  # for `error`, which may echo it (echo_auth); one task per request
         body["_auth"] = auth is not None
         self.recent.append(body)
         authorized = self.auth_header is None or auth == self.auth_header
         fault = self.draw_fault(body) if authorized else None
         await self.sleep()
         if not authorized:
-            return self.error(401, "Incorrect API key provided (fake provider)")
+            key = (auth or "").removeprefix("Bearer ") if self.config["echo_auth"] else ""
+            return self.error(401, f"Incorrect API key provided{': ' + key if key else ''} (fake provider)")
         if fault is not None:
             return await self.fault(fault, request, body)
         return self.reply(body)
@@ -528,6 +550,8 @@ class FakeServer:
     def error(self, status: int, message: str) -> web.Response:
         """An OpenAI-style error response (429s carry Retry-After when configured)."""
         self.statuses[status] += 1
+        if self.config["echo_auth"] and REQUEST_AUTH.get() is not None:
+            message = f"{message}; received Authorization: {REQUEST_AUTH.get()}"
         headers = self.headers_429 if status == 429 else None
         return web.Response(status=status, body=error_body(status, message),
                             content_type="application/json", headers=headers)
@@ -567,6 +591,8 @@ def validate_config(cfg: dict[str, Any]) -> None:
     for key in ("fail_first", "fail_status", "seed"):
         if not isinstance(cfg[key], int):
             raise ValueError(f"{key} must be an integer, got {cfg[key]!r}")
+    if not isinstance(cfg["echo_auth"], bool):
+        raise ValueError(f"echo_auth must be true or false, got {cfg['echo_auth']!r}")
     if cfg["batch_fault"] not in BATCH_FAULTS:
         raise ValueError(f"batch_fault must be one of {BATCH_FAULTS}, got {cfg['batch_fault']!r}")
     replies = cfg["replies"]

@@ -35,8 +35,8 @@ def run(tmp_path):
     judgments = [judgment("single", "rubric", "openai/j", c, v, usage=Usage(prompt_tokens=100, completion_tokens=20,
                                                                            latency_s=1.0, cost_usd=0.001))
                  for c, v in zip(cands, SINGLE)]
-    judgments += [judgment("packed", "batch", "openai/j", c, v, usage=batch_usage, batch_id="b1")
-                  for c, v in zip(cands, PACKED)]
+    judgments += [judgment("packed", "batch", "openai/j", c, v, usage=batch_usage, batch_id="b1", schema_version=1)
+                  for c, v in zip(cands, PACKED)]  # schema 1: every item of a packed call carried its usage
     judgments += [judgment("other", "rubric", "openai/k", c, v) for c, v in zip(cands, OTHER)]
     judgments.append(Judgment(judge_id="other", judge_model="openai/k", rubric_id="tip", rubric_version="1",
                               rubric_hash="h", mode="rubric", candidate_ids=[failed.id], scenario_id=failed.scenario_id,
@@ -84,10 +84,10 @@ def test_health_and_usage_count_failures_batches_and_unknown_prices(run):
     assert health["other"]["null_rate"] == pytest.approx(1 / 7) and health["single"]["parse_failure_rate"] == 0
     judges = {r["judge"]: r for r in usage_by_judge(t.judgments).iter_rows(named=True)}
     assert judges["packed"]["calls"] == 1 and judges["packed"]["prompt_tokens"] == 600  # one packed call, not 6
-    assert judges["single"]["cost_usd"] == pytest.approx(0.006) and judges["single"]["unpriced_calls"] == 0
-    assert judges["packed"]["cost_usd"] is None and judges["packed"]["unpriced_calls"] == 1  # unknown, not 0
+    assert judges["single"]["cost_usd"] == pytest.approx(0.006) and judges["single"]["unpriced_records"] == 0
+    assert judges["packed"]["cost_usd"] is None and judges["packed"]["unpriced_records"] == 1  # unknown, not 0
     cell = usage_by_cell(t.candidates).row(0, named=True)
-    assert cell["calls"] == 7 and cell["failure_rate"] == pytest.approx(1 / 7)
+    assert cell["calls"] == 7 and cell["records"] == 7 and cell["failed_records"] == 1
     assert cell["latency_p50_s"] == pytest.approx(3.5) and cell["cost_usd"] is None  # the failure had no price
 
 

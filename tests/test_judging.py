@@ -65,9 +65,15 @@ def test_sweep_judges_every_candidate_with_a_jury_then_makes_no_call(tmp_path, f
 
 def test_a_resumed_judge_stage_regrades_only_failures(tmp_path, fake):
     fake.configure(replies=[{"match": "The response to grade:", "content": "down", "status": 500}])
-    out, _ = sweep(tmp_path, fake, 0)
-    assert out.returncode == 0, out.stdout[-3000:]
+    out, params = sweep(tmp_path, fake, 0)
+    assert out.returncode == 3, out.stdout[-3000:]  # ran to its end with failed items: not 0, not a crash
     failed = [j for j in latest_judgments(tmp_path).values() if not j.ok]
+    # the closing summary: stage × judge × error kind → count, the first error, the exact retry command
+    assert f"{len(failed)} item(s) failed:" in out.stdout
+    rows = [ln.split() for ln in out.stdout.splitlines() if ln.startswith("judge ") and " server " in ln]
+    assert {r[1] for r in rows} == {j.judge_id for j in failed}
+    assert sum(int(r[3]) for r in rows) == len(failed) and "first error: openai/judge at" in out.stdout
+    assert f"retry them (a re-run asks only failed items, each as a fresh request): bench sweep {params}" in out.stdout
     assert failed and {j.judge_id for j in failed} <= {"grader", "packed"}
     assert all(j.error_kind == "server" and j.score is None and j.prompt for j in failed)
     ok_before = {j.id for j in latest_judgments(tmp_path).values() if j.ok}

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import polars as pl
 
+from ..outcome import failures
 from .leaderboard import composite, leaderboard, paired_differences
 from .pairwise import battles, bradley_terry, position_consistency, win_matrix, win_rates
 from .reliability import disagreements, inter_judge, judge_health, judge_vs_human, jury_alpha, packed_vs_single
@@ -35,6 +36,7 @@ class Summary:
     disagreements: pl.DataFrame  # judge grades that human reviews changed: the next review round
     usage_cells: pl.DataFrame
     usage_judges: pl.DataFrame
+    failures: pl.DataFrame  # items still failed: stage × model/judge × error kind → count, first error
 
 
 def summarize(run: str | Path | RunTables, *, resamples: int = 1000, seed: int = 0, level: float = 0.95,
@@ -60,7 +62,23 @@ def summarize(run: str | Path | RunTables, *, resamples: int = 1000, seed: int =
         agreement=inter_judge(t.scores), alpha=jury_alpha(t.scores), packed=packed_vs_single(t.scores),
         human=judge_vs_human(raw.scores, raw.judgments, raw.reviews),
         disagreements=disagreements(raw.scores, raw.reviews),
-        usage_cells=usage_by_cell(t.candidates), usage_judges=usage_by_judge(t.judgments))
+        usage_cells=usage_by_cell(_every(t.candidate_attempts, t.candidates)),
+        usage_judges=usage_by_judge(_every(t.judgment_attempts, t.judgments)),
+        failures=failure_frame(t))
+
+
+FAILURE_SCHEMA = {"stage": pl.Utf8, "who": pl.Utf8, "kind": pl.Utf8, "count": pl.Int64, "first_error": pl.Utf8}
+
+
+def failure_frame(t: RunTables) -> pl.DataFrame:
+    """Return the items still failed, grouped as the sweep's closing summary groups them (bench.outcome)."""
+    rows = [(g.stage, g.who, g.kind, g.count, g.first_error) for g in failures(t.run_dir)] if t.run_dir else []
+    return pl.DataFrame(rows, schema=FAILURE_SCHEMA, orient="row")
+
+
+def _every(attempts: pl.DataFrame | None, latest: pl.DataFrame) -> pl.DataFrame:
+    """Return every attempt's rows when the tables have them (synthetic tables may hold only the latest)."""
+    return latest if attempts is None else attempts
 
 
 def _overview(t: RunTables, board: pl.DataFrame) -> pl.DataFrame:

@@ -18,7 +18,8 @@ from ..store import RunStore
 COMPOSITE = "composite"  # the criterion name of a judgment's composite score in the long table
 
 _USAGE = {"prompt_tokens": pl.Int64, "completion_tokens": pl.Int64, "cost_usd": pl.Float64,
-          "latency_s": pl.Float64, "cached": pl.Boolean}
+          "latency_s": pl.Float64, "cached": pl.Boolean, "calls": pl.Int64, "cache_hits": pl.Int64,
+          "schema_version": pl.Int64}
 CANDIDATE_SCHEMA = {"id": pl.Utf8, "model": pl.Utf8, "prompt": pl.Utf8, "cell": pl.Utf8, "scenario": pl.Utf8,
                     "sample": pl.Int64, "output": pl.Utf8, "error": pl.Utf8, "error_kind": pl.Utf8, **_USAGE}
 JUDGMENT_SCHEMA = {"id": pl.Utf8, "judge": pl.Utf8, "judge_model": pl.Utf8, "mode": pl.Utf8, "rubric": pl.Utf8,
@@ -44,6 +45,8 @@ class RunTables:
     scores: pl.DataFrame  # long: one row per (judgment, criterion) incl. "composite"; successes only
     reviews: pl.DataFrame  # long: the latest review per (judgment, reviewer), one row per criterion
     scenarios: dict[str, Scenario]
+    candidate_attempts: pl.DataFrame | None = None  # as candidates, one row per record: every attempt
+    judgment_attempts: pl.DataFrame | None = None  # as judgments, every attempt (what was paid for)
 
     @property
     def name(self) -> str:
@@ -56,17 +59,29 @@ def load_run(run_dir: str | Path) -> RunTables:
     if not run_dir.is_dir():
         raise FileNotFoundError(f"{run_dir}: no such run folder (run `bench sweep params/<grid>.yaml` first)")
     store = RunStore(run_dir)
-    cands = store.latest(Candidate)
-    judgments = store.latest(Judgment)
+    every_cand, every_judg = store.read(Candidate), store.read(Judgment)
+    cands, judgments = _latest(every_cand), _latest(every_judg)
     reviews = store.latest(Review)
     scenarios = {s.id: s for s in store.read(Scenario)}
-    cand_rows = [_candidate_row(c) for c in cands.values()]
-    judg_rows = [_judgment_row(j, cands) for j in judgments.values()]
-    return RunTables(run_dir, pl.DataFrame(cand_rows, schema=CANDIDATE_SCHEMA, orient="row"),
-                     pl.DataFrame(judg_rows, schema=JUDGMENT_SCHEMA, orient="row"),
-                     pl.DataFrame(_score_rows(judgments.values(), cands), schema=SCORE_SCHEMA, orient="row"),
-                     pl.DataFrame(_review_rows(reviews.values()), schema=REVIEW_SCHEMA, orient="row"),
-                     scenarios)
+    cand_rows = {id(c): _candidate_row(c) for c in every_cand}
+    judg_rows = {id(j): _judgment_row(j, cands) for j in every_judg}
+    frame = lambda rows, schema: pl.DataFrame(rows, schema=schema, orient="row")  # noqa: E731
+    return RunTables(run_dir, frame([cand_rows[id(c)] for c in cands.values()], CANDIDATE_SCHEMA),
+                     frame([judg_rows[id(j)] for j in judgments.values()], JUDGMENT_SCHEMA),
+                     frame(_score_rows(judgments.values(), cands), SCORE_SCHEMA),
+                     frame(_review_rows(reviews.values()), REVIEW_SCHEMA), scenarios,
+                     frame(list(cand_rows.values()), CANDIDATE_SCHEMA),
+                     frame(list(judg_rows.values()), JUDGMENT_SCHEMA))
+
+
+def _latest(records: list[Any]) -> dict[str, Any]:
+    """Return one record per id: the last success if there is one, else the last failure (as RunStore.latest)."""
+    out: dict[str, Any] = {}
+    for rec in records:
+        prev = out.get(rec.id)
+        if prev is None or rec.ok or not prev.ok:
+            out[rec.id] = rec
+    return out
 
 
 def with_reviews(t: RunTables) -> RunTables:
@@ -99,16 +114,18 @@ def cell_key(model: str, prompt: str) -> str:
     return f"{model}/{prompt}"
 
 
-def _usage(u: Any) -> tuple:
-    if u is None:
-        return (None,) * len(_USAGE)
-    return (u.prompt_tokens, u.completion_tokens, u.cost_usd, u.latency_s, u.cached)
+def _usage(rec: Any) -> tuple:
+    u = rec.usage
+    if u is None:  # a schema-1 failure: it sent at least one request
+        return (None, None, None, None, None, 1 if rec.error else None, 0, rec.schema_version)
+    return (u.prompt_tokens, u.completion_tokens, u.cost_usd, u.latency_s, u.cached, u.calls, u.cache_hits,
+            rec.schema_version)
 
 
 def _candidate_row(c: Candidate) -> tuple:
     prompt = f"{c.prompt_id}@{c.prompt_version}"
     return (c.id, c.model_id, prompt, cell_key(c.model_id, prompt), c.scenario_id, c.sample, c.output,
-            c.error, c.error_kind, *_usage(c.usage))
+            c.error, c.error_kind, *_usage(c))
 
 
 def _cell_of(cid: str, cands: dict[str, Any]) -> tuple[str | None, str | None, str | None, int | None]:
@@ -127,7 +144,7 @@ def _judgment_row(j: Judgment, cands: dict[str, Any]) -> tuple:
     cell_b = _cell_of(b, cands)[0] if b else None
     return (j.id, j.judge_id, j.judge_model, j.mode, f"{j.rubric_id}@{j.rubric_version}", j.candidate_ids[0], b,
             cell, model, prompt, cell_b, j.scenario_id, sample, j.order, j.score, j.verdict, j.details.get("shown_verdict"),
-            j.rationale, j.error, j.error_kind, j.batch_id, *_usage(j.usage))
+            j.rationale, j.error, j.error_kind, j.batch_id, *_usage(j))
 
 
 def _score_rows(judgments: Any, cands: dict[str, Any]) -> list[tuple]:

@@ -1,9 +1,13 @@
-"""What a run cost: calls, tokens, dollars and latency (p50/p95) per cell and per judge.
+"""What a run cost: provider requests, cache hits, tokens, dollars and latency per cell and per judge.
 
-Cost is summed only where every call's price was known; otherwise the row says how many
-calls had no price instead of presenting a partial sum as the total. Latency percentiles
-are over answers that were not served from the response cache (a cache hit keeps the
-original call's usage, so tokens and cost stay those of the original call).
+Every attempt counts, not only the latest record of an item: a failure that was retried on
+resume was a paid request too. ``calls`` are provider requests actually sent (retries,
+repair turns, checklist requirements and failed parses included); ``cache_hits`` are
+replies answered without one. Cost is summed only where every record's price was known;
+otherwise the row says how many records had no price instead of presenting a partial sum
+as the total. Latency percentiles are over records not served from the response cache (a
+cache hit keeps the original call's usage, so tokens and cost stay those of the original
+call).
 """
 
 from __future__ import annotations
@@ -14,29 +18,34 @@ import polars as pl
 def _summary(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     fresh = pl.col("latency_s").filter(~pl.col("cached").fill_null(False))
     return (frame.group_by(by)
-            .agg(pl.len().alias("calls"), pl.col("error").is_not_null().mean().alias("failure_rate"),
-                 pl.col("cached").fill_null(False).mean().alias("cached"),
+            .agg(pl.col("calls").fill_null(0).sum().alias("calls"),
+                 pl.col("cache_hits").fill_null(0).sum().alias("cache_hits"),
+                 pl.len().alias("records"), pl.col("error").is_not_null().sum().alias("failed_records"),
                  pl.col("prompt_tokens").sum().alias("prompt_tokens"),
                  pl.col("completion_tokens").sum().alias("completion_tokens"),
-                 pl.col("completion_tokens").mean().alias("mean_completion_tokens"),
+                 pl.col("completion_tokens").filter(pl.col("error").is_null()).mean().alias("mean_completion_tokens"),
                  pl.when(pl.col("cost_usd").is_null().sum() == 0).then(pl.col("cost_usd").sum()).alias("cost_usd"),
-                 pl.col("cost_usd").is_null().sum().alias("unpriced_calls"),
+                 pl.col("cost_usd").is_null().sum().alias("unpriced_records"),
                  fresh.quantile(0.5, "linear").alias("latency_p50_s"),
                  fresh.quantile(0.95, "linear").alias("latency_p95_s"))
             .sort(by))
 
 
 def usage_by_cell(candidates: pl.DataFrame) -> pl.DataFrame:
-    """Return per (model, prompt) cell: calls, failure and cache rates, tokens, cost and latency p50/p95."""
+    """Return per (model, prompt) cell: requests, cache hits, records and failed ones, tokens, cost, latency.
+
+    Pass every attempt (``RunTables.candidate_attempts``) to count what was paid for.
+    """
     return _summary(candidates, ["cell", "model", "prompt"])
 
 
 def usage_by_judge(judgments: pl.DataFrame) -> pl.DataFrame:
-    """Return per judge: calls, failure and cache rates, tokens, cost and latency p50/p95.
+    """Return per judge: requests, cache hits, records and failed ones, tokens, cost and latency p50/p95.
 
-    Every item of a packed (batch) call carries that call's usage; it is counted once per call,
-    so calls, tokens, cost and latency are those of the requests actually made.
+    A packed (batch) call is counted once: schema-2 records carry it on the batch's first item;
+    schema-1 records carried it on every item, so those are counted once per distinct call.
     """
     call = ["batch_id", "prompt_tokens", "completion_tokens", "latency_s"]
-    packed = judgments.filter(pl.col("batch_id").is_not_null()).unique(subset=call, keep="first", maintain_order=True)
-    return _summary(pl.concat([judgments.filter(pl.col("batch_id").is_null()), packed]), ["judge"])
+    legacy = pl.col("batch_id").is_not_null() & (pl.col("schema_version").fill_null(1) < 2)
+    packed = judgments.filter(legacy).unique(subset=call, keep="first", maintain_order=True)
+    return _summary(pl.concat([judgments.filter(~legacy), packed]), ["judge"])

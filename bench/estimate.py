@@ -1,0 +1,110 @@
+"""What a sweep will send, stage by stage, before anything is sent.
+
+For collect (per model) and for every judge (per judge, with its mode: both pairwise
+orders, one request per checklist requirement, one per packed batch, none for automated
+checks): the items, how many the run folder already holds, the first-turn requests still
+to send, and how many of those the response cache already answers. Repair turns and
+retries come on top. Judge requests of answers not collected yet are counted from the
+plan; whether the cache holds them cannot be known before the answers exist.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .collect import WorkItem, make_candidate, plan
+from .judge import Item, Judge, first_requests
+from .judging import items_for, load_judges, next_attempts
+from .llm import LLM
+from .records import Candidate, Judgment
+from .run import Run
+from .scenarios import render
+
+
+@dataclass
+class StagePlan:
+    """The requests one model (collect) or one judge will send in the next sweep."""
+
+    stage: str  # "collect" or "judge"
+    id: str  # model id or judge id
+    mode: str  # "collect", or the judge's grading mode
+    items: int  # answers to produce / grades to make (pairwise: one per order)
+    done: int  # already in the run folder
+    requests: int  # first-turn requests still to send (before the cache answers some)
+    cached: int  # of ``requests``, answered by the response cache
+    unknown: int = 0  # of ``requests``, whose cache entry cannot be checked yet (answers not collected)
+
+    @property
+    def to_send(self) -> int:
+        return self.requests - self.cached
+
+
+def plan_requests(run: Run, llm: LLM) -> list[StagePlan]:
+    """Return one StagePlan per model (collect) and per judge of ``run``; sends nothing."""
+    work = plan(run.sweep, run.scenarios, run.cells)
+    out = _collect_plans(run, llm, work) if run.sweep.collects else []
+    judges = load_judges(run)
+    if judges:
+        stored = {c.id: c for c in run.store.latest(Candidate).values() if c.ok}
+        future = {it.candidate_id: make_candidate(it, [], output="") for it in work if it.candidate_id not in stored}
+        graded = (run.store.done_ids(Judgment), run.store.attempts(Judgment))
+        for judge in judges:
+            out.append(_judge_plan(run, llm, judge, [*stored.values(), *future.values()], set(future), graded))
+    return out
+
+
+def _collect_plans(run: Run, llm: LLM, work: list[WorkItem]) -> list[StagePlan]:
+    store = run.store
+    done, tries = store.done_ids(Candidate), store.attempts(Candidate)
+    limit = run.sweep.limits.max_attempts
+    plans = []
+    for model in run.sweep.models:
+        mine = [it for it in work if it.cell.model.id == model.id]
+        if not mine:
+            continue
+        todo = [it for it in mine if it.candidate_id not in done and tries.get(it.candidate_id, 0) < limit]
+        keys = [llm.request_key(model.spec(), render(it.cell.prompt, it.scenario), sample=it.sample,
+                                attempt=tries.get(it.candidate_id, 0) + 1) for it in todo]
+        cached = llm.cache.contains(keys) if keys and llm.cache is not None else 0
+        plans.append(StagePlan("collect", model.id, "collect", len(mine), len(mine) - len(todo), len(todo), cached))
+    return plans
+
+
+def _judge_plan(run: Run, llm: LLM, judge: Judge, candidates: list[Candidate], future: set[str],
+                graded: tuple[set[str], dict[str, int]]) -> StagePlan:
+    done, tries = graded
+    items = items_for(judge, run.scenarios, candidates)
+    per_item = len(judge.judgment_ids(items[0])) if items else 1
+    pending, exhausted = next_attempts(judge, items, done, tries, run.sweep.limits.max_attempts)
+    n_done = (len(items) - len(pending) - len(exhausted)) * per_item
+    if judge.mode == "batch":  # packed: which items share a call is decided while grading
+        requests = math.ceil(len(pending) / max(1, judge.entry.batch_size))
+        return StagePlan("judge", judge.entry.id, judge.mode, len(items) * per_item, n_done, requests, 0, 0)
+    known = [it for it in pending if not future.intersection(it.ids)]
+    requests, keys = _requests(judge, llm, known, done)
+    unknown = sum(len(first_requests(judge, it, done) or []) for it in pending if future.intersection(it.ids))
+    cached = llm.cache.contains(keys) if keys and llm.cache is not None else 0
+    return StagePlan("judge", judge.entry.id, judge.mode, len(items) * per_item, n_done, requests + unknown,
+                     cached, unknown)
+
+
+def _requests(judge: Judge, llm: LLM, items: Iterable[Item], done: set[str]) -> tuple[int, list[str]]:
+    spec, keys = judge.entry.spec(), []
+    for item in items:
+        for messages, rf in first_requests(judge, item, done) or []:
+            keys.append(llm.request_key(spec, messages, response_format=rf, attempt=item.attempt))
+    return len(keys), keys
+
+
+def plan_table(plans: list[StagePlan]) -> str:
+    """Return the plans as an aligned table with a total line."""
+    head = ("stage", "model/judge", "mode", "items", "done", "requests", "cached", "to send")
+    rows = [(p.stage, p.id, p.mode, str(p.items), str(p.done), str(p.requests),
+             f"{p.cached}{'+?' if p.unknown else ''}", str(p.to_send)) for p in plans]
+    total = ("total", "", "", str(sum(p.items for p in plans)), str(sum(p.done for p in plans)),
+             str(sum(p.requests for p in plans)), str(sum(p.cached for p in plans)), str(sum(p.to_send for p in plans)))
+    widths = [max(len(r[i]) for r in [head, *rows, total]) for i in range(len(head))]
+    fmt = "  ".join(f"{{:{'>' if i >= 3 else '<'}{w}}}" for i, w in enumerate(widths))
+    return "\n".join(fmt.format(*r) for r in [head, *rows, total])
