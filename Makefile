@@ -39,14 +39,17 @@ demo: setup
 test: setup browser
 	BENCH_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q
 
-# JupyterLab on the project's kernel (the .venv's python).
+# JupyterLab on the project's kernel (the .venv's python), on loopback. As root (a container),
+# Jupyter refuses to start without --allow-root: pass it then.
 lab: setup
-	$(BIN)/jupyter lab --notebook-dir=notebooks
+	$(BIN)/jupyter lab --notebook-dir=notebooks --ip=127.0.0.1 $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
-# MLflow's UI on a run's own store (RUN=demo by default; MLFLOW_TRACKING_URI overrides it).
-RUN ?= demo
+# MLflow's UI on a run's own store, offline, on 127.0.0.1, until Ctrl-C (`bench ui`): RUN=<sweep or run
+# folder>; without RUN, MLFLOW_TRACKING_URI if set, else the run tracked last. UI_PORT=<n> fixes the port.
+RUN ?=
+UI_PORT ?=
 mlflow-ui: setup
-	$(BIN)/mlflow ui --backend-store-uri $${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/runs/$(RUN)/mlflow.db} --host 127.0.0.1
+	$(BIN)/bench ui $(RUN) $(if $(UI_PORT),--port $(UI_PORT))
 
 serve-local: setup
 	$(BIN)/bench serve-local

@@ -2,12 +2,20 @@
 
 The public surface is small and imported lazily, so `import bench` stays cheap
 (LiteLLM, MLflow, plotly, polars and papermill load only where they are used).
+
+Importing bench first makes LiteLLM, whoever imports it later in this process or its
+children, use its bundled price map instead of downloading one (which blocks without
+internet); ``BENCH_ONLINE_PRICES=1`` opts out (see bench._litellm).
 """
 
 from __future__ import annotations
 
 from importlib import import_module
 from typing import Any
+
+from ._litellm import use_local_prices as _use_local_prices
+
+_use_local_prices()  # before anything can import litellm: the CLI, notebooks, kernels, `bench ui`'s server
 
 __version__ = "0.1.0"
 

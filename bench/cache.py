@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -35,6 +36,37 @@ def request_key(*parts: object) -> str:
     return hashlib.sha256("\x1e".join(map(str, parts)).encode("utf-8", "surrogatepass")).hexdigest()
 
 
+CACHE_ENV = "BENCH_CACHE"  # the response cache file (default: runs/.cache/responses.sqlite)
+
+
+def _open_checked(path: Path) -> sqlite3.Connection:
+    """Open the cache, checking it first (sqlite's quick_check): a damaged file is moved aside with a
+    warning naming both files, and a fresh cache is started; the damaged one is kept for inspection."""
+    db: sqlite3.Connection | None = None
+    try:
+        db = _connect(path)
+        db.execute(_SCHEMA)
+        verdict = db.execute("PRAGMA quick_check").fetchone()
+        if verdict and verdict[0] == "ok":
+            return db
+        problem = str(verdict[0] if verdict else "no verdict")
+    except sqlite3.DatabaseError as exc:  # "file is not a database", "database disk image is malformed"
+        if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+            raise
+        problem = str(exc)
+    if db is not None:
+        db.close()
+    aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+    for suffix in ("", "-wal", "-shm"):
+        if Path(f"{path}{suffix}").exists():
+            os.replace(f"{path}{suffix}", f"{aside}{suffix}")
+    warnings.warn(f"response cache {path} is damaged ({problem}); moved it to {aside} and started a fresh one: "
+                  f"replies it held will be asked again", RuntimeWarning, stacklevel=3)
+    db = _connect(path)
+    db.execute(_SCHEMA)
+    return db
+
+
 def _connect(path: Path) -> sqlite3.Connection:
     db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
     db.execute("PRAGMA journal_mode=WAL")
@@ -49,11 +81,10 @@ class ResponseCache:
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = _connect(self.path)
-            self._db.execute(_SCHEMA)
+            self._db = _open_checked(self.path)
         except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"cannot open the response cache {self.path}: {exc}; "
-                             f"fix permissions or set another cache path") from exc
+            raise StoreError(f"cannot open the response cache {self.path}: {exc}; fix its permissions, or point "
+                             f"{CACHE_ENV} at another file (the cache only saves repeated calls)") from exc
         self._lock = threading.Lock()  # guards the reader connection between threads
         self._pending: dict[str, str] = {}  # queued for the next group commit, already answerable
         self._writing: list[dict[str, str]] = []  # groups the writer thread is committing
@@ -62,6 +93,7 @@ class ResponseCache:
         self._wdb: sqlite3.Connection | None = None  # the writer thread's own connection
         self._retry_at = 0.0  # after a failed commit (disk full), its group waits in memory until then
         self._warned = False  # a failing cache warns once, not per group
+        self._warned_read = False
         atexit.register(self.flush)
         self.hits = 0
         self.misses = 0
@@ -72,13 +104,27 @@ class ResponseCache:
             queued = self._pending.get(key)
             if queued is None:
                 queued = next((g[key] for g in self._writing if key in g), None)
-            row = (queued,) if queued is not None else self._db.execute(
-                "SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
+            row = (queued,) if queued is not None else self._read(key)
         if row is None:
             self.misses += 1
             return None
         self.hits += 1
         return json.loads(row[0])
+
+    def _read(self, key: str) -> tuple[str] | None:
+        """Return the stored row of ``key``; a damaged page is a miss (warned once), never a failed item."""
+        try:
+            row = self._db.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
+            if row is not None:
+                json.loads(row[0])
+            return row
+        except (sqlite3.DatabaseError, ValueError) as exc:
+            if not self._warned_read:
+                self._warned_read = True
+                warnings.warn(f"response cache {self.path}: an entry cannot be read ({exc}); such entries are asked "
+                              f"again instead (run any sweep to have a damaged cache set aside)", RuntimeWarning,
+                              stacklevel=3)
+            return None
 
     def contains(self, keys: list[str]) -> int:
         """Return how many of ``keys`` are cached (for `bench validate`'s plan); counts nothing."""

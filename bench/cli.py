@@ -74,26 +74,51 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
+    from .run import open_run  # noqa: PLC0415
+
+    run = open_run(args.params, cells=args.cells, run_dir=args.run_dir)
+    try:
+        return _sweep_run(run, args)
+    except KeyboardInterrupt:  # Ctrl-C: one line, no report, no MLflow run
+        return _sweep_interrupted(run, args)
+
+
+def _sweep_interrupted(run: Any, args: argparse.Namespace) -> int:
+    """Print the one line of an interrupted sweep (what was saved, what is left, how to resume); return 130."""
+    from .outcome import EXIT_INTERRUPTED, retry_command  # noqa: PLC0415
+    from .run import interrupted_line, shown_path  # noqa: PLC0415
+
+    resume = "resume with: " + retry_command(args.params, cells=args.cells, run_dir=args.run_dir, jobs=args.jobs,
+                                             only_stage=args.only_stage)
+    try:
+        line = interrupted_line(run, resume)
+    except (Exception, KeyboardInterrupt):  # a second Ctrl-C, or a store that cannot be read: still one line
+        line = f"interrupted: what was answered is saved in {shown_path(run.dir)}; {resume}"
+    print(line, file=sys.stderr, flush=True)
+    return EXIT_INTERRUPTED
+
+
+def _sweep_run(run: Any, args: argparse.Namespace) -> int:
     from .outcome import (EXIT_CRASHED, EXIT_FAILED_ITEMS, failures, repeats_since, retry_command,  # noqa: PLC0415
                           summary)
-    from .run import open_run  # noqa: PLC0415
     from .runlock import run_lock  # noqa: PLC0415
     from .sweep import print_executions, run_sweep  # noqa: PLC0415
 
-    run = open_run(args.params, cells=args.cells, run_dir=args.run_dir)
     with run_lock(run.dir, wait=args.wait):  # one sweep per run folder: a second one refuses (or waits)
         result = run_sweep(run, jobs=args.jobs, per_cell=args.per_cell, only_stage=args.only_stage)
         code = print_executions(result.executions)
         report = None
-        if not args.no_report:  # the report shows whatever the run holds: a failed execution still gets one
+        if code:  # an execution crashed: the run is incomplete, and a report or an MLflow run would hide it
+            print("report and tracking: skipped, the run is incomplete (an execution failed); "
+                  "they follow when a sweep ends without a crash", flush=True)
+        if not args.no_report and not code:
             try:
                 report = _render(result.run_dir, None)
             except BenchError as err:
                 print(f"report: FAILED ({err})", file=sys.stderr)
                 code = EXIT_CRASHED
-        if not args.no_track:
-            _track(result.run_dir, report, {e.name: "ok" if e.returncode == 0 else "failed"
-                                            for e in result.executions})
+        if not args.no_track and not code:
+            _track(result.run_dir, report, {e.name: "ok" for e in result.executions})
     repeats = repeats_since(result.run_dir, result.started)
     if repeats:
         print(f"{repeats} request(s) were on the wire when an earlier run of this folder stopped and were asked "
@@ -114,7 +139,7 @@ def _track(run_dir: Path, report: Path | None, status: dict[str, str]) -> None:
     t0 = time.monotonic()
     if track_run(run_dir, status=status, report=report):
         print(f"tracking: logged to MLflow at {_display_uri(tracking_uri(run_dir))} in {time.monotonic() - t0:.1f}s "
-              f"(make mlflow-ui RUN={run_dir.name})", flush=True)
+              f"(see it with: bench ui {run_dir})", flush=True)
 
 
 def _display_uri(uri: str) -> str:
@@ -141,9 +166,9 @@ def _review(args: argparse.Namespace) -> int:
         print(f"wrote {n} entries to {args.file}; fill in each entry's review, then: "
               f"bench review apply {args.run_dir} {args.file}")
     else:
-        applied = session.apply(args.file)
+        applied = session.apply_file(args.file)  # idempotent: entries already applied are skipped
         done, total = session.progress()
-        print(f"applied {len(applied)} review(s) from {args.file}; {done} of {total} items reviewed")
+        print(f"{applied.message}; {done} of {total} items reviewed")
     return 0
 
 
@@ -200,6 +225,12 @@ def _serve_local(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ui(args: argparse.Namespace) -> int:
+    from .ui import serve  # noqa: PLC0415
+
+    return serve(args.run, port=args.port)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of the `bench` command."""
     p = argparse.ArgumentParser(prog="bench", description="Evaluate LLMs and prompts with LLM judges.")
@@ -247,6 +278,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--model", default="local/gemma-3-270m")
     s.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")
     s.set_defaults(func=_serve_local)
+
+    s = sub.add_parser("ui", help="MLflow's UI on a run's store, offline, on loopback, until Ctrl-C")
+    s.add_argument("run", nargs="?", default=None,
+                   help="runs/<sweep> or a sweep name (default: MLFLOW_TRACKING_URI if set, else the run under "
+                        "runs/ tracked last)")
+    s.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")
+    s.set_defaults(func=_ui)
     return p
 
 
@@ -298,4 +336,5 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench {args.command}: error: {redact(str(err))}", file=sys.stderr)  # e.g. an api_base's password
         return 2
     except KeyboardInterrupt:
+        print(f"bench {args.command}: interrupted", file=sys.stderr)
         return 130

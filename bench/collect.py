@@ -19,7 +19,7 @@ from pathlib import Path
 from .errors import ProviderError
 from .llm import LLM
 from .params import Cell, Sweep
-from .progress import Progress
+from .progress import Progress, requests_on_the_wire
 from .records import Candidate, Scenario, content_hash, failed_usage
 from .scenarios import render
 from .secrets import redact
@@ -67,6 +67,13 @@ def plan(sweep: Sweep, scenarios: list[Scenario], cells: Iterable[Cell]) -> list
     return [WorkItem(c, s, k) for c in cells for s in scenarios for k in range(sweep.samples)]
 
 
+def answer_counts(sweep: Sweep, run_dir: Path, scenarios: list[Scenario], cells: list[Cell]) -> tuple[int, int]:
+    """Return (answers saved, answers planned) of ``cells``: successful candidates in the run folder, and all."""
+    ids = [it.candidate_id for it in plan(sweep, scenarios, cells)]
+    done = RunStore(run_dir).done_ids(Candidate)
+    return sum(i in done for i in ids), len(ids)
+
+
 def make_candidate(item: WorkItem, messages: list[dict], *, output: str | None = None,
                    error: Exception | None = None, usage=None, attempt: int = 1) -> Candidate:
     """Return the Candidate record of a finished work item: its answer, or its failure as data."""
@@ -100,7 +107,7 @@ async def collect(sweep: Sweep, run_dir: Path, scenarios: list[Scenario], cells:
     if exhausted:  # asked max_attempts times already: left failed, reported, never paid for again
         result.exhausted = len(exhausted)
         pending = [it for it in pending if tries.get(it.candidate_id, 0) < sweep.limits.max_attempts]
-    bar = Progress("collect", _totals(pending), mode=progress)
+    bar = Progress("collect", _totals(pending), mode=progress, wire=requests_on_the_wire(llm))
     writer = BatchWriter(store, halt=halt)
     work = iter(pending)
 

@@ -1,12 +1,22 @@
-"""Records as pandas DataFrames, for looking at a run in a notebook."""
+"""Records as pandas DataFrames, for looking at a run in a notebook.
+
+A run with nothing in it yet gives empty frames that keep their columns (in a notebook: the
+table's header with no rows, rather than a frame without columns).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from .records import Candidate
+from .records import Candidate, Scenario
+from .scenarios import describe
 from .store import RunStore
+
+CANDIDATE_COLUMNS = ["model", "prompt", "scenario", "sample", "output", "error", "tokens", "latency_s", "cached",
+                     "scenario_id", "id"]
+JUDGMENT_COLUMNS = ["judge", "mode", "rubric", "model", "prompt", "scenario", "order", "score", "verdict", "scores",
+                    "rationale", "error", "id"]
 
 
 def candidates(run_dir: str | Path, width: int = 120) -> Any:
@@ -14,25 +24,32 @@ def candidates(run_dir: str | Path, width: int = 120) -> Any:
     import pandas as pd  # noqa: PLC0415
 
     rows = []
+    texts = _scenario_texts(run_dir)
     for c in RunStore(run_dir).latest(Candidate).values():
         u = c.usage
-        rows.append({"model": c.model_id, "prompt": f"{c.prompt_id}@{c.prompt_version}", "scenario": c.scenario_id,
+        rows.append({"model": c.model_id, "prompt": f"{c.prompt_id}@{c.prompt_version}",
+                     "scenario": texts.get(c.scenario_id, c.scenario_id), "scenario_id": c.scenario_id,
                      "sample": c.sample, "output": _clip(c.output, width), "error": _clip(c.error, width),
                      "tokens": None if u is None else u.completion_tokens,
                      "latency_s": None if u is None else u.latency_s, "cached": None if u is None else u.cached,
                      "id": c.id})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=CANDIDATE_COLUMNS)
 
 
 def cell_counts(run_dir: str | Path) -> Any:
     """Return per (model, prompt) cell: candidates done, failed, and mean output tokens."""
     df = candidates(run_dir)
     if df.empty:
-        return df
+        return df.reindex(columns=["model", "prompt", "done", "failed", "mean_tokens"])
     df["ok"] = df["error"].isna()
     return (df.groupby(["model", "prompt"])
               .agg(done=("ok", "sum"), failed=("ok", lambda s: int((~s).sum())), mean_tokens=("tokens", "mean"))
               .reset_index())
+
+
+def _scenario_texts(run_dir: str | Path, width: int = 80) -> dict[str, str]:
+    """Return each scenario's fields as one line, by scenario id (ids alone say nothing to a reader)."""
+    return {s.id: describe(s.fields, width) for s in RunStore(run_dir).read(Scenario)}
 
 
 def _clip(text: str | None, width: int) -> str | None:
@@ -49,22 +66,24 @@ def judgments(run_dir: str | Path, width: int = 100) -> Any:
     from .records import Judgment  # noqa: PLC0415
 
     cands = RunStore(run_dir).latest(Candidate)
+    texts = _scenario_texts(run_dir)
     rows = []
     for j in RunStore(run_dir).latest(Judgment).values():
         c = cands.get(j.candidate_ids[0])
         rows.append({"judge": j.judge_id, "mode": j.mode, "rubric": f"{j.rubric_id}@{j.rubric_version}",
                      "model": c.model_id if c else None,
-                     "prompt": f"{c.prompt_id}@{c.prompt_version}" if c else None, "order": j.order,
+                     "prompt": f"{c.prompt_id}@{c.prompt_version}" if c else None,
+                     "scenario": texts.get(j.scenario_id, j.scenario_id), "order": j.order,
                      "score": j.score, "verdict": j.verdict, "scores": j.scores,
                      "rationale": _clip(j.rationale, width), "error": _clip(j.error, width), "id": j.id})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=JUDGMENT_COLUMNS)
 
 
 def judge_counts(run_dir: str | Path) -> Any:
     """Return per (judge, model, prompt): judgments, failures and the mean composite score."""
     df = judgments(run_dir)
     if df.empty:
-        return df
+        return df.reindex(columns=["judge", "model", "prompt", "judgments", "failed", "mean_score"])
     df["ok"] = df["error"].isna()
     return (df.groupby(["judge", "model", "prompt"], dropna=False)
               .agg(judgments=("ok", "size"), failed=("ok", lambda s: int((~s).sum())), mean_score=("score", "mean"))

@@ -17,7 +17,7 @@ from .collect import CollectResult
 from .errors import ParamsError
 from .judge import Item, Judge, run_judge
 from .llm import LLM
-from .progress import Progress
+from .progress import Progress, requests_on_the_wire
 from .records import Candidate, Judgment, Scenario
 from .rubrics import load_rubric
 from .store import BatchWriter, RunStore
@@ -124,7 +124,7 @@ async def judge_stage(run, llm: LLM, judges: list[Judge], *, shard: str | None =
         result.skipped += (len(items) - len(pending) - len(exhausted)) * per_item
         result.exhausted += len(exhausted) * per_item
         work.append((judge, pending, len(pending) * per_item))
-    bar = Progress("judge", {j.entry.id: n for j, _p, n in work}, mode=progress)
+    bar = Progress("judge", {j.entry.id: n for j, _p, n in work}, mode=progress, wire=requests_on_the_wire(llm))
     writer = BatchWriter(store)  # a failed write sets writer.halt: no new item starts, the rest is rescued
 
     def emit(j: Judgment) -> None:
@@ -156,12 +156,13 @@ class JudgeStream:
     Single-item modes grade a candidate as soon as it arrives; batch mode grades every k
     arrivals; pairwise against a baseline waits for both answers of a scenario. ``drain``
     grades what is left (partial batches) and waits for everything in flight. Once ``halt``
-    (the stage's ``store.Halt``) is set by a failed write, nothing new is started.
+    (the stage's ``store.Halt``) is set by a failed write, nothing new is started. ``planned(judge_id, n)``
+    is told of the ``n`` judgments each new candidate adds (a progress bar whose total grows).
     """
 
-    def __init__(self, run, llm: LLM, judges: list[Judge], emit, done: set[str], halt=None):
+    def __init__(self, run, llm: LLM, judges: list[Judge], emit, done: set[str], halt=None, planned=None):
         self.run, self.llm, self.judges, self.emit, self.done = run, llm, judges, emit, done
-        self.halt = halt
+        self.halt, self.planned = halt, planned
         self.by_scenario = {s.id: s for s in run.scenarios}
         self.tasks: set[asyncio.Task] = set()
         self.batches: dict[str, list[Item]] = {j.entry.id: [] for j in judges}
@@ -173,8 +174,11 @@ class JudgeStream:
             return
         for judge in self.judges:
             for item in self._ready_items(judge, cand):
-                if set(judge.judgment_ids(item)) <= self.done:
+                todo = [i for i in judge.judgment_ids(item) if i not in self.done]
+                if not todo:
                     continue
+                if self.planned is not None:
+                    self.planned(judge.entry.id, len(todo))
                 if judge.mode == "batch":
                     self._add_to_batch(judge, item)
                 else:
@@ -234,6 +238,40 @@ def failed_after(store: RunStore, since: str | None) -> set[str]:
     if since is None:
         return set()
     return {i for i, r in store.failed(Judgment).items() if r.created_at >= since}
+
+
+def judgment_counts(run, judges: list[Judge] | None = None) -> tuple[int, int]:
+    """Return (judgments saved, judgments planned) of the run's cells by its judges (or by ``judges``).
+
+    The planned count includes the answers not collected yet (one judgment per planned answer;
+    two, one per order, per pair against a baseline), so it does not move as answers arrive.
+    """
+    from .collect import plan  # noqa: PLC0415
+
+    judges = load_judges(run) if judges is None else judges
+    store = RunStore(run.dir)
+    done = store.done_ids(Judgment)
+    every = run.sweep.cells()
+    mine = {c.key for c in run.cells}
+    owns_dataset = not every or every[0].key in mine
+    work = plan(run.sweep, run.scenarios, run.cells)
+    key = lambda c: f"{c.model_id}/{c.prompt_id}@{c.prompt_version}"  # noqa: E731
+    ok = [c for c in store.latest(Candidate).values() if c.ok]
+    saved = planned = 0
+    for judge in judges:
+        base = judge.entry.baseline if judge.mode == "pairwise" else None
+        candidates = [c for c in ok if key(c) in mine or (base and key(c) == base)]
+        items = items_for(judge, run.scenarios, candidates, owns_dataset)
+        saved += sum(i in done for item in items for i in judge.judgment_ids(item))
+        if judge.mode == "pairwise" and not base:  # dataset pairs: known up front
+            planned += 2 * len(items)
+        elif base:
+            baseline = [c for c in every if c.key == base]
+            slots = {(it.scenario.id, it.sample) for it in plan(run.sweep, run.scenarios, baseline)}
+            planned += 2 * sum(it.cell.key != base and (it.scenario.id, it.sample) in slots for it in work)
+        else:
+            planned += len(work)
+    return saved, planned
 
 
 def pending_judgments(run, failed_since: str | None = None) -> int:

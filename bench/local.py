@@ -180,7 +180,7 @@ def _package_version(entry: PackagedModel, module: ModuleType) -> str:
         return str(getattr(module, "__version__", "unknown"))
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     """Return whether a process with this pid exists (used to tell stale temp files from live ones)."""
     try:
         os.kill(pid, 0)
@@ -195,7 +195,7 @@ def _remove_stale_temps(target: Path) -> None:
     """Delete temp files of assemblies that were killed (their pid is gone, or is us under the lock)."""
     for tmp in target.parent.glob(f".{target.name}.*.tmp"):
         pid_text = tmp.name[len(target.name) + 2 : -len(".tmp")]
-        stale = not pid_text.isdigit() or int(pid_text) == os.getpid() or not _pid_alive(int(pid_text))
+        stale = not pid_text.isdigit() or int(pid_text) == os.getpid() or not pid_alive(int(pid_text))
         if stale:
             tmp.unlink(missing_ok=True)
 

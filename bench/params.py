@@ -7,25 +7,39 @@ model: `load_sweep` is safe to run anywhere.
 
 from __future__ import annotations
 
+import collections
 import re
 import string
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator,
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator,
                       model_validator)
 
 from .errors import ParamsError
 from .records import canonical_json, content_hash
 from .routing import ModelSpec
 
-_SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"  # every id and name: safe in paths, URLs, MLflow and shells
+_SLUG = re.compile(ID_PATTERN)
+_ID_HELP = "must be 1–64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+MAX_ALIAS_VALUES = 200_000  # values YAML aliases may add by expansion: far above any real grid, far below a bomb
+DEFAULT_MAX_ITEMS = 2_000_000  # answers a sweep may plan (cells × scenarios × samples); limits.max_items raises it
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _KEY_PREFIX = re.compile(r"^(sk|AIza|gsk_|hf_|xai-|pk_|rk_)")  # how provider keys start
 _SECRET_PARAMS = frozenset({"api_key", "api_base", "api_key_env", "key", "token", "authorization"})
 _URL_USERINFO = re.compile(r"://[^/@]*@")
 _TEMPLATE_HELP = "placeholders are {name}; write a literal brace as {{ or }}"
+
+
+def _safe_id(v: str) -> str:
+    if not _SLUG.fullmatch(v):
+        raise ValueError(_ID_HELP)
+    return v
+
+
+SafeId = Annotated[str, AfterValidator(_safe_id)]  # model, judge and prompt ids and versions
 
 
 class _Strict(BaseModel):
@@ -108,27 +122,22 @@ class ModelEntry(Endpoint):
     """One point of the model axis; ``id`` is its label in reports."""
 
     kind: ClassVar[str] = "model"
-    id: str
+    id: SafeId
 
     def identity_key(self) -> str:
         """Return what makes two model entries give different replies (their candidates' ids)."""
         return canonical_json([self.model, self.endpoint, self.params])
 
-    @field_validator("id")
-    @classmethod
-    def _slug(cls, v: str) -> str:
-        if not _SLUG.match(v):
-            raise ValueError("must be a short label of letters, digits, '.', '_' or '-'")
-        return v
 
 
 class PromptEntry(_Strict):
     """One versioned prompt template; ``{field}`` placeholders are filled from each scenario."""
 
-    id: str
-    version: str
+    id: SafeId
+    version: SafeId
     system: str | None = None
     user: str
+
 
     @property
     def key(self) -> str:
@@ -238,7 +247,7 @@ class Scenarios(_Strict):
 class JudgeEntry(Endpoint):
     """A judge: a model by role, a versioned rubric and a grading mode."""
 
-    id: str
+    id: SafeId
     rubric: str  # a rubric id (rubrics/<id>.md) or a path to a rubric file
     mode: Literal["rubric", "batch", "checklist", "pairwise", "automated", "hybrid"] | None = None
     batch_size: int = Field(default=0, ge=0)  # batch mode: items per call (0 or 1 = single)
@@ -260,6 +269,7 @@ class Limits(_Strict):
     timeout_s: float = Field(default=60.0, gt=0)
     retries: int = Field(default=4, ge=0)  # extra requests for one call that hit a 429, 5xx, timeout, …
     max_attempts: int = Field(default=3, gt=0)  # tries of one item across runs: each resume asks a failure afresh
+    max_items: int = Field(default=DEFAULT_MAX_ITEMS, gt=0)  # answers a sweep may plan: a typo cannot plan 10^8
 
 
 class Sweep(_Strict):
@@ -277,7 +287,7 @@ class Sweep(_Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not _SLUG.match(v):
+        if not _SLUG.fullmatch(v):
             raise ValueError("must be a folder-safe name (letters, digits, '.', '_', '-'); it names runs/<name>")
         return v
 
@@ -329,8 +339,8 @@ class Sweep(_Strict):
 
 
 def _refuse_duplicates(what: str, keys: list[str]) -> None:
-    """Raise ValueError naming every key listed more than once."""
-    dupes = sorted({k for k in keys if keys.count(k) > 1})
+    """Raise ValueError naming every key listed more than once (linear: a file may list 200k prompts)."""
+    dupes = sorted(k for k, n in collections.Counter(keys).items() if n > 1)
     if dupes:
         raise ValueError(f"duplicate {what} {', '.join(dupes)}")
 
@@ -380,8 +390,11 @@ class DuplicateKeyError(yaml.YAMLError):
         self.key, self.line = key, line
 
 
-class UniqueKeyLoader(yaml.SafeLoader):
-    """A SafeLoader that refuses a key repeated in one mapping (``<<`` merges may still be overridden)."""
+class UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """A safe loader that refuses a key repeated in one mapping (``<<`` merges may still be overridden).
+
+    It parses with libyaml's C parser where PyYAML has it (a 50 MB params file: seconds, not minutes).
+    """
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         """Return the mapping of ``node``, raising DuplicateKeyError on a repeated key."""
@@ -399,12 +412,51 @@ class UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+def load_yaml(path: Path, text: str) -> Any:
+    """Return the parsed YAML of ``text`` (from ``path``); refuse a key repeated in a mapping and aliases
+    that add more than MAX_ALIAS_VALUES values (a "billion laughs" bomb), before building anything."""
+    loader = UniqueKeyLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        memo: dict[int, int] = {}
+        if _expanded_size(node, memo) - len(memo) > MAX_ALIAS_VALUES:
+            raise ParamsError(f"{path}: its aliases (&name / *name) expand to more than {MAX_ALIAS_VALUES:,} "
+                              f"values; a params file never needs that many: remove the aliases")
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
+    """Return how many values ``node`` becomes once every alias is expanded (shared nodes counted each
+    time they are used), in time linear in the number of distinct nodes."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    memo[key] = _ENDLESS  # a cycle (a recursive alias) is an endless expansion
+    if isinstance(node, yaml.MappingNode):
+        size = 1 + sum(_expanded_size(k, memo) + _expanded_size(v, memo) for k, v in node.value)
+    elif isinstance(node, yaml.SequenceNode):
+        size = 1 + sum(_expanded_size(v, memo) for v in node.value)
+    else:
+        size = 1
+    memo[key] = min(size, _ENDLESS)
+    return memo[key]
+
+
+_ENDLESS = 10**12
+
+
 def _parse_yaml(path: Path, text: str) -> Any:
     """Return the parsed YAML of a params file; ParamsError (with the line) if invalid or a key repeats."""
     try:
-        return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        return load_yaml(path, text)
     except DuplicateKeyError as exc:
         raise ParamsError(f"{path}:{exc.line}: {exc}") from None
+    except RecursionError:
+        raise ParamsError(f"{path}: the YAML is nested too deeply to be a params file") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""

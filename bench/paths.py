@@ -51,5 +51,7 @@ def reports_root(root: Path | None = None) -> Path:
 
 
 def cache_path(root: Path | None = None) -> Path:
-    """Return the response cache shared by all sweeps (re-judging elsewhere reuses replies)."""
-    return runs_root(root) / ".cache" / "responses.sqlite"
+    """Return the response cache shared by all sweeps (re-judging elsewhere reuses replies):
+    ``$BENCH_CACHE`` if set, else ``<runs>/.cache/responses.sqlite``."""
+    env = os.environ.get("BENCH_CACHE")
+    return Path(env).expanduser() if env else runs_root(root) / ".cache" / "responses.sqlite"

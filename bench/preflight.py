@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import importlib.util
+import json
 import os
 import socket
 import urllib.error
@@ -33,11 +34,35 @@ def preflight(specs: Iterable[ModelSpec], *, probe_timeout_s: float = 3.0) -> No
         problems.extend(_check_model(spec))
     bases = sorted({s.api_base.rstrip("/") for s in specs if s.api_base})
     with ThreadPoolExecutor(max_workers=min(8, len(bases) or 1)) as pool:
-        for problem in pool.map(lambda b: _probe(b, probe_timeout_s), bases):
+        served: dict[str, set[str]] = {}
+        for base, (problem, listed) in zip(bases, pool.map(lambda b: _probe(b, probe_timeout_s), bases)):
             if problem:
                 problems.append(problem)
+            if listed:
+                served[base] = listed
+    problems.extend(_unknown_models(specs, served))
     if problems:
         raise PreflightError(problems)
+
+
+def _unknown_models(specs: list[ModelSpec], served: dict[str, set[str]]) -> list[str]:
+    """Return a problem for each model an ``api_base`` does not list among the models it serves.
+
+    Only servers that list their models (vLLM, Ollama, gateways: ``GET /models``) are checked;
+    an empty or unreadable listing checks nothing. A single-model server that ignores the name
+    (llama.cpp's) lists the name to use.
+    """
+    problems = []
+    for spec in specs:
+        listed = served.get((spec.api_base or "").rstrip("/"))
+        if not listed or local.is_local(spec.model):
+            continue
+        name = spec.model.split("/", 1)[1] if "/" in spec.model else spec.model
+        if name not in listed and spec.model not in listed:
+            shown = ", ".join(sorted(listed)[:8]) + (", …" if len(listed) > 8 else "")
+            problems.append(f"model {spec.model!r}: {spec.api_base} does not serve {name!r} (it lists: {shown}); "
+                            f"fix the model name")
+    return problems
 
 
 def _check_model(spec: ModelSpec) -> list[str]:
@@ -75,26 +100,38 @@ def _check_local(spec: ModelSpec) -> list[str]:
     return problems
 
 
-def _probe(api_base: str, timeout_s: float) -> str | None:
-    """Return a problem if ``api_base`` does not answer HTTP at all (any HTTP status is an answer)."""
+def _probe(api_base: str, timeout_s: float) -> tuple[str | None, set[str]]:
+    """Return (a problem if ``api_base`` does not answer HTTP at all, the model ids it lists if any)."""
     try:
-        urllib.request.urlopen(_get(f"{api_base}/models"), timeout=timeout_s).close()
+        with urllib.request.urlopen(_get(f"{api_base}/models"), timeout=timeout_s) as resp:
+            return None, _listed(resp.read(1_000_000))
     except urllib.error.HTTPError:
-        return None  # 401/404/… : something is listening and speaking HTTP
-    except urllib.error.URLError as exc:
-        reason = exc.reason
-        if isinstance(reason, ConnectionRefusedError):
-            return f"api_base {api_base} refused the connection: is the server running, and is the port right?"
-        if isinstance(reason, socket.gaierror):
-            return f"api_base {api_base}: host not found ({reason.strerror}); check the address"
-        if isinstance(reason, (TimeoutError, socket.timeout)):
-            return f"api_base {api_base} did not answer within {timeout_s:g} s"
-        return f"api_base {api_base} is unreachable: {reason}"
-    except (TimeoutError, socket.timeout):
+        return None, set()  # 401/404/… : something is listening and speaking HTTP
+    except (urllib.error.URLError, TimeoutError, socket.timeout, OSError, ValueError) as exc:
+        return _unreachable(api_base, exc, timeout_s), set()
+
+
+def _listed(body: bytes) -> set[str]:
+    """Return the model ids of an OpenAI-style ``/models`` listing (empty when it is not one)."""
+    try:
+        data = json.loads(body).get("data")
+        return {str(m["id"]) for m in data if isinstance(m, dict) and m.get("id")} if isinstance(data, list) else set()
+    except (ValueError, AttributeError, TypeError):
+        return set()
+
+
+def _unreachable(api_base: str, exc: BaseException, timeout_s: float) -> str:
+    """Return the one-line problem of an ``api_base`` that did not answer."""
+    reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+    if isinstance(reason, ConnectionRefusedError):
+        return f"api_base {api_base} refused the connection: is the server running, and is the port right?"
+    if isinstance(reason, socket.gaierror):
+        return f"api_base {api_base}: host not found ({reason.strerror}); check the address"
+    if isinstance(reason, (TimeoutError, socket.timeout)):
         return f"api_base {api_base} did not answer within {timeout_s:g} s"
-    except (OSError, ValueError) as exc:
-        return f"api_base {api_base} is unreachable or malformed: {exc}"
-    return None
+    if isinstance(exc, urllib.error.URLError):
+        return f"api_base {api_base} is unreachable: {reason}"
+    return f"api_base {api_base} is unreachable or malformed: {exc}"
 
 
 def _get(url: str) -> urllib.request.Request:

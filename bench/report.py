@@ -2,8 +2,11 @@
 
 ``notebooks/03_analyze.ipynb`` is executed by papermill against the run folder (its copy is
 kept as ``runs/<sweep>/notebooks/03_analyze.ipynb``) and rendered by nbconvert with the code
-hidden into ``reports/<sweep>/index.html``. Rendering reads records only: it never calls a
-model, so a report can be re-made at any time, offline, from a finished or half-finished run.
+hidden into ``reports/<sweep>/index.html`` (with ``human_overrides``: ``index-human.html``, from
+``03_analyze-human.ipynb``, so the judges' report is never overwritten). Rendering reads records
+only: it never calls a model, so a report can be re-made at any time, offline, from a finished or
+half-finished run. A report never shows the machinery: stderr streams (warnings) are dropped, and a
+failed cell stops the rendering with an error instead of a traceback in the HTML.
 """
 
 from __future__ import annotations
@@ -31,10 +34,11 @@ def render_report(run_dir: str | Path, out: str | Path | None = None, *, resampl
     """Execute the analysis notebook for ``run_dir`` and write its HTML report; return the report's path."""
     run = Path(run_dir).resolve()
     _check_run(run)
-    target = Path(out).resolve() if out else reports_root() / run.name / "index.html"
+    page = "index-human.html" if human_overrides else "index.html"  # never overwrites the judges' report
+    target = Path(out).resolve() if out else reports_root() / run.name / page
     if target.suffix != ".html":
-        target = target / "index.html"
-    executed = run / "notebooks" / NOTEBOOK
+        target = target / page
+    executed = run / "notebooks" / (NOTEBOOK.replace(".ipynb", "-human.ipynb") if human_overrides else NOTEBOOK)
     executed.parent.mkdir(parents=True, exist_ok=True)
     params = {"run_dir": str(run), "resamples": resamples, "seed": seed, "compare": compare,
               "baseline": baseline, "strong_weight": strong_weight, "examples_per_cell": examples_per_cell,
@@ -68,12 +72,39 @@ def _execute(source: Path, executed: Path, params: dict[str, Any]) -> None:
                          f"({type(err).__name__}: {first_line(err)}); see {executed}") from err
 
 
+def shown_outputs(nb: Any, source: str | Path = "the notebook") -> Any:
+    """Drop what a report must never show from an executed notebook (in place; return it): every stderr
+    stream (warnings, with the local paths they quote) and every error output. A cell that failed is
+    never rendered as a traceback in the HTML: raise BenchError (the CLI prints it and writes nothing)."""
+    failed = []
+    for n, cell in enumerate(nb.cells):
+        kept = []
+        for out in cell.get("outputs", []):
+            kind = out.get("output_type")
+            if kind == "error":
+                failed.append(f"cell {n}: {out.get('ename', 'Error')}: {_first_line_of(out.get('evalue', ''))}")
+            elif not (kind == "stream" and out.get("name") == "stderr") and \
+                    "application/vnd.jupyter.stderr" not in out.get("data", {}):
+                kept.append(out)
+        if "outputs" in cell:
+            cell["outputs"] = kept
+    if failed:
+        raise BenchError(f"{source}: the analysis notebook has failed cells, so no report was written: "
+                         + "; ".join(failed))
+    return nb
+
+
+def _first_line_of(text: str) -> str:
+    return next((line.strip() for line in str(text).splitlines() if line.strip()), "")[:300]
+
+
 def to_html(notebook: str | Path, title: str) -> str:
-    """Return an executed notebook as standalone HTML: code hidden, no external script."""
+    """Return an executed notebook as standalone HTML: code hidden, no external script, no stderr
+    stream or error output (:func:`shown_outputs`; a failed cell raises BenchError instead)."""
     import nbformat  # noqa: PLC0415
     from nbconvert import HTMLExporter  # noqa: PLC0415
 
-    nb = nbformat.read(str(notebook), as_version=4)
+    nb = shown_outputs(nbformat.read(str(notebook), as_version=4), notebook)
     exporter = HTMLExporter(template_name="lab", exclude_input=True, exclude_input_prompt=True,
                             exclude_output_prompt=True)
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": html.escape(title)}})

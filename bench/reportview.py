@@ -9,6 +9,7 @@ emitted once, inline, by :func:`setup`, so the report works from a file with no 
 from __future__ import annotations
 
 import html
+import json
 import math
 import re
 from typing import Any
@@ -18,8 +19,9 @@ table.bench{border-collapse:collapse;font-size:12px;margin:6px 0 14px}
 table.bench th,table.bench td{border-bottom:1px solid #ddd;padding:3px 8px;text-align:right;vertical-align:top}
 table.bench th{background:#f4f4f6;text-align:center}
 table.bench td.t{text-align:left;max-width:46em}
-table.bench td.t div{white-space:pre-wrap;max-height:14em;overflow:auto}
-p.bench-note{color:#555;font-size:13px;margin:4px 0 10px}
+table.bench td.t div{white-space:pre-wrap;overflow-wrap:break-word;max-height:14em;overflow:auto}
+div.bench-scroll{max-width:100%;overflow-x:auto}
+p.bench-note{color:#555;font-size:13px;margin:4px 0 10px;overflow-wrap:anywhere}
 </style>"""
 
 
@@ -40,7 +42,9 @@ def setup() -> None:
 def figure(fig: Any) -> None:
     """Display a plotly figure: interactive in JupyterLab, inline HTML (plotly.js already loaded) in the report."""
     body = fig.to_html(include_plotlyjs=False, full_html=False, config={"displaylogo": False, "responsive": True})
-    _display({"text/html": body, "application/vnd.plotly.v1+json": fig.to_plotly_json(),
+    # plotly's encoder writes NaN/inf as null: a bare float('nan') in a display message is not JSON, and
+    # jupyter_client would print a UserWarning (with a local path) into the report
+    _display({"text/html": body, "application/vnd.plotly.v1+json": json.loads(fig.to_json()),
               "text/plain": f"<figure: {html.escape(str(fig.layout.title.text or ''))}>"})
 
 
@@ -64,31 +68,61 @@ def visible(text: str, limit: int | None = CLIP_CHARS) -> str:
     return text if limit is None or len(text) <= limit else f"{text[:limit]}… [{len(text) - limit} more characters]"
 
 
-def fmt(value: Any, digits: int = 3) -> str:
-    """Return a cell's text: floats rounded, None/NaN as an em dash, text made visible and clipped."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+def number(value: float, digits: int = 3, unit: str = "") -> str:
+    """Return a number's text: ``digits`` decimals from 0.1 up, ``digits`` significant digits below
+    (0.00042, not 0.000), the exponent only below 1e-4 (4.2e-05) or from 1e6; NaN as "n/a", None as "—".
+    ``unit`` is put before the number ("$")."""
+    if value is None:
         return "—"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}" if abs(value) < 1e6 else f"{value:.3g}"
+    value = float(value)
+    if math.isnan(value):
+        return "n/a"
+    if math.isinf(value):
+        return "∞" if value > 0 else "−∞"
+    a = abs(value)
+    text = (f"{value:.3g}" if a >= 1e6 else f"{value:.{digits}f}" if a >= 0.1 or a == 0
+            else f"{value:.{digits}g}")
+    return f"-{unit}{text[1:]}" if unit and text.startswith("-") else unit + text
+
+
+def fmt(value: Any, digits: int = 3, unit: str = "") -> str:
+    """Return a cell's text: None as an em dash (missing), NaN as "n/a" (undefined: a ``note`` column
+    says why), numbers as :func:`number` writes them, text made visible and clipped."""
+    if value is None or isinstance(value, float):
+        return number(value, digits, unit)
     if isinstance(value, (list, dict)):
         return visible(", ".join(map(str, value)) if isinstance(value, list) else str(value))
     return visible(str(value))
 
 
+NOTE = "note"  # the column that says why a row's statistic is undefined (shown only when a row has one)
+
+
+def _header(name: str) -> str:
+    """Return an escaped column name that may wrap after each underscore (long names keep tables narrow)."""
+    return html.escape(name).replace("_", "_<wbr>")
+
+
 def table_html(frame: Any, *, digits: int = 3, max_rows: int = 60) -> str:
-    """Return a polars frame as an HTML table with every header and value escaped (text columns left-aligned)."""
+    """Return a polars frame as an HTML table with every header and value escaped (text columns left-aligned),
+    in its own horizontally scrolling box (the page never scrolls sideways). Columns ending in ``_usd`` read
+    as dollars; a ``note`` column with no note in any row is left out."""
     import polars as pl  # noqa: PLC0415
 
+    if NOTE in frame.columns and frame[NOTE].null_count() == frame.height:
+        frame = frame.drop(NOTE)
     text = [frame.schema[c] in (pl.Utf8, pl.Categorical) or isinstance(frame.schema[c], pl.List) for c in frame.columns]
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+    units = ["$" if str(c).endswith("_usd") else "" for c in frame.columns]
+    head = "".join(f"<th>{_header(str(c))}</th>" for c in frame.columns)
     rows = []
     for row in frame.head(max_rows).iter_rows():
         cells = (f'<td class="t"><div>{html.escape(fmt(v, digits))}</div></td>' if t else
-                 f"<td>{html.escape(fmt(v, digits))}</td>" for v, t in zip(row, text))
+                 f"<td>{html.escape(fmt(v, digits, u))}</td>" for v, t, u in zip(row, text, units))
         rows.append("<tr>" + "".join(cells) + "</tr>")
     more = (f'<p class="bench-note">… {frame.height - max_rows} more rows (the notebook has them all)</p>'
             if frame.height > max_rows else "")
-    return f'<table class="bench"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>{more}'
+    return (f'<div class="bench-scroll"><table class="bench"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></div>{more}')
 
 
 def table(frame: Any, *, digits: int = 3, max_rows: int = 60, empty: str = "nothing to show") -> None:

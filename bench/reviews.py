@@ -4,7 +4,9 @@ A review overrides one judgment (for pairwise: the verdict of the pair, stored o
 judgment). It is a ``Review`` record appended to the run store: nothing is edited in place, a
 later review of the same judgment by the same reviewer supersedes the earlier one, and the
 history stays. Scores are checked against the scale of the exact rubric version the judgment
-was graded with (its snapshot in the run folder).
+was graded with (its snapshot in the run folder). Applying an offline review file is idempotent:
+an entry that says the same as its reviewer's latest review of that judgment (:func:`same_review`)
+is not applied again.
 """
 
 from __future__ import annotations
@@ -84,6 +86,35 @@ def _unit(j: Judgment, rubrics: dict[str, Rubric]) -> float | None:
         return None
     lo, hi = r.composite_scale if j.mode != "hybrid" else (0, 1)
     return (j.score - lo) / (hi - lo) if hi > lo else None
+
+
+def same_review(a: Review, b: Review) -> bool:
+    """Return whether two reviews say the same thing: same judgment, reviewer, scores (as numbers) or
+    verdict, and note. Re-applying a review file skips an entry that is the same as the latest review of
+    its judgment by that reviewer; the time of the review does not count."""
+    def scores(r: Review) -> dict[str, float] | None:
+        return {k: float(v) for k, v in r.scores.items()} if r.scores else None
+
+    return (a.judgment_id, a.reviewer, a.verdict, a.note or "", scores(a)) == \
+        (b.judgment_id, b.reviewer, b.verdict, b.note or "", scores(b))
+
+
+@dataclass
+class Applied:
+    """What applying a review file did: the reviews appended, and the filled-in entries already applied."""
+
+    path: str
+    new: list[Review]
+    unchanged: int  # entries the same as their reviewer's latest review of that judgment: skipped
+
+    @property
+    def message(self) -> str:
+        if not self.new:
+            return (f"0 new reviews: every entry of {self.path} is already applied" if self.unchanged else
+                    f"0 new reviews: no entry of {self.path} is filled in")
+        entries = "entry" if self.unchanged == 1 else "entries"
+        also = f"; {self.unchanged} {entries} already applied" if self.unchanged else ""
+        return f"applied {len(self.new)} review(s) from {self.path}{also}"
 
 
 class ReviewSession:
@@ -203,33 +234,60 @@ class ReviewSession:
         return len(entries)
 
     def apply(self, path: str | Path) -> list[Review]:
-        """Validate every filled-in entry of an exported file; append them all, or none (raise listing every problem)."""
+        """Validate every filled-in entry of an exported file; append the new ones, or none (raise listing every
+        problem); return the reviews appended (:meth:`apply_file` also says how many were already applied)."""
+        return self.apply_file(path).new
+
+    def apply_file(self, path: str | Path) -> Applied:
+        """Validate every filled-in entry of an exported file and append the entries not already applied
+        (all or nothing: raise listing every problem). Applying the same file twice changes nothing.
+
+        An entry is already applied when the latest review of its judgment by the same reviewer has the
+        same scores (or verdict) and note; a changed entry is a new review, which supersedes the earlier one.
+        """
         path = Path(path)
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as err:
-            raise BenchError(f"{path}: not a readable review file ({err})") from None
+        doc = _read_review_file(path)
         if not isinstance(doc, dict) or doc.get("format") != EXPORT_FORMAT or not isinstance(doc.get("entries"), list):
             raise BenchError(f"{path}: not a bench review file (expected format {EXPORT_FORMAT!r} with entries)")
-        problems, reviews = [], []
+        problems, reviews, unchanged = [], [], 0
+        latest = self._latest_reviews()
         for n, e in enumerate(doc["entries"]):
             if not isinstance(e, dict) or e.get("review") is None:
                 continue
             where = f"entries[{n}]"
             probs, review = self._check_entry(e, str(doc.get("reviewer") or "").strip(), where)
             problems += probs
-            reviews += [review] if review else []
+            if review is None:
+                continue
+            key = (review.judgment_id, review.reviewer)
+            if key in latest and same_review(latest[key], review):
+                unchanged += 1
+                continue
+            latest[key] = review
+            reviews.append(review)
         if problems:
             raise BenchError(f"{path}: nothing applied; {len(problems)} problem(s):\n  " + "\n  ".join(problems))
-        self.store.append(reviews)
-        _track(self.run_dir, reviews)
-        self.reload()
-        return reviews
+        if reviews:
+            self.store.append(reviews)
+            _track(self.run_dir, reviews)
+            self.reload()
+        return Applied(str(path), reviews, unchanged)
+
+    def _latest_reviews(self) -> dict[tuple[str, str], Review]:
+        """Return the latest review of each (judgment, reviewer) in the store."""
+        latest: dict[tuple[str, str], Review] = {}
+        for r in sorted(self.store.read(Review), key=lambda r: r.created_at):
+            latest[(r.judgment_id, r.reviewer)] = r
+        return latest
 
     def _check_entry(self, e: dict, reviewer: str, where: str) -> tuple[list[str], Review | None]:
         jid, r = e.get("judgment_id"), e["review"]
         if not isinstance(r, dict):
             return [f"{where}: review must be an object with scores or verdict and note"], None
+        too_long = [f"{where}.review.{k}: {len(str(r.get(k) or '')):,} characters, more than {MAX_TEXT:,}"
+                    for k in ("note", "reviewer", "verdict") if len(str(r.get(k) or "")) > MAX_TEXT]
+        if too_long:
+            return too_long, None
         j = self.judgments.get(str(jid))
         if j is not None and e.get("rubric") != f"{j.rubric_id}@{j.rubric_version}":
             return [f"{where} ({jid}): rubric {e.get('rubric')!r} is not the judgment's "
@@ -241,6 +299,41 @@ class ReviewSession:
         probs, review = self._check(str(jid), scores, r.get("verdict"), str(r.get("reviewer") or reviewer).strip(),
                                     str(r.get("note") or ""))
         return [f"{where}: {p}" for p in probs], review
+
+
+MAX_FILE_BYTES = 64 * 2**20  # a review file of every judgment of a big run is a few MB
+MAX_DEPTH = 32  # an exported file nests 5 deep
+MAX_TEXT = 20_000  # characters of a note (a page of text) or a reviewer's name
+
+
+def _read_review_file(path: Path) -> Any:
+    """Return the parsed review file; BenchError naming the file if it is unreadable, too big or too deep."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise BenchError(f"{path}: {size:,} bytes, more than a review file can be ({MAX_FILE_BYTES:,}); "
+                             f"nothing applied")
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise BenchError(f"{path}: nested too deeply to be a review file; nothing applied") from None
+    except (OSError, ValueError) as err:
+        raise BenchError(f"{path}: not a readable review file ({err}); nothing applied") from None
+    if _depth(doc) > MAX_DEPTH:
+        raise BenchError(f"{path}: nested deeper than {MAX_DEPTH} levels, not a review file; nothing applied")
+    return doc
+
+
+def _depth(value: Any) -> int:
+    """Return how deeply ``value`` nests (iteratively: a hostile file must not exhaust the stack)."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        node, level = todo.pop()
+        deepest = max(deepest, level)
+        if level > MAX_DEPTH:
+            break
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        todo.extend((c, level + 1) for c in children)
+    return deepest
 
 
 def _score_problems(jid: str, rubric: Rubric, scores: dict[str, float]) -> list[str]:

@@ -130,6 +130,8 @@ def body_params(route: Route, params: dict[str, Any], response_format: dict | No
     hit = route.body_params.get(memo_key)
     if hit is not None:
         return hit
+    params = dict(params)
+    passed = params.pop("extra_body", None) or {}  # provider-specific fields, sent as given (bench.genparams)
     if route.is_local or route.self_hosted:
         out = dict(params)
         if response_format is not None:
@@ -146,6 +148,7 @@ def body_params(route: Route, params: dict[str, Any], response_format: dict | No
         extra = opt.pop("extra_body", None) or {}
         opt.pop("stream", None)
         out = {**opt, **extra}
+    out.update(passed)
     route.body_params[memo_key] = out
     return out
 

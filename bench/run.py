@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,15 +19,17 @@ import yaml
 
 from . import paths
 from .errors import ParamsError
+from .genparams import param_problems
 from .journal import Journal, settle
 from .llm import LLM, Limits
 from .params import Cell, Sweep, load_sweep
 from .preflight import preflight
+from .progress import Progress, _in_kernel, requests_on_the_wire, say
 from .migrate import migrate_run
 from .records import Scenario
 from .rescue import import_rescued
 from .runlock import run_lock
-from .scenarios import build, write_scenarios
+from .scenarios import build, planned_count, write_scenarios
 from .store import RunStore
 
 
@@ -60,9 +62,27 @@ def open_run(params: str | Path, cells: Any = None, run_dir: str | Path | None =
     """Return the validated Run of a params file (no model is called); raise ParamsError on any mistake."""
     root = paths.project_root()
     sweep, params_path = load_sweep(paths.resolve(params, root))
+    problems = param_problems([(f"models[{i}]", m) for i, m in enumerate(sweep.models)]
+                              + [(f"judges[{i}]", j) for i, j in enumerate(sweep.judges)])
+    if problems:
+        raise ParamsError("\n".join(f"{params_path}: {p}" for p in problems))
+    chosen = select_cells(sweep, cells)
+    _check_size(sweep, len(chosen), planned_count(sweep), params_path)  # before a huge grid is built
     scenarios = build(sweep, params_path, root)
+    _check_size(sweep, len(chosen), len(scenarios), params_path)  # a dataset's size is known once read
     folder = paths.resolve(run_dir, root) if run_dir else paths.run_dir(sweep.name, root)
-    return Run(sweep, params_path, root, folder, scenarios, select_cells(sweep, cells))
+    return Run(sweep, params_path, root, folder, scenarios, chosen)
+
+
+def _check_size(sweep: Sweep, cells: int, scenarios: int | None, params_path: Path) -> None:
+    """Refuse a grid that plans more answers than ``limits.max_items`` (a typo must not plan 10^8 of them)."""
+    if scenarios is None:
+        return
+    items = max(cells, 1) * scenarios * sweep.samples
+    if items > sweep.limits.max_items:
+        raise ParamsError(f"{params_path}: the grid plans {items:,} answers ({cells} cells × {scenarios:,} scenarios "
+                          f"× {sweep.samples:,} samples), more than limits.max_items = {sweep.limits.max_items:,}; "
+                          f"shrink it, or raise limits.max_items if you mean it")
 
 
 def select_cells(sweep: Sweep, cells: Any) -> list[Cell]:
@@ -164,13 +184,18 @@ async def run_collect(run: Run, *, max_concurrency: int | None = None, shard: st
     """
     from .collect import collect  # noqa: PLC0415
 
-    with run_lock(run.dir):
+    pipelined = bool(judge and run.sweep.judges)
+    with _interrupts_say(run, answers=True, judges=pipelined, stage="run_collect"), run_lock(run.dir):
         prepare(run)
         async with _stage_llm(run, max_concurrency) as llm:
-            if not (judge and run.sweep.judges):
-                return await collect(run.sweep, run.dir, run.scenarios, run.cells, llm, shard=shard or None,
-                                     progress=progress)
-            return await _collect_and_judge(run, llm, shard or None, progress)
+            if not pipelined:
+                result = await collect(run.sweep, run.dir, run.scenarios, run.cells, llm, shard=shard or None,
+                                       progress=progress)
+            else:
+                result = await _collect_and_judge(run, llm, shard or None, progress)
+    if progress != "none":
+        say(result)  # the stage's one line (what `bench sweep` shows in the terminal)
+    return result
 
 
 async def _collect_and_judge(run: Run, llm: LLM, shard: str | None, progress: str):
@@ -183,14 +208,24 @@ async def _collect_and_judge(run: Run, llm: LLM, shard: str | None, progress: st
     store = RunStore(run.dir, shard=shard)
     halt = Halt()  # a failed write of either stage stops both from issuing calls
     writer = BatchWriter(store, halt=halt)
-    stream = JudgeStream(run, llm, judges, writer.add, store.done_ids(Judgment), halt=halt)
+    # one bar per judge, its total growing as answers arrive; "judging" once collect is done and the rest is graded
+    bar = Progress("judge", {j.entry.id: 0 for j in judges}, mode=progress, growing=True,
+                   wire=requests_on_the_wire(llm))
+
+    def emit(j: Judgment) -> None:
+        writer.add(j)
+        bar.update(j.judge_id, failed=not j.ok)
+
+    stream = JudgeStream(run, llm, judges, emit, store.done_ids(Judgment), halt=halt, planned=bar.grow)
     writer_task = asyncio.ensure_future(writer.run())
     try:
         result = await collect(run.sweep, run.dir, run.scenarios, run.cells, llm, shard=shard, progress=progress,
                                sink=stream.feed, halt=halt)
+        bar.phase("judging")
         await stream.drain()
     finally:
         await stream.settle(cancel=not halt)  # no grading outlives the session: paid ones finish, and are kept
+        bar.close()
         writer.stop()
         await writer_task
         writer.flush()
@@ -216,9 +251,70 @@ async def run_judge(run: Run, *, judges=None, max_concurrency: int | None = None
 
     chosen = load_judges(run, judges)
     preflight([j.entry.spec() for j in chosen])
-    with run_lock(run.dir):
+    with _interrupts_say(run, answers=False, judges=chosen, stage="run_judge"), run_lock(run.dir):
         import_rescued(run.dir)
         rekey(run)
         async with _stage_llm(run, max_concurrency) as llm:
-            return await judge_stage(run, llm, chosen, shard=shard or None, progress=progress,
-                                     failed_since=failed_since)
+            result = await judge_stage(run, llm, chosen, shard=shard or None, progress=progress,
+                                       failed_since=failed_since)
+    if progress != "none":
+        say(result)  # the stage's one line (what `bench sweep` shows in the terminal)
+    return result
+
+
+class Interrupted(asyncio.CancelledError):
+    """A stage stopped by an interrupt (Ctrl-C, JupyterLab's "Interrupt kernel"); its message is one line:
+    what was saved, what is left and how to resume.
+
+    A notebook shows that line instead of a traceback (IPython's ``_render_traceback_``). Being
+    a CancelledError, it still cancels the task it ends (``asyncio.run`` turns it into KeyboardInterrupt).
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        return [str(self)]
+
+
+def interrupted_line(run: Run, resume: str, *, answers: bool = True, judges: Any = True) -> str:
+    """Return the one line an interrupt prints: answers and judgments saved (of planned), what is left, ``resume``.
+
+    ``judges``: True (every judge of the params file), a list of bench.judge.Judge, or False (no judgments).
+    """
+    from .collect import answer_counts  # noqa: PLC0415
+    from .judging import judgment_counts, load_judges  # noqa: PLC0415
+
+    saved, left = [], []
+    if answers and run.sweep.collects:
+        done, planned = answer_counts(run.sweep, run.dir, run.scenarios, run.cells)
+        saved.append(f"{done} of {planned} answers")
+        left += [f"{planned - done} answers"] if planned > done else []
+    judges = load_judges(run) if judges is True else judges or []
+    if judges:
+        done, planned = judgment_counts(run, judges)
+        saved.append(f"{done} of {planned} judgments")
+        left += [f"{planned - done} judgments"] if planned > done else []
+    return (f"interrupted: {' and '.join(saved) or 'nothing'} saved in {shown_path(run.dir)}; "
+            f"{' and '.join(left) or 'nothing'} left; {resume}")
+
+
+def shown_path(path: Path) -> str:
+    """Return ``path`` relative to the working directory when it lies under it (as a user would type it)."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+@contextlib.contextmanager
+def _interrupts_say(run: Run, *, answers: bool, judges: Any, stage: str) -> Iterator[None]:
+    """Turn an interrupt of a stage into Interrupted: one line saying what was saved, what is left, how to resume."""
+    try:
+        yield
+    except Interrupted:
+        raise
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        again = "run this cell again to resume" if _in_kernel() else f"call bench.{stage} again to resume"
+        try:
+            line = interrupted_line(run, again, answers=answers, judges=judges)
+        except Exception:  # counting must never hide the interrupt itself
+            line = f"interrupted: what was answered is saved in {shown_path(run.dir)}; {again}"
+        raise Interrupted(line) from None

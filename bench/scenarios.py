@@ -29,7 +29,7 @@ from .params import DatasetSource, GenerateSource, PromptEntry, SubsetDimension,
 from .records import Scenario, canonical_json
 from .store import RunStore, atomic_write
 
-__all__ = ["build", "check_placeholders", "generate", "load_dataset", "read_scenarios", "render",
+__all__ = ["build", "check_placeholders", "describe", "generate", "load_dataset", "planned_count", "read_scenarios", "render",
            "write_scenarios"]
 
 # Above this many combinations a seeded sample draws dimension by dimension (with dedupe)
@@ -269,6 +269,25 @@ def _reason(exc: Exception) -> str:
 
 
 # --------------------------------------------------------------------------- build and check
+
+
+def describe(fields: dict[str, Any], width: int | None = None) -> str:
+    """Return a scenario's fields as one readable line (``persona: nurse; tasks: emails, report``)."""
+    text = "; ".join(f"{k}: {', '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in fields.items())
+    text = " ".join(text.split())
+    return text if width is None or len(text) <= width else text[: width - 1] + "…"
+
+
+def planned_count(sweep: Sweep) -> int | None:
+    """Return how many scenarios the params will make, without making them (None for a dataset)."""
+    source = sweep.scenarios.generate
+    if source is None:
+        return None
+    try:
+        total = math.prod(d.count for d in _dimensions(source))
+    except ParamsError:
+        return None  # build reports it, with the file name
+    return min(total, source.n) if source.n is not None else total
 
 
 def build(sweep: Sweep, params_path: Path, project_root: Path) -> list[Scenario]:

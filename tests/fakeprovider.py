@@ -71,6 +71,9 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "echo_auth": False,         # error messages echo the request's Authorization header (a leaky gateway):
                                 # "...; received Authorization: Bearer <key>" (a 401 also names the key)
     "corrupt_items": 0.0,       # batch replies: this fraction of graded items gets an off-scale score
+    "served_models": None,      # None: GET /models lists nothing and any model is answered; a list: /models
+                                # lists these, and a chat request for another model gets a 404
+    "list_models": True,        # False: GET /models answers 404 (a server that cannot list its models)
     "batch_fault": None,        # batch replies: "truncate" (JSON cut in half), "partial" (last half of the
                                 # grades missing), "wrong_ids" (half the grades under ids never shown)
 }
@@ -79,7 +82,6 @@ REQUEST_AUTH: contextvars.ContextVar[str | None] = contextvars.ContextVar("reque
 FAULT_KINDS = ("429", "500", "hang", "malformed", "empty", "reset")
 RECENT_MAX = 200
 MALFORMED_BODY = b'{"id": "chatcmpl-fake", "object": "chat.completion", "choices": ['
-MODELS_BODY = json.dumps({"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
 ERROR_KINDS: dict[int, tuple[str, str]] = {
     400: ("invalid_request_error", "bad_request"),
     401: ("invalid_request_error", "invalid_api_key"),
@@ -472,6 +474,10 @@ class FakeServer:
         if not authorized:
             key = (auth or "").removeprefix("Bearer ") if self.config["echo_auth"] else ""
             return self.error(401, f"Incorrect API key provided{': ' + key if key else ''} (fake provider)")
+        served = self.config["served_models"]
+        if served is not None and body.get("model") not in served:
+            return self.error(404, f"The model `{body.get('model')}` does not exist or you do not have access to "
+                                   f"it (fake provider serves: {', '.join(served)})")
         if fault is not None:
             return await self.fault(fault, request, body)
         return self.reply(body)
@@ -559,8 +565,12 @@ class FakeServer:
     # ---- other endpoints
 
     async def models(self, request: web.Request) -> web.Response:
-        """``GET /v1/models``."""
-        return web.Response(text=MODELS_BODY, content_type="application/json")
+        """``GET /v1/models``: the ``served_models`` (none listed by default: any model is answered)."""
+        if not self.config["list_models"]:
+            return self.error(404, "this server does not list its models")
+        served = self.config["served_models"] or []
+        body = {"object": "list", "data": [{"id": m, "object": "model"} for m in served]}
+        return web.Response(text=json.dumps(body), content_type="application/json")
 
     async def admin_config(self, request: web.Request) -> web.Response:
         """``POST /_admin/config``: merge the body over the config (``reset: true`` first restores defaults)."""
@@ -588,6 +598,9 @@ def validate_config(cfg: dict[str, Any]) -> None:
     for key in ("latency_ms", "latency_jitter_ms", "hang_s", "corrupt_items", *(f"rate_{k}" for k in FAULT_KINDS)):
         if not isinstance(cfg[key], (int, float)) or cfg[key] < 0:
             raise ValueError(f"{key} must be a non-negative number, got {cfg[key]!r}")
+    served = cfg["served_models"]
+    if served is not None and not (isinstance(served, list) and all(isinstance(m, str) for m in served)):
+        raise ValueError(f"served_models must be null or a list of model names, got {served!r}")
     for key in ("fail_first", "fail_status", "seed"):
         if not isinstance(cfg[key], int):
             raise ValueError(f"{key} must be an integer, got {cfg[key]!r}")

@@ -120,10 +120,15 @@ def test_plain_reply_shape_and_determinism(fake: FakeProvider) -> None:
 
 def test_v1_prefix_is_optional_and_models_listed(fake: FakeProvider) -> None:
     assert post(fake, chat_body(), path="/chat/completions")[0] == 200
-    for path in ("/v1/models", "/models"):
+    for path in ("/v1/models", "/models"):  # by default it lists nothing and answers any model
         with NO_PROXY.open(f"http://127.0.0.1:{fake.port}{path}", timeout=5) as response:
-            assert json.loads(response.read()) == {"object": "list",
-                                                   "data": [{"id": "fake-model", "object": "model"}]}
+            assert json.loads(response.read()) == {"object": "list", "data": []}
+    fake.configure(served_models=["fake-model", "other"])
+    with NO_PROXY.open(f"http://127.0.0.1:{fake.port}/v1/models", timeout=5) as response:
+        assert [m["id"] for m in json.loads(response.read())["data"]] == ["fake-model", "other"]
+    assert post(fake, chat_body())[0] == 200
+    status, _headers, body = post(fake, {**chat_body(), "model": "nope"})
+    assert status == 404 and "The model `nope` does not exist" in body.decode()
 
 
 def test_schema_reply_validates_and_is_deterministic(fake: FakeProvider) -> None:

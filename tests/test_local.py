@@ -312,6 +312,23 @@ def test_chat_completion_answers(server: local.LocalServer) -> None:
 
 
 @pytest.mark.local_model
+def test_a_long_prompt_does_not_balloon_the_server(server: local.LocalServer) -> None:
+    """A judge-sized prompt (1,500 tokens) kept a vocabulary-wide logits row per token (262k floats each):
+    3 GB for a 253 MB model. The server must stay near its idle size."""
+    import psutil
+
+    endpoint = server.endpoint
+    assert endpoint is not None and server.pid is not None
+    body = {"model": endpoint.served_model, "max_tokens": 4, "temperature": 0,
+            "messages": [{"role": "user", "content": "Grade this answer carefully. " * 300}]}
+    answer, _seconds = _post(endpoint.api_base, "/chat/completions", body)
+    assert answer["usage"]["prompt_tokens"] > 1400
+    rss_gb = psutil.Process(server.pid).memory_info().rss / 2**30
+    print(f"\n[local] server RSS after a {answer['usage']['prompt_tokens']}-token prompt: {rss_gb:.2f} GB")
+    assert rss_gb < 1.2
+
+
+@pytest.mark.local_model
 def test_json_schema_output_is_constrained(server: local.LocalServer) -> None:
     endpoint = server.endpoint
     assert endpoint is not None

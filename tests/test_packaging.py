@@ -1,5 +1,6 @@
 """The install story: pyproject is the source of truth; environment.yml, README and CI agree with it."""
 
+import os
 import re
 import subprocess
 import sys
@@ -51,3 +52,24 @@ def test_import_bench_is_cheap():
 def test_python_m_bench_is_the_command():
     out = subprocess.run([sys.executable, "-m", "bench", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "serve-local" in out.stdout
+
+
+def test_make_lab_passes_allow_root_only_when_root_and_binds_loopback():
+    """As root (containers), Jupyter refuses to start without --allow-root; JupyterLab listens on loopback."""
+    out = subprocess.run(["make", "-n", "lab"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    line = next(ln for ln in out.splitlines() if "jupyter lab" in ln)
+    assert "--ip=127.0.0.1" in line
+    flags = subprocess.run(["sh", "-c", "echo " + line.split("--ip=127.0.0.1", 1)[1]], capture_output=True,
+                           text=True, check=True).stdout
+    assert ("--allow-root" in flags) == (os.getuid() == 0)
+
+
+def test_embedded_model_tests_skip_with_one_line_when_the_local_extra_is_missing():
+    """Without the 'local' extra, the embedded-model tests are skipped, saying how to install it."""
+    code = ("import sys; sys.modules['llama_cpp'] = None; import pytest; "
+            "sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-rs', 'tests/test_local.py', "
+            "'tests/test_llm_local.py']))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:]
+    assert "failed" not in out.stdout and " skipped" in out.stdout
+    assert "needs the 'local' extra (llama_cpp missing): pip install -e '.[local]'" in out.stdout

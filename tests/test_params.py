@@ -407,7 +407,7 @@ def test_sweep_name_must_be_folder_safe(tmp_path):
 
 def test_model_id_must_be_a_label(tmp_path):
     message = error_of(write(tmp_path, edit("id: small", "id: 'gpt 4o'")))
-    assert "models[0].id: must be a short label" in message
+    assert "models[0].id: must be 1–64 letters, digits, '.', '_' or '-'" in message
 
 
 def test_several_errors_one_line_each(tmp_path):

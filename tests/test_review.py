@@ -80,8 +80,9 @@ def test_sweep_runs_params_metrics_and_traces_are_searchable_in_mlflow(tracked_r
     assert m2.params["model"] == "openai/fake-b" and m2.params["prompt"] == "p@v1"
     assert m2.params["judge.grader.rubric"] == "tip-v1@1" and len(m2.params["judge.grader.rubric_hash"]) == 20
     assert m2.params["scenario_set_hash"] and m2.params["judge.arena.model"] == "openai/judge"
-    for key in ("grader.composite.mean", "grader.composite.ci_low", "grader.relevance.ci_high", "grader.n",
-                "answer_failure_rate", "answers.latency_p95_s", "answers.completion_tokens", "arena.win_rate"):
+    for key in ("judge.grader.composite.mean", "judge.grader.composite.ci_low", "judge.grader.relevance.ci_high",
+                "judge.grader.composite.n", "judge.grader.n", "answers.failure_rate", "answers.latency_p95_s",
+                "answers.completion_tokens", "judge.arena.win_rate"):
         assert key in m2.metrics, key
     assert m2.tags["bench.stage.collect"] == "ok"
     found = mlflow.search_runs(experiment_names=["bench/rv"], filter_string="params.prompt = 'p@v1'",

@@ -7,7 +7,7 @@ import warnings
 import pytest
 
 from bench.errors import StoreError
-from bench.records import Candidate
+from bench.records import Candidate, Scenario
 from bench.store import RunStore, TornRecordWarning
 
 
@@ -85,3 +85,41 @@ def test_unwritable_run_folder_is_named_even_as_root(tmp_path):
     blocker.write_text("not a folder")
     with pytest.raises(StoreError, match="not writable"):
         RunStore(blocker / "demo").append([cand(1, output="a")])
+
+
+def test_two_stores_probing_one_folder_from_two_threads_never_fail(tmp_path):
+    """The collect and the pipelined judge writer of one kernel probe the run folder at once: with one
+    probe file name per process, one deleted the other's probe and a normal sweep failed (ENOENT)."""
+    import threading
+
+    stores = [RunStore(tmp_path / "run"), RunStore(tmp_path / "run")]
+    errors: list[BaseException] = []
+
+    def probe(store: RunStore) -> None:
+        try:
+            for _ in range(20_000):
+                store.ensure_writable()
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=probe, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_an_unreadable_line_is_reported_once_however_often_the_run_is_read(tmp_path):
+    store = RunStore(tmp_path / "run")
+    store.append([Scenario(fields={"q": 1})])
+    with open(store.path("scenario"), "ab") as fh:
+        fh.write(b'{"schema_version": 1, "id": "broken\n')
+    store.append([Scenario(fields={"q": 2})])  # a line in the middle now, not the last
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for _ in range(5):
+            assert len(store.read("scenario")) == 2
+            RunStore(tmp_path / "run").done_ids("scenario")
+    torn = [w for w in seen if issubclass(w.category, TornRecordWarning)]
+    assert len(torn) == 1 and "unreadable line" in str(torn[0].message)

@@ -3,6 +3,7 @@
 import collections
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -11,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.records import Candidate
+from bench.records import Candidate, Judgment
 from bench.store import RunStore
+from tests import grids
 from tests.repo import parameterized_copy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,6 +99,25 @@ def test_per_cell_writes_one_notebook_per_cell(tmp_path, fake, grid):
     assert len(successes(tmp_path)) == 3 * N_SCENARIOS
 
 
+def wait_until_no_kernel_writes(tmp_path, budget_s=120):
+    """Wait until no process of this test's runs folder is left (its kernels are gone)."""
+    import psutil
+
+    deadline = time.monotonic() + budget_s
+    while True:
+        alive = []
+        for p in psutil.process_iter(["pid"]):
+            try:
+                if p.pid != os.getpid() and p.environ().get("BENCH_RUNS") == str(tmp_path / "runs"):
+                    alive.append(p.pid)
+            except (psutil.Error, OSError):
+                continue
+        if not alive:
+            return
+        assert time.monotonic() < deadline, f"processes of the killed sweep still alive: {alive}"
+        time.sleep(0.05)
+
+
 def test_kill_9_mid_sweep_then_resume_gives_every_candidate_exactly_once(tmp_path, fake, grid):
     fake.configure(latency_ms=60)
     params = grid(cap=4)
@@ -109,7 +130,7 @@ def test_kill_9_mid_sweep_then_resume_gives_every_candidate_exactly_once(tmp_pat
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    time.sleep(0.5)  # the kernel dies with the driver (PR_SET_PDEATHSIG); let the OS reap it
+    wait_until_no_kernel_writes(tmp_path)  # the kernel dies with the driver (PR_SET_PDEATHSIG)
     partial = len(successes(tmp_path))
     assert 20 <= partial < N_CELLS * N_SCENARIOS
     resumed = sweep(tmp_path, params)
@@ -140,6 +161,28 @@ def test_a_failed_execution_is_reported_and_the_others_finish(tmp_path, fake, gr
     assert len(RunStore(tmp_path / "runs/t").done_ids(Candidate)) == N_CELLS * N_SCENARIOS
 
 
+def test_a_crashed_stage_stops_judging_reporting_and_tracking(tmp_path, fake):
+    from tests.grids import bench, grid, judge
+
+    params = grid(tmp_path / "g.yaml", fake.url, topics=3, judges=[judge("grader", fake.url)])
+    blocker = tmp_path / "runs/g/candidates.jsonl"
+    blocker.parent.mkdir(parents=True)
+    blocker.mkdir()  # the collect execution cannot append: it crashes
+    result = bench(tmp_path, "sweep", str(params), "--only-stage", "collect")
+    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "collect: FAILED" in result.stdout and "report and tracking: skipped, the run is incomplete" in result.stdout
+    assert not (tmp_path / "reports/g").exists() and not (tmp_path / "runs/g/mlflow.db").exists()
+    prompts = [{"id": "p", "version": "v1", "user": "One tip about {topic}."},
+               {"id": "q", "version": "v1", "user": "Another tip about {topic}."}]
+    both = grid(tmp_path / "h.yaml", fake.url, name="h", topics=3, prompts=prompts, judges=[judge("grader", fake.url)])
+    (tmp_path / "runs/h/candidates.job1.jsonl").mkdir(parents=True)  # one of two collect executions crashes
+    two = bench(tmp_path, "sweep", str(both), "--jobs", "2")
+    assert two.returncode == 1, two.stdout[-2000:]
+    assert "judge: not started, because collect.job1 failed" in two.stdout and "collect.job2: ok" in two.stdout
+    assert not (tmp_path / "runs/h/notebooks/02_judge.job1.ipynb").exists()
+    assert not (tmp_path / "reports/h").exists() and not (tmp_path / "runs/h/mlflow.db").exists()
+
+
 def test_bad_params_stop_before_any_call(tmp_path, fake):
     bad = tmp_path / "bad.yaml"
     bad.write_text(PARAMS.format(url=fake.url, cap=4).replace('user: "{topic}?"', 'user: "{topic} {mood}?"'))
@@ -156,3 +199,75 @@ def test_collect_notebook_runs_under_nbval(tmp_path, fake, grid):
                             timeout=300)
     assert result.returncode == 0, result.stdout[-3000:]
     assert fake.stats()["requests"] == N_SCENARIOS
+
+
+def judged_grid(tmp_path, url, topics=4, cap=8):
+    """One model, one prompt, ``topics`` scenarios, one judge: what the terminal of a pipelined sweep shows."""
+    return grids.grid(tmp_path / "g.yaml", url, topics=topics, judges=[grids.judge("grader", url)],
+                      limits={"max_concurrency": cap, "timeout_s": 10, "retries": 0})
+
+
+def test_the_terminal_shows_progress_and_stage_lines_not_notebook_output(tmp_path, fake):
+    """Of the notebooks' output, only bench's own lines reach the terminal: no table rows, no 'Empty DataFrame'."""
+    params = judged_grid(tmp_path, fake.url)
+    first = grids.sweep(tmp_path, params)  # 01_collect, judging as answers arrive
+    judged = grids.sweep(tmp_path, params, "--only-stage", "judge")  # 02_judge
+    for out in (first, judged):
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+        assert "Empty DataFrame" not in out.stdout and "Traceback" not in out.stdout + out.stderr
+        for line in out.stdout.splitlines():  # "[execution] line": a progress line or a stage's one-line result
+            if line.startswith("["):
+                name, _, rest = line.partition("] ")
+                assert name in ("[collect", "[judge") and rest.startswith(("collect: ", "judge: ", "judging: ")), \
+                    out.stdout
+    assert re.search(r"^\[collect\] collect: 4/4 \(100%\) \| m1 4/4 \| failed 0 \|", first.stdout, re.M), first.stdout
+    assert re.search(r"^\[collect\] judge: 4/4 \(100%\) \| grader 4/4 \| failed 0 \|", first.stdout, re.M)
+    assert "[collect] collect: 4 planned, 0 already done, 4 new, 0 failed" in first.stdout
+    assert "[judge] judge: 4 judgments planned, 4 already done, 0 new, 0 failed" in judged.stdout
+    assert "  collect: ok [" in first.stdout and "  judge: ok [" in judged.stdout  # one line per execution
+    assert first.stdout.splitlines()[0].startswith("sweep g: 1 cells")  # the plan first
+
+
+def test_ctrl_c_prints_one_line_saying_what_was_saved_and_how_to_resume(tmp_path, fake):
+    """SIGINT to a running sweep: exit code 130 and one line on stderr (answers and judgments saved, what is
+    left, the command that resumes), no traceback; the command then finishes the work, nothing twice."""
+    fake.configure(latency_ms=300)
+    params = judged_grid(tmp_path, fake.url, topics=12, cap=2)
+    env = {**env_for(tmp_path), "BENCH_REPORTS": str(tmp_path / "reports")}
+    proc = subprocess.Popen([sys.executable, "-m", "bench", "sweep", str(params), "--no-report", "--no-track"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (fake.stats()["in_flight"] and fake.stats()["requests"] >= 3):  # the kernel's stage is on the wire
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out[-2000:] + err[-2000:]
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in out + err, err
+    found = re.fullmatch(r"interrupted: (\d+) of 12 answers and (\d+) of 12 judgments saved in (\S+); "
+                         r"(\d+) answers and (\d+) judgments left; resume with: bench sweep (\S+)", lines[0])
+    assert found, lines[0]
+    store = RunStore(tmp_path / "runs/g")
+    answers, judgments = len(store.done_ids(Candidate)), len(store.done_ids(Judgment))
+    assert [int(found[i]) for i in (1, 2, 4, 5)] == [answers, judgments, 12 - answers, 12 - judgments]
+    assert answers < 12 and Path(found[3]) == tmp_path / "runs/g" and found[6] == str(params)
+    assert "FAILED" not in out and "report:" not in out  # an interrupt is not a crash, and renders nothing
+
+    fake.configure(latency_ms=0)
+    resumed = grids.sweep(tmp_path, params)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    ok = [c.id for c in store.read(Candidate) if c.ok]
+    assert len(ok) == len(set(ok)) == 12 and len(store.done_ids(Judgment)) == 12
+
+
+def test_judging_before_anything_was_collected_says_how_to_collect(tmp_path, fake):
+    """--only-stage judge on an empty run folder: one line saying what to run, exit code 2, no report, no MLflow."""
+    params = judged_grid(tmp_path, fake.url)
+    out = grids.bench(tmp_path, "sweep", str(params), "--only-stage", "judge")  # report and tracking on
+    assert out.returncode == 2 and out.stdout == "", out.stdout + out.stderr
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1 and "nothing has been collected in " in lines[0], out.stderr
+    assert f"collect first with: bench sweep {params} --only-stage collect" in lines[0]
+    assert not (tmp_path / "reports").exists() and not list(tmp_path.rglob("mlflow.db"))
+    assert fake.stats()["requests"] == 0

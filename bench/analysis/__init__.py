@@ -8,19 +8,19 @@ Importing this package imports polars and numpy (``import bench`` alone does not
 
 from __future__ import annotations
 
-from .agreement import cohen_kappa, krippendorff_alpha
-from .bootstrap import bootstrap_means, holm, sign_flip_pvalues
+from .agreement import cohen_kappa, complete_pairs, krippendorff_alpha
+from .bootstrap import bootstrap_means, holm, percentile_interval, sign_flip_pvalues
 from .leaderboard import composite, leaderboard, paired_differences
-from .pairwise import battles, bradley_terry, position_consistency, win_matrix, win_rates
+from .pairwise import battles, bradley_terry, fit_bradley_terry, position_consistency, win_matrix, win_rates
 from .reliability import disagreements, inter_judge, judge_health, judge_vs_human, jury_alpha, packed_vs_single
 from .summary import Summary, examples, summarize
 from .tables import COMPOSITE, RunTables, load_run, with_reviews
 from .usage import usage_by_cell, usage_by_judge
 
 __all__ = [
-    "COMPOSITE", "RunTables", "Summary", "battles", "bootstrap_means", "bradley_terry", "cohen_kappa", "composite",
-    "disagreements", "examples", "holm", "inter_judge", "judge_health", "judge_vs_human", "jury_alpha",
-    "krippendorff_alpha", "leaderboard", "load_run", "packed_vs_single", "paired_differences",
-    "position_consistency", "sign_flip_pvalues", "summarize", "usage_by_cell", "usage_by_judge", "win_matrix",
-    "win_rates", "with_reviews",
+    "COMPOSITE", "RunTables", "Summary", "battles", "bootstrap_means", "bradley_terry", "cohen_kappa",
+    "complete_pairs", "composite", "disagreements", "examples", "fit_bradley_terry", "holm", "inter_judge",
+    "judge_health", "judge_vs_human", "jury_alpha", "krippendorff_alpha", "leaderboard", "load_run",
+    "packed_vs_single", "paired_differences", "percentile_interval", "position_consistency", "sign_flip_pvalues",
+    "summarize", "usage_by_cell", "usage_by_judge", "win_matrix", "win_rates", "with_reviews",
 ]

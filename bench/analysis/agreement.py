@@ -18,14 +18,52 @@ def _categories(*arrays: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     return values, [np.searchsorted(values, a) for a in arrays]
 
 
+def _missing(x: np.ndarray) -> np.ndarray:
+    """Return which entries of a 1-d array are missing: None, NaN (or anything else unequal to itself)."""
+    if x.dtype.kind in "fc":
+        return np.isnan(x)
+    if x.dtype.kind != "O":
+        return np.zeros(x.shape, dtype=bool)
+
+    def gone(v: object) -> bool:
+        try:
+            return v is None or bool(v != v)
+        except (TypeError, ValueError):  # e.g. pandas.NA, whose truth value is ambiguous
+            return True
+
+    return np.fromiter((gone(v) for v in x), dtype=bool, count=x.size)
+
+
+def complete_pairs(a: Sequence, b: Sequence) -> tuple[np.ndarray, np.ndarray, int]:
+    """Return (a, b, dropped): the pairs of two raters' paired ratings where both rated (neither is None or
+    NaN), and how many pairs were dropped because one or both ratings were missing."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError("complete_pairs needs two equally long 1-d sequences of paired ratings")
+    keep = ~(_missing(a) | _missing(b))
+    return a[keep], b[keep], int(keep.size - keep.sum())
+
+
 def cohen_kappa(a: Sequence, b: Sequence, weights: str | None = None) -> float:
     """Return Cohen's kappa of two raters' paired ratings; ``weights`` None (nominal), "linear" or "quadratic".
 
     NaN when chance agreement is already perfect (both raters gave one and the same value).
+    Weighted kappa measures a disagreement by the distance between the two values themselves
+    (scikit-learn's ``cohen_kappa_score`` uses their positions in ``labels`` instead: the two agree
+    when ``labels`` lists every level of an integer scale).
+
+    A missing rating (None or NaN) raises ValueError, as scikit-learn does: a pair with a gap is
+    neither agreement nor disagreement, and counting the gap as a category of its own would change
+    kappa silently. Drop such pairs first with :func:`complete_pairs`, which also says how many it
+    dropped; bench's agreement tables do that and report the count in their ``dropped`` column.
     """
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape or a.ndim != 1:
         raise ValueError("cohen_kappa needs two equally long 1-d sequences of paired ratings")
+    gaps = int((_missing(a) | _missing(b)).sum())
+    if gaps:
+        raise ValueError(f"cohen_kappa: {gaps} of {a.size} pairs have a missing rating (None or NaN); drop "
+                         "incomplete pairs first, e.g. a, b, dropped = complete_pairs(a, b)")
     if a.size == 0:
         return float("nan")
     values, (ia, ib) = _categories(a, b)
@@ -39,6 +77,24 @@ def cohen_kappa(a: Sequence, b: Sequence, weights: str | None = None) -> float:
     return float("nan") if chance == 0 else float(1.0 - (w * observed).sum() / chance)
 
 
+def why_undefined(*ratings: Sequence | np.ndarray, what: str = "grade") -> str | None:
+    """Return why agreement beyond chance is undefined for these ratings (every value compared, NaN = not
+    rated), or None when it is defined: no ratings at all, or a single value everywhere (then chance
+    agreement is already perfect and kappa and alpha divide 0 by 0)."""
+    arrays = [np.asarray(r).ravel() for r in ratings]
+    flat = np.concatenate(arrays) if arrays else np.array([])
+    if flat.dtype.kind == "f":
+        flat = flat[~np.isnan(flat)]
+    distinct = np.unique(flat)
+    if distinct.size == 0:
+        return "no answer was rated by both, so agreement is undefined"
+    if distinct.size > 1:
+        return None
+    v = distinct[0]
+    shown = f"{float(v):g}" if isinstance(v, (int, float, np.number)) else str(v)
+    return f"every {what} is {shown}, so agreement beyond chance is undefined"
+
+
 def _kappa_weights(values: np.ndarray, weights: str | None) -> np.ndarray:
     if weights is None:
         return 1.0 - np.eye(len(values))
@@ -50,12 +106,19 @@ def _kappa_weights(values: np.ndarray, weights: str | None) -> np.ndarray:
 
 def krippendorff_alpha(data: np.ndarray | Sequence[Sequence[float]], level: str = "interval") -> float:
     """Return Krippendorff's alpha of a units × raters matrix (NaN = not rated) at ``level``:
-    "nominal", "ordinal", "interval" or "ratio". Units with fewer than two ratings are not pairable."""
+    "nominal", "ordinal", "interval" or "ratio". Units with fewer than two ratings are not pairable.
+
+    Orientation: one row per unit (an answer), one column per rater (a judge), as bench's tables
+    pivot. The ``krippendorff`` package takes the transpose (raters × units, its ``reliability_data``):
+    ``krippendorff_alpha(x, level) == krippendorff.alpha(reliability_data=x.T, level_of_measurement=level)``.
+    Ordinal distances rank the values by their observed frequencies (its value domain is the values
+    that occur)."""
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, not {level!r}")
     x = np.asarray(data, dtype=np.float64)
     if x.ndim != 2:
-        raise ValueError("krippendorff_alpha needs a 2-d units × raters matrix")
+        raise ValueError(f"krippendorff_alpha needs a 2-d units × raters matrix (one row per unit), not a "
+                         f"{x.ndim}-d array")
     x = x[(~np.isnan(x)).sum(axis=1) >= 2]
     if x.size == 0:
         return float("nan")

@@ -30,24 +30,45 @@ def resample_counts(rng: np.random.Generator, b: int, n: int) -> np.ndarray:
     return np.bincount(idx.ravel(), minlength=b * n).reshape(b, n).astype(np.float64)
 
 
+def _columns(values: np.ndarray, function: str) -> tuple[np.ndarray, bool]:
+    """Return ``values`` as a float (S × K) matrix and whether it was a 1-d vector (one column of S values)."""
+    x = np.asarray(values, dtype=np.float64)
+    if x.ndim == 1:
+        return x[:, None], True
+    if x.ndim != 2:
+        raise ValueError(f"{function} needs a 1-d vector (one column) or a 2-d scenarios × columns matrix, "
+                         f"not a {x.ndim}-d array of shape {x.shape}")
+    return x, False
+
+
 def bootstrap_means(values: np.ndarray, resamples: int = 1000, seed: int = 0) -> np.ndarray:
-    """Return (resamples × K) bootstrap means of each column of ``values`` (S × K, NaN = missing).
+    """Return (resamples × K) bootstrap means of each column of ``values`` (S × K, NaN = missing); a 1-d
+    vector of S values is one column and gives a 1-d vector of ``resamples`` means.
 
     A resample in which a column has no value at all gives NaN for that column.
     """
-    values = np.asarray(values, dtype=np.float64)
+    values, vector = _columns(values, "bootstrap_means")
     mask = ~np.isnan(values)
     if mask.all():  # every resample has exactly S values per column: one product, no mask
-        return bootstrap_ratios(values, None, resamples, seed)
-    return bootstrap_ratios(np.where(mask, values, 0.0), mask.astype(np.float64), resamples, seed)
+        out = bootstrap_ratios(values, None, resamples, seed)
+    else:
+        out = bootstrap_ratios(np.where(mask, values, 0.0), mask.astype(np.float64), resamples, seed)
+    return out[:, 0] if vector else out
 
 
 def bootstrap_ratios(num: np.ndarray, den: np.ndarray | None, resamples: int = 1000, seed: int = 0) -> np.ndarray:
     """Return (resamples × K) bootstrap values of Σ num / Σ den per column, resampling the S rows.
 
     With ``den`` = 1 where a value exists this is a mean (``den=None``: 1 everywhere); with
-    weights it is a weighted rate.
+    weights it is a weighted rate. 1-d ``num`` (and ``den``) are one column and give a 1-d result.
     """
+    num, vector = _columns(num, "bootstrap_ratios")
+    if den is not None:
+        den = _columns(den, "bootstrap_ratios")[0]
+        if den.shape != num.shape:
+            raise ValueError(f"bootstrap_ratios needs num and den of one shape, not {num.shape} and {den.shape}")
+    if vector:
+        return bootstrap_ratios(num, den, resamples, seed)[:, 0]
     rng = np.random.default_rng(seed)
     out = np.empty((resamples, num.shape[1]))
     row = 0
@@ -60,7 +81,12 @@ def bootstrap_ratios(num: np.ndarray, den: np.ndarray | None, resamples: int = 1
 
 
 def percentile_interval(samples: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-    """Return the (low, high) percentile interval of each column of bootstrap ``samples``."""
+    """Return the (low, high) percentile interval of each column of bootstrap ``samples`` (resamples × K,
+    or a 1-d vector of resamples: then two scalars), ignoring NaN resamples; linear interpolation
+    between order statistics, as ``numpy.percentile``'s default."""
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be between 0 and 1 (0.95 for a 95% interval), not {level!r}")
+    samples = np.asarray(samples, dtype=np.float64)
     alpha = (1.0 - level) / 2.0
     with np.errstate(invalid="ignore"):
         lo, hi = np.nanquantile(samples, [alpha, 1.0 - alpha], axis=0) if samples.size else (np.nan, np.nan)
@@ -76,13 +102,16 @@ def column_means(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean, n
 
 
-def sign_flip_pvalues(diffs: np.ndarray, permutations: int = 10000, seed: int = 0) -> np.ndarray:
+def sign_flip_pvalues(diffs: np.ndarray, permutations: int = 10000, seed: int = 0) -> np.ndarray | float:
     """Return two-sided p-values that each column of paired differences (S × P, NaN = unpaired) has mean 0.
 
     Under the null the sign of each scenario's difference is exchangeable, so the observed mean
     is compared with the means of random sign flips; p = (1 + #|flipped| ≥ |observed|) / (1 + R).
+    A 1-d vector of S differences is one column and gives one p-value (a float).
     """
-    diffs = np.asarray(diffs, dtype=np.float64)
+    diffs, vector = _columns(diffs, "sign_flip_pvalues")
+    if vector:
+        return float(sign_flip_pvalues(diffs, permutations, seed)[0])
     filled = np.nan_to_num(diffs, nan=0.0)
     observed, n = column_means(diffs)
     rng = np.random.default_rng(seed)

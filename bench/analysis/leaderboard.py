@@ -12,6 +12,7 @@ from itertools import combinations
 import numpy as np
 import polars as pl
 
+from ._inputs import require
 from .bootstrap import bootstrap_means, column_means, holm, percentile_interval, sign_flip_pvalues
 from .tables import COMPOSITE
 
@@ -62,12 +63,17 @@ def _dense(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def leaderboard(scores: pl.DataFrame, *, resamples: int = 1000, seed: int = 0, level: float = 0.95) -> pl.DataFrame:
     """Return per (judge, cell, criterion): mean, bootstrap CI, scenarios n and items, best first.
 
-    ``scores`` is the long table of :func:`bench.analysis.load_run` (or any frame with columns
-    judge, cell, model, prompt, criterion, scenario, value).
+    ``scores`` is the long table of :func:`bench.analysis.load_run`, or any frame with the columns it
+    uses: judge, cell, criterion, scenario, value (null = no grade, left out). model and prompt are
+    only labels: copied when present, null otherwise.
     """
+    require(scores, ["judge", "cell", "criterion", "scenario", "value"], "leaderboard", "scores")
+    labels = [c for c in CELL_COLS[1:] if c in scores.columns]
+    absent = [pl.lit(None, dtype=pl.Utf8).alias(c) for c in CELL_COLS[1:] if c not in scores.columns]
     out = []
     column = pl.concat_str(["cell", "criterion"], separator="\x1f")
-    for _judge, x, info in _matrices(scores, column, [*CELL_COLS, "criterion"]):
+    for _judge, x, info in _matrices(scores, column, ["cell", *labels, "criterion"]):
+        info = info.with_columns(absent) if absent else info
         mean, n = column_means(x)
         lo, hi = percentile_interval(bootstrap_means(x, resamples, seed), level)
         out.append(info.with_columns(pl.Series("mean", mean), pl.Series("ci_low", lo), pl.Series("ci_high", hi),
@@ -99,10 +105,16 @@ def paired_differences(scores: pl.DataFrame, *, criterion: str = COMPOSITE, comp
     """Return per judge and pair of cells (a, b): mean of a − b over the scenarios both have, its
     bootstrap CI, a two-sided sign-flip p-value, its Holm-adjusted value, and wins/ties/losses.
 
-    ``compare`` = "prompts" pairs cells of the same model, "models" cells of the same prompt.
+    ``compare`` = "prompts" pairs cells of the same model, "models" cells of the same prompt. ``scores``
+    needs the columns judge, cell, criterion, scenario and value, and model (for "prompts") or prompt
+    (for "models").
     """
+    if compare not in ("all", "prompts", "models"):
+        raise ValueError(f"compare must be 'all', 'prompts' (within a model) or 'models' (within a prompt), not {compare!r}")
+    same = {"prompts": ["model"], "models": ["prompt"]}.get(compare, [])
+    require(scores, ["judge", "cell", "criterion", "scenario", "value", *same], "paired_differences", "scores")
     out = []
-    for judge, x, cells in _matrices(scores.filter(pl.col("criterion") == criterion), pl.col("cell"), CELL_COLS):
+    for judge, x, cells in _matrices(scores.filter(pl.col("criterion") == criterion), pl.col("cell"), ["cell", *same]):
         order = np.argsort(cells["cell"].to_numpy(), kind="stable")  # pairs read alphabetically: a before b
         x, cells = x[:, order], cells[order]
         pairs = _pairs(cells, compare)
@@ -121,8 +133,10 @@ def paired_differences(scores: pl.DataFrame, *, criterion: str = COMPOSITE, comp
     if not out:
         return pl.DataFrame(schema={"judge": pl.Utf8, "a": pl.Utf8, "b": pl.Utf8, "diff": pl.Float64,
                                     "ci_low": pl.Float64, "ci_high": pl.Float64, "p_value": pl.Float64,
-                                    "p_holm": pl.Float64, "n": pl.Int64})
+                                    "p_holm": pl.Float64, "n": pl.Int64, "a_wins": pl.Int64, "ties": pl.Int64,
+                                    "b_wins": pl.Int64, "note": pl.Utf8})
     frame = pl.concat(out)
     adjusted = np.concatenate([holm(g["p_value"].to_numpy()) for g in frame.partition_by("judge", maintain_order=True)])
-    return frame.with_columns(pl.Series("p_holm", adjusted)).select(
-        "judge", "a", "b", "diff", "ci_low", "ci_high", "p_value", "p_holm", "n", "a_wins", "ties", "b_wins")
+    note = pl.when(pl.col("n") == 0).then(pl.lit("n/a: the two cells share no graded scenario"))
+    return frame.with_columns(pl.Series("p_holm", adjusted), note.alias("note")).select(
+        "judge", "a", "b", "diff", "ci_low", "ci_high", "p_value", "p_holm", "n", "a_wins", "ties", "b_wins", "note")

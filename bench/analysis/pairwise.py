@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from ._inputs import require
 from .bootstrap import bootstrap_ratios, percentile_interval, resample_counts
 
 OUTCOME = {"A>>B": 1.0, "A>B": 1.0, "A=B": 0.5, "B>A": 0.0, "B>>A": 0.0}
@@ -17,10 +18,13 @@ STRONG = {"A>>B", "B>>A"}
 BATTLE_SCHEMA = {"judge": pl.Utf8, "scenario": pl.Utf8, "sample": pl.Int64, "a": pl.Utf8, "b": pl.Utf8,
                  "order": pl.Utf8, "verdict": pl.Utf8, "shown_verdict": pl.Utf8, "outcome": pl.Float64,
                  "strong": pl.Boolean}
+BATTLE_COLS = ["judge", "scenario", "a", "b", "outcome", "strong"]  # what win rates, matrix and ratings read
 
 
 def battles(judgments: pl.DataFrame) -> pl.DataFrame:
     """Return one row per successful pairwise judgment: cells a and b, order shown, A's outcome."""
+    require(judgments, ["judge", "mode", "error", "verdict", "shown_verdict", "scenario", "sample", "cell", "cell_b",
+                        "order"], "battles", "judgments")
     pw = judgments.filter((pl.col("mode") == "pairwise") & pl.col("error").is_null()
                           & pl.col("verdict").is_in(list(OUTCOME)))
     return pw.select("judge", "scenario", "sample", pl.col("cell").alias("a"), pl.col("cell_b").alias("b"), "order",
@@ -59,6 +63,7 @@ def win_rates(battle: pl.DataFrame, *, baseline: str | None = "auto", strong_wei
     ``baseline="auto"`` takes, per judge, the cell present in every battle; None (or no such cell)
     pools all opponents.
     """
+    require(battle, BATTLE_COLS, "win_rates", "battle")
     out = []
     for (judge,), jb in battle.group_by(["judge"], maintain_order=True):
         base = common_opponent(jb) if baseline == "auto" else baseline
@@ -67,7 +72,8 @@ def win_rates(battle: pl.DataFrame, *, baseline: str | None = "auto", strong_wei
             out.append(rates.with_columns(pl.lit(judge).alias("judge"), pl.lit(base or "all").alias("baseline")))
     if not out:
         return pl.DataFrame(schema={"judge": pl.Utf8, "cell": pl.Utf8, "baseline": pl.Utf8, "win_rate": pl.Float64,
-                                    "ci_low": pl.Float64, "ci_high": pl.Float64, "battles": pl.UInt32})
+                                    "ci_low": pl.Float64, "ci_high": pl.Float64, "battles": pl.UInt32,
+                                    "wins": pl.UInt32, "ties": pl.UInt32, "losses": pl.UInt32})
     return (pl.concat(out).rename({"player": "cell"})
             .select("judge", "cell", "baseline", "win_rate", "ci_low", "ci_high", "battles", "wins", "ties", "losses")
             .sort(["judge", "win_rate"], descending=[False, True]))
@@ -93,6 +99,7 @@ def _win_rates(part: pl.DataFrame, resamples: int, seed: int, level: float) -> p
 
 def win_matrix(battle: pl.DataFrame) -> pl.DataFrame:
     """Return per (judge, row cell, column cell): the row's mean outcome against the column, and battles."""
+    require(battle, BATTLE_COLS, "win_matrix", "battle")
     o = _oriented(battle, None, 1.0)
     return (o.group_by(["judge", "player", "opponent"]).agg(pl.col("score").mean().alias("win_rate"),
                                                             pl.len().alias("battles"))
@@ -104,13 +111,22 @@ def fit_bradley_terry(i: np.ndarray, j: np.ndarray, score: np.ndarray, weight: n
     """Return log-strengths (mean 0) maximizing the Bradley–Terry likelihood of battles i vs j.
 
     ``score`` is i's outcome (ties = ½ to each side). ``prior`` adds that many virtual wins each
-    way to every pair that met, so a player who won (or lost) every battle keeps a finite rating.
+    way to every pair that met (with a positive weight), so a player who won (or lost) every battle
+    keeps a finite rating; it pulls ratings toward each other, less the more battles a pair had.
+    ``prior=0`` is the plain maximum-likelihood fit, which exists only when every split of the
+    players into two groups has a win each way across it; otherwise ValueError.
     Solved by Hunter's (2004) minorize–maximize iterations.
     """
+    if not (np.isfinite(prior) and prior >= 0):
+        raise ValueError(f"prior must be a finite number ≥ 0 of virtual wins each way per pair, not {prior!r}")
     wins = np.zeros((players, players))
     np.add.at(wins, (i, j), score * weight)
     np.add.at(wins, (j, i), (1.0 - score) * weight)
     met = (wins + wins.T) > 0
+    if prior == 0 and not _strongly_connected(wins > 0):
+        raise ValueError("fit_bradley_terry: with prior=0 the maximum-likelihood strengths do not exist (they run "
+                         "off to ±infinity): some players never beat, or never lost to, the others (e.g. one won "
+                         "every battle); use a prior > 0")
     wins += prior * met
     games = wins + wins.T
     total = wins.sum(axis=1)
@@ -126,11 +142,30 @@ def fit_bradley_terry(i: np.ndarray, j: np.ndarray, score: np.ndarray, weight: n
     return np.log(p)
 
 
+def _strongly_connected(beat: np.ndarray) -> bool:
+    """Return whether every player who played can reach every other one along "i beat j" edges."""
+    active = (beat | beat.T).any(axis=1)
+    reach = beat[np.ix_(active, active)] | np.eye(int(active.sum()), dtype=bool)
+    while True:
+        wider = (reach.astype(np.int64) @ reach.astype(np.int64)) > 0
+        if (wider == reach).all():
+            return bool(reach.all())
+        reach = wider
+
+
 def bradley_terry(battle: pl.DataFrame, *, anchor: str | None = None, resamples: int = 1000, seed: int = 0,
                   level: float = 0.95, strong_weight: float = 1.0, scale: float = 400.0,
-                  base: float = 1000.0) -> pl.DataFrame:
+                  base: float = 1000.0, prior: float = 0.5) -> pl.DataFrame:
     """Return per (judge, cell): a Bradley–Terry rating on the Elo scale (``anchor`` at ``base``, else
-    the mean at ``base``) with a bootstrap CI resampling scenarios, and the number of battles."""
+    the mean at ``base``) with a bootstrap CI resampling scenarios, the number of battles, and the
+    ``prior`` the fit used.
+
+    ``prior`` is a regularization: that many virtual wins each way (default ½: half a win for each
+    side) are added to every pair of cells that met, so a cell that never lost (or never won) keeps a
+    finite rating; it shrinks ratings toward each other, noticeably only for pairs with few battles.
+    ``prior=0`` is the plain maximum-likelihood fit (see :func:`fit_bradley_terry`).
+    """
+    require(battle, BATTLE_COLS, "bradley_terry", "battle")
     out = []
     for (judge,), part in battle.group_by(["judge"], maintain_order=True):
         players = sorted(set(part["a"].to_list()) | set(part["b"].to_list()))
@@ -142,7 +177,7 @@ def bradley_terry(battle: pl.DataFrame, *, anchor: str | None = None, resamples:
         scen = np.unique(part["scenario"].to_numpy(), return_inverse=True)[1]
 
         def ratings(w: np.ndarray) -> np.ndarray:
-            r = fit_bradley_terry(i, j, score, w, len(players)) * scale / np.log(10)
+            r = fit_bradley_terry(i, j, score, w, len(players), prior=prior) * scale / np.log(10)
             return r - (r[index[anchor]] if anchor in index else r.mean()) + base
 
         point = ratings(weight)
@@ -151,16 +186,17 @@ def bradley_terry(battle: pl.DataFrame, *, anchor: str | None = None, resamples:
         lo, hi = percentile_interval(boots, level)
         n = np.bincount(np.concatenate([i, j]), minlength=len(players))
         out.append(pl.DataFrame({"judge": judge, "cell": players, "rating": point, "ci_low": lo, "ci_high": hi,
-                                 "battles": n.astype(np.int64)}))
+                                 "battles": n.astype(np.int64), "prior": float(prior)}))
     if not out:
         return pl.DataFrame(schema={"judge": pl.Utf8, "cell": pl.Utf8, "rating": pl.Float64, "ci_low": pl.Float64,
-                                    "ci_high": pl.Float64, "battles": pl.Int64})
+                                    "ci_high": pl.Float64, "battles": pl.Int64, "prior": pl.Float64})
     return pl.concat(out).sort(["judge", "rating"], descending=[False, True])
 
 
 def position_consistency(battle: pl.DataFrame) -> pl.DataFrame:
     """Return per judge: pairs seen in both orders, the share whose two verdicts agree (ties agree only
     with ties), and how often a decisive verdict favoured the response shown first (0.5 = no bias)."""
+    require(battle, ["judge", "scenario", "sample", "a", "b", "order", "outcome"], "position_consistency", "battle")
     sign = pl.col("outcome").sub(0.5).sign()
     both = (battle.group_by(["judge", "scenario", "sample", "a", "b"])
             .agg(sign.n_unique().alias("signs"), pl.col("order").n_unique().alias("orders"))

@@ -8,6 +8,7 @@ from pathlib import Path
 import polars as pl
 
 from ..outcome import failures
+from ..scenarios import describe
 from .leaderboard import composite, leaderboard, paired_differences
 from .pairwise import battles, bradley_terry, position_consistency, win_matrix, win_rates
 from .reliability import disagreements, inter_judge, judge_health, judge_vs_human, jury_alpha, packed_vs_single
@@ -104,14 +105,10 @@ def examples(t: RunTables, *, judge: str | None = None, per_cell: int = 1) -> pl
     picked = pl.concat([ranked.tail(per_cell).with_columns(pl.lit("best").alias("which")),
                         ranked.head(per_cell).with_columns(pl.lit("worst").alias("which"))]).unique(
         ["judge", "cell", "candidate"], keep="first", maintain_order=True)
-    texts = {k: _scenario_text(s.fields) for k, s in t.scenarios.items()}
+    texts = {k: describe(s.fields) for k, s in t.scenarios.items()}
     out = (picked.join(t.candidates.select(pl.col("id").alias("candidate"), pl.col("output").alias("answer")),
                        on="candidate", how="left")
            .join(t.judgments.select(pl.col("id").alias("judgment"), "rationale"), on="judgment", how="left")
            .with_columns(pl.col("scenario").replace_strict(texts, default=pl.col("scenario")).alias("scenario")))
     return out.select("judge", "cell", "which", pl.col("value").alias("score"), "scenario", "answer",
                       "rationale").sort("judge", "cell", "which")
-
-
-def _scenario_text(fields: dict) -> str:
-    return "; ".join(f"{k}: {v if not isinstance(v, list) else ', '.join(map(str, v))}" for k, v in fields.items())

@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 
 from ..records import Candidate, Judgment, Review, Scenario
-from ..store import RunStore
+from ..store import RunStore, latest_of
 
 COMPOSITE = "composite"  # the criterion name of a judgment's composite score in the long table
 
@@ -60,7 +60,7 @@ def load_run(run_dir: str | Path) -> RunTables:
         raise FileNotFoundError(f"{run_dir}: no such run folder (run `bench sweep params/<grid>.yaml` first)")
     store = RunStore(run_dir)
     every_cand, every_judg = store.read(Candidate), store.read(Judgment)
-    cands, judgments = _latest(every_cand), _latest(every_judg)
+    cands, judgments = latest_of(every_cand), latest_of(every_judg)
     reviews = store.latest(Review)
     scenarios = {s.id: s for s in store.read(Scenario)}
     cand_rows = {id(c): _candidate_row(c) for c in every_cand}
@@ -72,16 +72,6 @@ def load_run(run_dir: str | Path) -> RunTables:
                      frame(_review_rows(reviews.values()), REVIEW_SCHEMA), scenarios,
                      frame(list(cand_rows.values()), CANDIDATE_SCHEMA),
                      frame(list(judg_rows.values()), JUDGMENT_SCHEMA))
-
-
-def _latest(records: list[Any]) -> dict[str, Any]:
-    """Return one record per id: the last success if there is one, else the last failure (as RunStore.latest)."""
-    out: dict[str, Any] = {}
-    for rec in records:
-        prev = out.get(rec.id)
-        if prev is None or rec.ok or not prev.ok:
-            out[rec.id] = rec
-    return out
 
 
 def with_reviews(t: RunTables) -> RunTables:

@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import polars as pl
 
+from ._inputs import require
+
+USAGE_COLS = ["calls", "cache_hits", "error", "prompt_tokens", "completion_tokens", "cost_usd", "latency_s", "cached"]
+
 
 def _summary(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     fresh = pl.col("latency_s").filter(~pl.col("cached").fill_null(False))
@@ -36,6 +40,7 @@ def usage_by_cell(candidates: pl.DataFrame) -> pl.DataFrame:
 
     Pass every attempt (``RunTables.candidate_attempts``) to count what was paid for.
     """
+    require(candidates, ["cell", "model", "prompt", *USAGE_COLS], "usage_by_cell", "candidates")
     return _summary(candidates, ["cell", "model", "prompt"])
 
 
@@ -45,6 +50,7 @@ def usage_by_judge(judgments: pl.DataFrame) -> pl.DataFrame:
     A packed (batch) call is counted once: schema-2 records carry it on the batch's first item;
     schema-1 records carried it on every item, so those are counted once per distinct call.
     """
+    require(judgments, ["judge", "batch_id", "schema_version", *USAGE_COLS], "usage_by_judge", "judgments")
     call = ["batch_id", "prompt_tokens", "completion_tokens", "latency_s"]
     legacy = pl.col("batch_id").is_not_null() & (pl.col("schema_version").fill_null(1) < 2)
     packed = judgments.filter(legacy).unique(subset=call, keep="first", maintain_order=True)

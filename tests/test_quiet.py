@@ -1,0 +1,46 @@
+"""Quiet, clean runs: no false kernel error, no kernel key files left in /tmp, a killed sweep's leftovers
+removed by the next one."""
+
+from __future__ import annotations
+
+import glob
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from tests.grids import ROOT, grid, sweep
+
+KERNEL_DIRS = os.path.join(tempfile.gettempdir(), "bench-kernels-*")
+LOOSE_KEYS = os.path.join(tempfile.gettempdir(), "tmp*.json")
+
+
+def test_a_normal_sweep_prints_no_kernel_error_and_leaves_no_key_file(tmp_path, fake):
+    before = set(glob.glob(LOOSE_KEYS))
+    out = sweep(tmp_path, grid(tmp_path / "g.yaml", fake.url))
+    assert out.returncode == 0 and "KeyboardInterrupt caught in kernel" not in out.stdout + out.stderr
+    assert out.stderr.strip() == ""
+    assert set(glob.glob(LOOSE_KEYS)) <= before  # connection files live in the sweep's private folder
+
+
+def test_the_next_sweep_removes_what_a_killed_sweep_left(tmp_path, fake):
+    fake.configure(latency_ms=300)
+    params = grid(tmp_path / "g.yaml", fake.url, topics=12, limits={"max_concurrency": 2, "timeout_s": 10,
+                                                                    "retries": 0})
+    env = {**os.environ, "BENCH_RUNS": str(tmp_path / "runs")}
+    proc = subprocess.Popen([sys.executable, "-m", "bench", "sweep", str(params), "--no-report", "--no-track"],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.monotonic() + 120
+    while fake.stats()["in_flight"] == 0:
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.02)
+    left = glob.glob(os.path.join(tempfile.gettempdir(), f"bench-kernels-{proc.pid}-*"))
+    assert left  # the kernel's private folder, with its connection file
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    fake.configure(latency_ms=0)
+    assert sweep(tmp_path, params).returncode == 0
+    assert not [d for d in left if os.path.exists(d)]
