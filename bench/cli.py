@@ -121,8 +121,8 @@ def _sweep_run(run: Any, args: argparse.Namespace) -> int:
             _track(result.run_dir, report, {e.name: "ok" for e in result.executions})
     repeats = repeats_since(result.run_dir, result.started)
     if repeats:
-        print(f"{repeats} request(s) were on the wire when an earlier run of this folder stopped and were asked "
-              f"again (each may have been paid twice)", flush=True)
+        print(f"up to {repeats} request(s) were on the wire when an earlier run of this folder stopped and may "
+              f"have been asked again (paid twice)", flush=True)
     groups = failures(result.run_dir, run.sweep.limits.max_attempts)
     if groups:
         retry = retry_command(args.params, cells=args.cells, run_dir=args.run_dir, jobs=args.jobs)

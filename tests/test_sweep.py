@@ -142,8 +142,9 @@ def test_kill_9_mid_sweep_then_resume_gives_every_candidate_exactly_once(tmp_pat
     # paid twice: what was on the wire at the kill (up to the cap) plus at most one cache commit group
     repeats = fake.stats()["requests"] - distinct
     assert 0 <= repeats <= 2 * 4
-    if repeats:  # the resumed sweep says how many it asked again
-        assert f"{repeats} request(s) were on the wire when an earlier run" in resumed.stdout, resumed.stdout[-2000:]
+    if repeats:  # the resumed sweep gives an upper bound of what it asked again
+        said = re.search(r"up to (\d+) request\(s\) were on the wire when an earlier run", resumed.stdout)
+        assert said and int(said.group(1)) >= repeats, resumed.stdout[-2000:]
 
 
 def test_a_failed_execution_is_reported_and_the_others_finish(tmp_path, fake, grid):
