@@ -372,6 +372,11 @@ def test_ensure_keeps_one_server_and_shutdown_stops_it(module_cache: Path, monke
     first_pid, first_port = managed.pid, int(endpoints[0].api_base.rsplit(":", 1)[1].split("/")[0])
     assert local.ensure(MODEL) == endpoints[0] and local._current is managed and managed.pid == first_pid
     assert [m["id"] for m in _get_json(f"{endpoints[0].api_base}/models")["data"]] == [NAME]
+    import psutil
+
+    listening = {c.laddr.ip for c in psutil.Process(first_pid).net_connections(kind="inet")
+                 if c.status == psutil.CONN_LISTEN}
+    assert listening == {"127.0.0.1"}  # HOST=0.0.0.0 in the environment did not reach it: loopback only
 
     # Another model (the same weights by path) replaces it: one local model loaded at a time.
     by_path = f"local/{module_cache / 'models' / f'{NAME}.gguf'}"
