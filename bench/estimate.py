@@ -18,6 +18,7 @@ from .collect import WorkItem, make_candidate, plan
 from .judge import Item, Judge, first_requests
 from .judging import items_for, load_judges, next_attempts
 from .llm import LLM
+from .outcome import row_format
 from .records import Candidate, Judgment
 from .run import Run
 from .scenarios import render
@@ -105,6 +106,5 @@ def plan_table(plans: list[StagePlan]) -> str:
              f"{p.cached}{'+?' if p.unknown else ''}", str(p.to_send)) for p in plans]
     total = ("total", "", "", str(sum(p.items for p in plans)), str(sum(p.done for p in plans)),
              str(sum(p.requests for p in plans)), str(sum(p.cached for p in plans)), str(sum(p.to_send for p in plans)))
-    widths = [max(len(r[i]) for r in [head, *rows, total]) for i in range(len(head))]
-    fmt = "  ".join(f"{{:{'>' if i >= 3 else '<'}{w}}}" for i, w in enumerate(widths))
+    fmt = row_format([head, *rows, total])
     return "\n".join(fmt.format(*r) for r in [head, *rows, total])

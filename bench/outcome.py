@@ -55,6 +55,12 @@ def failures(run_dir: str | Path, max_attempts: int | None = None) -> list[Failu
     return sorted(rows, key=lambda g: (g.stage != "collect", -g.count, g.who, g.kind))
 
 
+def row_format(rows: list[tuple[str, ...]], text_columns: int = 3) -> str:
+    """Return a format string that aligns ``rows``: the first ``text_columns`` left, numbers right."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "  ".join(f"{{:{'<' if i < text_columns else '>'}{w}}}" for i, w in enumerate(widths))
+
+
 def failure_table(groups: Iterable[FailureGroup], width: int = 320) -> str:
     """Return the groups as an aligned text table, with each group's first error on its own line."""
     groups = list(groups)
@@ -62,8 +68,7 @@ def failure_table(groups: Iterable[FailureGroup], width: int = 320) -> str:
         return "no failed items"
     head = ("stage", "model/judge", "error kind", "items", "gave up")
     rows = [(g.stage, g.who, g.kind, str(g.count), str(g.exhausted or "")) for g in groups]
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    fmt = "  ".join(f"{{:{'>' if i >= 3 else '<'}{w}}}" for i, w in enumerate(widths))
+    fmt = row_format([head, *rows])
     lines = [fmt.format(*head)]
     for g, row in zip(groups, rows):
         lines.append(fmt.format(*row))
