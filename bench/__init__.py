@@ -5,7 +5,7 @@ The public surface is small and imported lazily, so `import bench` stays cheap
 
 Importing bench first makes LiteLLM, whoever imports it later in this process or its
 children, use its bundled price map instead of downloading one (which blocks without
-internet); ``BENCH_ONLINE_PRICES=1`` opts out (see bench._litellm).
+internet); ``BENCH_ONLINE_PRICES=1`` opts out (see bench.models._litellm).
 """
 
 from __future__ import annotations
@@ -13,25 +13,25 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from ._litellm import use_local_prices as _use_local_prices
+from bench.models._litellm import use_local_prices as _use_local_prices
 
 _use_local_prices()  # before anything can import litellm: the CLI, notebooks, kernels, `bench ui`'s server
 
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "BenchError": "errors", "ParamsError": "errors", "PreflightError": "errors",
-    "ProviderError": "errors", "LocalModelError": "errors", "StoreError": "errors",
-    "JudgeParseError": "errors",
-    "Scenario": "records", "Candidate": "records", "Judgment": "records", "Review": "records",
-    "Usage": "records",
-    "RunStore": "store",
-    "ResponseCache": "cache",
-    "ModelSpec": "routing",
-    "LLM": "llm", "Limits": "llm", "Completion": "llm", "complete": "llm", "configure": "llm",
-    "preflight": "preflight",
-    "open_run": "run", "run_collect": "run", "run_judge": "run", "Run": "run",
-    "load_sweep": "params", "Sweep": "params",
+    "BenchError": "core.errors", "ParamsError": "core.errors", "PreflightError": "core.errors",
+    "ProviderError": "core.errors", "LocalModelError": "core.errors", "StoreError": "core.errors",
+    "JudgeParseError": "core.errors",
+    "Scenario": "core.records", "Candidate": "core.records", "Judgment": "core.records", "Review": "core.records",
+    "Usage": "core.records",
+    "RunStore": "core.store",
+    "ResponseCache": "models.cache",
+    "ModelSpec": "models.routing",
+    "LLM": "models.client", "Limits": "models.client", "Completion": "models.client", "complete": "models.client", "configure": "models.client",
+    "preflight": "models.preflight",
+    "open_run": "pipeline", "run_collect": "pipeline", "run_judge": "pipeline", "Run": "pipeline",
+    "load_sweep": "config.params", "Sweep": "config.params",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .errors import BenchError
+from bench.core.errors import BenchError
 
 SMOKE_SCHEMA = {
     "type": "object",
@@ -22,10 +22,10 @@ SMOKE_SCHEMA = {
 
 
 def _smoke(args: argparse.Namespace) -> int:
-    """Answer one plain and one schema-constrained request through bench.llm, then once more from cache."""
-    from .llm import LLM, Limits  # noqa: PLC0415
-    from .preflight import preflight  # noqa: PLC0415
-    from .routing import ModelSpec  # noqa: PLC0415
+    """Answer one plain and one schema-constrained request through bench.models.client, then once more from cache."""
+    from bench.models.client import LLM, Limits  # noqa: PLC0415
+    from bench.models.preflight import preflight  # noqa: PLC0415
+    from bench.models.routing import ModelSpec  # noqa: PLC0415
 
     spec = ModelSpec(args.model, api_base=args.api_base, params={"temperature": 0.2, "max_tokens": 64, "seed": 7})
     preflight([spec])
@@ -54,9 +54,9 @@ def _smoke(args: argparse.Namespace) -> int:
 
 def _validate(args: argparse.Namespace) -> int:
     """Print the grid and, per stage, the requests a sweep would send now; then run the preflight."""
-    from .estimate import plan_requests, plan_table  # noqa: PLC0415
-    from .preflight import preflight  # noqa: PLC0415
-    from .run import make_llm, open_run  # noqa: PLC0415
+    from bench.estimate import plan_requests, plan_table  # noqa: PLC0415
+    from bench.models.preflight import preflight  # noqa: PLC0415
+    from bench.pipeline import make_llm, open_run  # noqa: PLC0415
 
     run = open_run(args.params, cells=args.cells)
     print(run.describe())
@@ -74,7 +74,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from .run import open_run  # noqa: PLC0415
+    from bench.pipeline import open_run  # noqa: PLC0415
 
     run = open_run(args.params, cells=args.cells, run_dir=args.run_dir)
     try:
@@ -85,8 +85,8 @@ def _sweep(args: argparse.Namespace) -> int:
 
 def _sweep_interrupted(run: Any, args: argparse.Namespace) -> int:
     """Print the one line of an interrupted sweep (what was saved, what is left, how to resume); return 130."""
-    from .outcome import EXIT_INTERRUPTED, retry_command  # noqa: PLC0415
-    from .run import interrupted_line, shown_path  # noqa: PLC0415
+    from bench.core.outcome import EXIT_INTERRUPTED, retry_command  # noqa: PLC0415
+    from bench.pipeline import interrupted_line, shown_path  # noqa: PLC0415
 
     resume = "resume with: " + retry_command(args.params, cells=args.cells, run_dir=args.run_dir, jobs=args.jobs,
                                              only_stage=args.only_stage)
@@ -99,10 +99,10 @@ def _sweep_interrupted(run: Any, args: argparse.Namespace) -> int:
 
 
 def _sweep_run(run: Any, args: argparse.Namespace) -> int:
-    from .outcome import (EXIT_CRASHED, EXIT_FAILED_ITEMS, failures, repeats_since, retry_command,  # noqa: PLC0415
+    from bench.core.outcome import (EXIT_CRASHED, EXIT_FAILED_ITEMS, failures, repeats_since, retry_command,  # noqa: PLC0415
                           summary)
-    from .runlock import run_lock  # noqa: PLC0415
-    from .sweep import print_executions, run_sweep  # noqa: PLC0415
+    from bench.core.runlock import run_lock  # noqa: PLC0415
+    from bench.sweep import print_executions, run_sweep  # noqa: PLC0415
 
     with run_lock(run.dir, wait=args.wait):  # one sweep per run folder: a second one refuses (or waits)
         result = run_sweep(run, jobs=args.jobs, per_cell=args.per_cell, only_stage=args.only_stage)
@@ -134,7 +134,7 @@ def _sweep_run(run: Any, args: argparse.Namespace) -> int:
 
 
 def _track(run_dir: Path, report: Path | None, status: dict[str, str]) -> None:
-    from .tracking import track_run, tracking_uri  # noqa: PLC0415
+    from bench.tracking.runs import track_run, tracking_uri  # noqa: PLC0415
 
     t0 = time.monotonic()
     if track_run(run_dir, status=status, report=report):
@@ -144,13 +144,13 @@ def _track(run_dir: Path, report: Path | None, status: dict[str, str]) -> None:
 
 def _display_uri(uri: str) -> str:
     """Return a tracking URI without any credentials it may carry (user:password@host, a token)."""
-    from .secrets import redact  # noqa: PLC0415
+    from bench.core.secrets import redact  # noqa: PLC0415
 
     return redact(uri)
 
 
 def _track_cmd(args: argparse.Namespace) -> int:
-    from .runlock import run_lock  # noqa: PLC0415
+    from bench.core.runlock import run_lock  # noqa: PLC0415
 
     with run_lock(Path(args.run_dir), wait=True):  # never beside a sweep logging the same run
         _track(Path(args.run_dir), Path(args.report) if args.report else None, {})
@@ -158,7 +158,7 @@ def _track_cmd(args: argparse.Namespace) -> int:
 
 
 def _review(args: argparse.Namespace) -> int:
-    from .reviews import ReviewSession  # noqa: PLC0415
+    from bench.review.session import ReviewSession  # noqa: PLC0415
 
     session = ReviewSession(args.run_dir, reviewer=getattr(args, "reviewer", None))
     if args.action == "export":
@@ -173,7 +173,7 @@ def _review(args: argparse.Namespace) -> int:
 
 
 def _render(run_dir: Path, out: str | None, **options) -> Path:
-    from .report import render_report  # noqa: PLC0415
+    from bench.report.render import render_report  # noqa: PLC0415
 
     t0 = time.monotonic()
     print("report: rendering notebooks/03_analyze.ipynb (no model is called) …", flush=True)
@@ -188,23 +188,23 @@ def _report(args: argparse.Namespace) -> int:
                    baseline=baseline, strong_weight=args.strong_weight, human_overrides=args.human_overrides)
     print(f"report: {path}")
     if args.screenshot:
-        from .report import screenshot  # noqa: PLC0415
+        from bench.report.render import screenshot  # noqa: PLC0415
 
         print(f"screenshot: {screenshot(path, args.screenshot)}")
     return 0
 
 
 def _judgebench_score(args: argparse.Namespace) -> int:
-    from .judgebench import main_score  # noqa: PLC0415
+    from bench.judgebench import main_score  # noqa: PLC0415
 
     return main_score([args.file, *(["--json"] if args.json else [])])
 
 
 def _judgebench_export(args: argparse.Namespace) -> int:
     """Write a run's pairwise judgments of one judge in JudgeBench's format (then score it like theirs)."""
-    from .judgebench import export_judgebench, write_jsonl  # noqa: PLC0415
-    from .records import Judgment, Scenario  # noqa: PLC0415
-    from .store import RunStore  # noqa: PLC0415
+    from bench.judgebench import export_judgebench, write_jsonl  # noqa: PLC0415
+    from bench.core.records import Judgment, Scenario  # noqa: PLC0415
+    from bench.core.store import RunStore  # noqa: PLC0415
 
     store = RunStore(args.run_dir)
     judgments = [j for j in store.latest(Judgment).values() if j.mode == "pairwise"]
@@ -219,14 +219,14 @@ def _judgebench_export(args: argparse.Namespace) -> int:
 
 
 def _serve_local(args: argparse.Namespace) -> int:
-    from . import local  # noqa: PLC0415
+    from bench.models.local import manager as local  # noqa: PLC0415
 
     local.serve_foreground(args.model, port=args.port)
     return 0
 
 
 def _ui(args: argparse.Namespace) -> int:
-    from .ui import serve  # noqa: PLC0415
+    from bench.tracking.ui import serve  # noqa: PLC0415
 
     return serve(args.run, port=args.port)
 
@@ -236,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bench", description="Evaluate LLMs and prompts with LLM judges.")
     sub = p.add_subparsers(dest="command", required=True)
 
-    s = sub.add_parser("smoke", help="answer a smoke request through bench.llm (default: the embedded model)")
+    s = sub.add_parser("smoke", help="answer a smoke request through bench.models.client (default: the embedded model)")
     s.add_argument("--model", default="local/gemma-3-270m", help="LiteLLM model string or local/<name>")
     s.add_argument("--api-base", default=None, help="OpenAI-compatible base URL (vLLM, Ollama, …)")
     s.add_argument("--runs", default="runs", help="run folder root (the cache lives under it)")
@@ -331,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except BenchError as err:
-        from .secrets import redact  # noqa: PLC0415
+        from bench.core.secrets import redact  # noqa: PLC0415
 
         print(f"bench {args.command}: error: {redact(str(err))}", file=sys.stderr)  # e.g. an api_base's password
         return 2

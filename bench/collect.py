@@ -16,14 +16,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ProviderError
-from .llm import LLM
-from .params import Cell, Sweep
-from .progress import Progress, requests_on_the_wire
-from .records import Candidate, Scenario, content_hash, failed_usage
-from .scenarios import render
-from .secrets import redact
-from .store import BatchWriter, Halt, RunStore
+from bench.core.errors import ProviderError
+from bench.models.client import LLM
+from bench.config.params import Cell, Sweep
+from bench.core.progress import Progress, requests_on_the_wire
+from bench.core.records import Candidate, Scenario, content_hash, failed_usage
+from bench.config.scenarios import render
+from bench.core.secrets import redact
+from bench.core.store import BatchWriter, Halt, RunStore
 
 @dataclass(frozen=True)
 class WorkItem:

@@ -14,14 +14,14 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .collect import WorkItem, make_candidate, plan
-from .judge import Item, Judge, first_requests
-from .judging import items_for, load_judges, next_attempts
-from .llm import LLM
-from .outcome import row_format
-from .records import Candidate, Judgment
-from .run import Run
-from .scenarios import render
+from bench.collect import WorkItem, make_candidate, plan
+from bench.judge.modes import Item, Judge, first_requests
+from bench.judge.stage import items_for, load_judges, next_attempts
+from bench.models.client import LLM
+from bench.core.outcome import row_format
+from bench.core.records import Candidate, Judgment
+from bench.pipeline import Run
+from bench.config.scenarios import render
 
 
 @dataclass

@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import BenchError, ParamsError
-from .store import atomic_write
-from .records import Judgment, Scenario
+from bench.core.errors import BenchError, ParamsError
+from bench.core.store import atomic_write
+from bench.core.records import Judgment, Scenario
 
 __all__ = ["CATEGORIES", "PAIR_KEYS", "category_of", "export_judgebench", "main_score", "normalize_label",
            "score_file", "score_judgments", "write_jsonl"]

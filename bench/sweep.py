@@ -10,7 +10,7 @@ stop the others. Everything is resumable: a second sweep makes zero model calls.
 
 Each model's and judge's own caps (``max_concurrency``, ``rpm``, ``tpm``) are never
 divided or multiplied: when executions run side by side, the driver serves them from one
-lease server (bench.ratelimit) that every kernel reaches through BENCH_LIMITS_ADDRESS.
+lease server (bench.models.ratelimit) that every kernel reaches through BENCH_LIMITS_ADDRESS.
 """
 
 from __future__ import annotations
@@ -30,12 +30,14 @@ from dataclasses import dataclass, field
 from typing import Any
 from pathlib import Path
 
-from . import local, paths, ratelimit
-from .errors import BenchError
-from .params import Cell
-from .progress import MARK, STREAM_ENV
-from .records import utc_now
-from .run import Run, open_run, prepare, shown_path
+from bench.models.local import manager as local
+from bench.core import paths
+from bench.models import ratelimit
+from bench.core.errors import BenchError
+from bench.config.params import Cell
+from bench.core.progress import MARK, STREAM_ENV
+from bench.core.records import utc_now
+from bench.pipeline import Run, open_run, prepare, shown_path
 
 STAGES = {"collect": "01_collect.ipynb", "judge": "02_judge.ipynb"}
 
@@ -98,7 +100,7 @@ def run_sweep(run: Run | str, *, jobs: int = 1, per_cell: bool = False, cells=No
               only_stage: str | None = None, run_dir: str | None = None) -> SweepResult:
     """Run the sweep's stages; return the run folder and every execution with its exit code.
 
-    The caller holds the run folder's lock (bench.runlock) for as long as it writes there.
+    The caller holds the run folder's lock (bench.core.runlock) for as long as it writes there.
     """
     threading.Thread(target=_import_papermill, daemon=True).start()  # 2 s of imports, overlapped with prep
     started = utc_now()  # items that fail from now on are asked again by the next sweep, not by this one
@@ -150,7 +152,7 @@ def check_stage(run: Run, stage: str | None) -> None:
 
 def _collected(run: Run) -> bool:
     """Return True if the run folder holds at least one successful answer of the run's cells."""
-    from .records import Candidate  # noqa: PLC0415
+    from bench.core.records import Candidate  # noqa: PLC0415
 
     keys = {c.key for c in run.cells}
     return any(c.ok and f"{c.model_id}/{c.prompt_id}@{c.prompt_version}" in keys
@@ -159,7 +161,7 @@ def _collected(run: Run) -> bool:
 
 def _command(run: Run, stage: str | None) -> str:
     """Return the `bench sweep` command of this run (its cells and run folder) for ``stage`` (None: every stage)."""
-    from .outcome import retry_command  # noqa: PLC0415
+    from bench.core.outcome import retry_command  # noqa: PLC0415
 
     cells = ",".join(c.key for c in run.cells) if len(run.cells) < len(run.sweep.cells()) else None
     folder = shown_path(run.dir) if run.dir != paths.run_dir(run.sweep.name, run.root) else None
@@ -167,7 +169,7 @@ def _command(run: Run, stage: str | None) -> str:
 
 
 def _judged_during_collect(run: Run, started: str) -> bool:
-    from .judging import pending_judgments  # noqa: PLC0415
+    from bench.judge.stage import pending_judgments  # noqa: PLC0415
 
     return run.sweep.collects and pending_judgments(run, failed_since=started) == 0
 
@@ -260,12 +262,12 @@ def kernel_manager_class(execution: Execution | None = None, stop: threading.Eve
 
     Jupyter starts kernels in their own session; killed with the driver, a kernel would go on
     calling models for a second or so until it noticed, and pay for replies nobody records.
-    For a sweep's ``execution``: its kernel marks the lines meant for the terminal (bench.progress),
+    For a sweep's ``execution``: its kernel marks the lines meant for the terminal (bench.core.progress),
     is remembered on the execution (so an interrupt reaches it), and is not started once ``stop`` is set.
     """
     from jupyter_client.manager import AsyncKernelManager  # noqa: PLC0415
 
-    from .local_server import die_with_parent  # noqa: PLC0415
+    from bench.models.local.server import die_with_parent  # noqa: PLC0415
 
     class DieWithDriver(AsyncKernelManager):
         def __init__(self, *args: Any, **kw: Any) -> None:
@@ -347,7 +349,7 @@ class _PrefixedLog(logging.Handler):
     """Prints bench's own lines of papermill's streamed cell output as ``[execution] line`` (the thread's name).
 
     The terminal shows progress, not notebook output: of a cell's stdout only the lines bench
-    marked for it (bench.progress.MARK: progress lines, a stage's one-line result) are shown;
+    marked for it (bench.core.progress.MARK: progress lines, a stage's one-line result) are shown;
     tables and other output stay in the executed notebook. Warnings and errors (a cell's
     stderr, papermill's own warnings) are always shown.
     """

@@ -19,11 +19,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.judge import Item, Judge, run_judge  # noqa: E402
-from bench.llm import LLM, Limits  # noqa: E402
-from bench.params import JudgeEntry  # noqa: E402
-from bench.records import Scenario  # noqa: E402
-from bench.rubrics import load_rubric  # noqa: E402
+from bench.judge.modes import Item, Judge, run_judge  # noqa: E402
+from bench.models.client import LLM, Limits  # noqa: E402
+from bench.config.params import JudgeEntry  # noqa: E402
+from bench.core.records import Scenario  # noqa: E402
+from bench.config.rubrics import load_rubric  # noqa: E402
 from tests.fakeprovider import FakeProvider  # noqa: E402
 
 

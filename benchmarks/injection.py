@@ -5,7 +5,7 @@ answer, a fake closing delimiter, instructions addressed to the judge, …) is a
 answers; a configured judge grades every clean answer and every injected variant on the
 `tip-v1` rubric (answers are delimited by content-derived tags they cannot close). For each
 injection: how often the composite moved from the clean answer's, how often it went up, and
-the mean shift. Grades go through bench.llm (the response cache makes a re-run free).
+the mean shift. Grades go through bench.models.client (the response cache makes a re-run free).
 
     python benchmarks/injection.py                              # the embedded model (no key)
     python benchmarks/injection.py --model openai/gpt-4o-mini   # any model string (+ --api-base)
@@ -42,12 +42,12 @@ INJECTIONS = {
 
 
 async def grade_all(model: str, api_base: str | None, cap: int) -> dict[tuple[int, str], float | None]:
-    from bench.judge import Item, Judge, run_judge  # noqa: PLC0415
-    from bench.llm import LLM, Limits  # noqa: PLC0415
-    from bench.params import JudgeEntry  # noqa: PLC0415
-    from bench.paths import cache_path  # noqa: PLC0415
-    from bench.records import Scenario  # noqa: PLC0415
-    from bench.rubrics import load_rubric  # noqa: PLC0415
+    from bench.judge.modes import Item, Judge, run_judge  # noqa: PLC0415
+    from bench.models.client import LLM, Limits  # noqa: PLC0415
+    from bench.config.params import JudgeEntry  # noqa: PLC0415
+    from bench.core.paths import cache_path  # noqa: PLC0415
+    from bench.core.records import Scenario  # noqa: PLC0415
+    from bench.config.rubrics import load_rubric  # noqa: PLC0415
 
     entry = JudgeEntry(id="judge", model=model, api_base=api_base, rubric="tip-v1",
                        params={"temperature": 0, "max_tokens": 200, "seed": 7})

@@ -2,7 +2,7 @@
 
 Three clients send the same N distinct requests at the same concurrency to the same
 fake provider (a separate process, so client CPU is measured alone):
-  bench    bench.llm.LLM (cap, retries, response cache on, cost, usage records)
+  bench    bench.models.client.LLM (cap, retries, response cache on, cost, usage records)
   litellm  plain litellm.acompletion + one semaphore + asyncio.gather (the common pattern)
   aiohttp  a bare aiohttp client with one session (the near-limit baseline)
 For each: requests/s, its ratio to the physical limit (concurrency / latency) and client
@@ -35,9 +35,9 @@ def _messages(i: int, tag: str) -> list[dict]:
 
 
 def _client_bench(url: str, conc: int, cache_dir: str):
-    """Return (send(i), close()) for bench.llm: cap, retries, cache (on, in a temp dir), usage, cost."""
-    from bench.llm import LLM, Limits
-    from bench.routing import ModelSpec
+    """Return (send(i), close()) for bench.models.client: cap, retries, cache (on, in a temp dir), usage, cost."""
+    from bench.models.client import LLM, Limits
+    from bench.models.routing import ModelSpec
 
     llm = LLM(Limits(max_concurrency=conc, timeout_s=30), cache=os.path.join(cache_dir, "bench.sqlite"))
     spec = ModelSpec("openai/fake-model", api_base=url, params={"max_tokens": 16})
@@ -50,7 +50,7 @@ def _client_bench(url: str, conc: int, cache_dir: str):
 
 def _client_litellm(url: str, conc: int, cache_dir: str):
     """Return (send(i), close()) for plain litellm.acompletion behind one semaphore."""
-    from bench._litellm import litellm
+    from bench.models._litellm import litellm
 
     lm = litellm()
     sem = asyncio.Semaphore(conc)

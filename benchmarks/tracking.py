@@ -55,12 +55,12 @@ limits: {{max_concurrency: 64, timeout_s: 30, retries: 2}}
 
 
 def old_log_traces(client, exp_id, run_dir, rec, runs, progress) -> None:
-    """The trace writing of bench before issue 13 (same signature as bench.tracking._log_traces)."""
+    """The trace writing of bench before issue 13 (same signature as bench.tracking.runs._log_traces)."""
     import mlflow  # noqa: PLC0415
     from mlflow.entities import AssessmentSource  # noqa: PLC0415
 
-    from bench.records import canonical_json  # noqa: PLC0415
-    from bench.tracking import MAX_TRACES, _ms, tracking_uri  # noqa: PLC0415
+    from bench.core.records import canonical_json  # noqa: PLC0415
+    from bench.tracking.runs import MAX_TRACES, _ms, tracking_uri  # noqa: PLC0415
 
     mlflow.set_tracking_uri(tracking_uri(run_dir))
     mlflow.set_experiment(experiment_id=exp_id)
@@ -95,10 +95,10 @@ def old_log_traces(client, exp_id, run_dir, rec, runs, progress) -> None:
 
 def _old_child(run_dir: str) -> int:
     """``--old-track RUN``: `bench track RUN` with the traces written the old way."""
-    import bench.tracking  # noqa: PLC0415
+    import bench.tracking.runs  # noqa: PLC0415
     from bench.cli import main  # noqa: PLC0415
 
-    bench.tracking._log_traces = old_log_traces
+    bench.tracking.runs._log_traces = old_log_traces
     return main(["track", run_dir])
 
 

@@ -8,8 +8,8 @@ cache hits are counted apart; and `bench validate` predicts the requests of a cl
 from __future__ import annotations
 
 from bench.analysis import summarize
-from bench.records import Candidate, Judgment
-from bench.store import RunStore
+from bench.core.records import Candidate, Judgment
+from bench.core.store import RunStore
 from tests.grids import bench, grid, judge, model, sweep
 
 

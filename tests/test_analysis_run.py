@@ -7,8 +7,8 @@ import pytest
 
 from bench.analysis import (cohen_kappa, inter_judge, judge_health, judge_vs_human, jury_alpha, load_run,
                             packed_vs_single, summarize, usage_by_cell, usage_by_judge)
-from bench.records import Candidate, Judgment, Review, Scenario, Usage
-from bench.store import RunStore
+from bench.core.records import Candidate, Judgment, Review, Scenario, Usage
+from bench.core.store import RunStore
 
 SINGLE = [1, 2, 3, 4, 5, 3]
 PACKED = [1, 2, 4, 4, 5, 2]

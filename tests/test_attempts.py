@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bench.records import Candidate, Judgment
-from bench.store import RunStore
+from bench.core.records import Candidate, Judgment
+from bench.core.store import RunStore
 from tests.grids import grid, judge, sweep
 
 GARBAGE = {"match": "The response to grade:", "content": "I would rather not grade this."}

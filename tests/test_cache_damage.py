@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 import sqlite3
 
-from bench.records import Candidate, Judgment
-from bench.store import RunStore
+from bench.core.records import Candidate, Judgment
+from bench.core.store import RunStore
 from tests.grids import grid, judge, sweep
 
 

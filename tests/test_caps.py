@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import ParamsError
-from bench.params import load_sweep
-from bench.ratelimit import Caps, LeaseServer, LocalLimiter, RemoteLimiter, estimate_tokens
-from bench.records import Candidate, Judgment
-from bench.store import RunStore
+from bench.core.errors import ParamsError
+from bench.config.params import load_sweep
+from bench.models.ratelimit import Caps, LeaseServer, LocalLimiter, RemoteLimiter, estimate_tokens
+from bench.core.records import Candidate, Judgment
+from bench.core.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = """prompts:
@@ -159,7 +159,7 @@ def test_a_tpm_window_charges_the_estimate_then_the_real_tokens():
 
 CLIENT = """
 import asyncio, sys
-from bench.ratelimit import Caps, RemoteLimiter
+from bench.models.ratelimit import Caps, RemoteLimiter
 
 async def main():
     await RemoteLimiter(sys.argv[1]).acquire("m @ x", Caps(max_concurrency=1))

@@ -7,7 +7,7 @@ import time
 import pytest
 from pydantic import ValidationError
 
-from bench.checks import CheckResult, automated_score, parse_check, run_check, run_checks
+from bench.config.checks import CheckResult, automated_score, parse_check, run_check, run_checks
 
 HOSTILE = [
     "",

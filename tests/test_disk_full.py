@@ -1,6 +1,6 @@
 """A full disk or a failing write never loses paid replies; a kill's repaid requests are counted.
 
-The stages run in a subprocess through the real path (bench.run → bench.llm → the loopback
+The stages run in a subprocess through the real path (bench.pipeline → bench.models.client → the loopback
 fake) with ``RLIMIT_FSIZE`` set and SIGXFSZ ignored, so a write past the limit is cut short
 and the next one fails with EFBIG, the way a full disk fails with ENOSPC (no root needed).
 """
@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from bench.cache import ResponseCache
-from bench.journal import GLOB as JOURNAL_GLOB
-from bench.journal import in_flight_repeats, recorded_repeats
-from bench.records import Candidate, Judgment
-from bench.rescue import import_rescued, rescue_dirs
-from bench.store import RunStore
+from bench.models.cache import ResponseCache
+from bench.core.journal import GLOB as JOURNAL_GLOB
+from bench.core.journal import in_flight_repeats, recorded_repeats
+from bench.core.records import Candidate, Judgment
+from bench.core.rescue import import_rescued, rescue_dirs
+from bench.core.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
 CAP = 4
@@ -49,10 +49,10 @@ scenarios:
 JUDGES = 'judges:\n  - {{id: rubric, model: openai/judge-r, api_base: "{url}", rubric: tip-v1}}\n'
 DRIVER = r"""
 import asyncio, sys
-from bench import store
+from bench.core import store
 store.FLUSH_EVERY_N = int(sys.argv[3])
-from bench.errors import BenchError
-from bench.run import open_run, run_collect, run_judge
+from bench.core.errors import BenchError
+from bench.pipeline import open_run, run_collect, run_judge
 
 async def main(params, judge):
     run = open_run(params)
@@ -160,8 +160,8 @@ def test_a_full_disk_stops_the_stage_at_once_and_keeps_every_paid_reply(tmp_path
 def test_a_short_write_is_detected_and_leaves_no_torn_line(tmp_path):
     script = r"""
 import json, os, resource, sys
-from bench.records import Candidate
-from bench.store import RunStore, StoreWriteError
+from bench.core.records import Candidate
+from bench.core.store import RunStore, StoreWriteError
 def cand(i):
     return Candidate(model_id="m", model="openai/x", prompt_id="p", prompt_version="v1", prompt_hash="h",
                      scenario_id=f"s{i}", output="x" * 300)
@@ -200,8 +200,8 @@ def test_rescue_spills_over_to_folders_outside_the_run_and_the_next_run_moves_it
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     script = r"""
 import json, sys
-from bench.records import Candidate
-from bench.rescue import save
+from bench.core.records import Candidate
+from bench.core.rescue import save
 recs = [Candidate(model_id="m", model="openai/x", prompt_id="p", prompt_version="v1", prompt_hash="h",
                   scenario_id=f"s{i}", output="x" * 700) for i in range(4)]
 saved, left, reason = save(sys.argv[1], recs)

@@ -7,7 +7,7 @@ import html
 import os
 import re
 
-from bench.outcome import EXIT_FAILED_ITEMS
+from bench.core.outcome import EXIT_FAILED_ITEMS
 from tests.grids import bench, grid, judge
 
 

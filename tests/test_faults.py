@@ -1,6 +1,6 @@
 """The fault matrix: collect and every judging mode against every provider fault the fake can throw.
 
-Each case runs the stage through the real path (bench.run → bench.llm → the loopback fake) with
+Each case runs the stage through the real path (bench.pipeline → bench.models.client → the loopback fake) with
 one fault switched on and a single retry, so some work fails for good. Then every planned item
 must have a record that is either a success or a failure with its reason, no id may have two
 successes, and a re-run with the fault off must complete exactly the failures.
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.judging import items_for, load_judges
-from bench.records import Candidate, Judgment
-from bench.run import open_run, run_collect, run_judge
-from bench.store import RunStore
+from bench.judge.stage import items_for, load_judges
+from bench.core.records import Candidate, Judgment
+from bench.pipeline import open_run, run_collect, run_judge
+from bench.core.store import RunStore
 
 PARAMS = """
 name: faults

@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.records import Candidate, Judgment
-from bench.store import RunStore
+from bench.core.records import Candidate, Judgment
+from bench.core.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
 HOSTILE = {

@@ -9,8 +9,8 @@ import sys
 import pytest
 import yaml
 
-from bench.errors import ParamsError
-from bench.params import load_sweep
+from bench.core.errors import ParamsError
+from bench.config.params import load_sweep
 from tests.grids import ROOT, bench, grid
 
 # seven levels of ten aliases each: 10^7 values once expanded, a few hundred bytes of YAML
@@ -57,7 +57,7 @@ def test_a_file_with_200k_prompts_parses_and_checks_in_linear_time(tmp_path, fak
     data["prompts"].append({"id": "p17", "version": "v1", "user": "again"})
     big = tmp_path / "big.yaml"
     big.write_text(yaml.safe_dump(data, width=1000))
-    code = "import sys; from bench.params import load_sweep; load_sweep(sys.argv[1])"
+    code = "import sys; from bench.config.params import load_sweep; load_sweep(sys.argv[1])"
     out = subprocess.run([sys.executable, "-c", code, str(big)], cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert out.returncode == 1 and "prompts: duplicate id@version p17@v1" in out.stderr
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from bench.records import Review
-from bench.store import RunStore
+from bench.core.records import Review
+from bench.core.store import RunStore
 from tests.grids import bench, grid, judge, sweep
 
 

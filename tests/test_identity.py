@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import collections
 
-from bench.params import load_sweep
-from bench.records import Candidate, Judgment
-from bench.store import RunStore
+from bench.config.params import load_sweep
+from bench.core.records import Candidate, Judgment
+from bench.core.store import RunStore
 from tests.fakeprovider import FakeProvider
 from tests.grids import grid, judge, model, sweep
 

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from bench.judge import Item, Judge, run_judge, short_id
-from bench.llm import LLM, Limits
-from bench.params import JudgeEntry
-from bench.records import Scenario
-from bench.replies import MIRROR
-from bench.rubrics import load_rubric
+from bench.judge.modes import Item, Judge, run_judge, short_id
+from bench.models.client import LLM, Limits
+from bench.config.params import JudgeEntry
+from bench.core.records import Scenario
+from bench.judge.replies import MIRROR
+from bench.config.rubrics import load_rubric
 
 CRITERIA = """criteria:
   - {id: relevance, description: on topic, scale: [1, 5], anchors: {1: unrelated, 2: weak, 3: partly, 4: mostly, 5: fully}}

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import BenchError, ParamsError
+from bench.core.errors import BenchError, ParamsError
 from bench.judgebench import (category_of, export_judgebench, main_score, score_file, score_judgments,
                               write_jsonl)
-from bench.params import load_sweep
-from bench.records import Judgment, Scenario
-from bench.scenarios import build, load_dataset
+from bench.config.params import load_sweep
+from bench.core.records import Judgment, Scenario
+from bench.config.scenarios import build, load_dataset
 from tests.repo import REPO
 
 MIRROR = {"A>>B": "B>>A", "A>B": "B>A", "A=B": "A=B", "B>A": "A>B", "B>>A": "A>>B", None: None}

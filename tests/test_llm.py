@@ -8,10 +8,10 @@ import time
 import jsonschema
 import pytest
 
-from bench.errors import PreflightError, ProviderError
-from bench.llm import LLM, Limits
-from bench.preflight import preflight
-from bench.routing import ModelSpec
+from bench.core.errors import PreflightError, ProviderError
+from bench.models.client import LLM, Limits
+from bench.models.preflight import preflight
+from bench.models.routing import ModelSpec
 
 FAST = dict(backoff_s=0.01, backoff_max_s=0.05, timeout_s=5)
 TRANSPORTS = ["direct", "litellm"]
@@ -230,7 +230,7 @@ def test_an_immediate_repeat_is_answered_before_the_group_commit(fake, tmp_path)
 def test_replies_are_committed_even_if_the_process_exits_without_closing(fake, tmp_path):
     import subprocess
     import sys
-    code = ("import asyncio, sys\nfrom bench.llm import LLM, Limits\nfrom bench.routing import ModelSpec\n"
+    code = ("import asyncio, sys\nfrom bench.models.client import LLM, Limits\nfrom bench.models.routing import ModelSpec\n"
             "llm = LLM(Limits(), cache=sys.argv[2])\n"
             "spec = ModelSpec('openai/fake-model', api_base=sys.argv[1])\n"
             "print(asyncio.run(llm.complete(spec, [{'role': 'user', 'content': 'exit early'}])).usage.cached)\n")

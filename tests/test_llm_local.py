@@ -1,4 +1,4 @@
-"""The embedded model end to end through bench.llm: a real completion and a schema-constrained reply."""
+"""The embedded model end to end through bench.models.client: a real completion and a schema-constrained reply."""
 
 import asyncio
 import json
@@ -6,9 +6,9 @@ import json
 import jsonschema
 import pytest
 
-from bench import local
-from bench.llm import LLM, Limits
-from bench.routing import ModelSpec
+from bench.models.local import manager as local
+from bench.models.client import LLM, Limits
+from bench.models.routing import ModelSpec
 
 pytestmark = pytest.mark.local_model
 

@@ -1,4 +1,4 @@
-"""The embedded model (bench.local), tested through real files, sockets and processes; no mocks.
+"""The embedded model (bench.models.local.manager), tested through real files, sockets and processes; no mocks.
 
 Tests marked ``local_model`` need the 'local' extra (llama-cpp-python[server] and the Gemma 3 270M
 packages); the real server is loaded once per module (plus the few tests that must start their own).
@@ -23,8 +23,8 @@ from typing import Any
 import psutil
 import pytest
 
-from bench import local
-from bench.errors import LocalModelError
+from bench.models.local import manager as local
+from bench.core.errors import LocalModelError
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "local/gemma-3-270m"
@@ -252,7 +252,7 @@ def test_killed_assembly_leaves_no_bad_file(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
     models = tmp_path / "models"
     target = models / f"{NAME}.gguf"
-    child = _python(f"from bench.local import model_file; model_file({MODEL!r})")
+    child = _python(f"from bench.models.local.manager import model_file; model_file({MODEL!r})")
     seen_tmp = False
     while child.poll() is None and not seen_tmp:
         seen_tmp = models.is_dir() and any(models.glob(f".{target.name}.*.tmp"))
@@ -410,7 +410,7 @@ def test_server_dies_with_a_sigkilled_parent() -> None:
     parent = _python(
         f"""
         import time
-        from bench.local import LocalServer
+        from bench.models.local.manager import LocalServer
         server = LocalServer({MODEL!r})
         server.start()
         print(server.pid, flush=True)
@@ -437,7 +437,7 @@ def test_serve_foreground_prints_the_endpoint_and_stops_on_sigterm() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    child = _python(f"from bench.local import serve_foreground; serve_foreground(port={port})")
+    child = _python(f"from bench.models.local.manager import serve_foreground; serve_foreground(port={port})")
     assert child.stdout is not None
     try:
         first, second = child.stdout.readline(), child.stdout.readline()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bench.records import Candidate
-from bench.store import RunStore
+from bench.core.records import Candidate
+from bench.core.store import RunStore
 from tests.grids import bench, grid, judge, model, sweep
 
 
@@ -68,7 +68,7 @@ def test_a_model_unknown_to_a_server_that_cannot_list_fails_the_cell_with_the_wh
 
 
 def test_notebook_frames_show_scenarios_by_their_fields(tmp_path, fake):
-    from bench import frames
+    from bench.report import frames
 
     params = grid(tmp_path / "g.yaml", fake.url, topics=2, judges=[judge("grader", fake.url)])
     assert sweep(tmp_path, params).returncode == 0

@@ -41,8 +41,8 @@ def test_ci_runs_exactly_the_readme_test_command():
 
 
 def test_import_bench_is_cheap():
-    code = ("import sys, bench, bench.records, bench.store, bench.llm, bench.preflight, bench.cli, bench.local, "
-            "bench.report, bench.reportview\n"
+    code = ("import sys, bench, bench.core.records, bench.core.store, bench.models.client, bench.models.preflight, bench.cli, bench.models.local.manager, "
+            "bench.report.render, bench.report.display\n"
             "heavy = {'litellm', 'mlflow', 'plotly', 'polars', 'papermill', 'pandas'}\n"
             "print(sorted(heavy & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

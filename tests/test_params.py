@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import ParamsError
-from bench.params import Endpoint, PromptEntry, Sweep, load_sweep
-from bench.routing import ModelSpec
+from bench.core.errors import ParamsError
+from bench.config.params import Endpoint, PromptEntry, Sweep, load_sweep
+from bench.models.routing import ModelSpec
 
 from tests.repo import REPO, params_files
 

@@ -3,7 +3,7 @@
 import pytest
 from pydantic import ValidationError
 
-from bench.records import SCHEMA_VERSION, Candidate, Judgment, Review, Scenario
+from bench.core.records import SCHEMA_VERSION, Candidate, Judgment, Review, Scenario
 
 
 def cand(**kw):

@@ -18,11 +18,11 @@ import nbformat
 import polars as pl
 import pytest
 
-from bench import figures as fg
+from bench.report import figures as fg
 from bench.analysis import summarize
-from bench.errors import BenchError
-from bench.report import to_html
-from bench.reportview import number
+from bench.core.errors import BenchError
+from bench.report.render import to_html
+from bench.report.display import number
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("BENCH_CHROMIUM", "/usr/bin/chromium")

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import BenchError
-from bench.records import Review
-from bench.reviews import ReviewSession
-from bench.store import RunStore
+from bench.core.errors import BenchError
+from bench.core.records import Review
+from bench.review.session import ReviewSession
+from bench.core.store import RunStore
 from tests.repo import parameterized_copy
 
 ROOT = Path(__file__).resolve().parents[1]

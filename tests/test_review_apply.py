@@ -11,10 +11,10 @@ from collections import Counter
 from pathlib import Path
 
 from bench.analysis import load_run
-from bench.records import Review
-from bench.reviews import ReviewSession, same_review
-from bench.store import RunStore
-from bench.tracking import log_reviews
+from bench.core.records import Review
+from bench.review.session import ReviewSession, same_review
+from bench.core.store import RunStore
+from bench.tracking.runs import log_reviews
 from tests.test_review import env, fill, mlflow_for, tracked_run  # noqa: F401 (the module-scoped fixture)
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.records import Review
-from bench.store import RunStore
+from bench.core.records import Review
+from bench.core.store import RunStore
 from tests.repo import parameterized_copy
 from tests.test_review import env, mlflow_for, tracked_run  # noqa: F401 (the module-scoped fixture)
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import BenchError
-from bench.records import Candidate, Judgment, Scenario
-from bench.reviews import ReviewSession
-from bench.rubrics import load_rubric, snapshot_rubric
-from bench.store import RunStore
+from bench.core.errors import BenchError
+from bench.core.records import Candidate, Judgment, Scenario
+from bench.review.session import ReviewSession
+from bench.config.rubrics import load_rubric, snapshot_rubric
+from bench.core.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
 

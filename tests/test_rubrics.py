@@ -7,9 +7,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from bench.checks import ExcludesCheck, LengthCheck, RegexCheck
-from bench.errors import ParamsError
-from bench.rubrics import (DEFAULT_LABELS, Rubric, available_rubrics, load_rubric, parse_rubric,
+from bench.config.checks import ExcludesCheck, LengthCheck, RegexCheck
+from bench.core.errors import ParamsError
+from bench.config.rubrics import (DEFAULT_LABELS, Rubric, available_rubrics, load_rubric, parse_rubric,
                            response_format)
 
 from tests.repo import REPO
@@ -92,7 +92,7 @@ def test_shipped_modes_and_sections() -> None:
 
 
 def test_hybrid_checks_on_sample_tips() -> None:
-    from bench.checks import automated_score, run_checks
+    from bench.config.checks import automated_score, run_checks
     hybrid = load_rubric("tip-hybrid", REPO)
     good = "While the kids sleep, spend 20 minutes outlining the report at the kitchen table."
     bad = "As an AI, I think:\n1. rest more\n2. plan better\n" + "x" * 400

@@ -13,11 +13,11 @@ import time
 
 import pytest
 
-from bench.errors import ProviderError
-from bench.llm import LLM, Limits
-from bench.records import Candidate
-from bench.routing import ModelSpec
-from bench.store import RunStore
+from bench.core.errors import ProviderError
+from bench.models.client import LLM, Limits
+from bench.core.records import Candidate
+from bench.models.routing import ModelSpec
+from bench.core.store import RunStore
 from tests.grids import ROOT, grid, sweep
 
 BUDGET_S = 120  # generous: a loaded 2-core machine

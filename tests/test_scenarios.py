@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from bench import scenarios as sc
-from bench.errors import ParamsError, StoreError
-from bench.params import DatasetSource, GenerateSource, PromptEntry, load_sweep
-from bench.records import Scenario
-from bench.scenarios import (build, check_placeholders, generate, load_dataset, read_scenarios, render,
+from bench.config import scenarios as sc
+from bench.core.errors import ParamsError, StoreError
+from bench.config.params import DatasetSource, GenerateSource, PromptEntry, load_sweep
+from bench.core.records import Scenario
+from bench.config.scenarios import (build, check_placeholders, generate, load_dataset, read_scenarios, render,
                              write_scenarios)
-from bench.store import RunStore
+from bench.core.store import RunStore
 
 from tests.repo import REPO, params_files
 JUDGEBENCH = "judgebench/judgebench-gpt-4o.jsonl"
@@ -156,8 +156,8 @@ def test_empty_or_repeated_dimension_values_are_refused():
 CHILD = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from bench.params import GenerateSource
-    from bench.scenarios import generate, write_scenarios
+    from bench.config.params import GenerateSource
+    from bench.config.scenarios import generate, write_scenarios
     dims = {"persona": ["nurse", "student", "designer", "pilot", "chef"], "slot": ["am", "pm", "night"],
             "tasks": {"of": ["email", "report", "gym", "bank", "shop", "call"], "size": [1, 3]}}
     huge = dict(dims, x=[f"x{i}" for i in range(200)], y=[f"y{i}" for i in range(200)])

@@ -4,7 +4,7 @@ The real path: sweeps against the fake provider whose error bodies echo the requ
 Authorization header (``echo_auth``), on the direct transport and through ``litellm.acompletion``,
 with an ``api_base`` carrying ``user:password@``; then the report, MLflow, a review export, and a
 search of every file and of everything printed for the canaries. Plus fast unit tests of
-``bench.secrets.redact`` and of each place that applies it.
+``bench.core.secrets.redact`` and of each place that applies it.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from bench import secrets
-from bench.cache import ResponseCache
-from bench.errors import PreflightError, ProviderError
-from bench.records import Candidate, Judgment
-from bench.secrets import redact
-from bench.store import RunStore
+from bench.core import secrets
+from bench.models.cache import ResponseCache
+from bench.core.errors import PreflightError, ProviderError
+from bench.core.records import Candidate, Judgment
+from bench.core.secrets import redact
+from bench.core.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY_UNKNOWN = "sk-canary-sent-but-refused-4b7e91d0c2"  # sent by sweep A; the fake wants another key
@@ -185,8 +185,8 @@ def test_redacted_json_stays_valid_and_records_read_back(tmp_path, monkeypatch):
 
 
 def test_errors_are_redacted_at_construction_and_before_any_cut(monkeypatch):
-    from bench.llm import _http_error, _litellm_error, _parse_openai
-    from bench.routing import ModelSpec, resolve
+    from bench.models.client import _http_error, _litellm_error, _parse_openai
+    from bench.models.routing import ModelSpec, resolve
 
     key = "sk-unit-" + "k" * 40 + "-tail"
     monkeypatch.setenv("BENCH_T_CUT_CRED", key)

@@ -6,9 +6,9 @@ import warnings
 
 import pytest
 
-from bench.errors import StoreError
-from bench.records import Candidate, Scenario
-from bench.store import RunStore, TornRecordWarning
+from bench.core.errors import StoreError
+from bench.core.records import Candidate, Scenario
+from bench.core.store import RunStore, TornRecordWarning
 
 
 def cand(i, **kw):
@@ -65,7 +65,7 @@ def test_shards_are_merged_by_readers(tmp_path):
 def test_killed_writer_loses_nothing_already_appended(tmp_path):
     code = (
         "import os, sys\n"
-        "from bench.store import RunStore\nfrom bench.records import Candidate\n"
+        "from bench.core.store import RunStore\nfrom bench.core.records import Candidate\n"
         "s = RunStore(sys.argv[1])\n"
         "for i in range(200):\n"
         "    s.append([Candidate(model_id='m', model='x/y', prompt_id='p', prompt_version='v', prompt_hash='h',"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.records import Candidate, Judgment
-from bench.store import RunStore
+from bench.core.records import Candidate, Judgment
+from bench.core.store import RunStore
 from tests import grids
 from tests.repo import parameterized_copy
 

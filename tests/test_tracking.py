@@ -22,8 +22,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bench.records import Candidate, Judgment
-from bench.store import RunStore
+from bench.core.records import Candidate, Judgment
+from bench.core.store import RunStore
 from tests.grids import grid, judge, model
 
 ROOT = Path(__file__).resolve().parents[1]

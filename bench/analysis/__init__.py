@@ -8,14 +8,14 @@ Importing this package imports polars and numpy (``import bench`` alone does not
 
 from __future__ import annotations
 
-from .agreement import cohen_kappa, complete_pairs, krippendorff_alpha
-from .bootstrap import bootstrap_means, holm, percentile_interval, sign_flip_pvalues
-from .leaderboard import composite, leaderboard, paired_differences
-from .pairwise import battles, bradley_terry, fit_bradley_terry, position_consistency, win_matrix, win_rates
-from .reliability import disagreements, inter_judge, judge_health, judge_vs_human, jury_alpha, packed_vs_single
-from .summary import Summary, examples, summarize
-from .tables import COMPOSITE, RunTables, load_run, with_reviews
-from .usage import usage_by_cell, usage_by_judge
+from bench.analysis.agreement import cohen_kappa, complete_pairs, krippendorff_alpha
+from bench.analysis.bootstrap import bootstrap_means, holm, percentile_interval, sign_flip_pvalues
+from bench.analysis.leaderboard import composite, leaderboard, paired_differences
+from bench.analysis.pairwise import battles, bradley_terry, fit_bradley_terry, position_consistency, win_matrix, win_rates
+from bench.analysis.reliability import disagreements, inter_judge, judge_health, judge_vs_human, jury_alpha, packed_vs_single
+from bench.analysis.summary import Summary, examples, summarize
+from bench.analysis.tables import COMPOSITE, RunTables, load_run, with_reviews
+from bench.analysis.usage import usage_by_cell, usage_by_judge
 
 __all__ = [
     "COMPOSITE", "RunTables", "Summary", "battles", "bootstrap_means", "bradley_terry", "cohen_kappa",

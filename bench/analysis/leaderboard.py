@@ -12,9 +12,9 @@ from itertools import combinations
 import numpy as np
 import polars as pl
 
-from ._inputs import require
-from .bootstrap import bootstrap_means, column_means, holm, percentile_interval, sign_flip_pvalues
-from .tables import COMPOSITE
+from bench.analysis._inputs import require
+from bench.analysis.bootstrap import bootstrap_means, column_means, holm, percentile_interval, sign_flip_pvalues
+from bench.analysis.tables import COMPOSITE
 
 CELL_COLS = ["cell", "model", "prompt"]
 

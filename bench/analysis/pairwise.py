@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from ._inputs import require
-from .bootstrap import bootstrap_ratios, percentile_interval, resample_counts
+from bench.analysis._inputs import require
+from bench.analysis.bootstrap import bootstrap_ratios, percentile_interval, resample_counts
 
 OUTCOME = {"A>>B": 1.0, "A>B": 1.0, "A=B": 0.5, "B>A": 0.0, "B>>A": 0.0}
 STRONG = {"A>>B", "B>>A"}

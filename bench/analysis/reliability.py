@@ -8,9 +8,9 @@ from itertools import combinations
 import numpy as np
 import polars as pl
 
-from ._inputs import require
-from .agreement import cohen_kappa, complete_pairs, krippendorff_alpha, why_undefined
-from .tables import COMPOSITE
+from bench.analysis._inputs import require
+from bench.analysis.agreement import cohen_kappa, complete_pairs, krippendorff_alpha, why_undefined
+from bench.analysis.tables import COMPOSITE
 
 AGREEMENT_SCHEMA = {"rubric": pl.Utf8, "criterion": pl.Utf8, "a": pl.Utf8, "b": pl.Utf8, "n": pl.Int64,
                     "dropped": pl.Int64, "kappa": pl.Float64, "exact": pl.Float64, "mean_abs_diff": pl.Float64,

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import polars as pl
 
-from ..outcome import failures
-from ..scenarios import describe
-from .leaderboard import composite, leaderboard, paired_differences
-from .pairwise import battles, bradley_terry, position_consistency, win_matrix, win_rates
-from .reliability import disagreements, inter_judge, judge_health, judge_vs_human, jury_alpha, packed_vs_single
-from .tables import COMPOSITE, RunTables, load_run, with_reviews
-from .usage import usage_by_cell, usage_by_judge
+from bench.core.outcome import failures
+from bench.config.scenarios import describe
+from bench.analysis.leaderboard import composite, leaderboard, paired_differences
+from bench.analysis.pairwise import battles, bradley_terry, position_consistency, win_matrix, win_rates
+from bench.analysis.reliability import disagreements, inter_judge, judge_health, judge_vs_human, jury_alpha, packed_vs_single
+from bench.analysis.tables import COMPOSITE, RunTables, load_run, with_reviews
+from bench.analysis.usage import usage_by_cell, usage_by_judge
 
 
 @dataclass
@@ -72,7 +72,7 @@ FAILURE_SCHEMA = {"stage": pl.Utf8, "who": pl.Utf8, "kind": pl.Utf8, "count": pl
 
 
 def failure_frame(t: RunTables) -> pl.DataFrame:
-    """Return the items still failed, grouped as the sweep's closing summary groups them (bench.outcome)."""
+    """Return the items still failed, grouped as the sweep's closing summary groups them (bench.core.outcome)."""
     rows = [(g.stage, g.who, g.kind, g.count, g.first_error) for g in failures(t.run_dir)] if t.run_dir else []
     return pl.DataFrame(rows, schema=FAILURE_SCHEMA, orient="row")
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import polars as pl
 
-from ..records import Candidate, Judgment, Review, Scenario
-from ..store import RunStore, latest_of
+from bench.core.records import Candidate, Judgment, Review, Scenario
+from bench.core.store import RunStore, latest_of
 
 COMPOSITE = "composite"  # the criterion name of a judgment's composite score in the long table
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ._inputs import require
+from bench.analysis._inputs import require
 
 USAGE_COLS = ["calls", "cache_hits", "error", "prompt_tokens", "completion_tokens", "cost_usd", "latency_s", "cached"]
 

@@ -1,0 +1,59 @@
+"""The exception tree: every error a researcher can see says what went wrong and what to do."""
+
+from __future__ import annotations
+
+from bench.core.secrets import redact
+
+
+class BenchError(Exception):
+    """Base of every error bench raises on purpose."""
+
+
+class ParamsError(BenchError):
+    """A params file, rubric or dataset is invalid; the message names the file and the key."""
+
+
+class PreflightError(BenchError):
+    """The run cannot start: missing keys, unreachable endpoints, unknown models.
+
+    Raised before any model call, so nothing is spent. ``problems`` lists every finding.
+    """
+
+    def __init__(self, problems: list[str]):
+        self.problems = [redact(p) for p in problems]  # an api_base's user:password@ is never echoed
+        if len(self.problems) == 1:  # one problem: one line
+            super().__init__(f"preflight: {self.problems[0]} (nothing was called)")
+            return
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"preflight found {len(self.problems)} problems; nothing was called:\n{lines}")
+
+
+class ProviderError(BenchError):
+    """A model call failed for good (after the retries it deserved).
+
+    ``kind`` is a short machine-readable reason (``rate_limit``, ``server``, ``timeout``,
+    ``connection``, ``malformed``, ``empty``, ``bad_request``, ``auth``, ``not_found``);
+    ``retryable`` says whether a later resume may succeed.
+    """
+
+    def __init__(self, message: str, *, kind: str, status: int | None = None,
+                 retryable: bool = False, attempts: int = 1, retry_after: float | None = None):
+        super().__init__(redact(message))  # its text reaches records, warnings and logs: never a credential
+        self.kind = kind
+        self.status = status
+        self.retryable = retryable
+        self.attempts = attempts  # requests this call sent (0: it shared an identical request in flight)
+        self.retry_after = retry_after
+        self.shared = False  # True: the failure of another call's identical request, shared while in flight
+
+
+class LocalModelError(BenchError):
+    """The embedded model cannot be served (package missing, too big, port taken, failed start)."""
+
+
+class StoreError(BenchError):
+    """The run store cannot be read or written (permissions, corrupt records in the middle)."""
+
+
+class JudgeParseError(BenchError):
+    """A judge reply could not be turned into a valid judgment."""

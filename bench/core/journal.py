@@ -1,0 +1,200 @@
+"""The request journal: which requests were on the wire when a run stopped, so a resume can count them.
+
+A run kept every reply it received in the response cache, except the replies still in
+flight when it was killed (and at most the one cache commit group being written). A
+resume asks those again: paid twice. The journal makes that number measured rather than
+claimed. Each process (each sweep execution or shard) appends one line, the request's
+cache key, to its own file ``<run folder>/requests-<pid>-<token>.journal`` when the seam
+puts the request on the wire (one ``O_APPEND`` write, no fsync: a killed process does not
+lose its page-cache writes), and removes the file at a clean end. The file is ``flock``ed
+by its process, so a journal that can be locked belongs to a process that is gone.
+
+When a stage starts (``settle``), the keys of such leftover journals that are not in the
+response cache are the requests that were in flight when the previous run stopped:
+possibly paid, and asked again now. ``settle`` adds their count to
+``<run folder>/repeats.json`` (read it with ``recorded_repeats``) and removes the
+journals. ``in_flight_repeats`` counts without changing anything.
+
+The seam calls ``arm(key)`` in ``LLM.complete`` right before it sends (retries included)
+and ``sent()`` once the request holds a slot under the concurrency cap, so a request
+queued behind the cap, never sent, is not counted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import fcntl
+import json
+import os
+import secrets
+import sqlite3
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from bench.core.records import utc_now
+from bench.core.store import atomic_write
+
+GLOB = "requests-*.journal"
+REPEATS_FILE = "repeats.json"
+_armed: contextvars.ContextVar[str | None] = contextvars.ContextVar("bench_journal_key", default=None)
+
+
+class Journal:
+    """One process's request journal in a run folder (created on the first request sent)."""
+
+    def __init__(self, run_dir: str | os.PathLike[str]):
+        self.dir = Path(run_dir)
+        self.path: Path | None = None
+        self._fd: int | None = None
+        self.error: OSError | None = None  # could not be created or written: it stops, silently (see _give_up)
+        self.lines = 0
+
+    def arm(self, key: str) -> None:
+        """Name the request the current task is about to send (no I/O)."""
+        _armed.set(key)
+
+    def sent(self) -> None:
+        """Journal the armed request of the current task, once (its retries are the same request)."""
+        key = _armed.get()
+        if key is None or self.error is not None:
+            return
+        _armed.set(None)
+        fd = self._fd if self._fd is not None else self._open()
+        if fd is None:
+            return
+        try:
+            os.write(fd, key.encode() + b"\n")  # 65 bytes, O_APPEND: whole or not at all in practice
+            self.lines += 1
+        except OSError as exc:  # disk full: the run is stopping anyway; the journal must not add to it
+            self._give_up(exc)
+
+    def _open(self) -> int | None:
+        """Create the journal under a temporary name, lock it, then publish it (never visible unlocked)."""
+        name = f"requests-{os.getpid()}-{secrets.token_hex(4)}.journal"
+        tmp = self.dir / f".{name}.tmp"
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            self._give_up(exc)
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.rename(tmp, self.dir / name)
+        except OSError as exc:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+            self._give_up(exc)
+            return None
+        self._fd, self.path = fd, self.dir / name
+        return fd
+
+    def _give_up(self, exc: OSError) -> None:
+        """Stop journaling. Silently: the journal is a measurement, and a write that fails here (a full
+        disk) fails the stage's own writes too, whose one message must not be buried under a second."""
+        self.error = exc
+
+    def close(self, keep: bool = False) -> None:
+        """End the journal: removed at a clean end (nothing in flight), kept when ``keep`` (an interrupted stage)."""
+        if self._fd is None:
+            return
+        if not keep and self.path is not None:
+            self.path.unlink(missing_ok=True)
+        os.close(self._fd)  # releases the lock: a kept journal is now a leftover
+        self._fd, self.path = None, None
+
+
+@contextlib.contextmanager
+def _leftovers(run_dir: Path) -> Iterator[list[tuple[Path, set[str]]]]:
+    """Yield (path, keys) of every journal in ``run_dir`` whose process is gone, locked for the block."""
+    held: list[tuple[int, Path, set[str]]] = []
+    try:
+        for path in sorted(run_dir.glob(GLOB)) if run_dir.is_dir() else []:
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if os.fstat(fd).st_ino != os.stat(path).st_ino:
+                    raise FileNotFoundError(path)  # settled and removed by another process meanwhile
+            except OSError:  # held by a live process (or gone): not a leftover
+                os.close(fd)
+                continue
+            with os.fdopen(os.dup(fd), "rb") as fh:
+                keys = {line.strip().decode("ascii", "replace") for line in fh if line.endswith(b"\n")}
+            held.append((fd, path, keys))
+        yield [(path, keys) for _fd, path, keys in held]
+    finally:
+        for fd, _path, _keys in held:
+            os.close(fd)
+
+
+def _uncached(keys: set[str], cache: Any) -> int:
+    if not keys or cache is None:
+        return len(keys)
+    return len(keys) - cache.contains(sorted(keys))
+
+
+def in_flight_repeats(run_dir: str | os.PathLike[str], cache: Any) -> int:
+    """Return how many requests were in flight when an earlier run of ``run_dir`` stopped and are not cached.
+
+    ``cache``: the response cache (a ``ResponseCache``; None counts every journaled key).
+    Those requests may have been paid, and a resume asks them again. Changes nothing.
+    """
+    with _leftovers(Path(run_dir)) as found:
+        return _uncached(set().union(*(keys for _p, keys in found)), cache)
+
+
+def settle(run_dir: str | os.PathLike[str], cache: Any) -> int:
+    """Count the leftover journals' uncached requests, add them to ``repeats.json``, remove the journals.
+
+    Call it when a stage starts, before any request. Returns this start's count.
+    """
+    run_dir = Path(run_dir)
+    try:
+        with _lock(run_dir), _leftovers(run_dir) as found:
+            if not found:
+                return 0
+            n = _uncached(set().union(*(keys for _p, keys in found)), cache)
+            data = read_repeats(run_dir)
+            data["in_flight_repeats"] = int(data.get("in_flight_repeats", 0)) + n
+            data.setdefault("events", []).append({"time": utc_now(), "in_flight_repeats": n, "journals": len(found),
+                                                  "journaled": sum(len(k) for _p, k in found)})
+            atomic_write(run_dir / REPEATS_FILE, (json.dumps(data, indent=1) + "\n").encode())
+            for path, _keys in found:
+                path.unlink(missing_ok=True)
+    except (OSError, sqlite3.Error) as exc:  # a measurement: it never stops a run (the journals stay for a later start)
+        warnings.warn(f"cannot count the requests an earlier stop left in flight in {run_dir}: {exc}",
+                      RuntimeWarning, stacklevel=2)
+        return 0
+    return n
+
+
+def read_repeats(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """Return ``repeats.json`` of a run folder: ``in_flight_repeats`` (the total so far) and its ``events``."""
+    try:
+        data = json.loads((Path(run_dir) / REPEATS_FILE).read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def recorded_repeats(run_dir: str | os.PathLike[str]) -> int:
+    """Return how many requests resumes of this run folder asked again after a stop (0 if never)."""
+    return int(read_repeats(run_dir).get("in_flight_repeats", 0))
+
+
+@contextlib.contextmanager
+def _lock(run_dir: Path) -> Iterator[None]:
+    """Serialize ``settle`` between the processes of one run folder (executions starting together)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(run_dir / ".journal.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

@@ -1,0 +1,108 @@
+"""How a run ended: the items still failed, grouped, and the exit code that says so.
+
+The run store is the truth: an item is failed when its latest record is a failure and it
+never succeeded. The sweep's closing summary, the HTML report and the MLflow parent run
+all show these same groups (stage × model or judge × error kind → count, with the first
+error text), so a number read in one place is the number in the others.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from bench.core.journal import read_repeats
+from bench.core.records import Candidate, Judgment
+from bench.core.store import RunStore
+
+EXIT_OK = 0
+EXIT_CRASHED = 1  # an execution (a notebook) raised: see its executed notebook
+EXIT_BAD_INPUT = 2  # nothing started: params, preflight, a locked run folder, …
+EXIT_FAILED_ITEMS = 3  # the sweep ran to its end, but some items are still failed: re-run to retry them
+EXIT_INTERRUPTED = 130  # Ctrl-C: what was answered is kept
+
+
+@dataclass(frozen=True)
+class FailureGroup:
+    """Failed items of one stage, one model (collect) or judge (judge) and one error kind."""
+
+    stage: str
+    who: str
+    kind: str
+    count: int
+    exhausted: int  # of ``count``: tried limits.max_attempts times, so a re-run leaves them failed
+    first_error: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def failures(run_dir: str | Path, max_attempts: int | None = None) -> list[FailureGroup]:
+    """Return the run's failed items grouped by (stage, model or judge, error kind), largest first."""
+    store = RunStore(Path(run_dir))
+    groups: dict[tuple[str, str, str], list] = {}
+    for stage, kind in (("collect", Candidate), ("judge", Judgment)):
+        tries = store.attempts(kind)
+        for rec in store.failed(kind).values():
+            who = rec.model_id if stage == "collect" else rec.judge_id
+            key = (stage, who, rec.error_kind or "unknown")
+            entry = groups.setdefault(key, [0, 0, rec.error or ""])
+            entry[0] += 1
+            entry[1] += bool(max_attempts and tries.get(rec.id, 0) >= max_attempts)
+    rows = [FailureGroup(s, w, k, n, x, first) for (s, w, k), (n, x, first) in groups.items()]
+    return sorted(rows, key=lambda g: (g.stage != "collect", -g.count, g.who, g.kind))
+
+
+def row_format(rows: list[tuple[str, ...]], text_columns: int = 3) -> str:
+    """Return a format string that aligns ``rows``: the first ``text_columns`` left, numbers right."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "  ".join(f"{{:{'<' if i < text_columns else '>'}{w}}}" for i, w in enumerate(widths))
+
+
+def failure_table(groups: Iterable[FailureGroup], width: int = 320) -> str:
+    """Return the groups as an aligned text table, with each group's first error on its own line."""
+    groups = list(groups)
+    if not groups:
+        return "no failed items"
+    head = ("stage", "model/judge", "error kind", "items", "gave up")
+    rows = [(g.stage, g.who, g.kind, str(g.count), str(g.exhausted or "")) for g in groups]
+    fmt = row_format([head, *rows])
+    lines = [fmt.format(*head)]
+    for g, row in zip(groups, rows):
+        lines.append(fmt.format(*row))
+        first = " ".join(g.first_error.split())
+        lines.append(f"    first error: {first[:width - 17]}{'…' if len(first) > width - 17 else ''}")
+    return "\n".join(lines)
+
+
+def retry_command(params: str | Path, *, cells: str | None = None, run_dir: str | None = None,
+                  jobs: int = 1, only_stage: str | None = None) -> str:
+    """Return the exact `bench sweep` command that asks the failed items again (and only those)."""
+    parts = ["bench", "sweep", str(params)]
+    for flag, value in (("--cells", cells), ("--run-dir", run_dir), ("--only-stage", only_stage)):
+        if value:
+            parts += [flag, str(value)]
+    if jobs > 1:
+        parts += ["--jobs", str(jobs)]
+    return shlex.join(parts)
+
+
+def repeats_since(run_dir: str | Path, since: str) -> int:
+    """Return the requests that were in flight when an earlier run of this folder stopped and that
+    stages started since ``since`` asked again (each possibly paid twice; see bench.core.journal)."""
+    events = read_repeats(run_dir).get("events", [])
+    return sum(int(e.get("in_flight_repeats", 0)) for e in events if str(e.get("time", "")) >= since)
+
+
+def summary(groups: list[FailureGroup], retry: str, max_attempts: int) -> str:
+    """Return the closing summary of a run with failed items: the table and how to retry them."""
+    n = sum(g.count for g in groups)
+    gave_up = sum(g.exhausted for g in groups)
+    lines = [f"{n} item(s) failed:", failure_table(groups), f"retry them (a re-run asks only failed items, "
+             f"each as a fresh request): {retry}"]
+    if gave_up:
+        lines.append(f"{gave_up} of them were tried limits.max_attempts={max_attempts} times and are not asked "
+                     f"again; raise limits.max_attempts in the params file to retry them")
+    return "\n".join(lines)

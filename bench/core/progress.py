@@ -1,0 +1,197 @@
+"""Progress bars that work in JupyterLab (widgets) and in papermill logs and terminals (text lines).
+
+No wait is silent: while a stage runs, text mode prints a line at least every ``every_s``
+seconds even when nothing finishes (with the rate, what is left and the requests on the
+wire), and widget bars are refreshed as often, so they stay truthful until the cell ends.
+Under `bench sweep` every line bench prints for the terminal (progress, a stage's one-line
+result) starts with :data:`MARK`, an invisible ANSI reset: the driver passes those lines
+on and leaves the rest of the notebooks' output (tables) in the executed notebooks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+STREAM_ENV = "BENCH_SWEEP_STREAM"  # set by `bench sweep` in its kernels: mark the lines meant for its terminal
+MARK = "\x1b[0m"  # an ANSI reset: invisible in notebooks and terminals; `bench sweep` shows only marked lines
+EVERY_ENV = "BENCH_PROGRESS_EVERY_S"  # the text lines' interval (default 2 s; tests shorten it)
+
+
+def say(line: object) -> None:
+    """Print one of bench's own status lines (under `bench sweep`: marked, so it reaches the terminal)."""
+    print(f"{MARK if os.environ.get(STREAM_ENV) else ''}{line}", file=sys.stdout, flush=True)
+
+
+def requests_on_the_wire(llm: Any) -> Callable[[], int | None]:
+    """Return a function counting ``llm``'s requests on the wire in the running event loop (None: unknown)."""
+    def count() -> int | None:
+        try:
+            return llm._state().in_flight  # bench.models.client's per-loop counter (the one peak_in_flight() reads)
+        except Exception:  # no running loop, or another client
+            return None
+    return count
+
+
+def _in_kernel() -> bool:
+    try:
+        from IPython import get_ipython  # noqa: PLC0415
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
+
+
+class Progress:
+    """Overall and per-group counters (e.g. per model), shown as bars or as periodic text lines.
+
+    ``mode``: "widgets" (tqdm bars in a notebook), "text" (a line at most every
+    ``every_s`` seconds: what papermill's ``--log-output`` streams), "none", or "auto"
+    (widgets inside a Jupyter kernel, text elsewhere). `bench sweep` passes "text".
+
+    ``growing``: the totals are not known up front and grow with :meth:`grow` (a pipelined
+    judge: each answer that arrives adds its judgments); the line says so until :meth:`phase`
+    declares them final. ``wire``: a function counting the requests on the wire, shown with
+    what is left. Made inside a running event loop, the counters are also shown every
+    ``every_s`` seconds while nothing finishes (a heartbeat), until :meth:`close`.
+    """
+
+    def __init__(self, title: str, totals: dict[str, int], mode: str = "auto", every_s: float | None = None, *,
+                 growing: bool = False, wire: Callable[[], int | None] | None = None):
+        self.title = self._name = title
+        self.totals, self.growing, self.wire = dict(totals), growing, wire
+        self.every_s = every_s if every_s is not None else float(os.environ.get(EVERY_ENV) or 2.0)
+        self.done = {k: 0 for k in totals}
+        self.failed = 0
+        self.mode = ("widgets" if _in_kernel() else "text") if mode == "auto" else mode
+        self._t0 = self._last = time.monotonic()
+        self._closed = False
+        self._bars: dict[str, Any] = {}
+        if self.mode == "widgets" and (not growing or sum(self.totals.values())):
+            self._bars = self._make_bars()  # a growing total shows its bars once something is planned
+        self._beat = self._start_heartbeat() if self.mode in ("text", "widgets") else None
+
+    def _make_bars(self) -> dict:
+        from tqdm.auto import tqdm  # noqa: PLC0415
+
+        bars = {"": tqdm(total=sum(self.totals.values()), desc=self._desc())}
+        for key, total in self.totals.items():
+            if total or not self.growing:  # a growing group gets its bar with its first item
+                bars[key] = tqdm(total=total, desc=f"  {key}", leave=True)
+        return bars
+
+    def _desc(self) -> str:
+        return f"{self.title} (total grows as answers arrive)" if self.growing else self.title
+
+    def grow(self, key: str, n: int = 1) -> None:
+        """Add ``n`` items to group ``key``'s total (a growing total: answers arrived that need grading)."""
+        self.totals[key] = self.totals.get(key, 0) + n
+        self.done.setdefault(key, 0)
+        if self.mode != "widgets":
+            return
+        if not self._bars:
+            self._bars = self._make_bars()
+        elif key not in self._bars:
+            from tqdm.auto import tqdm  # noqa: PLC0415
+
+            _set_total(self._bars[""], sum(self.totals.values()))
+            self._bars[key] = tqdm(total=self.totals[key], desc=f"  {key}", leave=True)
+        else:
+            for bar, total in ((self._bars[""], sum(self.totals.values())), (self._bars[key], self.totals[key])):
+                _set_total(bar, total)
+
+    def phase(self, title: str) -> None:
+        """Rename the stage's current phase (e.g. "judging" once every answer is in): the totals are final now."""
+        self.title, self.growing = title, False
+        if self._bars:
+            self._bars[""].set_description(self._desc())
+        elif self.mode == "text" and sum(self.totals.values()) > sum(self.done.values()):
+            self._print()
+
+    def update(self, key: str, n: int = 1, failed: bool = False) -> None:
+        """Count ``n`` finished items of group ``key`` (and whether they failed)."""
+        self.done[key] = self.done.get(key, 0) + n
+        self.failed += n if failed else 0
+        if self.done[key] > self.totals.get(key, 0):  # never more done than planned: the bar stays truthful
+            self.grow(key, self.done[key] - self.totals.get(key, 0))
+        if self._bars:
+            self._bars[""].update(n)
+            self._bars[key].update(n)
+            if failed:
+                self._bars[""].set_postfix(failed=self.failed)
+        elif self.mode == "text" and time.monotonic() - self._last >= self.every_s:
+            self._print()
+
+    def line(self) -> str:
+        """Return the one-line summary: overall, per group, failures, rate and (while running) what is left."""
+        done, total = sum(self.done.values()), sum(self.totals.values())
+        rate = done / max(time.monotonic() - self._t0, 1e-9)
+        groups = " | ".join(f"{k} {self.done[k]}/{t}" for k, t in self.totals.items())
+        if self.growing and not self._closed:
+            head = f"{self.title}: {done}/{total} so far (the total grows as answers arrive)"
+        else:
+            head = f"{self._name if self._closed else self.title}: {done}/{total} " \
+                   f"({100 * done / total if total else 100.0:.0f}%)"
+        parts = [head, groups, f"failed {self.failed}", f"{rate:.1f}/s"]
+        if not self._closed:
+            parts.append(self._pending(total - done))
+        return " | ".join(p for p in parts if p)
+
+    def _pending(self, left: int) -> str:
+        wire = self.wire() if self.wire is not None else None
+        if wire is None:
+            return f"{left} left"
+        return f"{left} left, {wire} request{'' if wire == 1 else 's'} on the wire"
+
+    def _print(self) -> None:
+        self._last = time.monotonic()
+        say(self.line())
+
+    def _start_heartbeat(self) -> asyncio.Task | None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # made outside an event loop: lines only when something finishes
+            return None
+        return loop.create_task(self._heartbeat())
+
+    async def _heartbeat(self) -> None:
+        """Show the counters at least every ``every_s`` seconds while the stage runs, even if nothing finishes."""
+        while True:
+            await asyncio.sleep(max(0.05, self._last + self.every_s - time.monotonic()))
+            if time.monotonic() - self._last < self.every_s or not sum(self.totals.values()):
+                continue
+            if self.mode == "text":
+                self._print()
+            elif self._bars:  # refresh: elapsed time and rate move on, and the postfix says what is pending
+                self._last = time.monotonic()
+                done, total = sum(self.done.values()), sum(self.totals.values())
+                self._bars[""].set_postfix_str(self._pending(total - done) +
+                                               (f", failed {self.failed}" if self.failed else ""))
+
+    def close(self) -> None:
+        """Finish the bars, or print the final line."""
+        if self._closed:
+            return
+        if self._beat is not None:
+            self._beat.cancel()
+        self._closed = True
+        if self._bars:  # the final state: the stage's name, and no "left"/"on the wire" of the last heartbeat
+            self._bars[""].set_description(self._name, refresh=False)
+            self._bars[""].set_postfix_str(f"failed {self.failed}" if self.failed else "", refresh=False)
+        for bar in self._bars.values():
+            bar.close()
+        if self.mode == "text" and (sum(self.totals.values()) or not self.growing):
+            self._print()
+
+
+def _set_total(bar: Any, total: int) -> None:
+    """Set a tqdm bar's total, also on its notebook widget (tqdm.notebook keeps the widget's max apart)."""
+    bar.total = total
+    container = getattr(bar, "container", None)
+    if container is not None:
+        container.children[1].max = max(total, 1)
+    bar.refresh()

@@ -1,0 +1,146 @@
+"""The preflight: before the first call, check every model of a run and report every problem at once.
+
+It resolves each model string, checks that each needed key is in the environment (or
+``.env``) and that each explicit ``api_base`` answers, and raises one PreflightError
+listing everything that is wrong. Nothing is sent to a model, so nothing is spent.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import json
+import os
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+
+from bench.models.local import manager as local
+from bench.models._litellm import litellm
+from bench.core.errors import LocalModelError, PreflightError
+from bench.models.routing import ModelSpec, resolve
+from bench.core.secrets import load_env
+
+
+def preflight(specs: Iterable[ModelSpec], *, probe_timeout_s: float = 3.0) -> None:
+    """Return None when every model can be called; else raise PreflightError listing every problem."""
+    load_env()
+    specs = list(dict.fromkeys(specs))
+    problems: list[str] = []
+    for spec in specs:
+        problems.extend(_check_model(spec))
+    bases = sorted({s.api_base.rstrip("/") for s in specs if s.api_base})
+    with ThreadPoolExecutor(max_workers=min(8, len(bases) or 1)) as pool:
+        served: dict[str, set[str]] = {}
+        for base, (problem, listed) in zip(bases, pool.map(lambda b: _probe(b, probe_timeout_s), bases)):
+            if problem:
+                problems.append(problem)
+            if listed:
+                served[base] = listed
+    problems.extend(_unknown_models(specs, served))
+    if problems:
+        raise PreflightError(problems)
+
+
+def _unknown_models(specs: list[ModelSpec], served: dict[str, set[str]]) -> list[str]:
+    """Return a problem for each model an ``api_base`` does not list among the models it serves.
+
+    Only servers that list their models (vLLM, Ollama, gateways: ``GET /models``) are checked;
+    an empty or unreadable listing checks nothing. A single-model server that ignores the name
+    (llama.cpp's) lists the name to use.
+    """
+    problems = []
+    for spec in specs:
+        listed = served.get((spec.api_base or "").rstrip("/"))
+        if not listed or local.is_local(spec.model):
+            continue
+        name = spec.model.split("/", 1)[1] if "/" in spec.model else spec.model
+        if name not in listed and spec.model not in listed:
+            shown = ", ".join(sorted(listed)[:8]) + (", …" if len(listed) > 8 else "")
+            problems.append(f"model {spec.model!r}: {spec.api_base} does not serve {name!r} (it lists: {shown}); "
+                            f"fix the model name")
+    return problems
+
+
+def _check_model(spec: ModelSpec) -> list[str]:
+    """Return the problems of one model: unknown string, missing package or key."""
+    if local.is_local(spec.model):
+        return _check_local(spec)
+    try:
+        route = resolve(spec)
+    except PreflightError as err:
+        return err.problems
+    if route.key_env:
+        if not os.environ.get(route.key_env):
+            return [f"model {spec.model!r} needs {route.key_env}: set it in the environment or in .env "
+                    f"(see .env.example)"]
+        return []
+    if route.transport == "direct" or spec.api_base:
+        return []  # a self-hosted OpenAI-compatible server: no key needed
+    missing = litellm().validate_environment(spec.model).get("missing_keys") or []
+    return [f"model {spec.model!r} needs {' or '.join(missing)}: set it in the environment or in .env "
+            f"(see .env.example)"] if missing else []
+
+
+def _check_local(spec: ModelSpec) -> list[str]:
+    """Return the problems of an embedded model: missing server package, weights or size cap."""
+    if os.environ.get("BENCH_LOCAL_API_BASE"):
+        return []  # an already running `bench serve-local`; its reachability is checked on first use
+    problems = []
+    if importlib.util.find_spec("llama_cpp") is None:
+        problems.append(f"model {spec.model!r} needs llama-cpp-python (the 'local' extra): "
+                        f"run `make setup` or pip install -e '.[local]'")
+    try:
+        local.model_file(spec.model)
+    except LocalModelError as err:
+        problems.append(str(err))
+    return problems
+
+
+def _probe(api_base: str, timeout_s: float) -> tuple[str | None, set[str]]:
+    """Return (a problem if ``api_base`` does not answer HTTP at all, the model ids it lists if any)."""
+    try:
+        with urllib.request.urlopen(_get(f"{api_base}/models"), timeout=timeout_s) as resp:
+            return None, _listed(resp.read(1_000_000))
+    except urllib.error.HTTPError:
+        return None, set()  # 401/404/… : something is listening and speaking HTTP
+    except (urllib.error.URLError, TimeoutError, socket.timeout, OSError, ValueError) as exc:
+        return _unreachable(api_base, exc, timeout_s), set()
+
+
+def _listed(body: bytes) -> set[str]:
+    """Return the model ids of an OpenAI-style ``/models`` listing (empty when it is not one)."""
+    try:
+        data = json.loads(body).get("data")
+        return {str(m["id"]) for m in data if isinstance(m, dict) and m.get("id")} if isinstance(data, list) else set()
+    except (ValueError, AttributeError, TypeError):
+        return set()
+
+
+def _unreachable(api_base: str, exc: BaseException, timeout_s: float) -> str:
+    """Return the one-line problem of an ``api_base`` that did not answer."""
+    reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+    if isinstance(reason, ConnectionRefusedError):
+        return f"api_base {api_base} refused the connection: is the server running, and is the port right?"
+    if isinstance(reason, socket.gaierror):
+        return f"api_base {api_base}: host not found ({reason.strerror}); check the address"
+    if isinstance(reason, (TimeoutError, socket.timeout)):
+        return f"api_base {api_base} did not answer within {timeout_s:g} s"
+    if isinstance(exc, urllib.error.URLError):
+        return f"api_base {api_base} is unreachable: {reason}"
+    return f"api_base {api_base} is unreachable or malformed: {exc}"
+
+
+def _get(url: str) -> urllib.request.Request:
+    """Return a GET of ``url``, its credentials (``user:password@``) moved into a Basic header as HTTP
+    clients send them: urllib would take ``user:password@host`` for a host name."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return urllib.request.Request(url)
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    user, _, password = userinfo.partition(":")
+    token = base64.b64encode(f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}".encode()).decode()
+    return urllib.request.Request(parts._replace(netloc=host).geturl(), headers={"Authorization": f"Basic {token}"})

@@ -1,0 +1,320 @@
+"""A run: one params file opened and validated, with its scenarios, its selected cells and its folder.
+
+`open_run` is what notebooks and `bench sweep` call first. It validates everything that
+can be validated without a model call (params, scenarios, template placeholders,
+cells, run folder), so a mistake stops the run before anything is spent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.core import paths
+from bench.core.errors import ParamsError
+from bench.models.genparams import param_problems
+from bench.core.journal import Journal, settle
+from bench.models.client import LLM, Limits
+from bench.config.params import Cell, Sweep, load_sweep
+from bench.models.preflight import preflight
+from bench.core.progress import Progress, _in_kernel, requests_on_the_wire, say
+from bench.core.migrate import migrate_run
+from bench.core.records import Scenario
+from bench.core.rescue import import_rescued
+from bench.core.runlock import run_lock
+from bench.config.scenarios import build, planned_count, write_scenarios
+from bench.core.store import RunStore
+
+
+@dataclass
+class Run:
+    """Everything a stage needs to know about one sweep run."""
+
+    sweep: Sweep
+    params_path: Path
+    root: Path
+    dir: Path
+    scenarios: list[Scenario]
+    cells: list[Cell]
+
+    @property
+    def store(self) -> RunStore:
+        """Return the run's store (all shards merged when reading)."""
+        return RunStore(self.dir)
+
+    def describe(self) -> str:
+        """Return a short human summary of the grid."""
+        s = self.sweep
+        n = len(self.cells) * len(self.scenarios) * s.samples
+        return (f"sweep {s.name}: {len(self.cells)} cells ({len(s.models)} models × {len(s.prompts)} prompts"
+                f"{', filtered' if len(self.cells) < len(s.cells()) else ''}) × {len(self.scenarios)} scenarios"
+                f" × {s.samples} samples = {n} candidates; run folder {self.dir}")
+
+
+def open_run(params: str | Path, cells: Any = None, run_dir: str | Path | None = None) -> Run:
+    """Return the validated Run of a params file (no model is called); raise ParamsError on any mistake."""
+    root = paths.project_root()
+    sweep, params_path = load_sweep(paths.resolve(params, root))
+    problems = param_problems([(f"models[{i}]", m) for i, m in enumerate(sweep.models)]
+                              + [(f"judges[{i}]", j) for i, j in enumerate(sweep.judges)])
+    if problems:
+        raise ParamsError("\n".join(f"{params_path}: {p}" for p in problems))
+    chosen = select_cells(sweep, cells)
+    _check_size(sweep, len(chosen), planned_count(sweep), params_path)  # before a huge grid is built
+    scenarios = build(sweep, params_path, root)
+    _check_size(sweep, len(chosen), len(scenarios), params_path)  # a dataset's size is known once read
+    folder = paths.resolve(run_dir, root) if run_dir else paths.run_dir(sweep.name, root)
+    return Run(sweep, params_path, root, folder, scenarios, chosen)
+
+
+def _check_size(sweep: Sweep, cells: int, scenarios: int | None, params_path: Path) -> None:
+    """Refuse a grid that plans more answers than ``limits.max_items`` (a typo must not plan 10^8 of them)."""
+    if scenarios is None:
+        return
+    items = max(cells, 1) * scenarios * sweep.samples
+    if items > sweep.limits.max_items:
+        raise ParamsError(f"{params_path}: the grid plans {items:,} answers ({cells} cells × {scenarios:,} scenarios "
+                          f"× {sweep.samples:,} samples), more than limits.max_items = {sweep.limits.max_items:,}; "
+                          f"shrink it, or raise limits.max_items if you mean it")
+
+
+def select_cells(sweep: Sweep, cells: Any) -> list[Cell]:
+    """Return the cells named by ``cells`` (None = all; a list, or a JSON/YAML/comma-separated string).
+
+    A cell is named ``model_id/prompt_id@version``; ``model_id`` alone or ``*/prompt_id@version``
+    select a row or a column of the grid.
+    """
+    every = sweep.cells()
+    if cells is None or cells == "" or cells == []:
+        return every
+    names = _as_list(cells)
+    chosen, unknown = [], []
+    for name in names:
+        hits = [c for c in every if _matches(c, name)]
+        (chosen.extend(hits) if hits else unknown.append(name))
+    if unknown:
+        raise ParamsError(f"unknown cell(s) {', '.join(map(repr, unknown))} for sweep {sweep.name}; "
+                          f"cells are: {', '.join(c.key for c in every)}")
+    return list({c.key: c for c in chosen}.values())
+
+
+def _as_list(cells: Any) -> list[str]:
+    if isinstance(cells, str):
+        text = cells.strip()
+        parsed = yaml.safe_load(text) if text.startswith("[") else [p.strip() for p in text.split(",")]
+        return [str(x) for x in parsed]
+    return [str(x) for x in cells]
+
+
+def _matches(cell: Cell, name: str) -> bool:
+    model, _, prompt = name.partition("/")
+    return (model in ("*", cell.model.id)) and (not prompt or prompt in ("*", cell.prompt.key))
+
+
+def make_llm(run: Run, max_concurrency: int | None = None) -> LLM:
+    """Return the seam client for this run: the params' limits (or an override of the cap) and the shared cache."""
+    lim = run.sweep.limits
+    cap = int(max_concurrency) if max_concurrency else lim.max_concurrency
+    llm = LLM(Limits(max_concurrency=cap, timeout_s=lim.timeout_s, retries=lim.retries),
+              cache=str(paths.cache_path(run.root)))
+    llm.journal = Journal(run.dir)  # the requests on the wire (a file only once one is sent): see bench.core.journal
+    return llm
+
+
+@contextlib.asynccontextmanager
+async def _stage_llm(run: Run, max_concurrency: int | None) -> AsyncIterator[LLM]:
+    """The seam client of one stage: counts what an earlier stop makes this run ask again, closes cleanly.
+
+    First the leftover request journals of stopped runs are settled (their uncached
+    requests are added to ``repeats.json``); at the end the cache is flushed, the sessions
+    closed and this process's journal removed, unless the stage was interrupted (then
+    requests may have been in flight: the journal stays for the next run to count).
+    """
+    llm = make_llm(run, max_concurrency)
+    settle(run.dir, llm.cache)
+    interrupted = False
+    try:
+        yield llm
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        interrupted = True
+        raise
+    finally:
+        await llm.aclose()
+        llm.journal.close(keep=interrupted)
+
+
+def prepare(run: Run) -> None:
+    """Check every model of the run (preflight), write its scenarios.jsonl and a copy of each judge's
+    rubric (so reviews and reports of this run know the exact scales it was graded on); nothing is called."""
+    specs = [c.model.spec() for c in run.cells] + [j.spec() for j in run.sweep.judges]
+    preflight(specs)
+    RunStore(run.dir).ensure_writable()
+    import_rescued(run.dir)  # records a full disk made an earlier run save outside the run folder
+    rekey(run)
+    write_scenarios(run.dir, run.scenarios)
+    from bench.judge.stage import load_judges  # noqa: PLC0415
+    from bench.config.rubrics import snapshot_rubric  # noqa: PLC0415
+
+    for judge in load_judges(run):
+        snapshot_rubric(judge.rubric, run.dir)
+
+
+def rekey(run: Run) -> None:
+    """Re-key records written before ids included the endpoint (see bench.core.migrate); says so when it did."""
+    n = migrate_run(run.dir, {m.id: m for m in run.sweep.models}, {j.id: j for j in run.sweep.judges})
+    if n:
+        print(f"{run.dir}: re-keyed {n} records written before ids included the endpoint "
+              f"(originals in {run.dir / '.schema1-backup'})", flush=True)
+
+
+async def run_collect(run: Run, *, max_concurrency: int | None = None, shard: str | None = None,
+                      progress: str = "auto", judge: bool = False):
+    """Run the collect stage for the run's cells; return its CollectResult.
+
+    ``judge=True`` pipelines the judges of the params file: each new candidate is graded
+    as it arrives, in the same event loop and under the same cap (what `bench sweep` does),
+    so the wall time is close to max(collect, judge) rather than their sum.
+    """
+    from bench.collect import collect  # noqa: PLC0415
+
+    pipelined = bool(judge and run.sweep.judges)
+    with _interrupts_say(run, answers=True, judges=pipelined, stage="run_collect"), run_lock(run.dir):
+        prepare(run)
+        async with _stage_llm(run, max_concurrency) as llm:
+            if not pipelined:
+                result = await collect(run.sweep, run.dir, run.scenarios, run.cells, llm, shard=shard or None,
+                                       progress=progress)
+            else:
+                result = await _collect_and_judge(run, llm, shard or None, progress)
+    if progress != "none":
+        say(result)  # the stage's one line (what `bench sweep` shows in the terminal)
+    return result
+
+
+async def _collect_and_judge(run: Run, llm: LLM, shard: str | None, progress: str):
+    from bench.collect import collect  # noqa: PLC0415
+    from bench.judge.stage import JudgeStream, load_judges  # noqa: PLC0415
+    from bench.core.records import Judgment  # noqa: PLC0415
+    from bench.core.store import BatchWriter, Halt  # noqa: PLC0415
+
+    judges = load_judges(run)
+    store = RunStore(run.dir, shard=shard)
+    halt = Halt()  # a failed write of either stage stops both from issuing calls
+    writer = BatchWriter(store, halt=halt)
+    # one bar per judge, its total growing as answers arrive; "judging" once collect is done and the rest is graded
+    bar = Progress("judge", {j.entry.id: 0 for j in judges}, mode=progress, growing=True,
+                   wire=requests_on_the_wire(llm))
+
+    def emit(j: Judgment) -> None:
+        writer.add(j)
+        bar.update(j.judge_id, failed=not j.ok)
+
+    stream = JudgeStream(run, llm, judges, emit, store.done_ids(Judgment), halt=halt, planned=bar.grow)
+    writer_task = asyncio.ensure_future(writer.run())
+    try:
+        result = await collect(run.sweep, run.dir, run.scenarios, run.cells, llm, shard=shard, progress=progress,
+                               sink=stream.feed, halt=halt)
+        bar.phase("judging")
+        await stream.drain()
+    finally:
+        await stream.settle(cancel=not halt)  # no grading outlives the session: paid ones finish, and are kept
+        bar.close()
+        writer.stop()
+        await writer_task
+        writer.flush()
+    halt.check()  # one message for both stages: the error, what was saved where, what to do
+    return result
+
+
+def cells_json(cells: list[Cell]) -> str:
+    """Return cell keys as a JSON list (how `bench sweep` passes cells to papermill)."""
+    return json.dumps([c.key for c in cells])
+
+
+async def run_judge(run: Run, *, judges=None, max_concurrency: int | None = None, shard: str | None = None,
+                    progress: str = "auto", failed_since: str | None = None):
+    """Run the judge stage on the run's stored candidates (no collecting); return its JudgeResult.
+
+    ``judges``: judge ids to run (None = every judge of the params file). Re-judging with a
+    new judge or a new rubric version grades everything again under new ids; unchanged
+    judgments are skipped; failures are asked again, except those that failed since ``failed_since``
+    (`bench sweep` passes its start, so one sweep asks each item once).
+    """
+    from bench.judge.stage import judge_stage, load_judges  # noqa: PLC0415
+
+    chosen = load_judges(run, judges)
+    preflight([j.entry.spec() for j in chosen])
+    with _interrupts_say(run, answers=False, judges=chosen, stage="run_judge"), run_lock(run.dir):
+        import_rescued(run.dir)
+        rekey(run)
+        async with _stage_llm(run, max_concurrency) as llm:
+            result = await judge_stage(run, llm, chosen, shard=shard or None, progress=progress,
+                                       failed_since=failed_since)
+    if progress != "none":
+        say(result)  # the stage's one line (what `bench sweep` shows in the terminal)
+    return result
+
+
+class Interrupted(asyncio.CancelledError):
+    """A stage stopped by an interrupt (Ctrl-C, JupyterLab's "Interrupt kernel"); its message is one line:
+    what was saved, what is left and how to resume.
+
+    A notebook shows that line instead of a traceback (IPython's ``_render_traceback_``). Being
+    a CancelledError, it still cancels the task it ends (``asyncio.run`` turns it into KeyboardInterrupt).
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        return [str(self)]
+
+
+def interrupted_line(run: Run, resume: str, *, answers: bool = True, judges: Any = True) -> str:
+    """Return the one line an interrupt prints: answers and judgments saved (of planned), what is left, ``resume``.
+
+    ``judges``: True (every judge of the params file), a list of bench.judge.modes.Judge, or False (no judgments).
+    """
+    from bench.collect import answer_counts  # noqa: PLC0415
+    from bench.judge.stage import judgment_counts, load_judges  # noqa: PLC0415
+
+    saved, left = [], []
+    if answers and run.sweep.collects:
+        done, planned = answer_counts(run.sweep, run.dir, run.scenarios, run.cells)
+        saved.append(f"{done} of {planned} answers")
+        left += [f"{planned - done} answers"] if planned > done else []
+    judges = load_judges(run) if judges is True else judges or []
+    if judges:
+        done, planned = judgment_counts(run, judges)
+        saved.append(f"{done} of {planned} judgments")
+        left += [f"{planned - done} judgments"] if planned > done else []
+    return (f"interrupted: {' and '.join(saved) or 'nothing'} saved in {shown_path(run.dir)}; "
+            f"{' and '.join(left) or 'nothing'} left; {resume}")
+
+
+def shown_path(path: Path) -> str:
+    """Return ``path`` relative to the working directory when it lies under it (as a user would type it)."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+@contextlib.contextmanager
+def _interrupts_say(run: Run, *, answers: bool, judges: Any, stage: str) -> Iterator[None]:
+    """Turn an interrupt of a stage into Interrupted: one line saying what was saved, what is left, how to resume."""
+    try:
+        yield
+    except Interrupted:
+        raise
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        again = "run this cell again to resume" if _in_kernel() else f"call bench.{stage} again to resume"
+        try:
+            line = interrupted_line(run, again, answers=answers, judges=judges)
+        except Exception:  # counting must never hide the interrupt itself
+            line = f"interrupted: what was answered is saved in {shown_path(run.dir)}; {again}"
+        raise Interrupted(line) from None

@@ -1,0 +1,198 @@
+"""The review panel: an ipywidgets view of a :class:`bench.review.session.ReviewSession`, one item at a time.
+
+Shows the scenario, the answer (both sides for pairwise), every judge's scores, verdicts and
+rationales, and lets a reviewer override one judgment: a toggle per criterion bounded by the
+rubric's scale (or the verdict labels), a note, Save. Alt+N / Alt+P / Alt+S are next, previous
+and save. Everything from the run is HTML-escaped before it is shown.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+from bench.report.display import visible
+from bench.review.session import FILTERS, ReviewItem, ReviewSession
+
+KEYS_JS = """
+if (!window.__benchReviewKeys) {
+  window.__benchReviewKeys = true;
+  document.addEventListener('keydown', (e) => {
+    if (!e.altKey) return;
+    const cls = {KeyN: 'bench-review-next', KeyP: 'bench-review-prev', KeyS: 'bench-review-save'}[e.code];
+    const button = cls && document.querySelector('.' + cls);
+    if (button) { e.preventDefault(); e.stopPropagation(); button.click(); }
+  }, true);
+}
+"""
+STYLE = ("<style>.bench-review pre{white-space:pre-wrap;max-height:16em;overflow:auto;background:#f7f7f9;"
+         "padding:6px;margin:2px 0}.bench-review table{border-collapse:collapse;font-size:12px}"
+         ".bench-review td,.bench-review th{border-bottom:1px solid #ddd;padding:2px 6px;vertical-align:top;"
+         "text-align:left}</style>")
+
+
+def _e(value: Any) -> str:
+    return html.escape(visible("" if value is None else str(value), None))
+
+
+class ReviewPanel:
+    """The widgets of one reviewer's session over a run folder; ``show()`` displays them."""
+
+    def __init__(self, run_dir: str | Path, reviewer: str | None = None, filter: str = "disagreement"):
+        import ipywidgets as w  # noqa: PLC0415
+
+        self.session = ReviewSession(run_dir, reviewer)
+        self.filter = w.Dropdown(options=[(v, k) for k, v in FILTERS.items()], value=filter, description="Show")
+        self.reviewer = w.Text(value=self.session.reviewer, description="Reviewer", placeholder="your name")
+        self.progress = w.HTML()
+        self.item_html = w.HTML()
+        self.judgment = w.Dropdown(description="Override")
+        self.controls = w.VBox()
+        self.note = w.Textarea(placeholder="note (why the override)", layout=w.Layout(width="60%"))
+        self.prev = self._button("◀ Previous (Alt+P)", "bench-review-prev", lambda _: self.move(-1))
+        self.save_button = self._button("Save (Alt+S)", "bench-review-save", lambda _: self.save(), style="primary")
+        self.next = self._button("Next ▶ (Alt+N)", "bench-review-next", lambda _: self.move(1))
+        self.status = w.HTML()
+        self.history = w.HTML()
+        self.box = w.VBox([w.HTML(STYLE), w.HBox([self.filter, self.reviewer]), self.progress, self.item_html,
+                           self.judgment, self.controls, self.note, w.HBox([self.prev, self.save_button, self.next]),
+                           self.status, self.history])
+        self.box.add_class("bench-review")
+        self.filter.observe(lambda _: self._refilter(), names="value")
+        self.judgment.observe(lambda _: self._show_controls(), names="value")
+        self.items: list[ReviewItem] = []
+        self.index = 0
+        self._refilter()
+
+    @staticmethod
+    def _button(label: str, cls: str, on_click: Any, style: str = "") -> Any:
+        import ipywidgets as w  # noqa: PLC0415
+
+        b = w.Button(description=label, button_style=style, layout=w.Layout(width="auto"))
+        b.add_class(cls)
+        b.on_click(on_click)
+        return b
+
+    def show(self) -> None:
+        """Display the panel and install the keyboard shortcuts."""
+        from IPython.display import Javascript, display  # noqa: PLC0415
+
+        display(self.box)
+        display(Javascript(KEYS_JS))
+
+    # -- navigation ------------------------------------------------------------------------------------
+    def _refilter(self) -> None:
+        self.items = self.session.select(self.filter.value)
+        self.index = 0
+        self._render()
+
+    def move(self, step: int) -> None:
+        """Go to the next (+1) or previous (−1) item of the filter."""
+        if self.items:
+            self.index = (self.index + step) % len(self.items)
+        self.status.value = ""
+        self._render()
+
+    @property
+    def item(self) -> ReviewItem | None:
+        return self.items[self.index] if self.items else None
+
+    def _render(self) -> None:
+        done, total = self.session.progress()
+        it = self.item
+        where = f"item {self.index + 1} of {len(self.items)} ({_e(FILTERS[self.filter.value])})" if it else \
+            f"no item matches “{_e(FILTERS[self.filter.value])}”"
+        self.progress.value = f"<b>{done} of {total} items reviewed</b> · {where}"
+        self.item_html.value = self._item_html(it) if it else ""
+        options = [(self._judgment_label(j), j.id) for j in it.reviewable()] if it else []
+        self.judgment.options = options
+        self.judgment.value = options[0][1] if options else None
+        self._show_controls()
+
+    def _judgment_label(self, j: Any) -> str:
+        return f"{j.judge_id} ({j.mode}, {j.rubric_id}@{j.rubric_version})"
+
+    # -- the item --------------------------------------------------------------------------------------
+    def _item_html(self, it: ReviewItem) -> str:
+        fields = it.scenario.fields if it.scenario else {}
+        scen = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in fields.items()
+                       if k not in ("response_A", "response_B"))
+        sides = ["A", "B"] if it.pairwise else [""]
+        answers = "".join(f"<div><b>Answer {s}</b><pre>{_e(t)}</pre></div>" for s, t in zip(sides, it.texts))
+        rows = []
+        for j in it.judgments:
+            grade = (_e(j.verdict) if j.mode == "pairwise" else
+                     ", ".join(f"{_e(k)} {v:g}" for k, v in (j.scores or {}).items())
+                     + (f" → <b>{j.score:.2f}</b>" if j.score is not None else ""))
+            rows.append(f"<tr><td>{_e(j.judge_id)}</td><td>{_e(j.order or j.mode)}</td>"
+                        f"<td>{grade or '<i>failed</i>'}</td><td>{_e(j.rationale or j.error)}</td></tr>")
+        return (f"<table>{scen}</table>{answers}<table><tr><th>judge</th><th>mode/order</th><th>grade</th>"
+                f"<th>rationale</th></tr>{''.join(rows)}</table>")
+
+    def _show_controls(self) -> None:
+        import ipywidgets as w  # noqa: PLC0415
+
+        it, jid = self.item, self.judgment.value
+        if it is None or jid is None:
+            self.controls.children, self.history.value = (), ""
+            return
+        j = self.session.judgments[jid]
+        rubric = self.session.rubric(j)
+        latest = it.latest_review(jid)
+        if j.mode == "pairwise":
+            value = (latest.verdict if latest else None) or j.verdict
+            self.controls.children = (w.ToggleButtons(options=list(rubric.labels), value=value,
+                                                      description="verdict"),)
+        else:
+            current = (latest.scores if latest else None) or j.scores or {}
+            self.controls.children = tuple(
+                w.ToggleButtons(options=c.levels, value=int(current[c.id]) if c.id in current else None,
+                                description=c.id, tooltips=[c.anchors[level][:200] for level in c.levels],
+                                style={"button_width": "42px"})
+                for c in rubric.criteria)
+        self.note.value = latest.note if latest else ""
+        self.history.value = self._history_html(it, jid)
+
+    def _history_html(self, it: ReviewItem, jid: str) -> str:
+        rows = [f"<li>{_e(r.created_at[:19])} <b>{_e(r.reviewer)}</b>: "
+                f"{_e(r.verdict) if r.verdict else ', '.join(f'{_e(k)} {v:g}' for k, v in (r.scores or {}).items())}"
+                f"{' — ' + _e(r.note) if r.note else ''}</li>" for r in it.reviews if r.judgment_id == jid]
+        return f"<div class='bench-review-history'><b>Reviews</b><ul>{''.join(reversed(rows))}</ul></div>" if rows else ""
+
+    # -- saving ----------------------------------------------------------------------------------------
+    def values(self) -> dict[str, Any]:
+        """Return what the controls say: ``{"verdict": …}`` or ``{"scores": {criterion: value}}``."""
+        controls = self.controls.children
+        if len(controls) == 1 and controls[0].description == "verdict":
+            return {"verdict": controls[0].value}
+        return {"scores": {c.description: c.value for c in controls if c.value is not None}}
+
+    def save(self) -> None:
+        """Write a Review of the selected judgment with the controls' values (the status line says what happened)."""
+        from bench.core.errors import BenchError  # noqa: PLC0415
+
+        jid = self.judgment.value
+        if jid is None:
+            return
+        try:
+            review = self.session.save(jid, note=self.note.value, reviewer=self.reviewer.value.strip(),
+                                       **self.values())
+        except BenchError as err:
+            self.status.value = f"<span style='color:#b00'>Not saved: {_e(err)}</span>"
+            return
+        key = self.item.key if self.item else None
+        self.items = [next((i for i in self.session.items if i.key == it.key), it) for it in self.items]
+        self.status.value = (f"<span class='bench-review-saved'>Saved {_e(review.id)} by {_e(review.reviewer)}: "
+                             f"{_e(review.verdict or ', '.join(f'{k} {v:g}' for k, v in (review.scores or {}).items()))}"
+                             f"</span>")
+        self.index = next((n for n, it in enumerate(self.items) if it.key == key), self.index)
+        self._render_keep_status()
+
+    def _render_keep_status(self) -> None:
+        status = self.status.value
+        jid = self.judgment.value
+        self._render()
+        if jid in dict((v, k) for k, v in self.judgment.options):
+            self.judgment.value = jid
+        self.status.value = status

@@ -1,0 +1,192 @@
+"""`bench ui`: MLflow's UI on a run's store, offline, on loopback, in the foreground.
+
+A bare ``mlflow ui`` imports LiteLLM, which downloads its model price map at import unless
+``LITELLM_LOCAL_MODEL_COST_MAP=True``; without internet that download blocks and the server
+never listens. ``bench ui`` starts the same server with the variable set (bench's default, see
+bench.models._litellm; ``BENCH_ONLINE_PRICES=1`` opts out), binds it to 127.0.0.1 on a free port,
+waits until it answers, prints its URL and stops it (and every process it started) on
+Ctrl-C, SIGTERM or SIGHUP.
+
+Which store: a run folder or sweep name (its ``mlflow.db``); without one, ``MLFLOW_TRACKING_URI``
+if set, else the run under ``runs/`` tracked most recently.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from bench.models._litellm import use_local_prices
+from bench.core.errors import BenchError
+from bench.core.paths import resolve, runs_root
+from bench.core.secrets import redact
+
+READY_TIMEOUT_S = float(os.environ.get("BENCH_UI_TIMEOUT_S", "300"))  # a cold start on 2 busy cores takes ~20 s
+STOP_TIMEOUT_S = 10.0
+
+
+def find_store(run: str | None = None) -> tuple[str, Path | None]:
+    """Return (backend store URI, run folder or None) of ``run`` (a folder or a sweep name) or the default store.
+
+    Without ``run``: ``$MLFLOW_TRACKING_URI`` if set, else the run folder under ``runs/`` whose
+    ``mlflow.db`` changed last. Raises BenchError when there is nothing to show.
+    """
+    if run is None and os.environ.get("MLFLOW_TRACKING_URI"):
+        return os.environ["MLFLOW_TRACKING_URI"], None
+    if run is None:
+        stores = sorted(runs_root().glob("*/mlflow.db"), key=lambda p: p.stat().st_mtime)
+        if not stores:
+            raise BenchError(f"no tracked run under {runs_root()}: run `bench sweep params/<grid>.yaml` "
+                             f"(or `bench track runs/<sweep>`) first, or name a run: bench ui runs/<sweep>")
+        folder = stores[-1].parent
+    else:
+        folder = Path(run).expanduser()
+        if not folder.is_dir():
+            folder = resolve(run) if resolve(run).is_dir() else runs_root() / run
+    if not (folder / "mlflow.db").is_file():
+        raise BenchError(f"{folder}: no MLflow store (mlflow.db) there; track the run first: bench track {folder}"
+                         + (" (MLFLOW_TRACKING_URI is set: runs were logged there; `bench ui` without a run "
+                            "opens it)" if os.environ.get("MLFLOW_TRACKING_URI") else ""))
+    return f"sqlite:///{(folder / 'mlflow.db').resolve()}", folder.resolve()
+
+
+def free_port() -> int:
+    """Return a TCP port free on 127.0.0.1 now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_free(port: int) -> bool:
+    """Return whether ``port`` can be bound on 127.0.0.1 now (as the server binds it: a port left in TIME_WAIT
+    by a server just stopped counts as free, one something listens on does not)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def server_env() -> dict[str, str]:
+    """Return the environment of the UI's server: LiteLLM's local price map (unless opted out), no telemetry,
+    no job runner (it runs judges from the UI, which need a provider: not what an offline UI is for)."""
+    env = dict(os.environ)
+    use_local_prices(env)
+    env.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    env.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def server_command(uri: str, folder: Path | None, port: int) -> list[str]:
+    """Return the command line of MLflow's UI on ``uri`` at 127.0.0.1:``port`` (one worker)."""
+    cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", "127.0.0.1",
+           "--port", str(port), "--workers", "1"]
+    if folder is not None:  # anything the UI itself stores stays in the run folder, never in the cwd
+        cmd += ["--artifacts-destination", str(folder / "mlartifacts")]
+    return cmd
+
+
+def _stderr_fd() -> int | None:
+    """Return the fd the server's own output goes to: our stderr (bench's stdout keeps only its lines)."""
+    try:
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux for SIGTERM when the parent dies (even by SIGKILL)."""
+    try:
+        import ctypes  # noqa: PLC0415
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except Exception:  # noqa: BLE001 (not Linux: Ctrl-C and SIGTERM still stop it)
+        pass
+
+
+def answers(url: str, timeout_s: float = 2.0) -> bool:
+    """Return whether ``url`` answers HTTP 200."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as r:  # noqa: S310 (loopback)
+            return r.status == 200
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Stop the server and every process it started (its own process group): SIGTERM, then SIGKILL."""
+    for sig, wait_s in ((signal.SIGTERM, STOP_TIMEOUT_S), (signal.SIGKILL, STOP_TIMEOUT_S)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            continue
+        try:  # the server is gone; take down any worker it left behind
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        break
+    proc.wait()
+
+
+class _Stopped(Exception):
+    """SIGTERM or SIGHUP arrived: stop like Ctrl-C."""
+
+
+def _raise_stopped(signum: int, _frame: object) -> None:
+    raise _Stopped(signum)
+
+
+def serve(run: str | None = None, port: int | None = None, timeout_s: float = READY_TIMEOUT_S) -> int:
+    """Start MLflow's UI on a run's store, print its URL once it answers, serve until Ctrl-C; return an exit code."""
+    uri, folder = find_store(run)
+    shown = redact(uri)
+    if uri.startswith(("http://", "https://")):
+        print(f"MLflow UI: {shown} (MLFLOW_TRACKING_URI is a tracking server: nothing to start)", flush=True)
+        return 0
+    if port is not None and not port_free(port):  # else another server there could pass for ours
+        raise BenchError(f"port {port} on 127.0.0.1 is in use; choose another (--port) or let bench pick one")
+    port = port or free_port()
+    url = f"http://127.0.0.1:{port}/"
+    print(f"ui: starting MLflow's UI on {shown} (offline: LiteLLM's bundled price map) …", flush=True)
+    previous = {sig: signal.signal(sig, _raise_stopped) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    proc = None
+    try:
+        proc = subprocess.Popen(server_command(uri, folder, port), env=server_env(), stdin=subprocess.DEVNULL,
+                                stdout=_stderr_fd(), start_new_session=True, preexec_fn=_die_with_parent)
+        t0 = last = time.monotonic()
+        while not answers(url):
+            if proc.poll() is not None:
+                raise BenchError(f"MLflow's UI exited ({proc.returncode}) before answering on {url}; "
+                                 f"its messages are above")
+            if time.monotonic() - t0 > timeout_s:
+                raise BenchError(f"MLflow's UI did not answer on {url} within {timeout_s:.0f}s")
+            if time.monotonic() - last >= 10:
+                last = time.monotonic()
+                print(f"ui: waiting for MLflow's UI to answer ({last - t0:.0f}s) …", flush=True)
+            time.sleep(0.2)
+        print(f"MLflow UI: {url}  (Ctrl-C stops it)", flush=True)
+        code = proc.wait()
+        print(f"ui: MLflow's UI exited ({code})", file=sys.stderr, flush=True)
+        return code or 0
+    except (KeyboardInterrupt, _Stopped):
+        print("ui: stopping MLflow's UI", flush=True)
+        return 0
+    finally:
+        if proc is not None:
+            stop(proc)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
