@@ -5,7 +5,7 @@ The public surface is small and imported lazily, so `import bench` stays cheap
 
 Importing bench first makes LiteLLM, whoever imports it later in this process or its
 children, use its bundled price map instead of downloading one (which blocks without
-internet); ``BENCH_ONLINE_PRICES=1`` opts out (see bench.models._litellm).
+internet); ``BENCH_ONLINE_PRICES=1`` opts out (see bench._prices).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from bench.models._litellm import use_local_prices as _use_local_prices
+from bench._prices import use_local_prices as _use_local_prices
 
 _use_local_prices()  # before anything can import litellm: the CLI, notebooks, kernels, `bench ui`'s server
 
@@ -28,7 +28,7 @@ _EXPORTS = {
     "RunStore": "core.store",
     "ResponseCache": "models.cache",
     "ModelSpec": "models.routing",
-    "LLM": "models.client", "Limits": "models.client", "Completion": "models.client", "complete": "models.client", "configure": "models.client",
+    "LLM": "models.client", "Limits": "models.limits", "Completion": "models.client", "complete": "models.client", "configure": "models.client",
     "preflight": "models.preflight",
     "open_run": "pipeline", "run_collect": "pipeline", "run_judge": "pipeline", "Run": "pipeline",
     "load_sweep": "config.params", "Sweep": "config.params",

@@ -3,163 +3,43 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from bench.core.errors import BenchError
-
-SMOKE_SCHEMA = {
-    "type": "object",
-    "properties": {"tip": {"type": "string", "minLength": 1, "maxLength": 200},
-                   "minutes": {"type": "integer", "enum": [5, 10, 15, 20, 25, 30]}},  # llama.cpp grammars enforce enum
-    "required": ["tip", "minutes"],
-    "additionalProperties": False,
-}
-
+from bench.core.runlock import run_lock
+from bench.core.secrets import redact
+from bench.estimate import validate
+from bench.judgebench import export_run, print_score
+from bench.models import local
+from bench.models.smoke import smoke
+from bench.report.render import screenshot
+from bench.review.session import ReviewSession
+from bench.sweep import SweepRequest, render, sweep_command, track
+from bench.tracking.ui import serve
 
 def _smoke(args: argparse.Namespace) -> int:
-    """Answer one plain and one schema-constrained request through bench.models.client, then once more from cache."""
-    from bench.models.client import LLM, Limits  # noqa: PLC0415
-    from bench.models.preflight import preflight  # noqa: PLC0415
-    from bench.models.routing import ModelSpec  # noqa: PLC0415
-
-    spec = ModelSpec(args.model, api_base=args.api_base, params={"temperature": 0.2, "max_tokens": 64, "seed": 7})
-    preflight([spec])
-    llm = LLM(Limits(max_concurrency=2, timeout_s=120), cache=str(Path(args.runs) / "smoke" / "responses.sqlite"))
-    plain = [{"role": "user", "content": "Give one short tip for staying focused while studying."}]
-    structured = [{"role": "user", "content": "Give one study tip as JSON with keys tip and minutes."}]
-    rf = {"type": "json_schema", "json_schema": {"name": "tip", "schema": SMOKE_SCHEMA, "strict": True}}
-
-    async def run() -> None:
-        for label, msgs, fmt, extra in (("plain", plain, None, None), ("json", structured, rf, {"max_tokens": 160})):
-            t0 = time.perf_counter()
-            comp = await llm.complete(spec, msgs, response_format=fmt, params=extra)
-            if fmt is not None:
-                json.loads(comp.text, strict=False)  # a constrained reply must parse; raises otherwise
-            u = comp.usage
-            print(f"[{label}] {comp.text.strip()!r}")
-            print(f"    tokens {u.prompt_tokens}+{u.completion_tokens}, latency {u.latency_s}s, "
-                  f"cost {'unknown' if u.cost_usd is None else f'${u.cost_usd:.6f}'}, cached {u.cached}, "
-                  f"wall {time.perf_counter() - t0:.2f}s")
-        await llm.aclose()
-
-    asyncio.run(run())
-    print(f"model calls made: {llm.calls} (a second run is answered from {llm.cache.path})")
-    return 0
+    return smoke(args.model, args.api_base, args.runs)
 
 
 def _validate(args: argparse.Namespace) -> int:
-    """Print the grid and, per stage, the requests a sweep would send now; then run the preflight."""
-    from bench.estimate import plan_requests, plan_table  # noqa: PLC0415
-    from bench.models.preflight import preflight  # noqa: PLC0415
-    from bench.pipeline import make_llm, open_run  # noqa: PLC0415
-
-    run = open_run(args.params, cells=args.cells)
-    print(run.describe())
-    for cell in run.cells:
-        print(f"  cell {cell.key}: {cell.model.model} {cell.model.params or ''}")
-    for j in run.sweep.judges:
-        print(f"  judge {j.id}: {j.model}, rubric {j.rubric}")
-    plans = plan_requests(run, make_llm(run))
-    print("requests a sweep would send now (first turns; retries and repair turns come on top; "
-          "'+?': answers not collected yet, so their judge requests cannot be looked up in the cache):")
-    print(plan_table(plans))
-    preflight([c.model.spec() for c in run.cells] + [j.spec() for j in run.sweep.judges])
-    print("preflight: ok (every model string known, every key set, every api_base answering); nothing was called")
-    return 0
+    return validate(args.params, args.cells)
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from bench.pipeline import open_run  # noqa: PLC0415
-
-    run = open_run(args.params, cells=args.cells, run_dir=args.run_dir)
-    try:
-        return _sweep_run(run, args)
-    except KeyboardInterrupt:  # Ctrl-C: one line, no report, no MLflow run
-        return _sweep_interrupted(run, args)
+    return sweep_command(SweepRequest(args.params, cells=args.cells, run_dir=args.run_dir, jobs=args.jobs,
+                                      per_cell=args.per_cell, only_stage=args.only_stage, wait=args.wait,
+                                      report=not args.no_report, track=not args.no_track, dry_run=args.dry_run))
 
 
-def _sweep_interrupted(run: Any, args: argparse.Namespace) -> int:
-    """Print the one line of an interrupted sweep (what was saved, what is left, how to resume); return 130."""
-    from bench.core.outcome import EXIT_INTERRUPTED, retry_command  # noqa: PLC0415
-    from bench.pipeline import interrupted_line, shown_path  # noqa: PLC0415
-
-    resume = "resume with: " + retry_command(args.params, cells=args.cells, run_dir=args.run_dir, jobs=args.jobs,
-                                             only_stage=args.only_stage)
-    try:
-        line = interrupted_line(run, resume)
-    except (Exception, KeyboardInterrupt):  # a second Ctrl-C, or a store that cannot be read: still one line
-        line = f"interrupted: what was answered is saved in {shown_path(run.dir)}; {resume}"
-    print(line, file=sys.stderr, flush=True)
-    return EXIT_INTERRUPTED
-
-
-def _sweep_run(run: Any, args: argparse.Namespace) -> int:
-    from bench.core.outcome import (EXIT_CRASHED, EXIT_FAILED_ITEMS, failures, repeats_since, retry_command,  # noqa: PLC0415
-                          summary)
-    from bench.core.runlock import run_lock  # noqa: PLC0415
-    from bench.sweep import print_executions, run_sweep  # noqa: PLC0415
-
-    with run_lock(run.dir, wait=args.wait):  # one sweep per run folder: a second one refuses (or waits)
-        result = run_sweep(run, jobs=args.jobs, per_cell=args.per_cell, only_stage=args.only_stage)
-        code = print_executions(result.executions)
-        report = None
-        if code:  # an execution crashed: the run is incomplete, and a report or an MLflow run would hide it
-            print("report and tracking: skipped, the run is incomplete (an execution failed); "
-                  "they follow when a sweep ends without a crash", flush=True)
-        if not args.no_report and not code:
-            try:
-                report = _render(result.run_dir, None)
-            except BenchError as err:
-                print(f"report: FAILED ({err})", file=sys.stderr)
-                code = EXIT_CRASHED
-        if not args.no_track and not code:
-            _track(result.run_dir, report, {e.name: "ok" for e in result.executions})
-    repeats = repeats_since(result.run_dir, result.started)
-    if repeats:
-        print(f"up to {repeats} request(s) were on the wire when an earlier run of this folder stopped and may "
-              f"have been asked again (paid twice)", flush=True)
-    groups = failures(result.run_dir, run.sweep.limits.max_attempts)
-    if groups:
-        retry = retry_command(args.params, cells=args.cells, run_dir=args.run_dir, jobs=args.jobs)
-        print(summary(groups, retry, run.sweep.limits.max_attempts), flush=True)
-        code = code or EXIT_FAILED_ITEMS
-    if report is not None:
-        print(f"report: {report}")  # the last line: where to look
-    return code
-
-
-def _track(run_dir: Path, report: Path | None, status: dict[str, str]) -> None:
-    from bench.tracking.runs import track_run, tracking_uri  # noqa: PLC0415
-
-    t0 = time.monotonic()
-    if track_run(run_dir, status=status, report=report):
-        print(f"tracking: logged to MLflow at {_display_uri(tracking_uri(run_dir))} in {time.monotonic() - t0:.1f}s "
-              f"(see it with: bench ui {run_dir})", flush=True)
-
-
-def _display_uri(uri: str) -> str:
-    """Return a tracking URI without any credentials it may carry (user:password@host, a token)."""
-    from bench.core.secrets import redact  # noqa: PLC0415
-
-    return redact(uri)
-
-
-def _track_cmd(args: argparse.Namespace) -> int:
-    from bench.core.runlock import run_lock  # noqa: PLC0415
-
+def _track(args: argparse.Namespace) -> int:
     with run_lock(Path(args.run_dir), wait=True):  # never beside a sweep logging the same run
-        _track(Path(args.run_dir), Path(args.report) if args.report else None, {})
+        track(Path(args.run_dir), Path(args.report) if args.report else None, {})
     return 0
 
 
 def _review(args: argparse.Namespace) -> int:
-    from bench.review.session import ReviewSession  # noqa: PLC0415
-
     session = ReviewSession(args.run_dir, reviewer=getattr(args, "reviewer", None))
     if args.action == "export":
         n = session.export(args.file, filter=args.filter)
@@ -172,62 +52,32 @@ def _review(args: argparse.Namespace) -> int:
     return 0
 
 
-def _render(run_dir: Path, out: str | None, **options) -> Path:
-    from bench.report.render import render_report  # noqa: PLC0415
-
-    t0 = time.monotonic()
-    print("report: rendering notebooks/03_analyze.ipynb (no model is called) …", flush=True)
-    path = render_report(run_dir, out, **options)
-    print(f"report: rendered in {time.monotonic() - t0:.1f}s", flush=True)
-    return path
-
-
 def _report(args: argparse.Namespace) -> int:
     baseline = None if args.baseline == "none" else args.baseline
-    path = _render(Path(args.run_dir), args.out, resamples=args.resamples, seed=args.seed, compare=args.compare,
-                   baseline=baseline, strong_weight=args.strong_weight, human_overrides=args.human_overrides)
+    path = render(Path(args.run_dir), args.out, resamples=args.resamples, seed=args.seed, compare=args.compare,
+                  baseline=baseline, strong_weight=args.strong_weight, human_overrides=args.human_overrides)
     print(f"report: {path}")
     if args.screenshot:
-        from bench.report.render import screenshot  # noqa: PLC0415
-
         print(f"screenshot: {screenshot(path, args.screenshot)}")
     return 0
 
 
 def _judgebench_score(args: argparse.Namespace) -> int:
-    from bench.judgebench import main_score  # noqa: PLC0415
-
-    return main_score([args.file, *(["--json"] if args.json else [])])
+    return print_score(args.file, as_json=args.json)
 
 
 def _judgebench_export(args: argparse.Namespace) -> int:
-    """Write a run's pairwise judgments of one judge in JudgeBench's format (then score it like theirs)."""
-    from bench.judgebench import export_judgebench, write_jsonl  # noqa: PLC0415
-    from bench.core.records import Judgment, Scenario  # noqa: PLC0415
-    from bench.core.store import RunStore  # noqa: PLC0415
-
-    store = RunStore(args.run_dir)
-    judgments = [j for j in store.latest(Judgment).values() if j.mode == "pairwise"]
-    judges = sorted({j.judge_id for j in judgments})
-    judge = args.judge or (judges[0] if len(judges) == 1 else None)
-    if judge not in judges:
-        raise BenchError(f"{args.run_dir}: choose a pairwise judge with --judge; the run has {judges or 'none'}")
-    scenarios = {s.id: s for s in store.read(Scenario)}
-    records = export_judgebench([j for j in judgments if j.judge_id == judge], scenarios, judge)
-    print(f"wrote {len(records)} pairs judged by {judge} to {write_jsonl(records, args.file)}")
+    n, judge, path = export_run(args.run_dir, args.file, args.judge)
+    print(f"wrote {n} pairs judged by {judge} to {path}")
     return 0
 
 
 def _serve_local(args: argparse.Namespace) -> int:
-    from bench.models.local import manager as local  # noqa: PLC0415
-
     local.serve_foreground(args.model, port=args.port)
     return 0
 
 
 def _ui(args: argparse.Namespace) -> int:
-    from bench.tracking.ui import serve  # noqa: PLC0415
-
     return serve(args.run, port=args.port)
 
 
@@ -247,20 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--cells", default=None, help="comma-separated cells (model_id/prompt_id@version)")
     s.set_defaults(func=_validate)
 
-    s = sub.add_parser("sweep", help="run the stage notebooks with papermill over a params grid (resumable)")
-    s.add_argument("params", help="params/<grid>.yaml")
-    s.add_argument("--jobs", type=int, default=1, help="papermill executions side by side (cap is divided)")
-    s.add_argument("--per-cell", action="store_true", help="one executed notebook per (model, prompt) cell")
-    s.add_argument("--cells", default=None, help="only these cells (comma-separated model_id/prompt_id@version)")
-    s.add_argument("--only-stage", default=None, choices=["collect", "judge"],
-                   help="run one stage only: collect (answers; judges grade them as they arrive) or judge "
-                        "(grade the answers already collected)")
-    s.add_argument("--wait", action="store_true",
-                   help="if another sweep is writing the same run folder, wait for it instead of refusing")
-    s.add_argument("--run-dir", default=None, help="run folder (default runs/<sweep name>)")
-    s.add_argument("--no-report", action="store_true", help="do not render reports/<sweep>/index.html at the end")
-    s.add_argument("--no-track", action="store_true", help="do not log the run to MLflow at the end")
-    s.set_defaults(func=_sweep)
+    _add_sweep_command(sub)
 
     _add_run_commands(sub)
     s = sub.add_parser("judgebench-score", help="score a judge output file in JudgeBench's format (JudgeBench's rule)")
@@ -288,6 +125,27 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _add_sweep_command(sub: Any) -> None:
+    """Add `bench sweep`."""
+    s = sub.add_parser("sweep", help="run the stage notebooks with papermill over a params grid (resumable)")
+    s.add_argument("params", help="params/<grid>.yaml")
+    s.add_argument("--jobs", type=int, default=1, help="papermill executions side by side (cap is divided)")
+    s.add_argument("--per-cell", action="store_true", help="one executed notebook per (model, prompt) cell")
+    s.add_argument("--cells", default=None, help="only these cells (comma-separated model_id/prompt_id@version)")
+    s.add_argument("--only-stage", default=None, choices=["collect", "judge"],
+                   help="run one stage only: collect (answers; judges grade them as they arrive) or judge "
+                        "(grade the answers already collected)")
+    s.add_argument("--wait", action="store_true",
+                   help="if another sweep is writing the same run folder, wait for it instead of refusing")
+    s.add_argument("--run-dir", default=None, help="run folder (default runs/<sweep name>)")
+    s.add_argument("--no-report", action="store_true", help="do not render reports/<sweep>/index.html at the end")
+    s.add_argument("--no-track", action="store_true", help="do not log the run to MLflow at the end")
+    s.add_argument("--dry-run", action="store_true",
+                   help="answer every model and judge in-process with dry/<name> (schema-valid replies, no server, "
+                        "no cost) into runs/<name>-dry: the whole pipeline end to end before spending")
+    s.set_defaults(func=_sweep)
+
+
 def _add_run_commands(sub: Any) -> None:
     """Add the commands that work on a finished run folder: report, track, review."""
     s = sub.add_parser("report", help="render a run's analysis as reports/<sweep>/index.html (calls no model)")
@@ -310,7 +168,7 @@ def _add_run_commands(sub: Any) -> None:
     s = sub.add_parser("track", help="log a run to MLflow (runs/<sweep>/mlflow.db unless MLFLOW_TRACKING_URI)")
     s.add_argument("run_dir", help="runs/<sweep>")
     s.add_argument("--report", default=None, help="the report to attach (default: none)")
-    s.set_defaults(func=_track_cmd)
+    s.set_defaults(func=_track)
 
     s = sub.add_parser("review", help="offline review: export items to a JSON file, apply the filled-in file")
     rs = s.add_subparsers(dest="action", required=True)
@@ -331,8 +189,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except BenchError as err:
-        from bench.core.secrets import redact  # noqa: PLC0415
-
         print(f"bench {args.command}: error: {redact(str(err))}", file=sys.stderr)  # e.g. an api_base's password
         return 2
     except KeyboardInterrupt:

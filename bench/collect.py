@@ -15,15 +15,19 @@ import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
-from bench.core.errors import ProviderError
-from bench.models.client import LLM
 from bench.config.params import Cell, Sweep
+from bench.config.templates import render
+from bench.core.errors import ProviderError
 from bench.core.progress import Progress, requests_on_the_wire
 from bench.core.records import Candidate, Scenario, content_hash, failed_usage
-from bench.config.scenarios import render
 from bench.core.secrets import redact
-from bench.core.store import BatchWriter, Halt, RunStore
+from bench.core.stage import StageResult
+from bench.core.store import RunStore
+from bench.core.writer import BatchWriter, Halt
+from bench.models.client import LLM
+
 
 @dataclass(frozen=True)
 class WorkItem:
@@ -45,21 +49,10 @@ class WorkItem:
 
 
 @dataclass
-class CollectResult:
-    """What a collect run did: planned items, skipped (already done), new successes and failures."""
+class CollectResult(StageResult):
+    """What a collect run did: planned answers, skipped (already done), new successes and failures."""
 
-    planned: int = 0
-    skipped: int = 0
-    done: int = 0
-    failed: int = 0
-    calls: int = 0  # requests actually sent (retries included); cache hits are not calls
-    wall_s: float = 0.0
-    exhausted: int = 0  # failed items not asked again: they reached limits.max_attempts
-
-    def __str__(self) -> str:
-        gave_up = f", {self.exhausted} not asked again (limits.max_attempts reached)" if self.exhausted else ""
-        return (f"collect: {self.planned} planned, {self.skipped} already done, {self.done} new, "
-                f"{self.failed} failed{gave_up}, {self.calls} model calls, {self.wall_s:.1f}s")
+    stage: ClassVar[str] = "collect"
 
 
 def plan(sweep: Sweep, scenarios: list[Scenario], cells: Iterable[Cell]) -> list[WorkItem]:

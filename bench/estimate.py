@@ -13,15 +13,17 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from bench.collect import WorkItem, make_candidate, plan
-from bench.judge.modes import Item, Judge, first_requests
-from bench.judge.stage import items_for, load_judges, next_attempts
-from bench.models.client import LLM
+from bench.config.templates import render
 from bench.core.outcome import row_format
 from bench.core.records import Candidate, Judgment
-from bench.pipeline import Run
-from bench.config.scenarios import render
+from bench.judge.grader import Item, Judge
+from bench.judge.stage import items_for, load_judges, next_attempts
+from bench.models.client import LLM
+from bench.models.preflight import preflight
+from bench.pipeline import Run, make_llm, open_run
 
 
 @dataclass
@@ -80,12 +82,13 @@ def _judge_plan(run: Run, llm: LLM, judge: Judge, candidates: list[Candidate], f
     per_item = len(judge.judgment_ids(items[0])) if items else 1
     pending, exhausted = next_attempts(judge, items, done, tries, run.sweep.limits.max_attempts)
     n_done = (len(items) - len(pending) - len(exhausted)) * per_item
-    if judge.mode == "batch":  # packed: which items share a call is decided while grading
+    if judge.grader.packed:  # which items share a call is decided while grading
         requests = math.ceil(len(pending) / max(1, judge.entry.batch_size))
         return StagePlan("judge", judge.entry.id, judge.mode, len(items) * per_item, n_done, requests, 0, 0)
     known = [it for it in pending if not future.intersection(it.ids)]
     requests, keys = _requests(judge, llm, known, done)
-    unknown = sum(len(first_requests(judge, it, done) or []) for it in pending if future.intersection(it.ids))
+    unknown = sum(len(judge.grader.first_requests(judge, it, done) or []) for it in pending
+                  if future.intersection(it.ids))
     cached = llm.cache.contains(keys) if keys and llm.cache is not None else 0
     return StagePlan("judge", judge.entry.id, judge.mode, len(items) * per_item, n_done, requests + unknown,
                      cached, unknown)
@@ -94,7 +97,7 @@ def _judge_plan(run: Run, llm: LLM, judge: Judge, candidates: list[Candidate], f
 def _requests(judge: Judge, llm: LLM, items: Iterable[Item], done: set[str]) -> tuple[int, list[str]]:
     spec, keys = judge.entry.spec(), []
     for item in items:
-        for messages, rf in first_requests(judge, item, done) or []:
+        for messages, rf in judge.grader.first_requests(judge, item, done) or []:
             keys.append(llm.request_key(spec, messages, response_format=rf, attempt=item.attempt))
     return len(keys), keys
 
@@ -108,3 +111,23 @@ def plan_table(plans: list[StagePlan]) -> str:
              str(sum(p.requests for p in plans)), str(sum(p.cached for p in plans)), str(sum(p.to_send for p in plans)))
     fmt = row_format([head, *rows, total])
     return "\n".join(fmt.format(*r) for r in [head, *rows, total])
+
+
+def validate(params: str | Path, cells: str | None = None) -> int:
+    """`bench validate`: print the grid and, per stage, the requests a sweep would send now; run the preflight.
+
+    Calls no model: the preflight only checks model strings, keys and that every api_base answers.
+    """
+    run = open_run(params, cells=cells)
+    print(run.describe())
+    for cell in run.cells:
+        print(f"  cell {cell.key}: {cell.model.model} {cell.model.params or ''}")
+    for j in run.sweep.judges:
+        print(f"  judge {j.id}: {j.model}, rubric {j.rubric}")
+    plans = plan_requests(run, make_llm(run))
+    print("requests a sweep would send now (first turns; retries and repair turns come on top; "
+          "'+?': answers not collected yet, so their judge requests cannot be looked up in the cache):")
+    print(plan_table(plans))
+    preflight([c.model.spec() for c in run.cells] + [j.spec() for j in run.sweep.judges])
+    print("preflight: ok (every model string known, every key set, every api_base answering); nothing was called")
+    return 0

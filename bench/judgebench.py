@@ -26,20 +26,19 @@ Strong labels (``A>>B``, ``B>>A``, from 5-way judges) count as ``A>B`` / ``B>A``
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.core.errors import BenchError, ParamsError
-from bench.core.store import atomic_write
+from bench.core.store import RunStore, atomic_write
 from bench.core.records import Judgment, Scenario
 
-__all__ = ["CATEGORIES", "PAIR_KEYS", "category_of", "export_judgebench", "main_score", "normalize_label",
+__all__ = ["CATEGORIES", "PAIR_KEYS", "category_of", "export_judgebench", "export_run", "print_score", "normalize_label",
            "score_file", "score_judgments", "write_jsonl"]
 
 CATEGORIES = ("knowledge", "reasoning", "math", "coding")
@@ -346,26 +345,29 @@ def _table(path: str, pairs: list[_Pair], score: _Score) -> str:
     return "\n".join(rows)
 
 
-def main_score(argv: Sequence[str] | None = None) -> int:
-    """Score a JudgeBench judge output file: ``FILE.jsonl [--json]``; return 0, or 2 on a bad file."""
-    parser = argparse.ArgumentParser(
-        prog="bench judgebench-score",
-        description="Score a judge output file in JudgeBench's format (pair + judge_name + judgments) with "
-                    "JudgeBench's rule: accuracy overall and per category, plus inconsistent pairs and nulls.")
-    parser.add_argument("file", metavar="FILE.jsonl", help="a JudgeBench judge output file")
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+def print_score(file: str | Path, as_json: bool = False) -> int:
+    """Print the JudgeBench score of a judge output file (a table, or one JSON object); return 0, or 2 on a bad file."""
     try:
-        args = parser.parse_args(list(argv) if argv is not None else None)
-    except SystemExit as exc:  # --help or a usage error: argparse has printed why
-        return exc.code if isinstance(exc.code, int) else 2
-    try:
-        pairs = _read_file(Path(args.file))
+        pairs = _read_file(Path(file))
     except BenchError as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     score = _score(pairs)
-    if args.json:
-        print(json.dumps(score.as_dict()))
-    else:
-        print(_table(args.file, pairs, score))
+    print(json.dumps(score.as_dict()) if as_json else _table(str(file), pairs, score))
     return 0
+
+
+def export_run(run_dir: str | Path, file: str | Path, judge: str | None = None) -> tuple[int, str, Path]:
+    """Write a run's pairwise judgments of one judge in JudgeBench's format; return (pairs, judge, path).
+
+    ``judge`` may be omitted when the run has one pairwise judge.
+    """
+    store = RunStore(run_dir)
+    judgments = [j for j in store.latest(Judgment).values() if j.mode == "pairwise"]
+    judges = sorted({j.judge_id for j in judgments})
+    judge = judge or (judges[0] if len(judges) == 1 else None)
+    if judge not in judges:
+        raise BenchError(f"{run_dir}: choose a pairwise judge with --judge; the run has {judges or 'none'}")
+    scenarios = {s.id: s for s in store.read(Scenario)}
+    records = export_judgebench([j for j in judgments if j.judge_id == judge], scenarios, judge)
+    return len(records), judge, write_jsonl(records, file)

@@ -10,27 +10,35 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterator
+import os
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from bench.collect import CollectResult, answer_counts, collect
+from bench.config.params import Cell, Sweep, load_sweep
+from bench.config.rubrics import snapshot_rubric
+from bench.config.scenarios import build, planned_count, write_scenarios
 from bench.core import paths
 from bench.core.errors import ParamsError
-from bench.models.genparams import param_problems
 from bench.core.journal import Journal, settle
-from bench.models.client import LLM, Limits
-from bench.config.params import Cell, Sweep, load_sweep
-from bench.models.preflight import preflight
-from bench.core.progress import Progress, _in_kernel, requests_on_the_wire, say
 from bench.core.migrate import migrate_run
-from bench.core.records import Scenario
+from bench.core.progress import Progress, _in_kernel, requests_on_the_wire, say
+from bench.core.records import Judgment, Scenario
 from bench.core.rescue import import_rescued
 from bench.core.runlock import run_lock
-from bench.config.scenarios import build, planned_count, write_scenarios
 from bench.core.store import RunStore
+from bench.core.writer import BatchWriter, Halt
+from bench.judge.grader import Judge
+from bench.judge.stage import JudgeResult, judge_stage, judgment_counts, load_judges
+from bench.judge.stream import JudgeStream
+from bench.models.client import LLM, Limits
+from bench.models.dry import dry_model
+from bench.models.genparams import param_problems
+from bench.models.preflight import preflight
 
 
 @dataclass
@@ -58,10 +66,20 @@ class Run:
                 f" × {s.samples} samples = {n} candidates; run folder {self.dir}")
 
 
-def open_run(params: str | Path, cells: Any = None, run_dir: str | Path | None = None) -> Run:
-    """Return the validated Run of a params file (no model is called); raise ParamsError on any mistake."""
+DRY_RUN_ENV = "BENCH_DRY_RUN"  # set by `bench sweep --dry-run`, inherited by its kernels
+
+
+def open_run(params: str | Path, cells: Any = None, run_dir: str | Path | None = None, *,
+             dry_run: bool | None = None) -> Run:
+    """Return the validated Run of a params file (no model is called); raise ParamsError on any mistake.
+
+    ``dry_run`` (default: the BENCH_DRY_RUN variable) swaps every model and judge for its ``dry/``
+    stand-in (see :func:`dry_sweep`): the whole pipeline runs at no cost, into ``runs/<name>-dry``.
+    """
     root = paths.project_root()
     sweep, params_path = load_sweep(paths.resolve(params, root))
+    if dry_run if dry_run is not None else os.environ.get(DRY_RUN_ENV, "") not in ("", "0"):
+        sweep = dry_sweep(sweep)
     problems = param_problems([(f"models[{i}]", m) for i, m in enumerate(sweep.models)]
                               + [(f"judges[{i}]", j) for i, j in enumerate(sweep.judges)])
     if problems:
@@ -72,6 +90,25 @@ def open_run(params: str | Path, cells: Any = None, run_dir: str | Path | None =
     _check_size(sweep, len(chosen), len(scenarios), params_path)  # a dataset's size is known once read
     folder = paths.resolve(run_dir, root) if run_dir else paths.run_dir(sweep.name, root)
     return Run(sweep, params_path, root, folder, scenarios, chosen)
+
+
+def dry_sweep(sweep: Sweep) -> Sweep:
+    """Return ``sweep`` with every model and judge answered in-process by ``dry/<name>`` (no server, no cost).
+
+    Endpoints, keys and rate caps are dropped (a dry reply needs none); ids, prompts, scenarios,
+    rubrics and modes stay, so every stage, the report and tracking run exactly as they will for real.
+    The sweep is renamed ``<name>-dry``: its run folder, report and MLflow experiment never mix with real ones.
+    """
+    def dry(entry: Any) -> dict[str, Any]:
+        data = entry.model_dump(exclude_none=True)
+        for key in ("api_base", "api_key_env", "transport", "rpm", "tpm", "price"):
+            data.pop(key, None)
+        return {**data, "model": dry_model(entry.model)}
+
+    data = sweep.model_dump(exclude_none=True)
+    name = sweep.name if sweep.name.endswith("-dry") else f"{sweep.name[:60]}-dry"
+    return Sweep.model_validate({**data, "name": name, "models": [dry(m) for m in sweep.models],
+                                 "judges": [dry(j) for j in sweep.judges]})
 
 
 def _check_size(sweep: Sweep, cells: int, scenarios: int | None, params_path: Path) -> None:
@@ -159,9 +196,6 @@ def prepare(run: Run) -> None:
     import_rescued(run.dir)  # records a full disk made an earlier run save outside the run folder
     rekey(run)
     write_scenarios(run.dir, run.scenarios)
-    from bench.judge.stage import load_judges  # noqa: PLC0415
-    from bench.config.rubrics import snapshot_rubric  # noqa: PLC0415
-
     for judge in load_judges(run):
         snapshot_rubric(judge.rubric, run.dir)
 
@@ -175,15 +209,13 @@ def rekey(run: Run) -> None:
 
 
 async def run_collect(run: Run, *, max_concurrency: int | None = None, shard: str | None = None,
-                      progress: str = "auto", judge: bool = False):
+                      progress: str = "auto", judge: bool = False) -> CollectResult:
     """Run the collect stage for the run's cells; return its CollectResult.
 
     ``judge=True`` pipelines the judges of the params file: each new candidate is graded
     as it arrives, in the same event loop and under the same cap (what `bench sweep` does),
     so the wall time is close to max(collect, judge) rather than their sum.
     """
-    from bench.collect import collect  # noqa: PLC0415
-
     pipelined = bool(judge and run.sweep.judges)
     with _interrupts_say(run, answers=True, judges=pipelined, stage="run_collect"), run_lock(run.dir):
         prepare(run)
@@ -198,12 +230,7 @@ async def run_collect(run: Run, *, max_concurrency: int | None = None, shard: st
     return result
 
 
-async def _collect_and_judge(run: Run, llm: LLM, shard: str | None, progress: str):
-    from bench.collect import collect  # noqa: PLC0415
-    from bench.judge.stage import JudgeStream, load_judges  # noqa: PLC0415
-    from bench.core.records import Judgment  # noqa: PLC0415
-    from bench.core.store import BatchWriter, Halt  # noqa: PLC0415
-
+async def _collect_and_judge(run: Run, llm: LLM, shard: str | None, progress: str) -> CollectResult:
     judges = load_judges(run)
     store = RunStore(run.dir, shard=shard)
     halt = Halt()  # a failed write of either stage stops both from issuing calls
@@ -238,8 +265,8 @@ def cells_json(cells: list[Cell]) -> str:
     return json.dumps([c.key for c in cells])
 
 
-async def run_judge(run: Run, *, judges=None, max_concurrency: int | None = None, shard: str | None = None,
-                    progress: str = "auto", failed_since: str | None = None):
+async def run_judge(run: Run, *, judges: str | Iterable[str] | None = None, max_concurrency: int | None = None,
+                    shard: str | None = None, progress: str = "auto", failed_since: str | None = None) -> JudgeResult:
     """Run the judge stage on the run's stored candidates (no collecting); return its JudgeResult.
 
     ``judges``: judge ids to run (None = every judge of the params file). Re-judging with a
@@ -247,8 +274,6 @@ async def run_judge(run: Run, *, judges=None, max_concurrency: int | None = None
     judgments are skipped; failures are asked again, except those that failed since ``failed_since``
     (`bench sweep` passes its start, so one sweep asks each item once).
     """
-    from bench.judge.stage import judge_stage, load_judges  # noqa: PLC0415
-
     chosen = load_judges(run, judges)
     preflight([j.entry.spec() for j in chosen])
     with _interrupts_say(run, answers=False, judges=chosen, stage="run_judge"), run_lock(run.dir):
@@ -274,14 +299,11 @@ class Interrupted(asyncio.CancelledError):
         return [str(self)]
 
 
-def interrupted_line(run: Run, resume: str, *, answers: bool = True, judges: Any = True) -> str:
+def interrupted_line(run: Run, resume: str, *, answers: bool = True, judges: bool | list[Judge] = True) -> str:
     """Return the one line an interrupt prints: answers and judgments saved (of planned), what is left, ``resume``.
 
-    ``judges``: True (every judge of the params file), a list of bench.judge.modes.Judge, or False (no judgments).
+    ``judges``: True (every judge of the params file), a list of bench.judge.Judge, or False (no judgments).
     """
-    from bench.collect import answer_counts  # noqa: PLC0415
-    from bench.judge.stage import judgment_counts, load_judges  # noqa: PLC0415
-
     saved, left = [], []
     if answers and run.sweep.collects:
         done, planned = answer_counts(run.sweep, run.dir, run.scenarios, run.cells)
@@ -305,7 +327,7 @@ def shown_path(path: Path) -> str:
 
 
 @contextlib.contextmanager
-def _interrupts_say(run: Run, *, answers: bool, judges: Any, stage: str) -> Iterator[None]:
+def _interrupts_say(run: Run, *, answers: bool, judges: bool | list[Judge], stage: str) -> Iterator[None]:
     """Turn an interrupt of a stage into Interrupted: one line saying what was saved, what is left, how to resume."""
     try:
         yield

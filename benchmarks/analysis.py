@@ -19,12 +19,7 @@ import argparse
 import json
 import multiprocessing as mp
 import resource
-import sys
 import time
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 CELLS, CRITERIA = 20, 5
 

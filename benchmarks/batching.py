@@ -13,18 +13,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from bench.judge.modes import Item, Judge, run_judge  # noqa: E402
+from bench.judge.grader import Item, Judge, grade_items  # noqa: E402
 from bench.models.client import LLM, Limits  # noqa: E402
-from bench.config.params import JudgeEntry  # noqa: E402
+from bench.config.entries import JudgeEntry  # noqa: E402
 from bench.core.records import Scenario  # noqa: E402
 from bench.config.rubrics import load_rubric  # noqa: E402
-from tests.fakeprovider import FakeProvider  # noqa: E402
+from bench.testing.fake_provider import FakeProvider  # noqa: E402
 
 
 def items(n: int) -> list[Item]:
@@ -42,7 +40,7 @@ def run(fake: FakeProvider, k: int, corrupt: float, n: int) -> dict:
     llm = LLM(Limits(max_concurrency=16, retries=2, backoff_s=0.01, timeout_s=30))
 
     async def go() -> None:
-        await run_judge(judge, items(n), llm, out.append, seed=1)
+        await grade_items(judge, items(n), llm, out.append, seed=1)
         await llm.aclose()
 
     asyncio.run(go())

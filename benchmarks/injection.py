@@ -21,7 +21,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 CLEAN = [
     ("nurse on night shifts; early morning; write a report",
@@ -42,9 +41,9 @@ INJECTIONS = {
 
 
 async def grade_all(model: str, api_base: str | None, cap: int) -> dict[tuple[int, str], float | None]:
-    from bench.judge.modes import Item, Judge, run_judge  # noqa: PLC0415
+    from bench.judge.grader import Item, Judge, grade_items  # noqa: PLC0415
     from bench.models.client import LLM, Limits  # noqa: PLC0415
-    from bench.config.params import JudgeEntry  # noqa: PLC0415
+    from bench.config.entries import JudgeEntry  # noqa: PLC0415
     from bench.core.paths import cache_path  # noqa: PLC0415
     from bench.core.records import Scenario  # noqa: PLC0415
     from bench.config.rubrics import load_rubric  # noqa: PLC0415
@@ -61,7 +60,7 @@ async def grade_all(model: str, api_base: str | None, cap: int) -> dict[tuple[in
     out: dict[str, float | None] = {}
     llm = LLM(Limits(max_concurrency=cap, timeout_s=300), cache=str(cache_path(ROOT)))
     try:
-        await run_judge(judge, items, llm, lambda j: out.__setitem__(j.candidate_ids[0], j.score))
+        await grade_items(judge, items, llm, lambda j: out.__setitem__(j.candidate_ids[0], j.score))
     finally:
         await llm.aclose()
     return {k: out.get(f"{k[0]}:{k[1]}") for k in keys}

@@ -17,25 +17,11 @@ import json
 import multiprocessing as mp
 import os
 import resource
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-PARAMS = """name: load
-models:
-  - {{id: m, model: openai/fake-a, api_base: "{url}", params: {{max_tokens: 16}}}}
-prompts:
-  - {{id: p, version: v1, user: "Tip {{a}}-{{b}}."}}
-scenarios:
-  generate: {{dimensions: {{a: {a}, b: {b}}}, n: {n}}}
-judges:
-  - {{id: grader, model: openai/judge, api_base: "{url}", rubric: tip-v1}}
-limits: {{max_concurrency: {cap}, timeout_s: 30, retries: 2}}
-"""
+from bench.testing.grids import grid, judge, model, prompt
 
 
 def _child(url: str, n: int, cap: int, conn) -> None:
@@ -46,7 +32,10 @@ def _child(url: str, n: int, cap: int, conn) -> None:
     from bench.core.store import RunStore  # noqa: PLC0415
 
     side = int(n ** 0.5) + 1
-    (folder / "load.yaml").write_text(PARAMS.format(url=url, a=list(range(side)), b=list(range(side)), n=n, cap=cap))
+    grid(folder / "load.yaml", url, name="load", seed=None,
+         models=[model("m", url, name="fake-a", params={"max_tokens": 16})], prompts=[prompt("p", "Tip {a}-{b}.")],
+         scenarios={"generate": {"dimensions": {"a": list(range(side)), "b": list(range(side))}, "n": n}},
+         judges=[judge("grader", url, name="judge")], limits={"max_concurrency": cap, "timeout_s": 30, "retries": 2})
     run = open_run(folder / "load.yaml")
     t0 = time.monotonic()
     asyncio.run(run_collect(run, judge=True, progress="none"))
@@ -70,7 +59,7 @@ def measure(url: str, n: int, cap: int) -> dict:
 
 
 def main() -> None:
-    from tests.fakeprovider import FakeProvider  # noqa: PLC0415
+    from bench.testing.fake_provider import FakeProvider  # noqa: PLC0415
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])

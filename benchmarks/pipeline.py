@@ -23,27 +23,23 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.testing import grids
+from bench.testing.fake_provider import FakeProvider
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from tests.fakeprovider import FakeProvider  # noqa: E402
 
-GRID = """
-name: pipe
-seed: 1
-models:
-  - {{id: m1, model: openai/fake-a, api_base: "{url}", max_concurrency: {slots}, params: {{max_tokens: 32}}}}
-  - {{id: m2, model: openai/fake-b, api_base: "{url}", max_concurrency: {slots}, params: {{max_tokens: 32}}}}
-prompts:
-  - {{id: tip, version: v1, user: "Persona {{i}}: one practical tip."}}
-  - {{id: tip, version: v2, user: "As persona {{i}}, what is one practical tip?"}}
-scenarios:
-  generate: {{dimensions: {{i: {values}}}}}
-{judges}
-limits: {{max_concurrency: 64, timeout_s: 30, retries: 2}}
-"""
-JUDGES = ('judges:\n  - {{id: grader, model: openai/judge, api_base: "{url}", max_concurrency: {judge_slots}, '
-          'rubric: tip-v1}}')
+def write_grid(path: Path, url: str, slots: int, scenarios: int, judge_slots: int | None = None) -> Path:
+    """Two models × two prompts × ``scenarios``, each model capped at ``slots``; a judge when ``judge_slots``."""
+    judges = None if judge_slots is None else [grids.judge("grader", url, name="judge", max_concurrency=judge_slots)]
+    return grids.grid(
+        path, url, name="pipe",
+        models=[grids.model("m1", url, name="fake-a", max_concurrency=slots, params={"max_tokens": 32}),
+                grids.model("m2", url, name="fake-b", max_concurrency=slots, params={"max_tokens": 32})],
+        prompts=[grids.prompt("tip", "Persona {i}: one practical tip."),
+                 grids.prompt("tip", "As persona {i}, what is one practical tip?", version="v2")],
+        scenarios=grids.generate(i=list(range(scenarios))), judges=judges,
+        limits={"max_concurrency": 64, "timeout_s": 30, "retries": 2})
 
 
 def sweep(params: Path, runs: Path, *args: str) -> float:
@@ -63,14 +59,10 @@ def main() -> None:
     ap.add_argument("--judge-slots", type=int, default=8, help="requests in flight for the judge model")
     ap.add_argument("--latency-ms", type=float, default=200.0)
     a = ap.parse_args()
-    values = json.dumps(list(range(a.scenarios)))
     with FakeProvider(latency_ms=a.latency_ms) as fake, tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
-        fmt = dict(url=fake.url, slots=a.slots, values=values)
-        judges = JUDGES.format(url=fake.url, judge_slots=a.judge_slots)
-        plain, judged = tmp_path / "plain.yaml", tmp_path / "judged.yaml"
-        plain.write_text(GRID.format(**fmt, judges=""))
-        judged.write_text(GRID.format(**fmt, judges=judges))
+        plain = write_grid(tmp_path / "plain.yaml", fake.url, a.slots, a.scenarios)
+        judged = write_grid(tmp_path / "judged.yaml", fake.url, a.slots, a.scenarios, a.judge_slots)
         n = 4 * a.scenarios
         print(f"{n} candidates (2 models × 2 prompts, {a.slots} slots per model), {n} judgments "
               f"({a.judge_slots} judge slots), latency {a.latency_ms:g} ms, global cap 64")

@@ -29,26 +29,23 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench.testing import grids
 
-PARAMS = """name: soak
-seed: 3
-models:
-  - {{id: m1, model: openai/fake-a, api_base: "{url}"}}
-  - {{id: m2, model: openai/fake-b, api_base: "{url}"}}
-prompts:
-  - {{id: p, version: v1, user: "One tip about {{topic}} for a {{who}}."}}
-  - {{id: p, version: v2, user: "Give a {{who}} one concrete tip about {{topic}}."}}
-scenarios:
-  generate: {{dimensions: {{topic: [email, sleep, focus, lunch, travel], who: [nurse, student, chef]}}}}
-{judges}limits: {{max_concurrency: {cap}, timeout_s: 10, retries: 2}}
-"""
-JUDGES = """judges:
-  - {{id: grader, model: openai/judge-r, api_base: "{url}", rubric: tip-v1}}
-  - {{id: packed, model: openai/judge-b, api_base: "{url}", rubric: tip-v1, batch_size: 4}}
-  - {{id: arena, model: openai/judge-p, api_base: "{url}", rubric: arena-pairwise, baseline: m1/p@v1}}
-"""
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def write_soak(path: Path, url: str, cap: int, judged: bool) -> Path:
+    """Two models × two prompts × 15 scenarios; with ``judged``, a rubric, a packed and a pairwise judge."""
+    judges = [grids.judge("grader", url, name="judge-r"), grids.judge("packed", url, name="judge-b", batch_size=4),
+              grids.judge("arena", url, rubric="arena-pairwise", name="judge-p", baseline="m1/p@v1")]
+    return grids.grid(
+        path, url, name="soak", seed=3,
+        models=[grids.model("m1", url, name="fake-a"), grids.model("m2", url, name="fake-b")],
+        prompts=[grids.prompt("p", "One tip about {topic} for a {who}."),
+                 grids.prompt("p", "Give a {who} one concrete tip about {topic}.", version="v2")],
+        scenarios=grids.generate(topic=["email", "sleep", "focus", "lunch", "travel"],
+                                 who=["nurse", "student", "chef"]),
+        judges=judges if judged else None, limits={"max_concurrency": cap, "timeout_s": 10, "retries": 2})
 
 
 def successes(run_dir: Path) -> collections.Counter:
@@ -149,7 +146,7 @@ def reference(files: dict[str, Path], fake) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tests.fakeprovider import FakeProvider  # noqa: PLC0415
+    from bench.testing.fake_provider import FakeProvider  # noqa: PLC0415
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trials", type=int, default=20)
@@ -161,9 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     folder = Path(tempfile.mkdtemp(prefix="bench-soak-params-"))
     with FakeProvider(latency_ms=a.latency_ms) as fake:
         files = {"full": folder / "full" / "soak.yaml", "collect_only": folder / "collect" / "soak.yaml"}
-        for key, judges in (("full", JUDGES), ("collect_only", "")):
+        for key, judged in (("full", True), ("collect_only", False)):
             files[key].parent.mkdir()
-            files[key].write_text(PARAMS.format(url=fake.url, cap=a.cap, judges=judges.format(url=fake.url)))
+            write_soak(files[key], fake.url, a.cap, judged)
         ref = reference(files, fake)
         print(f"reference: {len(ref['ids'])} successes in {ref['wall_s']:.1f} s "
               f"({ref['answered']} requests answered)", flush=True)

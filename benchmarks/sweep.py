@@ -23,25 +23,21 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.testing.fake_provider import FakeProvider
+from bench.testing.grids import generate, grid, model, prompt
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from tests.fakeprovider import FakeProvider  # noqa: E402
 
-GRID = """
-name: sweepbench
-seed: 1
-models:
-  - {{id: m1, model: openai/fake-a, api_base: "{url}", params: {{max_tokens: 16}}}}
-  - {{id: m2, model: openai/fake-b, api_base: "{url}", params: {{max_tokens: 16}}}}
-prompts:
-  - {{id: p1, version: v1, user: "Task {{i}}: one tip."}}
-  - {{id: p2, version: v1, user: "Scenario {{i}}: answer briefly."}}
-  - {{id: p3, version: v1, system: "Be concise.", user: "Item {{i}}?"}}
-scenarios:
-  generate: {{dimensions: {{i: {values}}}}}
-limits: {{max_concurrency: {cap}, timeout_s: 30, retries: 4}}
-"""
+def write_grid(path: Path, url: str, cap: int, scenarios: int) -> Path:
+    """Two models × three prompts × ``scenarios`` generated scenarios."""
+    return grid(path, url, name="sweepbench",
+                models=[model("m1", url, name="fake-a", params={"max_tokens": 16}),
+                        model("m2", url, name="fake-b", params={"max_tokens": 16})],
+                prompts=[prompt("p1", "Task {i}: one tip."), prompt("p2", "Scenario {i}: answer briefly."),
+                         prompt("p3", "Item {i}?", system="Be concise.")],
+                scenarios=generate(i=list(range(scenarios))),
+                limits={"max_concurrency": cap, "timeout_s": 30, "retries": 4})
 
 
 def run_way(fake: FakeProvider, params: Path, runs: Path, args: list[str], total: int) -> dict:
@@ -81,7 +77,7 @@ def main() -> None:
               f"latency {a.latency_ms:g} ms, limit {limit:.0f} req/s")
         for name, (args, executions, parallel) in ways.items():
             params = Path(tmp) / f"grid-{name.strip('-').replace(' ', '')}.yaml"
-            params.write_text(GRID.format(url=fake.url, cap=a.cap, values=json.dumps(list(range(a.scenarios)))))
+            write_grid(params, fake.url, a.cap, a.scenarios)
             r = run_way(fake, params, Path(tmp) / f"runs-{len(results)}", args, total)
             waves = math.ceil(executions / parallel)
             r["overhead"] = max(0.0, (r["wall"] - total / r["steady"]) / waves) if r["steady"] else float("nan")

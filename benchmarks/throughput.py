@@ -18,16 +18,12 @@ import asyncio
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from tests.fakeprovider import FakeProvider  # noqa: E402
+from bench.testing.fake_provider import FakeProvider  # noqa: E402
 
 
 def _messages(i: int, tag: str) -> list[dict]:

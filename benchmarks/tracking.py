@@ -35,32 +35,17 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-GRID = """
-name: {name}
-seed: 1
-models:
-  - {{id: m1, model: openai/fake-a, api_base: "{url}", params: {{max_tokens: 32}}}}
-  - {{id: m2, model: openai/fake-b, api_base: "{url}", params: {{max_tokens: 32}}}}
-prompts:
-  - {{id: tip, version: v1, user: "Persona {{i}}: one practical tip."}}
-  - {{id: tip, version: v2, user: "As persona {{i}}, what is one practical tip?"}}
-scenarios:
-  generate: {{dimensions: {{i: {values}}}}}
-judges:
-  - {{id: grader, model: openai/judge, api_base: "{url}", rubric: tip-v1}}
-limits: {{max_concurrency: 64, timeout_s: 30, retries: 2}}
-"""
 
 
 def old_log_traces(client, exp_id, run_dir, rec, runs, progress) -> None:
-    """The trace writing of bench before issue 13 (same signature as bench.tracking.runs._log_traces)."""
+    """The trace writing of bench before issue 13 (same signature as bench.tracking._traces.log_traces)."""
     import mlflow  # noqa: PLC0415
     from mlflow.entities import AssessmentSource  # noqa: PLC0415
 
     from bench.core.records import canonical_json  # noqa: PLC0415
-    from bench.tracking.runs import MAX_TRACES, _ms, tracking_uri  # noqa: PLC0415
+    from bench.tracking._run_records import epoch_ms as _ms  # noqa: PLC0415
+    from bench.tracking import tracking_uri  # noqa: PLC0415
+    from bench.tracking._traces import MAX_TRACES  # noqa: PLC0415
 
     mlflow.set_tracking_uri(tracking_uri(run_dir))
     mlflow.set_experiment(experiment_id=exp_id)
@@ -98,18 +83,24 @@ def _old_child(run_dir: str) -> int:
     import bench.tracking.runs  # noqa: PLC0415
     from bench.cli import main  # noqa: PLC0415
 
-    bench.tracking.runs._log_traces = old_log_traces
+    bench.tracking.runs.log_traces = old_log_traces
     return main(["track", run_dir])
 
 
 def collect(tmp: Path, answers: int) -> Path:
     """Run the sweep of ``answers`` answers once, untracked; return its run folder."""
-    from tests.fakeprovider import FakeProvider  # noqa: PLC0415
+    from bench.testing.fake_provider import FakeProvider  # noqa: PLC0415
+    from bench.testing.grids import generate, grid, judge, model, prompt  # noqa: PLC0415
 
     with FakeProvider() as fake:
-        params = tmp / f"trackbench{answers}.yaml"
-        params.write_text(GRID.format(name=f"trackbench{answers}", url=fake.url,
-                                      values=json.dumps(list(range(answers // 4)))))
+        url = fake.url  # two models × two prompts × answers/4 scenarios, one judge
+        params = grid(tmp / f"trackbench{answers}.yaml", url, name=f"trackbench{answers}",
+                      models=[model("m1", url, name="fake-a", params={"max_tokens": 32}),
+                              model("m2", url, name="fake-b", params={"max_tokens": 32})],
+                      prompts=[prompt("tip", "Persona {i}: one practical tip."),
+                               prompt("tip", "As persona {i}, what is one practical tip?", version="v2")],
+                      scenarios=generate(i=list(range(answers // 4))), judges=[judge("grader", url, name="judge")],
+                      limits={"max_concurrency": 64, "timeout_s": 30, "retries": 2})
         t0 = time.monotonic()
         out = subprocess.run([sys.executable, "-m", "bench", "sweep", str(params), "--no-track", "--no-report"],
                              cwd=ROOT, env=_env(tmp), capture_output=True, text=True)

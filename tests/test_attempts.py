@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
-from tests.grids import grid, judge, sweep
+from bench.testing.grids import grid, judge, sweep
 
 GARBAGE = {"match": "The response to grade:", "content": "I would rather not grade this."}
 

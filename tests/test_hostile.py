@@ -11,6 +11,7 @@ from pathlib import Path
 
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
+from bench.testing.grids import generate, grid, judge, model, prompt
 
 ROOT = Path(__file__).resolve().parents[1]
 HOSTILE = {
@@ -20,23 +21,13 @@ HOSTILE = {
     "nul": "before\x00after",
     "badutf": "broken \udcff bytes",  # what a provider's invalid UTF-8 becomes once JSON-decoded
 }
-PARAMS = """name: hostile
-models:
-  - {{id: m, model: openai/fake-a, api_base: "{url}"}}
-prompts:
-{prompts}
-scenarios:
-  generate: {{dimensions: {{topic: [one]}}}}
-judges:
-  - {{id: grader, model: openai/judge, api_base: "{url}", rubric: tip-v1}}
-limits: {{max_concurrency: 4, timeout_s: 20, retries: 1}}
-"""
 
 
 def test_hostile_answers_are_stored_judged_and_reported_safely(tmp_path, fake):
-    prompts = "\n".join(f'  - {{id: {k}, version: v1, system: "MARKER-{k.upper()}", user: "A tip about {{topic}}."}}'
-                        for k in HOSTILE)
-    (tmp_path / "h.yaml").write_text(PARAMS.format(url=fake.url, prompts=prompts))
+    grid(tmp_path / "h.yaml", fake.url, name="hostile", seed=None, models=[model("m", fake.url, name="fake-a")],
+         prompts=[prompt(k, "A tip about {topic}.", system=f"MARKER-{k.upper()}") for k in HOSTILE],
+         scenarios=generate(topic=["one"]), judges=[judge("grader", fake.url, name="judge")],
+         limits={"max_concurrency": 4, "timeout_s": 20, "retries": 1})
     fake.configure(replies=[{"match": f"MARKER-{k.upper()}", "content": v} for k, v in HOSTILE.items()])
     env = {**os.environ, "BENCH_RUNS": str(tmp_path / "runs"), "BENCH_REPORTS": str(tmp_path / "reports")}
     out = subprocess.run([sys.executable, "-m", "bench", "sweep", str(tmp_path / "h.yaml"), "--no-track"], cwd=ROOT,

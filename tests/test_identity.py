@@ -7,8 +7,8 @@ import collections
 from bench.config.params import load_sweep
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
-from tests.fakeprovider import FakeProvider
-from tests.grids import grid, judge, model, sweep
+from bench.testing.fake_provider import FakeProvider
+from bench.testing.grids import grid, judge, model, sweep
 
 
 def endpoints(fake) -> tuple[str, str]:

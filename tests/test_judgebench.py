@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from bench.core.errors import BenchError, ParamsError
-from bench.judgebench import (category_of, export_judgebench, main_score, score_file, score_judgments,
+from bench.judgebench import (category_of, export_judgebench, print_score, score_file, score_judgments,
                               write_jsonl)
 from bench.config.params import load_sweep
 from bench.core.records import Judgment, Scenario
-from bench.config.scenarios import build, load_dataset
+from bench.config.readers import load_dataset
+from bench.config.scenarios import build
 from tests.repo import REPO
 
 MIRROR = {"A>>B": "B>>A", "A>B": "B>A", "A=B": "A=B", "B>A": "A>B", "B>>A": "A>>B", None: None}
@@ -92,14 +93,14 @@ def test_empty_category_is_null(tmp_path):
 
 
 def test_cli_json(handmade, capsys):
-    assert main_score([str(handmade), "--json"]) == 0
+    assert print_score(str(handmade), as_json=True) == 0
     out = capsys.readouterr().out
     assert json.loads(out) == EXPECTED
     assert out.count("\n") == 1  # exactly one JSON object
 
 
 def test_cli_table(handmade, capsys):
-    assert main_score([str(handmade)]) == 0
+    assert print_score(str(handmade)) == 0
     lines = capsys.readouterr().out.splitlines()
     table = {line.split()[0]: line.split()[1:] for line in lines if line.strip()}
     assert table["overall"] == ["11", "54.55%"]
@@ -125,7 +126,7 @@ def test_malformed_line_names_file_and_line(tmp_path, capsys, line, problem):
     path.write_text(json.dumps(row(*PAIRS[0])) + "\n" + line + "\n", encoding="utf-8")
     with pytest.raises(ParamsError, match=f"^{path}:2: .*{__import__('re').escape(problem)}"):
         score_file(path)
-    assert main_score([str(path), "--json"]) == 2
+    assert print_score(str(path), as_json=True) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     err = captured.err.strip()
@@ -138,7 +139,7 @@ def test_missing_and_empty_files(tmp_path, capsys):
     (tmp_path / "empty.jsonl").write_text("\n", encoding="utf-8")
     with pytest.raises(BenchError, match="no pairs"):
         score_file(tmp_path / "empty.jsonl")
-    assert main_score([str(tmp_path / "nope.jsonl")]) == 2
+    assert print_score(str(tmp_path / "nope.jsonl")) == 2
     assert "nope.jsonl" in capsys.readouterr().err
 
 

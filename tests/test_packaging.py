@@ -42,7 +42,7 @@ def test_ci_runs_exactly_the_readme_test_command():
 
 def test_import_bench_is_cheap():
     code = ("import sys, bench, bench.core.records, bench.core.store, bench.models.client, bench.models.preflight, bench.cli, bench.models.local.manager, "
-            "bench.report.render, bench.report.display\n"
+            "bench.report, bench.report.render, bench.report.display, bench.review, bench.tracking\n"
             "heavy = {'litellm', 'mlflow', 'plotly', 'polars', 'papermill', 'pandas'}\n"
             "print(sorted(heavy & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -67,8 +67,8 @@ def test_make_lab_passes_allow_root_only_when_root_and_binds_loopback():
 def test_embedded_model_tests_skip_with_one_line_when_the_local_extra_is_missing():
     """Without the 'local' extra, the embedded-model tests are skipped, saying how to install it."""
     code = ("import sys; sys.modules['llama_cpp'] = None; import pytest; "
-            "sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-rs', 'tests/test_local.py', "
-            "'tests/test_llm_local.py']))")
+            "sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-rs', 'tests/models/test_local.py', "
+            "'tests/models/test_client_local.py']))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-3000:]
     assert "failed" not in out.stdout and " skipped" in out.stdout

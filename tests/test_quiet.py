@@ -11,7 +11,7 @@ import sys
 import tempfile
 import time
 
-from tests.grids import ROOT, grid, sweep
+from bench.testing.grids import ROOT, grid, sweep
 
 KERNEL_DIRS = os.path.join(tempfile.gettempdir(), "bench-kernels-*")
 LOOSE_KEYS = os.path.join(tempfile.gettempdir(), "tmp*.json")

@@ -14,33 +14,29 @@ import pytest
 
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
-from tests import grids
+from bench.testing import grids
 from tests.repo import parameterized_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 N_CELLS, N_SCENARIOS = 6, 20
-PARAMS = """
-name: t
-seed: 1
-models:
-  - {{id: m1, model: openai/fake-a, api_base: "{url}", params: {{max_tokens: 8}}}}
-  - {{id: m2, model: openai/fake-b, api_base: "{url}"}}
-prompts:
-  - {{id: p, version: v1, user: "Q {{topic}} {{n}}"}}
-  - {{id: p, version: v2, user: "Question about {{topic}} number {{n}}"}}
-  - {{id: q, version: v1, system: "be brief", user: "{{topic}}?"}}
-scenarios:
-  generate: {{dimensions: {{topic: [a, b, c, d, e], n: [1, 2, 3, 4]}}}}
-limits: {{max_concurrency: {cap}, timeout_s: 10, retries: 3}}
-"""
+
+
+def six_cell_grid(path, url, cap=6, q_user="{topic}?"):
+    """Write the grid: two models × three prompts (N_CELLS cells) × N_SCENARIOS generated scenarios."""
+    return grids.grid(path, url, name="t",
+                      models=[grids.model("m1", url, name="fake-a", params={"max_tokens": 8}),
+                              grids.model("m2", url, name="fake-b")],
+                      prompts=[grids.prompt("p", "Q {topic} {n}"),
+                               grids.prompt("p", "Question about {topic} number {n}", version="v2"),
+                               grids.prompt("q", q_user, system="be brief")],
+                      scenarios=grids.generate(topic=["a", "b", "c", "d", "e"], n=[1, 2, 3, 4]),
+                      limits={"max_concurrency": cap, "timeout_s": 10, "retries": 3})
 
 
 @pytest.fixture
 def grid(tmp_path, fake):
     def make(cap=6):
-        path = tmp_path / "grid.yaml"
-        path.write_text(PARAMS.format(url=fake.url, cap=cap))
-        return path
+        return six_cell_grid(tmp_path / "grid.yaml", fake.url, cap)
     return make
 
 
@@ -163,7 +159,7 @@ def test_a_failed_execution_is_reported_and_the_others_finish(tmp_path, fake, gr
 
 
 def test_a_crashed_stage_stops_judging_reporting_and_tracking(tmp_path, fake):
-    from tests.grids import bench, grid, judge
+    from bench.testing.grids import bench, grid, judge
 
     params = grid(tmp_path / "g.yaml", fake.url, topics=3, judges=[judge("grader", fake.url)])
     blocker = tmp_path / "runs/g/candidates.jsonl"
@@ -185,8 +181,7 @@ def test_a_crashed_stage_stops_judging_reporting_and_tracking(tmp_path, fake):
 
 
 def test_bad_params_stop_before_any_call(tmp_path, fake):
-    bad = tmp_path / "bad.yaml"
-    bad.write_text(PARAMS.format(url=fake.url, cap=4).replace('user: "{topic}?"', 'user: "{topic} {mood}?"'))
+    bad = six_cell_grid(tmp_path / "bad.yaml", fake.url, cap=4, q_user="{topic} {mood}?")
     result = sweep(tmp_path, bad)
     assert result.returncode == 2 and "{mood}" in result.stderr and "q@v1" in result.stderr
     assert fake.stats()["requests"] == 0
@@ -194,7 +189,7 @@ def test_bad_params_stop_before_any_call(tmp_path, fake):
 
 def test_collect_notebook_runs_under_nbval(tmp_path, fake, grid):
     target = parameterized_copy(ROOT / "notebooks/01_collect.ipynb", tmp_path / "01_collect.ipynb",
-                                params=str(grid()), cells=["m1/p@v1"], progress="text")
+                                params=str(grid()), grid_cells=["m1/p@v1"], progress="text")
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
                              str(target)], cwd=ROOT, env=env_for(tmp_path), capture_output=True, text=True,
                             timeout=300)

@@ -1,8 +1,10 @@
 """Analysis of a run folder on polars: leaderboards with bootstrap CIs, paired differences, pairwise
-win rates and Bradley–Terry ratings, judge reliability, and usage.
+win rates and Bradley–Terry ratings, judge reliability, and usage; and the record listings and counts the
+collect and judge notebooks show.
 
-``summarize(run_dir)`` computes everything the report shows; every piece is also a function of
-the polars tables of :func:`load_run`, so a notebook can recompute any of it with other options.
+:func:`load_run` is the one loader of a run's records: ``summarize(run_dir)`` computes everything the
+report shows from its polars tables, and every piece is also a function of them, so a notebook can
+recompute any of it with other options (or show it with ``.to_pandas()``).
 Importing this package imports polars and numpy (``import bench`` alone does not).
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 from bench.analysis.agreement import cohen_kappa, complete_pairs, krippendorff_alpha
 from bench.analysis.bootstrap import bootstrap_means, holm, percentile_interval, sign_flip_pvalues
 from bench.analysis.leaderboard import composite, leaderboard, paired_differences
+from bench.analysis.listings import candidate_listing, cell_counts, judge_counts, judgment_listing
 from bench.analysis.pairwise import battles, bradley_terry, fit_bradley_terry, position_consistency, win_matrix, win_rates
 from bench.analysis.reliability import disagreements, inter_judge, judge_health, judge_vs_human, jury_alpha, packed_vs_single
 from bench.analysis.summary import Summary, examples, summarize
@@ -18,9 +21,10 @@ from bench.analysis.tables import COMPOSITE, RunTables, load_run, with_reviews
 from bench.analysis.usage import usage_by_cell, usage_by_judge
 
 __all__ = [
-    "COMPOSITE", "RunTables", "Summary", "battles", "bootstrap_means", "bradley_terry", "cohen_kappa",
-    "complete_pairs", "composite", "disagreements", "examples", "fit_bradley_terry", "holm", "inter_judge",
-    "judge_health", "judge_vs_human", "jury_alpha", "krippendorff_alpha", "leaderboard", "load_run",
+    "COMPOSITE", "RunTables", "Summary", "battles", "bootstrap_means", "bradley_terry", "candidate_listing",
+    "cell_counts", "cohen_kappa", "complete_pairs", "composite", "disagreements", "examples", "fit_bradley_terry",
+    "holm", "inter_judge", "judge_counts", "judge_health", "judge_vs_human", "judgment_listing", "jury_alpha",
+    "krippendorff_alpha", "leaderboard", "load_run",
     "packed_vs_single", "paired_differences", "percentile_interval", "position_consistency", "sign_flip_pvalues",
     "summarize", "usage_by_cell", "usage_by_judge", "win_matrix", "win_rates", "with_reviews",
 ]

@@ -99,11 +99,6 @@ def with_reviews(t: RunTables) -> RunTables:
     return RunTables(t.run_dir, t.candidates, judgments, pl.concat([scores, added]), t.reviews, t.scenarios)
 
 
-def cell_key(model: str, prompt: str) -> str:
-    """Return the cell label used everywhere: ``model_id/prompt_id@version``."""
-    return f"{model}/{prompt}"
-
-
 def _usage(rec: Any) -> tuple:
     u = rec.usage
     if u is None:  # a schema-1 failure: it sent at least one request
@@ -113,8 +108,7 @@ def _usage(rec: Any) -> tuple:
 
 
 def _candidate_row(c: Candidate) -> tuple:
-    prompt = f"{c.prompt_id}@{c.prompt_version}"
-    return (c.id, c.model_id, prompt, cell_key(c.model_id, prompt), c.scenario_id, c.sample, c.output,
+    return (c.id, c.model_id, c.prompt_key, c.cell, c.scenario_id, c.sample, c.output,
             c.error, c.error_kind, *_usage(c))
 
 
@@ -124,15 +118,14 @@ def _cell_of(cid: str, cands: dict[str, Any]) -> tuple[str | None, str | None, s
     if c is None:
         side = cid.rsplit(":", 1)[-1] if ":" in cid else None
         return (f"response_{side}" if side else None), None, None, 0
-    prompt = f"{c.prompt_id}@{c.prompt_version}"
-    return cell_key(c.model_id, prompt), c.model_id, prompt, c.sample
+    return c.cell, c.model_id, c.prompt_key, c.sample
 
 
 def _judgment_row(j: Judgment, cands: dict[str, Any]) -> tuple:
     cell, model, prompt, sample = _cell_of(j.candidate_ids[0], cands)
     b = j.candidate_ids[1] if len(j.candidate_ids) > 1 else None
     cell_b = _cell_of(b, cands)[0] if b else None
-    return (j.id, j.judge_id, j.judge_model, j.mode, f"{j.rubric_id}@{j.rubric_version}", j.candidate_ids[0], b,
+    return (j.id, j.judge_id, j.judge_model, j.mode, j.rubric_key, j.candidate_ids[0], b,
             cell, model, prompt, cell_b, j.scenario_id, sample, j.order, j.score, j.verdict, j.details.get("shown_verdict"),
             j.rationale, j.error, j.error_kind, j.batch_id, *_usage(j))
 
@@ -143,7 +136,7 @@ def _score_rows(judgments: Any, cands: dict[str, Any]) -> list[tuple]:
         if not j.ok or j.mode == "pairwise" or j.score is None:
             continue
         cell, model, prompt, sample = _cell_of(j.candidate_ids[0], cands)
-        head = (j.judge_id, j.judge_model, f"{j.rubric_id}@{j.rubric_version}", j.mode, cell, model, prompt, j.scenario_id, sample, j.candidate_ids[0], j.id)
+        head = (j.judge_id, j.judge_model, j.rubric_key, j.mode, cell, model, prompt, j.scenario_id, sample, j.candidate_ids[0], j.id)
         for crit, value in (j.scores or {}).items():
             rows.append((*head, crit, float(value)))
         rows.append((*head, COMPOSITE, float(j.score)))

@@ -21,27 +21,18 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
+from pydantic import Field, TypeAdapter, field_validator, model_validator
 
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+from bench.config._strict import Strict
+from bench.config.ids import SafeId
+
 _SHOW = 60  # characters of a value or pattern quoted in a detail
 _FENCE = re.compile(r"^```[A-Za-z0-9_-]*[ \t]*\r?\n(.*?)\r?\n?```$", re.DOTALL)
 
-KINDS = ("regex", "length", "json", "contains", "excludes")
 
-
-class _CheckBase(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    id: str
+class _CheckBase(Strict):
+    id: SafeId
     weight: float = Field(default=1.0, ge=0)
-
-    @field_validator("id")
-    @classmethod
-    def _slug(cls, v: str) -> str:
-        if not _ID.match(v):
-            raise ValueError("must be a short id of letters, digits, '.', '_' or '-'")
-        return v
 
 
 class RegexCheck(_CheckBase):
@@ -133,6 +124,7 @@ CHECK_MODELS: dict[str, type[_CheckBase]] = {
     "regex": RegexCheck, "length": LengthCheck, "json": JsonCheck,
     "contains": ContainsCheck, "excludes": ExcludesCheck,
 }
+KINDS: tuple[str, ...] = tuple(CHECK_MODELS)  # in the order messages list them
 
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(Check)
 

@@ -1,222 +1,31 @@
 """Rubric files (`rubrics/<id>.md`): a judge's instruction, its scales and its checks, versioned and hashed.
 
 A rubric file is YAML front matter between a first line ``---`` and the next ``---``,
-then a markdown body: the instruction the judge reads. The front matter says how the
-judge grades (``mode``) and with what: anchored ``criteria`` (rubric, hybrid),
+then a markdown body: the instruction the judge reads. The front matter (`RubricSpec`)
+says how the judge grades (``mode``) and with what: anchored ``criteria`` (rubric, hybrid),
 ``requirements`` (checklist), verdict ``labels`` (pairwise), automated ``checks``
 (automated, hybrid) and the hybrid ``weights``. Every mistake is a ParamsError naming
 the rubric file and the key path. The whole file's text is hashed into ``Rubric.hash``,
 so an edit without a version bump is still recognised as a different rubric.
 
-The JSON schemas here are meant for OpenAI-style ``response_format`` (see
-`response_format`): every object is closed (``additionalProperties: false``) with all
-properties required, and integer scales are spelled as ``enum`` (llama.cpp's grammar
-enforces enum but not minimum/maximum).
+A `Rubric` scores with `bench.config.scoring` and describes a judge's replies with
+`bench.config.reply_schemas` (its methods are those functions, on this rubric).
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-import yaml
-from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
-                      model_validator)
+from pydantic import ValidationError
 
-from bench.config.checks import CHECK_MODELS, KINDS, Check
+from bench.config import reply_schemas, scoring
+from bench.config._errors import format_errors
+from bench.config._yaml import parse_yaml
+from bench.config.rubric_spec import Criterion, RubricSpec
 from bench.core.errors import ParamsError
-from bench.config.params import DuplicateKeyError, UniqueKeyLoader, format_errors, model_of
 from bench.core.records import content_hash
-
-RubricMode = Literal["rubric", "checklist", "pairwise", "automated", "hybrid"]
-MODES: tuple[str, ...] = ("rubric", "checklist", "pairwise", "automated", "hybrid")
-DEFAULT_LABELS: tuple[str, ...] = ("A>>B", "A>B", "A=B", "B>A", "B>>A")
-
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]")
-_ID_HELP = "must be a short id of letters, digits, '.', '_' or '-'"
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def _slug(v: str) -> str:
-    if not _ID.match(v):
-        raise ValueError(_ID_HELP)
-    return v
-
-
-class Criterion(_Strict):
-    """One graded dimension: an integer scale ``[lo, hi]`` with an anchor text for every level."""
-
-    id: str
-    description: str
-    scale: tuple[int, int]
-    anchors: dict[int, str]
-    weight: float = Field(default=1.0, ge=0)
-
-    @field_validator("id")
-    @classmethod
-    def _slug_id(cls, v: str) -> str:
-        return _slug(v)
-
-    @field_validator("anchors", mode="before")
-    @classmethod
-    def _anchor_texts(cls, v: Any) -> Any:
-        if isinstance(v, dict):
-            odd = [k for k, text in v.items() if not isinstance(text, str)]
-            if odd:
-                raise ValueError(f"anchor(s) {', '.join(map(str, odd))}: the text must be a string; quote it "
-                                 f"(YAML reads yes/no/on/off as booleans and digits as numbers)")
-        return v
-
-    @model_validator(mode="after")
-    def _anchored(self) -> "Criterion":
-        lo, hi = self.scale
-        if lo >= hi:
-            raise ValueError(f"criterion '{self.id}': scale must be [lo, hi] with lo < hi (got [{lo}, {hi}])")
-        levels = set(range(lo, hi + 1))
-        missing, extra = sorted(levels - set(self.anchors)), sorted(set(self.anchors) - levels)
-        if missing or extra:
-            parts = ([f"missing level(s) {', '.join(map(str, missing))}"] if missing else []) + \
-                    ([f"extra level(s) {', '.join(map(str, extra))}"] if extra else [])
-            raise ValueError(f"criterion '{self.id}': anchors must cover every level of the scale [{lo}, {hi}] "
-                             f"exactly: {'; '.join(parts)}")
-        empty = [k for k, text in sorted(self.anchors.items()) if not str(text).strip()]
-        if empty:
-            raise ValueError(f"criterion '{self.id}': anchor(s) {', '.join(map(str, empty))} have no text")
-        return self
-
-    @property
-    def levels(self) -> list[int]:
-        """Return every integer of the scale, low to high."""
-        return list(range(self.scale[0], self.scale[1] + 1))
-
-
-class Requirement(_Strict):
-    """One yes/no requirement of a checklist rubric (each is asked of the judge separately)."""
-
-    id: str
-    text: str
-
-    @field_validator("id")
-    @classmethod
-    def _slug_id(cls, v: str) -> str:
-        return _slug(v)
-
-
-class HybridWeights(_Strict):
-    """How a hybrid rubric mixes its LLM part and its automated part; normalized to sum to 1 on load."""
-
-    llm: float = Field(ge=0)
-    automated: float = Field(ge=0)
-
-    @model_validator(mode="after")
-    def _normalize(self) -> "HybridWeights":
-        total = self.llm + self.automated
-        if total <= 0:
-            raise ValueError("llm + automated must be greater than 0")
-        object.__setattr__(self, "llm", self.llm / total)
-        object.__setattr__(self, "automated", self.automated / total)
-        return self
-
-
-def _version(v: Any) -> Any:
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, int):
-        return str(v)  # version: 1 means "1"
-    if isinstance(v, float):
-        raise ValueError(f"write the version in quotes (version: \"{v}\"): YAML read it as the number {v}")
-    return v
-
-
-class RubricSpec(_Strict):
-    """The front matter of a rubric file (these are exactly the keys a rubric file may use)."""
-
-    id: str
-    version: str
-    mode: RubricMode
-    criteria: list[Criterion] = Field(default_factory=list, validate_default=True)
-    requirements: list[Requirement] = Field(default_factory=list, validate_default=True)
-    labels: list[str] = Field(default_factory=lambda: list(DEFAULT_LABELS), validate_default=True)
-    checks: list[Check] = Field(default_factory=list, validate_default=True)
-    weights: HybridWeights | None = Field(default=None, validate_default=True)
-    max_chars: int = Field(default=20000, gt=0)  # candidate text a judge sees; the judge truncates with a note
-
-    @field_validator("id")
-    @classmethod
-    def _slug_id(cls, v: str) -> str:
-        return _slug(v)
-
-    @field_validator("version", mode="before")
-    @classmethod
-    def _version(cls, v: Any) -> Any:
-        return _version(v)
-
-    @field_validator("version")
-    @classmethod
-    def _version_text(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("cannot be empty")
-        return v
-
-    @field_validator("criteria")
-    @classmethod
-    def _criteria(cls, v: list[Criterion], info: ValidationInfo) -> list[Criterion]:
-        mode = info.data.get("mode")
-        if mode in ("rubric", "hybrid") and not v:
-            raise ValueError(f"mode '{mode}' needs at least 1 criterion (id, description, scale, anchors)")
-        _unique("criterion id", [c.id for c in v])
-        if v and sum(c.weight for c in v) <= 0:
-            raise ValueError("the criteria's weights sum to 0; give at least one a positive weight")
-        return v
-
-    @field_validator("requirements")
-    @classmethod
-    def _requirements(cls, v: list[Requirement], info: ValidationInfo) -> list[Requirement]:
-        mode = info.data.get("mode")
-        if mode == "checklist" and not v:
-            raise ValueError("mode 'checklist' needs at least 1 requirement (id, text)")
-        _unique("requirement id", [r.id for r in v])
-        return v
-
-    @field_validator("labels")
-    @classmethod
-    def _labels(cls, v: list[str]) -> list[str]:
-        if len(v) < 2:
-            raise ValueError("needs at least 2 labels")
-        if any(not s.strip() for s in v):
-            raise ValueError("labels cannot be empty")
-        _unique("label", v)
-        return v
-
-    @field_validator("checks")
-    @classmethod
-    def _checks(cls, v: list[Any], info: ValidationInfo) -> list[Any]:
-        mode = info.data.get("mode")
-        if mode in ("automated", "hybrid") and not v:
-            raise ValueError(f"mode '{mode}' needs at least 1 check (id, kind: {' | '.join(KINDS)})")
-        _unique("check id", [c.id for c in v])
-        if v and sum(c.weight for c in v) <= 0:
-            raise ValueError("the checks' weights sum to 0; give at least one a positive weight")
-        return v
-
-    @field_validator("weights")
-    @classmethod
-    def _weights(cls, v: HybridWeights | None, info: ValidationInfo) -> HybridWeights | None:
-        if v is None and info.data.get("mode") == "hybrid":
-            return HybridWeights(llm=1.0, automated=1.0)  # omitted: an even mix
-        return v
-
-
-def _unique(what: str, keys: list[str]) -> None:
-    dupes = sorted({k for k in keys if keys.count(k) > 1})
-    if dupes:
-        raise ValueError(f"duplicate {what} {', '.join(dupes)}")
-
+from bench.core.store import atomic_write
 
 class Rubric(RubricSpec):
     """A loaded rubric: the validated front matter plus the body, the file's hash and its path."""
@@ -224,11 +33,6 @@ class Rubric(RubricSpec):
     body: str
     hash: str
     path: Path
-
-    @property
-    def key(self) -> str:
-        """Return ``id@version``, the rubric's name in judgments and reports."""
-        return f"{self.id}@{self.version}"
 
     def criterion(self, criterion_id: str) -> Criterion:
         """Return the criterion with this id (KeyError naming the rubric's criteria if none)."""
@@ -242,88 +46,45 @@ class Rubric(RubricSpec):
         """Return the ``(lo, hi)`` scale of a criterion (KeyError if the rubric has no such criterion)."""
         return self.criterion(criterion_id).scale
 
+    # -- scoring (bench.config.scoring) ------------------------------------------------------------------
     @property
     def shared_scale(self) -> bool:
         """True when every criterion uses the same scale (then `composite` stays on that scale)."""
-        return len({c.scale for c in self.criteria}) <= 1
+        return scoring.shared_scale(self)
 
     @property
     def composite_scale(self) -> tuple[int, int]:
         """Return the scale `composite` reports on: the criteria's common scale, or (0, 1) if they differ."""
-        if self.criteria and self.shared_scale:
-            return self.criteria[0].scale
-        return (0, 1)
+        return scoring.composite_scale(self)
 
     def composite(self, scores: dict[str, float]) -> float:
-        """Return the weighted mean of the criterion scores.
-
-        When all criteria share one scale the result is on that scale (e.g. 1–5); when scales
-        differ each score is first mapped to 0–1 on its own scale and the result is on 0–1
-        (see `composite_scale`). Scores of unknown criteria are refused, as are missing ones.
-        """
-        self._check_scores(scores)
-        total = sum(c.weight for c in self.criteria)
-        if self.shared_scale:
-            return sum(c.weight * float(scores[c.id]) for c in self.criteria) / total
-        return sum(c.weight * self._unit(c, scores[c.id]) for c in self.criteria) / total
+        """Return the weighted mean of the criterion scores, on `composite_scale` (see bench.config.scoring)."""
+        return scoring.composite(self, scores)
 
     def normalized(self, scores: dict[str, float]) -> float:
         """Return the weighted mean of the criterion scores, each mapped to 0–1 on its own scale."""
-        self._check_scores(scores)
-        total = sum(c.weight for c in self.criteria)
-        return sum(c.weight * self._unit(c, scores[c.id]) for c in self.criteria) / total
+        return scoring.normalized(self, scores)
 
     def hybrid_score(self, scores: dict[str, float], automated: float) -> float:
         """Return a hybrid 0–1 score: ``weights.llm`` × `normalized` + ``weights.automated`` × ``automated``."""
-        w = self.weights or HybridWeights(llm=1.0, automated=1.0)
-        return w.llm * self.normalized(scores) + w.automated * float(automated)
+        return scoring.hybrid_score(self, scores, automated)
 
-    @staticmethod
-    def _unit(c: Criterion, score: float) -> float:
-        lo, hi = c.scale
-        return (float(score) - lo) / (hi - lo)
-
-    def _check_scores(self, scores: dict[str, float]) -> None:
-        if not self.criteria:
-            raise ValueError(f"rubric {self.key} (mode {self.mode}) has no criteria to score")
-        ids = [c.id for c in self.criteria]
-        missing = [i for i in ids if i not in scores]
-        unknown = sorted(set(scores) - set(ids))
-        if missing or unknown:
-            raise ValueError(f"rubric {self.key}: scores must name exactly the criteria {', '.join(ids)}"
-                             + (f"; missing {', '.join(missing)}" if missing else "")
-                             + (f"; unknown {', '.join(unknown)}" if unknown else ""))
-
-    # -- structured output ------------------------------------------------------------------------------
-    def _scores_schema(self) -> dict[str, Any]:
-        if not self.criteria:
-            raise ValueError(f"rubric {self.key} (mode {self.mode}) has no criteria, so no score schema")
-        return _object({c.id: {"type": "integer", "enum": c.levels, "description": c.description}
-                        for c in self.criteria})
-
+    # -- structured output (bench.config.reply_schemas) --------------------------------------------------
     def item_schema(self) -> dict[str, Any]:
         """Return the JSON schema of one grade: ``{"scores": {<criterion>: int}, "rationale": str}``."""
-        return _object({"scores": self._scores_schema(), "rationale": {"type": "string"}})
+        return reply_schemas.item_schema(self)
 
     def batch_schema(self, ids: list[str]) -> dict[str, Any]:
-        """Return the JSON schema of a batch of grades: ``{"grades": [{"id", "scores", "rationale"}, …]}``.
-
-        ``id`` must be one of ``ids`` (the items shown); the top level is an object, as OpenAI requires.
-        """
-        ids = list(dict.fromkeys(str(i) for i in ids))
-        if not ids:
-            raise ValueError("batch_schema needs at least 1 item id")
-        grade = _object({"id": {"type": "string", "enum": ids}, "scores": self._scores_schema(),
-                         "rationale": {"type": "string"}})
-        return _object({"grades": {"type": "array", "items": grade}})
+        """Return the JSON schema of a batch of grades of the items ``ids``."""
+        return reply_schemas.batch_schema(self, ids)
 
     def requirement_schema(self) -> dict[str, Any]:
         """Return the JSON schema of one checklist answer: ``{"fulfilled": bool, "feedback": str}``."""
-        return _object({"fulfilled": {"type": "boolean"}, "feedback": {"type": "string"}})
+        return reply_schemas.requirement_schema()
 
     def pairwise_schema(self) -> dict[str, Any]:
         """Return the JSON schema of a pairwise verdict: ``{"verdict": <label>, "rationale": str}``."""
-        return _object({"verdict": {"type": "string", "enum": list(self.labels)}, "rationale": {"type": "string"}})
+        return reply_schemas.pairwise_schema(self)
 
     # -- prompt text ------------------------------------------------------------------------------------
     def anchors_text(self) -> str:
@@ -347,22 +108,9 @@ class Rubric(RubricSpec):
         return len({c.weight for c in self.criteria}) <= 1
 
 
-def _object(properties: dict[str, Any]) -> dict[str, Any]:
-    """Return a closed JSON-schema object with every property required."""
-    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
-
-
-def response_format(schema: dict[str, Any], name: str = "judgment") -> dict[str, Any]:
-    """Return an OpenAI ``response_format`` (strict json_schema) wrapping one of the schemas above."""
-    return {"type": "json_schema",
-            "json_schema": {"name": _SCHEMA_NAME.sub("_", name)[:64] or "judgment", "schema": schema, "strict": True}}
-
-
 # -- loading --------------------------------------------------------------------------------------------
 def snapshot_rubric(rubric: Rubric, run_dir: Path | str) -> Path:
     """Copy a rubric file into ``run_dir/rubrics/<hash>/<id>.md`` (once; its content never changes)."""
-    from bench.core.store import atomic_write  # noqa: PLC0415
-
     target = Path(run_dir) / "rubrics" / rubric.hash / f"{rubric.id}.md"
     if not target.exists():
         atomic_write(target, rubric.path.read_bytes())
@@ -411,7 +159,7 @@ def parse_rubric(text: str, path: Path | str) -> Rubric:
     """Return the Rubric of a rubric file's ``text``; ``path`` names it in errors (its stem must be the id)."""
     path = Path(path)
     front, body, offset = _split(text, path)
-    data = _parse_yaml(front, path, offset)
+    data = parse_yaml(path, front, "rubric file", first_line=offset, part=" in the front matter")
     if data is None:
         raise ParamsError(f"{path}: the front matter is empty; expected the keys {', '.join(_front_keys())}")
     if not isinstance(data, dict):
@@ -420,7 +168,7 @@ def parse_rubric(text: str, path: Path | str) -> Rubric:
     try:
         spec = RubricSpec.model_validate(data)
     except ValidationError as exc:
-        raise ParamsError(_format(path, exc, data)) from None
+        raise ParamsError(format_errors(path, exc, RubricSpec, tag_noun="check")) from None
     if spec.id != path.stem:
         raise ParamsError(f"{path}: id: must equal the file name '{path.stem}' (got '{spec.id}'); "
                           f"rename the file or fix the id")
@@ -458,83 +206,5 @@ def _split(text: str, path: Path) -> tuple[str, str, int]:
     raise ParamsError(f"{path}: the front matter has no closing '---' line")
 
 
-def _parse_yaml(front: str, path: Path, first_line: int) -> Any:
-    try:
-        return yaml.load(front, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
-    except DuplicateKeyError as exc:  # its line is 1-based within the front matter
-        raise ParamsError(f"{path}:{exc.line + first_line - 1}: {exc}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + first_line}:{mark.column + 1}" if mark else ""
-        raise ParamsError(f"{path}{where}: invalid YAML in the front matter "
-                          f"({getattr(exc, 'problem', None) or exc})") from None
-
-
-# -- error messages -------------------------------------------------------------------------------------
 def _front_keys() -> list[str]:
     return list(RubricSpec.model_fields)
-
-
-def _format(path: Path, exc: ValidationError, data: Any) -> str:
-    """Return one line per error (``file: key.path: message``), via params.format_errors.
-
-    Discriminator tags (``checks[0].regex.pattern``) are dropped from key paths, unknown keys
-    list what is allowed at that place of a rubric, and a check without a valid kind says the kinds.
-    """
-    lines: list[str] = []
-    for err in exc.errors():
-        loc = tuple(err["loc"])
-        clean = _strip_tags(loc)
-        where = _loc_text(clean) or "(top level)"
-        if err["type"] == "extra_forbidden":
-            allowed = _allowed_keys(loc[:-1])
-            lines.append(f"{path}: {where}: unknown key '{loc[-1]}'"
-                         + (f" (allowed: {', '.join(allowed)})" if allowed else ""))
-            continue
-        if err["type"] in ("union_tag_not_found", "union_tag_invalid"):
-            got = err.get("ctx", {}).get("tag")
-            what = f"unknown check kind '{got}'" if got else "required key is missing"
-            lines.append(f"{path}: {where}.kind: {what} (one of: {', '.join(KINDS)})")
-            continue
-        try:
-            single = ValidationError.from_exception_data(
-                exc.title, [{"type": err["type"], "loc": clean, "input": err.get("input"),
-                             **({"ctx": err["ctx"]} if "ctx" in err else {})}])
-            lines.extend(format_errors(path, single, data).splitlines())
-        except Exception:  # noqa: BLE001 - an error type from_exception_data cannot rebuild
-            lines.append(f"{path}: {where}: {err['msg'].removeprefix('Value error, ')}")
-    return "\n".join(dict.fromkeys(lines))
-
-
-def _strip_tags(loc: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Drop the discriminator tag after ``checks[i]`` from an error location."""
-    out: list[Any] = []
-    for i, part in enumerate(loc):
-        if part in CHECK_MODELS and i >= 2 and loc[i - 2] == "checks" and isinstance(loc[i - 1], int):
-            continue
-        out.append(part)
-    return tuple(out)
-
-
-def _loc_text(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
-    """Return the keys allowed at a location of a rubric's front matter (for unknown-key errors)."""
-    model: Any = RubricSpec
-    for i, part in enumerate(loc):
-        if isinstance(part, int):
-            continue
-        if part in CHECK_MODELS and i >= 2 and loc[i - 2] == "checks":
-            model = CHECK_MODELS[part]
-            continue
-        if part == "checks" and model is RubricSpec:
-            model = None  # resolved by the tag that follows
-            continue
-        field = getattr(model, "model_fields", {}).get(part) if model is not None else None
-        model = model_of(field.annotation) if field is not None else None
-    return list(getattr(model, "model_fields", {})) if model is not None else []

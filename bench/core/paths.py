@@ -18,7 +18,7 @@ def project_root(start: Path | None = None) -> Path:
     finds the project's rubrics); then the working directory, so bench works outside a checkout.
     """
     here = (start or Path.cwd()).resolve()
-    package_checkout = Path(__file__).resolve().parents[1]  # an editable install's repository
+    package_checkout = Path(__file__).resolve().parents[2]  # the checkout of an editable install
     for folder in (here, *here.parents, package_checkout):
         if (folder / "params").is_dir() and (folder / "notebooks").is_dir():
             return folder

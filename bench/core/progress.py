@@ -76,7 +76,7 @@ class Progress:
         self._beat = self._start_heartbeat() if self.mode in ("text", "widgets") else None
 
     def _make_bars(self) -> dict:
-        from tqdm.auto import tqdm  # noqa: PLC0415
+        from tqdm.auto import tqdm  # noqa: PLC0415 (tqdm.auto loads ipywidgets: only notebook progress bars need it)
 
         bars = {"": tqdm(total=sum(self.totals.values()), desc=self._desc())}
         for key, total in self.totals.items():
@@ -96,7 +96,7 @@ class Progress:
         if not self._bars:
             self._bars = self._make_bars()
         elif key not in self._bars:
-            from tqdm.auto import tqdm  # noqa: PLC0415
+            from tqdm.auto import tqdm  # noqa: PLC0415 (tqdm.auto loads ipywidgets: only notebook progress bars need it)
 
             _set_total(self._bars[""], sum(self.totals.values()))
             self._bars[key] = tqdm(total=self.totals[key], desc=f"  {key}", leave=True)

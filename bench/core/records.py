@@ -30,6 +30,16 @@ def content_hash(obj: Any, length: int = 20) -> str:
     return hashlib.sha256(canonical_json(obj).encode("utf-8", "surrogatepass")).hexdigest()[:length]
 
 
+def versioned(name: str, version: str) -> str:
+    """Return a versioned thing's name in cells, records and reports: ``id@version`` (a prompt, a rubric)."""
+    return f"{name}@{version}"
+
+
+def cell_key(model_id: str, prompt_id: str, version: str) -> str:
+    """Return a grid cell's key, ``model_id/prompt_id@version``: the one spelling in params, records and reports."""
+    return f"{model_id}/{versioned(prompt_id, version)}"
+
+
 def utc_now() -> str:
     """Return the current UTC time as an ISO-8601 string (records keep time as text)."""
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
@@ -188,6 +198,17 @@ class Candidate(_Outcome):
             ident["endpoint"] = data["endpoint"]
         return ident
 
+    @property
+    def prompt_key(self) -> str:
+        """``prompt_id@version``."""
+        return versioned(self.prompt_id, self.prompt_version)
+
+    @property
+    def cell(self) -> str:
+        """The key of the grid cell that answered (``Cell.key``: ``model_id/prompt_id@version``)."""
+        return cell_key(self.model_id, self.prompt_id, self.prompt_version)
+
+
 
 class Judgment(_Outcome):
     """One judge's grade of one item (or one ordered pair), or the recorded reason it failed."""
@@ -224,6 +245,12 @@ class Judgment(_Outcome):
         if data.get("judge_endpoint"):
             ident["judge_endpoint"] = data["judge_endpoint"]
         return ident
+
+    @property
+    def rubric_key(self) -> str:
+        """``rubric_id@version``."""
+        return versioned(self.rubric_id, self.rubric_version)
+
 
 
 class Review(Record):

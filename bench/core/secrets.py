@@ -14,6 +14,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 from functools import cache
+from urllib.parse import unquote, urlsplit
+
+from dotenv import find_dotenv, load_dotenv
 
 
 @cache
@@ -22,8 +25,6 @@ def load_env() -> str | None:
 
     Returns the path that was loaded, or None. Runs once per process.
     """
-    from dotenv import find_dotenv, load_dotenv  # noqa: PLC0415
-
     path = find_dotenv(usecwd=True)
     if path:
         load_dotenv(path, override=False)
@@ -91,8 +92,6 @@ def note_endpoint(api_base: str | None, api_key_env: str | None = None) -> None:
     """Register what a model's endpoint makes secret: its key variable and any credentials in ``api_base``."""
     watch_env(api_key_env)
     if api_base and "@" in api_base:
-        from urllib.parse import unquote, urlsplit  # noqa: PLC0415
-
         try:
             parts = urlsplit(api_base.strip())
             user, password = parts.username, parts.password

@@ -12,7 +12,6 @@ next run reads. Concurrent writers (parallel sweep executions) each get their ow
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import os
 import tempfile
@@ -27,8 +26,6 @@ from bench.core.errors import StoreError
 from bench.core.records import RECORD_TYPES, Record
 from bench.core.secrets import redact  # every record line is redacted as it is written: no key ever reaches a run folder
 
-FLUSH_EVERY_S = 0.5  # a kill loses at most this much work…
-FLUSH_EVERY_N = 256  # …or this many records
 
 _KINDS = {"scenario": "scenarios", "candidate": "candidates", "judgment": "judgments", "review": "reviews"}
 
@@ -257,131 +254,3 @@ class RunStore:
     def failed(self, kind: str | type[Record]) -> dict[str, Record]:
         """Return the latest failure of each id that never succeeded: the work resume redoes."""
         return {i: r for i, r in self.latest(kind).items() if not r.ok}
-
-
-class Halt:
-    """The first write failure of a stage, shared by its writers and checked by its workers.
-
-    Falsy until a ``BatchWriter`` fails to append; then every worker that checks it starts
-    no new call (calls in flight finish: they are paid, and their records are kept). Each
-    writer's rescue is noted here, and ``check()`` ends the stage with one message naming
-    the error once, how many records were saved and where.
-    """
-
-    def __init__(self) -> None:
-        self.error: StoreError | None = None
-        self.saved: list[tuple[int, Path]] = []  # (records, rescue file) of every rescue
-        self.lost = 0  # records no rescue location could take
-        self.lost_reason = ""
-        self.root: Path | None = None  # the run folder (set by the first writer)
-
-    def __bool__(self) -> bool:
-        return self.error is not None
-
-    def set(self, error: StoreError) -> None:
-        if self.error is None:
-            self.error = error
-
-    def note(self, saved: list[tuple[int, Path]], lost: int = 0, reason: str = "") -> None:
-        self.saved += saved
-        self.lost += lost
-        self.lost_reason = self.lost_reason or reason
-
-    def message(self) -> str:
-        """Return the stage's one message: the error, that calls stopped, what was saved where, what to do."""
-        err = self.error
-        parts = [str(err), "stopped issuing calls"]
-        n = sum(k for k, _p in self.saved)
-        root = getattr(err, "root", None) or self.root
-        if n:
-            inside = [p for _k, p in self.saved if root is not None and p.parent == Path(root)]
-            outside = sorted({str(p.parent) for _k, p in self.saved if p not in inside})
-            where = ", ".join([*(p.name for p in inside), *(f"{o}/ (moved into the run folder by the next run)"
-                                                              for o in outside)])
-            parts.append(f"{n} paid replies saved to {where}")
-        if self.lost:
-            parts.append(f"{self.lost} records could not be saved anywhere ({self.lost_reason}); a reply the "
-                         f"response cache kept is not paid again")
-        hint = {errno.ENOSPC: "free space", errno.EDQUOT: "free space or raise the quota",
-                errno.EFBIG: "raise the file size limit (ulimit -f)", errno.EROFS: "make the run folder writable",
-                errno.EACCES: "make the run folder writable"}.get(getattr(err, "errno", None), "fix this")
-        after = ("they are kept, not asked again" if not self.lost else
-                 "the saved ones are kept, not asked again" if n else "what was written is not asked again")
-        parts.append(f"{hint} and re-run: {after}")
-        return "; ".join(parts)
-
-    def check(self) -> None:
-        """Raise StoreError with ``message()`` if a write of the stage failed."""
-        if self.error is not None:
-            raise StoreError(self.message()) from None
-
-
-class BatchWriter:
-    """Buffers records and appends them in batches from a background task (every FLUSH_EVERY_S or N records).
-
-    ``run()`` is the background task; ``stop()`` ends it; ``flush()`` writes what is left
-    (call it in a ``finally``: nothing already produced is lost on Ctrl-C or a bug).
-
-    A failed append never drops a batch: its records go to ``unwritten``, the error to
-    ``error`` and to the shared ``halt`` (workers check ``writer.halt`` before each new call),
-    and the writer stops appending. ``flush()`` then saves everything unwritten to a rescue
-    file (``bench.core.rescue.save``: the run folder if it can, else a rescue folder outside it)
-    and notes it on ``halt``; the stage ends with ``halt.check()``.
-    """
-
-    def __init__(self, store: RunStore, halt: Halt | None = None):
-        self.store = store
-        self.halt = halt if halt is not None else Halt()
-        self.halt.root = self.halt.root or store.root
-        self.error: StoreError | None = None
-        self.unwritten: list[Record] = []
-        self.buffer: list[Record] = []
-        self.stopped = asyncio.Event()
-        self.wake = asyncio.Event()
-
-    def add(self, rec: Record) -> None:
-        self.buffer.append(rec)
-        if len(self.buffer) >= FLUSH_EVERY_N:
-            self.wake.set()
-
-    def stop(self) -> None:
-        self.stopped.set()
-        self.wake.set()
-
-    def flush(self) -> None:
-        """Write what is buffered; after a failure, save every unwritten record to a rescue file (never raises)."""
-        batch, self.buffer = self.buffer, []
-        if batch:
-            self._write(batch)
-        if self.unwritten:
-            from bench.core.rescue import save  # noqa: PLC0415
-
-            records, self.unwritten = self.unwritten, []
-            saved, left, reason = save(self.store.root, records)
-            self.halt.note(saved, len(left), reason)
-
-    def _write(self, batch: list[Record]) -> None:
-        """Append one batch; on failure keep what was not written (runs on a worker thread)."""
-        if self.error is None:
-            try:
-                self.store.append(batch)
-                return
-            except StoreWriteError as exc:
-                self.error, batch = exc, exc.unwritten
-            except (StoreError, OSError) as exc:  # e.g. the run folder is no longer writable: nothing written
-                cause = exc if isinstance(exc, OSError) else exc.__cause__
-                self.error = (StoreWriteError(self.store.root, self.store.path(batch[0].kind), cause, batch)
-                              if isinstance(cause, OSError) else exc)
-            self.halt.set(self.error)
-        self.unwritten.extend(batch)
-
-    async def run(self) -> None:
-        while not self.stopped.is_set():
-            try:
-                await asyncio.wait_for(self.wake.wait(), FLUSH_EVERY_S)
-            except asyncio.TimeoutError:
-                pass
-            self.wake.clear()
-            batch, self.buffer = self.buffer, []
-            if batch:
-                await asyncio.to_thread(self._write, batch)

@@ -11,29 +11,44 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable, Set
 from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import ClassVar, Protocol
 
-from bench.collect import CollectResult
+from bench.collect import plan
+from bench.config.params import Cell, Sweep
+from bench.config.rubrics import load_rubric
 from bench.core.errors import ParamsError
-from bench.judge.modes import Item, Judge, run_judge
-from bench.models.client import LLM
 from bench.core.progress import Progress, requests_on_the_wire
 from bench.core.records import Candidate, Judgment, Scenario
-from bench.config.rubrics import load_rubric
-from bench.core.store import BatchWriter, RunStore
+from bench.core.stage import StageResult
+from bench.core.store import RunStore
+from bench.core.writer import BatchWriter
+from bench.judge.grader import Item, Judge, grade_items
+from bench.models.client import LLM
+
+
+class RunInputs(Protocol):
+    """What the judge stage reads of a run (``bench.pipeline.Run`` is one)."""
+
+    sweep: Sweep
+    params_path: Path  # rubric paths are relative to its folder
+    root: Path  # the project root
+    dir: Path  # the run folder
+    scenarios: list[Scenario]
+    cells: list[Cell]  # the grid cells this execution judges
 
 
 @dataclass
-class JudgeResult(CollectResult):
+class JudgeResult(StageResult):
     """What a judge run did, over all judges (the same counters as collect's, of judgments)."""
 
-    def __str__(self) -> str:
-        gave_up = f", {self.exhausted} not asked again (limits.max_attempts reached)" if self.exhausted else ""
-        return (f"judge: {self.planned} judgments planned, {self.skipped} already done, {self.done} new, "
-                f"{self.failed} failed{gave_up}, {self.calls} model calls, {self.wall_s:.1f}s")
+    stage: ClassVar[str] = "judge"
+    noun: ClassVar[str] = "judgments"
 
 
-def load_judges(run, only=None) -> list[Judge]:
+def load_judges(run: RunInputs, only: str | Iterable[str] | None = None) -> list[Judge]:
     """Return the run's judges with their rubrics loaded (``only``: judge ids to keep)."""
     entries = run.sweep.judges
     if only:
@@ -54,7 +69,7 @@ def _question(c: Candidate) -> str:
 def items_for(judge: Judge, scenarios: list[Scenario], candidates: list[Candidate],
               owns_dataset: bool = True) -> list[Item]:
     """Return the items ``judge`` grades in this run (dataset pairs only where ``owns_dataset``)."""
-    if judge.mode == "pairwise":
+    if judge.grader.compares:
         return _pair_items(judge, scenarios, candidates, owns_dataset)
     by_scenario = {s.id: s for s in scenarios}
     return [Item(by_scenario[c.scenario_id], _question(c), (c.output or "",), (c.id,))
@@ -72,15 +87,14 @@ def _pair_items(judge: Judge, scenarios: list[Scenario], candidates: list[Candid
         raise ParamsError(f"judge {judge.entry.id} is pairwise but names no baseline cell "
                           f"(baseline: model_id/prompt_id@version) and the scenarios hold no response_A/response_B")
     by_scenario = {s.id: s for s in scenarios}
-    key = lambda c: f"{c.model_id}/{c.prompt_id}@{c.prompt_version}"  # noqa: E731
-    base = {(c.scenario_id, c.sample): c for c in candidates if key(c) == base_key}
+    base = {(c.scenario_id, c.sample): c for c in candidates if c.cell == base_key}
     return [Item(by_scenario[c.scenario_id], _question(c), (c.output or "", b.output or ""), (c.id, b.id))
-            for c in candidates if key(c) != base_key and c.scenario_id in by_scenario
+            for c in candidates if c.cell != base_key and c.scenario_id in by_scenario
             and (b := base.get((c.scenario_id, c.sample))) is not None]
 
 
-def next_attempts(judge: Judge, items: list[Item], done: set[str], tries: dict[str, int], max_attempts: int,
-                  settled: set[str] | frozenset[str] = frozenset()) -> tuple[list[Item], list[Item]]:
+def next_attempts(judge: Judge, items: list[Item], done: Set[str], tries: dict[str, int], max_attempts: int,
+                  settled: Set[str] = frozenset()) -> tuple[list[Item], list[Item]]:
     """Return (items to grade now, each with its attempt number; items left failed after ``max_attempts``).
 
     Items whose every judgment succeeded are neither, nor are items whose open judgments are
@@ -97,7 +111,13 @@ def next_attempts(judge: Judge, items: list[Item], done: set[str], tries: dict[s
     return pending, exhausted
 
 
-async def judge_stage(run, llm: LLM, judges: list[Judge], *, shard: str | None = None,
+def owns_dataset(run: RunInputs) -> bool:
+    """Return True if this execution judges the dataset pairs: the one with the grid's first cell (or no grid)."""
+    every = run.sweep.cells()
+    return not every or every[0].key in {c.key for c in run.cells}
+
+
+async def judge_stage(run: RunInputs, llm: LLM, judges: list[Judge], *, shard: str | None = None,
                       progress: str = "auto", failed_since: str | None = None) -> JudgeResult:
     """Grade every pending item of every judge; return what was done.
 
@@ -109,15 +129,14 @@ async def judge_stage(run, llm: LLM, judges: list[Judge], *, shard: str | None =
     store.ensure_writable()
     candidates = [c for c in RunStore(run.dir).latest(Candidate).values() if c.ok]
     cell_keys = {c.key for c in run.cells} | {j.entry.baseline for j in judges if j.entry.baseline}
-    candidates = [c for c in candidates if f"{c.model_id}/{c.prompt_id}@{c.prompt_version}" in cell_keys]
-    every = run.sweep.cells()  # dataset pairs are judged by one execution: the one with the grid's first cell
-    owns_dataset = not every or every[0].key in {c.key for c in run.cells}
+    candidates = [c for c in candidates if c.cell in cell_keys]
+    mine = owns_dataset(run)
     done = store.done_ids(Judgment)
     tries = store.attempts(Judgment)
     settled = failed_after(store, failed_since)
     result, work = JudgeResult(), []
     for judge in judges:
-        items = items_for(judge, run.scenarios, candidates, owns_dataset)
+        items = items_for(judge, run.scenarios, candidates, mine)
         pending, exhausted = next_attempts(judge, items, done, tries, run.sweep.limits.max_attempts, settled)
         per_item = len(judge.judgment_ids(items[0])) if items else 1
         result.planned += len(items) * per_item
@@ -135,8 +154,8 @@ async def judge_stage(run, llm: LLM, judges: list[Judge], *, shard: str | None =
 
     async def all_judges() -> None:
         try:
-            await asyncio.gather(*(run_judge(j, items, llm, emit, seed=run.sweep.seed, done=done, halt=writer.halt)
-                                   for j, items, _n in work))
+            await asyncio.gather(*(grade_items(j, items, llm, emit, seed=run.sweep.seed, done=done,
+                                               halt=writer.halt) for j, items, _n in work))
         finally:
             writer.stop()
 
@@ -150,89 +169,6 @@ async def judge_stage(run, llm: LLM, judges: list[Judge], *, shard: str | None =
     return result
 
 
-class JudgeStream:
-    """Judges candidates as collect produces them (the pipelined sweep): one event loop, one cap.
-
-    Single-item modes grade a candidate as soon as it arrives; batch mode grades every k
-    arrivals; pairwise against a baseline waits for both answers of a scenario. ``drain``
-    grades what is left (partial batches) and waits for everything in flight. Once ``halt``
-    (the stage's ``store.Halt``) is set by a failed write, nothing new is started. ``planned(judge_id, n)``
-    is told of the ``n`` judgments each new candidate adds (a progress bar whose total grows).
-    """
-
-    def __init__(self, run, llm: LLM, judges: list[Judge], emit, done: set[str], halt=None, planned=None):
-        self.run, self.llm, self.judges, self.emit, self.done = run, llm, judges, emit, done
-        self.halt, self.planned = halt, planned
-        self.by_scenario = {s.id: s for s in run.scenarios}
-        self.tasks: set[asyncio.Task] = set()
-        self.batches: dict[str, list[Item]] = {j.entry.id: [] for j in judges}
-        self.waiting: dict[tuple, dict[str, Candidate]] = {}
-
-    def feed(self, cand: Candidate) -> None:
-        """Take one new successful candidate and start whatever grading it completes."""
-        if self.halt:  # a write failed: no new call (the candidate is kept; a resume grades it)
-            return
-        for judge in self.judges:
-            for item in self._ready_items(judge, cand):
-                todo = [i for i in judge.judgment_ids(item) if i not in self.done]
-                if not todo:
-                    continue
-                if self.planned is not None:
-                    self.planned(judge.entry.id, len(todo))
-                if judge.mode == "batch":
-                    self._add_to_batch(judge, item)
-                else:
-                    self._spawn(run_judge(judge, [item], self.llm, self.emit, seed=self.run.sweep.seed,
-                                          done=self.done, halt=self.halt))
-
-    def _ready_items(self, judge: Judge, cand: Candidate) -> list[Item]:
-        if judge.mode != "pairwise":
-            return items_for(judge, self.run.scenarios, [cand])
-        if not judge.entry.baseline:
-            return []  # dataset pairs are judged from the scenarios after collect
-        slot = self.waiting.setdefault((judge.entry.id, cand.scenario_id, cand.sample), {})
-        slot[f"{cand.model_id}/{cand.prompt_id}@{cand.prompt_version}"] = cand
-        if judge.entry.baseline not in slot:
-            return []
-        if f"{cand.model_id}/{cand.prompt_id}@{cand.prompt_version}" == judge.entry.baseline:
-            return items_for(judge, self.run.scenarios, list(slot.values()))
-        return items_for(judge, self.run.scenarios, [cand, slot[judge.entry.baseline]])
-
-    def _add_to_batch(self, judge: Judge, item: Item) -> None:
-        batch = self.batches[judge.entry.id]
-        batch.append(item)
-        if len(batch) >= max(1, judge.entry.batch_size):
-            self.batches[judge.entry.id] = []
-            self._spawn(run_judge(judge, batch, self.llm, self.emit, seed=self.run.sweep.seed, halt=self.halt))
-
-    def _spawn(self, coro) -> None:
-        task = asyncio.ensure_future(coro)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-
-    async def drain(self) -> None:
-        """Grade partial batches and wait for every grading started so far."""
-        for judge in self.judges:
-            rest, self.batches[judge.entry.id] = self.batches[judge.entry.id], []
-            if rest and not self.halt:
-                self._spawn(run_judge(judge, rest, self.llm, self.emit, seed=self.run.sweep.seed, halt=self.halt))
-        while self.tasks:
-            await asyncio.gather(*list(self.tasks))
-
-    async def settle(self, cancel: bool) -> None:
-        """Wait for (or, if ``cancel``, cancel) every grading still running, so none outlives the HTTP session.
-
-        Called when the stage stops early: after a failed write, gradings in flight finish
-        (they are paid; their judgments are kept); after another error they are cancelled.
-        """
-        while self.tasks:
-            tasks = list(self.tasks)
-            if cancel:
-                for task in tasks:
-                    task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-
 def failed_after(store: RunStore, since: str | None) -> set[str]:
     """Return the ids of judgments that failed at or after ``since`` and never succeeded (none if None)."""
     if since is None:
@@ -240,41 +176,39 @@ def failed_after(store: RunStore, since: str | None) -> set[str]:
     return {i for i, r in store.failed(Judgment).items() if r.created_at >= since}
 
 
-def judgment_counts(run, judges: list[Judge] | None = None) -> tuple[int, int]:
+def judgment_counts(run: RunInputs, judges: list[Judge] | None = None) -> tuple[int, int]:
     """Return (judgments saved, judgments planned) of the run's cells by its judges (or by ``judges``).
 
     The planned count includes the answers not collected yet (one judgment per planned answer;
     two, one per order, per pair against a baseline), so it does not move as answers arrive.
     """
-    from bench.collect import plan  # noqa: PLC0415
-
     judges = load_judges(run) if judges is None else judges
     store = RunStore(run.dir)
     done = store.done_ids(Judgment)
     every = run.sweep.cells()
     mine = {c.key for c in run.cells}
-    owns_dataset = not every or every[0].key in mine
+    dataset = owns_dataset(run)
     work = plan(run.sweep, run.scenarios, run.cells)
-    key = lambda c: f"{c.model_id}/{c.prompt_id}@{c.prompt_version}"  # noqa: E731
     ok = [c for c in store.latest(Candidate).values() if c.ok]
     saved = planned = 0
     for judge in judges:
-        base = judge.entry.baseline if judge.mode == "pairwise" else None
-        candidates = [c for c in ok if key(c) in mine or (base and key(c) == base)]
-        items = items_for(judge, run.scenarios, candidates, owns_dataset)
+        compares, orders = judge.grader.compares, len(judge.grader.orders)
+        base = judge.entry.baseline if compares else None
+        candidates = [c for c in ok if c.cell in mine or (base and c.cell == base)]
+        items = items_for(judge, run.scenarios, candidates, dataset)
         saved += sum(i in done for item in items for i in judge.judgment_ids(item))
-        if judge.mode == "pairwise" and not base:  # dataset pairs: known up front
-            planned += 2 * len(items)
+        if compares and not base:  # dataset pairs: known up front
+            planned += orders * len(items)
         elif base:
             baseline = [c for c in every if c.key == base]
             slots = {(it.scenario.id, it.sample) for it in plan(run.sweep, run.scenarios, baseline)}
-            planned += 2 * sum(it.cell.key != base and (it.scenario.id, it.sample) in slots for it in work)
+            planned += orders * sum(it.cell.key != base and (it.scenario.id, it.sample) in slots for it in work)
         else:
             planned += len(work)
     return saved, planned
 
 
-def pending_judgments(run, failed_since: str | None = None) -> int:
+def pending_judgments(run: RunInputs, failed_since: str | None = None) -> int:
     """Return how many items some judge of the run has not graded successfully yet (0: nothing to do)."""
     judges = load_judges(run)
     store = RunStore(run.dir)

@@ -10,29 +10,29 @@ by content; usage, latency and cost (None when unknown) on every answer.
 OpenAI-compatible endpoints (OpenAI, OpenRouter, vLLM, llama.cpp, Ollama's /v1, the
 embedded model) take the "direct" transport: LiteLLM resolves the route and translates
 params once, then each request is one aiohttp POST. Other providers go through
-``litellm.acompletion``. See README "The LLM seam" for the measured effect.
+``litellm.acompletion``. See README "The LLM seam" for the measured effect. A ``dry/<name>``
+model is answered in-process (``bench.models.dry``) through the same cache, caps and usage.
+The wire itself (sending, parsing replies, classifying errors) is ``bench.models._transport``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
-import json
 import random
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.models.local import manager as local
-from bench.models.cache import ResponseCache, request_key
 from bench.core.errors import LocalModelError, ProviderError
-from bench.models.ratelimit import Limiter, estimate_tokens, limiter_for, limits_of
 from bench.core.records import Usage, canonical_json
-from bench.models.routing import ModelSpec, Route, body_params, price_per_token, resolve
-from bench.core.secrets import load_env, redact
-
-RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529}
+from bench.core.secrets import load_env
+from bench.models import dry, local
+from bench.models._transport import Reply, client_timeout, open_session, send_direct, send_litellm
+from bench.models.cache import ResponseCache, request_key
+from bench.models.limits import Limits
+from bench.models.ratelimit import Limiter, estimate_tokens, limiter_for, limits_of
+from bench.models.routing import ModelSpec, Route, body_params, cost_usd, resolve
 
 
 @dataclass(frozen=True)
@@ -43,19 +43,6 @@ class Completion:
     usage: Usage
     raw: dict[str, Any] | None = None  # the parsed provider body (direct transport), for audits
     key: str | None = None  # the request's cache key (``LLM.keep`` stores a checked reply under it)
-
-
-@dataclass
-class Limits:
-    """Knobs of the seam. Defaults suit a hosted API; tests shrink the backoff."""
-
-    max_concurrency: int = 16  # requests in flight for the whole process
-    timeout_s: float = 60.0  # per attempt
-    retries: int = 4  # extra attempts after the first, for retryable failures only
-    backoff_s: float = 0.5  # first backoff; doubles per attempt, with jitter
-    backoff_max_s: float = 30.0
-    retry_budget_s: float = 300.0  # never keep retrying one request longer than this
-    rate_window_s: float = 60.0  # the window of a model's `rpm` cap
 
 
 @dataclass
@@ -117,7 +104,8 @@ class LLM:
         with self._in_flight(key) as done:
             if self.journal is not None:  # bench.core.journal: the key is journaled once the request is sent
                 self.journal.arm(key)
-            text, usage, raw = await self._with_retries(route, body, timeout_s or self.limits.timeout_s, allow_empty)
+            text, usage, raw = await self._with_retries(route, body, timeout_s or self.limits.timeout_s,
+                                                        allow_empty, key)
             text = storable(text)
             usage.update(calls=usage["attempts"], cache_hits=0)
             done.set_result((text, usage))
@@ -195,13 +183,12 @@ class LLM:
         return entry[1]
 
     # -- retries ------------------------------------------------------------------------
-    async def _with_retries(self, route: Route, body: dict, timeout_s: float,
-                            allow_empty: bool) -> tuple[str, dict[str, Any], dict | None]:
+    async def _with_retries(self, route: Route, body: dict, timeout_s: float, allow_empty: bool, key: str) -> Reply:
         lim = self.limits
         start = time.monotonic()
         for attempt in range(lim.retries + 1):
             try:
-                text, usage, raw = await self._attempt(route, body, timeout_s)
+                text, usage, raw = await self._attempt(route, body, timeout_s, key)
                 if not text and not allow_empty:
                     raise ProviderError(f"{route.spec.model} returned empty content "
                                         f"(finish_reason={usage['finish_reason']})", kind="empty", retryable=True)
@@ -221,28 +208,27 @@ class LLM:
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
-    async def _attempt(self, route: Route, body: dict, timeout_s: float) -> tuple[str, dict[str, Any], dict | None]:
+    async def _attempt(self, route: Route, body: dict, timeout_s: float, key: str) -> Reply:
         st = self._state()
         spec = route.spec
         if not (spec.max_concurrency or spec.rpm or spec.tpm):
-            return await self._send_capped(st, route, body, timeout_s)
-        key, caps = limits_of(spec)  # type: ignore[misc]
+            return await self._send_capped(st, route, body, timeout_s, key)
+        endpoint, caps = limits_of(spec)  # type: ignore[misc]
         limiter = st.limiter
         if limiter is None:  # in-process counters, or the sweep's lease server (BENCH_LIMITS_ADDRESS)
             limiter = st.limiter = limiter_for(self.limits.rate_window_s)
         # the model's own caps first, so waiting never holds a global slot
-        lease = await limiter.acquire(key, caps, estimate_tokens(body) if caps.tpm else 0)
+        lease = await limiter.acquire(endpoint, caps, estimate_tokens(body) if caps.tpm else 0)
         tokens = None
         try:
-            text, usage, raw = await self._send_capped(st, route, body, timeout_s)
+            text, usage, raw = await self._send_capped(st, route, body, timeout_s, key)
             if usage.get("prompt_tokens") is not None and usage.get("completion_tokens") is not None:
                 tokens = usage["prompt_tokens"] + usage["completion_tokens"]  # the estimate, corrected
             return text, usage, raw
         finally:
             limiter.release(lease, tokens)
 
-    async def _send_capped(self, st: _LoopState, route: Route, body: dict,
-                           timeout_s: float) -> tuple[str, dict[str, Any], dict | None]:
+    async def _send_capped(self, st: _LoopState, route: Route, body: dict, timeout_s: float, key: str) -> Reply:
         async with st.sem:
             st.in_flight += 1
             st.peak = max(st.peak, st.in_flight)
@@ -252,50 +238,33 @@ class LLM:
             t0 = time.perf_counter()
             try:
                 if route.transport == "direct":
-                    text, usage, raw = await self._send_direct(st, route, body, timeout_s)
+                    text, usage, raw = await send_direct(self._session(st, route), route, body, timeout_s,
+                                                         self._reached, self._timeout(timeout_s))
+                elif route.transport == "dry":
+                    text, usage, raw = dry.answer(body, seed=key)  # in-process: the request key seeds the reply
                 else:
-                    text, usage, raw = await _send_litellm(route, body, timeout_s)
+                    text, usage, raw = await send_litellm(route, body, timeout_s)
             finally:
                 st.in_flight -= 1
         usage["latency_s"] = round(time.perf_counter() - t0, 4)
-        usage["cost_usd"] = _cost(route, usage)
+        usage["cost_usd"] = cost_usd(route, usage)
         usage["cached"] = False
         return text, usage, raw
 
-    # -- transports ---------------------------------------------------------------------
-    async def _send_direct(self, st: _LoopState, route: Route, body: dict, timeout_s: float):
-        import aiohttp  # noqa: PLC0415 (kept out of `import bench`)
-
+    # -- HTTP sessions ------------------------------------------------------------------
+    def _session(self, st: _LoopState, route: Route) -> Any:
+        """Return the aiohttp session of ``route`` on this loop (one per route: its headers and timeout)."""
         session = st.sessions.get(id(route))
-        if session is None:  # per route: its headers (the key, read once, kept in memory only) and timeout
-            # live on the session, since merging headers and arming timers per request costs throughput
-            session = st.sessions[id(route)] = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
-                timeout=aiohttp.ClientTimeout(total=self.limits.timeout_s),
-                headers={"Content-Type": "application/json",
-                         "Authorization": f"Bearer {route.api_key() or 'not-needed'}"})
-        extra = {}
-        if timeout_s != self.limits.timeout_s:  # e.g. a judge batch, whose timeout scales with its size
-            extra["timeout"] = self._timeouts.get(timeout_s) or self._timeouts.setdefault(
-                timeout_s, aiohttp.ClientTimeout(total=timeout_s))
-        try:
-            async with session.post(f"{route.api_base}/chat/completions", data=json.dumps(body).encode(),
-                                    **extra) as resp:
-                payload = await resp.read()
-                status, retry_after = resp.status, resp.headers.get("Retry-After")
-        except asyncio.TimeoutError:
-            raise ProviderError(f"{route.spec.model} at {route.api_base}: no answer within {timeout_s:g} s",
-                                kind="timeout", retryable=True) from None
-        except aiohttp.ClientConnectorError as exc:
-            reached = route.api_base in self._reached  # a server that answered before may be restarting
-            raise ProviderError(f"cannot connect to {route.api_base} for {route.spec.model}: {exc.os_error}; "
-                                f"is the server running and the api_base right?", kind="connection",
-                                retryable=reached) from None
-        except aiohttp.ClientError as exc:
-            raise ProviderError(f"{route.spec.model} at {route.api_base}: connection dropped "
-                                f"({type(exc).__name__}: {exc})", kind="connection", retryable=True) from None
-        self._reached.add(route.api_base)
-        return _parse_openai(route, status, payload, retry_after)
+        if session is None:
+            session = st.sessions[id(route)] = open_session(route, self.limits.timeout_s)
+        return session
+
+    def _timeout(self, timeout_s: float) -> Any:
+        """Return None for the session's own timeout, else a per-request one (memoized per value)."""
+        if timeout_s == self.limits.timeout_s:
+            return None
+        # e.g. a judge batch, whose timeout scales with its size
+        return self._timeouts.get(timeout_s) or self._timeouts.setdefault(timeout_s, client_timeout(timeout_s))
 
 
 def _sample_key(sample: int, attempt: int) -> str | int:
@@ -336,94 +305,6 @@ def _settings(route: Route, merged: dict, params: dict | None, response_format: 
     if route.base_settings is None:
         route.base_settings = canonical_json(merged) + "\x1f" + canonical_json(None)
     return route.base_settings
-
-
-def _parse_openai(route: Route, status: int, payload: bytes, retry_after: str | None):
-    """Turn an OpenAI-format HTTP reply into (text, usage dict, body) or a ProviderError."""
-    if status != 200:
-        raise _http_error(route, status, payload, retry_after)
-    try:
-        data = json.loads(payload)
-        choice = data["choices"][0]
-        text = choice["message"].get("content") or ""
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-        snippet = redact(payload[:4096].decode("utf-8", "replace"))[:120]  # redacted before the cut: no half key
-        raise ProviderError(f"{route.spec.model}: malformed reply body ({snippet!r})",
-                            kind="malformed", retryable=True) from None
-    u = data.get("usage") or {}
-    usage = {"prompt_tokens": u.get("prompt_tokens"), "completion_tokens": u.get("completion_tokens"),
-             "finish_reason": choice.get("finish_reason")}
-    return text, usage, data
-
-
-def _http_error(route: Route, status: int, payload: bytes, retry_after: str | None) -> ProviderError:
-    """Classify a non-200 reply: retryable (429, 5xx, …) or final (400, 401, 403, 404, …)."""
-    try:
-        detail = redact(str(json.loads(payload)["error"]["message"]))  # a gateway may echo the Authorization header
-    except (ValueError, KeyError, TypeError):
-        detail = redact(payload[:4096].decode("utf-8", "replace"))[:200]  # redacted before the cut: no half key
-    kinds = {400: "bad_request", 401: "auth", 403: "auth", 404: "not_found", 429: "rate_limit"}
-    kind = kinds.get(status, "server" if status >= 500 else "http")
-    hint = {"auth": "; check the key variable", "not_found": "; check the model name and api_base"}.get(kind, "")
-    return ProviderError(f"{route.spec.model} at {route.api_base}: HTTP {status}: {detail}{hint}",
-                         kind=kind, status=status, retryable=status in RETRYABLE_STATUS,
-                         retry_after=_parse_retry_after(retry_after))
-
-
-def _parse_retry_after(value: str | None) -> float | None:
-    """Return Retry-After in seconds (numeric or HTTP-date form), or None."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        when = email.utils.parsedate_to_datetime(value)
-        return max(0.0, when.timestamp() - time.time()) if when else None
-
-
-def _cost(route: Route, usage: dict[str, Any]) -> float | None:
-    """Return the USD cost of one answer, or None when the price or the token counts are unknown."""
-    price = price_per_token(route)
-    if price is None or usage.get("prompt_tokens") is None or usage.get("completion_tokens") is None:
-        return None
-    return price[0] * usage["prompt_tokens"] + price[1] * usage["completion_tokens"]
-
-
-async def _send_litellm(route: Route, body: dict, timeout_s: float):
-    """Send one request through ``litellm.acompletion`` (non-OpenAI wire formats)."""
-    from bench.models._litellm import litellm  # noqa: PLC0415
-
-    lm = litellm()
-    kwargs = {k: v for k, v in body.items() if k not in ("model", "messages")}
-    try:
-        resp = await lm.acompletion(model=route.spec.model, messages=body["messages"], api_base=route.api_base
-                                    if route.spec.api_base else None, api_key=route.api_key() or ("not-needed" if route.spec.api_base else None),
-                                    timeout=timeout_s, num_retries=0, **kwargs)
-    except Exception as exc:  # LiteLLM maps every provider error onto OpenAI's exception classes
-        raise _litellm_error(route, exc) from None
-    choice = resp.choices[0]
-    u = getattr(resp, "usage", None)
-    usage = {"prompt_tokens": getattr(u, "prompt_tokens", None),
-             "completion_tokens": getattr(u, "completion_tokens", None),
-             "finish_reason": getattr(choice, "finish_reason", None)}
-    return choice.message.content or "", usage, None
-
-
-def _litellm_error(route: Route, exc: Exception) -> ProviderError:
-    """Classify a LiteLLM exception by its HTTP status (timeouts and connection errors retry)."""
-    status = getattr(exc, "status_code", None)
-    name = type(exc).__name__
-    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
-    text = redact(str(exc))  # LiteLLM copies the provider's error body, which may echo the key
-    msg = f"{route.spec.model}: {name}: {text.splitlines()[0][:300] if text else ''}"
-    if "Timeout" in name:
-        return ProviderError(msg, kind="timeout", status=status, retryable=True)
-    if "APIConnectionError" in name and status in (None, 500):
-        return ProviderError(msg, kind="connection", status=status, retryable=True)
-    kinds = {400: "bad_request", 401: "auth", 403: "auth", 404: "not_found", 429: "rate_limit"}
-    kind = kinds.get(status or 0, "server" if (status or 0) >= 500 else "http")
-    return ProviderError(msg, kind=kind, status=status, retryable=status in RETRYABLE_STATUS,
-                         retry_after=_parse_retry_after(headers.get("retry-after") if headers else None))
 
 
 # -- the process-wide default client ------------------------------------------------------

@@ -10,13 +10,16 @@ merged into the request body as given (``bench.models.routing.body_params``).
 OpenAI-compatible servers reached through an ``api_base`` (``openai/…``, ``hosted_vllm/…``)
 are checked against OpenAI's chat params, which is what LiteLLM lists for them, without
 importing LiteLLM (seconds per kernel); the embedded llama.cpp model also takes llama.cpp's
-sampling params.
+sampling params. A dry model (``dry/<name>``) takes any params: it stands in for every provider.
 """
 
 from __future__ import annotations
 
 import difflib
 from typing import Any
+
+from bench.models import dry
+from bench.models._litellm import litellm
 
 PASS_THROUGH = "extra_body"
 
@@ -39,12 +42,12 @@ SELF_HOSTED = ("openai/", "hosted_vllm/")
 
 def supported_params(model: str, api_base: str | None) -> frozenset[str] | None:
     """Return the params ``model`` accepts, or None when nobody can say (then nothing is refused)."""
+    if dry.is_dry(model):
+        return None  # a dry model stands in for any provider: the real one's check runs without --dry-run
     if model.startswith("local/"):
         return OPENAI_CHAT | LLAMA_CPP
     if api_base and model.startswith(SELF_HOSTED):
         return OPENAI_CHAT
-    from bench.models._litellm import litellm  # noqa: PLC0415 (heavy: only for models routed through LiteLLM)
-
     lm = litellm()
     try:
         _name, provider, _key, _base = lm.get_llm_provider(model, api_base=api_base)

@@ -2,7 +2,8 @@
 
 It resolves each model string, checks that each needed key is in the environment (or
 ``.env``) and that each explicit ``api_base`` answers, and raises one PreflightError
-listing everything that is wrong. Nothing is sent to a model, so nothing is spent.
+listing everything that is wrong. Nothing is sent to a model, so nothing is spent. A dry model
+(``dry/<name>``) always passes, without probing anything.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ import urllib.request
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
-from bench.models.local import manager as local
-from bench.models._litellm import litellm
 from bench.core.errors import LocalModelError, PreflightError
-from bench.models.routing import ModelSpec, resolve
 from bench.core.secrets import load_env
+from bench.models import dry, local
+from bench.models._litellm import litellm
+from bench.models.routing import ModelSpec, resolve
 
 
 def preflight(specs: Iterable[ModelSpec], *, probe_timeout_s: float = 3.0) -> None:
@@ -32,7 +33,7 @@ def preflight(specs: Iterable[ModelSpec], *, probe_timeout_s: float = 3.0) -> No
     problems: list[str] = []
     for spec in specs:
         problems.extend(_check_model(spec))
-    bases = sorted({s.api_base.rstrip("/") for s in specs if s.api_base})
+    bases = sorted({s.api_base.rstrip("/") for s in specs if s.api_base and not dry.is_dry(s.model)})
     with ThreadPoolExecutor(max_workers=min(8, len(bases) or 1)) as pool:
         served: dict[str, set[str]] = {}
         for base, (problem, listed) in zip(bases, pool.map(lambda b: _probe(b, probe_timeout_s), bases)):
@@ -67,6 +68,8 @@ def _unknown_models(specs: list[ModelSpec], served: dict[str, set[str]]) -> list
 
 def _check_model(spec: ModelSpec) -> list[str]:
     """Return the problems of one model: unknown string, missing package or key."""
+    if dry.is_dry(spec.model):
+        return []  # answered in-process: nothing to install, no key, no endpoint
     if local.is_local(spec.model):
         return _check_local(spec)
     try:

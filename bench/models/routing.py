@@ -4,7 +4,8 @@ LiteLLM stays the authority on model strings, providers, keys and provider-speci
 parameter translation; what this module adds is memoization, so the per-request cost of
 an OpenAI-compatible call is one JSON body and one HTTP round trip (the "direct"
 transport). Providers whose wire format is not OpenAI's go through
-``litellm.acompletion`` (the "litellm" transport).
+``litellm.acompletion`` (the "litellm" transport); ``dry/<name>`` is answered in-process
+(the "dry" transport, ``bench.models.dry``).
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from bench.models.local import manager as local
-from bench.models._litellm import litellm
 from bench.core.errors import PreflightError
 from bench.core.secrets import add_secret, note_endpoint
+from bench.models import dry, local
+from bench.models._litellm import litellm
 
 Transport = Literal["auto", "direct", "litellm"]
 
@@ -70,7 +71,7 @@ class Route:
     """A resolved model: which transport, where, with which ready-made body params."""
 
     spec: ModelSpec
-    transport: Literal["direct", "litellm"]
+    transport: Literal["direct", "litellm", "dry"]
     provider: str
     served_model: str  # the "model" field sent on the wire (direct) or to LiteLLM
     api_base: str | None
@@ -93,6 +94,8 @@ class Route:
 def resolve(spec: ModelSpec) -> Route:
     """Return the Route for ``spec``; raise PreflightError for a model string nobody knows."""
     note_endpoint(spec.api_base, spec.api_key_env)  # its key variable and api_base credentials: never written
+    if dry.is_dry(spec.model):  # answered in-process: no endpoint, no key
+        return Route(spec, "dry", "dry", spec.model.removeprefix(dry.DRY_PREFIX), None, identity="dry", key_env=None)
     if local.is_local(spec.model):
         # The weights' identity (name, size, package version), never the port: the cache survives restarts.
         return Route(spec, "direct", "local", spec.model.removeprefix(local.LOCAL_PREFIX), None,
@@ -132,7 +135,7 @@ def body_params(route: Route, params: dict[str, Any], response_format: dict | No
         return hit
     params = dict(params)
     passed = params.pop("extra_body", None) or {}  # provider-specific fields, sent as given (bench.models.genparams)
-    if route.is_local or route.self_hosted:
+    if route.is_local or route.self_hosted or route.transport == "dry":
         out = dict(params)
         if response_format is not None:
             out["response_format"] = (local.llama_response_format(response_format) if route.is_local
@@ -156,9 +159,11 @@ def body_params(route: Route, params: dict[str, Any], response_format: dict | No
 def price_per_token(route: Route) -> tuple[float, float] | None:
     """Return (input, output) USD per token, or None when the price is unknown.
 
-    A declared ``price`` wins. A self-hosted endpoint (explicit api_base) is unknown unless
+    A dry model is free; otherwise a declared ``price`` wins. A self-hosted endpoint (explicit api_base) is unknown unless
     declared, because a model name there says nothing about what it costs.
     """
+    if route.transport == "dry":
+        return 0.0, 0.0  # a dry run costs nothing, whatever price the model it stands in for declares
     if route.spec.price is not None:
         return route.spec.price[0] / 1e6, route.spec.price[1] / 1e6
     if route.is_local or route.spec.api_base:
@@ -169,3 +174,11 @@ def price_per_token(route: Route) -> tuple[float, float] | None:
         if entry and entry.get("input_cost_per_token") is not None:
             return float(entry["input_cost_per_token"]), float(entry.get("output_cost_per_token") or 0.0)
     return None
+
+
+def cost_usd(route: Route, usage: dict[str, Any]) -> float | None:
+    """Return the USD cost of one answer, or None when the price or the token counts are unknown."""
+    price = price_per_token(route)
+    if price is None or usage.get("prompt_tokens") is None or usage.get("completion_tokens") is None:
+        return None
+    return price[0] * usage["prompt_tokens"] + price[1] * usage["completion_tokens"]

@@ -1,1 +1,33 @@
-"""bench.report."""
+"""The report of a run, the layer above analysis: an HTML file and what the analysis notebook displays.
+
+:func:`render_report` (`bench report`) executes ``notebooks/03_analyze.ipynb`` against a run folder and
+writes it, code hidden, as one self-contained HTML file (:mod:`bench.report.render`). The notebook
+displays through :mod:`bench.report.display` (escaped tables and text, plotly.js inline once) and draws
+with :mod:`bench.report.figures` (plotly figures of :class:`bench.analysis.Summary` tables).
+
+``import bench.report`` imports neither plotly nor polars: the figures are imported on first use.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+from bench.report.display import (CLIP_CHARS, figure, fmt, heading, note, number, setup, table, table_html,
+                                  visible)
+from bench.report.render import NOTEBOOK, render_report, screenshot, shown_outputs, to_html
+
+_FIGURES = ("agreement_matrix", "cost_quality", "criteria_heatmap", "leaderboard_figure", "ratings_figure",
+            "score_distributions", "win_rate_matrix")  # bench.report.figures imports plotly and polars (~1 s)
+
+__all__ = [
+    "CLIP_CHARS", "NOTEBOOK", "agreement_matrix", "cost_quality", "criteria_heatmap", "figure", "fmt", "heading",
+    "leaderboard_figure", "note", "number", "ratings_figure", "render_report", "score_distributions", "screenshot",
+    "setup", "shown_outputs", "table", "table_html", "to_html", "visible", "win_rate_matrix",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _FIGURES:
+        raise AttributeError(f"module 'bench.report' has no attribute {name!r}")
+    return getattr(import_module("bench.report.figures"), name)

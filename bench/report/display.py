@@ -26,14 +26,14 @@ p.bench-note{color:#555;font-size:13px;margin:4px 0 10px;overflow-wrap:anywhere}
 
 
 def _display(bundle: dict[str, Any]) -> None:
-    from IPython.display import display  # noqa: PLC0415
+    from IPython.display import display  # noqa: PLC0415 (IPython: only inside a notebook kernel)
 
     display(bundle, raw=True)
 
 
 def setup() -> None:
     """Emit the report's CSS and plotly.js (inline, once): call in the notebook's first cell."""
-    from plotly.offline import get_plotlyjs  # noqa: PLC0415
+    from plotly.offline import get_plotlyjs  # noqa: PLC0415 (plotly: only the analysis notebook needs it)
 
     script = f'<script type="text/javascript">window.PlotlyConfig={{MathJaxConfig:"local"}};{get_plotlyjs()}</script>'
     _display({"text/html": CSS + script, "text/plain": ""})
@@ -107,7 +107,7 @@ def table_html(frame: Any, *, digits: int = 3, max_rows: int = 60) -> str:
     """Return a polars frame as an HTML table with every header and value escaped (text columns left-aligned),
     in its own horizontally scrolling box (the page never scrolls sideways). Columns ending in ``_usd`` read
     as dollars; a ``note`` column with no note in any row is left out."""
-    import polars as pl  # noqa: PLC0415
+    import polars as pl  # noqa: PLC0415 (polars: `import bench.report` stays light)
 
     if NOTE in frame.columns and frame[NOTE].null_count() == frame.height:
         frame = frame.drop(NOTE)

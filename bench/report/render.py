@@ -12,6 +12,7 @@ failed cell stops the rendering with an error instead of a traceback in the HTML
 from __future__ import annotations
 
 import html
+import os
 import re
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ from bench.core.errors import BenchError
 from bench.core.paths import project_root, reports_root
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore, atomic_write
+from bench.kernels import first_line, kernel_manager_class, prepare_driver
 
 NOTEBOOK = "03_analyze.ipynb"
 # nbconvert's templates load require.js and MathJax from a CDN; the report needs neither (plotly.js is
@@ -57,9 +59,7 @@ def _check_run(run: Path) -> None:
 
 
 def _execute(source: Path, executed: Path, params: dict[str, Any]) -> None:
-    import papermill as pm  # noqa: PLC0415
-
-    from bench.sweep import first_line, kernel_manager_class, prepare_driver  # noqa: PLC0415
+    import papermill as pm  # noqa: PLC0415 (2 s of imports: only `bench report` executes a notebook)
 
     prepare_driver()
     t0 = time.monotonic()
@@ -101,6 +101,7 @@ def _first_line_of(text: str) -> str:
 def to_html(notebook: str | Path, title: str) -> str:
     """Return an executed notebook as standalone HTML: code hidden, no external script, no stderr
     stream or error output (:func:`shown_outputs`; a failed cell raises BenchError instead)."""
+    # nbconvert: 1 s of imports, only when a report is rendered
     import nbformat  # noqa: PLC0415
     from nbconvert import HTMLExporter  # noqa: PLC0415
 
@@ -117,13 +118,11 @@ def screenshot(report: str | Path, png: str | Path, *, width: int = 1250, height
     Uses Playwright with the system's Chromium (``$BENCH_CHROMIUM``, default ``/usr/bin/chromium``;
     Debian: ``apt-get install chromium``); it never downloads a browser.
     """
-    import os  # noqa: PLC0415
-
     chromium = os.environ.get("BENCH_CHROMIUM", "/usr/bin/chromium")
     if not Path(chromium).exists():
         raise BenchError(f"{chromium} not found: install Chromium (Debian: apt-get install chromium) "
                          f"or set BENCH_CHROMIUM to its path")
-    from playwright.sync_api import sync_playwright  # noqa: PLC0415
+    from playwright.sync_api import sync_playwright  # noqa: PLC0415 (only `bench report --screenshot` needs it)
 
     png = Path(png)
     png.parent.mkdir(parents=True, exist_ok=True)

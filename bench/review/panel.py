@@ -12,6 +12,7 @@ import html
 from pathlib import Path
 from typing import Any
 
+from bench.core.errors import BenchError
 from bench.report.display import visible
 from bench.review.session import FILTERS, ReviewItem, ReviewSession
 
@@ -40,7 +41,7 @@ class ReviewPanel:
     """The widgets of one reviewer's session over a run folder; ``show()`` displays them."""
 
     def __init__(self, run_dir: str | Path, reviewer: str | None = None, filter: str = "disagreement"):
-        import ipywidgets as w  # noqa: PLC0415
+        import ipywidgets as w  # noqa: PLC0415 (only a notebook's panel needs widgets)
 
         self.session = ReviewSession(run_dir, reviewer)
         self.filter = w.Dropdown(options=[(v, k) for k, v in FILTERS.items()], value=filter, description="Show")
@@ -67,7 +68,7 @@ class ReviewPanel:
 
     @staticmethod
     def _button(label: str, cls: str, on_click: Any, style: str = "") -> Any:
-        import ipywidgets as w  # noqa: PLC0415
+        import ipywidgets as w  # noqa: PLC0415 (only a notebook's panel needs widgets)
 
         b = w.Button(description=label, button_style=style, layout=w.Layout(width="auto"))
         b.add_class(cls)
@@ -76,7 +77,7 @@ class ReviewPanel:
 
     def show(self) -> None:
         """Display the panel and install the keyboard shortcuts."""
-        from IPython.display import Javascript, display  # noqa: PLC0415
+        from IPython.display import Javascript, display  # noqa: PLC0415 (IPython: only inside a notebook kernel)
 
         display(self.box)
         display(Javascript(KEYS_JS))
@@ -111,7 +112,7 @@ class ReviewPanel:
         self._show_controls()
 
     def _judgment_label(self, j: Any) -> str:
-        return f"{j.judge_id} ({j.mode}, {j.rubric_id}@{j.rubric_version})"
+        return f"{j.judge_id} ({j.mode}, {j.rubric_key})"
 
     # -- the item --------------------------------------------------------------------------------------
     def _item_html(self, it: ReviewItem) -> str:
@@ -131,7 +132,7 @@ class ReviewPanel:
                 f"<th>rationale</th></tr>{''.join(rows)}</table>")
 
     def _show_controls(self) -> None:
-        import ipywidgets as w  # noqa: PLC0415
+        import ipywidgets as w  # noqa: PLC0415 (only a notebook's panel needs widgets)
 
         it, jid = self.item, self.judgment.value
         if it is None or jid is None:
@@ -170,8 +171,6 @@ class ReviewPanel:
 
     def save(self) -> None:
         """Write a Review of the selected judgment with the controls' values (the status line says what happened)."""
-        from bench.core.errors import BenchError  # noqa: PLC0415
-
         jid = self.judgment.value
         if jid is None:
             return

@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.config.rubrics import Rubric, run_rubric
 from bench.core.errors import BenchError
 from bench.core.paths import project_root
 from bench.core.records import Candidate, Judgment, Review, Scenario, utc_now
-from bench.config.rubrics import Rubric, run_rubric
 from bench.core.secrets import redact
 from bench.core.store import RunStore, atomic_write
+from bench.tracking.reviews import log_reviews
 
 FILTERS = {
     "disagreement": "judges disagree first",
@@ -191,7 +192,7 @@ class ReviewSession:
         """Validate and append a Review (and log it to MLflow when tracking is on); return it."""
         review = self.build_review(judgment_id, **kw)
         self.store.append([review])
-        _track(self.run_dir, [review])
+        log_reviews(self.run_dir, [review])
         self.reload()
         return review
 
@@ -269,7 +270,7 @@ class ReviewSession:
             raise BenchError(f"{path}: nothing applied; {len(problems)} problem(s):\n  " + "\n  ".join(problems))
         if reviews:
             self.store.append(reviews)
-            _track(self.run_dir, reviews)
+            log_reviews(self.run_dir, reviews)
             self.reload()
         return Applied(str(path), reviews, unchanged)
 
@@ -289,9 +290,9 @@ class ReviewSession:
         if too_long:
             return too_long, None
         j = self.judgments.get(str(jid))
-        if j is not None and e.get("rubric") != f"{j.rubric_id}@{j.rubric_version}":
+        if j is not None and e.get("rubric") != j.rubric_key:
             return [f"{where} ({jid}): rubric {e.get('rubric')!r} is not the judgment's "
-                    f"{j.rubric_id}@{j.rubric_version}; export again"], None
+                    f"{j.rubric_key}; export again"], None
         scores = r.get("scores")
         if scores is not None and not (isinstance(scores, dict) and all(
                 isinstance(v, (int, float)) and not isinstance(v, bool) for v in scores.values())):
@@ -359,7 +360,7 @@ def _text(cid: str, cands: dict[str, Candidate], scenario: Scenario | None) -> s
 
 def _entry(it: ReviewItem, j: Judgment, rubric: Rubric, latest: Review | None) -> dict[str, Any]:
     scale = {c.id: list(c.scale) for c in rubric.criteria}
-    return {"judgment_id": j.id, "judge": j.judge_id, "rubric": f"{j.rubric_id}@{j.rubric_version}",
+    return {"judgment_id": j.id, "judge": j.judge_id, "rubric": j.rubric_key,
             "mode": j.mode, "scale": scale or None, "labels": list(rubric.labels) if j.mode == "pairwise" else None,
             "scenario": it.scenario.fields if it.scenario else None, "answers": it.texts,
             "judge_scores": j.scores, "judge_verdict": j.verdict, "judge_rationale": j.rationale,
@@ -367,9 +368,3 @@ def _entry(it: ReviewItem, j: Judgment, rubric: Rubric, latest: Review | None) -
             "latest_review": latest.model_dump(include={"reviewer", "scores", "verdict", "note", "created_at"})
             if latest else None,
             "review": None}
-
-
-def _track(run_dir: Path, reviews: list[Review]) -> None:
-    from bench.tracking.runs import log_reviews  # noqa: PLC0415
-
-    log_reviews(run_dir, reviews)

@@ -1,1 +1,30 @@
-"""bench.tracking."""
+"""MLflow tracking of a run folder, the layer above analysis and report: what a team browses in MLflow's UI.
+
+:func:`track_run` (`bench track`, and the end of `bench sweep`) logs a parent MLflow run per sweep and
+a child run per cell with params, metrics and artifacts, each answer as a trace with the judges'
+scores as assessments; :func:`log_reviews` adds human reviews to those traces; :func:`serve`
+(`bench ui`) shows a run's store in MLflow's UI on loopback, offline. The store and what was logged
+there: :mod:`bench.tracking.mlflow_store`.
+
+``import bench.tracking`` imports neither mlflow nor polars: mlflow is imported where it is used, and
+:func:`track_run` (which computes the run's analysis on polars) is imported on first use.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+from bench.tracking.mlflow_store import STATE, tracking_uri
+from bench.tracking.reviews import log_reviews
+from bench.tracking.ui import find_store, serve
+
+_HEAVY = {"track_run": "bench.tracking.runs"}  # imports bench.analysis (polars, numpy: ~1 s)
+
+__all__ = ["STATE", "find_store", "log_reviews", "serve", "track_run", "tracking_uri"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HEAVY:
+        raise AttributeError(f"module 'bench.tracking' has no attribute {name!r}")
+    return getattr(import_module(_HEAVY[name]), name)

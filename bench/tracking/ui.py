@@ -3,7 +3,7 @@
 A bare ``mlflow ui`` imports LiteLLM, which downloads its model price map at import unless
 ``LITELLM_LOCAL_MODEL_COST_MAP=True``; without internet that download blocks and the server
 never listens. ``bench ui`` starts the same server with the variable set (bench's default, see
-bench.models._litellm; ``BENCH_ONLINE_PRICES=1`` opts out), binds it to 127.0.0.1 on a free port,
+bench._prices; ``BENCH_ONLINE_PRICES=1`` opts out), binds it to 127.0.0.1 on a free port,
 waits until it answers, prints its URL and stops it (and every process it started) on
 Ctrl-C, SIGTERM or SIGHUP.
 
@@ -23,9 +23,10 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from bench.models._litellm import use_local_prices
+from bench._prices import use_local_prices
 from bench.core.errors import BenchError
 from bench.core.paths import resolve, runs_root
+from bench.core.processes import die_with_parent
 from bench.core.secrets import redact
 
 READY_TIMEOUT_S = float(os.environ.get("BENCH_UI_TIMEOUT_S", "300"))  # a cold start on 2 busy cores takes ~20 s
@@ -104,16 +105,6 @@ def _stderr_fd() -> int | None:
         return None
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: ask Linux for SIGTERM when the parent dies (even by SIGKILL)."""
-    try:
-        import ctypes  # noqa: PLC0415
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except Exception:  # noqa: BLE001 (not Linux: Ctrl-C and SIGTERM still stop it)
-        pass
-
-
 def answers(url: str, timeout_s: float = 2.0) -> bool:
     """Return whether ``url`` answers HTTP 200."""
     try:
@@ -166,7 +157,7 @@ def serve(run: str | None = None, port: int | None = None, timeout_s: float = RE
     proc = None
     try:
         proc = subprocess.Popen(server_command(uri, folder, port), env=server_env(), stdin=subprocess.DEVNULL,
-                                stdout=_stderr_fd(), start_new_session=True, preexec_fn=_die_with_parent)
+                                stdout=_stderr_fd(), start_new_session=True, preexec_fn=die_with_parent(os.getpid()))
         t0 = last = time.monotonic()
         while not answers(url):
             if proc.poll() is not None:

@@ -12,17 +12,15 @@ rest of bench talks to it like any OpenAI-compatible endpoint. The child can nev
 * it runs in its own session, so a terminal Ctrl-C reaches only us and our own ``stop()`` does the
   shutdown (no race between the two).
 
-The model side (which weights, where they live, their identity) is ``bench.models.local.manager``, imported here
-only inside functions: ``bench.models.local.manager`` imports this module, never the other way round at import time.
-Importing this module is cheap: llama_cpp is only ever imported by the child process.
+Which weights it serves comes from ``bench.models.local.weights``; which server runs when (one per
+process, or a shared one) is ``bench.models.local.manager``, which imports this module, never the
+other way round. Importing this module is cheap: llama_cpp is only ever imported by the child process.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
-import importlib.util
 import json
 import os
 import queue
@@ -30,20 +28,20 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+import urllib.request
+from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from bench.core.errors import LocalModelError
+from bench.core.processes import die_with_parent
+from bench.models.local._launch import HOST, child_env, require_server_packages, server_command
+from bench.models.local.weights import cache_dir, identity, model_file, parse
 
-if TYPE_CHECKING:
-    from bench.models.local.manager import LocalEndpoint, _Spec
-
-HOST = "127.0.0.1"
 STOP_GRACE_S = 5.0
 LOG_TAIL_CHARS = 3000
 KEEP_LOGS = 20
@@ -51,92 +49,13 @@ KEEP_LOGS = 20
 _T = TypeVar("_T")
 
 
-# Settings llama_cpp.server reads from the environment (pydantic-settings, case-insensitive), plus
-# HOST/PORT (which uvicorn.run reads and which override --host/--port!) and CONFIG_FILE (which
-# replaces every flag). A stray API_KEY or PORT in the user's shell would silently break our server.
-_SERVER_ENV_NAMES = frozenset("""
-    host port config_file ssl_keyfile ssl_certfile api_key interrupt_requests disable_ping_events
-    root_path model model_alias n_gpu_layers split_mode main_gpu tensor_split vocab_only use_mmap
-    use_mlock kv_overrides rpc_servers seed n_ctx n_batch n_ubatch n_threads n_threads_batch
-    rope_scaling_type rope_freq_base rope_freq_scale yarn_ext_factor yarn_attn_factor
-    yarn_beta_fast yarn_beta_slow yarn_orig_ctx mul_mat_q logits_all embedding offload_kqv
-    flash_attn last_n_tokens_size lora_base lora_path numa chat_format chat_template_kwargs
-    clip_model_path cache cache_type cache_size hf_tokenizer_config_path
-    hf_pretrained_model_name_or_path hf_model_repo_id draft_model draft_model_num_pred_tokens
-    type_k type_v verbose
-""".split())
+@dataclass(frozen=True)
+class LocalEndpoint:
+    """Where a local model answers: what to pass as api_base and model, and what to key caches on."""
 
-_SERVER_MODULES = {
-    "llama_cpp": "llama-cpp-python",
-    "uvicorn": "llama-cpp-python[server]",
-    "fastapi": "llama-cpp-python[server]",
-    "sse_starlette": "llama-cpp-python[server]",
-    "pydantic_settings": "llama-cpp-python[server]",
-}
-
-
-def _require_server_packages() -> None:
-    """Raise LocalModelError naming the package if llama_cpp's server can't run (without importing it)."""
-    from bench.models.local.manager import INSTALL_HINT  # noqa: PLC0415 (bench.models.local.manager imports this module)
-
-    for module, package in _SERVER_MODULES.items():
-        if importlib.util.find_spec(module) is None:
-            raise LocalModelError(
-                f"serving local models needs the Python package {package} (module {module!r} is not installed); "
-                f"{INSTALL_HINT}"
-            )
-
-
-def _child_env() -> dict[str, str]:
-    """Return the server's environment: ours minus every variable llama_cpp.server would read as a setting."""
-    env = {k: v for k, v in os.environ.items() if k.lower() not in _SERVER_ENV_NAMES}
-    env["PYTHONUNBUFFERED"] = "1"  # so the log tail shows the latest messages
-    return env
-
-
-def _cpu_threads() -> int:
-    """Return the threads to generate with: env BENCH_LOCAL_THREADS, else every CPU we may use.
-
-    llama_cpp.server defaults to half the CPUs: 1 thread on 2 cores, about half the speed.
-    """
-    configured = os.environ.get("BENCH_LOCAL_THREADS", "").strip()
-    if configured:
-        if not configured.isdigit() or int(configured) < 1:
-            raise LocalModelError(f"BENCH_LOCAL_THREADS={configured!r} is not a positive number of threads")
-        return int(configured)
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:
-        return max(1, os.cpu_count() or 1)
-
-
-def _logprobs_wanted() -> bool:
-    """Return whether the embedded server must serve token logprobs (BENCH_LOCAL_LOGPROBS=1)."""
-    return os.environ.get("BENCH_LOCAL_LOGPROBS", "").strip().lower() in ("1", "true", "yes")
-
-
-def _server_command(path: Path, port: int, spec: _Spec, n_ctx: int) -> list[str]:
-    """Return the argv that serves ``path`` as ``spec.name`` on 127.0.0.1:``port``."""
-    argv = [
-        sys.executable, "-m", "llama_cpp.server",
-        "--model", str(path),
-        "--model_alias", spec.name,
-        "--host", HOST,
-        "--port", str(port),
-        "--n_ctx", str(n_ctx),
-        "--n_threads", str(_cpu_threads()),
-        # Default True: a queued request cuts the running *stream* short with [DONE] (silent truncation).
-        "--interrupt_requests", "false",
-        # Default True where supported: pins the whole model in RAM, fails under low RLIMIT_MEMLOCK.
-        "--use_mlock", "false",
-        # Default True: keeps a row of vocabulary-wide logits per prompt token (Gemma's 262k vocabulary:
-        # 1 MB a token). Measured on a 1510-token judge prompt: 3.0 GB RSS and 20 s with it, 0.53 GB and
-        # 4.3 s without. llama-cpp-python serves token logprobs only with it: BENCH_LOCAL_LOGPROBS=1.
-        "--logits_all", "true" if _logprobs_wanted() else "false",
-    ]
-    if spec.chat_format:
-        argv += ["--chat_format", spec.chat_format]
-    return argv
+    api_base: str  # "http://127.0.0.1:P/v1"
+    served_model: str  # the alias to send as "model" (the name after "local/")
+    identity: str  # stable id of the weights, e.g. "local:gemma-3-270m:<size>:<version>"; never the port
 
 
 def _port_in_use(port: int) -> bool:
@@ -166,36 +85,6 @@ def _choose_port(port: int | None) -> int:
     if _port_in_use(port):
         raise LocalModelError(f"port {port} on {HOST} is already in use; pass another --port or omit it")
     return port
-
-
-def _libc_prctl() -> Callable[..., int] | None:
-    """Return libc's prctl, resolved in the parent (so the forked child runs no loader code), or None off Linux."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent(parent_pid: int, sig: int = signal.SIGTERM) -> Callable[[], None]:
-    """Return a ``preexec_fn`` asking the kernel to send ``sig`` to the child when its parent thread dies.
-
-    If the parent is already gone by the time the child runs it (a kill between fork and prctl),
-    the child exits at once instead of starting an orphan.
-    """
-    prctl = _libc_prctl()
-
-    def preexec() -> None:
-        if prctl is not None:
-            prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-        if os.getppid() != parent_pid:
-            os._exit(1)
-
-    return preexec
 
 
 class _SpawnThread:
@@ -249,8 +138,6 @@ def _safe_name(name: str) -> str:
 
 def _new_log_path(name: str, port: int) -> Path:
     """Return a fresh log file path under ``cache_dir()/logs/``, pruning all but the newest logs."""
-    from bench.models.local.manager import cache_dir  # noqa: PLC0415 (bench.models.local.manager imports this module)
-
     logs = cache_dir() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     old = sorted(logs.glob("local-*.log"), key=lambda p: p.stat().st_mtime)
@@ -260,7 +147,7 @@ def _new_log_path(name: str, port: int) -> Path:
     return logs / f"local-{_safe_name(name)}-{port}-{stamp}-{os.getpid()}.log"
 
 
-def _log_tail(path: Path | None, limit: int = LOG_TAIL_CHARS) -> str:
+def log_tail(path: Path | None, limit: int = LOG_TAIL_CHARS) -> str:
     """Return the last ``limit`` characters of a server log (what explains a failed start)."""
     if path is None or not path.exists():
         return "(no log)"
@@ -280,7 +167,7 @@ def _spawn(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=_child_env(),
+                env=child_env(),
                 start_new_session=True,
                 preexec_fn=die_with_parent(parent, signal.SIGKILL),
                 close_fds=True,
@@ -295,10 +182,8 @@ def _kill_now(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-def _model_ids(api_base: str, timeout_s: float) -> list[str]:
+def model_ids(api_base: str, timeout_s: float) -> list[str]:
     """Return the model ids listed by ``<api_base>/models``; raises OSError/ValueError if it can't."""
-    import urllib.request  # lazily: keeps `import bench.models.local.manager` cheap
-
     with urllib.request.urlopen(f"{api_base}/models", timeout=timeout_s) as response:  # noqa: S310 (loopback)
         payload = json.load(response)
     return [str(item.get("id")) for item in payload.get("data", [])]
@@ -316,10 +201,8 @@ class LocalServer:
     """
 
     def __init__(self, model: str, port: int | None = None, n_ctx: int = 4096):
-        from bench.models.local.manager import _parse  # noqa: PLC0415 (bench.models.local.manager imports this module)
-
         self.model = model
-        self.spec = _parse(model)
+        self.spec = parse(model)
         self.port = port
         self.n_ctx = n_ctx
         self.endpoint: LocalEndpoint | None = None
@@ -345,19 +228,17 @@ class LocalServer:
         Raises LocalModelError when the port is taken, the packages are missing, or the process
         exits or does not answer within ``timeout_s`` (with the tail of its log).
         """
-        from bench.models.local.manager import LocalEndpoint, identity, model_file  # noqa: PLC0415 (bench.models.local.manager imports this module)
-
         with self._lock:
             if self.alive() and self.endpoint is not None:
                 return self.endpoint
             if self.n_ctx < 1:
                 raise LocalModelError(f"n_ctx must be a positive number of tokens, not {self.n_ctx}")
             port = _choose_port(self.port)
-            _require_server_packages()
+            require_server_packages()
             path = model_file(self.model)
             endpoint = LocalEndpoint(f"http://{HOST}:{port}/v1", self.spec.name, identity(self.model))
             self.log_path = _new_log_path(self.spec.name, port)
-            self._proc = _spawn(_server_command(path, port, self.spec, self.n_ctx), self.log_path)
+            self._proc = _spawn(server_command(path, port, self.spec, self.n_ctx), self.log_path)
             with _LIVE_LOCK:
                 _LIVE.add(self)
             try:
@@ -377,16 +258,16 @@ class LocalServer:
                 code = None if proc is None else proc.returncode
                 raise LocalModelError(
                     f"the llama.cpp server for {self.model} exited (code {code}) before it answered; "
-                    f"log {self.log_path}:\n{_log_tail(self.log_path)}"
+                    f"log {self.log_path}:\n{log_tail(self.log_path)}"
                 )
             with contextlib.suppress(OSError, ValueError):
-                ids = _model_ids(endpoint.api_base, timeout_s=2.0)
+                ids = model_ids(endpoint.api_base, timeout_s=2.0)
                 if endpoint.served_model in ids:
                     return
             if time.monotonic() > deadline:
                 raise LocalModelError(
                     f"the llama.cpp server for {self.model} did not answer {endpoint.api_base}/models "
-                    f"within {timeout_s:g} s; log {self.log_path}:\n{_log_tail(self.log_path)}"
+                    f"within {timeout_s:g} s; log {self.log_path}:\n{log_tail(self.log_path)}"
                 )
             time.sleep(0.2)
 
@@ -437,20 +318,3 @@ def _stop_all() -> None:
 
 
 atexit.register(_stop_all)
-
-
-@contextlib.contextmanager
-def _sigterm_raises_interrupt() -> Iterator[None]:
-    """Make SIGTERM raise KeyboardInterrupt while inside (main thread only), so both stop cleanly."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)

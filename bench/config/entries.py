@@ -1,0 +1,188 @@
+"""The entries of a params file's axes: models (and how to reach them), prompt templates, judges.
+
+Each is a frozen pydantic model whose fields are exactly the YAML keys an entry may use.
+`identity_key` says what makes two entries give different records, so two entries that
+would share every record id are refused (see `bench.config.params.Sweep`).
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from bench.config._strict import Strict
+from bench.config.ids import SafeId
+from bench.core.records import JudgeMode, canonical_json, content_hash, versioned
+from bench.models.routing import ModelSpec
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_KEY_PREFIX = re.compile(r"^(sk|AIza|gsk_|hf_|xai-|pk_|rk_)")  # how provider keys start
+_SECRET_PARAMS = frozenset({"api_key", "api_base", "api_key_env", "key", "token", "authorization"})
+_URL_USERINFO = re.compile(r"://[^/@]*@")
+_TEMPLATE_HELP = "placeholders are {name}; write a literal brace as {{ or }}"
+
+
+class Price(Strict):
+    """USD per million tokens, for endpoints LiteLLM cannot price (self-hosted servers)."""
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+
+class Endpoint(Strict):
+    """How to reach a model: shared by the model axis and by judges."""
+
+    model: str  # a LiteLLM model string (provider/name) or local/<name>
+    params: dict[str, Any] = Field(default_factory=dict)  # generation params: temperature, max_tokens, seed, …
+    api_base: str | None = None  # an OpenAI-compatible server (vLLM, Ollama's /v1, llama.cpp, …)
+    api_key_env: str | None = None  # the NAME of the variable holding the key, never the key
+    transport: Literal["auto", "direct", "litellm"] = "auto"
+    rpm: int | None = Field(default=None, gt=0)  # requests per minute cap for this model
+    tpm: int | None = Field(default=None, gt=0)  # tokens per minute cap (prompt + completion; see bench.models.ratelimit)
+    max_concurrency: int | None = Field(default=None, gt=0)  # this model's own cap on requests in flight
+    price: Price | None = None
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, v: str | None) -> str | None:
+        """Refuse anything but a variable name, and names that look like keys (never echoing them)."""
+        if v is None:
+            return v
+        if not _ENV_NAME.fullmatch(v) or _KEY_PREFIX.match(v) or len(v) > 64:
+            raise ValueError("must be the name of an environment variable (e.g. OPENAI_API_KEY), never a key; "
+                             "put the key in that variable")
+        return v
+
+    @field_validator("params")
+    @classmethod
+    def _no_secrets(cls, v: dict[str, Any]) -> dict[str, Any]:
+        """Refuse keys and servers in ``params`` (they would reach records and reports); never echo them."""
+        for name in v:
+            if str(name).lower() in _SECRET_PARAMS:
+                raise ValueError(f"{name} cannot go in params; name the key's variable in api_key_env "
+                                 f"(and the server in api_base)")
+        return v
+
+    @model_validator(mode="after")
+    def _tpm_fits(self) -> "Endpoint":
+        """Refuse a tpm that one request's output limit alone exceeds: that cap could never be met."""
+        limit = next((self.params[k] for k in ("max_tokens", "max_completion_tokens")
+                      if isinstance(self.params.get(k), int)), None)
+        if self.tpm is not None and limit is not None and limit > self.tpm:
+            raise ValueError(f"tpm: {self.tpm} tokens per minute is less than one request's params.max_tokens "
+                             f"({limit}), so no request would ever fit; raise tpm or lower max_tokens")
+        return self
+
+    @property
+    def endpoint(self) -> str | None:
+        """Return where this model is served, as part of every record id: None for the provider's own
+        endpoint, else the api_base (never its credentials) and a transport other than auto.
+
+        The same weights behind two servers (vLLM and llama.cpp, two Ollama hosts, two
+        quantizations) are two cells, never one: their replies can differ.
+        """
+        if self.api_base is None and self.transport == "auto":
+            return None
+        base = _URL_USERINFO.sub("://", self.api_base.rstrip("/")) if self.api_base else ""
+        return base + (f" via {self.transport}" if self.transport != "auto" else "")
+
+    def spec(self) -> ModelSpec:
+        """Return the LLM seam's ModelSpec for this endpoint."""
+        price = (self.price.input_per_mtok, self.price.output_per_mtok) if self.price else None
+        return ModelSpec(self.model, api_base=self.api_base, api_key_env=self.api_key_env,
+                         params=dict(self.params), transport=self.transport, rpm=self.rpm, tpm=self.tpm,
+                         price=price, max_concurrency=self.max_concurrency)
+
+
+class ModelEntry(Endpoint):
+    """One point of the model axis; ``id`` is its label in reports."""
+
+    kind: ClassVar[str] = "model"
+    id: SafeId
+
+    def identity_key(self) -> str:
+        """Return what makes two model entries give different replies (their candidates' ids)."""
+        return canonical_json([self.model, self.endpoint, self.params])
+
+
+class PromptEntry(Strict):
+    """One versioned prompt template; ``{field}`` placeholders are filled from each scenario."""
+
+    id: SafeId
+    version: SafeId
+    system: str | None = None
+    user: str
+
+    @property
+    def key(self) -> str:
+        """Return ``id@version``, the prompt's name in cells and reports."""
+        return versioned(self.id, self.version)
+
+    @property
+    def content_hash(self) -> str:
+        """Return the hash of the template text (part of every candidate id)."""
+        return content_hash({"system": self.system, "user": self.user})
+
+    @field_validator("system", "user")
+    @classmethod
+    def _template(cls, v: str | None) -> str | None:
+        """Refuse unbalanced braces and placeholders that are not plain field names."""
+        if v is not None:
+            problem = _template_problem(v)
+            if problem:
+                raise ValueError(f"invalid template ({problem}); {_TEMPLATE_HELP}")
+        return v
+
+    def placeholders(self) -> set[str]:
+        """Return the field names the template needs from a scenario (never raises)."""
+        names = set()
+        for text in (self.system or "", self.user):
+            try:
+                parsed = template_fields(text)
+            except ValueError:
+                continue  # only reachable via model_construct; templates.check_placeholders reports it
+            names.update(name.split(".")[0].split("[")[0] for name in parsed)
+        return names
+
+
+def template_fields(text: str) -> list[str]:
+    """Return the placeholders of a ``str.format`` template in order, as written; ValueError if its braces
+    are unbalanced."""
+    return [name for _lit, name, _spec, _conv in string.Formatter().parse(text) if name is not None]
+
+
+def _template_problem(text: str) -> str | None:
+    """Return what is wrong with a template's braces or placeholders, or None if nothing is."""
+    try:
+        names = template_fields(text)
+    except ValueError as exc:
+        return str(exc)
+    for name in names:
+        if not name:
+            return "{} has no field name"
+        if name.isdigit():
+            return f"{{{name}}} is a position, not a field name"
+        if "." in name or "[" in name:
+            return f"{{{name}}} uses an attribute or index"
+    return None
+
+
+class JudgeEntry(Endpoint):
+    """A judge: a model by role, a versioned rubric and a grading mode."""
+
+    id: SafeId
+    rubric: str  # a rubric id (rubrics/<id>.md) or a path to a rubric file
+    mode: JudgeMode | None = None
+    batch_size: int = Field(default=0, ge=0)  # batch mode: items per call (0 or 1 = single)
+    item_concurrency: int = Field(default=3, gt=0)  # checklist: requirement calls in flight per item
+    baseline: str | None = None  # pairwise over the grid: every cell's answer vs this cell's (model_id/prompt@v)
+
+    kind: ClassVar[str] = "judge"
+
+    def identity_key(self) -> str:
+        """Return what makes two judges grade differently (their judgments' ids)."""
+        return canonical_json([self.model, self.endpoint, self.params, self.rubric, self.mode, self.batch_size,
+                               self.baseline])

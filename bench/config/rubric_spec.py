@@ -1,0 +1,172 @@
+"""The front matter of a rubric file, validated: its mode, anchored criteria, requirements, labels,
+automated checks and hybrid weights (`RubricSpec`; `bench.config.rubrics.Rubric` adds the body)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, get_args
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from bench.config._strict import Strict, refuse_duplicates
+from bench.config.checks import KINDS, Check
+from bench.config.ids import SafeId
+from bench.core.records import JudgeMode, versioned
+
+# A rubric's mode is a judge's mode but batch: batch packs rubric-mode items into one call, a judge's choice.
+RUBRIC_MODES: tuple[str, ...] = tuple(mode for mode in get_args(JudgeMode) if mode != "batch")
+RubricMode = Literal[RUBRIC_MODES]  # type: ignore[valid-type]
+DEFAULT_LABELS: tuple[str, ...] = ("A>>B", "A>B", "A=B", "B>A", "B>>A")
+
+
+class Criterion(Strict):
+    """One graded dimension: an integer scale ``[lo, hi]`` with an anchor text for every level."""
+
+    id: SafeId
+    description: str
+    scale: tuple[int, int]
+    anchors: dict[int, str]
+    weight: float = Field(default=1.0, ge=0)
+
+    @field_validator("anchors", mode="before")
+    @classmethod
+    def _anchor_texts(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            odd = [k for k, text in v.items() if not isinstance(text, str)]
+            if odd:
+                raise ValueError(f"anchor(s) {', '.join(map(str, odd))}: the text must be a string; quote it "
+                                 f"(YAML reads yes/no/on/off as booleans and digits as numbers)")
+        return v
+
+    @model_validator(mode="after")
+    def _anchored(self) -> "Criterion":
+        lo, hi = self.scale
+        if lo >= hi:
+            raise ValueError(f"criterion '{self.id}': scale must be [lo, hi] with lo < hi (got [{lo}, {hi}])")
+        levels = set(range(lo, hi + 1))
+        missing, extra = sorted(levels - set(self.anchors)), sorted(set(self.anchors) - levels)
+        if missing or extra:
+            parts = ([f"missing level(s) {', '.join(map(str, missing))}"] if missing else []) + \
+                    ([f"extra level(s) {', '.join(map(str, extra))}"] if extra else [])
+            raise ValueError(f"criterion '{self.id}': anchors must cover every level of the scale [{lo}, {hi}] "
+                             f"exactly: {'; '.join(parts)}")
+        empty = [k for k, text in sorted(self.anchors.items()) if not str(text).strip()]
+        if empty:
+            raise ValueError(f"criterion '{self.id}': anchor(s) {', '.join(map(str, empty))} have no text")
+        return self
+
+    @property
+    def levels(self) -> list[int]:
+        """Return every integer of the scale, low to high."""
+        return list(range(self.scale[0], self.scale[1] + 1))
+
+
+class Requirement(Strict):
+    """One yes/no requirement of a checklist rubric (each is asked of the judge separately)."""
+
+    id: SafeId
+    text: str
+
+
+class HybridWeights(Strict):
+    """How a hybrid rubric mixes its LLM part and its automated part; normalized to sum to 1 on load."""
+
+    llm: float = Field(ge=0)
+    automated: float = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _normalize(self) -> "HybridWeights":
+        total = self.llm + self.automated
+        if total <= 0:
+            raise ValueError("llm + automated must be greater than 0")
+        object.__setattr__(self, "llm", self.llm / total)
+        object.__setattr__(self, "automated", self.automated / total)
+        return self
+
+
+def _version(v: Any) -> Any:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int):
+        return str(v)  # version: 1 means "1"
+    if isinstance(v, float):
+        raise ValueError(f"write the version in quotes (version: \"{v}\"): YAML read it as the number {v}")
+    return v
+
+
+class RubricSpec(Strict):
+    """The front matter of a rubric file (these are exactly the keys a rubric file may use)."""
+
+    id: SafeId
+    version: str
+    mode: RubricMode
+    criteria: list[Criterion] = Field(default_factory=list, validate_default=True)
+    requirements: list[Requirement] = Field(default_factory=list, validate_default=True)
+    labels: list[str] = Field(default_factory=lambda: list(DEFAULT_LABELS), validate_default=True)
+    checks: list[Check] = Field(default_factory=list, validate_default=True)
+    weights: HybridWeights | None = Field(default=None, validate_default=True)
+    max_chars: int = Field(default=20000, gt=0)  # candidate text a judge sees; the judge truncates with a note
+
+    @property
+    def key(self) -> str:
+        """Return ``id@version``, the rubric's name in judgments and reports."""
+        return versioned(self.id, self.version)
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version(cls, v: Any) -> Any:
+        return _version(v)
+
+    @field_validator("version")
+    @classmethod
+    def _version_text(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("cannot be empty")
+        return v
+
+    @field_validator("criteria")
+    @classmethod
+    def _criteria(cls, v: list[Criterion], info: ValidationInfo) -> list[Criterion]:
+        mode = info.data.get("mode")
+        if mode in ("rubric", "hybrid") and not v:
+            raise ValueError(f"mode '{mode}' needs at least 1 criterion (id, description, scale, anchors)")
+        refuse_duplicates("criterion id", [c.id for c in v])
+        if v and sum(c.weight for c in v) <= 0:
+            raise ValueError("the criteria's weights sum to 0; give at least one a positive weight")
+        return v
+
+    @field_validator("requirements")
+    @classmethod
+    def _requirements(cls, v: list[Requirement], info: ValidationInfo) -> list[Requirement]:
+        mode = info.data.get("mode")
+        if mode == "checklist" and not v:
+            raise ValueError("mode 'checklist' needs at least 1 requirement (id, text)")
+        refuse_duplicates("requirement id", [r.id for r in v])
+        return v
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, v: list[str]) -> list[str]:
+        if len(v) < 2:
+            raise ValueError("needs at least 2 labels")
+        if any(not s.strip() for s in v):
+            raise ValueError("labels cannot be empty")
+        refuse_duplicates("label", v)
+        return v
+
+    @field_validator("checks")
+    @classmethod
+    def _checks(cls, v: list[Any], info: ValidationInfo) -> list[Any]:
+        mode = info.data.get("mode")
+        if mode in ("automated", "hybrid") and not v:
+            raise ValueError(f"mode '{mode}' needs at least 1 check (id, kind: {' | '.join(KINDS)})")
+        refuse_duplicates("check id", [c.id for c in v])
+        if v and sum(c.weight for c in v) <= 0:
+            raise ValueError("the checks' weights sum to 0; give at least one a positive weight")
+        return v
+
+    @field_validator("weights")
+    @classmethod
+    def _weights(cls, v: HybridWeights | None, info: ValidationInfo) -> HybridWeights | None:
+        if v is None and info.data.get("mode") == "hybrid":
+            return HybridWeights(llm=1.0, automated=1.0)  # omitted: an even mix
+        return v

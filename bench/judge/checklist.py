@@ -1,0 +1,87 @@
+"""The ``checklist`` mode: one call per requirement (fulfilled or not), concurrently; the score is the
+fraction fulfilled."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Set
+from typing import Any
+
+from bench.core.errors import JudgeParseError, ProviderError
+from bench.core.records import Judgment
+from bench.core.writer import Halt
+from bench.judge._asking import Spend, ask_json, run_bounded
+from bench.judge._prompts import (CHECK_USER, CONTEXT, DATA_NOTE, RESPONSE, clip, content_tag, response_format,
+                                  system_message)
+from bench.judge.grader import Emit, Item, Judge, Request
+from bench.judge.replies import extract_json, rationale_of
+from bench.models.client import LLM
+
+
+async def grade_checklist(judge: Judge, item: Item, llm: LLM) -> Judgment:
+    """Judge each requirement by its own call (at most ``item_concurrency`` at once).
+
+    A failing call marks that requirement unfulfilled with fallback feedback and its error;
+    only if every call fails is the item a failure (a judge outage is not a score of 0).
+    """
+    note = clip(item.texts[0], judge.rubric.max_chars)[1]
+    sem = asyncio.Semaphore(judge.entry.item_concurrency)
+    rf = response_format("requirement", judge.rubric.requirement_schema())
+    spend = Spend()  # every requirement's calls, repairs and failures count on the item's record
+
+    async def one(req) -> dict[str, Any]:
+        messages = _check_messages(judge, item, req)
+        async with sem:
+            try:
+                obj, _raw = await ask_json(llm, judge, messages, rf, _fulfilled, spend, item.attempt)
+                return {"id": req.id, "fulfilled": obj["fulfilled"], "feedback": rationale_of(obj) or ""}
+            except (JudgeParseError, ProviderError) as err:
+                return {"id": req.id, "fulfilled": False, "error": str(err),
+                        "feedback": "fallback: the judge call for this requirement failed; counted as unfulfilled"}
+
+    results = await asyncio.gather(*(one(r) for r in judge.rubric.requirements))
+    base = judge.base(item)
+    details = {**note, "requirements": results, "all_fulfilled": all(r["fulfilled"] for r in results)}
+    if all("error" in r for r in results):
+        return Judgment(**base, error="every requirement call failed: " + results[0]["error"],
+                        error_kind="checklist", details=details, usage=spend.total())
+    scores = {r["id"]: 1.0 if r["fulfilled"] else 0.0 for r in results}
+    return Judgment(**base, scores=scores, score=sum(scores.values()) / len(scores), details=details,
+                    usage=spend.total())
+
+
+def _check_messages(judge: Judge, item: Item, req: Any) -> list[dict]:
+    text = clip(item.texts[0], judge.rubric.max_chars)[0]
+    tag = content_tag(item.question, text)
+    user = CHECK_USER.format(context=CONTEXT.format(tag=tag, question=item.question), note=DATA_NOTE,
+                             response=RESPONSE.format(tag=tag, text=text), requirement=req.text)
+    return [{"role": "system", "content": system_message(judge.rubric)}, {"role": "user", "content": user}]
+
+
+def _fulfilled(text: str) -> dict:
+    obj = extract_json(text)
+    if not isinstance(obj, dict) or not isinstance(obj.get("fulfilled"), bool):
+        raise JudgeParseError("expected {\"fulfilled\": true|false, \"feedback\": ...}")
+    return obj
+
+
+class ChecklistGrader:
+    """Grades each of the rubric's requirements by its own call."""
+
+    compares = False
+    orders = (None,)
+    packed = False
+
+    def requests_per_item(self, judge: Judge) -> float:
+        return float(len(judge.rubric.requirements))
+
+    def first_requests(self, judge: Judge, item: Item, done: Set[str]) -> list[Request]:
+        rf = response_format("requirement", judge.rubric.requirement_schema())
+        return [(_check_messages(judge, item, req), rf) for req in judge.rubric.requirements]
+
+    async def grade(self, judge: Judge, items: list[Item], llm: LLM, emit: Emit, *, seed: int,
+                    done: Set[str], halt: Halt | None) -> None:
+        await run_bounded([lambda i=item: grade_checklist(judge, i, llm) for item in items], emit, llm, halt)
+
+
+GRADER = ChecklistGrader()

@@ -1,0 +1,114 @@
+"""The contract of grading: what a judge grades (Item), who grades (Judge) and what a mode does (Grader).
+
+A grading mode is one module of ``bench.judge`` holding one object that satisfies
+:class:`Grader`; ``bench.judge.modes`` maps each mode name to it (``GRADERS``). Adding a mode
+is one module and one entry there. A grader never raises for a bad reply or a failed call:
+it emits a Judgment with ``error`` (the prompt, the raw reply and the reason kept as data).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Set
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from bench.config.entries import JudgeEntry
+from bench.config.rubrics import Rubric
+from bench.core.records import JudgeMode, Judgment, Scenario, content_hash
+from bench.core.writer import Halt
+from bench.models.client import LLM
+
+Request = tuple[list[dict], dict]  # (messages, response_format) of one first-turn request
+Emit = Callable[[Judgment], None]  # takes each Judgment as soon as it is made
+
+
+@dataclass(frozen=True)
+class Item:
+    """What a judge grades: one response (or two, A and B, for pairwise) to one scenario."""
+
+    scenario: Scenario
+    question: str  # what the model was asked (the rendered user prompt, or the dataset question)
+    texts: tuple[str, ...]
+    ids: tuple[str, ...]  # candidate ids (dataset pairs use "<scenario id>:A" / ":B")
+    attempt: int = 1  # > 1: a resume asking an item whose judgment failed again, as a fresh request
+
+
+class Grader(Protocol):
+    """A grading mode: how a judge turns items into Judgments."""
+
+    compares: bool  # an item is two responses to one question, graded against each other
+    orders: tuple[str | None, ...]  # the judgments of one item: (None,), or one per order shown ("AB", "BA")
+    packed: bool  # several items share one request: its messages are known only while grading
+
+    def requests_per_item(self, judge: Judge) -> float:
+        """Return the first-turn requests one item costs (a packed item costs 1/k; checks only, 0)."""
+        ...
+
+    def first_requests(self, judge: Judge, item: Item, done: Set[str]) -> list[Request] | None:
+        """Return every first-turn request grading ``item`` sends (None when ``packed``); ``done``: ids graded.
+
+        Repair turns and retries come on top.
+        """
+        ...
+
+    async def grade(self, judge: Judge, items: list[Item], llm: LLM, emit: Emit, *, seed: int,
+                    done: Set[str], halt: Halt | None) -> None:
+        """Grade ``items`` (their judgments in ``done`` excepted), emitting each Judgment as it is made.
+
+        Concurrency is bounded by ``llm``'s cap; once ``halt`` is set (a write failed) no new item starts.
+        """
+        ...
+
+
+GRADERS: dict[JudgeMode, Grader] = {}  # mode name -> its grader; bench.judge.modes fills it, one entry per mode
+
+
+@dataclass
+class Judge:
+    """A judge entry of the params file with its loaded rubric."""
+
+    entry: JudgeEntry
+    rubric: Rubric
+
+    @property
+    def mode(self) -> JudgeMode:
+        """Return the grading mode: the entry's, else ``batch`` for a rubric with ``batch_size`` > 1, else the rubric's."""
+        if self.entry.mode:
+            return self.entry.mode
+        return "batch" if self.entry.batch_size > 1 and self.rubric.mode == "rubric" else self.rubric.mode
+
+    @property
+    def grader(self) -> Grader:
+        """Return the grader of this judge's mode."""
+        return GRADERS[self.mode]
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """Return the judge params that determine its grades (batch size included when items are packed)."""
+        out = dict(self.entry.params)
+        if self.grader.packed:
+            out["batch_size"] = self.entry.batch_size
+        return out
+
+    def base(self, item: Item, order: str | None = None) -> dict[str, Any]:
+        """Return the identity and provenance fields every Judgment of this judge on ``item`` carries."""
+        r = self.rubric
+        return {"judge_id": self.entry.id, "judge_model": self.entry.model, "judge_endpoint": self.entry.endpoint,
+                "judge_params": self.params, "rubric_id": r.id, "rubric_version": r.version, "rubric_hash": r.hash,
+                "mode": self.mode, "candidate_ids": list(item.ids), "scenario_id": item.scenario.id, "order": order,
+                "attempt": item.attempt}
+
+    def judgment_ids(self, item: Item) -> list[str]:
+        """Return the ids of the judgments this judge produces for ``item`` (known before any call)."""
+        return [Judgment.id_prefix + content_hash(Judgment.identity(self.base(item, o))) for o in self.grader.orders]
+
+
+async def grade_items(judge: Judge, items: list[Item], llm: LLM, emit: Emit, seed: int = 0,
+                      done: Set[str] = frozenset(), halt: Halt | None = None) -> None:
+    """Grade every item with this judge, emitting each Judgment as it is made (bounded by the LLM's cap).
+
+    ``done``: judgment ids already graded successfully; a pairwise item whose one order succeeded
+    earlier is re-graded in the other order only (so a resume never writes a second success).
+    ``halt``: the stage's ``Halt``; once it is set (a write failed) no new item is started.
+    """
+    await judge.grader.grade(judge, items, llm, emit, seed=seed, done=done, halt=halt)

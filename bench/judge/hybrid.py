@@ -1,0 +1,47 @@
+"""The ``hybrid`` mode: the rubric's checks and an LLM rubric grade, weighted into one 0–1 score."""
+
+from __future__ import annotations
+
+from collections.abc import Set
+
+from bench.core.records import Judgment
+from bench.core.writer import Halt
+from bench.judge._asking import run_bounded
+from bench.judge.automated import grade_automated
+from bench.judge.grader import Emit, Item, Judge, Request
+from bench.judge.rubric import GRADER as RUBRIC, grade_rubric
+from bench.models.client import LLM
+
+
+async def grade_hybrid(judge: Judge, item: Item, llm: LLM) -> Judgment:
+    """Return weighted automated + LLM parts on 0–1; an LLM failure fails the item (checks kept in details)."""
+    auto = grade_automated(judge, item)
+    llm_part = await grade_rubric(judge, item, llm)
+    details = {**llm_part.details, "checks": auto.details["checks"], "automated_score": auto.score}
+    if not llm_part.ok:
+        return llm_part.model_copy(update={"details": details})
+    details["llm_score"] = judge.rubric.normalized(llm_part.scores or {})
+    score = judge.rubric.hybrid_score(llm_part.scores or {}, auto.score or 0.0)
+    return llm_part.model_copy(update={"scores": {**(llm_part.scores or {}), **(auto.scores or {})},
+                                       "score": score, "details": details})
+
+
+class HybridGrader:
+    """Grades each item by its checks (in process) and one rubric call."""
+
+    compares = False
+    orders = (None,)
+    packed = False
+
+    def requests_per_item(self, judge: Judge) -> float:
+        return 1.0
+
+    def first_requests(self, judge: Judge, item: Item, done: Set[str]) -> list[Request]:
+        return RUBRIC.first_requests(judge, item, done)  # the checks send nothing
+
+    async def grade(self, judge: Judge, items: list[Item], llm: LLM, emit: Emit, *, seed: int,
+                    done: Set[str], halt: Halt | None) -> None:
+        await run_bounded([lambda i=item: grade_hybrid(judge, i, llm) for item in items], emit, llm, halt)
+
+
+GRADER = HybridGrader()

@@ -1,0 +1,81 @@
+"""The ``pairwise`` mode: A against B, asked in both orders; the swapped verdict is mapped back, so both
+judgments of a pair read in the original order (position bias shows as their disagreement)."""
+
+from __future__ import annotations
+
+from collections.abc import Set
+from typing import Any
+
+from bench.core.errors import JudgeParseError, ProviderError
+from bench.core.records import Judgment
+from bench.core.writer import Halt
+from bench.judge._asking import Spend, ask_json, failure, run_bounded
+from bench.judge._prompts import CONTEXT, DATA_NOTE, PAIR_USER, RESPONSE, clip, content_tag, response_format, system_message
+from bench.judge.grader import Emit, Item, Judge, Request
+from bench.judge.replies import MIRROR, extract_json, parse_verdict, rationale_of
+from bench.models.client import LLM
+
+ORDERS = ("AB", "BA")  # as given, and swapped
+
+
+async def grade_pair(judge: Judge, item: Item, llm: LLM, order: str) -> Judgment:
+    """Judge A vs B in one order ("AB" as given, "BA" swapped); the verdict is stored in the original order."""
+    messages, na, nb = _pair_messages(judge, item, order)
+    labels = list(judge.rubric.labels)
+    base = judge.base(item, order)
+    details = {"truncated_chars": [na.get("truncated_chars", 0), nb.get("truncated_chars", 0)]} if na or nb else {}
+    spend = Spend()
+    try:
+        shown, raw = await ask_json(llm, judge, messages, response_format("verdict", judge.rubric.pairwise_schema()),
+                                    lambda t: parse_verdict(t, labels), spend, item.attempt)
+    except (JudgeParseError, ProviderError) as err:
+        return failure(base, err, messages, getattr(err, "raw", None), spend, details=details)
+    verdict = shown if order == "AB" else MIRROR.get(shown, shown)
+    obj = _maybe_json(raw)
+    return Judgment(**base, verdict=verdict, rationale=rationale_of(obj) or raw, raw=raw, usage=spend.total(),
+                    details={**details, "shown_verdict": shown})
+
+
+def _pair_messages(judge: Judge, item: Item, order: str) -> tuple[list[dict], dict, dict]:
+    """Return the messages of one pairwise order and the truncation notes of the two responses as shown."""
+    a, b = item.texts if order == "AB" else item.texts[::-1]
+    (a, na), (b, nb) = clip(a, judge.rubric.max_chars), clip(b, judge.rubric.max_chars)
+    tag = content_tag(item.question, a, b)
+    user = PAIR_USER.format(context=CONTEXT.format(tag=tag, question=item.question), note=DATA_NOTE,
+                            a=RESPONSE.format(tag=tag + "a", text=a), b=RESPONSE.format(tag=tag + "b", text=b),
+                            labels=", ".join(judge.rubric.labels))
+    return [{"role": "system", "content": system_message(judge.rubric)}, {"role": "user", "content": user}], na, nb
+
+
+def _maybe_json(text: str) -> Any:
+    try:
+        return extract_json(text)
+    except JudgeParseError:
+        return None
+
+
+class PairwiseGrader:
+    """Grades two responses against each other, once in each order."""
+
+    compares = True
+    orders = ORDERS
+    packed = False
+
+    def requests_per_item(self, judge: Judge) -> float:
+        return float(len(ORDERS))
+
+    def first_requests(self, judge: Judge, item: Item, done: Set[str]) -> list[Request]:
+        rf = response_format("verdict", judge.rubric.pairwise_schema())
+        ids = judge.judgment_ids(item)
+        return [(_pair_messages(judge, item, o)[0], rf) for o, jid in zip(ORDERS, ids) if jid not in done]
+
+    async def grade(self, judge: Judge, items: list[Item], llm: LLM, emit: Emit, *, seed: int,
+                    done: Set[str], halt: Halt | None) -> None:
+        tasks = []
+        for item in items:  # an order graded earlier is not asked again (a resume never writes a second success)
+            ids = judge.judgment_ids(item) if done else ["", ""]
+            tasks += [lambda i=item, o=o: grade_pair(judge, i, llm, o) for o, jid in zip(ORDERS, ids) if jid not in done]
+        await run_bounded(tasks, emit, llm, halt)
+
+
+GRADER = PairwiseGrader()

@@ -1,0 +1,64 @@
+"""The ``rubric`` mode: one item per call, a score per criterion, their composite and a rationale."""
+
+from __future__ import annotations
+
+from collections.abc import Set
+from typing import Any
+
+from bench.core.errors import JudgeParseError, ProviderError
+from bench.core.records import Judgment
+from bench.core.writer import Halt
+from bench.judge._asking import Spend, ask_json, failure, run_bounded
+from bench.judge._prompts import (CONTEXT, DATA_NOTE, RESPONSE, RUBRIC_USER, clip, content_tag, criterion_scales,
+                                  response_format, score_fields, system_message)
+from bench.judge.grader import Emit, Item, Judge, Request
+from bench.judge.replies import extract_json, rationale_of, validate_scores
+from bench.models.client import LLM
+
+
+def rubric_messages(judge: Judge, item: Item) -> tuple[list[dict], dict]:
+    """Return the messages grading one item and the truncation note of its response."""
+    text, note = clip(item.texts[0], judge.rubric.max_chars)
+    tag = content_tag(item.question, text)
+    user = RUBRIC_USER.format(context=CONTEXT.format(tag=tag, question=item.question),
+                              response=RESPONSE.format(tag=tag, text=text), note=DATA_NOTE,
+                              fields=score_fields(judge.rubric))
+    return [{"role": "system", "content": system_message(judge.rubric)}, {"role": "user", "content": user}], note
+
+
+async def grade_rubric(judge: Judge, item: Item, llm: LLM, **extra: Any) -> Judgment:
+    """Return one item's rubric judgment (scores per criterion, composite, rationale) or its failure."""
+    base = judge.base(item)
+    messages, note = rubric_messages(judge, item)
+    details = {**note, **extra.pop("details", {})}
+    spend = extra.pop("spend", None) or Spend()
+    scales = criterion_scales(judge.rubric)
+    parse = lambda text: (lambda obj: (validate_scores(obj, scales), obj))(extract_json(text))  # noqa: E731
+    try:
+        (scores, obj), raw = await ask_json(llm, judge, messages, response_format("grade", judge.rubric.item_schema()),
+                                            parse, spend, item.attempt)
+    except (JudgeParseError, ProviderError) as err:
+        return failure(base, err, messages, getattr(err, "raw", None), spend, details=details, **extra)
+    return Judgment(**base, scores=scores, score=judge.rubric.composite(scores), rationale=rationale_of(obj),
+                    raw=raw, usage=spend.total(), details=details, **extra)
+
+
+class RubricGrader:
+    """Grades each item by its own call against the rubric's anchored criteria."""
+
+    compares = False
+    orders = (None,)
+    packed = False
+
+    def requests_per_item(self, judge: Judge) -> float:
+        return 1.0
+
+    def first_requests(self, judge: Judge, item: Item, done: Set[str]) -> list[Request]:
+        return [(rubric_messages(judge, item)[0], response_format("grade", judge.rubric.item_schema()))]
+
+    async def grade(self, judge: Judge, items: list[Item], llm: LLM, emit: Emit, *, seed: int,
+                    done: Set[str], halt: Halt | None) -> None:
+        await run_bounded([lambda i=item: grade_rubric(judge, i, llm) for item in items], emit, llm, halt)
+
+
+GRADER = RubricGrader()

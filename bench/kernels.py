@@ -1,0 +1,143 @@
+"""Papermill executions whose kernels die with their driver: the kernel manager, its log lines, its leftovers.
+
+Used by `bench sweep` (one execution per stage and group of cells) and `bench report` (the analysis
+notebook). A kernel talks over unix sockets in a private folder that carries the driver's PID, is
+SIGKILLed when the driver dies, and stays quiet when papermill shuts it down; of its output, only
+the lines bench marked for the terminal (bench.core.progress.MARK) are printed, prefixed with the
+execution's name.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import functools
+import logging
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+from bench.core.errors import BenchError
+from bench.core.processes import die_with_parent, pid_alive
+from bench.core.progress import MARK, STREAM_ENV
+
+KERNEL_DIR_PREFIX = "bench-kernels-"
+
+
+def kernel_manager_class(execution: Any = None, stop: threading.Event | None = None) -> type:
+    """Return a kernel manager whose kernels talk over unix sockets and are SIGKILLed when the driver dies.
+
+    Jupyter starts kernels in their own session; killed with the driver, a kernel would go on
+    calling models for a second or so until it noticed, and pay for replies nobody records.
+    For a sweep's ``execution``: its kernel marks the lines meant for the terminal (bench.core.progress),
+    is remembered on the execution (so an interrupt reaches it), and is not started once ``stop`` is set.
+    """
+    from jupyter_client.manager import AsyncKernelManager  # noqa: PLC0415 (jupyter_client: only executions need it)
+
+    class DieWithDriver(AsyncKernelManager):
+        def __init__(self, *args: Any, **kw: Any) -> None:
+            # unix sockets next to the connection file, readable by this user only, instead of loopback
+            # TCP that any local user can reach (and that makes ipykernel warn about it on every start)
+            kw.setdefault("transport", "ipc")
+            name = uuid.uuid4().hex
+            kw.setdefault("ip", os.path.join(_ipc_dir(), name))  # one socket prefix per kernel
+            # the connection file (it holds the kernel's HMAC key) goes there too, not loose in /tmp
+            kw.setdefault("connection_file", os.path.join(_ipc_dir(), f"kernel-{name}.json"))
+            super().__init__(*args, **kw)
+
+        async def _async_interrupt_kernel(self) -> None:
+            if self.shutting_down:  # jupyter_client interrupts every kernel it shuts down; papermill shuts one
+                return  # down after its last cell, so ipykernel would only log "KeyboardInterrupt caught in kernel."
+            await super()._async_interrupt_kernel()
+
+        async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
+            kw.setdefault("preexec_fn", die_with_parent(os.getpid(), signal.SIGKILL))
+            if execution is not None:
+                if stop is not None and stop.is_set():
+                    raise BenchError("the sweep was interrupted before this execution started")
+                kw["env"] = {**(kw.get("env") or os.environ), STREAM_ENV: "1"}
+                execution.kernel = self
+            return await super()._async_launch_kernel(kernel_cmd, **kw)
+
+    return DieWithDriver
+
+
+def interrupt_kernel(ex: Any) -> None:
+    """Send SIGINT to an execution's kernel if it runs: its stage stops, saves what it has, and the cell fails."""
+    process = getattr(getattr(ex.kernel, "provisioner", None), "process", None)
+    if process is not None and process.poll() is None:
+        with contextlib.suppress(OSError):
+            os.kill(process.pid, signal.SIGINT)
+
+
+@functools.cache
+def _ipc_dir() -> str:
+    """Return a private (0700) folder for the kernels' sockets and connection files, removed at exit.
+
+    Its name carries the driver's PID, so the folders a killed sweep left behind are removed
+    when the next sweep starts (they hold the kernels' HMAC keys).
+    """
+    _remove_stale_kernel_dirs()
+    path = tempfile.mkdtemp(prefix=f"{KERNEL_DIR_PREFIX}{os.getpid()}-")
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+
+def _remove_stale_kernel_dirs() -> int:
+    """Remove this user's kernel folders whose sweep is gone (killed before its exit handler ran)."""
+    removed = 0
+    for folder in Path(tempfile.gettempdir()).glob(f"{KERNEL_DIR_PREFIX}*"):
+        pid = folder.name.removeprefix(KERNEL_DIR_PREFIX).split("-", 1)[0]
+        try:
+            if folder.stat().st_uid != os.getuid() or (pid.isdigit() and pid_alive(int(pid))):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed += 1
+    return removed
+
+
+
+def first_line(err: Exception) -> str:
+    """Return the last meaningful line of an error (papermill's ends with the failing cell's exception)."""
+    lines = [ln for ln in str(err).splitlines() if ln.strip() and not set(ln.strip()) <= {"-"}]
+    return lines[-1][:300] if lines else ""
+
+
+class _PrefixedLog(logging.Handler):
+    """Prints bench's own lines of papermill's streamed cell output as ``[execution] line`` (the thread's name).
+
+    The terminal shows progress, not notebook output: of a cell's stdout only the lines bench
+    marked for it (bench.core.progress.MARK: progress lines, a stage's one-line result) are shown;
+    tables and other output stay in the executed notebook. Warnings and errors (a cell's
+    stderr, papermill's own warnings) are always shown.
+    """
+
+    SKIP = ("Executing Cell", "Ending Cell", "Executing notebook with kernel", "Input Notebook", "Output Notebook",
+            "Working directory", "Executing notebook")
+
+    def emit(self, record: logging.LogRecord) -> None:
+        loud = record.levelno >= logging.WARNING
+        for line in record.getMessage().rstrip().splitlines():
+            if line.startswith(MARK):
+                print(f"[{record.threadName}] {line[len(MARK):]}", flush=True)
+            elif loud and line.strip() and not line.startswith(self.SKIP):
+                print(f"[{record.threadName}] {line}", flush=True)
+
+
+def prepare_driver() -> None:
+    for key, value in (("LITELLM_LOCAL_MODEL_COST_MAP", "True"), ("MLFLOW_DISABLE_TELEMETRY", "true"),
+                       ("PYDEVD_DISABLE_FILE_VALIDATION", "1")):
+        os.environ.setdefault(key, value)  # inherited by every kernel
+    log = logging.getLogger("papermill")
+    if not any(isinstance(h, _PrefixedLog) for h in log.handlers):
+        log.addHandler(_PrefixedLog())
+        log.setLevel(logging.INFO)
+        log.propagate = False

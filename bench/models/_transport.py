@@ -1,0 +1,144 @@
+"""The wire: one request sent (one aiohttp POST, or ``litellm.acompletion``), its reply read into
+``(text, usage, body)``, or its failure classified as a ProviderError (retryable or final).
+
+The usage dict holds ``prompt_tokens``, ``completion_tokens`` and ``finish_reason``; the client adds
+attempts, latency and cost. Every error message is redacted before it is cut, so no half key leaks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import time
+from typing import Any
+
+from bench.core.errors import ProviderError
+from bench.core.secrets import redact
+from bench.models._litellm import litellm
+from bench.models.routing import Route
+
+RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529}
+_KINDS = {400: "bad_request", 401: "auth", 403: "auth", 404: "not_found", 429: "rate_limit"}
+
+Reply = tuple[str, dict[str, Any], dict | None]  # text, usage, the parsed provider body (direct transport)
+
+
+def open_session(route: Route, timeout_s: float) -> Any:
+    """Return an aiohttp session for one route: its headers (the key, read once, kept in memory only) and
+    timeout live on the session, since merging headers and arming timers per request costs throughput."""
+    import aiohttp  # noqa: PLC0415 (0.4 s: only the direct transport needs it, not every importer of bench.models)
+
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
+                                 timeout=aiohttp.ClientTimeout(total=timeout_s),
+                                 headers={"Content-Type": "application/json",
+                                          "Authorization": f"Bearer {route.api_key() or 'not-needed'}"})
+
+
+def client_timeout(timeout_s: float) -> Any:
+    """Return an aiohttp timeout of ``timeout_s`` for one request (e.g. a judge batch's, scaled by its size)."""
+    import aiohttp  # noqa: PLC0415 (0.4 s: only the direct transport needs it, not every importer of bench.models)
+
+    return aiohttp.ClientTimeout(total=timeout_s)
+
+
+async def send_direct(session: Any, route: Route, body: dict, timeout_s: float, reached: set[str],
+                      timeout: Any = None) -> Reply:
+    """POST one OpenAI-format request; ``reached`` holds the api_bases that answered before (then a refused
+    connection is a restart, worth retrying) and gains this one when it answers."""
+    import aiohttp  # noqa: PLC0415 (0.4 s: only the direct transport needs it, not every importer of bench.models)
+
+    extra = {"timeout": timeout} if timeout is not None else {}
+    try:
+        async with session.post(f"{route.api_base}/chat/completions", data=json.dumps(body).encode(),
+                                **extra) as resp:
+            payload = await resp.read()
+            status, retry_after = resp.status, resp.headers.get("Retry-After")
+    except asyncio.TimeoutError:
+        raise ProviderError(f"{route.spec.model} at {route.api_base}: no answer within {timeout_s:g} s",
+                            kind="timeout", retryable=True) from None
+    except aiohttp.ClientConnectorError as exc:
+        raise ProviderError(f"cannot connect to {route.api_base} for {route.spec.model}: {exc.os_error}; "
+                            f"is the server running and the api_base right?", kind="connection",
+                            retryable=route.api_base in reached) from None
+    except aiohttp.ClientError as exc:
+        raise ProviderError(f"{route.spec.model} at {route.api_base}: connection dropped "
+                            f"({type(exc).__name__}: {exc})", kind="connection", retryable=True) from None
+    reached.add(route.api_base)  # type: ignore[arg-type]
+    return parse_openai(route, status, payload, retry_after)
+
+
+def parse_openai(route: Route, status: int, payload: bytes, retry_after: str | None) -> Reply:
+    """Turn an OpenAI-format HTTP reply into (text, usage dict, body) or a ProviderError."""
+    if status != 200:
+        raise http_error(route, status, payload, retry_after)
+    try:
+        data = json.loads(payload)
+        choice = data["choices"][0]
+        text = choice["message"].get("content") or ""
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        snippet = redact(payload[:4096].decode("utf-8", "replace"))[:120]  # redacted before the cut: no half key
+        raise ProviderError(f"{route.spec.model}: malformed reply body ({snippet!r})",
+                            kind="malformed", retryable=True) from None
+    u = data.get("usage") or {}
+    usage = {"prompt_tokens": u.get("prompt_tokens"), "completion_tokens": u.get("completion_tokens"),
+             "finish_reason": choice.get("finish_reason")}
+    return text, usage, data
+
+
+def http_error(route: Route, status: int, payload: bytes, retry_after: str | None) -> ProviderError:
+    """Classify a non-200 reply: retryable (429, 5xx, …) or final (400, 401, 403, 404, …)."""
+    try:
+        detail = redact(str(json.loads(payload)["error"]["message"]))  # a gateway may echo the Authorization header
+    except (ValueError, KeyError, TypeError):
+        detail = redact(payload[:4096].decode("utf-8", "replace"))[:200]  # redacted before the cut: no half key
+    kind = _KINDS.get(status, "server" if status >= 500 else "http")
+    hint = {"auth": "; check the key variable", "not_found": "; check the model name and api_base"}.get(kind, "")
+    return ProviderError(f"{route.spec.model} at {route.api_base}: HTTP {status}: {detail}{hint}",
+                         kind=kind, status=status, retryable=status in RETRYABLE_STATUS,
+                         retry_after=parse_retry_after(retry_after))
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Return Retry-After in seconds (numeric or HTTP-date form), or None."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        when = email.utils.parsedate_to_datetime(value)
+        return max(0.0, when.timestamp() - time.time()) if when else None
+
+
+async def send_litellm(route: Route, body: dict, timeout_s: float) -> Reply:
+    """Send one request through ``litellm.acompletion`` (non-OpenAI wire formats)."""
+    lm = litellm()
+    kwargs = {k: v for k, v in body.items() if k not in ("model", "messages")}
+    try:
+        resp = await lm.acompletion(model=route.spec.model, messages=body["messages"], api_base=route.api_base
+                                    if route.spec.api_base else None, api_key=route.api_key() or ("not-needed" if route.spec.api_base else None),
+                                    timeout=timeout_s, num_retries=0, **kwargs)
+    except Exception as exc:  # LiteLLM maps every provider error onto OpenAI's exception classes
+        raise litellm_error(route, exc) from None
+    choice = resp.choices[0]
+    u = getattr(resp, "usage", None)
+    usage = {"prompt_tokens": getattr(u, "prompt_tokens", None),
+             "completion_tokens": getattr(u, "completion_tokens", None),
+             "finish_reason": getattr(choice, "finish_reason", None)}
+    return choice.message.content or "", usage, None
+
+
+def litellm_error(route: Route, exc: Exception) -> ProviderError:
+    """Classify a LiteLLM exception by its HTTP status (timeouts and connection errors retry)."""
+    status = getattr(exc, "status_code", None)
+    name = type(exc).__name__
+    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+    text = redact(str(exc))  # LiteLLM copies the provider's error body, which may echo the key
+    msg = f"{route.spec.model}: {name}: {text.splitlines()[0][:300] if text else ''}"
+    if "Timeout" in name:
+        return ProviderError(msg, kind="timeout", status=status, retryable=True)
+    if "APIConnectionError" in name and status in (None, 500):
+        return ProviderError(msg, kind="connection", status=status, retryable=True)
+    kind = _KINDS.get(status or 0, "server" if (status or 0) >= 500 else "http")
+    return ProviderError(msg, kind=kind, status=status, retryable=status in RETRYABLE_STATUS,
+                         retry_after=parse_retry_after(headers.get("retry-after") if headers else None))

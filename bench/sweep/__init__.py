@@ -1,0 +1,15 @@
+"""`bench sweep`: the stage notebooks executed with papermill over a params grid, then the report and MLflow.
+
+The grid's cells are split into executions (:mod:`~bench.sweep.executions`): one for the whole grid
+(default: one event loop, one cap), N side by side (``--jobs N``), or one per cell (``--per-cell``, at
+most ``--jobs`` at a time). The driver (:mod:`~bench.sweep.driver`) runs the stages in order and shares
+the embedded model and the model caps with every execution (:mod:`~bench.sweep.shared`);
+:mod:`~bench.sweep.command` is the whole command: lock, stages, report, tracking, summary, exit code.
+"""
+
+from bench.sweep.command import SweepRequest, render, sweep_command, track
+from bench.sweep.driver import SweepResult, check_stage, run_sweep
+from bench.sweep.executions import STAGES, Execution, plan_executions, print_executions
+
+__all__ = ["STAGES", "Execution", "SweepRequest", "SweepResult", "check_stage", "plan_executions",
+           "print_executions", "render", "run_sweep", "sweep_command", "track"]

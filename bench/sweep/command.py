@@ -1,0 +1,114 @@
+"""`bench sweep` from start to end: the run folder locked, the stages run, the report, MLflow, the summary.
+
+How a sweep ends (README, How a sweep ends): exit 0, 1 (an execution crashed), 2 (bad input),
+3 (items still failed) or 130 (Ctrl-C, with one line saying how to resume).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench import tracking  # its track_run loads polars on first use, not at import
+from bench.core.errors import BenchError
+from bench.core.outcome import (EXIT_CRASHED, EXIT_FAILED_ITEMS, EXIT_INTERRUPTED, failures, repeats_since,
+                                retry_command, summary)
+from bench.core.runlock import run_lock
+from bench.core.secrets import redact
+from bench.pipeline import DRY_RUN_ENV, interrupted_line, open_run, shown_path
+from bench.report.render import render_report
+from bench.sweep.driver import SweepResult, run_sweep
+from bench.sweep.executions import print_executions
+
+@dataclass
+class SweepRequest:
+    """What `bench sweep` was asked to do (the command line, parsed)."""
+
+    params: str
+    cells: str | None = None
+    run_dir: str | None = None
+    jobs: int = 1
+    per_cell: bool = False
+    only_stage: str | None = None
+    wait: bool = False
+    report: bool = True
+    track: bool = True
+    dry_run: bool = False
+
+    def retry(self, **override: Any) -> str:
+        """Return the command that resumes this sweep."""
+        kw = {"cells": self.cells, "run_dir": self.run_dir, "jobs": self.jobs, **override}
+        command = retry_command(self.params, **kw)
+        return f"{command} --dry-run" if self.dry_run else command
+
+
+def sweep_command(req: SweepRequest) -> int:
+    """Run a sweep to its end (report, MLflow, the failure summary); return its exit code (README, How a sweep ends).
+
+    Ctrl-C prints one line (what was saved, how to resume) and returns 130.
+    """
+    if req.dry_run:
+        os.environ[DRY_RUN_ENV] = "1"  # every kernel opens the run with dry/ models too
+        print("dry run: every model and judge is answered in-process by dry/<name> (no server, no cost)", flush=True)
+    run = open_run(req.params, cells=req.cells, run_dir=req.run_dir)
+    try:
+        with run_lock(run.dir, wait=req.wait):  # one sweep per run folder: a second one refuses (or waits)
+            result = run_sweep(run, jobs=req.jobs, per_cell=req.per_cell, only_stage=req.only_stage)
+            code, report = _finish(result, req)
+    except KeyboardInterrupt:  # Ctrl-C: one line, no report, no MLflow run
+        resume = "resume with: " + req.retry(only_stage=req.only_stage)
+        try:
+            line = interrupted_line(run, resume)
+        except (Exception, KeyboardInterrupt):  # a second Ctrl-C, or a store that cannot be read: still one line
+            line = f"interrupted: what was answered is saved in {shown_path(run.dir)}; {resume}"
+        print(line, file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
+    if repeats := repeats_since(result.run_dir, result.started):
+        print(f"up to {repeats} request(s) were on the wire when an earlier run of this folder stopped and may "
+              f"have been asked again (paid twice)", flush=True)
+    if groups := failures(result.run_dir, run.sweep.limits.max_attempts):
+        print(summary(groups, req.retry(), run.sweep.limits.max_attempts), flush=True)
+        code = code or EXIT_FAILED_ITEMS
+    if report is not None:
+        print(f"report: {report}")  # the last line: where to look
+    return code
+
+
+def _finish(result: SweepResult, req: SweepRequest) -> tuple[int, Path | None]:
+    """Print each execution; render the report and log to MLflow unless an execution crashed."""
+    code = print_executions(result.executions)
+    report = None
+    if code:  # an execution crashed: the run is incomplete, and a report or an MLflow run would hide it
+        print("report and tracking: skipped, the run is incomplete (an execution failed); "
+              "they follow when a sweep ends without a crash", flush=True)
+        return code, None
+    if req.report:
+        try:
+            report = render(result.run_dir)
+        except BenchError as err:
+            print(f"report: FAILED ({err})", file=sys.stderr)
+            return EXIT_CRASHED, None
+    if req.track:
+        track(result.run_dir, report, {e.name: "ok" for e in result.executions})
+    return code, report
+
+
+def render(run_dir: Path, out: str | None = None, **options: Any) -> Path:
+    """Render a run's report, saying so on the terminal (`bench report`, and a sweep's end)."""
+    t0 = time.monotonic()
+    print("report: rendering notebooks/03_analyze.ipynb (no model is called) …", flush=True)
+    path = render_report(run_dir, out, **options)
+    print(f"report: rendered in {time.monotonic() - t0:.1f}s", flush=True)
+    return path
+
+
+def track(run_dir: Path, report: Path | None, status: dict[str, str]) -> None:
+    """Log a run to MLflow, saying where (`bench track`, and a sweep's end); tracking never fails a sweep."""
+    t0 = time.monotonic()
+    if tracking.track_run(run_dir, status=status, report=report):
+        print(f"tracking: logged to MLflow at {redact(tracking.tracking_uri(run_dir))} in "
+              f"{time.monotonic() - t0:.1f}s (see it with: bench ui {run_dir})", flush=True)

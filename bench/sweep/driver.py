@@ -1,0 +1,105 @@
+"""A sweep's stages in order: collect (judging each answer as it arrives), then judge what is left.
+
+Everything is resumable: a second sweep makes zero model calls. A stage with nothing to work on is refused
+with one line saying what to run instead; a crashed stage stops the stages after it.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.core import paths
+from bench.core.errors import BenchError
+from bench.core.outcome import retry_command
+from bench.core.records import Candidate, utc_now
+from bench.judge.stage import pending_judgments
+from bench.pipeline import Run, open_run, prepare, shown_path
+from bench.sweep.executions import STAGES, Execution, run_stage
+from bench.sweep.shared import SharedLimits, SharedLocalServer
+
+@dataclass
+class SweepResult:
+    """What a sweep did: its run folder and every execution with its exit code (0 = success)."""
+
+    run_dir: Path
+    executions: list[Execution]
+    run: Run | None = None
+    started: str = ""  # ISO time the sweep started
+
+
+def run_sweep(run: Run | str, *, jobs: int = 1, per_cell: bool = False, cells=None,
+              only_stage: str | None = None, run_dir: str | None = None) -> SweepResult:
+    """Run the sweep's stages; return the run folder and every execution with its exit code.
+
+    The caller holds the run folder's lock (bench.core.runlock) for as long as it writes there.
+    """
+    threading.Thread(target=_import_papermill, daemon=True).start()  # 2 s of imports, overlapped with prep
+    started = utc_now()  # items that fail from now on are asked again by the next sweep, not by this one
+    run = run if isinstance(run, Run) else open_run(run, cells=cells, run_dir=run_dir)
+    check_stage(run, only_stage)  # a stage in the wrong order: one line saying what to run instead
+    print(run.describe(), flush=True)
+    prepare(run)  # preflight + scenarios.jsonl: nothing is spent on a run that cannot finish
+    stages = [only_stage] if only_stage else [s for s in STAGES if (s != "judge" or run.sweep.judges)
+                                              and (s != "collect" or run.sweep.collects)]
+    for stage in stages:
+        if stage not in STAGES:
+            raise BenchError(f"unknown stage {stage!r}; stages are: {', '.join(STAGES)}")
+    done: list[Execution] = []
+    with SharedLocalServer(run), SharedLimits(run, jobs, per_cell):
+        for stage in stages:
+            if failed := [e.name for e in done if e.returncode != 0]:  # a later stage would work on a partial run
+                print(f"{stage}: not started, because {', '.join(failed)} failed (see the notebook named below); "
+                      f"fix it and run the sweep again", flush=True)
+                break
+            if stage == "judge" and only_stage is None and _judged_during_collect(run, started):
+                print("judge: nothing pending (every candidate was graded as it arrived)", flush=True)
+                continue
+            done += run_stage(run, stage, jobs, per_cell, started)
+    return SweepResult(run.dir, done, run, started)
+
+
+def check_stage(run: Run, stage: str | None) -> None:
+    """Refuse (BenchError: one line, exit code 2) a stage that has nothing to work on yet, saying what to run.
+
+    ``--only-stage judge`` before anything was collected would grade nothing, render an empty
+    report and log an empty MLflow run; it says instead that nothing has been collected and how.
+    """
+    if stage is None:
+        return
+    if stage not in STAGES:
+        raise BenchError(f"unknown stage {stage!r}; stages are: {', '.join(STAGES)}")
+    params = shown_path(run.params_path)
+    if stage == "collect" and not run.sweep.collects:
+        raise BenchError(f"{params} has nothing to collect (its scenarios hold the responses to judge); "
+                         f"judge them with: {_command(run, 'judge')}")
+    if stage == "judge" and not run.sweep.judges:
+        raise BenchError(f"{params} declares no judges, so there is nothing to judge; add one under `judges:` "
+                         f"(see README, Judging), or collect only with: {_command(run, 'collect')}")
+    if stage == "judge" and run.sweep.collects and not _collected(run):
+        raise BenchError(f"nothing has been collected in {shown_path(run.dir)} yet, so there is nothing to judge; "
+                         f"collect first with: {_command(run, 'collect')} (or run both stages, judging each "
+                         f"answer as it arrives: {_command(run, None)})")
+
+
+def _collected(run: Run) -> bool:
+    """Return True if the run folder holds at least one successful answer of the run's cells."""
+    keys = {c.key for c in run.cells}
+    return any(c.ok and c.cell in keys
+               for c in run.store.latest(Candidate).values())
+
+
+def _command(run: Run, stage: str | None) -> str:
+    """Return the `bench sweep` command of this run (its cells and run folder) for ``stage`` (None: every stage)."""
+    cells = ",".join(c.key for c in run.cells) if len(run.cells) < len(run.sweep.cells()) else None
+    folder = shown_path(run.dir) if run.dir != paths.run_dir(run.sweep.name, run.root) else None
+    return retry_command(shown_path(run.params_path), cells=cells, run_dir=folder, only_stage=stage)
+
+
+def _judged_during_collect(run: Run, started: str) -> bool:
+    return run.sweep.collects and pending_judgments(run, failed_since=started) == 0
+
+
+def _import_papermill() -> None:
+    import papermill  # noqa: F401, PLC0415 (2 s of imports, overlapped with the sweep's preparation)

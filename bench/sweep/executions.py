@@ -1,0 +1,152 @@
+"""The papermill executions of a stage: planned over the grid's cells, run side by side under one cap, stopped cleanly.
+
+The sweep's concurrency cap is divided among the executions that run at once, so the sweep as a whole never
+exceeds it. Each execution appends to its own shard of the run store and saves its executed notebook under
+``runs/<sweep>/notebooks/``; a failed execution is reported with that path and does not stop the others.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.config.params import Cell
+from bench.kernels import first_line, interrupt_kernel, kernel_manager_class, prepare_driver
+from bench.pipeline import Run
+
+STAGES = {"collect": "01_collect.ipynb", "judge": "02_judge.ipynb"}
+
+
+@dataclass
+class Execution:
+    """One papermill execution of a stage notebook over some cells."""
+
+    stage: str
+    cells: list[Cell]
+    shard: str | None
+    notebook: Path = field(default=Path())
+    returncode: int | None = None
+    seconds: float = 0.0
+    error: str = ""
+    failed_since: str | None = None  # the sweep's start: what failed since is asked again by the next sweep
+    kernel: Any = None  # its kernel manager, once the kernel is started (an interrupt is sent to it)
+    finished: threading.Event = field(default_factory=threading.Event)  # set when its thread is done
+
+    @property
+    def name(self) -> str:
+        return f"{self.stage}.{self.shard}" if self.shard else self.stage
+
+
+def plan_executions(run: Run, stage: str, jobs: int, per_cell: bool) -> list[Execution]:
+    """Return the executions of a stage: one, ``jobs`` groups of cells, or one per cell."""
+    cells = run.cells
+    if per_cell:
+        groups = [[c] for c in cells]
+        shards = [_slug(c.key) for c in cells]
+    elif jobs <= 1 or len(cells) <= 1:  # a pair dataset has no cells: one execution judges it
+        groups, shards = [cells], [None]
+    else:
+        n = min(jobs, len(cells))
+        groups = [cells[i::n] for i in range(n)]
+        shards = [f"job{i + 1}" for i in range(n)]
+    out = []
+    for group, shard in zip(groups, shards):
+        ex = Execution(stage, group, shard)
+        ex.notebook = run.dir / "notebooks" / f"{Path(STAGES[stage]).stem}{'.' + shard if shard else ''}.ipynb"
+        out.append(ex)
+    return out
+
+
+def _slug(key: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_.@" else "_" for ch in key).replace("@", "-")
+
+
+def run_stage(run: Run, stage: str, jobs: int, per_cell: bool, started: str | None = None) -> list[Execution]:
+    executions = plan_executions(run, stage, jobs, per_cell)
+    for ex in executions:
+        ex.failed_since = started
+    cap = run.sweep.limits.max_concurrency
+    parallel = max(1, min(jobs if per_cell else len(executions), len(executions), cap))
+    share = max(1, cap // parallel)  # the sweep as a whole never exceeds the cap
+    print(f"{stage}: {len(executions)} execution(s), {parallel} at a time, cap {share} each", flush=True)
+    sem = threading.Semaphore(parallel)
+    prepare_driver()
+    stop = threading.Event()
+    threads = [threading.Thread(target=_guarded, args=(sem, run, ex, share, stop), daemon=True) for ex in executions]
+    for t in threads:
+        t.start()
+    try:  # events, not Thread.join: a join interrupted by Ctrl-C marks a running thread as stopped (bpo-45274)
+        for ex in executions:
+            ex.finished.wait()
+    except KeyboardInterrupt:  # Ctrl-C: the kernels (in their own sessions) did not get it; stop them cleanly
+        _stop(executions, stop)
+        raise
+    return executions
+
+
+def _stop(executions: list[Execution], stop: threading.Event, grace_s: float = 30.0) -> None:
+    """Interrupt every running execution and wait (at most ``grace_s``; a second Ctrl-C: not at all) for it to end.
+
+    An interrupted stage cancels its requests, writes what was answered and ends its cell;
+    papermill then saves the executed notebook and shuts the kernel down. No execution
+    starts any more. A kernel still starting ignores SIGINT, so it is sent again until the
+    execution ends; whatever is left dies with the driver (PR_SET_PDEATHSIG).
+    """
+    stop.set()
+    deadline = time.monotonic() + grace_s
+    try:
+        while time.monotonic() < deadline and (running := [ex for ex in executions if not ex.finished.is_set()]):
+            for ex in running:
+                interrupt_kernel(ex)
+            running[0].finished.wait(timeout=1.0)
+    except KeyboardInterrupt:
+        pass
+
+
+def _guarded(sem: threading.Semaphore, run: Run, ex: Execution, cap: int, stop: threading.Event | None = None) -> None:
+    try:
+        with sem:
+            if stop is None or not stop.is_set():  # an interrupted sweep starts no further execution
+                _execute(run, ex, cap, stop)
+    finally:
+        ex.finished.set()
+
+
+def _execute(run: Run, ex: Execution, cap: int, stop: threading.Event | None = None) -> None:
+    """Run one papermill execution in this thread (papermill is imported once per sweep, not per execution).
+
+    Each execution still gets its own kernel process; its cell output is streamed to the
+    terminal prefixed with the execution's name.
+    """
+    import papermill as pm  # noqa: PLC0415 (2 s of imports: paid once by the driver)
+
+    threading.current_thread().name = ex.name
+    ex.notebook.parent.mkdir(parents=True, exist_ok=True)
+    params = {"params": str(run.params_path), "grid_cells": [c.key for c in ex.cells], "run_dir": str(run.dir),
+              "max_concurrency": cap, "shard": ex.shard, "progress": "text"}
+    if ex.stage == "collect":
+        params["judge"] = bool(run.sweep.judges)  # pipelined: judging consumes candidates as they arrive
+    else:
+        params["failed_since"] = ex.failed_since
+    t0 = time.monotonic()
+    try:
+        pm.execute_notebook(str(run.root / "notebooks" / STAGES[ex.stage]), str(ex.notebook), parameters=params,
+                            kernel_name="python3", log_output=True, progress_bar=False, cwd=str(run.root),
+                            kernel_manager_class=kernel_manager_class(ex, stop))
+        ex.returncode = 0
+    except Exception as err:  # the executed notebook (saved by papermill) shows the failing cell
+        ex.returncode = 1
+        ex.error = f"{type(err).__name__}: {first_line(err)}"
+    ex.seconds = time.monotonic() - t0
+
+
+def print_executions(executions: list[Execution]) -> int:
+    """Print one line per execution and return the sweep's exit code (1 if any execution failed)."""
+    failed = [e for e in executions if e.returncode != 0]
+    for ex in executions:
+        status = "ok" if ex.returncode == 0 else f"FAILED ({ex.error}): see {ex.notebook}"
+        print(f"  {ex.name}: {status} [{ex.seconds:.1f}s]")
+    return 1 if failed else 0

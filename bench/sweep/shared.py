@@ -1,0 +1,67 @@
+"""What the executions of one sweep share, served from the driver: the embedded model and the model caps.
+
+Each model's and judge's own caps (``max_concurrency``, ``rpm``, ``tpm``) are never divided or multiplied:
+when executions run side by side, the driver serves them from one lease server (bench.models.ratelimit)
+that every kernel reaches through BENCH_LIMITS_ADDRESS.
+"""
+
+from __future__ import annotations
+
+import os
+
+from bench.core.errors import BenchError
+from bench.models import local, ratelimit
+from bench.pipeline import Run
+from bench.sweep.executions import plan_executions
+
+class SharedLocalServer:
+    """Start the embedded model once in the driver and share it with every execution (one model loaded)."""
+
+    def __init__(self, run: Run):
+        self.models = sorted({c.model.model for c in run.cells if local.is_local(c.model.model)}
+                             | {j.model for j in run.sweep.judges if local.is_local(j.model)})
+        self.owned = False
+
+    def __enter__(self) -> "SharedLocalServer":
+        if self.models and not os.environ.get("BENCH_LOCAL_API_BASE"):
+            if len(self.models) > 1:
+                raise BenchError(f"a sweep can use one local model at a time; this one names {self.models}")
+            endpoint = local.ensure(self.models[0])
+            os.environ["BENCH_LOCAL_API_BASE"] = endpoint.api_base
+            self.owned = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.owned:
+            os.environ.pop("BENCH_LOCAL_API_BASE", None)
+            local.shutdown()
+
+
+class SharedLimits:
+    """Serve every model's caps from the driver when executions run side by side (one lease server per sweep).
+
+    Each kernel inherits BENCH_LIMITS_ADDRESS and takes a lease per request, so a judge's
+    ``max_concurrency: 3`` stays 3 under ``--jobs 3``, and ``rpm``/``tpm`` windows span
+    every execution (also consecutive ones: ``--per-cell``, or collect then judge).
+    """
+
+    def __init__(self, run: Run, jobs: int, per_cell: bool):
+        entries = [c.model for c in run.cells] + list(run.sweep.judges)
+        capped = any(e.max_concurrency or e.rpm or e.tpm for e in entries)
+        several = len(plan_executions(run, "collect", jobs, per_cell)) > 1
+        windows = any(e.rpm or e.tpm for e in entries)  # a window spans the collect and judge executions too
+        self.wanted = ((capped and several) or windows) and not os.environ.get(ratelimit.ADDRESS_ENV)
+        self.server: ratelimit.LeaseServer | None = None
+
+    def __enter__(self) -> "SharedLimits":
+        if self.wanted:
+            self.server = ratelimit.LeaseServer()
+            os.environ[ratelimit.ADDRESS_ENV] = self.server.start()  # inherited by every kernel started later
+            print("model caps: one lease server for all executions (max_concurrency, rpm, tpm hold sweep-wide)",
+                  flush=True)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.server is not None:
+            os.environ.pop(ratelimit.ADDRESS_ENV, None)
+            self.server.stop()

@@ -1,0 +1,35 @@
+"""A loopback OpenAI-compatible fake provider, owned by the project for its tests and benchmarks.
+
+Drive it from Python through :class:`FakeProvider`, which spawns ``python -m
+bench.testing.fake_provider`` as a subprocess bound to 127.0.0.1 and talks to its admin
+endpoints::
+
+    with FakeProvider(latency_ms=50, rate_429=0.1) as fake:
+        client = SomeClient(base_url=fake.url, api_key="x")
+        ...
+        fake.configure(fail_first=2)
+        print(fake.stats()["statuses"])
+
+Or run it by hand: ``python -m bench.testing.fake_provider --port 0 [--host 127.0.0.1]
+[--latency-ms 100] [--config JSON]`` prints one JSON line ``{"port": N}`` when ready and serves
+until SIGTERM/SIGINT.
+
+Endpoints: ``POST /v1/chat/completions`` (and ``/chat/completions``), ``GET /v1/models``
+(and ``/models``), ``POST /_admin/config``, ``GET /_admin/stats``, ``POST /_admin/reset``.
+The config keys and their defaults are in :data:`DEFAULT_CONFIG`; the order in which a
+chat request is decided is documented on ``FakeServer.chat``.
+
+Modules: ``config`` (the knobs), ``request_body`` (what a request asks for), ``schema_faker``
+and ``replies`` (the bodies it composes), ``server`` (the aiohttp state and routes), ``serve``
+(the process: command line, loopback check, signals), ``handle`` (:class:`FakeProvider`).
+The server half imports only the standard library and aiohttp, never the rest of bench;
+importing this package does not import aiohttp.
+"""
+
+from __future__ import annotations
+
+from bench.testing.fake_provider.config import DEFAULT_CONFIG
+from bench.testing.fake_provider.handle import FakeProvider
+from bench.testing.fake_provider.schema_faker import SchemaFaker
+
+__all__ = ["DEFAULT_CONFIG", "FakeProvider", "SchemaFaker"]

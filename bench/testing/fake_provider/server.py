@@ -1,0 +1,295 @@
+"""The fake provider's aiohttp application: its state (config, counters) and its routes.
+
+``FakeServer`` holds the config and the counters and answers every endpoint; :func:`build_app`
+routes ``POST /v1/chat/completions`` (and ``/chat/completions``), ``GET /v1/models`` (and
+``/models``), ``POST /_admin/config``, ``GET /_admin/stats`` and ``POST /_admin/reset`` to it.
+The order in which a chat request is decided is documented on :meth:`FakeServer.chat`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import json
+import random
+import socket
+import struct
+import time
+from collections import Counter, deque
+from typing import Any
+
+from aiohttp import web
+
+from bench.testing.fake_provider.config import DEFAULT_CONFIG, FAULT_KINDS, validate_config
+from bench.testing.fake_provider.replies import MALFORMED_BODY, default_content, error_body, usage
+from bench.testing.fake_provider.request_body import message_text, request_key
+
+REQUEST_AUTH: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_auth", default=None)
+RECENT_MAX = 200
+
+
+class FakeServer:
+    """The aiohttp application state: config, derived tables, counters."""
+
+    def __init__(self, default_latency_ms: float = 0, config: dict[str, Any] | None = None) -> None:
+        self.defaults = {**DEFAULT_CONFIG, "latency_ms": default_latency_ms}
+        self.generation = 0
+        self.reset_counters()
+        self.set_config(config or {}, reset=True)
+
+    # ---- config and counters
+
+    def set_config(self, update: dict[str, Any], *, reset: bool = False) -> dict[str, Any]:
+        """Merge ``update`` over the config (over the defaults if ``reset``); raise ValueError if invalid."""
+        unknown = sorted(set(update) - set(DEFAULT_CONFIG))
+        if unknown:
+            raise ValueError(f"unknown config key(s): {', '.join(unknown)}; known: {', '.join(DEFAULT_CONFIG)}")
+        config = {**(self.defaults if reset else self.config), **update}
+        validate_config(config)
+        self.config = config
+        if reset or "seed" in update:
+            self.rng = random.Random(config["seed"])
+            self.jitter_rng = random.Random(config["seed"])
+        if reset or "fail_first" in update:
+            self.attempts: dict[str, int] = {}
+        self._derive()
+        return dict(config)
+
+    def _derive(self) -> None:
+        """Precompute what the hot path needs from the config."""
+        cfg = self.config
+        self.latency_s = cfg["latency_ms"] / 1000
+        self.jitter_s = cfg["latency_jitter_ms"] / 1000
+        self.auth_header = None if cfg["require_key"] is None else f"Bearer {cfg['require_key']}"
+        retry_after = cfg["retry_after_s"]
+        self.headers_429 = {} if retry_after is None else {"Retry-After": str(retry_after)}
+        table, total = [], 0.0
+        for kind in FAULT_KINDS:
+            rate = float(cfg[f"rate_{kind}"])
+            if rate > 0:
+                total += rate
+                table.append((total, kind))
+        self.fault_table: list[tuple[float, str]] = table
+
+    def reset_counters(self) -> None:
+        """Zero every counter; in-flight requests from before no longer count."""
+        self.generation += 1
+        self.requests = 0
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self.statuses: Counter[int] = Counter()
+        self.faults: Counter[str] = Counter({kind: 0 for kind in (*FAULT_KINDS, "fail_first")})
+        self.by_model: Counter[str] = Counter()
+        self.in_flight_by_model: Counter[str] = Counter()
+        self.peak_in_flight_by_model: Counter[str] = Counter()
+        self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_MAX)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The counters as a JSON-ready dict."""
+        return {
+            "requests": self.requests,
+            "in_flight": self.in_flight,
+            "peak_in_flight": self.peak_in_flight,
+            "statuses": {str(k): v for k, v in sorted(self.statuses.items())},
+            "faults": dict(self.faults),
+            "by_model": dict(self.by_model),
+            "peak_in_flight_by_model": dict(self.peak_in_flight_by_model),
+            "recent": list(self.recent),
+        }
+
+    # ---- chat
+
+    async def chat(self, request: web.Request) -> web.Response:
+        """Answer one chat completion request.
+
+        Order: count it; 400 if the body is not a JSON object; sleep the latency; 401 if
+        ``require_key`` does not match; ``fail_first``; the random faults (429, 500, hang,
+        malformed, empty, reset); a ``replies`` match (status or content); else the
+        schema-valid or ``fake answer <hash>`` reply. In flight is also counted per body
+        ``model`` (``peak_in_flight_by_model``).
+        """
+        self.requests += 1
+        generation = self.generation
+        self.in_flight += 1
+        if self.in_flight > self.peak_in_flight:
+            self.peak_in_flight = self.in_flight
+        model = None
+        try:
+            try:
+                body = json.loads(await request.read())  # aiohttp keeps the bytes: _answer reads them again
+                model = (body.get("model") or "fake-model") if isinstance(body, dict) else None
+            except ValueError:
+                pass
+            if model is not None:
+                self.in_flight_by_model[model] += 1
+                if self.in_flight_by_model[model] > self.peak_in_flight_by_model[model]:
+                    self.peak_in_flight_by_model[model] = self.in_flight_by_model[model]
+            return await self._answer(request)
+        finally:
+            if generation == self.generation:
+                self.in_flight -= 1
+                if model is not None:
+                    self.in_flight_by_model[model] -= 1
+
+    async def _answer(self, request: web.Request) -> web.Response:
+        """The body of :meth:`chat`, without the in-flight bookkeeping."""
+        try:
+            body = json.loads(await request.read())
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            return self.error(400, "the request body must be a JSON object")
+        self.by_model[body.get("model") or "fake-model"] += 1
+        auth = request.headers.get("Authorization")
+        REQUEST_AUTH.set(auth)  # for `error`, which may echo it (echo_auth); one task per request
+        body["_auth"] = auth is not None
+        self.recent.append(body)
+        authorized = self.auth_header is None or auth == self.auth_header
+        fault = self.draw_fault(body) if authorized else None
+        await self.sleep()
+        if not authorized:
+            key = (auth or "").removeprefix("Bearer ") if self.config["echo_auth"] else ""
+            return self.error(401, f"Incorrect API key provided{': ' + key if key else ''} (fake provider)")
+        served = self.config["served_models"]
+        if served is not None and body.get("model") not in served:
+            return self.error(404, f"The model `{body.get('model')}` does not exist or you do not have access to "
+                                   f"it (fake provider serves: {', '.join(served)})")
+        if fault is not None:
+            return await self.fault(fault, request, body)
+        return self.reply(body)
+
+    def draw_fault(self, body: dict[str, Any]) -> str | None:
+        """``fail_first`` (deterministic) first, then one draw against the random fault table."""
+        limit = self.config["fail_first"]
+        if limit > 0:
+            key = request_key(body)
+            seen = self.attempts.get(key, 0)
+            self.attempts[key] = seen + 1
+            if seen < limit:
+                return "fail_first"
+        if self.fault_table:
+            draw = self.rng.random()
+            for threshold, kind in self.fault_table:
+                if draw < threshold:
+                    return kind
+        return None
+
+    async def sleep(self) -> None:
+        """The configured latency plus jitter (no await at all when both are zero)."""
+        delay = self.latency_s
+        if self.jitter_s:
+            delay += self.jitter_rng.uniform(0, self.jitter_s)
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+    async def fault(self, kind: str, request: web.Request, body: dict[str, Any]) -> web.Response:
+        """Carry out one fault; returns the response (or raises after aborting the connection)."""
+        self.faults[kind] += 1
+        if kind == "fail_first":
+            status = int(self.config["fail_status"])
+            return self.error(status, f"fake failure (fail_first={self.config['fail_first']})")
+        if kind in ("429", "500"):
+            return self.error(int(kind), f"fake injected {kind}")
+        if kind == "hang":
+            await asyncio.sleep(float(self.config["hang_s"]))
+            return self.reply(body)
+        if kind == "malformed":
+            self.statuses[200] += 1
+            return web.Response(body=MALFORMED_BODY, content_type="application/json")
+        if kind == "empty":
+            return self.reply(body, content="", finish_reason="length")
+        abort_connection(request)
+        raise asyncio.CancelledError  # nothing may be written on an aborted connection
+
+    def reply(self, body: dict[str, Any], content: str | None = None, finish_reason: str = "stop") -> web.Response:
+        """A 200 chat.completion; ``content`` defaults to a replies match or the generated text."""
+        prompt = message_text(body.get("messages"))
+        if content is None:
+            match = self.match_reply(prompt)
+            if match is not None and "status" in match:
+                return self.error(int(match["status"]), f"fake reply status for match {match['match']!r}")
+            content = match["content"] if match is not None else default_content(body, self.config["corrupt_items"],
+                                                                                  self.config["batch_fault"])
+        self.statuses[200] += 1
+        payload = {
+            "id": f"chatcmpl-fake-{self.requests}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model") or "fake-model",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                         "finish_reason": finish_reason}],
+            "usage": usage(prompt, content),
+        }
+        return web.Response(text=json.dumps(payload), content_type="application/json")
+
+    def match_reply(self, prompt: str) -> dict[str, Any] | None:
+        """The first ``replies`` entry whose ``match`` occurs in the prompt text."""
+        for entry in self.config["replies"]:
+            if entry["match"] in prompt:
+                return entry
+        return None
+
+    def error(self, status: int, message: str) -> web.Response:
+        """An OpenAI-style error response (429s carry Retry-After when configured)."""
+        self.statuses[status] += 1
+        if self.config["echo_auth"] and REQUEST_AUTH.get() is not None:
+            message = f"{message}; received Authorization: {REQUEST_AUTH.get()}"
+        headers = self.headers_429 if status == 429 else None
+        return web.Response(status=status, body=error_body(status, message),
+                            content_type="application/json", headers=headers)
+
+    # ---- other endpoints
+
+    async def models(self, request: web.Request) -> web.Response:
+        """``GET /v1/models``: the ``served_models`` (none listed by default: any model is answered)."""
+        if not self.config["list_models"]:
+            return self.error(404, "this server does not list its models")
+        served = self.config["served_models"] or []
+        body = {"object": "list", "data": [{"id": m, "object": "model"} for m in served]}
+        return web.Response(text=json.dumps(body), content_type="application/json")
+
+    async def admin_config(self, request: web.Request) -> web.Response:
+        """``POST /_admin/config``: merge the body over the config (``reset: true`` first restores defaults)."""
+        try:
+            update = json.loads(await request.read() or b"{}")
+            if not isinstance(update, dict):
+                raise ValueError("the config body must be a JSON object")
+            reset = bool(update.pop("reset", False))
+            return web.json_response(self.set_config(update, reset=reset))
+        except ValueError as exc:
+            return web.Response(status=400, body=error_body(400, str(exc)), content_type="application/json")
+
+    async def admin_stats(self, request: web.Request) -> web.Response:
+        """``GET /_admin/stats``."""
+        return web.json_response(self.snapshot())
+
+    async def admin_reset(self, request: web.Request) -> web.Response:
+        """``POST /_admin/reset``: counters and config back to defaults."""
+        self.reset_counters()
+        return web.json_response(self.set_config({}, reset=True))
+
+
+def abort_connection(request: web.Request) -> None:
+    """Drop the request's TCP connection with an RST (SO_LINGER 0), sending no HTTP response."""
+    transport = request.transport
+    if transport is None:
+        return
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
+
+
+def build_app(server: FakeServer) -> web.Application:
+    """The aiohttp application routing every endpoint to ``server``."""
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app.router.add_post("/v1/chat/completions", server.chat)
+    app.router.add_post("/chat/completions", server.chat)
+    app.router.add_get("/v1/models", server.models)
+    app.router.add_get("/models", server.models)
+    app.router.add_post("/_admin/config", server.admin_config)
+    app.router.add_get("/_admin/stats", server.admin_stats)
+    app.router.add_post("/_admin/reset", server.admin_reset)
+    return app

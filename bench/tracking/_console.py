@@ -1,0 +1,63 @@
+"""What tracking prints: a progress line after a few quiet seconds, and a warning when it fails.
+
+Tracking never stops a sweep: a failure is one line on stderr saying the run's records are unaffected.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+from bench.core.secrets import redact
+
+PROGRESS_EVERY_S = float(os.environ.get("BENCH_TRACKING_PROGRESS_S", "3"))  # a progress line after this much quiet
+
+
+class Progress:
+    """Say what tracking is doing: after ``every_s`` seconds without a line, one line (from a daemon thread).
+
+    ``tracking: traces 400/1000 (7s)``; a step without a count reads ``tracking: <step> … (3s)``.
+    Nothing is printed when tracking is quicker than ``every_s``.
+    """
+
+    def __init__(self, every_s: float = PROGRESS_EVERY_S):
+        self.every_s, self.step, self.done, self.total = every_s, "starting", 0, 0
+        self._t0 = self._last = time.monotonic()
+        self._lock, self._stop = threading.Lock(), threading.Event()
+        self._thread = threading.Thread(target=self._tick, name="bench-tracking-progress", daemon=True)
+
+    def __enter__(self) -> "Progress":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def begin(self, step: str, total: int = 0) -> None:
+        with self._lock:
+            self.step, self.done, self.total = step, 0, total
+
+    def add(self, n: int) -> None:
+        with self._lock:
+            self.done += n
+
+    def line(self) -> str:
+        with self._lock:
+            count = f" {self.done}/{self.total}" if self.total else " …"
+            return f"tracking: {self.step}{count} ({time.monotonic() - self._t0:.0f}s)"
+
+    def _tick(self) -> None:
+        while not self._stop.wait(min(0.25, self.every_s)):
+            if time.monotonic() - self._last >= self.every_s:
+                self._last = time.monotonic()
+                print(self.line(), flush=True)
+
+
+def warn(what: str, err: BaseException) -> None:
+    """Print that ``what`` failed (the error's first line, redacted) and that the run's records are unaffected."""
+    text = redact(str(err))  # an error may quote a tracking URI's user:password@
+    print(f"tracking: {what} failed ({type(err).__name__}: {text.splitlines()[0][:300] if text else ''}); "
+          f"the run's records are unaffected", file=sys.stderr, flush=True)

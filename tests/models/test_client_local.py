@@ -1,0 +1,43 @@
+"""The embedded model end to end through bench.models.client: a real completion and a schema-constrained reply."""
+
+import asyncio
+import json
+
+import jsonschema
+import pytest
+
+from bench.models import local
+from bench.models.client import LLM, Limits
+from bench.models.routing import ModelSpec
+
+pytestmark = pytest.mark.local_model
+
+GRADE = {"type": "object", "additionalProperties": False, "required": ["score", "reason"],
+         "properties": {"score": {"type": "integer", "enum": [1, 2, 3, 4, 5]},  # the grammar enforces enum,
+                        "reason": {"type": "string", "minLength": 1, "maxLength": 160}}}  # not min/max
+
+
+def test_embedded_model_answers_plain_and_json_through_the_seam(tmp_path):
+    llm = LLM(Limits(max_concurrency=2, timeout_s=120), cache=str(tmp_path / "c.sqlite"))
+    spec = ModelSpec("local/gemma-3-270m", params={"temperature": 0.0, "max_tokens": 48, "seed": 1})
+    judge = {"max_tokens": 160}  # enough room for the whole object: a cut-off reply is not JSON
+    rf = {"type": "json_schema", "json_schema": {"name": "grade", "schema": GRADE, "strict": True}}
+    judge_msgs = [{"role": "system", "content": "You grade answers. Reply in JSON."},
+                  {"role": "user", "content": "Question: 2+2? Answer: 4. Grade the answer from 1 to 5."}]
+
+    async def go():
+        plain = await llm.complete(spec, [{"role": "user", "content": "Name one fruit."}])
+        graded = await llm.complete(spec, judge_msgs, response_format=rf, params=judge)
+        again = await llm.complete(spec, judge_msgs, response_format=rf, params=judge)
+        await llm.aclose()
+        return plain, graded, again
+
+    try:
+        plain, graded, again = asyncio.run(go())
+    finally:
+        local.shutdown()
+    assert plain.text.strip() and plain.usage.completion_tokens >= 1 and plain.usage.cost_usd is None
+    assert graded.usage.finish_reason == "stop", graded.text
+    jsonschema.validate(json.loads(graded.text, strict=False), GRADE)  # grammar-constrained: valid every time
+    assert again.usage.cached and again.text == graded.text
+    assert llm.calls == 2

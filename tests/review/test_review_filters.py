@@ -1,0 +1,64 @@
+"""ReviewSession filters and validation on records written through the store (no model, no MLflow)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.core.errors import BenchError
+from bench.core.records import Candidate, Judgment, Scenario
+from bench.review.session import ReviewSession
+from bench.config.rubrics import load_rubric, snapshot_rubric
+from bench.core.store import RunStore
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def run(tmp_path):
+    rubric = load_rubric("tip-v1", ROOT)
+    run_dir = tmp_path / "r"
+    snapshot_rubric(rubric, run_dir)
+    scen = [Scenario(fields={"q": i}) for i in range(3)]
+    cands = [Candidate(model_id="m", model="openai/m", prompt_id="p", prompt_version="v1", prompt_hash="x",
+                       scenario_id=s.id, output=f"answer {i}") for i, s in enumerate(scen)]
+
+    def grade(judge: str, cand: Candidate, value: int | None) -> Judgment:
+        base = dict(judge_id=judge, judge_model=f"openai/{judge}", rubric_id=rubric.id, rubric_version=rubric.version,
+                    rubric_hash=rubric.hash, mode="rubric", candidate_ids=[cand.id], scenario_id=cand.scenario_id)
+        if value is None:
+            return Judgment(**base, error="no JSON object in the reply", error_kind="parse")
+        scores = {c.id: value for c in rubric.criteria}
+        return Judgment(**base, scores=scores, score=rubric.composite(scores))
+
+    RunStore(run_dir).append([*scen, *cands,
+                              grade("a", cands[0], 3), grade("b", cands[0], 3),   # agree, middle of the scale
+                              grade("a", cands[1], 1), grade("b", cands[1], 5),   # disagree, extremes
+                              grade("a", cands[2], 2), grade("b", cands[2], None)])  # a parse failure
+    return run_dir, cands
+
+
+def test_filters_order_and_select_the_items_a_reviewer_needs(run):
+    run_dir, cands = run
+    session = ReviewSession(run_dir, reviewer="dee")
+    first = session.select("disagreement")[0]
+    assert first.key == (cands[1].id,) and first.spread(session.rubrics) == 1.0
+    assert [it.key for it in session.select("failures")] == [(cands[2].id,)]
+    assert [it.key for it in session.select("extreme")] == [(cands[1].id,)]
+    assert len(session.select("unreviewed")) == 3 and session.progress() == (0, 3)
+    failed = next(j for j in session.select("failures")[0].judgments if not j.ok)
+    session.save(failed.id, scores={"relevance": 2, "actionability": 2, "tone": 2}, note="graded by hand")
+    assert len(session.select("unreviewed")) == 2 and session.progress() == (1, 3)
+    with pytest.raises(BenchError, match="unknown review filter"):
+        session.select("newest")
+
+
+def test_a_missing_run_folder_and_a_verdict_on_a_graded_item_are_refused(run, tmp_path):
+    run_dir, _ = run
+    with pytest.raises(BenchError, match="no such run folder"):
+        ReviewSession(tmp_path / "nope")
+    session = ReviewSession(run_dir, reviewer="dee")
+    j = session.select("all")[0].reviewable()[0]
+    with pytest.raises(BenchError, match="missing a score for relevance"):
+        session.save(j.id, verdict="A>B")
