@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
 from bench.collect import CollectResult, answer_counts, collect
 from bench.config.params import Cell, Sweep, load_sweep
@@ -35,7 +35,7 @@ from bench.core.writer import BatchWriter, Halt
 from bench.judge.grader import Judge
 from bench.judge.stage import JudgeResult, judge_stage, judgment_counts, load_judges
 from bench.judge.stream import JudgeStream
-from bench.models.client import LLM, Limits
+from bench.models.client import LLM
 from bench.models.dry import dry_model
 from bench.models.genparams import param_problems
 from bench.models.preflight import preflight
@@ -51,6 +51,7 @@ class Run:
     dir: Path
     scenarios: list[Scenario]
     cells: list[Cell]
+    dry_run: bool = False  # every model and judge answered by dry/<id> (bench sweep --dry-run)
 
     @property
     def store(self) -> RunStore:
@@ -66,20 +67,21 @@ class Run:
                 f" × {s.samples} samples = {n} candidates; run folder {self.dir}")
 
 
-DRY_RUN_ENV = "BENCH_DRY_RUN"  # set by `bench sweep --dry-run`, inherited by its kernels
-
-
 def open_run(params: str | Path, cells: Any = None, run_dir: str | Path | None = None, *,
-             dry_run: bool | None = None) -> Run:
+             dry_run: bool = False) -> Run:
     """Return the validated Run of a params file (no model is called); raise ParamsError on any mistake.
 
-    ``dry_run`` (default: the BENCH_DRY_RUN variable) swaps every model and judge for its ``dry/``
-    stand-in (see :func:`dry_sweep`): the whole pipeline runs at no cost, into ``runs/<name>-dry``.
+    ``dry_run`` swaps every model and judge for its ``dry/`` stand-in (see :func:`dry_sweep`): the whole
+    pipeline runs at no cost, into ``runs/<name>-dry`` (a ``run_dir`` is refused: a dry run never
+    writes where real results are).
     """
     root = paths.project_root()
     sweep, params_path = load_sweep(paths.resolve(params, root))
-    if dry_run if dry_run is not None else os.environ.get(DRY_RUN_ENV, "") not in ("", "0"):
-        sweep = dry_sweep(sweep)
+    if dry_run:
+        if run_dir and Path(run_dir).name != dry_name(sweep.name):
+            raise ParamsError(f"--dry-run writes to runs/{sweep.name}-dry, never to another run folder: "
+                              f"drop --run-dir {run_dir}")
+        sweep = dry_sweep(sweep, params_path)
     problems = param_problems([(f"models[{i}]", m) for i, m in enumerate(sweep.models)]
                               + [(f"judges[{i}]", j) for i, j in enumerate(sweep.judges)])
     if problems:
@@ -89,26 +91,34 @@ def open_run(params: str | Path, cells: Any = None, run_dir: str | Path | None =
     scenarios = build(sweep, params_path, root)
     _check_size(sweep, len(chosen), len(scenarios), params_path)  # a dataset's size is known once read
     folder = paths.resolve(run_dir, root) if run_dir else paths.run_dir(sweep.name, root)
-    return Run(sweep, params_path, root, folder, scenarios, chosen)
+    return Run(sweep, params_path, root, folder, scenarios, chosen, dry_run)
 
 
-def dry_sweep(sweep: Sweep) -> Sweep:
-    """Return ``sweep`` with every model and judge answered in-process by ``dry/<name>`` (no server, no cost).
+def dry_name(name: str) -> str:
+    """Return the name of a sweep's dry run (its run folder, report and MLflow experiment): ``<name>-dry``."""
+    return f"{name[:60]}-dry"
 
-    Endpoints, keys and rate caps are dropped (a dry reply needs none); ids, prompts, scenarios,
-    rubrics and modes stay, so every stage, the report and tracking run exactly as they will for real.
+
+def dry_sweep(sweep: Sweep, params_path: Path) -> Sweep:
+    """Return ``sweep`` with every model and judge answered in-process by ``dry/<id>`` (no server, no cost).
+
+    Each entry's model string becomes ``dry/<its id>``, so entries that differ only in endpoint stay
+    distinct; endpoints, keys, rate caps and prices are dropped (a dry reply needs none). Prompts,
+    scenarios, rubrics and modes stay, so every stage, the report and tracking run as they will for real.
     The sweep is renamed ``<name>-dry``: its run folder, report and MLflow experiment never mix with real ones.
     """
     def dry(entry: Any) -> dict[str, Any]:
         data = entry.model_dump(exclude_none=True)
         for key in ("api_base", "api_key_env", "transport", "rpm", "tpm", "price"):
             data.pop(key, None)
-        return {**data, "model": dry_model(entry.model)}
+        return {**data, "model": dry_model(entry.id)}
 
     data = sweep.model_dump(exclude_none=True)
-    name = sweep.name if sweep.name.endswith("-dry") else f"{sweep.name[:60]}-dry"
-    return Sweep.model_validate({**data, "name": name, "models": [dry(m) for m in sweep.models],
-                                 "judges": [dry(j) for j in sweep.judges]})
+    try:
+        return Sweep.model_validate({**data, "name": dry_name(sweep.name), "models": [dry(m) for m in sweep.models],
+                                     "judges": [dry(j) for j in sweep.judges]})
+    except ValidationError as err:  # not expected: the real sweep validated; say which file, never a traceback
+        raise ParamsError(f"{params_path}: --dry-run could not stand in for its models: {err}") from err
 
 
 def _check_size(sweep: Sweep, cells: int, scenarios: int | None, params_path: Path) -> None:
@@ -159,8 +169,7 @@ def make_llm(run: Run, max_concurrency: int | None = None) -> LLM:
     """Return the seam client for this run: the params' limits (or an override of the cap) and the shared cache."""
     lim = run.sweep.limits
     cap = int(max_concurrency) if max_concurrency else lim.max_concurrency
-    llm = LLM(Limits(max_concurrency=cap, timeout_s=lim.timeout_s, retries=lim.retries),
-              cache=str(paths.cache_path(run.root)))
+    llm = LLM(lim.model_copy(update={"max_concurrency": cap}), cache=str(paths.cache_path(run.root)))
     llm.journal = Journal(run.dir)  # the requests on the wire (a file only once one is sent): see bench.core.journal
     return llm
 

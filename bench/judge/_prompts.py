@@ -56,11 +56,6 @@ def score_fields(rubric: Rubric) -> str:
     return ", ".join(f'"{c.id}": <{c.scale[0]}-{c.scale[1]}>' for c in rubric.criteria)
 
 
-def response_format(name: str, schema: dict) -> dict:
-    """Return the structured-output request for a reply of ``schema``."""
-    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
-
-
 def criterion_scales(rubric: Rubric) -> dict[str, tuple[int, int]]:
     """Return each criterion's (lowest, highest) score."""
     return {c.id: (int(c.scale[0]), int(c.scale[1])) for c in rubric.criteria}

@@ -11,7 +11,8 @@ from bench.core.records import Judgment, Usage, content_hash
 from bench.core.writer import Halt
 from bench.judge._asking import Spend, run_bounded
 from bench.judge._prompts import (BATCH_BLOCK, BATCH_USER, CONTEXT, DATA_NOTE, RESPONSE, clip, content_tag,
-                                  criterion_scales, response_format, score_fields, system_message)
+                                  criterion_scales, score_fields, system_message)
+from bench.config.reply_schemas import response_format
 from bench.judge.grader import Emit, Item, Judge
 from bench.judge.replies import extract_json, rationale_of, validate_scores
 from bench.judge.rubric import grade_rubric
@@ -52,7 +53,7 @@ async def grade_batch(judge: Judge, items: list[Item], llm: LLM, seed: int = 0) 
     try:
         comp = await llm.complete(judge.entry.spec(), messages, timeout_s=timeout, cache_reply=False,
                                   attempt=max(i.attempt for i in order),
-                                  response_format=response_format("grades", judge.rubric.batch_schema(ids)))
+                                  response_format=response_format(judge.rubric.batch_schema(ids), "grades"))
         raw = comp.text
         call.reply(comp.usage)
         good, problems = _read_batch(comp.text, ids, criterion_scales(judge.rubric))

@@ -11,8 +11,9 @@ from bench.core.errors import JudgeParseError, ProviderError
 from bench.core.records import Judgment
 from bench.core.writer import Halt
 from bench.judge._asking import Spend, ask_json, run_bounded
-from bench.judge._prompts import (CHECK_USER, CONTEXT, DATA_NOTE, RESPONSE, clip, content_tag, response_format,
+from bench.judge._prompts import (CHECK_USER, CONTEXT, DATA_NOTE, RESPONSE, clip, content_tag,
                                   system_message)
+from bench.config.reply_schemas import response_format
 from bench.judge.grader import Emit, Item, Judge, Request
 from bench.judge.replies import extract_json, rationale_of
 from bench.models.client import LLM
@@ -26,7 +27,7 @@ async def grade_checklist(judge: Judge, item: Item, llm: LLM) -> Judgment:
     """
     note = clip(item.texts[0], judge.rubric.max_chars)[1]
     sem = asyncio.Semaphore(judge.entry.item_concurrency)
-    rf = response_format("requirement", judge.rubric.requirement_schema())
+    rf = response_format(judge.rubric.requirement_schema(), "requirement")
     spend = Spend()  # every requirement's calls, repairs and failures count on the item's record
 
     async def one(req) -> dict[str, Any]:
@@ -76,7 +77,7 @@ class ChecklistGrader:
         return float(len(judge.rubric.requirements))
 
     def first_requests(self, judge: Judge, item: Item, done: Set[str]) -> list[Request]:
-        rf = response_format("requirement", judge.rubric.requirement_schema())
+        rf = response_format(judge.rubric.requirement_schema(), "requirement")
         return [(_check_messages(judge, item, req), rf) for req in judge.rubric.requirements]
 
     async def grade(self, judge: Judge, items: list[Item], llm: LLM, emit: Emit, *, seed: int,

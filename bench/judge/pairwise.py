@@ -10,7 +10,8 @@ from bench.core.errors import JudgeParseError, ProviderError
 from bench.core.records import Judgment
 from bench.core.writer import Halt
 from bench.judge._asking import Spend, ask_json, failure, run_bounded
-from bench.judge._prompts import CONTEXT, DATA_NOTE, PAIR_USER, RESPONSE, clip, content_tag, response_format, system_message
+from bench.judge._prompts import CONTEXT, DATA_NOTE, PAIR_USER, RESPONSE, clip, content_tag, system_message
+from bench.config.reply_schemas import response_format
 from bench.judge.grader import Emit, Item, Judge, Request
 from bench.judge.replies import MIRROR, extract_json, parse_verdict, rationale_of
 from bench.models.client import LLM
@@ -26,7 +27,7 @@ async def grade_pair(judge: Judge, item: Item, llm: LLM, order: str) -> Judgment
     details = {"truncated_chars": [na.get("truncated_chars", 0), nb.get("truncated_chars", 0)]} if na or nb else {}
     spend = Spend()
     try:
-        shown, raw = await ask_json(llm, judge, messages, response_format("verdict", judge.rubric.pairwise_schema()),
+        shown, raw = await ask_json(llm, judge, messages, response_format(judge.rubric.pairwise_schema(), "verdict"),
                                     lambda t: parse_verdict(t, labels), spend, item.attempt)
     except (JudgeParseError, ProviderError) as err:
         return failure(base, err, messages, getattr(err, "raw", None), spend, details=details)
@@ -65,7 +66,7 @@ class PairwiseGrader:
         return float(len(ORDERS))
 
     def first_requests(self, judge: Judge, item: Item, done: Set[str]) -> list[Request]:
-        rf = response_format("verdict", judge.rubric.pairwise_schema())
+        rf = response_format(judge.rubric.pairwise_schema(), "verdict")
         ids = judge.judgment_ids(item)
         return [(_pair_messages(judge, item, o)[0], rf) for o, jid in zip(ORDERS, ids) if jid not in done]
 

@@ -10,7 +10,8 @@ from bench.core.records import Judgment
 from bench.core.writer import Halt
 from bench.judge._asking import Spend, ask_json, failure, run_bounded
 from bench.judge._prompts import (CONTEXT, DATA_NOTE, RESPONSE, RUBRIC_USER, clip, content_tag, criterion_scales,
-                                  response_format, score_fields, system_message)
+                                  score_fields, system_message)
+from bench.config.reply_schemas import response_format
 from bench.judge.grader import Emit, Item, Judge, Request
 from bench.judge.replies import extract_json, rationale_of, validate_scores
 from bench.models.client import LLM
@@ -35,7 +36,7 @@ async def grade_rubric(judge: Judge, item: Item, llm: LLM, **extra: Any) -> Judg
     scales = criterion_scales(judge.rubric)
     parse = lambda text: (lambda obj: (validate_scores(obj, scales), obj))(extract_json(text))  # noqa: E731
     try:
-        (scores, obj), raw = await ask_json(llm, judge, messages, response_format("grade", judge.rubric.item_schema()),
+        (scores, obj), raw = await ask_json(llm, judge, messages, response_format(judge.rubric.item_schema(), "grade"),
                                             parse, spend, item.attempt)
     except (JudgeParseError, ProviderError) as err:
         return failure(base, err, messages, getattr(err, "raw", None), spend, details=details, **extra)
@@ -54,7 +55,7 @@ class RubricGrader:
         return 1.0
 
     def first_requests(self, judge: Judge, item: Item, done: Set[str]) -> list[Request]:
-        return [(rubric_messages(judge, item)[0], response_format("grade", judge.rubric.item_schema()))]
+        return [(rubric_messages(judge, item)[0], response_format(judge.rubric.item_schema(), "grade"))]
 
     async def grade(self, judge: Judge, items: list[Item], llm: LLM, emit: Emit, *, seed: int,
                     done: Set[str], halt: Halt | None) -> None:

@@ -6,7 +6,6 @@ How a sweep ends (README, How a sweep ends): exit 0, 1 (an execution crashed), 2
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -18,8 +17,7 @@ from bench.core.errors import BenchError
 from bench.core.outcome import (EXIT_CRASHED, EXIT_FAILED_ITEMS, EXIT_INTERRUPTED, failures, repeats_since,
                                 retry_command, summary)
 from bench.core.runlock import run_lock
-from bench.core.secrets import redact
-from bench.pipeline import DRY_RUN_ENV, interrupted_line, open_run, shown_path
+from bench.pipeline import Run, interrupted_line, open_run, shown_path
 from bench.report.render import render_report
 from bench.sweep.driver import SweepResult, run_sweep
 from bench.sweep.executions import print_executions
@@ -52,13 +50,13 @@ def sweep_command(req: SweepRequest) -> int:
     Ctrl-C prints one line (what was saved, how to resume) and returns 130.
     """
     if req.dry_run:
-        os.environ[DRY_RUN_ENV] = "1"  # every kernel opens the run with dry/ models too
-        print("dry run: every model and judge is answered in-process by dry/<name> (no server, no cost)", flush=True)
-    run = open_run(req.params, cells=req.cells, run_dir=req.run_dir)
+        print("dry run: every model and judge is answered in-process by dry/<id> (no server, no cost)", flush=True)
+    run = open_run(req.params, cells=req.cells, run_dir=req.run_dir, dry_run=req.dry_run)
     try:
         with run_lock(run.dir, wait=req.wait):  # one sweep per run folder: a second one refuses (or waits)
             result = run_sweep(run, jobs=req.jobs, per_cell=req.per_cell, only_stage=req.only_stage)
             code, report = _finish(result, req)
+        return _summarize(run, result, req, code, report)
     except KeyboardInterrupt:  # Ctrl-C: one line, no report, no MLflow run
         resume = "resume with: " + req.retry(only_stage=req.only_stage)
         try:
@@ -67,6 +65,10 @@ def sweep_command(req: SweepRequest) -> int:
             line = f"interrupted: what was answered is saved in {shown_path(run.dir)}; {resume}"
         print(line, file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
+
+
+def _summarize(run: Run, result: SweepResult, req: SweepRequest, code: int, report: Path | None) -> int:
+    """Print what an earlier stop made this sweep ask again, the failed items and the report's path; return the code."""
     if repeats := repeats_since(result.run_dir, result.started):
         print(f"up to {repeats} request(s) were on the wire when an earlier run of this folder stopped and may "
               f"have been asked again (paid twice)", flush=True)
@@ -110,5 +112,5 @@ def track(run_dir: Path, report: Path | None, status: dict[str, str]) -> None:
     """Log a run to MLflow, saying where (`bench track`, and a sweep's end); tracking never fails a sweep."""
     t0 = time.monotonic()
     if tracking.track_run(run_dir, status=status, report=report):
-        print(f"tracking: logged to MLflow at {redact(tracking.tracking_uri(run_dir))} in "
+        print(f"tracking: logged to MLflow at {tracking.shown_uri(tracking.tracking_uri(run_dir))} in "
               f"{time.monotonic() - t0:.1f}s (see it with: bench ui {run_dir})", flush=True)

@@ -94,7 +94,9 @@ def _command(run: Run, stage: str | None) -> str:
     """Return the `bench sweep` command of this run (its cells and run folder) for ``stage`` (None: every stage)."""
     cells = ",".join(c.key for c in run.cells) if len(run.cells) < len(run.sweep.cells()) else None
     folder = shown_path(run.dir) if run.dir != paths.run_dir(run.sweep.name, run.root) else None
-    return retry_command(shown_path(run.params_path), cells=cells, run_dir=folder, only_stage=stage)
+    command = retry_command(shown_path(run.params_path), cells=cells, run_dir=None if run.dry_run else folder,
+                            only_stage=stage)
+    return f"{command} --dry-run" if run.dry_run else command
 
 
 def _judged_during_collect(run: Run, started: str) -> bool:

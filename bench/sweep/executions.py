@@ -125,7 +125,7 @@ def _execute(run: Run, ex: Execution, cap: int, stop: threading.Event | None = N
 
     threading.current_thread().name = ex.name
     ex.notebook.parent.mkdir(parents=True, exist_ok=True)
-    params = {"params": str(run.params_path), "grid_cells": [c.key for c in ex.cells], "run_dir": str(run.dir),
+    params = {"params": str(run.params_path), "grid_cells": [c.key for c in ex.cells], "run_dir": str(run.dir), "dry_run": run.dry_run,
               "max_concurrency": cap, "shard": ex.shard, "progress": "text"}
     if ex.stage == "collect":
         params["judge"] = bool(run.sweep.judges)  # pipelined: judging consumes candidates as they arrive

@@ -15,13 +15,13 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from bench.tracking.mlflow_store import STATE, tracking_uri
+from bench.tracking.mlflow_store import STATE, shown_uri, tracking_uri
 from bench.tracking.reviews import log_reviews
 from bench.tracking.ui import find_store, serve
 
 _HEAVY = {"track_run": "bench.tracking.runs"}  # imports bench.analysis (polars, numpy: ~1 s)
 
-__all__ = ["STATE", "find_store", "log_reviews", "serve", "track_run", "tracking_uri"]
+__all__ = ["STATE", "find_store", "log_reviews", "serve", "shown_uri", "track_run", "tracking_uri"]
 
 
 def __getattr__(name: str) -> Any:

@@ -27,6 +27,11 @@ def tracking_uri(run_dir: str | Path) -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path(run_dir).resolve() / 'mlflow.db'}"
 
 
+def shown_uri(uri: str) -> str:
+    """Return a tracking URI as it may be printed: without any credentials it carries (user:password@host, a token)."""
+    return redact(uri)
+
+
 def _import_mlflow() -> Any:
     """Import mlflow without its telemetry, import warnings and INFO logs; return the module."""
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")

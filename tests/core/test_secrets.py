@@ -213,10 +213,10 @@ def test_the_response_cache_stores_no_secret(tmp_path, monkeypatch):
 
 
 def test_the_tracking_uri_is_shown_without_credentials():
-    from bench.cli import _display_uri
+    from bench.tracking import shown_uri
 
-    assert _display_uri("https://me:pw@mlflow.example/") == "https://***@mlflow.example/"
-    assert _display_uri("sqlite:////tmp/x/mlflow.db") == "sqlite:////tmp/x/mlflow.db"
+    assert shown_uri("https://me:pw@mlflow.example/") == "https://***@mlflow.example/"
+    assert shown_uri("sqlite:////tmp/x/mlflow.db") == "sqlite:////tmp/x/mlflow.db"
 
 
 def test_the_pattern_is_rebuilt_only_when_the_secrets_change(monkeypatch):

@@ -12,6 +12,8 @@ from bench.core.errors import PreflightError, ProviderError
 from bench.models.client import LLM, Limits
 from bench.models.preflight import preflight
 from bench.models.routing import ModelSpec
+from bench.pipeline import make_llm, open_run
+from bench.testing.grids import grid
 
 FAST = dict(backoff_s=0.01, backoff_max_s=0.05, timeout_s=5)
 TRANSPORTS = ["direct", "litellm"]
@@ -246,3 +248,12 @@ def test_a_model_cap_holds_under_a_larger_global_cap(fake):
     out = ask(LLM(Limits(max_concurrency=20, **FAST)), spec(fake, max_concurrency=3), 12)
     assert all(not isinstance(o, Exception) for o in out)
     assert fake.stats()["peak_in_flight"] == 3
+
+
+def test_every_limits_knob_of_a_params_file_reaches_the_client(tmp_path, fake):
+    """One Limits: what `limits:` says (backoff, retry budget, rate window) is what the client uses."""
+    knobs = {"max_concurrency": 3, "timeout_s": 7, "retries": 2, "backoff_s": 0.02, "backoff_max_s": 0.1,
+             "retry_budget_s": 9, "rate_window_s": 5}
+    run = open_run(grid(tmp_path / "p.yaml", fake.url, limits=knobs))
+    assert make_llm(run).limits.model_dump(include=set(knobs)) == knobs
+    assert make_llm(run, max_concurrency=1).limits.max_concurrency == 1

@@ -166,7 +166,8 @@ def test_bench_sweep_dry_run_runs_every_stage_without_a_server_or_a_key(tmp_path
     params.write_text(yaml.safe_dump({
         "name": "paid", "seed": 1,
         "models": [{"id": "big", "model": "openai/gpt-4o", "api_key_env": "BENCH_TEST_UNSET_KEY", "rpm": 1},
-                   {"id": "vllm", "model": "openai/llama", "api_base": "http://127.0.0.1:9/v1"}],
+                   {"id": "vllm", "model": "openai/llama", "api_base": "http://127.0.0.1:9/v1"},
+                   {"id": "vllm2", "model": "openai/llama", "api_base": "http://127.0.0.1:8/v1"}],  # endpoint only
         "prompts": [{"id": "p", "version": "v1", "user": "One tip about {topic}."}],
         "scenarios": {"generate": {"dimensions": {"topic": ["sleep", "focus", "diet"]}}},
         "judges": [{"id": "grader", "model": "anthropic/claude-3-5-sonnet-20240620", "rubric": "tip-v1"},
@@ -179,8 +180,24 @@ def test_bench_sweep_dry_run_runs_every_stage_without_a_server_or_a_key(tmp_path
     store = RunStore(tmp_path / "runs" / "paid-dry")
     cands = list(store.latest(Candidate).values())
     judgments = list(store.latest(Judgment).values())
-    assert len(cands) == 6 and all(c.ok and c.model.startswith("dry/") for c in cands)
+    assert len(cands) == 9 and all(c.ok and c.model.startswith("dry/") for c in cands)
+    assert {c.model for c in cands} == {"dry/big", "dry/vllm", "dry/vllm2"}  # entries stay distinct
     assert {j.judge_id for j in judgments} == {"grader", "arena"} and all(j.ok for j in judgments)
-    assert sum(1 for j in judgments if j.mode == "pairwise") == 2 * 3  # both orders, three scenarios
+    assert sum(1 for j in judgments if j.mode == "pairwise") == 2 * 2 * 3  # two challengers, both orders
     assert all((c.usage.cost_usd or 0) == 0 and c.usage.prompt_tokens > 0 for c in cands)
     assert not (tmp_path / "runs" / "paid").exists()  # a dry run never writes into the real run's folder
+
+
+def test_a_dry_run_never_writes_where_real_results_are(tmp_path) -> None:
+    """--run-dir is refused with --dry-run; a hint printed by a dry run keeps --dry-run (never a paid command)."""
+    params = tmp_path / "p.yaml"
+    params.write_text(yaml.safe_dump({
+        "name": "paid", "models": [{"id": "big", "model": "openai/gpt-4o"}],
+        "prompts": [{"id": "p", "version": "v1", "user": "One tip about {topic}."}],
+        "scenarios": {"generate": {"dimensions": {"topic": ["sleep"]}}},
+        "judges": [{"id": "grader", "model": "openai/gpt-4o", "rubric": "tip-v1"}]}))
+    out = bench(tmp_path, "sweep", str(params), "--dry-run", "--run-dir", str(tmp_path / "runs" / "paid"))
+    assert out.returncode == 2 and "drop --run-dir" in out.stderr, out.stderr
+    assert not (tmp_path / "runs" / "paid").exists()
+    out = bench(tmp_path, "sweep", str(params), "--dry-run", "--only-stage", "judge", "--no-report", "--no-track")
+    assert out.returncode == 2 and "--only-stage collect --dry-run" in out.stderr, out.stderr
