@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.config.params import Cell
+from bench.core.executions import ExecutionAttempt, record_attempt
+from bench.core.records import utc_now
 from bench.kernels import first_line, interrupt_kernel, kernel_manager_class, prepare_driver
 from bench.pipeline import Run
 
@@ -125,13 +127,13 @@ def _execute(run: Run, ex: Execution, cap: int, stop: threading.Event | None = N
 
     threading.current_thread().name = ex.name
     ex.notebook.parent.mkdir(parents=True, exist_ok=True)
-    params = {"params": str(run.params_path), "grid_cells": [c.key for c in ex.cells], "run_dir": str(run.dir), "dry_run": run.dry_run,
-              "max_concurrency": cap, "shard": ex.shard, "progress": "text"}
+    params = {"params": str(run.params_path), "grid_cells": [c.key for c in ex.cells], "run_dir": str(run.dir),
+              "dry_run": run.dry_run, "max_concurrency": cap, "shard": ex.shard, "progress": "text"}
     if ex.stage == "collect":
         params["judge"] = bool(run.sweep.judges)  # pipelined: judging consumes candidates as they arrive
     else:
         params["failed_since"] = ex.failed_since
-    t0 = time.monotonic()
+    t0, started = time.monotonic(), utc_now()
     try:
         pm.execute_notebook(str(run.root / "notebooks" / STAGES[ex.stage]), str(ex.notebook), parameters=params,
                             kernel_name="python3", log_output=True, progress_bar=False, cwd=str(run.root),
@@ -141,6 +143,9 @@ def _execute(run: Run, ex: Execution, cap: int, stop: threading.Event | None = N
         ex.returncode = 1
         ex.error = f"{type(err).__name__}: {first_line(err)}"
     ex.seconds = time.monotonic() - t0
+    status = "ok" if ex.returncode == 0 else "interrupted" if stop is not None and stop.is_set() else "failed"
+    record_attempt(run.dir, ExecutionAttempt(ex.stage, ex.name, [c.key for c in ex.cells],
+                                             started, utc_now(), status))
 
 
 def print_executions(executions: list[Execution]) -> int:

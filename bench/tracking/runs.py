@@ -24,6 +24,7 @@ from typing import Any
 
 from bench.analysis.summary import summarize
 from bench.analysis.tables import RunTables
+from bench.core.executions import workers
 from bench.core.records import canonical_json, content_hash
 from bench.core.secrets import redact
 from bench.tracking._console import Progress, warn
@@ -62,7 +63,8 @@ def _track_run(run_dir: Path, status: dict[str, str], report: Path | None, resam
             client, exp_id, {"bench.sweep": t.name, "bench.level": "sweep", "bench.grid": grid["hash"]}, t.name,
             grid["params"], rec.start_ms(None))
         _log_run(client, parent, sweep_metrics(s),
-                 {**stages, "bench.outcome": "failed items" if not s.failures.is_empty() else "ok"}, rec.end_ms(None))
+                 {**stages, "bench.outcome": "failed items" if not s.failures.is_empty() else "ok",
+                  **({"bench.workers": str(len(ran_on))} if (ran_on := workers(run_dir)) else {})}, rec.end_ms(None))
         progress.add(1)
         for cell in cells:
             child = runs.get(cell) or _create_run(

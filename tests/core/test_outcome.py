@@ -36,6 +36,7 @@ def test_failed_items_show_the_same_counts_in_the_terminal_report_and_mlflow(tmp
     m = parent.data.metrics
     assert m["failed_items"] == 4 and m["failed.collect.m1.server"] == 1 and m["failed.judge.grader.parse"] == 3
     assert parent.data.tags["bench.outcome"] == "failed items"
+    assert parent.data.tags["bench.workers"] == "1"  # runs/endings/executions.jsonl: one local worker
 
 
 def test_a_clean_sweep_exits_zero_with_no_summary(tmp_path, fake):
