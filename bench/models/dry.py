@@ -26,6 +26,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from bench.models._messages import message_text, output_limit
 from bench.models._schema_instance import SchemaInstance
 from bench.models.ratelimit import CHARS_PER_TOKEN
 
@@ -97,10 +98,7 @@ def prompt_tokens(messages: list[dict[str, Any]]) -> int:
     """Return the prompt tokens of ``messages``, estimated: characters / 4 plus a few per message."""
     total = 0
     for message in messages:
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, list):
-            content = " ".join(str(p.get("text") or "") for p in content if isinstance(p, dict))
-        total += _tokens(str(content or "")) + TOKENS_PER_MESSAGE
+        total += _tokens(message_text(message)) + TOKENS_PER_MESSAGE
     return total + 3 if messages else 0  # the assistant turn's primer
 
 
@@ -115,19 +113,14 @@ def _schema_of(rf: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _max_tokens(body: dict[str, Any]) -> int | None:
-    for key in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
-        if isinstance(body.get(key), int) and body[key] > 0:
-            return body[key]
-    return None
+    limit = output_limit(body)
+    return limit if limit is not None and limit > 0 else None
 
 
 def _last_user_text(messages: list[dict[str, Any]]) -> str:
     for message in reversed(messages):
         if isinstance(message, dict) and message.get("role") == "user":
-            content = message.get("content")
-            if isinstance(content, list):
-                return " ".join(str(p.get("text") or "") for p in content if isinstance(p, dict))
-            return str(content or "")
+            return message_text(message)
     return ""
 
 

@@ -34,13 +34,13 @@ from typing import Any, Protocol
 
 from bench.models._counters import Caps, LocalLimiter
 from bench.models._leases import ADDRESS_ENV, WINDOW_ENV, LeaseServer, RemoteLimiter
+from bench.models._messages import message_text, output_limit
 
 __all__ = ["ADDRESS_ENV", "CHARS_PER_TOKEN", "DEFAULT_COMPLETION_TOKENS", "WINDOW_ENV", "Caps", "LeaseServer",
            "Limiter", "LocalLimiter", "RemoteLimiter", "endpoint_key", "estimate_tokens", "limiter_for", "limits_of"]
 
 DEFAULT_COMPLETION_TOKENS = 1024  # the completion part of a tpm estimate when a request sets no max_tokens
 CHARS_PER_TOKEN = 4
-_OUTPUT_LIMITS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "maxOutputTokens", "num_predict")
 
 
 class Limiter(Protocol):
@@ -68,15 +68,9 @@ def limits_of(spec: Any) -> tuple[str, Caps] | None:
 
 def estimate_tokens(body: dict[str, Any]) -> int:
     """Return the tokens a request is charged before its reply: prompt characters / 4 plus its output limit."""
-    chars = 0
-    for message in body.get("messages") or ():
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, str):
-            chars += len(content)
-        elif isinstance(content, list):
-            chars += sum(len(p.get("text") or "") for p in content if isinstance(p, dict))
-    out = next((body[k] for k in _OUTPUT_LIMITS if isinstance(body.get(k), int)), DEFAULT_COMPLETION_TOKENS)
-    return -(-chars // CHARS_PER_TOKEN) + max(0, out)
+    chars = sum(len(message_text(m)) for m in body.get("messages") or ())
+    out = output_limit(body)
+    return -(-chars // CHARS_PER_TOKEN) + max(0, DEFAULT_COMPLETION_TOKENS if out is None else out)
 
 
 _remote: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RemoteLimiter] = weakref.WeakKeyDictionary()

@@ -1,0 +1,20 @@
+"""What a chat request says, read one way for every reader: a message's text and the request's output limit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+OUTPUT_LIMITS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "maxOutputTokens", "num_predict")
+
+
+def message_text(message: Any) -> str:
+    """Return a chat message's text: its string content, or the text parts of a multi-part content joined."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, list):
+        return " ".join(str(p.get("text") or "") for p in content if isinstance(p, dict))
+    return content if isinstance(content, str) else ""
+
+
+def output_limit(body: dict[str, Any]) -> int | None:
+    """Return the request's output-token limit, under whichever name its provider spells it, or None."""
+    return next((body[k] for k in OUTPUT_LIMITS if isinstance(body.get(k), int)), None)
