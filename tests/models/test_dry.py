@@ -201,3 +201,10 @@ def test_a_dry_run_never_writes_where_real_results_are(tmp_path) -> None:
     assert not (tmp_path / "runs" / "paid").exists()
     out = bench(tmp_path, "sweep", str(params), "--dry-run", "--only-stage", "judge", "--no-report", "--no-track")
     assert out.returncode == 2 and "--only-stage collect --dry-run" in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("limit", ["max_tokens", "max_completion_tokens", "num_predict", "maxOutputTokens"])
+def test_a_dry_reply_honours_the_output_limit_under_any_providers_name(limit) -> None:
+    """The rate limiter's estimate and the dry reply read the same output limit (bench.models._messages)."""
+    text, usage, _raw = dry.answer({"messages": QUESTION, limit: 4}, seed="s")
+    assert usage["finish_reason"] == "length" and usage["completion_tokens"] <= 5, (limit, text)
