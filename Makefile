@@ -7,9 +7,9 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 export MLFLOW_DISABLE_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup browser demo test lab mlflow-ui serve-local bench-throughput clean
+.PHONY: setup browser postgres demo test lab mlflow-ui tracking-server serve-local bench-throughput clean
 
-# Create or update .venv with the project and its `local` and `dev` extras (idempotent:
+# Create or update .venv with the project and its `local`, `dev` and `cluster` extras (idempotent:
 # reinstalls only when pyproject.toml changed). llama-cpp-python builds from source the
 # first time (about 8 minutes on 2 cores); pip caches the wheel afterwards.
 setup: $(STAMP)
@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "bench needs Python 3.11; set PYTHON=python3.11")'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip wheel
-	$(BIN)/python -m pip install --quiet -e '.[local,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[local,dev,cluster]'
 	@touch $(STAMP)
 
 # Debian's Chromium, for the test that opens the HTML report in a headless browser (Playwright
@@ -30,13 +30,23 @@ browser:
 	    echo "make: $(CHROMIUM) is missing; install it as root: apt-get install chromium" >&2; exit 1; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
+# Debian's PostgreSQL server binaries, for the team tracking server's test (a throwaway server on 127.0.0.1 in a
+# temporary folder; nothing is configured system-wide). Installed once with apt-get (as root, or via sudo).
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  echo "installing Debian's postgresql for the team tracking server's test (about a minute) ..."; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo; else \
+	    echo "make: PostgreSQL's initdb is missing; install it as root: apt-get install postgresql" >&2; exit 1; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql >/dev/null; }
+
 # The main job: the demo sweep on the embedded model, ending with its HTML report's path
 # (resumable; a second run makes no model call and re-renders the report).
 demo: setup
 	$(BIN)/bench sweep params/demo.yaml
 
-# The whole test suite (fake provider on loopback, the embedded model, notebooks, the report in Chromium).
-test: setup browser
+# The whole test suite (fake provider on loopback, the embedded model, notebooks, the report in Chromium,
+# a team tracking server on a throwaway PostgreSQL).
+test: setup browser postgres
 	BENCH_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q
 
 # JupyterLab on the project's kernel (the .venv's python), on loopback. As root (a container),
@@ -51,11 +61,32 @@ UI_PORT ?=
 mlflow-ui: setup
 	$(BIN)/bench ui $(RUN) $(if $(UI_PORT),--port $(UI_PORT))
 
+# A team's MLflow tracking server on PostgreSQL, until Ctrl-C (`bench tracking-server`):
+# BACKEND=postgresql://USER@HOST:PORT/DATABASE (checked first; a password in it is never printed, but
+# PGPASSWORD or ~/.pgpass keep it off the command line too), ARTIFACTS=<a folder every worker's machine
+# can reach, or s3://…>, TRACKING_HOST=0.0.0.0 to be reachable from the network (default 127.0.0.1),
+# TRACKING_PORT (default 5000). Then, wherever a sweep runs: export MLFLOW_TRACKING_URI=<the URL it prints>.
+BACKEND ?=
+ARTIFACTS ?= mlartifacts
+TRACKING_HOST ?= 127.0.0.1
+TRACKING_PORT ?= 5000
+tracking-server: setup
+	@test -n "$(BACKEND)" || { echo "make: set BACKEND=postgresql://USER[:PASSWORD]@HOST:PORT/DATABASE" >&2; exit 2; }
+	@$(BIN)/bench tracking-server --backend-store-uri '$(BACKEND)' --artifacts-destination '$(ARTIFACTS)' \
+	  --host $(TRACKING_HOST) --port $(TRACKING_PORT)
+
 serve-local: setup
 	$(BIN)/bench serve-local
 
 bench-throughput: setup
 	$(BIN)/python benchmarks/throughput.py
+
+# The same grid through the local pool (--jobs 2) and a 2-worker Dask cluster on loopback, side by side
+# (a few minutes on 2 cores); then the scaling inputs (scheduler, lease server, store). ROUNDS=3 for medians.
+.PHONY: bench-cluster
+ROUNDS ?= 1
+bench-cluster: setup
+	$(BIN)/python benchmarks/cluster.py --rounds $(ROUNDS)
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

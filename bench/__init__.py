@@ -32,6 +32,7 @@ _EXPORTS = {
     "preflight": "models.preflight",
     "open_run": "pipeline", "run_collect": "pipeline", "run_judge": "pipeline", "Run": "pipeline",
     "load_sweep": "config.params", "Sweep": "config.params",
+    "run_on_cluster": "sweep.tasks",
 }
 
 __all__ = sorted(_EXPORTS)

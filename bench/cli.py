@@ -17,6 +17,7 @@ from bench.models.smoke import smoke
 from bench.report.render import screenshot
 from bench.review.session import ReviewSession
 from bench.sweep import SweepRequest, render, sweep_command, track
+from bench.tracking.server import tracking_server
 from bench.tracking.ui import serve
 
 def _smoke(args: argparse.Namespace) -> int:
@@ -30,7 +31,8 @@ def _validate(args: argparse.Namespace) -> int:
 def _sweep(args: argparse.Namespace) -> int:
     return sweep_command(SweepRequest(args.params, cells=args.cells, run_dir=args.run_dir, jobs=args.jobs,
                                       per_cell=args.per_cell, only_stage=args.only_stage, wait=args.wait,
-                                      report=not args.no_report, track=not args.no_track, dry_run=args.dry_run))
+                                      report=not args.no_report, track=not args.no_track, dry_run=args.dry_run,
+                                      cluster=args.cluster))
 
 
 def _track(args: argparse.Namespace) -> int:
@@ -81,6 +83,10 @@ def _ui(args: argparse.Namespace) -> int:
     return serve(args.run, port=args.port)
 
 
+def _tracking_server(args: argparse.Namespace) -> int:
+    return tracking_server(args.backend_store_uri, args.artifacts_destination, host=args.host, port=args.port)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of the `bench` command."""
     p = argparse.ArgumentParser(prog="bench", description="Evaluate LLMs and prompts with LLM judges.")
@@ -122,6 +128,18 @@ def build_parser() -> argparse.ArgumentParser:
                         "runs/ tracked last)")
     s.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")
     s.set_defaults(func=_ui)
+
+    s = sub.add_parser("tracking-server", help="a team's MLflow tracking server on PostgreSQL, until Ctrl-C; "
+                                               "workers log to it through MLFLOW_TRACKING_URI")
+    s.add_argument("--backend-store-uri", required=True, metavar="URI",
+                   help="postgresql://USER[:PASSWORD]@HOST:PORT/DATABASE (checked before starting; never printed "
+                        "with its password)")
+    s.add_argument("--artifacts-destination", required=True, metavar="DIR",
+                   help="where artifacts go (a folder on a shared filesystem, or s3://…), served through the server")
+    s.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1; 0.0.0.0 "
+                                                       "makes it reachable from the network)")
+    s.add_argument("--port", type=int, default=5000, help="port (default 5000)")
+    s.set_defaults(func=_tracking_server)
     return p
 
 
@@ -131,6 +149,10 @@ def _add_sweep_command(sub: Any) -> None:
     s.add_argument("params", help="params/<grid>.yaml")
     s.add_argument("--jobs", type=int, default=1, help="papermill executions side by side (cap is divided)")
     s.add_argument("--per-cell", action="store_true", help="one executed notebook per (model, prompt) cell")
+    s.add_argument("--cluster", default=None, metavar="ADDRESS",
+                   help="run each cell's executions as Dask tasks on the scheduler at ADDRESS (default: "
+                        "$DASK_SCHEDULER_ADDRESS), or on local:N, N worker processes on this machine; caps hold "
+                        "across all workers (README, Running on a cluster)")
     s.add_argument("--cells", default=None, help="only these cells (comma-separated model_id/prompt_id@version)")
     s.add_argument("--only-stage", default=None, choices=["collect", "judge"],
                    help="run one stage only: collect (answers; judges grade them as they arrive) or judge "

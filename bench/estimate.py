@@ -19,8 +19,9 @@ from bench.collect import WorkItem, make_candidate, plan
 from bench.config.templates import render
 from bench.core.outcome import row_format
 from bench.core.records import Candidate, Judgment
+from bench.core.tally import Planned
 from bench.judge.grader import Item, Judge
-from bench.judge.stage import items_for, load_judges, next_attempts
+from bench.judge.stage import items_for, judgment_counts, load_judges, next_attempts
 from bench.models.client import LLM
 from bench.models.preflight import preflight
 from bench.pipeline import Run, make_llm, open_run
@@ -131,3 +132,24 @@ def validate(params: str | Path, cells: str | None = None) -> int:
     preflight([c.model.spec() for c in run.cells] + [j.spec() for j in run.sweep.judges])
     print("preflight: ok (every model string known, every key set, every api_base answering); nothing was called")
     return 0
+
+
+# -- the totals of a sweep's progress (bench.sweep.progress, notebooks): everything planned, done or not --
+
+def planned_per_model(run: Run) -> dict[str, int]:
+    """Return the answers the run's cells plan per model id, done or not (nothing when the sweep collects none)."""
+    per: dict[str, int] = {}
+    if run.sweep.collects:
+        each = len(run.scenarios) * run.sweep.samples  # collect.plan: every cell × scenario × sample
+        for cell in run.cells:
+            per[cell.model.id] = per.get(cell.model.id, 0) + each
+    return per
+
+
+def planned_progress(run: Run) -> Planned:
+    """Return what the run plans, for bench.core.tally.progress_line: answers per model, judgments in all
+    (None without judges), and the cells and (judge, rubric version) pairs whose records count."""
+    judges = load_judges(run)
+    return Planned(planned_per_model(run), judgment_counts(run, judges)[1] if judges else None,
+                   cells=frozenset(c.key for c in run.cells),
+                   rubrics=frozenset((j.entry.id, j.rubric.key) for j in judges))

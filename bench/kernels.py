@@ -60,7 +60,8 @@ def kernel_manager_class(execution: Any = None, stop: threading.Event | None = N
             if execution is not None:
                 if stop is not None and stop.is_set():
                     raise BenchError("the sweep was interrupted before this execution started")
-                kw["env"] = {**(kw.get("env") or os.environ), STREAM_ENV: "1"}
+                # an execution's own variables (a cluster sweep's lease server and caps) reach its kernel only
+                kw["env"] = {**(kw.get("env") or os.environ), STREAM_ENV: "1", **(getattr(execution, "env", None) or {})}
                 execution.kernel = self
             return await super()._async_launch_kernel(kernel_cmd, **kw)
 

@@ -35,6 +35,7 @@ from bench.core.writer import BatchWriter, Halt
 from bench.judge.grader import Judge
 from bench.judge.stage import JudgeResult, judge_stage, judgment_counts, load_judges
 from bench.judge.stream import JudgeStream
+from bench.models.cache import open_cache
 from bench.models.client import LLM
 from bench.models.dry import dry_model
 from bench.models.genparams import param_problems
@@ -169,7 +170,7 @@ def make_llm(run: Run, max_concurrency: int | None = None) -> LLM:
     """Return the seam client for this run: the params' limits (or an override of the cap) and the shared cache."""
     lim = run.sweep.limits
     cap = int(max_concurrency) if max_concurrency else lim.max_concurrency
-    llm = LLM(lim.model_copy(update={"max_concurrency": cap}), cache=str(paths.cache_path(run.root)))
+    llm = LLM(lim.model_copy(update={"max_concurrency": cap}), cache=open_cache(root=run.root))  # file or shards
     llm.journal = Journal(run.dir)  # the requests on the wire (a file only once one is sent): see bench.core.journal
     return llm
 

@@ -44,7 +44,7 @@ async def grade_all(model: str, api_base: str | None, cap: int) -> dict[tuple[in
     from bench.judge.grader import Item, Judge, grade_items  # noqa: PLC0415
     from bench.models.client import LLM, Limits  # noqa: PLC0415
     from bench.config.entries import JudgeEntry  # noqa: PLC0415
-    from bench.core.paths import cache_path  # noqa: PLC0415
+    from bench.models.cache import open_cache  # noqa: PLC0415
     from bench.core.records import Scenario  # noqa: PLC0415
     from bench.config.rubrics import load_rubric  # noqa: PLC0415
 
@@ -58,7 +58,7 @@ async def grade_all(model: str, api_base: str | None, cap: int) -> dict[tuple[in
             items.append(Item(Scenario(fields={"scenario": scenario}), f"{scenario}. Give one practical tip.",
                               (text,), (f"{n}:{kind}",)))
     out: dict[str, float | None] = {}
-    llm = LLM(Limits(max_concurrency=cap, timeout_s=300), cache=str(cache_path(ROOT)))
+    llm = LLM(Limits(max_concurrency=cap, timeout_s=300), cache=open_cache(root=ROOT))
     try:
         await grade_items(judge, items, llm, lambda j: out.__setitem__(j.candidate_ids[0], j.score))
     finally:

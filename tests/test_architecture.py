@@ -37,7 +37,8 @@ LAYERS: list[tuple[str, ...]] = [
 # Third-party packages too slow to import with `import bench` (they stay inside the functions that use them).
 HEAVY = {"litellm", "mlflow", "plotly", "polars", "pandas", "papermill", "nbconvert", "nbformat", "playwright",
          "llama_cpp", "jupyter_client", "ipywidgets", "IPython", "pyarrow", "numpy", "scipy", "opentelemetry",
-         "aiohttp", "yaml", "pydantic", "tqdm", "dask", "distributed", "huggingface_hub", "nbclient", "sqlalchemy"}
+         "aiohttp", "yaml", "pydantic", "tqdm", "dask", "distributed", "huggingface_hub", "nbclient", "sqlalchemy",
+         "psycopg2"}
 
 
 def module_name(path: Path) -> str:

@@ -139,7 +139,7 @@ def test_kill_9_mid_sweep_then_resume_gives_every_candidate_exactly_once(tmp_pat
     repeats = fake.stats()["requests"] - distinct
     assert 0 <= repeats <= 2 * 4
     if repeats:  # the resumed sweep gives an upper bound of what it asked again
-        said = re.search(r"up to (\d+) request\(s\) were on the wire when an earlier run", resumed.stdout)
+        said = re.search(r"up to (\d+) request\(s\) were on the wire when an execution stopped", resumed.stdout)
         assert said and int(said.group(1)) >= repeats, resumed.stdout[-2000:]
 
 

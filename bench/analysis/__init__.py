@@ -14,6 +14,7 @@ from bench.analysis.agreement import cohen_kappa, complete_pairs, krippendorff_a
 from bench.analysis.bootstrap import bootstrap_means, holm, percentile_interval, sign_flip_pvalues
 from bench.analysis.leaderboard import composite, leaderboard, paired_differences
 from bench.analysis.listings import candidate_listing, cell_counts, judge_counts, judgment_listing
+from bench.analysis.provenance import worker_table
 from bench.analysis.pairwise import battles, bradley_terry, fit_bradley_terry, position_consistency, win_matrix, win_rates
 from bench.analysis.reliability import disagreements, inter_judge, judge_health, judge_vs_human, jury_alpha, packed_vs_single
 from bench.analysis.summary import Summary, examples, summarize
@@ -26,5 +27,5 @@ __all__ = [
     "holm", "inter_judge", "judge_counts", "judge_health", "judge_vs_human", "judgment_listing", "jury_alpha",
     "krippendorff_alpha", "leaderboard", "load_run",
     "packed_vs_single", "paired_differences", "percentile_interval", "position_consistency", "sign_flip_pvalues",
-    "summarize", "usage_by_cell", "usage_by_judge", "win_matrix", "win_rates", "with_reviews",
+    "summarize", "usage_by_cell", "usage_by_judge", "win_matrix", "win_rates", "with_reviews", "worker_table",
 ]

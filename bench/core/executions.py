@@ -2,7 +2,8 @@
 
 Each line says which stage ran over which cells, on which worker (a local sweep's worker is its
 driver process, ``local:<pid>``), on which host, when it started and ended, how it ended (``ok``,
-``failed``, ``interrupted``) and which attempt it was. Lines are appended whole (one ``write`` on a
+``failed``, ``interrupted``, or ``lost`` when a cluster worker died under it: ``ended`` is then when
+the sweep noticed) and which attempt it was (attempts count every run of that execution in the folder). Lines are appended whole (one ``write`` on a
 file opened with O_APPEND), so executions running side by side never interleave them.
 """
 
@@ -18,7 +19,7 @@ from pathlib import Path
 from bench.core.store import os_reason, write_all
 
 FILE = "executions.jsonl"
-STATUSES = ("ok", "failed", "interrupted")
+STATUSES = ("ok", "failed", "interrupted", "lost")  # lost: its worker died mid-execution (a cluster sweep)
 
 
 @dataclass(frozen=True)

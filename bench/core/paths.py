@@ -1,4 +1,4 @@
-"""Where things are: the project root, the run folders and the shared response cache.
+"""Where things are: the project root, the run folders and the shared response cache (a file or a folder).
 
 Notebooks run with the notebook folder as working directory (JupyterLab) or wherever
 papermill was started; resolving against the project root lets the same relative
@@ -50,8 +50,27 @@ def reports_root(root: Path | None = None) -> Path:
     return Path(env).resolve() if env else (root or project_root()) / "reports"
 
 
+CACHE_ENV = "BENCH_CACHE"  # the response cache: a sqlite file, or a folder of shard files (ending with /)
+SHARDS_ENV = "BENCH_CACHE_SHARDS"  # 1: a folder of shard files (cluster workers on a network filesystem)
+
+
+def cache_location(root: Path | None = None) -> tuple[Path, bool]:
+    """Return where the response cache shared by all sweeps is, and whether it is a folder of shard files.
+
+    ``$BENCH_CACHE`` if set: a folder if it ends with ``/``, is an existing folder, or
+    ``$BENCH_CACHE_SHARDS=1``; else a sqlite file. Unset: ``<runs>/.cache/shards/`` with
+    ``$BENCH_CACHE_SHARDS=1``, else ``<runs>/.cache/responses.sqlite``. The folder kind
+    (``bench.models.shard_cache``) is the one safe on a network filesystem.
+    """
+    env = os.environ.get(CACHE_ENV, "")
+    shards = os.environ.get(SHARDS_ENV, "").strip().lower() in ("1", "true", "yes")
+    if env:
+        path = Path(env).expanduser()
+        return path, shards or env.endswith(("/", os.sep)) or path.is_dir()
+    cache = runs_root(root) / ".cache"
+    return (cache / "shards", True) if shards else (cache / "responses.sqlite", False)
+
+
 def cache_path(root: Path | None = None) -> Path:
-    """Return the response cache shared by all sweeps (re-judging elsewhere reuses replies):
-    ``$BENCH_CACHE`` if set, else ``<runs>/.cache/responses.sqlite``."""
-    env = os.environ.get("BENCH_CACHE")
-    return Path(env).expanduser() if env else runs_root(root) / ".cache" / "responses.sqlite"
+    """Return the response cache shared by all sweeps (re-judging elsewhere reuses replies): see ``cache_location``."""
+    return cache_location(root)[0]

@@ -3,21 +3,23 @@
 A ``ModelSpec`` (a LiteLLM model string plus endpoint settings) is resolved once into a route
 (``routing``), checked before anything is spent (``preflight``, ``genparams``), and asked through
 one client (``client``) under one ``Limits`` (``limits``: concurrency, timeouts, retries) and the
-per-model caps of ``ratelimit``, with an on-disk ``ResponseCache`` (``cache``). What it produces is
-a ``Completion``: the reply's text and its ``Usage`` (tokens, cost, latency, attempts).
+per-model caps of ``ratelimit``, with an on-disk response cache (``cache.open_cache``: a sqlite
+``ResponseCache``, or on a network filesystem a ``ShardCache``, a folder of per-process files).
+What it produces is a ``Completion``: the reply's text and its ``Usage`` (tokens, cost, latency, attempts).
 
 Three kinds of model sit behind the same seam: providers (OpenAI-compatible ones by one HTTP POST,
 others through LiteLLM), the embedded ``local/<name>`` model (``local``: llama.cpp on loopback) and
 the in-process ``dry/<name>`` model of a dry run (``dry``: schema-valid replies, no cost).
 """
 
-from bench.models.cache import ResponseCache, request_key
+from bench.models.cache import ResponseCache, open_cache, request_key
 from bench.models.client import LLM, Completion, complete, configure
 from bench.models.dry import dry_model, is_dry
 from bench.models.genparams import param_problems
 from bench.models.limits import Limits
 from bench.models.preflight import preflight
 from bench.models.routing import ModelSpec, Route, resolve
+from bench.models.shard_cache import ShardCache
 
 __all__ = [
     "LLM",
@@ -26,10 +28,12 @@ __all__ = [
     "ModelSpec",
     "ResponseCache",
     "Route",
+    "ShardCache",
     "complete",
     "configure",
     "dry_model",
     "is_dry",
+    "open_cache",
     "param_problems",
     "preflight",
     "request_key",

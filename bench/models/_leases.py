@@ -3,6 +3,12 @@
 ``bench sweep`` starts a ``LeaseServer`` when executions run side by side and names it in
 ``BENCH_LIMITS_ADDRESS`` (inherited by every kernel). The server holds one ``LocalLimiter``;
 a lease held by a process that dies is released when its connection closes.
+
+On one machine the server listens on a unix socket in a private folder (``unix:<path>``). For a
+cluster sweep (``bench sweep --cluster``) it listens on TCP at the address the driver uses to reach
+the Dask scheduler (``tcp:<host>:<port>``), and every connection must first present the sweep's
+random token (``BENCH_LIMITS_TOKEN``, handed to each execution's kernel in its environment, never
+written to a file): a process that cannot show it is disconnected.
 """
 
 from __future__ import annotations
@@ -12,7 +18,9 @@ import atexit
 import contextlib
 import functools
 import json
+import hmac
 import os
+import secrets
 import shutil
 import tempfile
 import threading
@@ -21,7 +29,8 @@ from typing import Any
 from bench.core.errors import BenchError
 from bench.models._counters import Caps, LocalLimiter
 
-ADDRESS_ENV = "BENCH_LIMITS_ADDRESS"  # "unix:<path>" of the sweep's lease server; unset: per-process caps
+ADDRESS_ENV = "BENCH_LIMITS_ADDRESS"  # "unix:<path>" or "tcp:<host>:<port>" of the sweep's lease server; unset: per-process caps
+TOKEN_ENV = "BENCH_LIMITS_TOKEN"  # the token a TCP lease server asks of every connection (a cluster sweep's)
 WINDOW_ENV = "BENCH_RATE_WINDOW_S"  # tests only: the lease server's rpm/tpm window (default 60 s)
 
 
@@ -30,7 +39,9 @@ class RemoteLimiter:
 
     Wire format: one JSON object per line. Client: ``{"op": "acquire", "id", "key", "caps",
     "est"}`` and ``{"op": "release", "id", "tokens"}`` (also how a waiting acquire is given
-    up); server: ``{"id"}`` when a lease is granted. The connection is a plain protocol (no
+    up), ``{"op": "ping", "id"}`` (a worker's start-up check; on TCP after ``{"op": "hello",
+    "token"}``); server: ``{"id"}`` when a lease is granted, ``{"id", "pong": true}`` for a ping.
+    The connection is a plain protocol (no
     reader task), so a kernel that exits with it open leaves nothing pending behind.
     """
 
@@ -48,15 +59,21 @@ class RemoteLimiter:
             if self.transport is not None or self.broken:
                 return
             scheme, _, where = self.address.partition(":")
+            loop = asyncio.get_running_loop()
             try:
-                if scheme != "unix" or not where:
-                    raise OSError(f"expected unix:<path>, got {self.address!r}")
-                transport, _protocol = await asyncio.get_running_loop().create_unix_connection(
-                    lambda: _LeaseProtocol(self), where)
+                if scheme == "unix" and where:
+                    transport, _protocol = await loop.create_unix_connection(lambda: _LeaseProtocol(self), where)
+                elif scheme == "tcp" and where.rpartition(":")[2].isdigit():
+                    host, _, port = where.rpartition(":")
+                    transport, _protocol = await loop.create_connection(lambda: _LeaseProtocol(self), host, int(port))
+                else:
+                    raise OSError(f"expected unix:<path> or tcp:<host>:<port>, got {self.address!r}")
             except OSError as exc:
                 raise BenchError(f"cannot reach the sweep's limit server at {ADDRESS_ENV}={self.address} "
                                  f"({exc}); unset {ADDRESS_ENV} outside a sweep") from None
             self.transport = transport  # type: ignore[assignment]
+            if scheme == "tcp":  # the first line proves this process belongs to the sweep
+                self._send({"op": "hello", "token": os.environ.get(TOKEN_ENV, "")})
 
     def _granted(self, lease: int) -> None:
         fut = self.pending.pop(lease, None)
@@ -120,13 +137,17 @@ class _LeaseProtocol(asyncio.Protocol):
 class LeaseServer:
     """Serves every model's caps to the processes of one sweep, from a thread of the driver.
 
-    It listens on a unix socket in a private (0700) temporary folder, never on a network
-    address. Each connection's leases end when it closes, so a kernel that dies (even by
-    ``kill -9``) frees its slots at once.
+    By default it listens on a unix socket in a private (0700) temporary folder. With ``host``
+    (a cluster sweep) it listens on TCP at that address only, and a connection whose first line
+    is not ``{"op": "hello", "token": <self.token>}`` is closed. Each connection's leases end
+    when it closes, so a kernel that dies (even by ``kill -9``) frees its slots at once.
     """
 
-    def __init__(self, window_s: float | None = None):
+    def __init__(self, window_s: float | None = None, host: str | None = None):
         self.window_s = window_s or float(os.environ.get(WINDOW_ENV) or 60.0)
+        self.host = host
+        self.token = secrets.token_hex(16) if host else None
+        self._port = 0
         self.folder: str | None = None
         self.address: str | None = None
         self._thread: threading.Thread | None = None
@@ -145,7 +166,7 @@ class LeaseServer:
         ready.wait()
         if self._error is not None:
             raise BenchError(f"cannot start the sweep's limit server: {self._error}")
-        self.address = f"unix:{path}"
+        self.address = f"tcp:{self.host}:{self._port}" if self.host else f"unix:{path}"
         return self.address
 
     def stop(self) -> None:
@@ -176,8 +197,12 @@ class LeaseServer:
         self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
         self.limiter = LocalLimiter(self.window_s)
         self._clients: dict[asyncio.Task, asyncio.StreamWriter] = {}
-        server = await asyncio.start_unix_server(self._client, path=path)
-        os.chmod(path, 0o600)
+        if self.host:
+            server = await asyncio.start_server(self._client, host=self.host, port=0)
+            self._port = server.sockets[0].getsockname()[1]
+        else:
+            server = await asyncio.start_unix_server(self._client, path=path)
+            os.chmod(path, 0o600)
         ready.set()
         try:
             await self._stop.wait()
@@ -186,6 +211,15 @@ class LeaseServer:
             for writer in self._clients.values():  # each handler then sees the end of its stream and returns
                 writer.close()
             await asyncio.gather(*self._clients, return_exceptions=True)
+
+    async def _admitted(self, reader: asyncio.StreamReader) -> bool:
+        """Return whether a TCP connection's first line carries the sweep's token (anything else is dropped)."""
+        try:
+            hello = json.loads(await asyncio.wait_for(reader.readline(), timeout=30))
+        except (asyncio.TimeoutError, ValueError):
+            return False
+        token = hello.get("token") if isinstance(hello, dict) and hello.get("op") == "hello" else None
+        return isinstance(token, str) and hmac.compare_digest(token.encode(), str(self.token).encode())
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Serve one process: grant its leases in order, and end every one of them when it goes away."""
@@ -202,10 +236,14 @@ class LeaseServer:
             writer.write(b'{"id":%d}\n' % lease_id)
 
         try:
+            if self.token is not None and not await self._admitted(reader):
+                return
             while line := await reader.readline():
                 msg = json.loads(line)
                 lease_id = int(msg["id"])
-                if msg["op"] == "acquire":
+                if msg["op"] == "ping":  # a cluster worker's start-up check that it reaches this server
+                    writer.write(b'{"id":%d,"pong":true}\n' % lease_id)
+                elif msg["op"] == "acquire":
                     cmax, rpm, tpm = (int(v) if v else None for v in msg["caps"])
                     task = asyncio.ensure_future(limiter.acquire(str(msg["key"]), Caps(cmax, rpm, tpm),
                                                                  int(msg["est"])))

@@ -8,6 +8,12 @@ run never pays twice for a reply it had kept). The event loop never waits on a c
 a WAL checkpoint's fsync: measured, those stalls cost 7% of throughput at 200 in flight.
 WAL mode keeps reads concurrent, across processes too; with ``synchronous=NORMAL`` a
 commit does not fsync (a WAL checkpoint does, every few thousand replies).
+
+sqlite's WAL mode breaks on a network filesystem (NFS, Lustre), where cluster workers share the
+run folder: there the cache is a folder of per-process append-only files instead
+(``bench.models.shard_cache.ShardCache``, same interface). ``open_cache`` is the one place that
+chooses: ``$BENCH_CACHE`` naming a folder (ending with ``/``) or ``$BENCH_CACHE_SHARDS=1`` (set by
+cluster workers) selects the folder kind (see ``bench.core.paths.cache_location``).
 """
 
 from __future__ import annotations
@@ -25,7 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.core.errors import StoreError
+from bench.core.paths import SHARDS_ENV, cache_location
 from bench.core.secrets import redact
+from bench.models.shard_cache import ShardCache
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
 _INSERT = "INSERT OR IGNORE INTO responses (key, value, created) VALUES (?, ?, ?)"
@@ -37,6 +45,22 @@ def request_key(*parts: object) -> str:
 
 
 CACHE_ENV = "BENCH_CACHE"  # the response cache file (default: runs/.cache/responses.sqlite)
+
+
+def open_cache(path: str | os.PathLike[str] | None = None, *,
+               root: Path | None = None) -> ResponseCache | ShardCache:
+    """Open the response cache: at ``path`` if given (a folder, or a path ending with ``/``, is a
+    ``ShardCache``; a file a sqlite ``ResponseCache``), else where the environment says
+    (``bench.core.paths.cache_location``: ``$BENCH_CACHE``, ``$BENCH_CACHE_SHARDS``, under ``root``'s runs)."""
+    if path is None:
+        where, shards = cache_location(root)
+    else:
+        where = Path(path).expanduser()
+        shards = os.fspath(path).endswith(("/", os.sep)) or where.is_dir()
+    if shards and where.is_file():
+        raise StoreError(f"the response cache {where} is a file, but {SHARDS_ENV}=1 asks for a folder of shard "
+                         f"files: point {CACHE_ENV} at a folder (ending with /) or unset it")
+    return ShardCache(where) if shards else ResponseCache(where)
 
 
 def _open_checked(path: Path) -> sqlite3.Connection:

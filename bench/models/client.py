@@ -31,7 +31,7 @@ from bench.models import dry, local
 from bench.models._transport import Reply, client_timeout, open_session, send_direct, send_litellm
 from bench.models.cache import ResponseCache, request_key
 from bench.models.limits import Limits
-from bench.models.ratelimit import Limiter, estimate_tokens, limiter_for, limits_of
+from bench.models.ratelimit import SWEEP_KEY, Caps, Limiter, estimate_tokens, limiter_for, limits_of, sweep_cap
 from bench.models.routing import ModelSpec, Route, body_params, cost_usd, resolve
 
 
@@ -211,22 +211,28 @@ class LLM:
     async def _attempt(self, route: Route, body: dict, timeout_s: float, key: str) -> Reply:
         st = self._state()
         spec = route.spec
-        if not (spec.max_concurrency or spec.rpm or spec.tpm):
+        capped = limits_of(spec)
+        shared = sweep_cap()  # a cluster sweep's global cap, held by its lease server across every worker
+        if capped is None and shared is None:
             return await self._send_capped(st, route, body, timeout_s, key)
-        endpoint, caps = limits_of(spec)  # type: ignore[misc]
         limiter = st.limiter
         if limiter is None:  # in-process counters, or the sweep's lease server (BENCH_LIMITS_ADDRESS)
             limiter = st.limiter = limiter_for(self.limits.rate_window_s)
-        # the model's own caps first, so waiting never holds a global slot
-        lease = await limiter.acquire(endpoint, caps, estimate_tokens(body) if caps.tpm else 0)
+        leases: list[Any] = []
         tokens = None
-        try:
+        try:  # the model's own caps first, so waiting never holds a global slot
+            if capped is not None:
+                endpoint, caps = capped
+                leases.append(await limiter.acquire(endpoint, caps, estimate_tokens(body) if caps.tpm else 0))
+            if shared is not None:
+                leases.append(await limiter.acquire(SWEEP_KEY, Caps(max_concurrency=shared)))
             text, usage, raw = await self._send_capped(st, route, body, timeout_s, key)
             if usage.get("prompt_tokens") is not None and usage.get("completion_tokens") is not None:
                 tokens = usage["prompt_tokens"] + usage["completion_tokens"]  # the estimate, corrected
             return text, usage, raw
         finally:
-            limiter.release(lease, tokens)
+            for i, lease in enumerate(leases):
+                limiter.release(lease, tokens if i == 0 and capped is not None else None)
 
     async def _send_capped(self, st: _LoopState, route: Route, body: dict, timeout_s: float, key: str) -> Reply:
         async with st.sem:

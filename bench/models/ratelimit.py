@@ -19,9 +19,15 @@ sending, ``release`` it with the tokens used after):
   (inherited by every kernel). The server holds one ``LocalLimiter``; a lease held by a
   process that dies is released when its connection closes.
 
-A distributed backend (``distributed.Semaphore`` per endpoint for Dask workers) would be
-a third ``Limiter``: ``limiter_for`` picks one from the environment. The counters live in
-``bench.models._counters``, the lease server and its clients in ``bench.models._leases``.
+A cluster sweep (``bench sweep --cluster``) runs the same lease server in its driver, on TCP at
+the address the driver uses to reach the Dask scheduler, guarded by a per-sweep token
+(``BENCH_LIMITS_TOKEN``). One server for every worker keeps all three counters exact (a
+``distributed.Semaphore`` holds in-flight counts only, and a dead holder's lease outlives it
+until a timeout); a kernel on a worker that dies loses its connection and its leases at once.
+It also holds the sweep's global cap: with ``BENCH_SWEEP_CAP=n`` each request takes a lease on
+``SWEEP_KEY`` too (``sweep_cap``), so ``limits.max_concurrency`` holds across all workers.
+The counters live in ``bench.models._counters``, the lease server and its clients in
+``bench.models._leases``.
 """
 
 from __future__ import annotations
@@ -33,12 +39,15 @@ import weakref
 from typing import Any, Protocol
 
 from bench.models._counters import Caps, LocalLimiter
-from bench.models._leases import ADDRESS_ENV, WINDOW_ENV, LeaseServer, RemoteLimiter
+from bench.models._leases import ADDRESS_ENV, TOKEN_ENV, WINDOW_ENV, LeaseServer, RemoteLimiter
 from bench.models._messages import message_text, output_limit
 
-__all__ = ["ADDRESS_ENV", "CHARS_PER_TOKEN", "DEFAULT_COMPLETION_TOKENS", "WINDOW_ENV", "Caps", "LeaseServer",
-           "Limiter", "LocalLimiter", "RemoteLimiter", "endpoint_key", "estimate_tokens", "limiter_for", "limits_of"]
+__all__ = ["ADDRESS_ENV", "CHARS_PER_TOKEN", "DEFAULT_COMPLETION_TOKENS", "SWEEP_CAP_ENV", "SWEEP_KEY", "TOKEN_ENV",
+           "WINDOW_ENV", "Caps", "LeaseServer", "Limiter", "LocalLimiter", "RemoteLimiter", "endpoint_key",
+           "estimate_tokens", "limiter_for", "limits_of", "sweep_cap"]
 
+SWEEP_CAP_ENV = "BENCH_SWEEP_CAP"  # a cluster sweep's limits.max_concurrency, held by its lease server
+SWEEP_KEY = "(sweep)"  # the lease server's counter of every request of the sweep
 DEFAULT_COMPLETION_TOKENS = 1024  # the completion part of a tpm estimate when a request sets no max_tokens
 CHARS_PER_TOKEN = 4
 
@@ -64,6 +73,14 @@ def limits_of(spec: Any) -> tuple[str, Caps] | None:
     if not (spec.max_concurrency or spec.rpm or spec.tpm):
         return None
     return endpoint_key(spec), Caps(spec.max_concurrency, spec.rpm, spec.tpm)
+
+
+def sweep_cap() -> int | None:
+    """Return the sweep-wide cap a cluster sweep's kernels hold through its lease server (None: none)."""
+    value = os.environ.get(SWEEP_CAP_ENV)
+    if not value or not os.environ.get(ADDRESS_ENV):
+        return None
+    return max(1, int(value))
 
 
 def estimate_tokens(body: dict[str, Any]) -> int:

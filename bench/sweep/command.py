@@ -6,6 +6,7 @@ How a sweep ends (README, How a sweep ends): exit 0, 1 (an execution crashed), 2
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ from bench.core.outcome import (EXIT_CRASHED, EXIT_FAILED_ITEMS, EXIT_INTERRUPTE
 from bench.core.runlock import run_lock
 from bench.pipeline import Run, interrupted_line, open_run, shown_path
 from bench.report.render import render_report
+from bench.sweep.cluster import ClusterSession, cluster_address
+from bench.sweep.tasks import render_on_cluster
 from bench.sweep.driver import SweepResult, run_sweep
 from bench.sweep.executions import print_executions
 
@@ -36,11 +39,13 @@ class SweepRequest:
     report: bool = True
     track: bool = True
     dry_run: bool = False
+    cluster: str | None = None  # --cluster (else $DASK_SCHEDULER_ADDRESS): a Dask scheduler, or local:N
 
     def retry(self, **override: Any) -> str:
         """Return the command that resumes this sweep."""
         kw = {"cells": self.cells, "run_dir": self.run_dir, "jobs": self.jobs, **override}
         command = retry_command(self.params, **kw)
+        command += f" --cluster {self.cluster}" if self.cluster else ""
         return f"{command} --dry-run" if self.dry_run else command
 
 
@@ -54,8 +59,11 @@ def sweep_command(req: SweepRequest) -> int:
     run = open_run(req.params, cells=req.cells, run_dir=req.run_dir, dry_run=req.dry_run)
     try:
         with run_lock(run.dir, wait=req.wait):  # one sweep per run folder: a second one refuses (or waits)
-            result = run_sweep(run, jobs=req.jobs, per_cell=req.per_cell, only_stage=req.only_stage)
-            code, report = _finish(result, req)
+            address = cluster_address(req.cluster)
+            with ClusterSession(address, run) if address else contextlib.nullcontext() as session:
+                result = run_sweep(run, jobs=req.jobs, per_cell=req.per_cell, only_stage=req.only_stage,
+                                   cluster=session)
+                code, report = _finish(result, req, session)
         return _summarize(run, result, req, code, report)
     except KeyboardInterrupt:  # Ctrl-C: one line, no report, no MLflow run
         resume = "resume with: " + req.retry(only_stage=req.only_stage)
@@ -69,9 +77,12 @@ def sweep_command(req: SweepRequest) -> int:
 
 def _summarize(run: Run, result: SweepResult, req: SweepRequest, code: int, report: Path | None) -> int:
     """Print what an earlier stop made this sweep ask again, the failed items and the report's path; return the code."""
+    if rerun := [ex for ex in result.executions if len(ex.attempts) > 1]:
+        print(f"{len(rerun)} execution(s) ran more than once: " + "; ".join(_attempts_line(ex) for ex in rerun),
+              flush=True)
     if repeats := repeats_since(result.run_dir, result.started):
-        print(f"up to {repeats} request(s) were on the wire when an earlier run of this folder stopped and may "
-              f"have been asked again (paid twice)", flush=True)
+        print(f"up to {repeats} request(s) were on the wire when an execution stopped (an earlier run of this "
+              f"folder, or a lost worker) and may have been asked again (paid twice)", flush=True)
     if groups := failures(result.run_dir, run.sweep.limits.max_attempts):
         print(summary(groups, req.retry(), run.sweep.limits.max_attempts), flush=True)
         code = code or EXIT_FAILED_ITEMS
@@ -80,7 +91,14 @@ def _summarize(run: Run, result: SweepResult, req: SweepRequest, code: int, repo
     return code
 
 
-def _finish(result: SweepResult, req: SweepRequest) -> tuple[int, Path | None]:
+def _attempts_line(ex: Any) -> str:
+    """Return ``collect.x: attempt 1 lost with its worker tcp://…, attempt 2 ok on tcp://…``."""
+    said = {"lost": "lost with its worker", "ok": "ok on", "failed": "failed on", "interrupted": "interrupted on"}
+    return f"{ex.name}: " + ", ".join(f"attempt {a.get('attempt')} {said.get(a.get('status'), a.get('status'))} "
+                                      f"{a.get('worker')}" for a in ex.attempts)
+
+
+def _finish(result: SweepResult, req: SweepRequest, session: ClusterSession | None = None) -> tuple[int, Path | None]:
     """Print each execution; render the report and log to MLflow unless an execution crashed."""
     code = print_executions(result.executions)
     report = None
@@ -90,13 +108,21 @@ def _finish(result: SweepResult, req: SweepRequest) -> tuple[int, Path | None]:
         return code, None
     if req.report:
         try:
-            report = render(result.run_dir)
+            report = render(result.run_dir) if session is None else _render_on(session)
         except BenchError as err:
             print(f"report: FAILED ({err})", file=sys.stderr)
             return EXIT_CRASHED, None
     if req.track:
         track(result.run_dir, report, {e.name: "ok" for e in result.executions})
     return code, report
+
+
+def _render_on(session: ClusterSession) -> Path:
+    t0 = time.monotonic()
+    print("report: rendering notebooks/03_analyze.ipynb on a cluster worker (no model is called) …", flush=True)
+    path = render_on_cluster(session)
+    print(f"report: rendered in {time.monotonic() - t0:.1f}s", flush=True)
+    return path
 
 
 def render(run_dir: Path, out: str | None = None, **options: Any) -> Path:

@@ -6,6 +6,7 @@ with one line saying what to run instead; a crashed stage stops the stages after
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,8 @@ from bench.core.outcome import retry_command
 from bench.core.records import Candidate, utc_now
 from bench.judge.stage import pending_judgments
 from bench.pipeline import Run, open_run, prepare, shown_path
+from bench.sweep.cluster import ClusterSession
+from bench.sweep.tasks import run_stage_on_cluster
 from bench.sweep.executions import STAGES, Execution, run_stage
 from bench.sweep.shared import SharedLimits, SharedLocalServer
 
@@ -30,10 +33,12 @@ class SweepResult:
 
 
 def run_sweep(run: Run | str, *, jobs: int = 1, per_cell: bool = False, cells=None,
-              only_stage: str | None = None, run_dir: str | None = None) -> SweepResult:
+              only_stage: str | None = None, run_dir: str | None = None,
+              cluster: ClusterSession | None = None) -> SweepResult:
     """Run the sweep's stages; return the run folder and every execution with its exit code.
 
     The caller holds the run folder's lock (bench.core.runlock) for as long as it writes there.
+    On a ``cluster`` every stage runs as one Dask task per cell, and its session serves the caps.
     """
     threading.Thread(target=_import_papermill, daemon=True).start()  # 2 s of imports, overlapped with prep
     started = utc_now()  # items that fail from now on are asked again by the next sweep, not by this one
@@ -47,7 +52,8 @@ def run_sweep(run: Run | str, *, jobs: int = 1, per_cell: bool = False, cells=No
         if stage not in STAGES:
             raise BenchError(f"unknown stage {stage!r}; stages are: {', '.join(STAGES)}")
     done: list[Execution] = []
-    with SharedLocalServer(run), SharedLimits(run, jobs, per_cell):
+    model = SharedLocalServer(run) if cluster is None or cluster.loopback else contextlib.nullcontext()
+    with model, SharedLimits(run, jobs, per_cell) if cluster is None else contextlib.nullcontext():
         for stage in stages:
             if failed := [e.name for e in done if e.returncode != 0]:  # a later stage would work on a partial run
                 print(f"{stage}: not started, because {', '.join(failed)} failed (see the notebook named below); "
@@ -56,7 +62,8 @@ def run_sweep(run: Run | str, *, jobs: int = 1, per_cell: bool = False, cells=No
             if stage == "judge" and only_stage is None and _judged_during_collect(run, started):
                 print("judge: nothing pending (every candidate was graded as it arrived)", flush=True)
                 continue
-            done += run_stage(run, stage, jobs, per_cell, started)
+            done += (run_stage_on_cluster(cluster, stage, started) if cluster is not None
+                     else run_stage(run, stage, jobs, per_cell, started))
     return SweepResult(run.dir, done, run, started)
 
 

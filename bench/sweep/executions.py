@@ -36,6 +36,7 @@ class Execution:
     failed_since: str | None = None  # the sweep's start: what failed since is asked again by the next sweep
     kernel: Any = None  # its kernel manager, once the kernel is started (an interrupt is sent to it)
     finished: threading.Event = field(default_factory=threading.Event)  # set when its thread is done
+    attempts: list[dict] = field(default_factory=list)  # a cluster sweep's attempts of it (bench.sweep.remote)
 
     @property
     def name(self) -> str:
@@ -47,7 +48,7 @@ def plan_executions(run: Run, stage: str, jobs: int, per_cell: bool) -> list[Exe
     cells = run.cells
     if per_cell:
         groups = [[c] for c in cells]
-        shards = [_slug(c.key) for c in cells]
+        shards = _unique([_slug(c.key) for c in cells])
     elif jobs <= 1 or len(cells) <= 1:  # a pair dataset has no cells: one execution judges it
         groups, shards = [cells], [None]
     else:
@@ -59,6 +60,16 @@ def plan_executions(run: Run, stage: str, jobs: int, per_cell: bool) -> list[Exe
         ex = Execution(stage, group, shard)
         ex.notebook = run.dir / "notebooks" / f"{Path(STAGES[stage]).stem}{'.' + shard if shard else ''}.ipynb"
         out.append(ex)
+    return out
+
+
+def _unique(names: list[str]) -> list[str]:
+    """Return ``names`` with a repeat suffixed ``-2``, ``-3``… (two cell keys can slug alike: a/b_c, a_b/c)."""
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name if seen[name] == 1 else f"{name}-{seen[name]}")
     return out
 
 

@@ -3,7 +3,9 @@
 :func:`track_run` (`bench track`, and the end of `bench sweep`) logs a parent MLflow run per sweep and
 a child run per cell with params, metrics and artifacts, each answer as a trace with the judges'
 scores as assessments; :func:`log_reviews` adds human reviews to those traces; :func:`serve`
-(`bench ui`) shows a run's store in MLflow's UI on loopback, offline. The store and what was logged
+(`bench ui`) shows a run's store in MLflow's UI on loopback, offline; :func:`tracking_server`
+(`bench tracking-server`, or :class:`TrackingServer` in the background) runs a team's MLflow server on
+PostgreSQL that every worker logs to through ``MLFLOW_TRACKING_URI``. The store and what was logged
 there: :mod:`bench.tracking.mlflow_store`.
 
 ``import bench.tracking`` imports neither mlflow nor polars: mlflow is imported where it is used, and
@@ -19,9 +21,11 @@ from bench.tracking.mlflow_store import STATE, shown_uri, tracking_uri
 from bench.tracking.reviews import log_reviews
 from bench.tracking.ui import find_store, serve
 
-_HEAVY = {"track_run": "bench.tracking.runs"}  # imports bench.analysis (polars, numpy: ~1 s)
+_HEAVY = {"track_run": "bench.tracking.runs",  # imports bench.analysis (polars, numpy: ~1 s)
+          "TrackingServer": "bench.tracking.server", "tracking_server": "bench.tracking.server"}  # on first use
 
-__all__ = ["STATE", "find_store", "log_reviews", "serve", "shown_uri", "track_run", "tracking_uri"]
+__all__ = ["STATE", "TrackingServer", "find_store", "log_reviews", "serve", "shown_uri", "track_run",
+           "tracking_server", "tracking_uri"]
 
 
 def __getattr__(name: str) -> Any:

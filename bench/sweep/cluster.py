@@ -1,0 +1,170 @@
+"""A sweep on a Dask cluster: ``bench sweep PARAMS --cluster ADDRESS`` (or ``DASK_SCHEDULER_ADDRESS``, or ``local:N``).
+
+:class:`ClusterSession` connects to the scheduler (or starts a ``LocalCluster``), starts the sweep's
+lease server, and checks every worker before anything is paid (bench.sweep.probe: the driver's
+``bench``, the run and project folders at the same paths, the lease server reachable). The driver
+serves every cap from that one lease server on TCP (bench.models._leases), at the address it uses to
+reach the scheduler, guarded by a per-sweep token that only the kernels' environment carries.
+Kernels on workers cache replies in per-process files (bench.models.shard_cache): no sqlite WAL on a
+network filesystem. How a stage runs as tasks: bench.sweep.tasks.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+from typing import Any
+
+from bench.core.addresses import host_of, is_loopback
+from bench.core.errors import BenchError
+from bench.core.store import atomic_write
+from bench.models import ratelimit
+from bench.pipeline import Run
+from bench.sweep.executions import STAGES
+from bench.sweep.probe import TOKEN_FILE, Expected, check_worker, source_digest, version
+
+ADDRESS_ENV = "DASK_SCHEDULER_ADDRESS"
+CONNECT_S = 20.0  # how long to try reaching a scheduler before saying it is unreachable
+CONNECT_ENV = "BENCH_CLUSTER_CONNECT_S"  # overrides CONNECT_S (tests)
+# the driver's settings a kernel on a worker must share: the run lock it holds for them, where runs and the
+# cache live, the embedded model
+PASSED_ON = ("BENCH_RUN_LOCK", "BENCH_RUNS", "BENCH_LOCAL_API_BASE", "BENCH_RATE_WINDOW_S", "BENCH_PROGRESS_EVERY_S")
+
+
+class ClusterLost(BenchError):
+    """The scheduler went away mid-sweep (what was answered is saved; a re-run resumes)."""
+
+
+def cluster_address(option: str | None) -> str | None:
+    """Return the cluster a sweep runs on: ``--cluster``, else ``$DASK_SCHEDULER_ADDRESS``, else None (local)."""
+    return option or os.environ.get(ADDRESS_ENV) or None
+
+
+class ClusterSession:
+    """A connected Dask client (or a started ``LocalCluster``), its probed workers and the sweep's lease server."""
+
+    def __init__(self, spec: str, run: Run):
+        self.spec, self.run = spec, run
+        self.client: Any = None
+        self.local: Any = None  # the LocalCluster of ``local:N``
+        self.server: ratelimit.LeaseServer | None = None
+        self.workers: dict[str, dict[str, str]] = {}
+        self.sweep = secrets.token_hex(6)  # this sweep's id, in each of its attempt files
+        self.stop = f"bench-stop-{self.sweep}"  # a distributed.Event: set by a Ctrl-C, seen by every task
+        self.expected: Expected | None = None
+
+    @property
+    def address(self) -> str:
+        return self.client.scheduler.address if self.client is not None else self.spec
+
+    @property
+    def loopback(self) -> bool:
+        """Whether every worker is on this machine (``local:N``, or a scheduler on 127.0.0.1)."""
+        return self.spec.startswith("local:") or is_loopback(host_of(self.spec))
+
+    def __enter__(self) -> "ClusterSession":
+        try:
+            self._connect()
+            self.server = ratelimit.LeaseServer(host=self._lease_host())
+            self.server.start()
+            self._probe()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+        for thing in (self.client, self.local):
+            if thing is not None:
+                try:
+                    thing.close()
+                except Exception:  # a scheduler already gone: nothing left to close
+                    pass
+        self.client = self.local = self.server = None
+
+    def kernel_env(self) -> dict[str, str]:
+        """Return the variables every execution's kernel gets: the lease server, its token, the caps, the cache kind."""
+        assert self.server is not None and self.server.address and self.server.token
+        env = {ratelimit.ADDRESS_ENV: self.server.address, ratelimit.TOKEN_ENV: self.server.token,
+               ratelimit.SWEEP_CAP_ENV: str(self.run.sweep.limits.max_concurrency), "BENCH_CACHE_SHARDS": "1"}
+        for key in PASSED_ON:
+            if os.environ.get(key) and (key != "BENCH_LOCAL_API_BASE" or self.loopback):
+                env[key] = os.environ[key]
+        if os.environ.get("BENCH_CACHE", "").endswith("/"):  # a shard folder (a sqlite file is never shared)
+            env["BENCH_CACHE"] = os.environ["BENCH_CACHE"]
+        return env
+
+    def _connect(self) -> None:
+        from distributed import Client, LocalCluster  # noqa: PLC0415 (distributed: 1 s of imports; the `cluster` extra)
+
+        _quiet_dask()
+
+        if self.spec.startswith("local:"):
+            n = self.spec.removeprefix("local:")
+            if not n.isdigit() or int(n) < 1:
+                raise BenchError(f"--cluster {self.spec}: expected local:N with N ≥ 1 worker processes (e.g. local:4)")
+            self.local = LocalCluster(n_workers=int(n), threads_per_worker=2, processes=True, host="127.0.0.1",
+                                      dashboard_address=None, memory_limit=0)
+            self.client = Client(self.local)
+            return
+        wait_s = float(os.environ.get(CONNECT_ENV) or CONNECT_S)
+        try:
+            self.client = Client(self.spec, timeout=f"{wait_s}s")
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise BenchError(f"cannot reach the Dask scheduler at {self.spec} ({_reason(exc)}); start it (dask "
+                             f"scheduler), or fix --cluster / {ADDRESS_ENV}; nothing was run") from None
+        try:
+            self.client.wait_for_workers(1, timeout=wait_s)
+        except TimeoutError:
+            raise BenchError(f"the Dask scheduler at {self.spec} has no worker after {wait_s:.0f}s; start some "
+                             f"(dask worker {self.spec}) and run the sweep again; nothing was run") from None
+
+    def _probe(self) -> None:
+        """Check every worker (bench.sweep.probe); refuse, naming each worker that cannot run the sweep."""
+        self.run.dir.mkdir(parents=True, exist_ok=True)
+        token = secrets.token_hex(16)
+        atomic_write(self.run.dir / TOKEN_FILE, token.encode())
+        assert self.server is not None and self.server.address and self.server.token
+        files = tuple(str(self.run.root / "notebooks" / nb) for nb in (*STAGES.values(), "03_analyze.ipynb"))
+        self.expected = Expected(version(), source_digest(), str(self.run.dir), token,
+                                 (*files, str(self.run.params_path)), self.server.address, self.server.token)
+        answers = self.client.run(check_worker, self.expected, on_error="return")
+        problems = []
+        for worker, got in sorted(answers.items()):
+            if isinstance(got, BaseException):
+                problems.append(f"{worker} cannot run bench ({type(got).__name__}: {got}); install bench "
+                                f"{version()} there (pip install 'bench[cluster]' from this checkout)")
+            elif got["problem"]:
+                problems.append(f"{worker} ({got['hostname']}) {got['problem']}")
+            self.workers[worker] = got if isinstance(got, dict) else {}
+        if problems:
+            raise BenchError("cluster check failed before any model call:\n  " + "\n  ".join(problems) +
+                             f"\nevery worker needs the same bench, the project and the run folder {self.run.dir} "
+                             f"at the same paths (writable), and a way to this machine (README, Running on a cluster)")
+
+    def _lease_host(self) -> str:
+        """Return the address workers reach this driver at: the one it uses to reach the scheduler."""
+        host = host_of(self.address)
+        if self.loopback or is_loopback(host):
+            return "127.0.0.1"
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:  # connect() on UDP sends nothing
+            probe.connect((host, 9))
+            return probe.getsockname()[0]
+
+
+def _quiet_dask() -> None:
+    """Silence distributed's own logs in the driver (a lost scheduler: the sweep says so in one line)."""
+    for name in list(logging.root.manager.loggerDict):
+        if name.split(".")[0] in ("distributed", "tornado", "bokeh"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def _reason(exc: BaseException) -> str:
+    return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__

@@ -1,0 +1,185 @@
+"""What a Dask worker runs for a cluster sweep: the start-up probe, and one papermill execution attempt.
+
+Workers reach these functions by reference (``bench.sweep.remote.execute``), so a worker needs the
+same ``bench`` installed (bench.sweep.probe checks it, before the sweep and before each execution). Each attempt claims its own number in the run folder
+(``attempts/<execution>.<n>.json``, created exclusively), so no two workers ever write the same
+file: attempt 1 appends to the execution's usual shard and notebook, attempt n to ``<shard>-a<n>``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.core.records import utc_now
+from bench.core.store import atomic_write
+from bench.kernels import first_line, interrupt_kernel, kernel_manager_class, prepare_driver
+from bench.report.render import render_report
+from bench.sweep.probe import Expected, check_worker
+
+ATTEMPTS = "attempts"  # <run folder>/attempts/<execution>.<n>.json: one file per attempt, written by its worker
+
+
+@dataclass(frozen=True)
+class Task:
+    """One execution of a stage notebook, as sent to a worker (plain data: it travels through the scheduler)."""
+
+    stage: str
+    name: str  # collect.<cell>, judge.<cell>, collect
+    shard: str | None
+    cells: list[str]
+    notebook_in: str  # the stage notebook to execute
+    params: dict[str, Any]  # the notebook's papermill parameters, but for the shard (set per attempt)
+    run_dir: str
+    root: str
+    expected: Expected  # what this worker must match (checked before each execution: workers may join late)
+    sweep: str  # this sweep's id: its attempts are told from an earlier sweep's without comparing clocks
+    stop: str  # the name of the sweep's distributed.Event that a Ctrl-C of the driver sets
+    # for the kernel only: the lease server, its token, the caps, the cache kind (never in a repr: Dask logs
+    # the arguments of a task that raised)
+    env: dict[str, str] = field(default_factory=dict, repr=False)
+
+
+def execute(task: Task) -> dict[str, Any]:
+    """Run one attempt of an execution on this worker; return its provenance (ExecutionAttempt fields + more).
+
+    A failing notebook cell is an outcome (returned, status ``failed``): running it again elsewhere
+    would fail the same way. Anything else (the kernel died, the folder went away) is recorded in
+    the attempt's file and raised, so Dask retries the execution on a worker.
+    """
+    import papermill as pm  # noqa: PLC0415 (2 s of imports: paid once per worker process)
+
+    worker = _worker_address()
+    if task.stop and _stop_event(task.stop).is_set():  # the sweep was interrupted before this task started
+        return {"stage": task.stage, "name": task.name, "status": "interrupted", "worker": worker,
+                "error": "the sweep was interrupted before this execution started"}
+    if problem := check_worker(task.expected)["problem"]:  # a worker that joined after the sweep's check
+        return {"stage": task.stage, "name": task.name, "status": "failed", "worker": worker,
+                "error": f"worker {worker} ({socket.gethostname()}) {problem}"}
+    attempt, marker = _claim(Path(task.run_dir), task.name)
+    shard = task.shard if attempt == 1 else f"{task.shard or 'all'}-a{attempt}"
+    stem = Path(task.notebook_in).stem
+    notebook = Path(task.run_dir) / "notebooks" / f"{stem}{'.' + shard if shard else ''}.ipynb"
+    record = {"stage": task.stage, "name": task.name, "cells": task.cells, "started": utc_now(), "ended": "",
+              "status": "running", "worker": worker, "hostname": socket.gethostname(), "attempt": attempt,
+              "sweep": task.sweep, "notebook": str(notebook), "error": "", "seconds": 0.0}
+    atomic_write(marker, json.dumps(record).encode())
+    prepare_driver()
+    notebook.parent.mkdir(parents=True, exist_ok=True)
+    kernel = _KernelEnv(task.env)
+    stopped = _watch_stop(task.stop, kernel)
+    t0 = time.monotonic()
+    try:
+        pm.execute_notebook(task.notebook_in, str(notebook), parameters={**task.params, "shard": shard},
+                            kernel_name="python3", log_output=False, progress_bar=False, cwd=task.root,
+                            kernel_manager_class=kernel_manager_class(kernel))
+        record["status"] = "ok"
+    except pm.PapermillExecutionError as err:  # a cell failed (or the sweep's Ctrl-C interrupted it)
+        status = "interrupted" if stopped.is_set() else "failed"
+        record.update(status=status, error=f"{type(err).__name__}: {first_line(err)}")
+    except BaseException as err:
+        record.update(status="failed", error=f"{type(err).__name__}: {first_line(err) or err}",
+                      ended=utc_now(), seconds=round(time.monotonic() - t0, 3))
+        atomic_write(marker, json.dumps(record).encode())
+        raise
+    finally:
+        kernel.done.set()
+    record.update(ended=utc_now(), seconds=round(time.monotonic() - t0, 3))
+    atomic_write(marker, json.dumps(record).encode())
+    return record
+
+
+def render(run_dir: str, out: str | None = None) -> str:
+    """Render the run's report on this worker (the analysis notebook, no model call); return its path."""
+    return str(render_report(Path(run_dir), out))
+
+
+def read_attempts(run_dir: str | Path, name: str) -> list[dict[str, Any]]:
+    """Return the attempts recorded for one execution, in attempt order (unreadable files skipped)."""
+    out = []
+    for path in (Path(run_dir) / ATTEMPTS).glob(f"{name}.*.json"):
+        if not path.name.removeprefix(name + ".").removesuffix(".json").isdigit():
+            continue  # another execution whose name extends this one's
+        try:
+            out.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    return sorted(out, key=lambda a: int(a.get("attempt", 0)))
+
+
+def _claim(run_dir: Path, name: str) -> tuple[int, Path]:
+    """Claim the next attempt number of an execution (an exclusive create: two workers never get one number)."""
+    folder = run_dir / ATTEMPTS
+    folder.mkdir(parents=True, exist_ok=True)
+    n = 1 + len(read_attempts(run_dir, name))
+    while True:
+        path = folder / f"{name}.{n}.json"
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            return n, path
+        except FileExistsError:
+            n += 1
+
+
+def _worker_address() -> str:
+    try:
+        from distributed import get_worker  # noqa: PLC0415 (distributed: only on a worker, already imported there)
+
+        return str(get_worker().address)
+    except (ImportError, ValueError):  # not on a Dask worker (a direct call)
+        return f"local:{os.getpid()}"
+
+
+@dataclass
+class _KernelEnv:
+    """What kernel_manager_class needs of an execution: the variables its kernel gets (``env``)."""
+
+    env: dict[str, str]
+    kernel: Any = None  # its kernel manager, once started (what an interrupt is sent to)
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+def _stop_event(name: str) -> Any:
+    from distributed import Event  # noqa: PLC0415 (distributed: only on a worker, already imported there)
+
+    return Event(name)
+
+
+def _watch_stop(name: str, kernel: _KernelEnv) -> threading.Event:
+    """Interrupt the execution's kernel once the sweep's stop event is set (its stage saves what it has).
+
+    Returns an event set when the stop was seen. The distributed.Event is made here, on the task's
+    thread (where the worker's client is found), and waited on from a watcher thread.
+    """
+    stopped = threading.Event()
+    if not name:
+        return stopped
+    event = _stop_event(name)
+
+    def watch() -> None:
+        while not kernel.done.is_set():
+            try:
+                if not event.wait(timeout=1.0):
+                    continue
+            except Exception:  # the scheduler is gone: the worker stops on its own
+                return
+            stopped.set()
+            while not kernel.done.is_set():  # a kernel still starting ignores SIGINT: send it again
+                interrupt_kernel(kernel)
+                kernel.done.wait(1.0)
+
+    threading.Thread(target=watch, name="bench-stop-watch", daemon=True).start()
+    return stopped
+
+
+def attempt_fields(record: dict[str, Any]) -> dict[str, Any]:
+    """Return the ExecutionAttempt fields of an attempt record (what executions.jsonl holds)."""
+    keys = ("stage", "name", "cells", "started", "ended", "status", "worker", "hostname", "attempt")
+    return {k: record.get(k) for k in keys}
+

@@ -1,0 +1,197 @@
+"""A stage of a sweep as Dask tasks: one per grid cell (bench.sweep.remote.execute), the report as one more.
+
+The driver waits for them showing cluster-wide progress (bench.sweep.progress), then records every
+attempt in ``executions.jsonl``: an attempt whose worker died under it is ``lost``, one stopped by a
+Ctrl-C ``interrupted``. Attempts are matched to this sweep by its id, never by comparing clocks.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import warnings
+from concurrent.futures import CancelledError
+from pathlib import Path
+from typing import Any
+
+from bench.core.errors import BenchError
+from bench.core.executions import ExecutionAttempt, record_attempt
+from bench.core.paths import reports_root
+from bench.core.records import utc_now
+from bench.core.runlock import run_lock
+from bench.core.store import os_reason
+from bench.pipeline import Run, prepare
+from bench.sweep import remote
+from bench.sweep.cluster import ClusterLost, ClusterSession, cluster_address
+from bench.sweep.executions import STAGES, Execution, plan_executions, print_executions
+from bench.sweep.progress import ClusterProgress
+
+RETRIES = 2  # a task that raised (its kernel died, the folder went away) runs again, on any worker
+REPORT = "report/index.html"  # where a worker renders the report: in the run folder, which every worker shares
+
+
+def run_on_cluster(run: Run, stage: str, cluster: str | None = None, *, judge: bool | None = None,
+                   judges: list[str] | None = None) -> list[Execution]:
+    """Run one stage of ``run`` (its cells) as Dask tasks from a notebook: ``cluster`` is a scheduler address or
+    ``local:N`` (default ``$DASK_SCHEDULER_ADDRESS``); ``judge``: whether collect grades answers as they arrive;
+    ``judges``: the judge stage's judges (None: all).
+
+    The run folder is locked for the stage, the workers checked first; a failed execution raises.
+    """
+    address = cluster_address(cluster)
+    if not address:
+        raise BenchError(f"no cluster to run {stage} on: pass cluster='tcp://<scheduler>:8786' or 'local:N', "
+                         f"or set DASK_SCHEDULER_ADDRESS")
+    with run_lock(run.dir), ClusterSession(address, run) as session:
+        prepare(run)
+        executions = run_stage_on_cluster(session, stage, utc_now(), judge=judge, judges=judges)
+    if print_executions(executions):
+        raise BenchError(f"{stage}: an execution failed on the cluster (its notebook is named above)")
+    return executions
+
+
+def run_stage_on_cluster(session: ClusterSession, stage: str, started: str, *, judge: bool | None = None,
+                         judges: list[str] | None = None) -> list[Execution]:
+    """Run a stage as one Dask task per cell on the cluster; return its executions (as a local stage does).
+
+    A pair dataset (no grid cells) is one task. Every attempt is recorded, whatever ends the stage.
+    """
+    run = session.run
+    executions = plan_executions(run, stage, 0, True) if run.cells else plan_executions(run, stage, 1, False)
+    executions = _round_robin(executions)
+    futures: dict[str, Any] = {}
+    try:
+        for i, ex in enumerate(executions):  # in that order: with fewer slots than cells, every model gets some
+            futures[ex.name] = session.client.submit(remote.execute, _task(session, ex, started, judge, judges),
+                                                     key=f"bench-{ex.name}-{secrets.token_hex(4)}",
+                                                     retries=RETRIES, pure=False, priority=len(executions) - i)
+        print(f"{stage}: {len(executions)} execution(s) on the cluster at {session.address} "
+              f"({len(session.workers)} worker(s)); cap {run.sweep.limits.max_concurrency} across all of them",
+              flush=True)
+        _wait(session, list(futures.values()), ClusterProgress.for_run(run))
+    except KeyboardInterrupt:  # also during the submissions: every task submitted interrupts its kernel
+        _stop(session, list(futures.values()))
+        _settle_all(session, executions, futures, interrupted=True)
+        raise
+    except ClusterLost:
+        _settle_all(session, executions, futures, interrupted=False)
+        raise
+    _settle_all(session, executions, futures, interrupted=False)
+    return executions
+
+
+def render_on_cluster(session: ClusterSession) -> Path:
+    """Render the run's report as a task on a worker, into the shared run folder; copy it to this driver's
+    reports folder and return that path."""
+    rendered = session.run.dir / REPORT
+    future = session.client.submit(remote.render, str(session.run.dir), str(rendered), retries=RETRIES, pure=False)
+    _wait(session, [future], None)
+    try:
+        future.result()
+        target = reports_root() / session.run.dir.name / "index.html"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(rendered, target)
+    except OSError as exc:
+        raise BenchError(f"the report rendered on the cluster cannot be copied from {rendered} ({os_reason(exc)})")
+    except Exception as exc:  # the task raised on every retry, or its worker was lost too often
+        raise BenchError(f"the report could not be rendered on the cluster ({type(exc).__name__}: {exc})") from None
+    return target
+
+
+def _round_robin(executions: list[Execution]) -> list[Execution]:
+    """Order executions one cell per model in turn (m1, m2, m3, m1, …), so the first ones to run cover every
+    endpoint: a model's cap is shared by all its cells, so two of its cells at once gain nothing."""
+    by_model: dict[str, list[Execution]] = {}
+    for ex in executions:
+        by_model.setdefault(ex.cells[0].model.id if len(ex.cells) == 1 else "", []).append(ex)
+    queues = list(by_model.values())
+    return [q[i] for i in range(max(map(len, queues), default=0)) for q in queues if i < len(q)]
+
+
+def _task(session: ClusterSession, ex: Execution, started: str, judge: bool | None,
+          judges: list[str] | None) -> remote.Task:
+    run = session.run
+    params = {"params": str(run.params_path), "grid_cells": [c.key for c in ex.cells], "run_dir": str(run.dir),
+              "dry_run": run.dry_run, "max_concurrency": run.sweep.limits.max_concurrency, "progress": "text"}
+    if ex.stage == "collect":
+        params["judge"] = bool(run.sweep.judges) if judge is None else judge
+    else:
+        params.update(failed_since=started, judges=judges)
+    assert session.expected is not None
+    return remote.Task(ex.stage, ex.name, ex.shard, [c.key for c in ex.cells],
+                       str(run.root / "notebooks" / STAGES[ex.stage]), params, str(run.dir), str(run.root),
+                       session.expected, session.sweep, session.stop, session.kernel_env())
+
+
+def _wait(session: ClusterSession, futures: list[Any], progress: ClusterProgress | None) -> None:
+    """Wait for every task, showing progress; a scheduler that goes away ends the sweep with one message."""
+    from distributed import wait  # noqa: PLC0415 (distributed: imported by the session already)
+
+    pending, warned = futures, False
+    try:
+        while pending:
+            try:
+                wait(pending, timeout=2.0, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                pass
+            except (OSError, CancelledError):  # the comm to the scheduler broke, or the client gave up on it
+                raise ClusterLost(_lost_message(session)) from None
+            if any(f.status == "cancelled" for f in pending) or session.client.status in ("closing", "closed"):
+                raise ClusterLost(_lost_message(session))
+            pending = [f for f in pending if not f.done()]
+            if progress is not None:
+                try:
+                    progress.update()
+                except OSError as exc:  # the run folder is slow or flaky here: the tasks go on regardless
+                    if not warned:
+                        warned = True
+                        warnings.warn(f"progress: cannot read {session.run.dir} ({os_reason(exc)})", RuntimeWarning,
+                                      stacklevel=2)
+    finally:
+        if progress is not None:
+            progress.close()
+
+
+def _stop(session: ClusterSession, pending: list[Any], grace_s: float = 30.0) -> None:
+    """Tell every task to interrupt its kernel (one not started yet returns at once), and wait for them all
+    (at most ``grace_s``; a second Ctrl-C: not at all): no kernel goes on writing once the sweep has returned."""
+    from distributed import Event, wait  # noqa: PLC0415 (distributed: imported by the session already)
+
+    try:
+        Event(session.stop, client=session.client).set()
+        wait(pending, timeout=grace_s)
+    except (KeyboardInterrupt, TimeoutError, OSError, CancelledError):
+        pass
+
+
+def _lost_message(session: ClusterSession) -> str:
+    return (f"the Dask scheduler at {session.address} went away mid-sweep; what was answered is saved in "
+            f"{session.run.dir}; start a scheduler and run the same command again to resume")
+
+
+def _settle_all(session: ClusterSession, executions: list[Execution], futures: dict[str, Any], *,
+                interrupted: bool) -> None:
+    for ex in executions:
+        _settle(session, ex, futures.get(ex.name), interrupted)
+
+
+def _settle(session: ClusterSession, ex: Execution, future: Any, interrupted: bool) -> None:
+    """Fill an execution from its attempts and record each in executions.jsonl (a lost worker's included)."""
+    attempts = [a for a in remote.read_attempts(session.run.dir, ex.name) if a.get("sweep") == session.sweep]
+    ex.returncode, ex.error = 1, "interrupted" if interrupted else "not finished"
+    if future is not None and future.done():
+        try:
+            last = future.result()
+            ex.returncode = 0 if last["status"] == "ok" else 1
+            ex.error = last.get("error", "")
+        except Exception as err:  # every retry raised, or the task was lost too often (KilledWorker)
+            ex.error = f"{type(err).__name__}: {err}"[:300]
+    for i, a in enumerate(attempts):
+        if a.get("status") == "running":  # its worker died under it (or it was still running at a Ctrl-C)
+            a["status"] = "interrupted" if interrupted and i + 1 == len(attempts) else "lost"
+            a["ended"] = attempts[i + 1]["started"] if i + 1 < len(attempts) else utc_now()
+        record_attempt(session.run.dir, ExecutionAttempt(**remote.attempt_fields(a)))
+    if attempts:
+        ex.notebook = Path(attempts[-1].get("notebook") or ex.notebook)
+        ex.seconds = float(attempts[-1].get("seconds") or 0.0)
+    ex.attempts = attempts

@@ -1,0 +1,125 @@
+"""A real Dask cluster on loopback for tests and benchmarks: a scheduler and N workers, each its own process.
+
+Every process binds 127.0.0.1 only (no dashboard), is started with ``dask scheduler`` / ``dask worker``
+as a separate process group, and is stopped by its PID at exit. Workers run without a nanny by
+default, so a worker killed with SIGKILL stays dead (what a lost machine looks like to the scheduler).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def _dask(*args: str) -> list[str]:
+    return [sys.executable, "-m", "distributed.cli.dask_" + args[0], *args[1:]]
+
+
+class LoopbackDaskCluster:
+    """``with LoopbackDaskCluster(2) as c:`` a scheduler at ``c.address`` and two workers (``c.workers``: Popen)."""
+
+    def __init__(self, n_workers: int = 2, nthreads: int = 2, *, env: dict[str, str] | None = None,
+                 ready_s: float = 120.0):
+        self.n_workers, self.nthreads, self.ready_s = n_workers, nthreads, ready_s
+        self.env = {**os.environ, **(env or {})}
+        self.folder = Path(tempfile.mkdtemp(prefix="bench-dask-"))
+        self.scheduler: subprocess.Popen | None = None
+        self.workers: list[subprocess.Popen] = []
+        self.address = ""
+
+    def __enter__(self) -> "LoopbackDaskCluster":
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        sched_file = self.folder / "scheduler.json"
+        self.scheduler = self._spawn(_dask("scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                                           "--scheduler-file", str(sched_file)), "scheduler")
+        deadline = time.monotonic() + self.ready_s
+        while not self.address:
+            if self.scheduler.poll() is not None:
+                raise RuntimeError(f"dask scheduler exited with {self.scheduler.returncode}: {self._log('scheduler')}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"dask scheduler not ready in {self.ready_s:.0f}s: {self._log('scheduler')}")
+            try:
+                self.address = json.loads(sched_file.read_text())["address"]
+            except (OSError, ValueError, KeyError):
+                self._pause()
+        for i in range(self.n_workers):
+            self.add_worker(f"w{i + 1}")
+        self.wait_for_workers(self.n_workers)
+
+    def add_worker(self, name: str, env: dict[str, str] | None = None, *extra: str,
+                   wrap: list[str] | None = None) -> subprocess.Popen:
+        """Start one more worker process (``env``: extra variables for it alone; ``wrap``: a command it runs
+        under, e.g. ``unshare``); return it."""
+        proc = self._spawn([*(wrap or [])] + _dask("worker", self.address, "--host", "127.0.0.1", "--nthreads", str(self.nthreads),
+                                 "--no-nanny", "--no-dashboard", "--name", name, "--memory-limit", "0",
+                                 "--local-directory", str(self.folder / name), *extra), name, env)
+        self.workers.append(proc)
+        return proc
+
+    def wait_for_workers(self, n: int) -> None:
+        """Wait until ``n`` workers are registered with the scheduler (a worker that exits is an error)."""
+        from distributed import Client  # noqa: PLC0415 (distributed: 1 s of imports, only cluster tests need it)
+
+        with Client(self.address, timeout="60s") as client:
+            deadline = time.monotonic() + self.ready_s
+            while len(client.scheduler_info(n_workers=-1)["workers"]) < n:
+                if dead := [p for p in self.workers if p.poll() is not None]:
+                    raise RuntimeError(f"a dask worker exited with {dead[0].returncode}: {self._log(dead[0].args)}")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{n} dask workers not ready in {self.ready_s:.0f}s")
+                self._pause()
+
+    def stop(self) -> None:
+        """Stop every worker, then the scheduler, by PID (SIGTERM, then SIGKILL after 10 s)."""
+        for proc in [*self.workers, self.scheduler]:
+            if proc is not None and proc.poll() is None:
+                _signal(proc, signal.SIGTERM)
+        for proc in [*self.workers, self.scheduler]:
+            if proc is None:
+                continue
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                _signal(proc, signal.SIGKILL)
+                proc.wait(timeout=10)
+        shutil.rmtree(self.folder, ignore_errors=True)  # its logs and the workers' scratch space
+
+    def _spawn(self, cmd: list[str], name: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+        log = open(self.folder / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process's end
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**self.env, **(env or {})},
+                                start_new_session=True, cwd=self.folder)
+
+    def _log(self, name: object) -> str:
+        path = self.folder / f"{name if isinstance(name, str) else 'scheduler'}.log"
+        try:
+            return path.read_text()[-2000:]
+        except OSError:
+            return ""
+
+    @staticmethod
+    def _pause() -> None:
+        time.sleep(0.1)  # polling a readiness condition (a file appearing, workers registering)
+
+
+def _signal(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)  # the process and anything it started (a worker's kernels)
+    except (ProcessLookupError, PermissionError):
+        pass

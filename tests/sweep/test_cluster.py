@@ -1,0 +1,308 @@
+"""`bench sweep --cluster` on a real Dask cluster on loopback: a scheduler and two workers, separate processes.
+
+Every process binds 127.0.0.1 and is stopped by its PID (bench.testing.dask_cluster). The sweeps talk to
+the loopback fake provider, which counts requests in flight per model: the caps must hold across both
+workers; a worker SIGKILLed mid-sweep must leave the same records as a single-machine run.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("distributed", reason="needs the 'cluster' extra: pip install -e '.[cluster]' (make setup does)")
+
+from bench.core.records import Candidate, Judgment  # noqa: E402
+from bench.core.store import RunStore  # noqa: E402
+from bench.testing.dask_cluster import LoopbackDaskCluster  # noqa: E402
+from bench.testing.grids import ROOT, generate, grid, judge, model, prompt  # noqa: E402
+
+PROMPTS = [prompt("p", "Q {topic} {n}"), prompt("q", "{topic} {n}?", system="be brief")]
+BUDGET_S = 600  # a loaded 2-core machine
+
+
+def write_params(tmp_path: Path, url: str, topics: int = 5) -> Path:
+    models = [model("m1", url, name="fake-a", max_concurrency=2), model("m2", url, name="fake-b", max_concurrency=3)]
+    judges = [judge("grader", url, name="fake-judge", max_concurrency=2)]
+    return grid(tmp_path / "c.yaml", url, name="c", models=models, prompts=PROMPTS, judges=judges,
+                scenarios=generate(topic=[f"t{i}" for i in range(topics)], n=[1, 2]),
+                limits={"max_concurrency": 6, "timeout_s": 20, "retries": 2})
+
+
+def sweep_cmd(tmp_path: Path, params: Path, *args: str) -> tuple[list[str], dict[str, str]]:
+    env = {**os.environ, "BENCH_RUNS": str(tmp_path / "runs"), "BENCH_REPORTS": str(tmp_path / "reports"),
+           "PYTHONUNBUFFERED": "1", "BENCH_CLUSTER_CONNECT_S": "5"}
+    env.pop("DASK_SCHEDULER_ADDRESS", None)
+    return [sys.executable, "-m", "bench", "sweep", str(params), "--no-track", *args], env
+
+
+def sweep(tmp_path: Path, params: Path, *args: str) -> subprocess.CompletedProcess:
+    cmd, env = sweep_cmd(tmp_path, params, *args)
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=BUDGET_S)
+
+
+def ids(run_dir: Path, kind: type) -> collections.Counter:
+    return collections.Counter(r.id for r in RunStore(run_dir).read(kind) if r.ok)
+
+
+def attempts(run_dir: Path) -> list[dict]:
+    path = run_dir / "executions.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with LoopbackDaskCluster(2, nthreads=2) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def local_ids(tmp_path_factory, fake_server):
+    """The candidate and judgment ids of the same grid swept on this machine (no cluster)."""
+    tmp = tmp_path_factory.mktemp("local")
+    fake_server.reset()
+    result = sweep(tmp, write_params(tmp, fake_server.url), "--no-report")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    LOCAL_REQUESTS.append(_answers_asked(fake_server.stats()))
+    return ids(tmp / "runs" / "c", Candidate), ids(tmp / "runs" / "c", Judgment)
+
+
+LOCAL_REQUESTS: list[int] = []  # the answers the local run of the grid asked the provider for
+
+
+def _answers_asked(stats: dict) -> int:
+    """The candidate requests (not the judge's: identical answers of two cells are judged once locally, from the
+    response cache, but may be judged twice by executions running side by side on two workers)."""
+    return stats["by_model"].get("fake-a", 0) + stats["by_model"].get("fake-b", 0)
+
+
+def test_caps_hold_across_two_workers_and_records_match_a_local_run(tmp_path, fake, cluster, local_ids):
+    fake.configure(latency_ms=120)
+    result = sweep(tmp_path, write_params(tmp_path, fake.url), "--cluster", cluster.address)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    stats = fake.stats()
+    peaks = stats["peak_in_flight_by_model"]
+    assert peaks["fake-a"] <= 2 and peaks["fake-b"] <= 3 and peaks["fake-judge"] <= 2, peaks
+    assert stats["peak_in_flight"] <= 6  # limits.max_concurrency, across both workers together
+    assert max(peaks.values()) >= 2  # the caps were reached, not trivially held
+    run_dir = tmp_path / "runs" / "c"
+    cands, judged = ids(run_dir, Candidate), ids(run_dir, Judgment)
+    assert (cands, judged) == local_ids and set(cands.values()) == {1}  # same ids, each once
+    lines = attempts(run_dir)
+    assert {a["stage"] for a in lines} == {"collect"}  # judged as answers arrived
+    assert len(lines) == 4 and all(a["status"] == "ok" and a["attempt"] == 1 for a in lines)
+    assert all(a["worker"].startswith("tcp://127.0.0.1:") for a in lines)
+    assert {a["cell"] for a in lines} == {"m1/p@v1", "m1/q@v1", "m2/p@v1", "m2/q@v1"}
+    report = (tmp_path / "reports" / "c" / "index.html").read_text()  # rendered by a worker task
+    assert f"ran on {len({a['worker'] for a in lines})} worker(s) on 1 host(s)" in report
+
+
+def test_a_worker_killed_mid_sweep_reruns_elsewhere_with_the_same_records(tmp_path, fake, local_ids):
+    fake.configure(latency_ms=400)
+    with LoopbackDaskCluster(2, nthreads=2) as c:
+        cmd, env = sweep_cmd(tmp_path, write_params(tmp_path, fake.url), "--cluster", c.address, "--no-report")
+        run_dir = tmp_path / "runs" / "c"
+        with subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True) as proc:
+            victim = _wait_for_running_attempt(run_dir, c, proc)
+            os.kill(victim.pid, signal.SIGKILL)
+            out, _ = proc.communicate(timeout=BUDGET_S)
+    assert proc.returncode == 0, out[-4000:]
+    cands, judged = ids(run_dir, Candidate), ids(run_dir, Judgment)
+    assert (cands, judged) == local_ids and set(cands.values()) == {1}
+    lines = attempts(run_dir)
+    lost = [a for a in lines if a["status"] == "lost"]
+    assert lost and all(a["attempt"] == 1 for a in lost)
+    for a in lost:  # each lost attempt ran again, and succeeded on the surviving worker
+        again = [b for b in lines if b["name"] == a["name"] and b["attempt"] > 1]
+        assert again and again[-1]["status"] == "ok" and again[-1]["worker"] != a["worker"]
+    assert "ran more than once" in out and "attempt 1 lost with its worker tcp://127.0.0.1:" in out
+    # the replies in flight on the lost worker were asked again: the summary's count covers each of them
+    asked_twice = _answers_asked(fake.stats()) - LOCAL_REQUESTS[0]
+    said = re.search(r"up to (\d+) request\(s\) were on the wire when an execution stopped", out)
+    assert asked_twice == 0 or (said and int(said.group(1)) >= asked_twice), (asked_twice, out[-2000:])
+
+
+def test_a_scheduler_gone_mid_sweep_is_one_message_and_a_rerun_resumes(tmp_path, fake, local_ids):
+    fake.configure(latency_ms=400)
+    params = write_params(tmp_path, fake.url)
+    run_dir = tmp_path / "runs" / "c"
+    with LoopbackDaskCluster(2, nthreads=2) as c:
+        cmd, env = sweep_cmd(tmp_path, params, "--cluster", c.address, "--no-report")
+        with subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) as proc:
+            _wait_for_running_attempt(run_dir, c, proc)
+            os.killpg(c.scheduler.pid, signal.SIGKILL)
+            out, err = proc.communicate(timeout=BUDGET_S)
+    assert proc.returncode != 0, out[-3000:]
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and f"the Dask scheduler at {c.address} went away mid-sweep" in lines[0], err[-3000:]
+    assert "run the same command again to resume" in lines[0]
+    with LoopbackDaskCluster(2, nthreads=2) as c2:
+        fake.configure(latency_ms=20)
+        result = sweep(tmp_path, params, "--cluster", c2.address, "--no-report")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    cands, judged = ids(run_dir, Candidate), ids(run_dir, Judgment)
+    assert (cands, judged) == local_ids and set(cands.values()) == {1}
+
+
+def _wait_for_running_attempt(run_dir: Path, c: LoopbackDaskCluster, proc: subprocess.Popen):
+    """Return a worker process that runs an execution which has already written a record (readiness: files)."""
+    from distributed import Client
+
+    with Client(c.address, timeout="30s") as client:
+        names = {addr: w["name"] for addr, w in client.scheduler_info(n_workers=-1)["workers"].items()}
+    deadline = time.monotonic() + BUDGET_S
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the sweep ended before a worker could be killed"
+        for path in sorted((run_dir / "attempts").glob("*.json")):
+            try:
+                a = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            shard_has_records = any(run_dir.glob("candidates.*.jsonl"))
+            if a.get("status") == "running" and shard_has_records:
+                name = names[a["worker"]]
+                return next(p for p in c.workers if f"--name {name} " in " ".join(map(str, p.args)) + " ")
+        time.sleep(0.05)  # polling files another process writes
+    raise AssertionError("no execution started on the cluster")
+
+
+def test_an_unreachable_scheduler_is_one_message_before_any_call(tmp_path, fake):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens there once closed
+    result = sweep(tmp_path, write_params(tmp_path, fake.url), "--cluster", f"tcp://127.0.0.1:{port}")
+    assert result.returncode == 2
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and f"cannot reach the Dask scheduler at tcp://127.0.0.1:{port}" in lines[0], result.stderr
+    assert fake.stats()["requests"] == 0
+
+
+def test_a_worker_with_another_bench_is_refused_by_name(tmp_path, fake):
+    other = tmp_path / "other"
+    shutil.copytree(ROOT / "bench", other / "bench", ignore=shutil.ignore_patterns("__pycache__"))
+    with open(other / "bench" / "core" / "errors.py", "a") as fh:
+        fh.write("\n# another version\n")
+    broken = tmp_path / "broken"
+    (broken / "bench").mkdir(parents=True)
+    (broken / "bench" / "__init__.py").write_text("raise ImportError('bench is not installed here')\n")
+    with LoopbackDaskCluster(1, nthreads=1) as c:
+        c.add_worker("stale", {"PYTHONPATH": str(other)})
+        c.add_worker("bare", {"PYTHONPATH": str(broken)})
+        c.wait_for_workers(3)
+        result = sweep(tmp_path, write_params(tmp_path, fake.url), "--cluster", c.address)
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "cluster check failed before any model call" in result.stderr
+    problems = [ln for ln in result.stderr.splitlines() if ln.startswith("  tcp://")]
+    assert len(problems) == 2, result.stderr
+    assert any("runs bench 0.1.0 (source" in ln for ln in problems)
+    assert any("cannot run bench" in ln and "bench is not installed here" in ln for ln in problems)
+    assert fake.stats()["requests"] == 0
+
+
+def test_the_collect_notebook_runs_its_cells_on_the_cluster(tmp_path, fake, cluster, local_ids):
+    from tests.repo import parameterized_copy
+
+    params = write_params(tmp_path, fake.url)
+    target = parameterized_copy(ROOT / "notebooks/01_collect.ipynb", tmp_path / "01_collect.ipynb",
+                                params=str(params), cluster=cluster.address, judge=True, progress="text")
+    _, env = sweep_cmd(tmp_path, params)
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
+                             str(target)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=BUDGET_S)
+    assert result.returncode == 0, result.stdout[-3000:]
+    run_dir = tmp_path / "runs" / "c"
+    assert (ids(run_dir, Candidate), ids(run_dir, Judgment)) == local_ids
+    assert {a["worker"] for a in attempts(run_dir)} <= set(_worker_addresses(cluster))
+
+
+def test_local_n_starts_its_own_loopback_workers(tmp_path, fake):
+    fake.configure(latency_ms=50)
+    result = sweep(tmp_path, write_params(tmp_path, fake.url, topics=2), "--cluster", "local:2", "--no-report")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    lines = attempts(tmp_path / "runs" / "c")
+    assert len(lines) == 4 and all(a["status"] == "ok" and a["worker"].startswith("tcp://127.0.0.1:") for a in lines)
+    assert len(ids(tmp_path / "runs" / "c", Candidate)) == 16
+
+
+def _worker_addresses(c: LoopbackDaskCluster) -> list[str]:
+    from distributed import Client
+
+    with Client(c.address, timeout="30s") as client:
+        return list(client.scheduler_info(n_workers=-1)["workers"])
+
+
+def test_a_worker_that_does_not_see_the_run_folder_is_refused_by_name(tmp_path, fake):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    if subprocess.run(["unshare", "--mount", "true"], capture_output=True).returncode != 0:
+        pytest.skip("needs unshare --mount (root) to give one worker its own, empty view of the runs folder")
+    hide = ["unshare", "--mount", "--propagation", "private", "sh", "-c", f'mount -t tmpfs tmpfs "{runs}" && exec "$@"',
+            "sh"]  # this worker sees an empty runs folder: another machine that does not mount it
+    with LoopbackDaskCluster(1, nthreads=1) as c:
+        blind = c.add_worker("blind", None, wrap=hide)
+        c.wait_for_workers(2)
+        blind_address = next(a for a in _worker_addresses(c) if a not in _seen_before(c, blind))
+        result = sweep(tmp_path, write_params(tmp_path, fake.url), "--cluster", c.address)
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+    problems = [ln for ln in result.stderr.splitlines() if ln.startswith("  tcp://")]
+    assert len(problems) == 1 and problems[0].startswith(f"  {blind_address} ") and "cannot read" in problems[0]
+    assert fake.stats()["requests"] == 0
+
+
+def _seen_before(c: LoopbackDaskCluster, worker: subprocess.Popen) -> list[str]:
+    """The addresses of the cluster's workers other than ``worker`` (by the names they were started with)."""
+    from distributed import Client
+
+    with Client(c.address, timeout="30s") as client:
+        info = client.scheduler_info(n_workers=-1)["workers"]
+    name = worker.args[worker.args.index("--name") + 1]
+    return [addr for addr, w in info.items() if w["name"] != name]
+
+
+def test_ctrl_c_interrupts_every_kernel_on_the_cluster_and_says_how_to_resume(tmp_path, fake, cluster):
+    fake.configure(latency_ms=400)
+    params = write_params(tmp_path, fake.url)
+    run_dir = tmp_path / "runs" / "c"
+    cmd, env = sweep_cmd(tmp_path, params, "--cluster", cluster.address, "--no-report")
+    with subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        _wait_for_running_attempt(run_dir, cluster, proc)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=BUDGET_S)
+    assert proc.returncode == 130, out[-3000:] + err[-3000:]
+    assert "interrupted:" in err and "resume with: " in err and f"--cluster {cluster.address}" in err
+    claimed = [json.loads(p.read_text()) for p in (run_dir / "attempts").glob("*.json")]
+    assert claimed and all(a["status"] in ("interrupted", "ok") for a in claimed)  # no kernel left running
+    assert any(a["status"] == "interrupted" for a in claimed)
+    recorded = attempts(run_dir)  # the interrupted attempts are in the provenance too
+    assert len(recorded) == len(claimed) and {a["status"] for a in recorded} <= {"interrupted", "ok"}
+
+
+def test_a_pair_dataset_without_grid_cells_is_judged_on_the_cluster(tmp_path, fake, cluster):
+    pairs = [{"question": f"q{i}", "response_A": f"a{i}", "response_B": f"b{i}", "label": "A>B",
+              "source": "livebench-math", "pair_id": f"p{i}", "original_id": f"o{i}", "response_model": "x"}
+             for i in range(3)]
+    (tmp_path / "pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))
+    dataset = {"path": "pairs.jsonl",
+               "fields": {"question": "question", "response_A": "response_A", "response_B": "response_B"},
+               "reference": {k: k for k in ("label", "source", "pair_id", "original_id", "response_model")}}
+    params = grid(tmp_path / "jb.yaml", fake.url, name="c", seed=None, models=None, prompts=None, limits=None,
+                  scenarios={"dataset": dataset},
+                  judges=[judge("arena", fake.url, rubric="arena-pairwise", name="fake-judge")])
+    fake.configure(replies=[{"match": "Compare the two responses", "content": "[[A>B]]"}])
+    result = sweep(tmp_path, params, "--cluster", cluster.address, "--no-report")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "judge: 1 execution(s) on the cluster" in result.stdout
+    assert fake.stats()["requests"] == 6  # 3 pairs, both orders
+    assert len(ids(tmp_path / "runs" / "c", Judgment)) == 6

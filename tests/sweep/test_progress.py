@@ -1,0 +1,190 @@
+"""ClusterProgress: a sweep's progress in the driver, read from the run folder the executions write.
+
+Terminal: plain lines, when the counts changed or a heartbeat is due; in a Jupyter kernel: one display,
+updated. End to end: a real `bench sweep --jobs 2` (two papermill executions writing their own shards)
+followed from another process, whose final line has every answer and judgment, per model.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import queue
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.core.records import Candidate, Judgment
+from bench.core.store import RunStore
+from bench.estimate import planned_per_model, planned_progress
+from bench.pipeline import open_run
+from bench.sweep.progress import ClusterProgress
+from bench.testing import grids
+from tests.core.test_tally import cand, judg
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def shown(out: io.StringIO) -> list[str]:
+    """The lines printed, without the rate at their end (it depends on time)."""
+    return [re.sub(r" · \d+\.\d records/s$", "", line) for line in out.getvalue().splitlines()]
+
+
+def test_terminal_lines_only_when_counts_change_or_a_heartbeat_is_due(tmp_path):
+    out = io.StringIO()
+    progress = ClusterProgress(tmp_path, {"gpt-x": 4, "llama": 4}, 8, mode="text", every_s=0, heartbeat_s=3600,
+                               out=out)
+    a, b = RunStore(tmp_path, shard="a"), RunStore(tmp_path, shard="b")
+    a.append([cand("gpt-x", 0), cand("gpt-x", 1)])
+    progress.update()
+    progress.update()  # nothing changed, no heartbeat due: no line
+    b.append([cand("llama", 0, error="HTTP 500")])
+    b.append([judg("grader", cand("gpt-x", 0))])
+    progress.update()
+    lines = shown(out)
+    assert lines == ["collect 2/8 (25%) · gpt-x 2/4 · llama 0/4 · judged 0/8 (0%) · failed 0",
+                     "collect 3/8 (38%) · gpt-x 2/4 · llama 1/4 · judged 1/8 (12%) · failed 1"], lines
+    assert progress.printed == 2
+
+    progress.heartbeat_s = 0  # a heartbeat due at every update: the same counts shown again
+    progress.update()
+    assert shown(out)[-1] == lines[-1] and progress.printed == 3
+
+    a.append([cand("gpt-x", i) for i in (2, 3)] + [cand("llama", i) for i in (0, 1, 2, 3)])
+    final = progress.close()
+    assert re.fullmatch(r"collect 8/8 \(100%\) · gpt-x 4/4 · llama 4/4 · judged 1/8 \(12%\) · failed 0 · "
+                        r"\d+\.\d records/s", final), final  # llama's failure was retried: a success now; the rate
+    assert out.getvalue().splitlines()[-1] == final and progress.printed == 4
+    assert progress.close() == final and progress.printed == 4  # closed once
+
+
+def test_updates_closer_than_every_s_read_nothing(tmp_path):
+    out = io.StringIO()
+    progress = ClusterProgress(tmp_path, {"m": 3}, mode="text", every_s=3600, out=out)
+    RunStore(tmp_path, shard="a").append([cand("m", 0)])
+    progress.update()
+    read = progress.tally.bytes_read
+    RunStore(tmp_path, shard="b").append([cand("m", 1)])
+    progress.update()  # called again right away: the folder is not read
+    assert progress.tally.bytes_read == read and shown(out) == ["collect 1/3 (33%) · m 1/3 · failed 0"]
+    progress.update(force=True)
+    assert progress.tally.bytes_read > read and shown(out)[-1] == "collect 2/3 (67%) · m 2/3 · failed 0"
+
+
+def test_mode_none_shows_nothing_and_a_bad_mode_is_refused(tmp_path, capsys):
+    progress = ClusterProgress(tmp_path, {"m": 1}, mode="none", every_s=0)
+    RunStore(tmp_path).append([cand("m", 0)])
+    assert progress.update() == "collect 1/1 (100%) · m 1/1 · failed 0" and progress.printed == 0
+    assert progress.close().startswith("collect 1/1 (100%)") and capsys.readouterr().out == ""
+    with pytest.raises(ValueError, match="progress mode 'bars'"):
+        ClusterProgress(tmp_path, {"m": 1}, mode="bars")
+
+
+# -- in a Jupyter kernel: one display, updated ------------------------------------------------------------------
+
+@pytest.fixture
+def kernel():
+    from jupyter_client.manager import KernelManager
+
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(cwd=str(ROOT), env=dict(os.environ))
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+        yield kc
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def outputs(kc, msg_id: str, timeout: float = 60) -> list[dict]:
+    """Return the iopub messages of one execution, until the kernel is idle again."""
+    out, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            msg = kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+        except queue.Empty:
+            break
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        out.append(msg)
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            return out
+    raise AssertionError(f"the cell did not end in {timeout}s: {out[-5:]}")
+
+
+def test_in_a_kernel_one_display_is_updated(tmp_path, kernel):
+    cell = f"""
+from bench.core.store import RunStore
+from bench.sweep.progress import ClusterProgress
+from tests.core.test_tally import cand
+progress = ClusterProgress({str(tmp_path)!r}, {{"gpt-x": 2, "llama": 2}}, every_s=0)
+RunStore({str(tmp_path)!r}, shard="a").append([cand("gpt-x", 0)])
+progress.update()
+RunStore({str(tmp_path)!r}, shard="b").append([cand("llama", 0), cand("llama", 1, error="HTTP 500")])
+progress.update()
+RunStore({str(tmp_path)!r}, shard="a").append([cand("gpt-x", 1)])
+progress.close()
+"""
+    msgs = outputs(kernel, kernel.execute(cell))
+    assert not [m for m in msgs if m["msg_type"] == "error"], msgs
+    assert not [m for m in msgs if m["msg_type"] == "stream"], msgs  # no text lines in a notebook
+    shown = [m for m in msgs if m["msg_type"] in ("display_data", "update_display_data")]
+    assert [m["msg_type"] for m in shown] == ["display_data", "update_display_data", "update_display_data"]
+    assert len({m["content"]["transient"]["display_id"] for m in shown}) == 1  # one display
+    texts = [m["content"]["data"]["text/plain"] for m in shown]
+    assert texts[0] == "collect 1/4 (25%) · gpt-x 1/2 · llama 0/2 · failed 0"
+    assert texts[1].startswith("collect 3/4 (75%) · gpt-x 1/2 · llama 2/2 · failed 1")
+    assert texts[2].startswith("collect 4/4 (100%) · gpt-x 2/2 · llama 2/2 · failed 1")
+    html = shown[-1]["content"]["data"]["text/html"]
+    assert html.count("<progress") == 3 and "value='2' max='2'" in html and "4/4 (100%)" in html
+
+
+# -- end to end: a sweep of two executions, followed from its run folder --------------------------------------
+
+def test_a_two_execution_sweep_followed_from_its_run_folder(tmp_path, fake, monkeypatch):
+    monkeypatch.setenv("BENCH_RUNS", str(tmp_path / "runs"))
+    fake.configure(latency_ms=150)
+    params = grids.grid(tmp_path / "g.yaml", fake.url, topics=8,
+                        models=[grids.model("m1", fake.url), grids.model("m2", fake.url, name="fake-b")],
+                        judges=[grids.judge("grader", fake.url)],
+                        limits={"max_concurrency": 2, "timeout_s": 10, "retries": 0})
+    run = open_run(params)
+    assert planned_per_model(run) == {"m1": 8, "m2": 8}
+    planned = planned_progress(run)
+    assert planned.judgments == 16 and planned.cells == {"m1/p@v1", "m2/p@v1"}
+    assert planned.rubrics == {("grader", "tip-v1@1")}  # rubrics/tip-v1.md: id tip-v1, version 1
+    out = io.StringIO()
+    progress = ClusterProgress.for_run(run, mode="text", every_s=0, heartbeat_s=3600, out=out)
+    env = {**os.environ, "BENCH_RUNS": str(tmp_path / "runs"), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "bench", "sweep", str(params), "--jobs", "2", "--no-report",
+                             "--no-track"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    try:
+        while True:  # the driver's wait loop: update, then wait a little for the sweep to end
+            progress.update()
+            try:
+                proc.wait(timeout=0.1)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        log = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 0, log
+    final = progress.close()
+    assert final.startswith("collect 16/16 (100%) · m1 8/8 · m2 8/8 · judged 16/16 (100%) · failed 0"), final
+    counts = [tuple(int(n) for n in re.match(r"collect (\d+)/16 .* judged (\d+)/16", ln).groups())
+              for ln in out.getvalue().splitlines()]
+    assert counts == sorted(counts) and len(set(counts[:-1])) == len(counts) - 1  # forward, a line per change,
+    assert out.getvalue().splitlines()[-1] == final  # and close's final line
+    assert any(0 < answers < 16 for answers, _ in counts), counts  # seen while the executions were writing
+    store = RunStore(tmp_path / "runs" / "g")
+    assert len([p for p in store.files(Candidate) if p.name != "candidates.jsonl"]) == 2, store.files(Candidate)
+    assert len(store.done_ids(Candidate)) == 16 and len(store.done_ids(Judgment)) == 16
