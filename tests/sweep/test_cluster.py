@@ -47,9 +47,9 @@ def sweep_cmd(tmp_path: Path, params: Path, *args: str) -> tuple[list[str], dict
     return [sys.executable, "-m", "bench", "sweep", str(params), "--no-track", *args], env
 
 
-def sweep(tmp_path: Path, params: Path, *args: str) -> subprocess.CompletedProcess:
+def sweep(tmp_path: Path, params: Path, *args: str, **extra: str) -> subprocess.CompletedProcess:
     cmd, env = sweep_cmd(tmp_path, params, *args)
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=BUDGET_S)
+    return subprocess.run(cmd, cwd=ROOT, env={**env, **extra}, capture_output=True, text=True, timeout=BUDGET_S)
 
 
 def ids(run_dir: Path, kind: type) -> collections.Counter:
@@ -106,6 +106,20 @@ def test_caps_hold_across_two_workers_and_records_match_a_local_run(tmp_path, fa
     assert {a["cell"] for a in lines} == {"m1/p@v1", "m1/q@v1", "m2/p@v1", "m2/q@v1"}
     report = (tmp_path / "reports" / "c" / "index.html").read_text()  # rendered by a worker task
     assert f"ran on {len({a['worker'] for a in lines})} worker(s) on 1 host(s)" in report
+
+
+def test_an_rpm_window_holds_across_two_workers(tmp_path, fake, cluster):
+    # rpm 4 per 1 s window, 0.4 s a request: four starts in any window means at most four requests ever in
+    # flight at the provider. Two cells on two workers, each keeping its own window, would overlap bursts.
+    fake.configure(latency_ms=400)
+    params = grid(tmp_path / "r.yaml", fake.url, name="c", models=[model("m1", fake.url, name="fake-r", rpm=4)],
+                  prompts=PROMPTS, scenarios=generate(topic=["a", "b", "c"], n=[1, 2, 3]),
+                  limits={"max_concurrency": 8, "timeout_s": 20, "retries": 2})
+    result = sweep(tmp_path, params, "--cluster", cluster.address, "--no-report", BENCH_RATE_WINDOW_S="1.0")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    stats = fake.stats()
+    assert stats["by_model"] == {"fake-r": 18} and stats["peak_in_flight_by_model"]["fake-r"] <= 4
+    assert len(attempts(tmp_path / "runs" / "c")) == 2  # two kernels, wherever Dask put them, shared one window
 
 
 def test_a_worker_killed_mid_sweep_reruns_elsewhere_with_the_same_records(tmp_path, fake, local_ids):
