@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import io
 import os
-import queue
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +22,7 @@ from bench.estimate import planned_per_model, planned_progress
 from bench.pipeline import open_run
 from bench.sweep.progress import ClusterProgress
 from bench.testing import grids
+from tests.core.test_progress import outputs
 from tests.core.test_tally import cand, judg
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,20 +101,6 @@ def kernel():
         km.shutdown_kernel(now=True)
 
 
-def outputs(kc, msg_id: str, timeout: float = 60) -> list[dict]:
-    """Return the iopub messages of one execution, until the kernel is idle again."""
-    out, deadline = [], time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            msg = kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
-        except queue.Empty:
-            break
-        if msg["parent_header"].get("msg_id") != msg_id:
-            continue
-        out.append(msg)
-        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-            return out
-    raise AssertionError(f"the cell did not end in {timeout}s: {out[-5:]}")
 
 
 def test_in_a_kernel_one_display_is_updated(tmp_path, kernel):
