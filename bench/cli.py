@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.core.errors import BenchError
+from bench.core.errors import BenchError, Halted
 from bench.core.runlock import run_lock
 from bench.core.secrets import redact
-from bench.estimate import validate
+from bench.estimate import estimate_command, validate
 from bench.judgebench import export_run, print_score
 from bench.models import local
 from bench.models.smoke import smoke
@@ -28,11 +28,15 @@ def _validate(args: argparse.Namespace) -> int:
     return validate(args.params, args.cells)
 
 
+def _estimate(args: argparse.Namespace) -> int:
+    return estimate_command(args.params, args.cells, args.run_dir, as_json=args.json)
+
+
 def _sweep(args: argparse.Namespace) -> int:
     return sweep_command(SweepRequest(args.params, cells=args.cells, run_dir=args.run_dir, jobs=args.jobs,
                                       per_cell=args.per_cell, only_stage=args.only_stage, wait=args.wait,
                                       report=not args.no_report, track=not args.no_track, dry_run=args.dry_run,
-                                      cluster=args.cluster))
+                                      cluster=args.cluster, batch=args.batch))
 
 
 def _track(args: argparse.Namespace) -> int:
@@ -103,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--cells", default=None, help="comma-separated cells (model_id/prompt_id@version)")
     s.set_defaults(func=_validate)
 
+    _add_estimate_command(sub)
     _add_sweep_command(sub)
 
     _add_run_commands(sub)
@@ -143,6 +148,18 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _add_estimate_command(sub: Any) -> None:
+    """Add `bench estimate`."""
+    s = sub.add_parser("estimate", help="print, per stage, the requests, tokens and cost the next sweep will spend "
+                                        "(with and without batch mode); calls nothing, starts nothing")
+    s.add_argument("params", help="params/<grid>.yaml")
+    s.add_argument("--cells", default=None, help="comma-separated cells (model_id/prompt_id@version)")
+    s.add_argument("--run-dir", default=None, help="run folder (default runs/<sweep name>): what it holds is not "
+                                                   "asked again")
+    s.add_argument("--json", action="store_true", help='print one JSON object: {"stages": [...], "total": {...}}')
+    s.set_defaults(func=_estimate)
+
+
 def _add_sweep_command(sub: Any) -> None:
     """Add `bench sweep`."""
     s = sub.add_parser("sweep", help="run the stage notebooks with papermill over a params grid (resumable)")
@@ -165,6 +182,9 @@ def _add_sweep_command(sub: Any) -> None:
     s.add_argument("--dry-run", action="store_true",
                    help="answer every model and judge in-process with dry/<name> (schema-valid replies, no server, "
                         "no cost) into runs/<name>-dry: the whole pipeline end to end before spending")
+    s.add_argument("--batch", action="store_true",
+                   help="send every model's and judge's requests through its provider's Batch API (about half the "
+                        "price; results within the provider's window, usually hours): README, Batch APIs")
     s.set_defaults(func=_sweep)
 
 
@@ -212,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except BenchError as err:
         print(f"bench {args.command}: error: {redact(str(err))}", file=sys.stderr)  # e.g. an api_base's password
-        return 2
+        return err.exit_code if isinstance(err, Halted) else 2  # e.g. 4: limits.budget_usd (bench.core.outcome)
     except KeyboardInterrupt:
         print(f"bench {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -19,7 +19,7 @@ from typing import ClassVar
 
 from bench.config.params import Cell, Sweep
 from bench.config.templates import render
-from bench.core.errors import ProviderError
+from bench.core.errors import Halted, ProviderError
 from bench.core.progress import Progress, requests_on_the_wire
 from bench.core.records import Candidate, Scenario, content_hash, failed_usage
 from bench.core.secrets import redact
@@ -85,8 +85,10 @@ async def collect(sweep: Sweep, run_dir: Path, scenarios: list[Scenario], cells:
 
     Concurrency is bounded by ``llm``'s cap (one cap for the whole process). If a write of
     the stage fails (disk full), no new call starts, calls in flight finish, what could not
-    be written is saved to a rescue file, and StoreError says so once. ``halt``: shared with
-    the caller's writers (a pipelined judge); then the caller raises it, after its own rescue.
+    be written is saved to a rescue file, and StoreError says so once. A call refused because
+    ``limits.budget_usd`` is reached (``Halted``: bench.models.budget) stops it the same way: its
+    item and the items not started get no record, and that Halted is raised once at the end.
+    ``halt``: shared with the caller's writers (a pipelined judge); then the caller raises it, after its own rescue.
     """
     t0, calls0 = time.monotonic(), llm.calls
     store = RunStore(run_dir, shard=shard)
@@ -108,7 +110,11 @@ async def collect(sweep: Sweep, run_dir: Path, scenarios: list[Scenario], cells:
         for item in work:  # a shared iterator: each item is taken by exactly one worker
             if writer.halt:  # a write failed: start no new call (the ones in flight finish, and are kept)
                 return
-            cand = await _produce(item, llm, tries.get(item.candidate_id, 0) + 1)
+            try:
+                cand = await _produce(item, llm, tries.get(item.candidate_id, 0) + 1)
+            except Halted as stop:  # the budget is reached (or a batch refused): no record, no new item
+                writer.halt.stop(stop)
+                return
             writer.add(cand)
             result.done += cand.ok
             result.failed += not cand.ok
@@ -117,7 +123,7 @@ async def collect(sweep: Sweep, run_dir: Path, scenarios: list[Scenario], cells:
                 sink(cand)
 
     try:
-        n_workers = min(len(pending), 2 * llm.limits.max_concurrency) or 1
+        n_workers = llm.pool(len(pending), {c.model.spec() for c in cells})
         await asyncio.gather(writer.run(), _then(asyncio.gather(*(worker() for _ in range(n_workers))), writer))
     finally:
         writer.flush()  # whatever happens (Ctrl-C, a bug, a full disk), nothing already answered is lost
@@ -150,10 +156,11 @@ async def _produce(item: WorkItem, llm: LLM, attempt: int = 1) -> Candidate:
     """
     messages = render(item.cell.prompt, item.scenario)
     try:
-        comp = await llm.complete(item.cell.model.spec(), messages, sample=item.sample, attempt=attempt)
+        comp = await llm.complete(item.cell.model.spec(), messages, sample=item.sample, attempt=attempt,
+                                  label=item.candidate_id)
     except ProviderError as err:
         return make_candidate(item, messages, error=err, attempt=attempt)
-    except asyncio.CancelledError:
+    except (asyncio.CancelledError, Halted):  # Halted: not the item's failure; it was not started (no record)
         raise
     except Exception as err:  # a bug must not lose the sweep: record it, warn, go on
         warnings.warn(f"collect: unexpected {type(err).__name__} for {item.candidate_id}: {redact(str(err))}",

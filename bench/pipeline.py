@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,11 +36,15 @@ from bench.core.writer import BatchWriter, Halt
 from bench.judge.grader import Judge
 from bench.judge.stage import JudgeResult, judge_stage, judgment_counts, load_judges
 from bench.judge.stream import JudgeStream
+from bench.models.budget import Budget
 from bench.models.cache import open_cache
 from bench.models.client import LLM
 from bench.models.dry import dry_model
 from bench.models.genparams import param_problems
 from bench.models.preflight import preflight
+
+
+BATCH_ENV = "BENCH_BATCH"  # "1": every model and judge through its provider's Batch API (bench sweep --batch)
 
 
 @dataclass
@@ -69,15 +74,18 @@ class Run:
 
 
 def open_run(params: str | Path, cells: Any = None, run_dir: str | Path | None = None, *,
-             dry_run: bool = False) -> Run:
+             dry_run: bool = False, batch: bool | None = None) -> Run:
     """Return the validated Run of a params file (no model is called); raise ParamsError on any mistake.
 
     ``dry_run`` swaps every model and judge for its ``dry/`` stand-in (see :func:`dry_sweep`): the whole
     pipeline runs at no cost, into ``runs/<name>-dry`` (a ``run_dir`` is refused: a dry run never
-    writes where real results are).
+    writes where real results are). ``batch`` (default: ``$BENCH_BATCH``, which `bench sweep --batch` sets
+    for its kernels) sends every model's and judge's requests through its provider's Batch API.
     """
     root = paths.project_root()
     sweep, params_path = load_sweep(paths.resolve(params, root))
+    if (os.environ.get(BATCH_ENV) == "1" if batch is None else batch) and not dry_run:
+        sweep = batched_sweep(sweep, params_path)
     if dry_run:
         if run_dir and Path(run_dir).name != dry_name(sweep.name):
             raise ParamsError(f"--dry-run writes to runs/{sweep.name}-dry, never to another run folder: "
@@ -95,6 +103,18 @@ def open_run(params: str | Path, cells: Any = None, run_dir: str | Path | None =
     return Run(sweep, params_path, root, folder, scenarios, chosen, dry_run)
 
 
+def batched_sweep(sweep: Sweep, params_path: Path) -> Sweep:
+    """Return ``sweep`` with ``batch: true`` on every model and judge that has no ``batch:`` settings of its own."""
+    data = sweep.model_dump(exclude_none=True)
+    for axis in ("models", "judges"):
+        for entry in data[axis]:
+            entry["batch"] = entry.get("batch") or True
+    try:
+        return Sweep.model_validate(data)
+    except ValidationError as err:  # cannot happen for a valid sweep; said plainly if it does
+        raise ParamsError(f"{params_path}: --batch: {err}") from None
+
+
 def dry_name(name: str) -> str:
     """Return the name of a sweep's dry run (its run folder, report and MLflow experiment): ``<name>-dry``."""
     return f"{name[:60]}-dry"
@@ -110,7 +130,7 @@ def dry_sweep(sweep: Sweep, params_path: Path) -> Sweep:
     """
     def dry(entry: Any) -> dict[str, Any]:
         data = entry.model_dump(exclude_none=True)
-        for key in ("api_base", "api_key_env", "transport", "rpm", "tpm", "price"):
+        for key in ("api_base", "api_key_env", "transport", "rpm", "tpm", "price", "batch"):
             data.pop(key, None)
         return {**data, "model": dry_model(entry.id)}
 
@@ -171,7 +191,10 @@ def make_llm(run: Run, max_concurrency: int | None = None) -> LLM:
     lim = run.sweep.limits
     cap = int(max_concurrency) if max_concurrency else lim.max_concurrency
     llm = LLM(lim.model_copy(update={"max_concurrency": cap}), cache=open_cache(root=run.root))  # file or shards
+    llm.batch_dir = run.dir / "batches"  # the provider batches of batched models (bench.models.batches.ledger)
     llm.journal = Journal(run.dir)  # the requests on the wire (a file only once one is sent): see bench.core.journal
+    if lim.budget_usd is not None:  # every paid request reserves its worst case first (bench.models.budget)
+        llm.budget = Budget(lim.budget_usd, run.dir, shown_path(run.params_path))
     return llm
 
 

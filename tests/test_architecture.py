@@ -38,7 +38,7 @@ LAYERS: list[tuple[str, ...]] = [
 HEAVY = {"litellm", "mlflow", "plotly", "polars", "pandas", "papermill", "nbconvert", "nbformat", "playwright",
          "llama_cpp", "jupyter_client", "ipywidgets", "IPython", "pyarrow", "numpy", "scipy", "opentelemetry",
          "aiohttp", "yaml", "pydantic", "tqdm", "dask", "distributed", "huggingface_hub", "nbclient", "sqlalchemy",
-         "psycopg2"}
+         "psycopg2", "tiktoken"}
 
 
 def module_name(path: Path) -> str:

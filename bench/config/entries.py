@@ -16,6 +16,7 @@ from pydantic import Field, field_validator, model_validator
 from bench.config._strict import Strict
 from bench.config.ids import SafeId
 from bench.core.records import JudgeMode, canonical_json, content_hash, versioned
+from bench.models.batches.policy import DEFAULT_DISCOUNT, BatchPolicy
 from bench.models.routing import ModelSpec
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -30,6 +31,22 @@ class Price(Strict):
 
     input_per_mtok: float = Field(ge=0)
     output_per_mtok: float = Field(ge=0)
+    batch_discount: float = Field(default=DEFAULT_DISCOUNT, ge=0, lt=1)  # the fraction a Batch API call takes off
+
+
+class BatchSettings(Strict):
+    """``batch: {…}`` on a model or judge: its requests go through the provider's Batch API
+    (bench.models.batches; ``batch: true`` takes every default)."""
+
+    max_requests: int = Field(default=BatchPolicy.max_requests, gt=0)  # requests per batch (the provider's limit)
+    max_bytes: int = Field(default=BatchPolicy.max_bytes, gt=0)  # bytes of one batch file (the provider's limit)
+    retry: Literal["batch", "direct"] = "batch"  # an item that failed or expired in a batch: a new batch, or direct
+    poll_s: float = Field(default=BatchPolicy.poll_s, gt=0)  # first wait between status polls (grows ×1.5) ...
+    poll_max_s: float = Field(default=BatchPolicy.poll_max_s, gt=0)  # ... up to this
+    gather_s: float = Field(default=BatchPolicy.gather_s, ge=0)  # a batch is sent once no request joined for this long
+
+    def policy(self) -> BatchPolicy:
+        return BatchPolicy(**self.model_dump())
 
 
 class Endpoint(Strict):
@@ -44,6 +61,7 @@ class Endpoint(Strict):
     tpm: int | None = Field(default=None, gt=0)  # tokens per minute cap (prompt + completion; see bench.models.ratelimit)
     max_concurrency: int | None = Field(default=None, gt=0)  # this model's own cap on requests in flight
     price: Price | None = None
+    batch: bool | BatchSettings = False  # send through the provider's Batch API (half price, hours): README, Batch APIs
 
     @field_validator("api_key_env")
     @classmethod
@@ -92,9 +110,11 @@ class Endpoint(Strict):
     def spec(self) -> ModelSpec:
         """Return the LLM seam's ModelSpec for this endpoint."""
         price = (self.price.input_per_mtok, self.price.output_per_mtok) if self.price else None
+        batch = self.batch.policy() if isinstance(self.batch, BatchSettings) else BatchPolicy() if self.batch else None
         return ModelSpec(self.model, api_base=self.api_base, api_key_env=self.api_key_env,
                          params=dict(self.params), transport=self.transport, rpm=self.rpm, tpm=self.tpm,
-                         price=price, max_concurrency=self.max_concurrency)
+                         price=price, max_concurrency=self.max_concurrency, batch=batch,
+                         batch_discount=self.price.batch_discount if self.price else None)
 
 
 class ModelEntry(Endpoint):

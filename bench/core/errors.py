@@ -57,3 +57,32 @@ class StoreError(BenchError):
 
 class JudgeParseError(BenchError):
     """A judge reply could not be turned into a valid judgment."""
+
+
+class Halted(BenchError):
+    """A stage stopped starting new items for a reason that is not an item's own failure.
+
+    The items it did not start get no record (never a failed one): a re-run picks them up.
+    ``exit_code`` is what `bench sweep` exits with (bench.core.outcome).
+    """
+
+    exit_code = 1
+
+    def _render_traceback_(self) -> list[str]:  # a notebook shows the message, not a traceback (IPython's hook)
+        return [f"{type(self).__name__}: {self}"]
+
+
+class BudgetReached(Halted):
+    """``limits.budget_usd`` is spent (or the next paid request would pass it): no paid call starts."""
+
+    exit_code = 4  # bench.core.outcome.EXIT_BUDGET
+
+
+class BatchRejected(Halted):
+    """A provider's Batch API refused a batch before running it (a bad line, too large, no batch support).
+
+    Nothing was spent: a batch that fails validation is not billed. The message names the model,
+    the batch and the provider's reason, and what to change.
+    """
+
+    exit_code = 2  # bench.core.outcome.EXIT_BAD_INPUT

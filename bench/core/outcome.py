@@ -4,6 +4,13 @@ The run store is the truth: an item is failed when its latest record is a failur
 never succeeded. The sweep's closing summary, the HTML report and the MLflow parent run
 all show these same groups (stage × model or judge × error kind → count, with the first
 error text), so a number read in one place is the number in the others.
+
+Exit codes of `bench sweep` (README, How a sweep ends): 0 done; 1 an execution crashed (see its
+executed notebook; no report, no MLflow run); 2 bad input, nothing started (also a provider's Batch
+API refusing a batch, or a model with no known price under a budget); 3 the sweep ran to its end with
+items still failed (re-run to retry them); 4 ``limits.budget_usd`` reached: no paid call started after
+it, what was answered is kept, the items not started have no record (never a failed one), the report
+and MLflow run still follow; raise the budget in the params file and re-run to continue; 130 Ctrl-C.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ EXIT_OK = 0
 EXIT_CRASHED = 1  # an execution (a notebook) raised: see its executed notebook
 EXIT_BAD_INPUT = 2  # nothing started: params, preflight, a locked run folder, …
 EXIT_FAILED_ITEMS = 3  # the sweep ran to its end, but some items are still failed: re-run to retry them
+EXIT_BUDGET = 4  # limits.budget_usd reached: no paid call started after it; raise it and re-run to continue
 EXIT_INTERRUPTED = 130  # Ctrl-C: what was answered is kept
 
 

@@ -65,6 +65,7 @@ class Usage(BaseModel):
     finish_reason: str | None = None
     calls: int = 1
     cache_hits: int = 0
+    batch_id: str | None = None  # the provider batch that answered the last call (bench.models.batches)
 
     @model_validator(mode="before")
     @classmethod
@@ -103,7 +104,8 @@ def add_usage(parts: list[Usage]) -> Usage | None:
         latency_s=None if (lat := total("latency_s")) is None else round(lat, 4),
         attempts=parts[-1].attempts, cached=all(u.cached for u in parts),
         finish_reason=next((u.finish_reason for u in reversed(parts) if u.finish_reason), None),
-        calls=sum(u.calls for u in parts), cache_hits=sum(u.cache_hits for u in parts))
+        calls=sum(u.calls for u in parts), cache_hits=sum(u.cache_hits for u in parts),
+        batch_id=next((u.batch_id for u in reversed(parts) if u.batch_id), None))
 
 
 class Record(BaseModel):

@@ -12,7 +12,7 @@ import asyncio
 import errno
 from pathlib import Path
 
-from bench.core.errors import StoreError
+from bench.core.errors import Halted, StoreError
 from bench.core.records import Record
 from bench.core.rescue import save
 from bench.core.store import RunStore, StoreWriteError
@@ -27,21 +27,30 @@ class Halt:
     no new call (calls in flight finish: they are paid, and their records are kept). Each
     writer's rescue is noted here, and ``check()`` ends the stage with one message naming
     the error once, how many records were saved and where.
+
+    A stage stopped for a reason that is not a write (``Halted``: the budget reached, a batch
+    refused) sets it with ``stop``: the same, no new call; ``check()`` then raises that Halted.
     """
 
     def __init__(self) -> None:
         self.error: StoreError | None = None
+        self.halted: Halted | None = None  # the first Halted a worker heard (its items get no record)
         self.saved: list[tuple[int, Path]] = []  # (records, rescue file) of every rescue
         self.lost = 0  # records no rescue location could take
         self.lost_reason = ""
         self.root: Path | None = None  # the run folder (set by the first writer)
 
     def __bool__(self) -> bool:
-        return self.error is not None
+        return self.error is not None or self.halted is not None
 
     def set(self, error: StoreError) -> None:
         if self.error is None:
             self.error = error
+
+    def stop(self, halted: Halted) -> None:
+        """Stop the stage from starting new items because of ``halted`` (the first one is kept and raised)."""
+        if self.halted is None:
+            self.halted = halted
 
     def note(self, saved: list[tuple[int, Path]], lost: int = 0, reason: str = "") -> None:
         self.saved += saved
@@ -72,9 +81,11 @@ class Halt:
         return "; ".join(parts)
 
     def check(self) -> None:
-        """Raise StoreError with ``message()`` if a write of the stage failed."""
+        """Raise StoreError with ``message()`` if a write of the stage failed, else the Halted that stopped it."""
         if self.error is not None:
             raise StoreError(self.message()) from None
+        if self.halted is not None:
+            raise self.halted.with_traceback(None) from None
 
 
 class BatchWriter:

@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bench.core.errors import JudgeParseError, ProviderError
+from bench.core.errors import Halted, JudgeParseError, ProviderError
 from bench.core.records import Judgment, Usage, add_usage, failed_usage
 from bench.core.writer import Halt
 from bench.judge._prompts import REPAIR
@@ -44,7 +44,8 @@ def failure(base: dict, err: Exception, prompt: list[dict], raw: str | None, spe
 
 
 async def ask_json(llm: LLM, judge: Judge, messages: list[dict], rf: dict, parse: Callable[[Any], Any],
-                   spend: Spend, attempt: int = 1, timeout_s: float | None = None) -> tuple[Any, str]:
+                   spend: Spend, attempt: int = 1, timeout_s: float | None = None,
+                   label: str | None = None) -> tuple[Any, str]:
     """Return (parsed value, raw reply), with one repair turn; raise JudgeParseError or ProviderError.
 
     Every call's usage goes into ``spend``; a reply enters the response cache only once it parses.
@@ -52,7 +53,7 @@ async def ask_json(llm: LLM, judge: Judge, messages: list[dict], rf: dict, parse
     async def ask(msgs: list[dict]) -> Any:
         try:
             comp = await llm.complete(judge.entry.spec(), msgs, response_format=rf, timeout_s=timeout_s,
-                                      attempt=attempt, cache_reply=False)
+                                      attempt=attempt, cache_reply=False, label=label)
         except ProviderError as err:
             spend.failed(err)
             raise
@@ -77,19 +78,40 @@ async def ask_json(llm: LLM, judge: Judge, messages: list[dict], rf: dict, parse
             raise
 
 
-async def run_bounded(tasks: list[Task], emit: Emit, llm: LLM, halt: Halt | None = None) -> None:
+async def run_bounded(tasks: list[Task], emit: Emit, llm: LLM, halt: Halt | None = None, judge: Judge | None = None) -> None:
     """Run task factories with a bounded pool of workers, emitting their judgments as they finish.
 
-    A worker checks ``halt`` (truthy once a write of the stage failed) before each new task.
+    A worker checks ``halt`` (truthy once a write of the stage failed) before each new task. A task
+    that raises ``Halted`` (the budget reached: bench.models.budget) sets it: its item gets no record
+    (the judgments it finished first, ``finished_before``, are emitted) and no new task starts; the
+    stage raises it once at its end (``halt.check()``; here, when no ``halt`` was given).
     """
     work = iter(tasks)
+    own = halt is None
+    halt = Halt() if halt is None else halt
 
     async def worker() -> None:
         for make in work:
-            if halt:  # a write failed: start nothing new (tasks in flight finish, and are kept)
+            if halt:  # a write failed or the budget is reached: start nothing new (tasks in flight finish, are kept)
                 return
-            result = await make()
+            try:
+                result = await make()
+            except Halted as stop:
+                for j in finished_before(stop):
+                    emit(j)
+                halt.stop(stop)
+                return
             for j in result if isinstance(result, list) else [result]:
                 emit(j)
 
-    await asyncio.gather(*(worker() for _ in range(min(len(tasks), 2 * llm.limits.max_concurrency) or 1)))
+    specs = [judge.entry.spec()] if judge is not None else []  # a batched judge: every task at once (one batch)
+    await asyncio.gather(*(worker() for _ in range(llm.pool(len(tasks), specs))))
+    if own:
+        halt.check()
+
+
+def finished_before(stop: Halted, done: list[Judgment] | None = None) -> list[Judgment]:
+    """Return the judgments a task finished before ``stop`` ended it (with ``done``: note them on it first)."""
+    if done:
+        stop.finished = [*getattr(stop, "finished", []), *done]  # type: ignore[attr-defined]
+    return list(getattr(stop, "finished", []))

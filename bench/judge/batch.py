@@ -6,10 +6,10 @@ from __future__ import annotations
 import random
 from collections.abc import Set
 
-from bench.core.errors import JudgeParseError, ProviderError
+from bench.core.errors import Halted, JudgeParseError, ProviderError
 from bench.core.records import Judgment, Usage, content_hash
 from bench.core.writer import Halt
-from bench.judge._asking import Spend, run_bounded
+from bench.judge._asking import Spend, finished_before, run_bounded
 from bench.judge._prompts import (BATCH_BLOCK, BATCH_USER, CONTEXT, DATA_NOTE, RESPONSE, clip, content_tag,
                                   criterion_scales, score_fields, system_message)
 from bench.config.reply_schemas import response_format
@@ -52,7 +52,7 @@ async def grade_batch(judge: Judge, items: list[Item], llm: LLM, seed: int = 0) 
     good, problems, raw, call = {}, {sid: "missing from the reply" for sid in ids}, None, Spend()
     try:
         comp = await llm.complete(judge.entry.spec(), messages, timeout_s=timeout, cache_reply=False,
-                                  attempt=max(i.attempt for i in order),
+                                  attempt=max(i.attempt for i in order), label=batch_id,
                                   response_format=response_format(judge.rubric.batch_schema(ids), "grades"))
         raw = comp.text
         call.reply(comp.usage)
@@ -73,8 +73,12 @@ async def grade_batch(judge: Judge, items: list[Item], llm: LLM, seed: int = 0) 
                                 rationale=rationale_of(obj), raw=raw, usage=spend.total() or _SHARED,
                                 batch_id=batch_id, details={**notes[sid], "batch_size": len(order)}))
         else:  # only this item is re-graded, singly; the record keeps its batch and why
-            out.append(await grade_rubric(judge, item, llm, batch_id=batch_id, spend=spend,
-                                          details={"fallback": "single", "reason": problems[sid]}))
+            try:
+                out.append(await grade_rubric(judge, item, llm, batch_id=batch_id, spend=spend,
+                                              details={"fallback": "single", "reason": problems[sid]}))
+            except Halted as stop:  # the budget is reached: the items graded so far are kept, the rest not started
+                finished_before(stop, out)
+                raise
     return out
 
 
@@ -120,7 +124,7 @@ class BatchGrader:
                     done: Set[str], halt: Halt | None) -> None:
         k = max(1, judge.entry.batch_size)
         chunks = [items[i:i + k] for i in range(0, len(items), k)]
-        await run_bounded([lambda c=c: grade_batch(judge, c, llm, seed) for c in chunks], emit, llm, halt)
+        await run_bounded([lambda c=c: grade_batch(judge, c, llm, seed) for c in chunks], emit, llm, halt, judge)
 
 
 GRADER = BatchGrader()

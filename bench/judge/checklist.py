@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Set
 from typing import Any
 
-from bench.core.errors import JudgeParseError, ProviderError
+from bench.core.errors import Halted, JudgeParseError, ProviderError
 from bench.core.records import Judgment
 from bench.core.writer import Halt
 from bench.judge._asking import Spend, ask_json, run_bounded
@@ -23,24 +23,36 @@ async def grade_checklist(judge: Judge, item: Item, llm: LLM) -> Judgment:
     """Judge each requirement by its own call (at most ``item_concurrency`` at once).
 
     A failing call marks that requirement unfulfilled with fallback feedback and its error;
-    only if every call fails is the item a failure (a judge outage is not a score of 0).
+    only if every call fails is the item a failure (a judge outage is not a score of 0). A call
+    refused for the budget (``Halted``) stops the item: no requirement starts after it, those on
+    the wire finish (their replies are cached, not paid again), and the item gets no record.
     """
     note = clip(item.texts[0], judge.rubric.max_chars)[1]
-    sem = asyncio.Semaphore(judge.entry.item_concurrency)
+    # a batched judge asks every requirement at once: they wait in one provider batch, not in rounds
+    sem = asyncio.Semaphore(len(judge.rubric.requirements) if judge.entry.batch else judge.entry.item_concurrency)
     rf = response_format(judge.rubric.requirement_schema(), "requirement")
     spend = Spend()  # every requirement's calls, repairs and failures count on the item's record
+    stopped: list[Halted] = []
 
-    async def one(req) -> dict[str, Any]:
+    async def one(req) -> dict[str, Any] | None:
         messages = _check_messages(judge, item, req)
         async with sem:
+            if stopped:
+                return None
             try:
-                obj, _raw = await ask_json(llm, judge, messages, rf, _fulfilled, spend, item.attempt)
+                obj, _raw = await ask_json(llm, judge, messages, rf, _fulfilled, spend, item.attempt,
+                                           label=f"{judge.judgment_ids(item)[0]}#{req.id}")
                 return {"id": req.id, "fulfilled": obj["fulfilled"], "feedback": rationale_of(obj) or ""}
             except (JudgeParseError, ProviderError) as err:
                 return {"id": req.id, "fulfilled": False, "error": str(err),
                         "feedback": "fallback: the judge call for this requirement failed; counted as unfulfilled"}
+            except Halted as stop:
+                stopped.append(stop)
+                return None
 
     results = await asyncio.gather(*(one(r) for r in judge.rubric.requirements))
+    if stopped:
+        raise stopped[0]
     base = judge.base(item)
     details = {**note, "requirements": results, "all_fulfilled": all(r["fulfilled"] for r in results)}
     if all("error" in r for r in results):
@@ -82,7 +94,7 @@ class ChecklistGrader:
 
     async def grade(self, judge: Judge, items: list[Item], llm: LLM, emit: Emit, *, seed: int,
                     done: Set[str], halt: Halt | None) -> None:
-        await run_bounded([lambda i=item: grade_checklist(judge, i, llm) for item in items], emit, llm, halt)
+        await run_bounded([lambda i=item: grade_checklist(judge, i, llm) for item in items], emit, llm, halt, judge)
 
 
 GRADER = ChecklistGrader()

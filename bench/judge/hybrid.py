@@ -41,7 +41,7 @@ class HybridGrader:
 
     async def grade(self, judge: Judge, items: list[Item], llm: LLM, emit: Emit, *, seed: int,
                     done: Set[str], halt: Halt | None) -> None:
-        await run_bounded([lambda i=item: grade_hybrid(judge, i, llm) for item in items], emit, llm, halt)
+        await run_bounded([lambda i=item: grade_hybrid(judge, i, llm) for item in items], emit, llm, halt, judge)
 
 
 GRADER = HybridGrader()

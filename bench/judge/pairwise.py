@@ -28,7 +28,8 @@ async def grade_pair(judge: Judge, item: Item, llm: LLM, order: str) -> Judgment
     spend = Spend()
     try:
         shown, raw = await ask_json(llm, judge, messages, response_format(judge.rubric.pairwise_schema(), "verdict"),
-                                    lambda t: parse_verdict(t, labels), spend, item.attempt)
+                                    lambda t: parse_verdict(t, labels), spend, item.attempt,
+                                    label=judge.judgment_ids(item)[judge.grader.orders.index(order)])
     except (JudgeParseError, ProviderError) as err:
         return failure(base, err, messages, getattr(err, "raw", None), spend, details=details)
     verdict = shown if order == "AB" else MIRROR.get(shown, shown)
@@ -76,7 +77,7 @@ class PairwiseGrader:
         for item in items:  # an order graded earlier is not asked again (a resume never writes a second success)
             ids = judge.judgment_ids(item) if done else ["", ""]
             tasks += [lambda i=item, o=o: grade_pair(judge, i, llm, o) for o, jid in zip(ORDERS, ids) if jid not in done]
-        await run_bounded(tasks, emit, llm, halt)
+        await run_bounded(tasks, emit, llm, halt, judge)
 
 
 GRADER = PairwiseGrader()

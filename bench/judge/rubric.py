@@ -37,7 +37,7 @@ async def grade_rubric(judge: Judge, item: Item, llm: LLM, **extra: Any) -> Judg
     parse = lambda text: (lambda obj: (validate_scores(obj, scales), obj))(extract_json(text))  # noqa: E731
     try:
         (scores, obj), raw = await ask_json(llm, judge, messages, response_format(judge.rubric.item_schema(), "grade"),
-                                            parse, spend, item.attempt)
+                                            parse, spend, item.attempt, label=judge.judgment_ids(item)[0])
     except (JudgeParseError, ProviderError) as err:
         return failure(base, err, messages, getattr(err, "raw", None), spend, details=details, **extra)
     return Judgment(**base, scores=scores, score=judge.rubric.composite(scores), rationale=rationale_of(obj),
@@ -59,7 +59,7 @@ class RubricGrader:
 
     async def grade(self, judge: Judge, items: list[Item], llm: LLM, emit: Emit, *, seed: int,
                     done: Set[str], halt: Halt | None) -> None:
-        await run_bounded([lambda i=item: grade_rubric(judge, i, llm) for item in items], emit, llm, halt)
+        await run_bounded([lambda i=item: grade_rubric(judge, i, llm) for item in items], emit, llm, halt, judge)
 
 
 GRADER = RubricGrader()

@@ -9,6 +9,11 @@ cluster sweep (``bench sweep --cluster``) it listens on TCP at the address the d
 the Dask scheduler (``tcp:<host>:<port>``), and every connection must first present the sweep's
 random token (``BENCH_LIMITS_TOKEN``, handed to each execution's kernel in its environment, never
 written to a file): a process that cannot show it is disconnected.
+
+With ``limits.budget_usd`` the server also holds the sweep's spend cap (a ``Purse``, bench.models.budget):
+every kernel reserves a request's worst-case cost there before sending it and settles it after, so the
+cap holds across every execution and worker. A reservation still open when its connection closes (a kernel
+that died with the request on the wire) is counted as spent at its reserved amount: it may have been paid.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Any
 
 from bench.core.errors import BenchError
 from bench.models._counters import Caps, LocalLimiter
+from bench.models._purse import Purse
 
 ADDRESS_ENV = "BENCH_LIMITS_ADDRESS"  # "unix:<path>" or "tcp:<host>:<port>" of the sweep's lease server; unset: per-process caps
 TOKEN_ENV = "BENCH_LIMITS_TOKEN"  # the token a TCP lease server asks of every connection (a cluster sweep's)
@@ -41,6 +47,10 @@ class RemoteLimiter:
     "est"}`` and ``{"op": "release", "id", "tokens"}`` (also how a waiting acquire is given
     up), ``{"op": "ping", "id"}`` (a worker's start-up check; on TCP after ``{"op": "hello",
     "token"}``); server: ``{"id"}`` when a lease is granted, ``{"id", "pong": true}`` for a ping.
+    The spend cap: ``{"op": "reserve", "id", "usd"}``, answered ``{"id", "ok": true}`` once granted or
+    ``{"id", "ok": false, "spent", "limit"}`` when it can never fit (``"error"`` instead: the server
+    holds no budget); ``{"op": "settle", "id", "usd"}`` ends it with the reply's cost (null: unknown,
+    counted as reserved; 0: not paid), and gives up a reservation still waiting.
     The connection is a plain protocol (no
     reader task), so a kernel that exits with it open leaves nothing pending behind.
     """
@@ -75,10 +85,10 @@ class RemoteLimiter:
             if scheme == "tcp":  # the first line proves this process belongs to the sweep
                 self._send({"op": "hello", "token": os.environ.get(TOKEN_ENV, "")})
 
-    def _granted(self, lease: int) -> None:
+    def _granted(self, lease: int, answer: dict[str, Any]) -> None:
         fut = self.pending.pop(lease, None)
         if fut is not None and not fut.done():
-            fut.set_result(None)
+            fut.set_result(answer)
 
     def _lost(self) -> None:
         """The server is gone (the sweep ended or died): nothing more will be granted."""
@@ -90,25 +100,40 @@ class RemoteLimiter:
         self.pending.clear()
 
     async def acquire(self, key: str, caps: Caps, estimate: int = 0) -> int:
+        lease, _answer = await self._ask({"op": "acquire", "key": key,
+                                          "caps": [caps.max_concurrency, caps.rpm, caps.tpm], "est": estimate},
+                                         give_up={"op": "release", "tokens": None})
+        return lease
+
+    def release(self, lease: int, tokens: int | None = None) -> None:
+        self._send({"op": "release", "id": lease, "tokens": tokens})
+
+    async def reserve(self, usd: float) -> tuple[int, dict[str, Any]]:
+        """Reserve ``usd`` of the sweep's budget (waiting while reservations on the wire may make room); return
+        (reservation id, the server's answer: ``ok``, else ``spent`` and ``limit`` or ``error``)."""
+        return await self._ask({"op": "reserve", "usd": usd}, give_up={"op": "settle", "usd": 0.0})
+
+    def settle(self, reservation: int, usd: float | None) -> None:
+        """End a reservation with the reply's cost (None: unknown, counted as reserved; 0.0: nothing was paid)."""
+        self._send({"op": "settle", "id": reservation, "usd": usd})
+
+    async def _ask(self, message: dict[str, Any], give_up: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """Send ``message`` under a new id and wait for the server's answer; a cancelled wait sends ``give_up``."""
         if self.transport is None:
             await self._connect()
             if self.transport is None:
                 raise BenchError(self.broken or f"the sweep's limit server at {self.address} is gone")
         self.next_id += 1
-        lease = self.next_id
-        fut = self.pending[lease] = asyncio.get_running_loop().create_future()
-        self._send({"op": "acquire", "id": lease, "key": key,
-                    "caps": [caps.max_concurrency, caps.rpm, caps.tpm], "est": estimate})
+        ask_id = self.next_id
+        fut = self.pending[ask_id] = asyncio.get_running_loop().create_future()
+        self._send({**message, "id": ask_id})
         try:
-            await fut
+            answer = await fut
         except asyncio.CancelledError:
-            self.pending.pop(lease, None)
-            self.release(lease)  # the server drops the request, or ends the lease it granted meanwhile
+            self.pending.pop(ask_id, None)
+            self._send({**give_up, "id": ask_id})  # the server drops the request, or ends what it granted meanwhile
             raise
-        return lease
-
-    def release(self, lease: int, tokens: int | None = None) -> None:
-        self._send({"op": "release", "id": lease, "tokens": tokens})
+        return ask_id, answer
 
     def _send(self, message: dict[str, Any]) -> None:
         if self.transport is not None:
@@ -126,7 +151,8 @@ class _LeaseProtocol(asyncio.Protocol):
         *lines, self.buffer = (self.buffer + data).split(b"\n")
         for line in lines:
             try:
-                self.owner._granted(int(json.loads(line)["id"]))
+                answer = json.loads(line)
+                self.owner._granted(int(answer["id"]), answer)
             except (ValueError, KeyError, TypeError):
                 continue
 
@@ -143,9 +169,12 @@ class LeaseServer:
     when it closes, so a kernel that dies (even by ``kill -9``) frees its slots at once.
     """
 
-    def __init__(self, window_s: float | None = None, host: str | None = None):
+    def __init__(self, window_s: float | None = None, host: str | None = None,
+                 budget: tuple[float, float] | None = None):
         self.window_s = window_s or float(os.environ.get(WINDOW_ENV) or 60.0)
         self.host = host
+        self.budget = budget  # (limits.budget_usd, USD the run folder had spent when the sweep started), or None
+        self.purse: Purse | None = None
         self.token = secrets.token_hex(16) if host else None
         self._port = 0
         self.folder: str | None = None
@@ -196,6 +225,7 @@ class LeaseServer:
     async def _main(self, path: str, ready: threading.Event) -> None:
         self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
         self.limiter = LocalLimiter(self.window_s)
+        self.purse = Purse(*self.budget) if self.budget is not None else None
         self._clients: dict[asyncio.Task, asyncio.StreamWriter] = {}
         if self.host:
             server = await asyncio.start_server(self._client, host=self.host, port=0)
@@ -228,6 +258,7 @@ class LeaseServer:
         self._clients[me] = writer
         held: dict[int, Any] = {}
         waiting: dict[int, asyncio.Task] = {}
+        spending = _Spending(self.purse, writer)
 
         def granted(lease_id: int, task: asyncio.Task) -> None:
             if waiting.pop(lease_id, None) is None or task.cancelled():
@@ -243,6 +274,8 @@ class LeaseServer:
                 lease_id = int(msg["id"])
                 if msg["op"] == "ping":  # a cluster worker's start-up check that it reaches this server
                     writer.write(b'{"id":%d,"pong":true}\n' % lease_id)
+                elif msg["op"] in ("reserve", "settle"):
+                    spending.handle(msg["op"], lease_id, msg.get("usd"))
                 elif msg["op"] == "acquire":
                     cmax, rpm, tpm = (int(v) if v else None for v in msg["caps"])
                     task = asyncio.ensure_future(limiter.acquire(str(msg["key"]), Caps(cmax, rpm, tpm),
@@ -269,5 +302,60 @@ class LeaseServer:
             for lease in held.values():
                 limiter.release(lease)
             held.clear()
+            spending.close()
             writer.close()
             self._clients.pop(me, None)
+
+
+class _Spending:
+    """One connection's reservations of the sweep's budget: granted, or waiting for room in the purse."""
+
+    def __init__(self, purse: Purse | None, writer: asyncio.StreamWriter):
+        self.purse, self.writer = purse, writer
+        self.held: dict[int, float] = {}  # reservation id -> USD reserved
+        self.waiting: dict[int, tuple[asyncio.Task, float]] = {}
+
+    def handle(self, op: str, rid: int, usd: Any) -> None:
+        purse = self.purse
+        if op == "reserve" and purse is None:
+            self._answer({"id": rid, "ok": False, "error": "the sweep's limit server holds no budget"})
+        elif op == "reserve":
+            amount = max(0.0, float(usd))
+            task = asyncio.ensure_future(purse.reserve(amount))
+            self.waiting[rid] = (task, amount)
+            task.add_done_callback(functools.partial(self._decided, rid))
+        elif purse is not None and rid in self.held:  # settle
+            purse.settle(self.held.pop(rid), None if usd is None else float(usd))
+        elif purse is not None and (entry := self.waiting.pop(rid, None)) is not None:  # given up while waiting
+            task, amount = entry
+            if task.done() and not task.cancelled() and task.result():
+                purse.settle(amount, 0.0)
+            else:
+                task.cancel()
+
+    def _decided(self, rid: int, task: asyncio.Task) -> None:
+        entry = self.waiting.pop(rid, None)
+        if entry is None or task.cancelled():
+            return  # given up meanwhile (the settle ended what was granted)
+        purse = self.purse
+        assert purse is not None
+        if task.result():
+            self.held[rid] = entry[1]
+            self._answer({"id": rid, "ok": True})
+        else:
+            self._answer({"id": rid, "ok": False, "spent": purse.spent, "limit": purse.limit})
+
+    def _answer(self, message: dict[str, Any]) -> None:
+        self.writer.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+
+    def close(self) -> None:
+        """The connection ended: waits are dropped, and what was on the wire counts as spent (it may have been paid)."""
+        for task, amount in self.waiting.values():
+            if task.done() and not task.cancelled() and task.result():
+                self.purse.settle(amount, None)  # type: ignore[union-attr]
+            else:
+                task.cancel()
+        self.waiting.clear()
+        for amount in self.held.values():
+            self.purse.settle(amount, None)  # type: ignore[union-attr]
+        self.held.clear()

@@ -29,10 +29,17 @@ from bench.core.records import Usage, canonical_json
 from bench.core.secrets import load_env
 from bench.models import dry, local
 from bench.models._transport import Reply, client_timeout, open_session, send_direct, send_litellm
+from bench.models.batches.ledger import Ledger
+from bench.models.batches.queue import Batcher
+from bench.models.batches.wire import close_clients
+from bench.models.budget import Budget, Held
 from bench.models.cache import ResponseCache, request_key
 from bench.models.limits import Limits
 from bench.models.ratelimit import SWEEP_KEY, Caps, Limiter, estimate_tokens, limiter_for, limits_of, sweep_cap
 from bench.models.routing import ModelSpec, Route, body_params, cost_usd, resolve
+
+
+BATCH_POOL = 100_000  # items a stage may have waiting at once when a model is batched (a provider batch's size)
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,7 @@ class _LoopState:
     sem: asyncio.Semaphore
     sessions: dict[int, Any] = field(default_factory=dict)  # aiohttp.ClientSession per route
     limiter: Limiter | None = None  # per-model caps (bench.models.ratelimit), made on the first capped request
+    batchers: dict[int, Batcher] = field(default_factory=dict)  # a batched route's queue (bench.models.batches)
     in_flight: int = 0
     peak: int = 0
 
@@ -60,6 +68,7 @@ class LLM:
     """A client with one concurrency cap, one retry policy and one response cache."""
 
     journal: Any = None  # a bench.core.journal.Journal (set by bench.pipeline.make_llm): requests on the wire, per process
+    batch_dir: Any = None  # <run folder>/batches (set by bench.pipeline.make_llm): the ledger of provider batches
 
     def __init__(self, limits: Limits | None = None, cache: ResponseCache | str | None = None):
         load_env()
@@ -71,12 +80,14 @@ class LLM:
         self.calls = 0  # requests actually sent (attempts), for tests and progress
         self._timeouts: dict[float, Any] = {}  # aiohttp.ClientTimeout per value
         self._flying: dict[tuple[int, str], asyncio.Future] = {}  # (loop, request key) → the request on the wire
+        self.ledger: Ledger | None = None  # the batch ledger, read on the first batched request
+        self.budget: Budget | None = None  # limits.budget_usd (set by bench.pipeline.make_llm): bench.models.budget
 
     # -- public -------------------------------------------------------------------------
     async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], *,
                        params: dict[str, Any] | None = None, response_format: dict | None = None,
                        timeout_s: float | None = None, sample: int = 0, attempt: int = 1,
-                       allow_empty: bool = False, cache_reply: bool = True) -> Completion:
+                       allow_empty: bool = False, cache_reply: bool = True, label: str | None = None) -> Completion:
         """Return the model's answer to ``messages``, from the cache when possible.
 
         ``params`` override the spec's generation params; ``sample`` separates repeats of
@@ -84,7 +95,9 @@ class LLM:
         (both key the cache, never the wire). ``cache_reply=False`` leaves the reply out of
         the cache until the caller has checked it and calls ``keep``: a judge reply that
         cannot be parsed is never answered from the cache again. An identical request
-        already in flight is not sent twice: this call waits for it and shares its reply.
+        already in flight is not sent twice: this call waits for it and shares its reply. A model with
+        ``batch`` goes through its provider's Batch API (bench.models.batches); ``label`` names the item
+        the request answers in the run folder's batch ledger.
         Raises ProviderError once retries are spent or for a failure that cannot succeed.
         """
         route = self._routes.get(spec)
@@ -102,10 +115,13 @@ class LLM:
         body = {"model": route.served_model, "messages": wire_messages,
                 **body_params(route, merged, response_format, settings)}
         with self._in_flight(key) as done:
-            if self.journal is not None:  # bench.core.journal: the key is journaled once the request is sent
-                self.journal.arm(key)
-            text, usage, raw = await self._with_retries(route, body, timeout_s or self.limits.timeout_s,
-                                                        allow_empty, key)
+            if route.spec.batch is not None:
+                text, usage, raw = await self._via_batch(route, body, key, label, allow_empty)
+            else:
+                if self.journal is not None:  # bench.core.journal: the key is journaled once the request is sent
+                    self.journal.arm(key)
+                text, usage, raw = await self._with_retries(route, body, timeout_s or self.limits.timeout_s,
+                                                            allow_empty, key)
             text = storable(text)
             usage.update(calls=usage["attempts"], cache_hits=0)
             done.set_result((text, usage))
@@ -118,7 +134,8 @@ class LLM:
         """Store a checked reply in the response cache (``complete(..., cache_reply=False)`` left it out)."""
         if self.cache is not None and comp.key is not None and not comp.usage.cached:
             self.cache.put_later(comp.key, {"text": comp.text, "usage": comp.usage.model_dump(
-                include={"prompt_tokens", "completion_tokens", "cost_usd", "latency_s", "attempts", "finish_reason"})})
+                include={"prompt_tokens", "completion_tokens", "cost_usd", "latency_s", "attempts", "finish_reason",
+                         "batch_id"})})
 
     @contextlib.contextmanager
     def _in_flight(self, key: str):
@@ -144,6 +161,21 @@ class LLM:
         settings = _settings(route, merged, params, response_format)
         return request_key(route.identity, spec.model, settings, _sample_key(sample, attempt), canonical_json(messages))
 
+    async def reserve(self, route: Route, body: dict[str, Any], *, batch: bool) -> Held | None:
+        """Reserve a paid request's worst case before sending it (bench.models.budget; raises BudgetReached)."""
+        return None if self.budget is None else await self.budget.reserve(route, body, batch=batch)
+
+    def settle(self, held: Held | None, cost_usd: float | None) -> None:
+        """End a reservation with the reply's cost (0.0: nothing was paid; None: unknown, counted as reserved)."""
+        if held is not None and self.budget is not None:
+            self.budget.settle(held, cost_usd)
+
+    def pool(self, items: int, specs: Any = ()) -> int:
+        """Return how many items a stage works on at once: twice the cap, or every item when one of ``specs``
+        is batched (a batch gathers what is asked together; the cap still holds for direct calls)."""
+        batched = any(spec.batch is not None for spec in specs)
+        return max(1, min(items, BATCH_POOL if batched else 2 * self.limits.max_concurrency))
+
     def peak_in_flight(self) -> int:
         """Return the most requests this client had in flight at once on the current loop."""
         return self._state().peak
@@ -155,8 +187,37 @@ class LLM:
         st = self._loops.pop(id(asyncio.get_running_loop()), (None, None))[1]
         for session in (list(st.sessions.values()) if st is not None else ()):  # a copy: a late task may add one
             await session.close()
+        if st is not None and st.batchers:  # LiteLLM's files/batches clients are cached per loop: close them with it
+            await close_clients()
 
     # -- routing and per-loop state -----------------------------------------------------
+    async def _via_batch(self, route: Route, body: dict, key: str, label: str | None, allow_empty: bool) -> Reply:
+        """Answer one request of a batched model through its endpoint's batch queue (bench.models.batches)."""
+        self.calls += 1
+        held = await self.reserve(route, body, batch=True)  # limits.budget_usd, before it joins a batch
+        try:
+            text, usage, raw = await self._batcher(route).ask(key, body, label, allow_empty)
+        except BaseException:
+            self.settle(held, 0.0)  # a line that failed is not billed
+            raise
+        self.settle(held, usage["cost_usd"] if usage.get("batch_id") else 0.0)  # a direct retry settled its own
+        return text, usage, raw
+
+    def _batcher(self, route: Route) -> Batcher:
+        """Return the batch queue of ``route`` on this loop (bench.models.batches.queue)."""
+        st = self._state()
+        batcher = st.batchers.get(id(route))
+        if batcher is None:
+            if self.ledger is None:
+                self.ledger = Ledger(self.batch_dir)
+
+            async def direct(r: Route, body: dict, key: str, allow_empty: bool) -> Reply:  # retry: direct
+                return await self._with_retries(r, body, self.limits.timeout_s, allow_empty, key)
+
+            batcher = st.batchers[id(route)] = Batcher(route, self.ledger, retries=self.limits.retries,
+                                                       direct=direct, backoff_s=self.limits.backoff_s)
+        return batcher
+
     def _resolved(self, spec: ModelSpec) -> Route:
         route = self._routes.get(spec)
         if route is None:
@@ -236,6 +297,7 @@ class LLM:
 
     async def _send_capped(self, st: _LoopState, route: Route, body: dict, timeout_s: float, key: str) -> Reply:
         async with st.sem:
+            held = await self.reserve(route, body, batch=False)  # under the cap: only what is about to be sent
             st.in_flight += 1
             st.peak = max(st.peak, st.in_flight)
             self.calls += 1
@@ -250,11 +312,15 @@ class LLM:
                     text, usage, raw = dry.answer(body, seed=key)  # in-process: the request key seeds the reply
                 else:
                     text, usage, raw = await send_litellm(route, body, timeout_s)
+            except BaseException:
+                self.settle(held, 0.0)  # a failed request is not billed (its record counts nothing)
+                raise
             finally:
                 st.in_flight -= 1
         usage["latency_s"] = round(time.perf_counter() - t0, 4)
         usage["cost_usd"] = cost_usd(route, usage)
         usage["cached"] = False
+        self.settle(held, usage["cost_usd"])
         return text, usage, raw
 
     # -- HTTP sessions ------------------------------------------------------------------

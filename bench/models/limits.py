@@ -25,3 +25,4 @@ class Limits(BaseModel):
     backoff_max_s: float = Field(default=30.0, ge=0)
     retry_budget_s: float = Field(default=300.0, gt=0)  # never keep retrying one request longer than this
     rate_window_s: float = Field(default=60.0, gt=0)  # the window of a model's `rpm` and `tpm` caps
+    budget_usd: float | None = Field(default=None, gt=0)  # the run folder's spend cap (bench.models.budget)

@@ -23,6 +23,7 @@ from bench.core.errors import LocalModelError, PreflightError
 from bench.core.secrets import load_env
 from bench.models import dry, local
 from bench.models._litellm import litellm
+from bench.models.batches.wire import provider_of, unsupported
 from bench.models.routing import ModelSpec, resolve
 
 
@@ -42,6 +43,8 @@ def preflight(specs: Iterable[ModelSpec], *, probe_timeout_s: float = 3.0) -> No
             if listed:
                 served[base] = listed
     problems.extend(_unknown_models(specs, served))
+    if not problems:  # a batched model: its provider, or its api_base, must have a Batch API
+        problems.extend(p for spec in specs if spec.batch is not None and (p := _check_batches(spec, probe_timeout_s)))
     if problems:
         raise PreflightError(problems)
 
@@ -86,6 +89,34 @@ def _check_model(spec: ModelSpec) -> list[str]:
     missing = litellm().validate_environment(spec.model).get("missing_keys") or []
     return [f"model {spec.model!r} needs {' or '.join(missing)}: set it in the environment or in .env "
             f"(see .env.example)"] if missing else []
+
+
+def _check_batches(spec: ModelSpec, timeout_s: float) -> str | None:
+    """Return why a batched model's requests cannot go through a Batch API, or None (nothing is spent).
+
+    LiteLLM must batch for its provider; an ``api_base`` must answer ``GET /batches`` (a server without
+    a Batch API, e.g. vLLM or llama.cpp, answers 404).
+    """
+    if dry.is_dry(spec.model):
+        return None
+    route = resolve(spec)
+    if (problem := unsupported(route)) or not spec.api_base or provider_of(route) != "openai":
+        return problem  # an api_base of another provider (Azure's deployment URL) is LiteLLM's to address
+    request = _get(f"{route.api_base}/batches?limit=1")
+    if not request.has_header("Authorization"):  # credentials in the api_base's URL win, as for every request
+        request.add_header("Authorization", f"Bearer {route.api_key() or 'not-needed'}")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s):
+            return None
+    except urllib.error.HTTPError as exc:
+        if exc.code in (404, 405, 501):
+            return (f"model {spec.model!r} has `batch:` but {route.api_base} has no Batch API (GET /batches "
+                    f"answered {exc.code}); drop `batch:` for it, or use a server with /v1/files and /v1/batches")
+        if exc.code in (401, 403):
+            return f"model {spec.model!r}: {route.api_base}/batches refused the key (HTTP {exc.code}); check {route.key_env}"
+        return None
+    except (urllib.error.URLError, TimeoutError, socket.timeout, OSError, ValueError) as exc:
+        return _unreachable(route.api_base or "", exc, timeout_s)
 
 
 def _check_local(spec: ModelSpec) -> list[str]:

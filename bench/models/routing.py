@@ -19,6 +19,7 @@ from bench.core.errors import PreflightError
 from bench.core.secrets import add_secret, note_endpoint
 from bench.models import dry, local
 from bench.models._litellm import litellm
+from bench.models.batches.policy import DEFAULT_DISCOUNT, BatchPolicy
 
 Transport = Literal["auto", "direct", "litellm"]
 
@@ -55,12 +56,14 @@ class ModelSpec:
     tpm: int | None = None  # tokens (prompt + completion) per minute, estimated before a call, corrected after
     price: tuple[float, float] | None = None
     max_concurrency: int | None = None  # this model's own cap on requests in flight (server slots, provider limits)
+    batch: BatchPolicy | None = None  # send through the provider's Batch API (bench.models.batches)
+    batch_discount: float | None = None  # with ``price``: the fraction a batch call takes off (default 0.5)
 
     def __post_init__(self) -> None:  # hashed once: specs key the route table on every request
         object.__setattr__(self, "_hash", hash((self.model, self.api_base, self.api_key_env,
                                                 json.dumps(self.params, sort_keys=True, default=str),
                                                 self.transport, self.rpm, self.tpm, self.price,
-                                                self.max_concurrency)))
+                                                self.max_concurrency, self.batch, self.batch_discount)))
 
     def __hash__(self) -> int:
         return self._hash  # type: ignore[attr-defined]
@@ -156,29 +159,41 @@ def body_params(route: Route, params: dict[str, Any], response_format: dict | No
     return out
 
 
-def price_per_token(route: Route) -> tuple[float, float] | None:
+def price_per_token(route: Route, batch: bool | None = None) -> tuple[float, float] | None:
     """Return (input, output) USD per token, or None when the price is unknown.
 
     A dry model is free; otherwise a declared ``price`` wins. A self-hosted endpoint (explicit api_base) is unknown unless
-    declared, because a model name there says nothing about what it costs.
+    declared, because a model name there says nothing about what it costs. ``batch`` (default: whether the model
+    is batched) asks for the Batch API price: LiteLLM's ``*_cost_per_token_batches`` where its map has them, else
+    the direct price less the declared ``batch_discount`` (default 0.5, what every Batch API listed in README takes off).
     """
+    batch = route.spec.batch is not None if batch is None else batch
     if route.transport == "dry":
         return 0.0, 0.0  # a dry run costs nothing, whatever price the model it stands in for declares
+    off = 1.0 - (DEFAULT_DISCOUNT if route.spec.batch_discount is None else route.spec.batch_discount)
     if route.spec.price is not None:
-        return route.spec.price[0] / 1e6, route.spec.price[1] / 1e6
+        scale = off if batch else 1.0
+        return route.spec.price[0] / 1e6 * scale, route.spec.price[1] / 1e6 * scale
     if route.is_local or route.spec.api_base:
         return None
     cost = litellm().model_cost
-    for key in (route.spec.model, route.served_model, f"{route.provider}/{route.served_model}"):
+    bare = route.spec.model.split("/", 1)[-1]  # anthropic/claude-haiku-4-5 is listed as claude-haiku-4-5
+    for key in (route.spec.model, route.served_model, f"{route.provider}/{route.served_model}", bare):
         entry = cost.get(key)
         if entry and entry.get("input_cost_per_token") is not None:
-            return float(entry["input_cost_per_token"]), float(entry.get("output_cost_per_token") or 0.0)
+            price = float(entry["input_cost_per_token"]), float(entry.get("output_cost_per_token") or 0.0)
+            if not batch:
+                return price
+            listed = entry.get("input_cost_per_token_batches"), entry.get("output_cost_per_token_batches")
+            return (float(listed[0]), float(listed[1] or 0.0)) if listed[0] is not None else (
+                price[0] * off, price[1] * off)
     return None
 
 
-def cost_usd(route: Route, usage: dict[str, Any]) -> float | None:
-    """Return the USD cost of one answer, or None when the price or the token counts are unknown."""
-    price = price_per_token(route)
+def cost_usd(route: Route, usage: dict[str, Any], batch: bool = False) -> float | None:
+    """Return the USD cost of one answer (at the Batch API price when ``batch``), or None when the price or the
+    token counts are unknown."""
+    price = price_per_token(route, batch)
     if price is None or usage.get("prompt_tokens") is None or usage.get("completion_tokens") is None:
         return None
     return price[0] * usage["prompt_tokens"] + price[1] * usage["completion_tokens"]

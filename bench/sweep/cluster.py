@@ -21,6 +21,7 @@ from bench.core.addresses import host_of, is_loopback
 from bench.core.errors import BenchError
 from bench.core.store import atomic_write
 from bench.models import ratelimit
+from bench.models.budget import BUDGET_ENV, sweep_budget
 from bench.pipeline import Run
 from bench.sweep.executions import STAGES
 from bench.sweep.probe import TOKEN_FILE, Expected, check_worker, source_digest, version
@@ -30,7 +31,8 @@ CONNECT_S = 20.0  # how long to try reaching a scheduler before saying it is unr
 CONNECT_ENV = "BENCH_CLUSTER_CONNECT_S"  # overrides CONNECT_S (tests)
 # the driver's settings a kernel on a worker must share: the run lock it holds for them, where runs and the
 # cache live, the embedded model
-PASSED_ON = ("BENCH_RUN_LOCK", "BENCH_RUNS", "BENCH_LOCAL_API_BASE", "BENCH_RATE_WINDOW_S", "BENCH_PROGRESS_EVERY_S")
+PASSED_ON = ("BENCH_RUN_LOCK", "BENCH_RUNS", "BENCH_LOCAL_API_BASE", "BENCH_RATE_WINDOW_S", "BENCH_PROGRESS_EVERY_S",
+             "BENCH_BATCH")
 
 
 class ClusterLost(BenchError):
@@ -67,7 +69,8 @@ class ClusterSession:
     def __enter__(self) -> "ClusterSession":
         try:
             self._connect()
-            self.server = ratelimit.LeaseServer(host=self._lease_host())
+            self.server = ratelimit.LeaseServer(host=self._lease_host(),  # and the budget, when one is set
+                                                budget=sweep_budget(self.run.sweep.limits.budget_usd, self.run.dir))
             self.server.start()
             self._probe()
         except BaseException:
@@ -94,6 +97,8 @@ class ClusterSession:
         assert self.server is not None and self.server.address and self.server.token
         env = {ratelimit.ADDRESS_ENV: self.server.address, ratelimit.TOKEN_ENV: self.server.token,
                ratelimit.SWEEP_CAP_ENV: str(self.run.sweep.limits.max_concurrency), "BENCH_CACHE_SHARDS": "1"}
+        if self.server.budget is not None:  # every kernel reserves its paid requests from the driver's server
+            env[BUDGET_ENV] = str(self.server.budget[0])
         for key in PASSED_ON:
             if os.environ.get(key) and (key != "BENCH_LOCAL_API_BASE" or self.loopback):
                 env[key] = os.environ[key]

@@ -1,12 +1,15 @@
 """`bench sweep` from start to end: the run folder locked, the stages run, the report, MLflow, the summary.
 
 How a sweep ends (README, How a sweep ends): exit 0, 1 (an execution crashed), 2 (bad input),
-3 (items still failed) or 130 (Ctrl-C, with one line saying how to resume).
+3 (items still failed), 4 (``limits.budget_usd`` reached: the items not started have no record; the report
+and MLflow still follow; the summary says what was spent and how to continue) or 130 (Ctrl-C, with one line
+saying how to resume).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -18,12 +21,14 @@ from bench.core.errors import BenchError
 from bench.core.outcome import (EXIT_CRASHED, EXIT_FAILED_ITEMS, EXIT_INTERRUPTED, failures, repeats_since,
                                 retry_command, summary)
 from bench.core.runlock import run_lock
-from bench.pipeline import Run, interrupted_line, open_run, shown_path
+from bench.models.batches import summary_line
+from bench.pipeline import BATCH_ENV, Run, interrupted_line, open_run, shown_path
 from bench.report.render import render_report
 from bench.sweep.cluster import ClusterSession, cluster_address
 from bench.sweep.tasks import render_on_cluster
 from bench.sweep.driver import SweepResult, run_sweep
-from bench.sweep.executions import print_executions
+from bench.sweep.executions import crashed, print_executions
+from bench.sweep.halts import stopped_summary
 
 @dataclass
 class SweepRequest:
@@ -40,12 +45,14 @@ class SweepRequest:
     track: bool = True
     dry_run: bool = False
     cluster: str | None = None  # --cluster (else $DASK_SCHEDULER_ADDRESS): a Dask scheduler, or local:N
+    batch: bool = False  # --batch: every model and judge through its provider's Batch API
 
     def retry(self, **override: Any) -> str:
         """Return the command that resumes this sweep."""
         kw = {"cells": self.cells, "run_dir": self.run_dir, "jobs": self.jobs, **override}
         command = retry_command(self.params, **kw)
         command += f" --cluster {self.cluster}" if self.cluster else ""
+        command += " --batch" if self.batch else ""
         return f"{command} --dry-run" if self.dry_run else command
 
 
@@ -56,7 +63,9 @@ def sweep_command(req: SweepRequest) -> int:
     """
     if req.dry_run:
         print("dry run: every model and judge is answered in-process by dry/<id> (no server, no cost)", flush=True)
-    run = open_run(req.params, cells=req.cells, run_dir=req.run_dir, dry_run=req.dry_run)
+    if req.batch:  # the kernels open the run themselves: they inherit this (a cluster's: bench.sweep.cluster)
+        os.environ[BATCH_ENV] = "1"
+    run = open_run(req.params, cells=req.cells, run_dir=req.run_dir, dry_run=req.dry_run, batch=req.batch or None)
     try:
         with run_lock(run.dir, wait=req.wait):  # one sweep per run folder: a second one refuses (or waits)
             address = cluster_address(req.cluster)
@@ -83,9 +92,13 @@ def _summarize(run: Run, result: SweepResult, req: SweepRequest, code: int, repo
     if repeats := repeats_since(result.run_dir, result.started):
         print(f"up to {repeats} request(s) were on the wire when an execution stopped (an earlier run of this "
               f"folder, or a lost worker) and may have been asked again (paid twice)", flush=True)
+    if batches := summary_line(result.run_dir, result.started):
+        print(batches, flush=True)
     if groups := failures(result.run_dir, run.sweep.limits.max_attempts):
         print(summary(groups, req.retry(), run.sweep.limits.max_attempts), flush=True)
         code = code or EXIT_FAILED_ITEMS
+    if halted := [ex for ex in result.executions if ex.halted]:  # the budget reached (exit 4): how to continue
+        print(stopped_summary(run, halted, req.retry()), flush=True)
     if report is not None:
         print(f"report: {report}")  # the last line: where to look
     return code
@@ -102,7 +115,8 @@ def _finish(result: SweepResult, req: SweepRequest, session: ClusterSession | No
     """Print each execution; render the report and log to MLflow unless an execution crashed."""
     code = print_executions(result.executions)
     report = None
-    if code:  # an execution crashed: the run is incomplete, and a report or an MLflow run would hide it
+    if crashed(result.executions):  # the run is broken, and a report or an MLflow run would hide it (a budget
+        # stop is not a crash: the run is partial, said so in the summary, and its report and MLflow run follow)
         print("report and tracking: skipped, the run is incomplete (an execution failed); "
               "they follow when a sweep ends without a crash", flush=True)
         return code, None
@@ -113,7 +127,8 @@ def _finish(result: SweepResult, req: SweepRequest, session: ClusterSession | No
             print(f"report: FAILED ({err})", file=sys.stderr)
             return EXIT_CRASHED, None
     if req.track:
-        track(result.run_dir, report, {e.name: "ok" for e in result.executions})
+        track(result.run_dir, report, {e.name: f"stopped ({e.halted})" if e.halted else "ok"
+                                       for e in result.executions})
     return code, report
 
 

@@ -1,7 +1,8 @@
 """A sweep's stages in order: collect (judging each answer as it arrives), then judge what is left.
 
 Everything is resumable: a second sweep makes zero model calls. A stage with nothing to work on is refused
-with one line saying what to run instead; a crashed stage stops the stages after it.
+with one line saying what to run instead; a crashed stage stops the stages after it, and so does one that
+stopped on purpose (``limits.budget_usd`` reached: bench.sweep.halts).
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from bench.core.errors import BenchError
 from bench.core.outcome import retry_command
 from bench.core.records import Candidate, utc_now
 from bench.judge.stage import pending_judgments
+from bench.estimate import before_sweep
 from bench.pipeline import Run, open_run, prepare, shown_path
 from bench.sweep.cluster import ClusterSession
 from bench.sweep.tasks import run_stage_on_cluster
-from bench.sweep.executions import STAGES, Execution, run_stage
+from bench.sweep.executions import STAGES, Execution, plan_executions, run_stage
 from bench.sweep.shared import SharedLimits, SharedLocalServer
 
 @dataclass
@@ -46,6 +48,9 @@ def run_sweep(run: Run | str, *, jobs: int = 1, per_cell: bool = False, cells=No
     check_stage(run, only_stage)  # a stage in the wrong order: one line saying what to run instead
     print(run.describe(), flush=True)
     prepare(run)  # preflight + scenarios.jsonl: nothing is spent on a run that cannot finish
+    executions = plan_executions(run, "collect", jobs, per_cell or cluster is not None)  # a cluster: a task per cell
+    before_sweep(run, only_stage=only_stage, groups=[[c.key for c in ex.cells] for ex in executions])  # the estimate;
+    # over limits.budget_usd (or a budget with a model's price unknown): BenchError here, before anything is sent
     stages = [only_stage] if only_stage else [s for s in STAGES if (s != "judge" or run.sweep.judges)
                                               and (s != "collect" or run.sweep.collects)]
     for stage in stages:
@@ -55,6 +60,10 @@ def run_sweep(run: Run | str, *, jobs: int = 1, per_cell: bool = False, cells=No
     model = SharedLocalServer(run) if cluster is None or cluster.loopback else contextlib.nullcontext()
     with model, SharedLimits(run, jobs, per_cell) if cluster is None else contextlib.nullcontext():
         for stage in stages:
+            if halted := [e for e in done if e.halted]:  # e.g. the budget is reached: no paid call would start
+                print(f"{stage}: not started, because {halted[0].name} stopped ({halted[0].halted}): "
+                      f"see the summary at the end", flush=True)
+                break
             if failed := [e.name for e in done if e.returncode != 0]:  # a later stage would work on a partial run
                 print(f"{stage}: not started, because {', '.join(failed)} failed (see the notebook named below); "
                       f"fix it and run the sweep again", flush=True)

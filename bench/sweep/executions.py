@@ -3,6 +3,8 @@
 The sweep's concurrency cap is divided among the executions that run at once, so the sweep as a whole never
 exceeds it. Each execution appends to its own shard of the run store and saves its executed notebook under
 ``runs/<sweep>/notebooks/``; a failed execution is reported with that path and does not stop the others.
+An execution whose kernel raised a ``Halted`` (the budget reached: exit code 4; bench.sweep.halts) stopped
+on purpose: its return code is that exception's ``exit_code`` and it is reported as stopped, not failed.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from bench.core.executions import ExecutionAttempt, record_attempt
 from bench.core.records import utc_now
 from bench.kernels import first_line, interrupt_kernel, kernel_manager_class, prepare_driver
 from bench.pipeline import Run
+from bench.sweep.halts import halted_exit_code
 
 STAGES = {"collect": "01_collect.ipynb", "judge": "02_judge.ipynb"}
 
@@ -37,6 +40,7 @@ class Execution:
     kernel: Any = None  # its kernel manager, once the kernel is started (an interrupt is sent to it)
     finished: threading.Event = field(default_factory=threading.Event)  # set when its thread is done
     attempts: list[dict] = field(default_factory=list)  # a cluster sweep's attempts of it (bench.sweep.remote)
+    halted: str = ""  # the Halted its kernel raised (e.g. BudgetReached): stopped on purpose, not crashed
 
     @property
     def name(self) -> str:
@@ -151,18 +155,37 @@ def _execute(run: Run, ex: Execution, cap: int, stop: threading.Event | None = N
                             kernel_manager_class=kernel_manager_class(ex, stop))
         ex.returncode = 0
     except Exception as err:  # the executed notebook (saved by papermill) shows the failing cell
-        ex.returncode = 1
-        ex.error = f"{type(err).__name__}: {first_line(err)}"
+        stopped(ex, err)
     ex.seconds = time.monotonic() - t0
-    status = "ok" if ex.returncode == 0 else "interrupted" if stop is not None and stop.is_set() else "failed"
+    status = ("ok" if ex.returncode == 0 else "interrupted" if ex.halted or (stop is not None and stop.is_set())
+              else "failed")
     record_attempt(run.dir, ExecutionAttempt(ex.stage, ex.name, [c.key for c in ex.cells],
                                              started, utc_now(), status))
 
 
+def stopped(ex: Execution, err: BaseException) -> None:
+    """Set an execution's return code and error from what its notebook raised: a Halted's own exit code, else 1."""
+    ename = getattr(err, "ename", None)  # papermill's PapermillExecutionError: the kernel's exception class
+    code = halted_exit_code(ename)
+    if code is None:
+        ex.returncode, ex.error = 1, f"{type(err).__name__}: {first_line(err)}"
+    else:
+        ex.returncode, ex.halted = code, str(ename)
+        ex.error = f"{ename}: {' '.join(str(getattr(err, 'evalue', '') or first_line(err)).split())}"
+
+
+def crashed(executions: list[Execution]) -> list[Execution]:
+    """Return the executions that failed (a crash), not those that stopped on purpose (a Halted)."""
+    return [e for e in executions if e.returncode != 0 and not e.halted]
+
+
 def print_executions(executions: list[Execution]) -> int:
-    """Print one line per execution and return the sweep's exit code (1 if any execution failed)."""
-    failed = [e for e in executions if e.returncode != 0]
+    """Print one line per execution and return the sweep's exit code: 1 if any execution crashed, else the
+    exit code of the first that stopped on purpose (4: the budget reached), else 0."""
     for ex in executions:
-        status = "ok" if ex.returncode == 0 else f"FAILED ({ex.error}): see {ex.notebook}"
+        status = ("ok" if ex.returncode == 0 else f"STOPPED ({ex.halted}): see the summary below" if ex.halted
+                  else f"FAILED ({ex.error}): see {ex.notebook}")
         print(f"  {ex.name}: {status} [{ex.seconds:.1f}s]")
-    return 1 if failed else 0
+    if crashed(executions):
+        return 1
+    return next((int(e.returncode or 1) for e in executions if e.halted), 0)

@@ -21,6 +21,7 @@ from bench.core.records import utc_now
 from bench.core.store import atomic_write
 from bench.kernels import first_line, interrupt_kernel, kernel_manager_class, prepare_driver
 from bench.report.render import render_report
+from bench.sweep.halts import halted_exit_code
 from bench.sweep.probe import Expected, check_worker
 
 ATTEMPTS = "attempts"  # <run folder>/attempts/<execution>.<n>.json: one file per attempt, written by its worker
@@ -83,6 +84,8 @@ def execute(task: Task) -> dict[str, Any]:
     except pm.PapermillExecutionError as err:  # a cell failed (or the sweep's Ctrl-C interrupted it)
         status = "interrupted" if stopped.is_set() else "failed"
         record.update(status=status, error=f"{type(err).__name__}: {first_line(err)}")
+        if (code := halted_exit_code(err.ename)) is not None:  # stopped on purpose (the budget): bench.sweep.halts
+            record.update(status="interrupted", halted=err.ename, exit_code=code, error=f"{err.ename}: {err.evalue}")
     except BaseException as err:
         record.update(status="failed", error=f"{type(err).__name__}: {first_line(err) or err}",
                       ended=utc_now(), seconds=round(time.monotonic() - t0, 3))

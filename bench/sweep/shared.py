@@ -2,7 +2,9 @@
 
 Each model's and judge's own caps (``max_concurrency``, ``rpm``, ``tpm``) are never divided or multiplied:
 when executions run side by side, the driver serves them from one lease server (bench.models.ratelimit)
-that every kernel reaches through BENCH_LIMITS_ADDRESS.
+that every kernel reaches through BENCH_LIMITS_ADDRESS. With ``limits.budget_usd`` that server also holds
+the sweep's spend cap (bench.models.budget), for one execution or many: every paid request of every kernel
+reserves its worst case in that one place.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import os
 
 from bench.core.errors import BenchError
 from bench.models import local, ratelimit
+from bench.models.budget import BUDGET_ENV, dollars, sweep_budget
 from bench.pipeline import Run
 from bench.sweep.executions import plan_executions
 
@@ -50,18 +53,27 @@ class SharedLimits:
         capped = any(e.max_concurrency or e.rpm or e.tpm for e in entries)
         several = len(plan_executions(run, "collect", jobs, per_cell)) > 1
         windows = any(e.rpm or e.tpm for e in entries)  # a window spans the collect and judge executions too
-        self.wanted = ((capped and several) or windows) and not os.environ.get(ratelimit.ADDRESS_ENV)
+        self.run, self.budget = run, run.sweep.limits.budget_usd  # a budget spans every execution (and stage)
+        self.caps = (capped and several) or windows
+        self.wanted = (self.caps or self.budget is not None) and not os.environ.get(ratelimit.ADDRESS_ENV)
         self.server: ratelimit.LeaseServer | None = None
 
     def __enter__(self) -> "SharedLimits":
         if self.wanted:
-            self.server = ratelimit.LeaseServer()
+            held = sweep_budget(self.budget, self.run.dir)  # (budget, the run folder's spend now) or None
+            self.server = ratelimit.LeaseServer(budget=held)
             os.environ[ratelimit.ADDRESS_ENV] = self.server.start()  # inherited by every kernel started later
-            print("model caps: one lease server for all executions (max_concurrency, rpm, tpm hold sweep-wide)",
-                  flush=True)
+            if self.caps:
+                print("model caps: one lease server for all executions (max_concurrency, rpm, tpm hold sweep-wide)",
+                      flush=True)
+            if held is not None:
+                os.environ[BUDGET_ENV] = str(held[0])
+                print(f"budget: {dollars(held[1])} of {dollars(held[0])} spent; one lease server holds the rest for "
+                      f"all executions (each paid request reserves its worst-case cost first)", flush=True)
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self.server is not None:
             os.environ.pop(ratelimit.ADDRESS_ENV, None)
+            os.environ.pop(BUDGET_ENV, None)
             self.server.stop()

@@ -182,8 +182,8 @@ def _settle(session: ClusterSession, ex: Execution, future: Any, interrupted: bo
     if future is not None and future.done():
         try:
             last = future.result()
-            ex.returncode = 0 if last["status"] == "ok" else 1
-            ex.error = last.get("error", "")
+            ex.returncode = 0 if last["status"] == "ok" else int(last.get("exit_code") or 1)
+            ex.error, ex.halted = last.get("error", ""), str(last.get("halted") or "")
         except Exception as err:  # every retry raised, or the task was lost too often (KilledWorker)
             ex.error = f"{type(err).__name__}: {err}"[:300]
     for i, a in enumerate(attempts):

@@ -15,15 +15,22 @@ Or run it by hand: ``python -m bench.testing.fake_provider --port 0 [--host 127.
 until SIGTERM/SIGINT.
 
 Endpoints: ``POST /v1/chat/completions`` (and ``/chat/completions``), ``GET /v1/models``
-(and ``/models``), ``POST /_admin/config``, ``GET /_admin/stats``, ``POST /_admin/reset``.
-The config keys and their defaults are in :data:`DEFAULT_CONFIG`; the order in which a
-chat request is decided is documented on ``FakeServer.chat``.
+(and ``/models``), OpenAI's Files + Batch API (``POST /v1/files``, ``GET /v1/files/{id}[/content]``,
+``DELETE /v1/files/{id}``, ``POST /v1/batches``, ``GET /v1/batches[/{id}]``,
+``POST /v1/batches/{id}/cancel``; each also without ``/v1``), ``POST /_admin/config``,
+``GET /_admin/stats``, ``POST /_admin/reset``. The config keys and their defaults are in
+:data:`DEFAULT_CONFIG`; the order in which a chat request is decided is documented on
+``FakeServer.chat``; a batch's lifecycle on the ``batches`` module. ``fake.url`` is the
+``api_base`` for LiteLLM's chat and its files/batches functions (``custom_llm_provider="openai"``).
 
 Modules: ``config`` (the knobs), ``request_body`` (what a request asks for), ``schema_faker``
-and ``replies`` (the bodies it composes), ``server`` (the aiohttp state and routes), ``serve``
-(the process: command line, loopback check, signals), ``handle`` (:class:`FakeProvider`).
-The server half imports only the standard library and aiohttp, never the rest of bench;
-importing this package does not import aiohttp.
+and ``replies`` (the bodies it composes, usage counted in words or tiktoken tokens), ``server``
+(the aiohttp state and routes), ``batches`` (the files and batches and the task running each),
+``batch_lines`` (an input file's validation), ``batch_routes`` (the Files + Batch API routes),
+``serve`` (the process: command line, loopback check, signals), ``handle`` (:class:`FakeProvider`).
+The server half imports only the standard library and aiohttp (and tiktoken, lazily, for the
+``tokenizer: "cl100k"``/``"o200k"`` usage), never the rest of bench; importing this package does
+not import aiohttp.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The fake provider's knobs: latency, injected faults, canned replies, auth and served models.
+"""The fake provider's knobs: latency, injected faults, canned replies, auth, served models, the Batch API.
 
 :data:`DEFAULT_CONFIG` lists every key with its default; :func:`validate_config` rejects a
 config whose values have the wrong shape. ``POST /_admin/config`` merges keys over the
@@ -8,6 +8,8 @@ current config; ``FakeProvider(**config)`` and ``--config JSON`` set the initial
 from __future__ import annotations
 
 from typing import Any
+
+from bench.testing.fake_provider.replies import ENCODING_NAMES
 
 DEFAULT_CONFIG: dict[str, Any] = {
     "latency_ms": 0,            # sleep before answering (the CLI --latency-ms sets the default)
@@ -27,15 +29,34 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "require_key": None,        # if set, "Authorization: Bearer <key>" is required (else 401)
     "echo_auth": False,         # error messages echo the request's Authorization header (a leaky gateway):
                                 # "...; received Authorization: Bearer <key>" (a 401 also names the key)
-    "corrupt_items": 0.0,       # batch replies: this fraction of graded items gets an off-scale score
+    "corrupt_items": 0.0,       # packed judge replies (not the Batch API): this fraction of graded items
+                                # gets an off-scale score
     "served_models": None,      # None: GET /models lists nothing and any model is answered; a list: /models
                                 # lists these, and a chat request for another model gets a 404
     "list_models": True,        # False: GET /models answers 404 (a server that cannot list its models)
-    "batch_fault": None,        # batch replies: "truncate" (JSON cut in half), "partial" (last half of the
-                                # grades missing), "wrong_ids" (half the grades under ids never shown)
+    "batch_fault": None,        # packed judge replies (not the Batch API): "truncate" (JSON cut in half),
+                                # "partial" (last half of the grades missing), "wrong_ids" (half the grades
+                                # under ids never shown)
+    "tokenizer": "words",       # usage: "words" (word counts), "cl100k" or "o200k" (OpenAI chat tokens counted
+                                # with that tiktoken encoding, equal to litellm.token_counter; gpt-4o* use o200k)
+    # The Files + Batch API (/v1/files, /v1/batches); each batch line is answered like a chat request
+    # (served_models, replies incl. status matches, tokenizer), never counted in `requests`.
+    "batches_supported": True,  # False: every /files and /batches route answers 404 (like vLLM, llama.cpp)
+    "batch_delays_s": {},       # seconds a batch stays in a status: {"validating", "in_progress" (before its
+                                # first line), "finalizing", "cancelling"}; a key left out is 0
+    "batch_line_ms": 0,         # time to answer each line (a poller sees request_counts.completed grow)
+    "batch_fail_match": [],     # a line whose prompt contains one of these substrings goes to the error file ...
+    "batch_fail_rate": 0.0,     # ... and so does this fraction of the others (drawn from the `seed`ed rng) ...
+    "batch_fail_status": 500,   # ... with this HTTP status in its response
+    "batch_expire_after": None,  # N: the batch ends "expired" after answering N lines, the rest go to the error
+                                 # file with error.code "batch_expired" (None: never expires)
+    "batch_max_requests": 50000,  # an input file with more lines fails validation (too_many_tasks)
+    "batch_max_bytes": 200 * 1024 * 1024,  # a larger input file fails validation (file_too_large)
 }
 BATCH_FAULTS = (None, "truncate", "partial", "wrong_ids")
 FAULT_KINDS = ("429", "500", "hang", "malformed", "empty", "reset")
+TOKENIZERS = tuple(ENCODING_NAMES)
+BATCH_STATUSES_DELAYED = ("validating", "in_progress", "finalizing", "cancelling")
 
 
 def validate_config(cfg: dict[str, Any]) -> None:
@@ -53,9 +74,40 @@ def validate_config(cfg: dict[str, Any]) -> None:
         raise ValueError(f"echo_auth must be true or false, got {cfg['echo_auth']!r}")
     if cfg["batch_fault"] not in BATCH_FAULTS:
         raise ValueError(f"batch_fault must be one of {BATCH_FAULTS}, got {cfg['batch_fault']!r}")
+    validate_batch_config(cfg)
     replies = cfg["replies"]
     if not isinstance(replies, list) or not all(
         isinstance(r, dict) and isinstance(r.get("match"), str) and ("content" in r or "status" in r)
         for r in replies
     ):
         raise ValueError('replies must be a list of {"match": str, "content": str | "status": int}')
+
+
+def validate_batch_config(cfg: dict[str, Any]) -> None:
+    """Raise ValueError when a Batch API knob (or ``tokenizer``) has the wrong shape."""
+    if cfg["tokenizer"] not in TOKENIZERS:
+        raise ValueError(f"tokenizer must be one of {TOKENIZERS}, got {cfg['tokenizer']!r}")
+    if not isinstance(cfg["batches_supported"], bool):
+        raise ValueError(f"batches_supported must be true or false, got {cfg['batches_supported']!r}")
+    delays = cfg["batch_delays_s"]
+    if not (isinstance(delays, dict) and set(delays) <= set(BATCH_STATUSES_DELAYED) and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in delays.values())):
+        raise ValueError(f"batch_delays_s must map some of {', '.join(BATCH_STATUSES_DELAYED)} to non-negative "
+                         f"seconds, got {delays!r}")
+    for key in ("batch_line_ms", "batch_fail_rate"):
+        if not isinstance(cfg[key], (int, float)) or isinstance(cfg[key], bool) or cfg[key] < 0:
+            raise ValueError(f"{key} must be a non-negative number, got {cfg[key]!r}")
+    if cfg["batch_fail_rate"] > 1:
+        raise ValueError(f"batch_fail_rate must be at most 1, got {cfg['batch_fail_rate']!r}")
+    match = cfg["batch_fail_match"]
+    if not (isinstance(match, list) and all(isinstance(m, str) and m for m in match)):
+        raise ValueError(f"batch_fail_match must be a list of non-empty strings, got {match!r}")
+    status = cfg["batch_fail_status"]
+    if not (isinstance(status, int) and not isinstance(status, bool) and 400 <= status <= 599):
+        raise ValueError(f"batch_fail_status must be an HTTP error status (400-599), got {status!r}")
+    expire = cfg["batch_expire_after"]
+    if expire is not None and not (isinstance(expire, int) and not isinstance(expire, bool) and expire >= 0):
+        raise ValueError(f"batch_expire_after must be null or a non-negative integer, got {expire!r}")
+    for key in ("batch_max_requests", "batch_max_bytes"):
+        if not (isinstance(cfg[key], int) and not isinstance(cfg[key], bool) and cfg[key] > 0):
+            raise ValueError(f"{key} must be a positive integer, got {cfg[key]!r}")

@@ -53,7 +53,7 @@ class FakeProvider:
 
     @property
     def url(self) -> str:
-        """The OpenAI base URL, ``http://127.0.0.1:<port>/v1``."""
+        """The OpenAI base URL, ``http://127.0.0.1:<port>/v1``: the ``api_base`` for chat and files/batches alike."""
         return f"http://127.0.0.1:{self.port}/v1"
 
     def start(self) -> Self:
@@ -124,11 +124,11 @@ class FakeProvider:
         return self._admin("POST", "/_admin/config", cfg)
 
     def stats(self) -> dict[str, Any]:
-        """The server's counters (see ``GET /_admin/stats``)."""
+        """The server's counters (see ``GET /_admin/stats``; the Batch API's under ``"batches"``)."""
         return self._admin("GET", "/_admin/stats")
 
     def reset(self) -> None:
-        """Counters and config back to the defaults (the start-up latency included)."""
+        """Counters and config back to the defaults (the start-up latency included); every file and batch dropped."""
         self._admin("POST", "/_admin/reset", {})
 
     def __enter__(self) -> Self:

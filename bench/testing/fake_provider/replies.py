@@ -2,17 +2,23 @@
 
 A chat reply's content is a ``replies`` match, else JSON valid against the requested schema
 (seeded by the request's hash, with the batch faults of the config applied), else
-``fake answer <sha256(messages)[:8]>``; usage counts words as tokens.
+``fake answer <sha256(messages)[:8]>``. Usage counts words as tokens (``tokenizer: "words"``), or
+OpenAI chat tokens (``"cl100k"``/``"o200k"``: tiktoken, with the per-message overhead OpenAI documents,
+the same count as ``litellm.token_counter``); tiktoken is imported only then, and its encoding files
+come from the copy LiteLLM bundles (``TIKTOKEN_CACHE_DIR``, unless already set), so no network is needed.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
+import os
 import random
+from pathlib import Path
 from typing import Any
 
-from bench.testing.fake_provider.request_body import compact_json, request_key, response_schema
+from bench.testing.fake_provider.request_body import compact_json, message_text, request_key, response_schema
 from bench.testing.fake_provider.schema_faker import SchemaFaker
 
 MALFORMED_BODY = b'{"id": "chatcmpl-fake", "object": "chat.completion", "choices": ['
@@ -21,16 +27,28 @@ ERROR_KINDS: dict[int, tuple[str, str]] = {
     401: ("invalid_request_error", "invalid_api_key"),
     403: ("permission_error", "forbidden"),
     404: ("invalid_request_error", "model_not_found"),
+    409: ("invalid_request_error", "conflict"),
     429: ("rate_limit_error", "rate_limit_exceeded"),
     500: ("server_error", "server_error"),
     503: ("server_error", "service_unavailable"),
 }
 
 
-def error_body(status: int, message: str) -> bytes:
-    """An OpenAI-style error body for ``status``."""
-    kind, code = ERROR_KINDS.get(status, ("api_error", str(status)))
-    return json.dumps({"error": {"message": message, "type": kind, "code": code}}).encode()
+ENCODING_NAMES: dict[str, str | None] = {  # the `tokenizer` config values
+    "words": None, "cl100k": "cl100k_base", "o200k": "o200k_base"}
+CHUNK_CHARS = 1024  # litellm.token_counter encodes long text in chunks of this many characters: so does this
+_ENCODINGS: dict[str, Any] = {}
+
+
+def error_payload(status: int, message: str, code: str | None = None) -> dict[str, Any]:
+    """An OpenAI-style error object for ``status`` (``code`` overrides the status's usual code)."""
+    kind, usual = ERROR_KINDS.get(status, ("api_error", str(status)))
+    return {"error": {"message": message, "type": kind, "param": None, "code": code or usual}}
+
+
+def error_body(status: int, message: str, code: str | None = None) -> bytes:
+    """:func:`error_payload` as response bytes."""
+    return json.dumps(error_payload(status, message, code)).encode()
 
 
 
@@ -73,9 +91,64 @@ def default_content(body: dict[str, Any], corrupt: float = 0.0, batch_fault: str
     return text if schema is None else schema_reply(schema, body, text, corrupt, batch_fault)
 
 
-def usage(prompt: str, content: str) -> dict[str, int]:
-    """Word counts standing in for token counts (each at least 1)."""
-    prompt_tokens = max(1, len(prompt.split()))
-    completion_tokens = max(1, len(content.split()))
+def usage(messages: Any, content: str, tokenizer: str = "words") -> dict[str, int]:
+    """The usage of a reply: word counts (each at least 1), or OpenAI chat token counts (see the module)."""
+    encoding = load_encoding(tokenizer)
+    if encoding is None:
+        prompt_tokens = max(1, len(message_text(messages).split()))
+        completion_tokens = max(1, len(content.split()))
+    else:
+        prompt_tokens = chat_tokens(encoding, messages)
+        completion_tokens = text_tokens(encoding, content)
     return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens}
+
+
+def chat_tokens(encoding: Any, messages: Any) -> int:
+    """OpenAI's count of a chat prompt: 3 per message, its text values, 1 per name, 3 priming the reply."""
+    total = 3
+    for message in messages if isinstance(messages, list) else []:
+        if not isinstance(message, dict):
+            continue
+        total += 3
+        for key, value in message.items():
+            if isinstance(value, str):
+                total += text_tokens(encoding, value) + (1 if key == "name" else 0)
+            elif key == "content" and isinstance(value, list):
+                total += sum(text_tokens(encoding, str(part.get("text", ""))) for part in value
+                             if isinstance(part, dict) and part.get("type") == "text")
+    return total
+
+
+def text_tokens(encoding: Any, text: str) -> int:
+    """Tokens of ``text``, encoded in CHUNK_CHARS pieces like litellm.token_counter (special tokens as text)."""
+    return sum(len(encoding.encode(text[start:start + CHUNK_CHARS], disallowed_special=()))
+               for start in range(0, len(text), CHUNK_CHARS))
+
+
+def load_encoding(tokenizer: str) -> Any:
+    """The tiktoken encoding of a ``tokenizer`` config value (None for "words"); ValueError if it cannot load."""
+    name = ENCODING_NAMES[tokenizer]
+    if name is None or name in _ENCODINGS:
+        return None if name is None else _ENCODINGS[name]
+    bundled = litellm_tokenizers()
+    if bundled is not None:
+        os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(bundled))
+    try:
+        import tiktoken  # noqa: PLC0415 (optional and slow to load: only a token-counting tokenizer needs it)
+
+        _ENCODINGS[name] = tiktoken.get_encoding(name)
+    except Exception as exc:  # noqa: BLE001 (ImportError, or a download attempt failing offline)
+        raise ValueError(f"tokenizer {tokenizer!r} needs tiktoken and its {name} file (LiteLLM bundles it; "
+                         f"TIKTOKEN_CACHE_DIR={os.environ.get('TIKTOKEN_CACHE_DIR')}): {exc}") from None
+    return _ENCODINGS[name]
+
+
+def litellm_tokenizers() -> Path | None:
+    """LiteLLM's bundled tiktoken cache folder, found without importing litellm (None if absent)."""
+    spec = importlib.util.find_spec("litellm")
+    for root in (spec.submodule_search_locations or []) if spec is not None else []:
+        folder = Path(root) / "litellm_core_utils" / "tokenizers"
+        if folder.is_dir():
+            return folder
+    return None

@@ -2,8 +2,10 @@
 
 ``FakeServer`` holds the config and the counters and answers every endpoint; :func:`build_app`
 routes ``POST /v1/chat/completions`` (and ``/chat/completions``), ``GET /v1/models`` (and
-``/models``), ``POST /_admin/config``, ``GET /_admin/stats`` and ``POST /_admin/reset`` to it.
-The order in which a chat request is decided is documented on :meth:`FakeServer.chat`.
+``/models``), ``POST /_admin/config``, ``GET /_admin/stats`` and ``POST /_admin/reset`` to it, and
+the Files and Batch API routes (``batch_routes``) to its :class:`BatchStore` (``batches``).
+The order in which a chat request is decided is documented on :meth:`FakeServer.chat`;
+:meth:`FakeServer.answer` answers a parsed chat body, for a chat request and a batch line alike.
 """
 
 from __future__ import annotations
@@ -21,8 +23,11 @@ from typing import Any
 
 from aiohttp import web
 
+from bench.testing.fake_provider.batch_routes import BatchRoutes
+from bench.testing.fake_provider.batches import BatchStore
 from bench.testing.fake_provider.config import DEFAULT_CONFIG, FAULT_KINDS, validate_config
-from bench.testing.fake_provider.replies import MALFORMED_BODY, default_content, error_body, usage
+from bench.testing.fake_provider.replies import (MALFORMED_BODY, default_content, error_body, error_payload,
+                                                 load_encoding, usage)
 from bench.testing.fake_provider.request_body import message_text, request_key
 
 REQUEST_AUTH: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_auth", default=None)
@@ -35,6 +40,8 @@ class FakeServer:
     def __init__(self, default_latency_ms: float = 0, config: dict[str, Any] | None = None) -> None:
         self.defaults = {**DEFAULT_CONFIG, "latency_ms": default_latency_ms}
         self.generation = 0
+        self.config: dict[str, Any] = dict(self.defaults)
+        self.batches = BatchStore(lambda: self.config, self.answer)
         self.reset_counters()
         self.set_config(config or {}, reset=True)
 
@@ -47,10 +54,12 @@ class FakeServer:
             raise ValueError(f"unknown config key(s): {', '.join(unknown)}; known: {', '.join(DEFAULT_CONFIG)}")
         config = {**(self.defaults if reset else self.config), **update}
         validate_config(config)
+        load_encoding(config["tokenizer"])  # a tokenizer that cannot load is refused now, not on the first reply
         self.config = config
         if reset or "seed" in update:
             self.rng = random.Random(config["seed"])
             self.jitter_rng = random.Random(config["seed"])
+            self.batches.reseed(config["seed"])
         if reset or "fail_first" in update:
             self.attempts: dict[str, int] = {}
         self._derive()
@@ -73,8 +82,9 @@ class FakeServer:
         self.fault_table: list[tuple[float, str]] = table
 
     def reset_counters(self) -> None:
-        """Zero every counter; in-flight requests from before no longer count."""
+        """Zero every counter and drop every file and batch; in-flight requests from before no longer count."""
         self.generation += 1
+        self.batches.clear()
         self.requests = 0
         self.in_flight = 0
         self.peak_in_flight = 0
@@ -86,7 +96,7 @@ class FakeServer:
         self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_MAX)
 
     def snapshot(self) -> dict[str, Any]:
-        """The counters as a JSON-ready dict."""
+        """The counters as a JSON-ready dict (the Batch API's under ``batches``: see ``BatchStore.snapshot``)."""
         return {
             "requests": self.requests,
             "in_flight": self.in_flight,
@@ -96,6 +106,7 @@ class FakeServer:
             "by_model": dict(self.by_model),
             "peak_in_flight_by_model": dict(self.peak_in_flight_by_model),
             "recent": list(self.recent),
+            "batches": self.batches.snapshot(),
         }
 
     # ---- chat
@@ -149,15 +160,15 @@ class FakeServer:
         fault = self.draw_fault(body) if authorized else None
         await self.sleep()
         if not authorized:
-            key = (auth or "").removeprefix("Bearer ") if self.config["echo_auth"] else ""
-            return self.error(401, f"Incorrect API key provided{': ' + key if key else ''} (fake provider)")
-        served = self.config["served_models"]
-        if served is not None and body.get("model") not in served:
-            return self.error(404, f"The model `{body.get('model')}` does not exist or you do not have access to "
-                                   f"it (fake provider serves: {', '.join(served)})")
-        if fault is not None:
+            return self.unauthorized(auth)
+        if fault is not None and self.model_refusal(body) is None:
             return await self.fault(fault, request, body)
-        return self.reply(body)
+        return self.respond(*self.answer(body))
+
+    def unauthorized(self, auth: str | None, *, count: bool = True) -> web.Response:
+        """The 401 for a request whose Authorization does not match ``require_key``."""
+        key = (auth or "").removeprefix("Bearer ") if self.config["echo_auth"] else ""
+        return self.error(401, f"Incorrect API key provided{': ' + key if key else ''} (fake provider)", count=count)
 
     def draw_fault(self, body: dict[str, Any]) -> str | None:
         """``fail_first`` (deterministic) first, then one draw against the random fault table."""
@@ -193,34 +204,57 @@ class FakeServer:
             return self.error(int(kind), f"fake injected {kind}")
         if kind == "hang":
             await asyncio.sleep(float(self.config["hang_s"]))
-            return self.reply(body)
+            return self.respond(*self.answer(body))
         if kind == "malformed":
             self.statuses[200] += 1
             return web.Response(body=MALFORMED_BODY, content_type="application/json")
         if kind == "empty":
-            return self.reply(body, content="", finish_reason="length")
+            return self.respond(*self.answer(body, content="", finish_reason="length"))
         abort_connection(request)
         raise asyncio.CancelledError  # nothing may be written on an aborted connection
 
-    def reply(self, body: dict[str, Any], content: str | None = None, finish_reason: str = "stop") -> web.Response:
-        """A 200 chat.completion; ``content`` defaults to a replies match or the generated text."""
-        prompt = message_text(body.get("messages"))
+    def answer(self, body: dict[str, Any], completion_id: str | None = None, content: str | None = None,
+               finish_reason: str = "stop") -> tuple[int, dict[str, Any]]:
+        """Answer a parsed chat body (a chat request's or a batch line's): (HTTP status, JSON payload).
+
+        404 if ``served_models`` excludes its model; else a ``replies`` match (a status gives that
+        error), else the schema-valid or ``fake answer <hash>`` content (``content`` skips all three);
+        usage counted by ``tokenizer``. Counts nothing: the caller does.
+        """
+        refusal = self.model_refusal(body)
+        if refusal is not None:
+            return refusal
+        messages = body.get("messages")
         if content is None:
-            match = self.match_reply(prompt)
+            match = self.match_reply(message_text(messages))
             if match is not None and "status" in match:
-                return self.error(int(match["status"]), f"fake reply status for match {match['match']!r}")
+                status = int(match["status"])
+                return status, error_payload(status, f"fake reply status for match {match['match']!r}")
             content = match["content"] if match is not None else default_content(body, self.config["corrupt_items"],
                                                                                   self.config["batch_fault"])
-        self.statuses[200] += 1
-        payload = {
-            "id": f"chatcmpl-fake-{self.requests}",
+        return 200, {
+            "id": completion_id or f"chatcmpl-fake-{self.requests}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": body.get("model") or "fake-model",
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
                          "finish_reason": finish_reason}],
-            "usage": usage(prompt, content),
+            "usage": usage(messages, content, self.config["tokenizer"]),
         }
+
+    def model_refusal(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+        """The 404 for a model ``served_models`` does not list (None when it is served)."""
+        served = self.config["served_models"]
+        if served is None or body.get("model") in served:
+            return None
+        return 404, error_payload(404, f"The model `{body.get('model')}` does not exist or you do not have access "
+                                       f"to it (fake provider serves: {', '.join(served)})")
+
+    def respond(self, status: int, payload: dict[str, Any]) -> web.Response:
+        """A chat response for :meth:`answer`'s result, counted in ``statuses``."""
+        if status != 200:
+            return self.error(status, payload["error"]["message"])
+        self.statuses[200] += 1
         return web.Response(text=json.dumps(payload), content_type="application/json")
 
     def match_reply(self, prompt: str) -> dict[str, Any] | None:
@@ -230,16 +264,28 @@ class FakeServer:
                 return entry
         return None
 
-    def error(self, status: int, message: str) -> web.Response:
-        """An OpenAI-style error response (429s carry Retry-After when configured)."""
-        self.statuses[status] += 1
+    def error(self, status: int, message: str, *, count: bool = True, code: str | None = None) -> web.Response:
+        """An OpenAI-style error response (429s carry Retry-After when configured), counted in ``statuses``."""
+        if count:
+            self.statuses[status] += 1
         if self.config["echo_auth"] and REQUEST_AUTH.get() is not None:
             message = f"{message}; received Authorization: {REQUEST_AUTH.get()}"
         headers = self.headers_429 if status == 429 else None
-        return web.Response(status=status, body=error_body(status, message),
+        return web.Response(status=status, body=error_body(status, message, code),
                             content_type="application/json", headers=headers)
 
     # ---- other endpoints
+
+    def batch_gate(self, request: web.Request) -> web.Response | None:
+        """Before every files/batches route: 404 without ``batches_supported``, 401 on a wrong key (uncounted)."""
+        if not self.config["batches_supported"]:
+            return self.error(404, f"Not Found: {request.method} {request.path} (this server has no Batch API)",
+                              count=False, code="not_found")
+        auth = request.headers.get("Authorization")
+        REQUEST_AUTH.set(auth)
+        if self.auth_header is not None and auth != self.auth_header:
+            return self.unauthorized(auth, count=False)
+        return None
 
     async def models(self, request: web.Request) -> web.Response:
         """``GET /v1/models``: the ``served_models`` (none listed by default: any model is answered)."""
@@ -265,7 +311,7 @@ class FakeServer:
         return web.json_response(self.snapshot())
 
     async def admin_reset(self, request: web.Request) -> web.Response:
-        """``POST /_admin/reset``: counters and config back to defaults."""
+        """``POST /_admin/reset``: counters and config back to defaults; every file and batch dropped."""
         self.reset_counters()
         return web.json_response(self.set_config({}, reset=True))
 
@@ -284,7 +330,7 @@ def abort_connection(request: web.Request) -> None:
 
 def build_app(server: FakeServer) -> web.Application:
     """The aiohttp application routing every endpoint to ``server``."""
-    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app = web.Application(client_max_size=512 * 1024 * 1024)  # OpenAI's file size limit: batch_max_bytes can be hit
     app.router.add_post("/v1/chat/completions", server.chat)
     app.router.add_post("/chat/completions", server.chat)
     app.router.add_get("/v1/models", server.models)
@@ -292,4 +338,5 @@ def build_app(server: FakeServer) -> web.Application:
     app.router.add_post("/_admin/config", server.admin_config)
     app.router.add_get("/_admin/stats", server.admin_stats)
     app.router.add_post("/_admin/reset", server.admin_reset)
+    BatchRoutes(server.batches, server.batch_gate).add_to(app)
     return app

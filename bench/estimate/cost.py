@@ -1,0 +1,175 @@
+"""The tokens and dollars of the next sweep, per stage, before anything is sent (`bench estimate`).
+
+Per stage (collect per model; each judge with its mode), of the first-turn requests still to send
+(``bench.estimate.work``: the cache's replies and the run folder's records subtracted):
+
+- ``input_tokens``: their prompts counted with the model's tokenizer (``bench.models.tokens``).
+  Judge requests of answers not collected yet are rendered with a stand-in answer as long as that
+  answer is expected to be (its cell's observed mean, else its model's output bound), clipped at the
+  rubric's ``max_chars`` like any answer.
+- ``output_tokens_max``: each request's output bound: its ``max_tokens`` (or
+  ``max_completion_tokens``, …), else the model's maximum output in LiteLLM's local map, else
+  ``DEFAULT_COMPLETION_TOKENS`` (``output_bound_from``: "max_tokens", "model" or "default", flagged).
+- ``output_tokens_expected``: the observed mean completion tokens per request of earlier records of
+  the same cell (collect) or the same judge (``bench.estimate.observed``), else the bound.
+- ``repairs_max`` (judges): one repair turn per request at most (``bench.judge._asking``: the request,
+  its reply and a short repair message, answered again), priced into ``cost_usd_max``; the expected
+  cost takes the judge's observed repair rate (0 without records).
+- Costs at the price the stage is called at (the Batch API price for a ``batch:`` entry:
+  ``routing.price_per_token``), and the expected cost ``_direct`` and ``_batch`` (without and with
+  batch mode). An unknown price gives None, unless the stage sends nothing (then it costs 0).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
+
+from bench.config.params import Cell
+from bench.estimate.observed import Observed, observe
+from bench.estimate.work import Placeholder, StageWork, stage_work
+from bench.judge.stage import load_judges
+from bench.models.cache import open_cache
+from bench.models.client import LLM
+from bench.models.routing import Route, price_per_token, resolve
+from bench.models.tokens import counter_for, output_bound
+from bench.pipeline import Run
+
+REPAIR_TOKENS = 40  # the repair turn's own message ("Your reply could not be used: <reason>. …") and framing
+PLACEHOLDER_WORD = "text"  # one token in the common tokenizers, about as long as an average token
+TOTALS = ("requests", "cached", "held", "cache_hits", "to_send", "unknown", "input_tokens", "output_tokens_max",
+          "output_tokens_expected", "repairs_max", "cost_usd_max", "cost_usd_expected", "cost_usd_expected_direct",
+          "cost_usd_expected_batch")
+
+
+@dataclass
+class StageEstimate:
+    """The requests, tokens and cost of one stage (a model's collect, or one judge) in the next sweep."""
+
+    stage: str
+    id: str
+    mode: str
+    model: str  # the LiteLLM model string
+    batch: bool  # called through the provider's Batch API
+    requests: int  # first-turn requests of every item the sweep plans (held + still to ask)
+    cached: int  # of those, not sent: held by the run folder or answered by the response cache
+    held: int  # ... held by the run folder (items already done)
+    cache_hits: int  # ... answered by the response cache (or identical to a request counted before)
+    to_send: int  # requests - cached: what goes on the wire (repair turns and retries come on top)
+    unknown: int  # of to_send, judge requests of answers not collected yet (cache not checkable)
+    input_tokens: int
+    output_tokens_max: int
+    output_tokens_expected: int
+    output_bound: int  # per request
+    output_bound_from: str  # "max_tokens", "model" or "default"
+    expected_from: str  # "records", "bound" or "records+bound"
+    repairs_max: int
+    repair_rate: float
+    tokenizer: str
+    tokenizer_note: str | None
+    price_known: bool
+    cost_usd_max: float | None
+    cost_usd_expected: float | None
+    cost_usd_expected_direct: float | None
+    cost_usd_expected_batch: float | None
+
+    def as_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass
+class Estimate:
+    """Every stage's estimate and their sum."""
+
+    stages: list[StageEstimate]
+
+    @property
+    def total(self) -> dict[str, float | int | None]:
+        """Return the numeric keys summed (a cost is None when some stage's is)."""
+        out: dict[str, float | int | None] = {}
+        for key in TOTALS:
+            values = [getattr(s, key) for s in self.stages]
+            out[key] = None if any(v is None for v in values) else (
+                round(sum(values), 9) if key.startswith("cost") else sum(values))
+        return out
+
+    def as_json(self) -> dict:
+        """Return ``{"stages": [...], "total": {...}}`` (what `bench estimate --json` prints)."""
+        return {"stages": [s.as_dict() for s in self.stages], "total": self.total}
+
+
+def estimate(run: Run, llm: LLM | None = None, *, only_stage: str | None = None,
+             groups: list[Iterable[str]] | None = None) -> Estimate:
+    """Return the estimate of the next sweep of ``run``; calls no model, starts no server.
+
+    ``only_stage`` and ``groups`` as in :func:`bench.estimate.work.stage_work`.
+    """
+    own = llm is None
+    llm = llm or LLM(run.sweep.limits, cache=open_cache(root=run.root))
+    try:
+        seen = observe(run.store, load_judges(run))
+        work = stage_work(run, llm, _placeholders(seen), only_stage=only_stage, groups=groups)
+        return Estimate([_stage(w, resolve(w.spec), seen) for w in work])
+    finally:
+        if own and llm.cache is not None:
+            llm.cache.close()
+
+
+def _placeholders(seen: Observed) -> Placeholder:
+    """Return the stand-in answer of a cell not collected yet: as many one-token words as its answers are
+    expected to take (the cell's observed mean, else its model's output bound)."""
+    memo: dict[str, str] = {}
+
+    def placeholder(cell: Cell) -> str:
+        text = memo.get(cell.key)
+        if text is None:
+            n = seen.answer_tokens.get(cell.key)
+            n = output_bound(resolve(cell.model.spec()))[0] if n is None else n
+            text = memo[cell.key] = " ".join([PLACEHOLDER_WORD] * max(1, round(n)))
+        return text
+
+    return placeholder
+
+
+def _stage(w: StageWork, route: Route, seen: Observed) -> StageEstimate:
+    counter = counter_for(route)
+    n = len(w.asks)
+    input_tokens = sum(counter.messages(a.messages) for a in w.asks)
+    bound, bound_from = output_bound(route)
+    means = [seen.tokens(a.source) for a in w.asks]
+    expected = round(sum(bound if m is None else m for m in means))
+    observed = sum(m is not None for m in means)
+    judge = w.stage == "judge"
+    rate = seen.repair_rate.get(w.id, 0.0) if judge else 0.0
+    repairs = n if judge else 0
+    # the most: every request takes its whole bound, and each judge request one repair turn (input: the
+    # request, its reply and the repair message; output: the bound again); expected: at the observed rate
+    repair_input = input_tokens + n * REPAIR_TOKENS if repairs else 0
+    worst = (input_tokens + repair_input + repairs * bound, (n + repairs) * bound)
+    likely = (input_tokens + rate * (repair_input + expected), expected * (1 + rate))
+    at, direct, batched = price_per_token(route), price_per_token(route, False), price_per_token(route, True)
+    cost = lambda price, tokens: _usd(price, tokens, n)  # noqa: E731
+    return StageEstimate(
+        stage=w.stage, id=w.id, mode=w.mode, model=route.spec.model, batch=route.spec.batch is not None,
+        requests=w.held + w.requests, cached=w.held + w.cached, held=w.held, cache_hits=w.cached, to_send=n,
+        unknown=w.unknown, input_tokens=input_tokens, output_tokens_max=n * bound, output_tokens_expected=expected,
+        output_bound=bound, output_bound_from=bound_from,
+        expected_from="bound" if not observed else "records" if observed == n else "records+bound",
+        repairs_max=repairs, repair_rate=round(rate, 4), tokenizer=counter.tokenizer, tokenizer_note=counter.note,
+        price_known=at is not None, cost_usd_max=cost(at, worst), cost_usd_expected=cost(at, likely),
+        cost_usd_expected_direct=cost(direct, likely), cost_usd_expected_batch=cost(batched, likely))
+
+
+def _usd(price: tuple[float, float] | None, tokens: tuple[float, float], requests: int) -> float | None:
+    """Return the USD of (input, output) tokens at ``price``; 0 when nothing is sent, None when unpriced."""
+    if requests == 0:
+        return 0.0
+    if price is None:
+        return None
+    return round(price[0] * tokens[0] + price[1] * tokens[1], 9)
+
+
+def needed_budget(spent: float, expected: float) -> float:
+    """Return the smallest budget, in whole cents, that covers ``spent`` plus ``expected``."""
+    return math.ceil(round((spent + expected) * 100, 6)) / 100

@@ -1,0 +1,88 @@
+"""An estimate as an aligned text table with a total line and the notes that qualify its numbers."""
+
+from __future__ import annotations
+
+from bench.core.outcome import row_format
+from bench.estimate.cost import Estimate, StageEstimate
+from bench.models.budget import dollars
+from bench.models.ratelimit import DEFAULT_COMPLETION_TOKENS
+
+FULL = ("stage", "id", "mode", "batch", "requests", "cached", "to send", "input tok", "output tok max",
+        "output tok exp", "exp from", "repairs max", "cost max", "cost exp", "exp direct", "exp batch")
+COMPACT = ("stage", "id", "mode", "batch", "requests", "cached", "to send", "input tok", "output tok max",
+           "output tok exp", "cost max", "cost exp")
+
+
+def estimate_table(est: Estimate, *, compact: bool = False, entries: dict[tuple[str, str], str] | None = None,
+                   params: str = "the params file") -> str:
+    """Return ``est`` as an aligned table with a total line, then its notes.
+
+    ``compact``: the columns a sweep prints before it starts. ``entries``: each stage's entry in the params
+    file ("models[0]", "judges[1]"), so the notes say where a price or a max_tokens is missing.
+    """
+    head = COMPACT if compact else FULL
+    rows = [_row(s, compact) for s in est.stages]
+    rows.append(_total_row(est, compact))
+    fmt = row_format([head, *rows], text_columns=4)
+    lines = [fmt.format(*r) for r in [head, *rows]]
+    return "\n".join(lines + notes(est, compact=compact, entries=entries or {}, params=params))
+
+
+def _row(s: StageEstimate, compact: bool) -> tuple[str, ...]:
+    flag = "*" if s.output_bound_from == "default" and s.to_send else ""
+    row = [s.stage, s.id, s.mode, "yes" if s.batch else "no", _n(s.requests), _n(s.cached), _n(s.to_send),
+           _n(s.input_tokens), _n(s.output_tokens_max) + flag, _n(s.output_tokens_expected)]
+    if not compact:
+        row += [s.expected_from if s.to_send else "", _n(s.repairs_max) if s.stage == "judge" else ""]
+    row += [_usd(s.cost_usd_max), _usd(s.cost_usd_expected)]
+    if not compact:
+        row += [_usd(s.cost_usd_expected_direct), _usd(s.cost_usd_expected_batch)]
+    return tuple(row)
+
+
+def _total_row(est: Estimate, compact: bool) -> tuple[str, ...]:
+    t = est.total
+    row = ["total", "", "", "", _n(t["requests"]), _n(t["cached"]), _n(t["to_send"]), _n(t["input_tokens"]),
+           _n(t["output_tokens_max"]), _n(t["output_tokens_expected"])]
+    if not compact:
+        row += ["", _n(t["repairs_max"])]
+    row += [_usd(t["cost_usd_max"]), _usd(t["cost_usd_expected"])]
+    if not compact:
+        row += [_usd(t["cost_usd_expected_direct"]), _usd(t["cost_usd_expected_batch"])]
+    return tuple(row)
+
+
+def notes(est: Estimate, *, compact: bool, entries: dict[tuple[str, str], str], params: str) -> list[str]:
+    """Return the lines that qualify the table: cached, bounds, expectations, prices, stand-ins, tokenizers."""
+    stages = est.stages
+    where = lambda s: entries.get((s.stage, s.id), f"{s.stage} {s.id}")  # noqa: E731
+    out = ["cached: held by the run folder or answered by the response cache; to send = requests - cached "
+           "(first turns; repair turns and retries come on top)"]
+    if not compact:
+        out.append("output tok max: each request's max_tokens, else the model's maximum output (LiteLLM's map); "
+                   "output tok exp: the mean of earlier records (collect: per cell; judge: per judge), else the max")
+        out.append("cost max: every request at its output bound and one repair turn per judge request; cost exp: "
+                   "the expected tokens (at the judge's observed repair rate); at the price each stage is called at "
+                   "(batch: yes = the Batch API price); exp direct / exp batch: the expected cost without / with "
+                   "batch mode")
+    if flagged := [s for s in stages if s.output_bound_from == "default" and s.to_send]:
+        out.append(f"* no max_tokens set and the model's maximum output is unknown: {DEFAULT_COMPLETION_TOKENS} "
+                   f"tokens per request assumed for {', '.join(f'{where(s)} ({s.id})' for s in flagged)}; set "
+                   f"params.max_tokens there in {params} for a tighter bound")
+    if unpriced := [s for s in stages if s.cost_usd_expected is None]:
+        out.append(f"? price unknown: set price: {{input_per_mtok: …, output_per_mtok: …}} (USD per million "
+                   f"tokens) on {', '.join(f'{where(s)} ({s.id}: {s.model})' for s in unpriced)} in {params}")
+    if unknown := sum(s.unknown for s in stages):
+        out.append(f"{unknown:,} judge request(s) grade answers not collected yet: their tokens are estimated with a "
+                   f"stand-in answer of the expected length; whether the cache holds them is known once they exist")
+    for note in dict.fromkeys(s.tokenizer_note for s in stages if s.tokenizer_note and s.to_send):
+        out.append(f"tokens: {note}")
+    return out
+
+
+def _n(value: int | float | None) -> str:
+    return "" if value is None else f"{round(value):,}"
+
+
+def _usd(value: float | None) -> str:
+    return "?" if value is None else dollars(value)

@@ -1,0 +1,191 @@
+"""The first-turn requests each stage of a sweep will make, with their messages, before anything is sent.
+
+Collect asks one request per answer not yet in the run folder (per model); a judge asks, per item not
+yet graded, both pairwise orders (those not graded yet), one request per checklist requirement, one per
+item (rubric, hybrid), none for automated checks, and for the packed ``batch`` mode one per packed call,
+packed as grading packs them: the answers already collected are graded by the judge stage ``batch_size``
+at a time in the run store's order (``bench.judge.batch``), the answers a sweep collects are graded as
+they arrive (``bench.judge.stream``), so each group is packed apart, and each execution of the sweep
+(``--jobs``, ``--per-cell``, a cluster's tasks) packs its own cells apart too.
+
+A request whose reply the response cache holds, or the same as one counted before it (a reply shared
+in flight), is counted as cached, not sent. Judge requests of answers this sweep collects are rendered
+with the answer the response cache holds for its request when it does (a grid re-run under another
+name), else with a stand-in answer (``placeholder``: text of the answer's expected length), so their
+tokens can be estimated; whether the cache holds a stand-in's judge requests cannot be known before the
+answer exists (``unknown``: counted as sent).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Iterable, Set
+from dataclasses import dataclass, field
+
+from bench.collect import WorkItem, make_candidate, plan
+from bench.config.params import Cell
+from bench.config.reply_schemas import response_format
+from bench.config.templates import render
+from bench.core.records import Candidate, Judgment
+from bench.judge.batch import _batch_messages, short_id  # noqa: PLC2701 (the packed call, as grade_batch builds it)
+from bench.judge.grader import Item, Judge
+from bench.judge.stage import items_for, load_judges, next_attempts, owns_dataset
+from bench.models.client import LLM
+from bench.models.routing import ModelSpec
+from bench.pipeline import Run
+
+Placeholder = Callable[[Cell], str]  # the stand-in answer of a cell whose answer is not collected yet
+
+
+@dataclass
+class Ask:
+    """One first-turn request to send: its messages and whose observed reply length estimates its output."""
+
+    messages: list[dict]
+    source: str  # collect: the cell key; judge: the judge id (bench.estimate.observed)
+
+
+@dataclass
+class StageWork:
+    """What one model (collect) or one judge will ask in the next sweep."""
+
+    stage: str  # "collect" or "judge"
+    id: str  # model id or judge id
+    mode: str  # "collect", or the judge's grading mode
+    spec: ModelSpec
+    items: int  # answers to produce / grades to make (pairwise: one per order)
+    done: int  # of ``items``, already in the run folder (succeeded, or failed max_attempts times)
+    held: int = 0  # first-turn requests of the items already done (the run folder holds their replies)
+    requests: int = 0  # first-turn requests still to ask (before the cache answers some)
+    cached: int = 0  # of ``requests``, answered by the response cache (or identical to one asked before)
+    unknown: int = 0  # of ``requests``, of answers not collected yet: the cache cannot be checked for them
+    asks: list[Ask] = field(default_factory=list)  # the requests to send: ``requests - cached`` of them
+
+
+def stage_work(run: Run, llm: LLM, placeholder: Placeholder | None = None, *, only_stage: str | None = None,
+               groups: list[Iterable[str]] | None = None) -> list[StageWork]:
+    """Return one StageWork per model (collect) and per judge of ``run``; sends nothing.
+
+    ``only_stage`` as ``bench sweep --only-stage``: "collect" (the judges grade only the new answers, as
+    they arrive) or "judge" (only the answers already collected). ``groups``: the cell keys of each
+    execution of the sweep (default: one execution for every cell).
+    """
+    work = [(it, it.candidate_id) for it in plan(run.sweep, run.scenarios, run.cells)]  # each id hashed once
+    store = run.store
+    tries, limit = store.attempts(Candidate), run.sweep.limits.max_attempts
+    seen: set[str] = set()
+    answers: dict[str, str] = {}  # candidate id -> the answer the response cache holds for its request
+    collects = run.sweep.collects and only_stage != "judge"
+    out = _collect_work(run, llm, work, seen, answers) if collects else []
+    judges = load_judges(run)
+    if not judges:
+        return out
+    keys = {c.key for c in run.cells} | {j.entry.baseline for j in judges if j.entry.baseline}
+    stored = {c.id: c for c in store.latest(Candidate).values() if c.ok and c.cell in keys}
+    fill = placeholder or (lambda cell: "")
+    future = {cid: make_candidate(it, render(it.cell.prompt, it.scenario), output=answers.get(cid, fill(it.cell)))
+              for it, cid in work if collects and cid not in stored and tries.get(cid, 0) < limit}
+    if only_stage == "collect":  # the judge stage does not run: what was collected earlier waits for it
+        stored = {}
+    cell_of = {c.id: c.cell for c in stored.values()} | {i: c.cell for i, c in future.items()}
+    group_of = {key: n for n, group in enumerate(groups or []) for key in group}
+    graded = (store.done_ids(Judgment), store.attempts(Judgment))
+    stand_ins = set(future) - set(answers)
+    for judge in judges:
+        items = items_for(judge, run.scenarios, [*stored.values(), *future.values()], owns_dataset(run))
+        out.append(_judge_work(run, llm, judge, items, (set(future), stand_ins), graded, seen,
+                               lambda item: group_of.get(cell_of.get(item.ids[0], ""), 0)))
+    return out
+
+
+def _collect_work(run: Run, llm: LLM, work: list[tuple[WorkItem, str]], seen: set[str],
+                  answers: dict[str, str]) -> list[StageWork]:
+    """Return each model's collect work; ``answers`` gets the cached answer of each request the cache holds."""
+    store = run.store
+    done, tries = store.done_ids(Candidate), store.attempts(Candidate)
+    limit = run.sweep.limits.max_attempts
+    out = []
+    for model in run.sweep.models:
+        mine = [(it, cid) for it, cid in work if it.cell.model.id == model.id]
+        if not mine:
+            continue
+        spec = model.spec()
+        todo = [(it, cid) for it, cid in mine if cid not in done and tries.get(cid, 0) < limit]
+        messages = [render(it.cell.prompt, it.scenario) for it, _cid in todo]
+        keys = [llm.request_key(spec, m, sample=it.sample, attempt=tries.get(cid, 0) + 1)
+                for (it, cid), m in zip(todo, messages)]
+        hits = cached_keys(llm, keys, seen)
+        asks = [Ask(m, it.cell.key) for (it, _cid), m, hit in zip(todo, messages, hits) if not hit]
+        for (_it, cid), key, hit in zip(todo, keys, hits):
+            reply = llm.cache.get(key) if hit and llm.cache is not None else None
+            if reply is not None:  # the judges will grade this very answer: their requests can be looked up
+                answers[cid] = reply["text"]
+        held = sum(cid in done for _it, cid in mine)
+        out.append(StageWork("collect", model.id, "collect", spec, len(mine), len(mine) - len(todo), held,
+                             len(todo), sum(hits), 0, asks))
+    return out
+
+
+def _judge_work(run: Run, llm: LLM, judge: Judge, items: list[Item], new: tuple[Set[str], Set[str]],
+                graded: tuple[set[str], dict[str, int]], seen: set[str], group: Callable[[Item], int]) -> StageWork:
+    """Return one judge's work. ``new``: (the ids of the answers this sweep collects, which are graded as
+    they arrive; those of them answered by a stand-in, whose judge requests cannot be looked up)."""
+    (future, stand_ins), (done, tries) = new, graded
+    spec, grader = judge.entry.spec(), judge.grader
+    pending, exhausted = next_attempts(judge, items, done, tries, run.sweep.limits.max_attempts)
+    per_item = len(judge.judgment_ids(items[0])) if items else 1
+    n_done = len(items) - len(pending) - len(exhausted)
+    out = StageWork("judge", judge.entry.id, judge.mode, spec, len(items) * per_item, n_done * per_item)
+    if grader.packed:
+        out.held = math.ceil(n_done / max(1, judge.entry.batch_size))
+        requests = [(packed_request(judge, chunk, run.sweep.seed), any(stand_ins.intersection(i.ids) for i in chunk))
+                    for chunk in _chunks(judge, pending, future, group)]
+    else:
+        out.held = round(grader.requests_per_item(judge) * n_done) + sum(
+            i in done for item in pending for i in judge.judgment_ids(item))  # a pairwise order graded earlier
+        requests = [((messages, rf, item.attempt), bool(stand_ins.intersection(item.ids))) for item in pending
+                    for messages, rf in grader.first_requests(judge, item, done) or []]
+    known = [r for r, unknown in requests if not unknown]
+    keys = [llm.request_key(spec, m, response_format=rf, attempt=attempt) for m, rf, attempt in known]
+    hits = iter(cached_keys(llm, keys, seen))
+    for (messages, _rf, _attempt), unknown in requests:
+        hit = False if unknown else next(hits)
+        out.cached += hit
+        out.asks += [] if hit else [Ask(messages, judge.entry.id)]
+    out.requests, out.unknown = len(requests), sum(unknown for _r, unknown in requests)
+    return out
+
+
+def _chunks(judge: Judge, pending: list[Item], future: Set[str], group: Callable[[Item], int]) -> list[list[Item]]:
+    """Return the packed calls of ``pending`` as grading makes them: per execution, what the judge stage
+    grades (answers collected earlier) and what the pipelined stream grades (new answers), each in turn."""
+    k = max(1, judge.entry.batch_size)
+    parts: dict[tuple[int, bool], list[Item]] = {}
+    for item in pending:
+        parts.setdefault((group(item), bool(future.intersection(item.ids))), []).append(item)
+    return [part[i:i + k] for part in parts.values() for i in range(0, len(part), k)]
+
+
+def packed_request(judge: Judge, items: list[Item], seed: int) -> tuple[list[dict], dict, int]:
+    """Return (messages, response_format, attempt) of the packed call grading ``items``, exactly as
+    ``bench.judge.batch.grade_batch`` builds it (the same order, the same shuffle, the same schema)."""
+    order = sorted(items, key=short_id)
+    random.Random(f"{seed}:{judge.entry.id}:{[short_id(i) for i in order]}").shuffle(order)
+    ids = [short_id(i) for i in order]
+    messages, _notes = _batch_messages(judge, order, ids)
+    return messages, response_format(judge.rubric.batch_schema(ids), "grades"), max(i.attempt for i in items)
+
+
+def cached_keys(llm: LLM, keys: list[str], seen: set[str]) -> list[bool]:
+    """Return, per key, whether no request will be sent for it: the response cache holds its reply, or an
+    identical request was counted before (``seen``, which this adds ``keys`` to)."""
+    fresh = list(dict.fromkeys(k for k in keys if k not in seen))
+    cache = llm.cache
+    n = cache.contains(fresh) if fresh and cache is not None else 0
+    held = set(fresh) if n == len(fresh) else {k for k in fresh if cache.contains([k])} if n else set()
+    out = []
+    for key in keys:
+        out.append(key in seen or key in held)
+        seen.add(key)
+    return out

@@ -1,0 +1,359 @@
+"""One endpoint's Batch API queue: requests gathered into batches, submitted once, polled, answered by ``custom_id``.
+
+``LLM.complete`` hands a batched model's request here (after the response cache and the
+identical-request check) and awaits its reply like any other. Requests that arrive together
+(a stage submits all its items at once) share a batch; a queue is sent when ``gather_s`` passes
+without a new request or when it reaches the provider's limits (``max_requests``, ``max_bytes``),
+so a large stage is split. Before polling starts, the batch is in the run folder's ledger
+(bench.models.batches.ledger); a request a running or finished batch already holds is adopted,
+never submitted again. A line that fails (5xx, 429, expiry) is asked again in a new batch or
+directly (``retry``), at most ``limits.retries`` more times; a 4xx line fails for good; a batch
+cancelled at the provider fails its unanswered requests (a re-run asks them again) and says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.core.errors import BatchRejected, ProviderError
+from bench.core.progress import say
+from bench.core.records import utc_now
+from bench.models._transport import Reply, parse_openai
+from bench.models.batches.ledger import BatchInfo, Ledger, endpoint_id
+from bench.models.batches.policy import BatchPolicy
+from bench.models.batches.wire import BatchState, Wire, jsonl_line, line_error
+from bench.models.routing import Route, cost_usd
+
+MAX_POLL_FAILURES = 30  # failed polls in a row (each after its own retries) before the waiting calls hear it
+META_KEY = "bench_batch"  # the provider-side metadata naming bench's local id of a batch
+
+Direct = Callable[[Route, dict, str, bool], Awaitable[Reply]]  # the client's direct path (route, body, key, allow_empty)
+
+
+@dataclass
+class Request:
+    """One request waiting for its batch's answer."""
+
+    key: str
+    body: dict[str, Any]
+    label: str | None
+    fut: asyncio.Future
+    allow_empty: bool = False
+    line: bytes = b""
+    tries: int = 0  # batches this request has been in
+    t0: float = field(default_factory=time.monotonic)
+
+
+class Batcher:
+    """One route's batch queue on one event loop (``LLM._batcher`` makes and keeps it)."""
+
+    def __init__(self, route: Route, ledger: Ledger, *, retries: int, direct: Direct, backoff_s: float = 0.5):
+        self.route, self.ledger, self.retries, self.direct = route, ledger, retries, direct
+        self.policy: BatchPolicy = route.spec.batch or BatchPolicy()
+        self.wire = Wire(route)
+        self.backoff_s = backoff_s
+        self.queue: list[Request] = []
+        self.queued_bytes = 0
+        self.timer: asyncio.TimerHandle | None = None
+        self.waiting: dict[str, dict[str, Request]] = {}  # local batch id → key → request
+        self.pollers: dict[str, asyncio.Task] = {}  # local batch id → its poller
+        self.outputs: dict[str, asyncio.Task] = {}  # local batch id → its parsed files (finished batches)
+        self.tasks: set[asyncio.Task] = set()
+        self.endpoint = endpoint_id(route.identity)  # a digest: an api_base's credentials never reach the ledger
+        self.held = ledger.holding(self.endpoint)  # what earlier processes' batches hold for this endpoint
+        self.mine: dict[str, BatchInfo] = {}  # key → the batch this process submitted it in, until it is answered
+
+    # -- asking ---------------------------------------------------------------------------
+    async def ask(self, key: str, body: dict[str, Any], label: str | None = None, allow_empty: bool = False) -> Reply:
+        """Return the reply to one request, from a batch that already holds it or from a new one."""
+        req = Request(key, body, label, asyncio.get_running_loop().create_future(), allow_empty)
+        info = self.held.get(key) or self.mine.get(key)  # a batch holds it already: never submit it twice
+        if info is not None:
+            self._adopt(info, req)
+        else:
+            self._enqueue(req)
+        return await req.fut
+
+    def _enqueue(self, req: Request) -> None:
+        req.line = jsonl_line(req.key, req.body)
+        if len(req.line) > self.policy.max_bytes:
+            req.fut.set_exception(BatchRejected(
+                f"{self.route.spec.model}: one request is {len(req.line)} bytes, more than batch.max_bytes "
+                f"({self.policy.max_bytes}); raise batch.max_bytes to the provider's limit or drop `batch:`"))
+            return
+        if self.queue and self.queued_bytes + len(req.line) > self.policy.max_bytes:
+            self._flush()
+        self.queue.append(req)
+        self.queued_bytes += len(req.line)
+        if len(self.queue) >= self.policy.max_requests:
+            self._flush()
+            return
+        if self.timer is not None:
+            self.timer.cancel()
+        self.timer = asyncio.get_running_loop().call_later(self.policy.gather_s, self._flush)
+
+    def _flush(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        chunk = [r for r in self.queue if not r.fut.done()]  # a caller that gave up is not submitted
+        self.queue, self.queued_bytes = [], 0
+        if chunk:
+            info = BatchInfo(secrets.token_hex(8), self.endpoint, self.route.spec.model,
+                             [r.key for r in chunk], [r.label for r in chunk], at=utc_now())
+            self.waiting[info.local] = {r.key: r for r in chunk}
+            self.mine.update((r.key, info) for r in chunk)
+            self.pollers[info.local] = self._spawn(self._submit(info, chunk), info)
+
+    def _spawn(self, coro: Any, info: BatchInfo | None = None, req: Request | None = None) -> asyncio.Task:
+        """Run ``coro``; if it dies (a bug, a full disk, Ctrl-C), the calls waiting on ``info`` or ``req`` hear why."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self.tasks.add(task)
+
+        def done(t: asyncio.Task) -> None:
+            self.tasks.discard(t)
+            err = None if not t.cancelled() and t.exception() is None else (
+                asyncio.CancelledError() if t.cancelled() else t.exception())
+            if err is not None:
+                if info is not None:
+                    self._fail_all(info, err)
+                if req is not None and not req.fut.done():
+                    req.fut.set_exception(err)
+        task.add_done_callback(done)
+        return task
+
+    # -- submitting -----------------------------------------------------------------------
+    async def _submit(self, info: BatchInfo, chunk: list[Request]) -> None:
+        for req in chunk:
+            req.tries += 1
+        self.ledger.submitting(info)  # before the upload: a process killed from here on is found again
+        try:
+            file_id = await self._with_backoff(self.wire.upload, f"bench-{info.local}.jsonl",
+                                               b"".join(r.line for r in chunk))
+        except ProviderError as err:  # no batch exists: nothing to look for on a resume
+            self.ledger.finished(info, "never_created", None, None, set())
+            self._fail_all(info, self._rejected(info, err) if not err.retryable else err)
+            return
+        state = await self._create(info, file_id)
+        if state is not None:
+            self.ledger.created(info, state.id, file_id)  # recorded before the first poll
+            await self._poll(info, state)
+
+    async def _create(self, info: BatchInfo, file_id: str) -> BatchState | None:
+        """Create the batch once: a create whose reply was lost is looked up (by its metadata) before another."""
+        for attempt in range(self.retries + 1):
+            try:
+                return await self.wire.create(file_id, self.policy.window, {META_KEY: info.local})  # a fresh dict
+            except ProviderError as err:
+                if not err.retryable:  # refused: no batch exists
+                    self.ledger.finished(info, "never_created", None, None, set())
+                    self._fail_all(info, self._rejected(info, err))
+                    return None
+                if attempt == self.retries:
+                    self._fail_all(info, err)  # it may exist: the ledger keeps it for a resume to look up
+                    return None
+                await asyncio.sleep(max(err.retry_after or 0.0, self.backoff_s * 2 ** attempt))
+                found = await self._with_backoff(self.wire.find, META_KEY, info.local)
+                if found is not None:
+                    return found
+        return None
+
+    async def _with_backoff(self, call: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+        """Call the provider, retrying what may succeed (429, 5xx, timeouts) with exponential backoff."""
+        for attempt in range(self.retries + 1):
+            try:
+                return await call(*args)
+            except ProviderError as err:
+                if not err.retryable or attempt == self.retries:
+                    raise
+                await asyncio.sleep(max(err.retry_after or 0.0, self.backoff_s * 2 ** attempt))
+        raise AssertionError("unreachable")
+
+    def _rejected(self, info: BatchInfo, err: ProviderError) -> Exception:
+        if err.status in (400, 404, 405, 413, 422):
+            return BatchRejected(f"{self.route.spec.model}: the provider refused batch {info.local} of "
+                                 f"{len(info.keys)} requests before running it: {err}; nothing was spent. "
+                                 f"{_REJECT_HINT}")
+        return err
+
+    # -- adopting -------------------------------------------------------------------------
+    def _adopt(self, info: BatchInfo, req: Request) -> None:
+        """Wait for ``req`` in a batch an earlier process (or this one) submitted, without submitting it again."""
+        req.tries = 1
+        if info.finished:
+            self._spawn(self._from_output(info, req))
+            return
+        self.waiting.setdefault(info.local, {})[req.key] = req
+        poller = self.pollers.get(info.local)
+        if poller is None or poller.done():
+            self.pollers[info.local] = self._spawn(self._resume(info), info)
+
+    async def _resume(self, info: BatchInfo) -> None:
+        if info.batch_id is None:  # killed between the upload and the reply to create: ask the provider
+            try:
+                found = await self._with_backoff(self.wire.find, META_KEY, info.local)
+            except ProviderError as err:  # cannot tell whether it exists: never risk submitting it twice
+                self._fail_all(info, ProviderError(
+                    f"{info.model}: batch {info.local} was being created when an earlier run stopped, and the "
+                    f"provider's batch list cannot be read to find it ({err}); look for metadata {META_KEY}="
+                    f"{info.local} in the provider's console", kind="batch_unknown", retryable=False))
+                return
+            if found is None:  # never created: nothing was spent, so submit its waiting requests anew
+                waiting = self.waiting.pop(info.local, {})
+                self.ledger.finished(info, "never_created", None, None, set())
+                for req in waiting.values():
+                    self.held.pop(req.key, None)
+                    self._enqueue(req)
+                return
+            self.ledger.created(info, found.id, found.input_file_id)
+        say(f"batch {info.batch_id} ({info.model}, {len(info.keys)} requests): adopted, submitted by an earlier "
+            f"run; polling it (never submitted again)")
+        await self._poll(info, None)
+
+    async def _from_output(self, info: BatchInfo, req: Request) -> None:
+        try:
+            if info.local not in self.outputs:
+                self.outputs[info.local] = self._spawn(self._read_files(info.output_file_id, info.error_file_id))
+            lines, _errors = await self.outputs[info.local]
+        except ProviderError:  # the output file is gone (providers keep it for 30 days): ask again
+            self.held.pop(req.key, None)
+            self._enqueue(req)
+            return
+        self._answer(req, lines.get(req.key), None, info)
+
+    # -- polling and answering ------------------------------------------------------------
+    async def _poll(self, info: BatchInfo, state: BatchState | None) -> None:
+        delay, failures = self.policy.poll_s, 0
+        while state is None or not state.done:
+            if state is not None:
+                await asyncio.sleep(delay)
+                delay = min(delay * 1.5, self.policy.poll_max_s)
+            try:
+                new = await self._with_backoff(self.wire.retrieve, info.batch_id)
+            except ProviderError as err:
+                failures += 1
+                if err.retryable and failures < MAX_POLL_FAILURES:
+                    state = state or BatchState(info.batch_id or "", "unknown")  # never the ledger's (stale) status
+                    continue  # a provider hiccup while polling: the batch runs on; keep polling
+                self._fail_all(info, ProviderError(
+                    f"{info.model}: batch {info.batch_id} could not be polled {failures} times in a row ({err}); its "
+                    f"items are recorded failed and a re-run asks them afresh: cancel the batch in the provider's "
+                    f"console first if it still runs", kind="batch_unreachable", retryable=False))
+                return
+            failures = 0
+            if state is None or (new.status, new.completed, new.failed) != (state.status, state.completed, state.failed):
+                self.ledger.status(info, new.status, new.completed, new.failed, new.total)
+                say(f"batch {new.id} ({info.model}): {new.status} {new.completed + new.failed}/{new.total or len(info.keys)}"
+                    + (f" ({new.failed} failed)" if new.failed else ""))
+            state = new
+        await self._finish(info, state)
+
+    async def _finish(self, info: BatchInfo, state: BatchState) -> None:
+        if state.status == "failed":  # refused at validation: nothing ran, nothing was billed
+            self.ledger.finished(info, state.status, None, None, set())
+            why = "; ".join(state.errors or []) or "no reason given"
+            self._fail_all(info, BatchRejected(f"{self.route.spec.model}: batch {state.id} of {len(info.keys)} "
+                                               f"requests failed validation at the provider ({why}); nothing was "
+                                               f"spent. {_REJECT_HINT}"))
+            return
+        try:
+            lines, errors = await self._read_files(state.output_file_id, state.error_file_id)
+        except ProviderError as err:
+            self._fail_all(info, err)
+            return
+        answered = {k for k, (status, _b, _e) in lines.items() if status == 200}
+        self.ledger.finished(info, state.status, state.output_file_id, state.error_file_id, answered)
+        if state.status == "cancelled":
+            say(f"batch {state.id} ({info.model}): CANCELLED at the provider after {len(answered)} of "
+                f"{len(info.keys)} requests; the rest are recorded failed and a re-run asks them again")
+        elif state.status == "expired":
+            say(f"batch {state.id} ({info.model}): expired after {len(answered)} of {len(info.keys)} requests; "
+                f"the rest are asked again ({self.policy.retry})")
+        waiting = self.waiting.pop(info.local, {})
+        for key, req in waiting.items():
+            self.mine.pop(key, None)
+            self._answer(req, lines.get(key) or errors.get(key), state.status, info)
+
+    async def _read_files(self, output_id: str | None, error_id: str | None) -> tuple[dict, dict]:
+        """Return custom_id → (status_code, body, error) of a batch's output file and of its error file."""
+        out: list[dict[str, dict]] = []
+        for file_id in (output_id, error_id):
+            parsed: dict[str, Any] = {}
+            if file_id:
+                data = await self._with_backoff(self.wire.content, file_id)
+                for raw in data.splitlines():
+                    try:
+                        line = json.loads(raw)
+                    except ValueError:
+                        continue
+                    resp = line.get("response") or {}
+                    parsed[str(line.get("custom_id"))] = (resp.get("status_code"), resp.get("body"), line.get("error"))
+            out.append(parsed)
+        return out[0], out[1]
+
+    def _answer(self, req: Request, line: tuple | None, status: str | None, info: BatchInfo) -> None:
+        if req.fut.done():
+            return
+        if line is not None and line[0] == 200:
+            try:
+                text, usage, raw = parse_openai(self.route, 200, json.dumps(line[1]).encode(), None)
+                if not text and not req.allow_empty:
+                    raise ProviderError(f"{self.route.spec.model} returned empty content in batch {info.batch_id} "
+                                        f"(finish_reason={usage['finish_reason']})", kind="empty", retryable=True)
+            except ProviderError as err:
+                self._retry(req, err, info)
+                return
+            usage.update(latency_s=round(time.monotonic() - req.t0, 4), cost_usd=cost_usd(self.route, usage, True),
+                         cached=False, attempts=req.tries, batch_id=info.batch_id)
+            req.fut.set_result((text, usage, raw))
+            return
+        if line is not None:
+            err = line_error(self.route, line[0], line[1], line[2])
+        elif status == "cancelled":
+            err = ProviderError(f"{self.route.spec.model}: batch {info.batch_id} was cancelled at the provider before "
+                                f"answering this request", kind="batch_cancelled", retryable=False)
+        else:
+            err = ProviderError(f"{self.route.spec.model}: batch {info.batch_id} ended {status} without a line for "
+                                f"this request", kind="batch_missing", retryable=True)
+        self._retry(req, err, info)
+
+    def _retry(self, req: Request, err: ProviderError, info: BatchInfo) -> None:
+        """Ask a failed line again (new batch or direct, per ``retry``) or fail its call for good."""
+        if not err.retryable or req.tries > self.retries:
+            err.attempts = req.tries
+            if not req.fut.done():
+                req.fut.set_exception(err)
+            return
+        if self.policy.retry == "direct":
+            self._spawn(self._direct(req))
+        else:
+            self._enqueue(req)
+
+    async def _direct(self, req: Request) -> None:
+        try:
+            text, usage, raw = await self.direct(self.route, req.body, req.key, req.allow_empty)
+        except BaseException as exc:  # noqa: BLE001 (handed to the waiting call, whatever it is)
+            if not req.fut.done():
+                req.fut.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        usage["attempts"] = req.tries + usage.get("attempts", 1)
+        if not req.fut.done():
+            req.fut.set_result((text, usage, raw))
+
+    def _fail_all(self, info: BatchInfo, err: BaseException) -> None:
+        for req in self.waiting.pop(info.local, {}).values():
+            self.mine.pop(req.key, None)
+            if not req.fut.done():
+                req.fut.set_exception(err)
+
+
+_REJECT_HINT = ("Fix the request the provider names, or lower batch.max_requests / batch.max_bytes to its limits, "
+                "or drop `batch:` to call it directly; a re-run sends only what is not recorded yet.")

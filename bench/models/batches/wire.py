@@ -1,0 +1,191 @@
+"""A provider's Files + Batch API, through LiteLLM: upload a JSONL file, create a batch, poll it, read its files.
+
+LiteLLM is the authority on which providers have a Batch API (``providers()`` reads the
+providers its ``create_batch`` accepts) and on each provider's wire format. An
+OpenAI-compatible server with an ``api_base`` (``openai/<name>`` or ``hosted_vllm/<name>``
+plus ``api_base``) is reached through LiteLLM's OpenAI handler at ``<api_base>/files`` and
+``<api_base>/batches``; whether such a server has those routes is asked before anything is
+spent (``probe``). Every failure comes back as a ProviderError (its text redacted), never as a
+LiteLLM exception.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import typing
+from dataclasses import dataclass
+from typing import Any
+
+from bench.core.errors import ProviderError
+from bench.models._litellm import litellm
+from bench.models._transport import RETRYABLE_STATUS, http_error, litellm_error
+from bench.models.routing import Route
+
+ENDPOINT = "/v1/chat/completions"
+TERMINAL = ("completed", "failed", "expired", "cancelled")
+
+
+@functools.lru_cache(maxsize=1)
+def providers() -> frozenset[str]:
+    """Return the providers LiteLLM can create batches for (its ``create_batch`` signature says which)."""
+    hints = typing.get_type_hints(litellm().create_batch)
+    return frozenset(typing.get_args(hints.get("custom_llm_provider")) or ("openai",))
+
+
+def provider_of(route: Route) -> str | None:
+    """Return the LiteLLM provider that batches ``route``'s requests, or None when it has no Batch API."""
+    if route.transport == "dry" or route.is_local:
+        return None
+    if route.self_hosted or route.provider in ("openai", "hosted_vllm"):
+        return "openai"  # an OpenAI-compatible /files + /batches at its api_base (probe says if it has them)
+    return route.provider if route.provider in providers() else None
+
+
+@dataclass
+class BatchState:
+    """What a provider says of one batch."""
+
+    id: str
+    status: str
+    total: int = 0
+    completed: int = 0
+    failed: int = 0
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+    errors: list[str] | None = None  # why a batch failed validation, one line each
+    metadata: dict[str, str] | None = None
+    input_file_id: str | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.status in TERMINAL
+
+
+class Wire:
+    """One route's Files + Batch API calls (the key read from its variable per call, never stored)."""
+
+    def __init__(self, route: Route):
+        self.route = route
+        self.provider = provider_of(route)
+
+    def _kw(self) -> dict[str, Any]:
+        kw: dict[str, Any] = {"custom_llm_provider": self.provider}
+        if self.route.api_base:
+            kw["api_base"] = self.route.api_base
+        key = self.route.api_key() or ("not-needed" if self.route.spec.api_base else None)
+        if key:
+            kw["api_key"] = key
+        return kw
+
+    async def upload(self, name: str, data: bytes) -> str:
+        """Upload one batch's JSONL; return the file id."""
+        try:
+            obj = await litellm().acreate_file(file=(name, data, "application/jsonl"), purpose="batch", **self._kw())
+        except Exception as exc:
+            raise litellm_error(self.route, exc) from None
+        return obj.id
+
+    async def create(self, file_id: str, window: str, metadata: dict[str, str]) -> BatchState:
+        try:
+            obj = await litellm().acreate_batch(completion_window=window, endpoint=ENDPOINT, input_file_id=file_id,
+                                                metadata=metadata, **self._kw())
+        except Exception as exc:
+            raise litellm_error(self.route, exc) from None
+        return state_of(obj)
+
+    async def retrieve(self, batch_id: str) -> BatchState:
+        try:
+            return state_of(await litellm().aretrieve_batch(batch_id=batch_id, **self._kw()))
+        except Exception as exc:
+            raise litellm_error(self.route, exc) from None
+
+    async def cancel(self, batch_id: str) -> BatchState:
+        try:
+            return state_of(await litellm().acancel_batch(batch_id=batch_id, **self._kw()))
+        except Exception as exc:
+            raise litellm_error(self.route, exc) from None
+
+    async def content(self, file_id: str) -> bytes:
+        """Return a file's bytes (a batch's output or error file)."""
+        try:
+            resp = await litellm().afile_content(file_id=file_id, **self._kw())
+        except Exception as exc:
+            raise litellm_error(self.route, exc) from None
+        return resp.content if hasattr(resp, "content") else bytes(resp)
+
+    async def find(self, metadata_key: str, value: str, pages: int = 20) -> BatchState | None:
+        """Return the batch whose ``metadata[metadata_key] == value`` (a creation whose reply was lost), or None."""
+        after = None
+        for _ in range(pages):
+            try:
+                page = await litellm().alist_batches(after=after, limit=100, **self._kw())
+            except Exception as exc:
+                raise litellm_error(self.route, exc) from None
+            data = list(getattr(page, "data", None) or (page.get("data") if isinstance(page, dict) else []) or [])
+            for obj in data:
+                state = state_of(obj)
+                if (state.metadata or {}).get(metadata_key) == value:
+                    return state
+            if not data or not _get(page, "has_more"):
+                return None
+            after = state_of(data[-1]).id
+        return None
+
+
+async def close_clients() -> None:
+    """Close and forget the HTTP clients LiteLLM cached for the files/batches calls of the running event loop
+    (left open, each one's cleanup fails with "Event loop is closed" once the loop ends)."""
+    from litellm.llms.custom_httpx.async_client_cleanup import close_litellm_async_clients  # noqa: PLC0415 (LiteLLM internals, loaded only by a batched model)
+
+    lm = litellm()
+    await close_litellm_async_clients()
+    lm.in_memory_llm_clients_cache.flush_cache()
+
+
+def state_of(obj: Any) -> BatchState:
+    """Return the BatchState of a LiteLLM batch object (or a plain dict of OpenAI's batch fields)."""
+    counts = _get(obj, "request_counts")
+    errors = _get(obj, "errors")
+    lines = None
+    if errors is not None:
+        lines = [f"line {_get(e, 'line')}: {_get(e, 'code')}: {_get(e, 'message')}" if _get(e, "line") is not None
+                 else f"{_get(e, 'code')}: {_get(e, 'message')}" for e in (_get(errors, "data") or [])]
+    return BatchState(id=str(_get(obj, "id")), status=str(_get(obj, "status")),
+                      total=int(_get(counts, "total") or 0), completed=int(_get(counts, "completed") or 0),
+                      failed=int(_get(counts, "failed") or 0), output_file_id=_get(obj, "output_file_id"),
+                      error_file_id=_get(obj, "error_file_id"), errors=lines,
+                      metadata=dict(_get(obj, "metadata") or {}), input_file_id=_get(obj, "input_file_id"))
+
+
+def _get(obj: Any, name: str) -> Any:
+    if obj is None:
+        return None
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+def jsonl_line(custom_id: str, body: dict[str, Any]) -> bytes:
+    """Return one request of a batch file (OpenAI's format, which LiteLLM translates for other providers)."""
+    return json.dumps({"custom_id": custom_id, "method": "POST", "url": ENDPOINT, "body": body},
+                      ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+
+
+def unsupported(route: Route) -> str | None:
+    """Return why LiteLLM cannot batch ``route``'s requests (one actionable line), or None when it can."""
+    if provider_of(route) is not None:
+        return None
+    what = "the embedded model" if route.is_local else "a dry model" if route.transport == "dry" else route.provider
+    return (f"model {route.spec.model!r}: {what} has no Batch API that LiteLLM supports (it batches for: "
+            f"{', '.join(sorted(providers()))}); drop `batch:` for it")
+
+
+def line_error(route: Route, status: int | None, body: Any, error: Any) -> ProviderError:
+    """Return the ProviderError of one failed line of a batch's error file (retryable like the direct call)."""
+    if status:
+        err = http_error(route, int(status), json.dumps(body or {}).encode(), None)
+        return ProviderError(f"{err} (in a batch)", kind=err.kind, status=err.status,
+                             retryable=int(status) in RETRYABLE_STATUS)
+    code, message = _get(error, "code") or "error", _get(error, "message") or ""
+    expired = code == "batch_expired"
+    return ProviderError(f"{route.spec.model}: batch line {code}: {message}".rstrip(": "),
+                         kind="batch_expired" if expired else "batch_error", retryable=True)

@@ -1,0 +1,202 @@
+"""Tokens before any call: a prompt counted with its model's tokenizer, and a request's output bound.
+
+Counting is LiteLLM's ``token_counter`` arithmetic for chat messages: each message costs 3 tokens
+plus the tokens of each of its string fields (role, content; a ``name`` one more), and the reply's
+priming 3. Each distinct text is counted once (memoized), so ten thousand prompts that share a system
+message count it once, and a grid's estimate takes seconds.
+
+Which tokenizer, never fetched from the network:
+
+- A provider's model (routed through LiteLLM, which ``routing.resolve`` has imported for it):
+  ``litellm.token_counter`` with the model's name: o200k_base for gpt-4o and later OpenAI models,
+  cl100k_base for the others and for any model LiteLLM knows no tokenizer for (its default), the
+  Anthropic tokenizer LiteLLM bundles. The Hugging Face tokenizers LiteLLM would download (Llama 2
+  and 3, Cohere's command-r) are never loaded: those models are counted with cl100k_base, and
+  :attr:`TokenCounter.note` says so.
+- A self-hosted endpoint, the embedded model, a dry model (resolved without importing LiteLLM, which
+  costs seconds per process): the encoding LiteLLM would pick for that name (tiktoken's table of model
+  names; cl100k_base for any other name), read from the encoding files LiteLLM bundles, with the same
+  arithmetic. ``tests/test_estimate_cost.py`` checks both paths agree with ``litellm.token_counter``.
+
+If no bundled encoding file can be found at all, prompts are counted as characters / 4 (the estimate
+the ``tpm`` caps use) and the note says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.models._litellm import litellm
+from bench.models._messages import output_limit
+from bench.models.ratelimit import CHARS_PER_TOKEN, DEFAULT_COMPLETION_TOKENS
+from bench.models.routing import Route
+
+DEFAULT_ENCODING = "cl100k_base"  # LiteLLM's default tokenizer
+PER_MESSAGE, PER_NAME, REPLY_PRIMING = 3, 1, 3  # LiteLLM's token_counter for chat models
+_ENCODING_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"  # tiktoken's cache key
+
+
+@dataclass
+class TokenCounter:
+    """Counts the prompt tokens of chat messages for one tokenizer; each distinct text is counted once."""
+
+    tokenizer: str  # what counts: an encoding name, "anthropic", or "characters / 4"
+    note: str | None  # set when the model's own tokenizer is not used (it says which one is, and why)
+    count_text: Callable[[str], int]
+    memo: dict[str, int] = field(default_factory=dict)
+
+    def text(self, text: str) -> int:
+        """Return the tokens of one text (memoized)."""
+        n = self.memo.get(text)
+        if n is None:
+            n = self.memo[text] = self.count_text(text)
+        return n
+
+    def messages(self, messages: list[dict[str, Any]]) -> int:
+        """Return the prompt tokens of a chat request's messages, as ``litellm.token_counter`` counts them."""
+        total = REPLY_PRIMING
+        for message in messages:
+            total += PER_MESSAGE
+            for key, value in message.items():
+                if isinstance(value, str):
+                    total += self.text(value) + (PER_NAME if key == "name" else 0)
+                elif key == "content" and isinstance(value, list):  # text parts (images are not estimated)
+                    total += sum(self.text(str(p.get("text") or "")) for p in value if isinstance(p, dict))
+        return total
+
+
+_counters: dict[tuple[str, str], TokenCounter] = {}
+
+
+def counter_for(route: Route) -> TokenCounter:
+    """Return the token counter of ``route``'s model (one per tokenizer and name, shared by every caller)."""
+    name = bare_name(route)
+    through_litellm = not (route.transport == "dry" or route.is_local or route.self_hosted)
+    key = ("litellm" if through_litellm else "tiktoken", name)
+    counter = _counters.get(key)
+    if counter is None:
+        counter = _counters[key] = _litellm_counter(name) if through_litellm else _bundled_counter(name)
+    return counter
+
+
+def bare_name(route: Route) -> str:
+    """Return the model's name without its provider prefix (how LiteLLM's tokenizer tables name models)."""
+    model = route.spec.model
+    return model.split("/", 1)[1] if "/" in model else model
+
+
+def _litellm_counter(name: str) -> TokenCounter:
+    lm = litellm()
+    kind = _hugging_face_kind(name)
+    if kind is not None and kind != "anthropic":  # LiteLLM would download it from the Hugging Face Hub
+        note = f"{name}: counted with {DEFAULT_ENCODING}, because LiteLLM's {kind} tokenizer is not bundled"
+        return TokenCounter(DEFAULT_ENCODING, note, lambda text: lm.token_counter(model="", text=text))
+    label = "anthropic" if kind == "anthropic" else _litellm_encoding_name(name)
+    return TokenCounter(label, None, lambda text: lm.token_counter(model=name, text=text))
+
+
+def _litellm_encoding_name(name: str) -> str:
+    """Return the tiktoken encoding LiteLLM's token_counter uses for ``name`` (its own rule where it has one)."""
+    try:
+        from litellm.litellm_core_utils.token_counter import openai_tokenizer_encoding_name  # noqa: PLC0415 (litellm)
+    except ImportError:
+        return _encoding_name(name)
+    return openai_tokenizer_encoding_name(name)
+
+
+def _hugging_face_kind(name: str) -> str | None:
+    """Return which Hugging Face tokenizer LiteLLM's token_counter would load for ``name`` (None: tiktoken)."""
+    try:
+        from litellm.utils import huggingface_tokenizer_kind  # noqa: PLC0415 (litellm: seconds to import)
+    except ImportError:  # another LiteLLM version: its rule, by the names it matches
+        low = name.lower()
+        return next((kind for kind, marks in (("llama2", ("llama-2", "replicate")), ("llama3", ("llama-3",)),
+                                                ("cohere", ("command-r",))) if any(m in low for m in marks)), None)
+    return huggingface_tokenizer_kind(name)
+
+
+def _encoding_name(name: str) -> str:
+    """Return the tiktoken encoding LiteLLM picks for a model name (its default for names it does not know)."""
+    import tiktoken  # noqa: PLC0415 (heavy for `import bench`: only a prompt to count needs it)
+
+    if "gpt-4o" in name:
+        return "o200k_base"
+    try:
+        return tiktoken.encoding_name_for_model(name)
+    except KeyError:
+        return DEFAULT_ENCODING
+
+
+def _bundled_counter(name: str) -> TokenCounter:
+    wanted = _encoding_name(name)
+    folder = _bundled_folder()
+    chosen = next((enc for enc in (wanted, DEFAULT_ENCODING) if folder and _bundled_file(folder, enc).is_file()), None)
+    if chosen is None or folder is None:
+        note = f"{name}: counted as characters / {CHARS_PER_TOKEN}, because no tokenizer file bundled with LiteLLM was found"
+        return TokenCounter(f"characters / {CHARS_PER_TOKEN}", note, lambda text: -(-len(text) // CHARS_PER_TOKEN))
+    encoding = _load(chosen, folder)
+    note = None if chosen == wanted else f"{name}: counted with {chosen}, because {wanted} is not bundled with LiteLLM"
+    return TokenCounter(chosen, note, lambda text: len(encoding.encode(text, disallowed_special=())))
+
+
+def _bundled_folder() -> Path | None:
+    """Return the folder of tokenizer files LiteLLM ships (found without importing LiteLLM), or None."""
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(next(iter(spec.submodule_search_locations))) / "litellm_core_utils" / "tokenizers"
+    return folder if folder.is_dir() else None
+
+
+def _bundled_file(folder: Path, encoding: str) -> Path:
+    """Return where ``encoding``'s file sits in a tiktoken cache folder (named by the SHA-1 of its public URL)."""
+    return folder / hashlib.sha1(_ENCODING_URL.format(name=encoding).encode()).hexdigest()
+
+
+def _load(encoding: str, folder: Path) -> Any:
+    """Return a tiktoken encoding read from ``folder`` (the file is there: tiktoken never downloads it)."""
+    import tiktoken  # noqa: PLC0415 (heavy for `import bench`: only a prompt to count needs it)
+
+    before = os.environ.get("TIKTOKEN_CACHE_DIR")
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)  # where LiteLLM itself points tiktoken when it is imported
+    try:
+        return tiktoken.get_encoding(encoding)
+    finally:
+        if before is None:
+            os.environ.pop("TIKTOKEN_CACHE_DIR", None)
+        else:
+            os.environ["TIKTOKEN_CACHE_DIR"] = before
+
+
+def output_bound(route: Route) -> tuple[int, str]:
+    """Return the most output tokens one request to ``route`` may take, and where that bound comes from.
+
+    ``"max_tokens"``: the request's own limit (``max_tokens``, ``max_completion_tokens``, … in its params);
+    ``"model"``: the model's maximum output in LiteLLM's local model map; ``"default"``: neither is known,
+    so ``bench.models.ratelimit.DEFAULT_COMPLETION_TOKENS`` (the bound the ``tpm`` caps and the budget use).
+    """
+    limit = output_limit(route.spec.params)
+    if limit is not None:
+        return max(0, limit), "max_tokens"
+    most = max_output_tokens(route)
+    return (most, "model") if most else (DEFAULT_COMPLETION_TOKENS, "default")
+
+
+def max_output_tokens(route: Route) -> int | None:
+    """Return a provider model's maximum output tokens from LiteLLM's local map (None: unknown, self-hosted,
+    embedded or dry, whose names say nothing certain about the weights behind them)."""
+    if route.transport == "dry" or route.is_local or route.spec.api_base:
+        return None
+    cost = litellm().model_cost
+    for key in (route.spec.model, route.served_model, f"{route.provider}/{route.served_model}", bare_name(route)):
+        entry = cost.get(key) or {}
+        most = entry.get("max_output_tokens") or entry.get("max_tokens")
+        if isinstance(most, int) and most > 0:
+            return most
+    return None
