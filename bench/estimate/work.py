@@ -28,7 +28,7 @@ from bench.config.params import Cell
 from bench.config.reply_schemas import response_format
 from bench.config.templates import render
 from bench.core.records import Candidate, Judgment
-from bench.judge.batch import _batch_messages, short_id  # noqa: PLC2701 (the packed call, as grade_batch builds it)
+from bench.judge.batch import packed_messages, short_id  # the packed call, as grade_batch builds it
 from bench.judge.grader import Item, Judge
 from bench.judge.stage import items_for, load_judges, next_attempts, owns_dataset
 from bench.models.client import LLM
@@ -173,7 +173,7 @@ def packed_request(judge: Judge, items: list[Item], seed: int) -> tuple[list[dic
     order = sorted(items, key=short_id)
     random.Random(f"{seed}:{judge.entry.id}:{[short_id(i) for i in order]}").shuffle(order)
     ids = [short_id(i) for i in order]
-    messages, _notes = _batch_messages(judge, order, ids)
+    messages, _notes = packed_messages(judge, order, ids)
     return messages, response_format(judge.rubric.batch_schema(ids), "grades"), max(i.attempt for i in items)
 
 

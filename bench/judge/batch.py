@@ -27,7 +27,7 @@ def short_id(item: Item) -> str:
     return "i" + content_hash(list(item.ids), length=6)
 
 
-def _batch_messages(judge: Judge, order: list[Item], ids: list[str]) -> tuple[list[dict], dict[str, dict]]:
+def packed_messages(judge: Judge, order: list[Item], ids: list[str]) -> tuple[list[dict], dict[str, dict]]:
     """Return the messages of one packed call and the truncation note of each item by short id."""
     blocks, notes = [], {}
     for sid, item in zip(ids, order):
@@ -47,7 +47,7 @@ async def grade_batch(judge: Judge, items: list[Item], llm: LLM, seed: int = 0) 
     random.Random(f"{seed}:{judge.entry.id}:{[short_id(i) for i in order]}").shuffle(order)
     ids = [short_id(i) for i in order]
     batch_id = "b" + content_hash(ids, length=10)
-    messages, notes = _batch_messages(judge, order, ids)
+    messages, notes = packed_messages(judge, order, ids)
     timeout = llm.limits.timeout_s * (1 + 0.5 * (len(order) - 1))  # the timeout scales with k
     good, problems, raw, call = {}, {sid: "missing from the reply" for sid in ids}, None, Spend()
     try:

@@ -30,16 +30,14 @@ from bench.core.secrets import load_env
 from bench.models import dry, local
 from bench.models._transport import Reply, client_timeout, open_session, send_direct, send_litellm
 from bench.models.batches.ledger import Ledger
+from bench.models.batches.policy import BATCH_POOL
 from bench.models.batches.queue import Batcher
-from bench.models.batches.wire import close_clients
+from bench.models.batches.wire import close_clients, line_body
 from bench.models.budget import Budget, Held
 from bench.models.cache import ResponseCache, request_key
 from bench.models.limits import Limits
 from bench.models.ratelimit import SWEEP_KEY, Caps, Limiter, estimate_tokens, limiter_for, limits_of, sweep_cap
 from bench.models.routing import ModelSpec, Route, body_params, cost_usd, resolve
-
-
-BATCH_POOL = 100_000  # items a stage may have waiting at once when a model is batched (a provider batch's size)
 
 
 @dataclass(frozen=True)
@@ -116,7 +114,8 @@ class LLM:
                 **body_params(route, merged, response_format, settings)}
         with self._in_flight(key) as done:
             if route.spec.batch is not None:
-                text, usage, raw = await self._via_batch(route, body, key, label, allow_empty)
+                line = line_body(route, body, merged, response_format)  # OpenAI's form, for LiteLLM to translate
+                text, usage, raw = await self._via_batch(route, body, key, label, allow_empty, line)
             else:
                 if self.journal is not None:  # bench.core.journal: the key is journaled once the request is sent
                     self.journal.arm(key)
@@ -191,12 +190,13 @@ class LLM:
             await close_clients()
 
     # -- routing and per-loop state -----------------------------------------------------
-    async def _via_batch(self, route: Route, body: dict, key: str, label: str | None, allow_empty: bool) -> Reply:
+    async def _via_batch(self, route: Route, body: dict, key: str, label: str | None, allow_empty: bool,
+                         line: dict) -> Reply:
         """Answer one request of a batched model through its endpoint's batch queue (bench.models.batches)."""
         self.calls += 1
         held = await self.reserve(route, body, batch=True)  # limits.budget_usd, before it joins a batch
         try:
-            text, usage, raw = await self._batcher(route).ask(key, body, label, allow_empty)
+            text, usage, raw = await self._batcher(route).ask(key, body, label, allow_empty, line)
         except BaseException:
             self.settle(held, 0.0)  # a line that failed is not billed
             raise

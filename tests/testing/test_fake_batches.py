@@ -135,6 +135,7 @@ def test_lifecycle_through_litellm_statuses_in_order_and_output_matches(fake: Fa
         assert body["object"] == "chat.completion" and body["usage"]["prompt_tokens"] == 3
     stats = fake.stats()
     assert stats["requests"] == 0 and stats["statuses"] == {}  # batch lines are not chat requests
+    assert stats["batches"].pop("route_calls")["create"] == 1
     assert stats["batches"] == {"created": 1, "files_uploaded": 1, "lines_answered": 6, "lines_failed": 0,
                                 "lines_expired": 0, "by_status": {"completed": 1}}
     by_id = {r["custom_id"]: r["response"]["body"] for r in results}
@@ -322,8 +323,10 @@ def test_reset_drops_files_batches_and_counters(fake: FakeProvider) -> None:
     fake.reset()
     assert call(fake, "GET", f"/v1/batches/{batch['id']}")[0] == 404
     assert call(fake, "GET", f"/v1/files/{batch['input_file_id']}")[0] == 404
-    assert fake.stats()["batches"] == {"created": 0, "files_uploaded": 0, "lines_answered": 0, "lines_failed": 0,
-                                       "lines_expired": 0, "by_status": {}}
+    after = fake.stats()["batches"]
+    assert after.pop("route_calls") == {"get_batch": 1, "get_file": 1}, "counted afresh since the reset"
+    assert after == {"created": 0, "files_uploaded": 0, "lines_answered": 0, "lines_failed": 0,
+                     "lines_expired": 0, "by_status": {}}
 
 
 @pytest.mark.parametrize("config", [
@@ -372,3 +375,17 @@ def test_token_usage_equals_litellm_token_counter_offline(monkeypatch: pytest.Mo
         outputs = file_lines(provider, batch["output_file_id"])
         results = {r["custom_id"]: r["response"]["body"]["usage"] for r in outputs}
         assert results == {item["custom_id"]: item["_usage"] for item in lines}  # batch lines count alike
+
+
+def test_batch_route_fail_fails_the_first_calls_of_a_route_and_create_lost_still_creates(fake):
+    fake.configure(batch_route_fail={"get_batch": 2, "create_lost": 1})
+    status, stored = upload(fake, jsonl([line("a", "hello")]))
+    assert status == 200
+    status, raw = call(fake, "POST", "/v1/batches", {"input_file_id": stored["id"], "endpoint": ENDPOINT,
+                                                     "completion_window": "24h"})
+    assert status == 503 and b"lost" in raw, "the creator hears a server error ..."
+    [made] = json.loads(call(fake, "GET", "/v1/batches")[1])["data"]
+    assert fake.stats()["batches"]["created"] == 1, "... but the batch exists"
+    assert [call(fake, "GET", f"/v1/batches/{made['id']}")[0] for _ in range(3)] == [503, 503, 200]
+    with pytest.raises(RuntimeError, match="batch_route_fail must map some of"):
+        fake.configure(batch_route_fail={"poll": 1})

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 DEFAULT_DISCOUNT = 0.5  # what OpenAI, Anthropic, Google, Azure and Bedrock take off for batch calls
+BATCH_POOL = 100_000  # items a stage may have waiting at once when a model is batched (a provider batch's size)
 
 
 @dataclass(frozen=True)

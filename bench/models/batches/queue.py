@@ -27,6 +27,7 @@ from bench.core.records import utc_now
 from bench.models._transport import Reply, parse_openai
 from bench.models.batches.ledger import BatchInfo, Ledger, endpoint_id
 from bench.models.batches.policy import BatchPolicy
+from bench.models.batches.outputs import read_line
 from bench.models.batches.wire import BatchState, Wire, jsonl_line, line_error
 from bench.models.routing import Route, cost_usd
 
@@ -46,6 +47,7 @@ class Request:
     fut: asyncio.Future
     allow_empty: bool = False
     line: bytes = b""
+    line_body: dict[str, Any] | None = None  # the batch line's body when it is not ``body`` (wire.line_body)
     tries: int = 0  # batches this request has been in
     t0: float = field(default_factory=time.monotonic)
 
@@ -70,9 +72,13 @@ class Batcher:
         self.mine: dict[str, BatchInfo] = {}  # key → the batch this process submitted it in, until it is answered
 
     # -- asking ---------------------------------------------------------------------------
-    async def ask(self, key: str, body: dict[str, Any], label: str | None = None, allow_empty: bool = False) -> Reply:
-        """Return the reply to one request, from a batch that already holds it or from a new one."""
-        req = Request(key, body, label, asyncio.get_running_loop().create_future(), allow_empty)
+    async def ask(self, key: str, body: dict[str, Any], label: str | None = None, allow_empty: bool = False,
+                  line_body: dict[str, Any] | None = None) -> Reply:
+        """Return the reply to one request, from a batch that already holds it or from a new one.
+
+        ``body`` is the direct request (a ``retry: direct`` sends it); ``line_body`` the batch line's, if different.
+        """
+        req = Request(key, body, label, asyncio.get_running_loop().create_future(), allow_empty, line_body=line_body)
         info = self.held.get(key) or self.mine.get(key)  # a batch holds it already: never submit it twice
         if info is not None:
             self._adopt(info, req)
@@ -81,7 +87,7 @@ class Batcher:
         return await req.fut
 
     def _enqueue(self, req: Request) -> None:
-        req.line = jsonl_line(req.key, req.body)
+        req.line = jsonl_line(req.key, req.line_body or req.body)
         if len(req.line) > self.policy.max_bytes:
             req.fut.set_exception(BatchRejected(
                 f"{self.route.spec.model}: one request is {len(req.line)} bytes, more than batch.max_bytes "
@@ -289,11 +295,11 @@ class Batcher:
                 data = await self._with_backoff(self.wire.content, file_id)
                 for raw in data.splitlines():
                     try:
-                        line = json.loads(raw)
-                    except ValueError:
+                        line = read_line(json.loads(raw))  # OpenAI's lines, or Bedrock's records (outputs.py)
+                    except (ValueError, AttributeError, KeyError, TypeError):
                         continue
-                    resp = line.get("response") or {}
-                    parsed[str(line.get("custom_id"))] = (resp.get("status_code"), resp.get("body"), line.get("error"))
+                    if line is not None:
+                        parsed[line[0]] = line[1:]
             out.append(parsed)
         return out[0], out[1]
 

@@ -70,7 +70,11 @@ class Wire:
         self.provider = provider_of(route)
 
     def _kw(self) -> dict[str, Any]:
-        kw: dict[str, Any] = {"custom_llm_provider": self.provider}
+        # max_retries=0: bench retries itself, and looks a lost "create" up before asking again; the SDK's own
+        # retry of a create whose reply was lost would start a second batch of the same requests
+        kw: dict[str, Any] = {"custom_llm_provider": self.provider, "max_retries": 0}
+        if self.provider != "openai":  # Bedrock and Mistral load their batch config from the model
+            kw["model"] = self.route.spec.model
         if self.route.api_base:
             kw["api_base"] = self.route.api_base
         key = self.route.api_key() or ("not-needed" if self.route.spec.api_base else None)
@@ -162,6 +166,25 @@ def _get(obj: Any, name: str) -> Any:
     if obj is None:
         return None
     return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+def line_body(route: Route, body: dict[str, Any], params: dict[str, Any], response_format: dict | None) -> dict[str, Any]:
+    """Return the body of ``route``'s batch line: OpenAI's chat request, which LiteLLM's files API translates.
+
+    ``body`` is the direct request, already in OpenAI's form on the direct transport. On the
+    "litellm" transport (Vertex, Bedrock, Mistral, ...) it carries LiteLLM's provider-specific
+    params (``max_output_tokens``, ``maxTokens``, ...), which the batch translation would drop or
+    misread: the line is rebuilt from the OpenAI params and the provider's own model name.
+    """
+    if route.transport != "litellm":
+        return body
+    params = dict(params)
+    passed = params.pop("extra_body", None) or {}
+    name = litellm().get_llm_provider(route.spec.model)[0]
+    out = {"model": name, "messages": body["messages"], **params, **passed}
+    if response_format is not None:
+        out["response_format"] = response_format
+    return out
 
 
 def jsonl_line(custom_id: str, body: dict[str, Any]) -> bytes:

@@ -3,7 +3,8 @@
 ``POST /v1/files`` (multipart ``purpose`` + ``file``), ``GET /v1/files/{id}``, ``GET
 /v1/files/{id}/content``, ``DELETE /v1/files/{id}``, ``POST /v1/batches``, ``GET /v1/batches``,
 ``GET /v1/batches/{id}``, ``POST /v1/batches/{id}/cancel``; each also without the ``/v1`` prefix.
-Every one first asks the server's ``gate`` (``batches_supported: false`` → 404, ``require_key`` → 401).
+Every one first asks the server's ``gate`` (``batches_supported: false`` → 404, ``require_key`` → 401),
+then ``batch_route_fail`` (its first N calls answer 503; ``create_lost``: the batch is created, the reply is a 503).
 These requests are not counted in the chat counters (``requests``, ``statuses``).
 """
 
@@ -44,20 +45,27 @@ class BatchRoutes:
             ("GET", "/batches/{batch_id}", self.get_batch), ("POST", "/batches/{batch_id}/cancel", self.cancel),
         ]
         for method, path, call in routes:
-            handler = self.guarded(call)
+            handler = self.guarded(call, call.__name__)
             app.router.add_route(method, f"/v1{path}", handler)
             app.router.add_route(method, path, handler)
 
-    def guarded(self, call: Callable[[web.Request], Any]) -> Handler:
-        """``call`` behind the gate, its Refusals turned into error responses and its results into JSON."""
+    def guarded(self, call: Callable[[web.Request], Any], name: str) -> Handler:
+        """``call`` behind the gate and ``batch_route_fail``, its Refusals turned into error responses and its
+        results into JSON."""
         async def handler(request: web.Request) -> web.Response:
             closed = self.gate(request)
             if closed is not None:
                 return closed
+            if self.store.route_fault(name):
+                return refused(Refusal(503, f"the fake provider failed {request.method} {request.path} "
+                                            f"(batch_route_fail)", "server_error"))
             try:
                 result = await call(request)
             except Refusal as refusal:
                 return refused(refusal)
+            if name == "create" and self.store.route_fault("create_lost"):
+                return refused(Refusal(503, "the batch was created, but this reply was lost (batch_route_fail)",
+                                       "server_error"))
             return result if isinstance(result, web.Response) else web.json_response(result)
         return handler
 

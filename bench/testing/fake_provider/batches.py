@@ -126,6 +126,13 @@ class BatchStore:
         self.files, self.batches = {}, {}
         self.counters: Counter[str] = Counter(
             {k: 0 for k in ("created", "files_uploaded", "lines_answered", "lines_failed", "lines_expired")})
+        self.route_calls: Counter[str] = Counter()  # calls per route, for batch_route_fail
+
+    def route_fault(self, route: str) -> bool:
+        """Count one call of ``route``; whether ``batch_route_fail`` fails it (its first N calls since the counters
+        were reset: a count is of all calls so far, so raising it fails the next ones)."""
+        self.route_calls[route] += 1
+        return self.route_calls[route] <= int(self.config()["batch_route_fail"].get(route, 0))
 
     def reseed(self, seed: int) -> None:
         """Restart the draws of ``batch_fail_rate`` from ``seed``."""
@@ -133,7 +140,8 @@ class BatchStore:
 
     def snapshot(self) -> dict[str, Any]:
         """The counters, and how many batches are in each status now."""
-        return {**self.counters, "by_status": dict(Counter(b.status for b in self.batches.values()))}
+        return {**self.counters, "by_status": dict(Counter(b.status for b in self.batches.values())),
+                "route_calls": dict(self.route_calls)}
 
     # ---- files
 

@@ -52,10 +52,14 @@ DEFAULT_CONFIG: dict[str, Any] = {
                                  # file with error.code "batch_expired" (None: never expires)
     "batch_max_requests": 50000,  # an input file with more lines fails validation (too_many_tasks)
     "batch_max_bytes": 200 * 1024 * 1024,  # a larger input file fails validation (file_too_large)
+    "batch_route_fail": {},     # {route: N}: the first N calls of a files/batches route answer 503, for route in
+                                # BATCH_ROUTES; "create_lost" creates the batch, then answers 503 (a lost reply)
 }
 BATCH_FAULTS = (None, "truncate", "partial", "wrong_ids")
 FAULT_KINDS = ("429", "500", "hang", "malformed", "empty", "reset")
 TOKENIZERS = tuple(ENCODING_NAMES)
+BATCH_ROUTES = ("upload", "get_file", "content", "delete_file", "create", "create_lost", "list_batches",
+                "get_batch", "cancel")
 BATCH_STATUSES_DELAYED = ("validating", "in_progress", "finalizing", "cancelling")
 
 
@@ -108,6 +112,11 @@ def validate_batch_config(cfg: dict[str, Any]) -> None:
     expire = cfg["batch_expire_after"]
     if expire is not None and not (isinstance(expire, int) and not isinstance(expire, bool) and expire >= 0):
         raise ValueError(f"batch_expire_after must be null or a non-negative integer, got {expire!r}")
+    fails = cfg["batch_route_fail"]
+    if not (isinstance(fails, dict) and set(fails) <= set(BATCH_ROUTES) and all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in fails.values())):
+        raise ValueError(f"batch_route_fail must map some of {', '.join(BATCH_ROUTES)} to a non-negative count, "
+                         f"got {fails!r}")
     for key in ("batch_max_requests", "batch_max_bytes"):
         if not (isinstance(cfg[key], int) and not isinstance(cfg[key], bool) and cfg[key] > 0):
             raise ValueError(f"{key} must be a positive integer, got {cfg[key]!r}")
