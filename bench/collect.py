@@ -20,6 +20,7 @@ from typing import ClassVar
 from bench.config.params import Cell, Sweep
 from bench.config.templates import render
 from bench.core.errors import Halted, ProviderError
+from bench.core.flags import flags
 from bench.core.progress import Progress, requests_on_the_wire
 from bench.core.records import Candidate, Scenario, content_hash, failed_usage
 from bench.core.secrets import redact
@@ -75,7 +76,7 @@ def make_candidate(item: WorkItem, messages: list[dict], *, output: str | None =
         usage = failed_usage(error)
     return Candidate(**item._identity(), id=item.candidate_id, model_id=item.cell.model.id, messages=messages,
                      output=output, error=None if error is None else str(error), error_kind=kind, usage=usage,
-                     attempt=attempt)
+                     attempt=attempt, flags=flags(output))
 
 
 async def collect(sweep: Sweep, run_dir: Path, scenarios: list[Scenario], cells: list[Cell], llm: LLM, *,

@@ -1,5 +1,6 @@
 """Analysis of a run folder on polars: leaderboards with bootstrap CIs, paired differences, pairwise
-win rates and Bradley–Terry ratings, judge reliability, and usage; and the record listings and counts the
+win rates and Bradley–Terry ratings (also style-controlled), judge reliability and stability, a
+leaderboard calibrated by human reviews (PPI++), and usage; and the record listings and counts the
 collect and judge notebooks show.
 
 :func:`load_run` is the one loader of a run's records: ``summarize(run_dir)`` computes everything the
@@ -12,20 +13,27 @@ from __future__ import annotations
 
 from bench.analysis.agreement import cohen_kappa, complete_pairs, krippendorff_alpha
 from bench.analysis.bootstrap import bootstrap_means, holm, percentile_interval, sign_flip_pvalues
+from bench.analysis.calibrated import calibrated_leaderboard
+from bench.analysis.judge_stability import judge_stability, stability_leaderboard
 from bench.analysis.leaderboard import composite, leaderboard, paired_differences
 from bench.analysis.listings import candidate_listing, cell_counts, judge_counts, judgment_listing
 from bench.analysis.provenance import worker_table
 from bench.analysis.pairwise import battles, bradley_terry, fit_bradley_terry, position_consistency, win_matrix, win_rates
 from bench.analysis.reliability import disagreements, inter_judge, judge_health, judge_vs_human, jury_alpha, packed_vs_single
+from bench.analysis.style_control import battle_texts, style_battles, style_controlled_ratings
 from bench.analysis.summary import Summary, examples, summarize
 from bench.analysis.tables import COMPOSITE, RunTables, load_run, with_reviews
+from bench.analysis.ties import ties_broken
 from bench.analysis.usage import usage_by_cell, usage_by_judge
 
 __all__ = [
-    "COMPOSITE", "RunTables", "Summary", "battles", "bootstrap_means", "bradley_terry", "candidate_listing",
+    "COMPOSITE", "RunTables", "Summary", "battle_texts", "battles", "bootstrap_means", "bradley_terry",
+    "calibrated_leaderboard", "candidate_listing",
     "cell_counts", "cohen_kappa", "complete_pairs", "composite", "disagreements", "examples", "fit_bradley_terry",
-    "holm", "inter_judge", "judge_counts", "judge_health", "judge_vs_human", "judgment_listing", "jury_alpha",
+    "holm", "inter_judge", "judge_counts", "judge_health", "judge_stability", "judge_vs_human", "judgment_listing",
+    "jury_alpha",
     "krippendorff_alpha", "leaderboard", "load_run",
     "packed_vs_single", "paired_differences", "percentile_interval", "position_consistency", "sign_flip_pvalues",
-    "summarize", "usage_by_cell", "usage_by_judge", "win_matrix", "win_rates", "with_reviews", "worker_table",
+    "stability_leaderboard", "style_battles", "style_controlled_ratings", "summarize", "ties_broken",
+    "usage_by_cell", "usage_by_judge", "win_matrix", "win_rates", "with_reviews", "worker_table",
 ]

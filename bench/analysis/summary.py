@@ -9,10 +9,14 @@ import polars as pl
 
 from bench.core.outcome import failures
 from bench.config.scenarios import describe
+from bench.analysis.calibrated import calibrated_leaderboard
+from bench.analysis.judge_stability import judge_stability, stability_leaderboard
 from bench.analysis.leaderboard import composite, leaderboard, paired_differences
 from bench.analysis.pairwise import battles, bradley_terry, position_consistency, win_matrix, win_rates
 from bench.analysis.reliability import disagreements, inter_judge, judge_health, judge_vs_human, jury_alpha, packed_vs_single
+from bench.analysis.style_control import StyleControl, battle_texts, style_battles, style_controlled_ratings
 from bench.analysis.tables import COMPOSITE, RunTables, load_run, with_reviews
+from bench.analysis.ties import ties_broken
 from bench.analysis.usage import usage_by_cell, usage_by_judge
 
 
@@ -38,6 +42,11 @@ class Summary:
     usage_cells: pl.DataFrame
     usage_judges: pl.DataFrame
     failures: pl.DataFrame  # items still failed: stage × model/judge × error kind → count, first error
+    calibrated: pl.DataFrame  # per (judge, cell): the human-calibrated mean (PPI++) beside judge-only and human-only
+    style: StyleControl  # pairwise ratings with and without style control, and the style coefficients
+    stability: pl.DataFrame  # per (judge, criterion): test–retest agreement over `repeats`
+    stability_board: pl.DataFrame  # per (judge, cell) of judges with repeats: intervals widened by their noise
+    ties: pl.DataFrame  # per judge with logprobs: sampled-score ties the expected score breaks
 
 
 def summarize(run: str | Path | RunTables, *, resamples: int = 1000, seed: int = 0, level: float = 0.95,
@@ -65,7 +74,18 @@ def summarize(run: str | Path | RunTables, *, resamples: int = 1000, seed: int =
         disagreements=disagreements(raw.scores, raw.reviews),
         usage_cells=usage_by_cell(_every(t.candidate_attempts, t.candidates)),
         usage_judges=usage_by_judge(_every(t.judgment_attempts, t.judgments)),
-        failures=failure_frame(t))
+        failures=failure_frame(t), calibrated=calibrated_leaderboard(raw.scores, raw.reviews, level=level),
+        style=style_controlled_ratings(style_battles(t.judgments, battle_texts(t)), resamples=resamples, seed=seed,
+                                       level=level),
+        stability=judge_stability(t.scores, criteria=[COMPOSITE]),
+        stability_board=stability_leaderboard(_repeated(t.scores), resamples=resamples, seed=seed, level=level),
+        ties=ties_broken(t.scores))
+
+
+def _repeated(scores: pl.DataFrame) -> pl.DataFrame:
+    """Return the scores of the judges that graded some item more than once (``repeats``)."""
+    judges = scores.filter(pl.col("repeat") > 0)["judge"].unique()
+    return scores.filter(pl.col("judge").is_in(judges))
 
 
 FAILURE_SCHEMA = {"stage": pl.Utf8, "who": pl.Utf8, "kind": pl.Utf8, "count": pl.Int64, "first_error": pl.Utf8}

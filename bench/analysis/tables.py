@@ -21,16 +21,19 @@ _USAGE = {"prompt_tokens": pl.Int64, "completion_tokens": pl.Int64, "cost_usd": 
           "latency_s": pl.Float64, "cached": pl.Boolean, "calls": pl.Int64, "cache_hits": pl.Int64,
           "schema_version": pl.Int64}
 CANDIDATE_SCHEMA = {"id": pl.Utf8, "model": pl.Utf8, "prompt": pl.Utf8, "cell": pl.Utf8, "scenario": pl.Utf8,
-                    "sample": pl.Int64, "output": pl.Utf8, "error": pl.Utf8, "error_kind": pl.Utf8, **_USAGE}
+                    "sample": pl.Int64, "output": pl.Utf8, "error": pl.Utf8, "error_kind": pl.Utf8, **_USAGE,
+                    "flags": pl.List(pl.Utf8)}
 JUDGMENT_SCHEMA = {"id": pl.Utf8, "judge": pl.Utf8, "judge_model": pl.Utf8, "mode": pl.Utf8, "rubric": pl.Utf8,
                    "candidate": pl.Utf8, "candidate_b": pl.Utf8, "cell": pl.Utf8, "model": pl.Utf8, "prompt": pl.Utf8,
                    "cell_b": pl.Utf8,
                    "scenario": pl.Utf8, "sample": pl.Int64, "order": pl.Utf8, "score": pl.Float64,
                    "verdict": pl.Utf8, "shown_verdict": pl.Utf8, "rationale": pl.Utf8, "error": pl.Utf8,
-                   "error_kind": pl.Utf8, "batch_id": pl.Utf8, **_USAGE}
+                   "error_kind": pl.Utf8, "batch_id": pl.Utf8, **_USAGE,
+                   "repeat": pl.Int64, "expected_score": pl.Float64}
 SCORE_SCHEMA = {"judge": pl.Utf8, "judge_model": pl.Utf8, "rubric": pl.Utf8, "mode": pl.Utf8, "cell": pl.Utf8, "model": pl.Utf8, "prompt": pl.Utf8,
                 "scenario": pl.Utf8, "sample": pl.Int64, "candidate": pl.Utf8, "judgment": pl.Utf8,
-                "criterion": pl.Utf8, "value": pl.Float64}
+                "criterion": pl.Utf8, "value": pl.Float64,
+                "repeat": pl.Int64, "expected": pl.Float64}  # the judge's repeat; the probability-weighted value
 REVIEW_SCHEMA = {"judgment": pl.Utf8, "reviewer": pl.Utf8, "criterion": pl.Utf8, "value": pl.Float64,
                  "verdict": pl.Utf8, "created_at": pl.Utf8}
 
@@ -87,9 +90,10 @@ def with_reviews(t: RunTables) -> RunTables:
               .with_columns(pl.coalesce("human", "value").alias("value")).drop("human"))
     head = t.judgments.filter(pl.col("mode") != "pairwise").select(
         "judge", "judge_model", "rubric", "mode", "cell", "model", "prompt", "scenario", "sample",
-        "candidate", pl.col("id").alias("judgment"))
+        "candidate", pl.col("id").alias("judgment"), "repeat")
     added = (values.join(t.scores.select("judgment").unique(), on="judgment", how="anti")
-             .join(head, on="judgment").rename({"human": "value"}).select(list(SCORE_SCHEMA)))
+             .join(head, on="judgment").rename({"human": "value"})
+             .with_columns(pl.lit(None, pl.Float64).alias("expected")).select(list(SCORE_SCHEMA)))
     verdicts = rev.filter(pl.col("verdict").is_not_null()).select(pl.col("judgment").alias("id"),
                                                                   pl.col("verdict").alias("human")).unique("id")
     judgments = (t.judgments.join(verdicts, on="id", how="left")
@@ -109,7 +113,7 @@ def _usage(rec: Any) -> tuple:
 
 def _candidate_row(c: Candidate) -> tuple:
     return (c.id, c.model_id, c.prompt_key, c.cell, c.scenario_id, c.sample, c.output,
-            c.error, c.error_kind, *_usage(c))
+            c.error, c.error_kind, *_usage(c), list(c.flags))
 
 
 def _cell_of(cid: str, cands: dict[str, Any]) -> tuple[str | None, str | None, str | None, int | None]:
@@ -127,7 +131,7 @@ def _judgment_row(j: Judgment, cands: dict[str, Any]) -> tuple:
     cell_b = _cell_of(b, cands)[0] if b else None
     return (j.id, j.judge_id, j.judge_model, j.mode, j.rubric_key, j.candidate_ids[0], b,
             cell, model, prompt, cell_b, j.scenario_id, sample, j.order, j.score, j.verdict, j.details.get("shown_verdict"),
-            j.rationale, j.error, j.error_kind, j.batch_id, *_usage(j))
+            j.rationale, j.error, j.error_kind, j.batch_id, *_usage(j), j.repeat, j.expected_score)
 
 
 def _score_rows(judgments: Any, cands: dict[str, Any]) -> list[tuple]:
@@ -137,9 +141,10 @@ def _score_rows(judgments: Any, cands: dict[str, Any]) -> list[tuple]:
             continue
         cell, model, prompt, sample = _cell_of(j.candidate_ids[0], cands)
         head = (j.judge_id, j.judge_model, j.rubric_key, j.mode, cell, model, prompt, j.scenario_id, sample, j.candidate_ids[0], j.id)
+        expected = j.expected_scores or {}
         for crit, value in (j.scores or {}).items():
-            rows.append((*head, crit, float(value)))
-        rows.append((*head, COMPOSITE, float(j.score)))
+            rows.append((*head, crit, float(value), j.repeat, expected.get(crit)))
+        rows.append((*head, COMPOSITE, float(j.score), j.repeat, j.expected_score))
     return rows
 
 

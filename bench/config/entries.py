@@ -199,6 +199,7 @@ class JudgeEntry(Endpoint):
     batch_size: int = Field(default=0, ge=0)  # batch mode: items per call (0 or 1 = single)
     item_concurrency: int = Field(default=3, gt=0)  # checklist: requirement calls in flight per item
     baseline: str | None = None  # pairwise over the grid: every cell's answer vs this cell's (model_id/prompt@v)
+    repeats: int = Field(default=1, ge=1, le=50)  # grade each item this many times (distinct requests): stability
 
     kind: ClassVar[str] = "judge"
 

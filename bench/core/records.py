@@ -189,6 +189,7 @@ class Candidate(_Outcome):
     sample: int = 0
     messages: list[dict[str, Any]] = Field(default_factory=list)
     output: str | None = None
+    flags: list[str] = Field(default_factory=list)  # injection-like text in the output (bench.judge.injection)
 
     @classmethod
     def identity(cls, data: dict[str, Any]) -> Any:
@@ -229,8 +230,11 @@ class Judgment(_Outcome):
     candidate_ids: list[str]  # one item, or [A, B] for pairwise (in the original order)
     scenario_id: str
     order: Literal["AB", "BA"] | None = None  # pairwise: the order shown to the judge
+    repeat: int = 0  # the judge's `repeats: k`: which of the k gradings of this item (a distinct request)
     scores: dict[str, float] | None = None  # per criterion
     score: float | None = None  # composite on the rubric's scale
+    expected_scores: dict[str, float] | None = None  # per criterion: the mean over the score tokens' probabilities
+    expected_score: float | None = None  # the composite of ``expected_scores`` (None without logprobs)
     verdict: str | None = None  # pairwise label in the original order, e.g. "A>B"
     rationale: str | None = None
     details: dict[str, Any] = Field(default_factory=dict)  # checklist items, automated checks, …
@@ -246,6 +250,8 @@ class Judgment(_Outcome):
         ident["judge_params"] = ident["judge_params"] or {}
         if data.get("judge_endpoint"):
             ident["judge_endpoint"] = data["judge_endpoint"]
+        if data.get("repeat"):  # absent for the first grading: ids from before `repeats` are unchanged
+            ident["repeat"] = data["repeat"]
         return ident
 
     @property

@@ -144,12 +144,13 @@ def _judge_work(run: Run, llm: LLM, judge: Judge, items: list[Item], new: tuple[
     else:
         out.held = round(grader.requests_per_item(judge) * n_done) + sum(
             i in done for item in pending for i in judge.judgment_ids(item))  # a pairwise order graded earlier
-        requests = [((messages, rf, item.attempt), bool(stand_ins.intersection(item.ids))) for item in pending
+        requests = [((messages, rf, item.attempt, item.repeat), bool(stand_ins.intersection(item.ids))) for item in pending
                     for messages, rf in grader.first_requests(judge, item, done) or []]
     known = [r for r, unknown in requests if not unknown]
-    keys = [llm.request_key(spec, m, response_format=rf, attempt=attempt) for m, rf, attempt in known]
+    keys = [llm.request_key(spec, m, response_format=rf, attempt=attempt, sample=repeat)
+            for m, rf, attempt, repeat in known]
     hits = iter(cached_keys(llm, keys, seen))
-    for (messages, _rf, _attempt), unknown in requests:
+    for (messages, *_rest), unknown in requests:
         hit = False if unknown else next(hits)
         out.cached += hit
         out.asks += [] if hit else [Ask(messages, judge.entry.id)]
@@ -162,19 +163,20 @@ def _chunks(judge: Judge, pending: list[Item], future: Set[str], group: Callable
     grades (answers collected earlier) and what the pipelined stream grades (new answers), each in turn."""
     k = max(1, judge.entry.batch_size)
     parts: dict[tuple[int, bool], list[Item]] = {}
-    for item in pending:
-        parts.setdefault((group(item), bool(future.intersection(item.ids))), []).append(item)
+    for item in pending:  # one repeat per call, as grading packs them
+        parts.setdefault((group(item), bool(future.intersection(item.ids)), item.repeat), []).append(item)
     return [part[i:i + k] for part in parts.values() for i in range(0, len(part), k)]
 
 
-def packed_request(judge: Judge, items: list[Item], seed: int) -> tuple[list[dict], dict, int]:
-    """Return (messages, response_format, attempt) of the packed call grading ``items``, exactly as
+def packed_request(judge: Judge, items: list[Item], seed: int) -> tuple[list[dict], dict, int, int]:
+    """Return (messages, response_format, attempt, repeat) of the packed call grading ``items``, exactly as
     ``bench.judge.batch.grade_batch`` builds it (the same order, the same shuffle, the same schema)."""
     order = sorted(items, key=short_id)
     random.Random(f"{seed}:{judge.entry.id}:{[short_id(i) for i in order]}").shuffle(order)
     ids = [short_id(i) for i in order]
     messages, _notes = packed_messages(judge, order, ids)
-    return messages, response_format(judge.rubric.batch_schema(ids), "grades"), max(i.attempt for i in items)
+    return (messages, response_format(judge.rubric.batch_schema(ids), "grades"), max(i.attempt for i in items),
+            order[0].repeat)
 
 
 def cached_keys(llm: LLM, keys: list[str], seen: set[str]) -> list[bool]:

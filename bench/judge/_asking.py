@@ -26,6 +26,7 @@ class Spend:
 
     def __init__(self) -> None:
         self.parts: list[Usage] = []
+        self.logprobs: list | None = None  # the token logprobs of the last reply, when the judge asked for them
 
     def reply(self, usage: Usage) -> None:
         self.parts.append(usage)
@@ -45,19 +46,21 @@ def failure(base: dict, err: Exception, prompt: list[dict], raw: str | None, spe
 
 async def ask_json(llm: LLM, judge: Judge, messages: list[dict], rf: dict, parse: Callable[[Any], Any],
                    spend: Spend, attempt: int = 1, timeout_s: float | None = None,
-                   label: str | None = None) -> tuple[Any, str]:
+                   label: str | None = None, sample: int = 0) -> tuple[Any, str]:
     """Return (parsed value, raw reply), with one repair turn; raise JudgeParseError or ProviderError.
 
     Every call's usage goes into ``spend``; a reply enters the response cache only once it parses.
+    ``sample``: the item's repeat (``repeats: k``), a distinct request for each.
     """
     async def ask(msgs: list[dict]) -> Any:
         try:
             comp = await llm.complete(judge.entry.spec(), msgs, response_format=rf, timeout_s=timeout_s,
-                                      attempt=attempt, cache_reply=False, label=label)
+                                      attempt=attempt, cache_reply=False, label=label, sample=sample)
         except ProviderError as err:
             spend.failed(err)
             raise
         spend.reply(comp.usage)
+        spend.logprobs = comp.logprobs
         return comp
 
     comp = await ask(messages)

@@ -46,13 +46,13 @@ async def grade_batch(judge: Judge, items: list[Item], llm: LLM, seed: int = 0) 
     order = sorted(items, key=short_id)
     random.Random(f"{seed}:{judge.entry.id}:{[short_id(i) for i in order]}").shuffle(order)
     ids = [short_id(i) for i in order]
-    batch_id = "b" + content_hash(ids, length=10)
+    batch_id = "b" + content_hash(ids + ([f"repeat{order[0].repeat}"] if order[0].repeat else []), length=10)
     messages, notes = packed_messages(judge, order, ids)
     timeout = llm.limits.timeout_s * (1 + 0.5 * (len(order) - 1))  # the timeout scales with k
     good, problems, raw, call = {}, {sid: "missing from the reply" for sid in ids}, None, Spend()
     try:
         comp = await llm.complete(judge.entry.spec(), messages, timeout_s=timeout, cache_reply=False,
-                                  attempt=max(i.attempt for i in order), label=batch_id,
+                                  attempt=max(i.attempt for i in order), label=batch_id, sample=order[0].repeat,
                                   response_format=response_format(judge.rubric.batch_schema(ids), "grades"))
         raw = comp.text
         call.reply(comp.usage)
@@ -123,7 +123,8 @@ class BatchGrader:
     async def grade(self, judge: Judge, items: list[Item], llm: LLM, emit: Emit, *, seed: int,
                     done: Set[str], halt: Halt | None) -> None:
         k = max(1, judge.entry.batch_size)
-        chunks = [items[i:i + k] for i in range(0, len(items), k)]
+        rounds = [[i for i in items if i.repeat == r] for r in sorted({i.repeat for i in items})]  # one repeat per call
+        chunks = [part[i:i + k] for part in rounds for i in range(0, len(part), k)]
         await run_bounded([lambda c=c: grade_batch(judge, c, llm, seed) for c in chunks], emit, llm, halt, judge)
 
 

@@ -41,7 +41,7 @@ async def grade_checklist(judge: Judge, item: Item, llm: LLM) -> Judgment:
                 return None
             try:
                 obj, _raw = await ask_json(llm, judge, messages, rf, _fulfilled, spend, item.attempt,
-                                           label=f"{judge.judgment_ids(item)[0]}#{req.id}")
+                                           label=f"{judge.judgment_ids(item)[0]}#{req.id}", sample=item.repeat)
                 return {"id": req.id, "fulfilled": obj["fulfilled"], "feedback": rationale_of(obj) or ""}
             except (JudgeParseError, ProviderError) as err:
                 return {"id": req.id, "fulfilled": False, "error": str(err),

@@ -31,6 +31,7 @@ class Item:
     texts: tuple[str, ...]
     ids: tuple[str, ...]  # candidate ids (dataset pairs use "<scenario id>:A" / ":B")
     attempt: int = 1  # > 1: a resume asking an item whose judgment failed again, as a fresh request
+    repeat: int = 0  # which of the judge's `repeats` gradings (a distinct request, cached like any other)
 
 
 class Grader(Protocol):
@@ -96,7 +97,7 @@ class Judge:
         return {"judge_id": self.entry.id, "judge_model": self.entry.model, "judge_endpoint": self.entry.endpoint,
                 "judge_params": self.params, "rubric_id": r.id, "rubric_version": r.version, "rubric_hash": r.hash,
                 "mode": self.mode, "candidate_ids": list(item.ids), "scenario_id": item.scenario.id, "order": order,
-                "attempt": item.attempt}
+                "attempt": item.attempt, "repeat": item.repeat}
 
     def judgment_ids(self, item: Item) -> list[str]:
         """Return the ids of the judgments this judge produces for ``item`` (known before any call)."""

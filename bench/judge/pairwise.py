@@ -29,7 +29,8 @@ async def grade_pair(judge: Judge, item: Item, llm: LLM, order: str) -> Judgment
     try:
         shown, raw = await ask_json(llm, judge, messages, response_format(judge.rubric.pairwise_schema(), "verdict"),
                                     lambda t: parse_verdict(t, labels), spend, item.attempt,
-                                    label=judge.judgment_ids(item)[judge.grader.orders.index(order)])
+                                    label=judge.judgment_ids(item)[judge.grader.orders.index(order)],
+                                    sample=item.repeat)
     except (JudgeParseError, ProviderError) as err:
         return failure(base, err, messages, getattr(err, "raw", None), spend, details=details)
     verdict = shown if order == "AB" else MIRROR.get(shown, shown)

@@ -13,6 +13,7 @@ from bench.judge._prompts import (CONTEXT, DATA_NOTE, RESPONSE, RUBRIC_USER, cli
                                   score_fields, system_message)
 from bench.config.reply_schemas import response_format
 from bench.judge.grader import Emit, Item, Judge, Request
+from bench.judge.logprobs import expected_scores
 from bench.judge.replies import extract_json, rationale_of, validate_scores
 from bench.models.client import LLM
 
@@ -37,11 +38,15 @@ async def grade_rubric(judge: Judge, item: Item, llm: LLM, **extra: Any) -> Judg
     parse = lambda text: (lambda obj: (validate_scores(obj, scales), obj))(extract_json(text))  # noqa: E731
     try:
         (scores, obj), raw = await ask_json(llm, judge, messages, response_format(judge.rubric.item_schema(), "grade"),
-                                            parse, spend, item.attempt, label=judge.judgment_ids(item)[0])
+                                            parse, spend, item.attempt, label=judge.judgment_ids(item)[0],
+                                            sample=item.repeat)
     except (JudgeParseError, ProviderError) as err:
         return failure(base, err, messages, getattr(err, "raw", None), spend, details=details, **extra)
+    expected = expected_scores(raw, spend.logprobs, scales)  # with the judge's logprobs only (bench.judge.logprobs)
     return Judgment(**base, scores=scores, score=judge.rubric.composite(scores), rationale=rationale_of(obj),
-                    raw=raw, usage=spend.total(), details=details, **extra)
+                    raw=raw, usage=spend.total(), details=details, expected_scores=expected or None,
+                    expected_score=judge.rubric.composite(expected) if expected and set(expected) == set(scores)
+                    else None, **extra)
 
 
 class RubricGrader:

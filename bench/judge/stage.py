@@ -70,10 +70,12 @@ def items_for(judge: Judge, scenarios: list[Scenario], candidates: list[Candidat
               owns_dataset: bool = True) -> list[Item]:
     """Return the items ``judge`` grades in this run (dataset pairs only where ``owns_dataset``)."""
     if judge.grader.compares:
-        return _pair_items(judge, scenarios, candidates, owns_dataset)
-    by_scenario = {s.id: s for s in scenarios}
-    return [Item(by_scenario[c.scenario_id], _question(c), (c.output or "",), (c.id,))
-            for c in candidates if c.scenario_id in by_scenario]
+        items = _pair_items(judge, scenarios, candidates, owns_dataset)
+    else:
+        by_scenario = {s.id: s for s in scenarios}
+        items = [Item(by_scenario[c.scenario_id], _question(c), (c.output or "",), (c.id,))
+                 for c in candidates if c.scenario_id in by_scenario]
+    return [replace(item, repeat=r) for r in range(judge.entry.repeats) for item in items]  # `repeats: k`
 
 
 def _pair_items(judge: Judge, scenarios: list[Scenario], candidates: list[Candidate],
@@ -197,14 +199,15 @@ def judgment_counts(run: RunInputs, judges: list[Judge] | None = None) -> tuple[
         candidates = [c for c in ok if c.cell in mine or (base and c.cell == base)]
         items = items_for(judge, run.scenarios, candidates, dataset)
         saved += sum(i in done for item in items for i in judge.judgment_ids(item))
-        if compares and not base:  # dataset pairs: known up front
+        k = judge.entry.repeats
+        if compares and not base:  # dataset pairs: known up front (items_for has made the repeats already)
             planned += orders * len(items)
         elif base:
             baseline = [c for c in every if c.key == base]
             slots = {(it.scenario.id, it.sample) for it in plan(run.sweep, run.scenarios, baseline)}
-            planned += orders * sum(it.cell.key != base and (it.scenario.id, it.sample) in slots for it in work)
+            planned += k * orders * sum(it.cell.key != base and (it.scenario.id, it.sample) in slots for it in work)
         else:
-            planned += len(work)
+            planned += k * len(work)
     return saved, planned
 
 

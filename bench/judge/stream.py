@@ -28,7 +28,7 @@ class JudgeStream:
         self.run, self.llm, self.judges, self.emit, self.done = run, llm, judges, emit, done
         self.halt, self.planned = halt, planned
         self.tasks: set[asyncio.Task] = set()
-        self.batches: dict[str, list[Item]] = {j.entry.id: [] for j in judges}
+        self.batches: dict[tuple[str, int], list[Item]] = {}  # (judge id, repeat) → items waiting for a packed call
         self.waiting: dict[tuple, dict[str, Candidate]] = {}
 
     def feed(self, cand: Candidate) -> None:
@@ -62,10 +62,11 @@ class JudgeStream:
         return items_for(judge, self.run.scenarios, [cand, slot[judge.entry.baseline]])
 
     def _add_to_batch(self, judge: Judge, item: Item) -> None:
-        batch = self.batches[judge.entry.id]
+        key = (judge.entry.id, item.repeat)  # one repeat per packed call
+        batch = self.batches.setdefault(key, [])
         batch.append(item)
         if len(batch) >= max(1, judge.entry.batch_size):
-            self.batches[judge.entry.id] = []
+            self.batches[key] = []
             self._spawn(grade_items(judge, batch, self.llm, self.emit, seed=self.run.sweep.seed, halt=self.halt))
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
@@ -75,8 +76,10 @@ class JudgeStream:
 
     async def drain(self) -> None:
         """Grade partial batches and wait for every grading started so far."""
-        for judge in self.judges:
-            rest, self.batches[judge.entry.id] = self.batches[judge.entry.id], []
+        by_id = {j.entry.id: j for j in self.judges}
+        for (judge_id, _repeat), rest in list(self.batches.items()):
+            self.batches[(judge_id, _repeat)] = []
+            judge = by_id[judge_id]
             if rest and not self.halt:
                 self._spawn(grade_items(judge, rest, self.llm, self.emit, seed=self.run.sweep.seed, halt=self.halt))
         while self.tasks:

@@ -99,6 +99,17 @@ def http_error(route: Route, status: int, payload: bytes, retry_after: str | Non
                          retry_after=parse_retry_after(retry_after))
 
 
+def token_logprobs(raw: dict[str, Any] | None) -> list | None:
+    """Return a reply's token log-probabilities as ``[[token, [[alternative, logprob], …]], …]`` (OpenAI's
+    ``choices[0].logprobs.content``, as OpenAI, vLLM and llama.cpp's server return it), or None without them."""
+    try:
+        content = raw["choices"][0]["logprobs"]["content"]  # type: ignore[index]
+        return [[t["token"], [[a["token"], a["logprob"]] for a in t.get("top_logprobs") or []]
+                 or [[t["token"], t["logprob"]]]] for t in content] or None
+    except (TypeError, KeyError, IndexError):
+        return None
+
+
 def parse_retry_after(value: str | None) -> float | None:
     """Return Retry-After in seconds (numeric or HTTP-date form), or None."""
     if not value:

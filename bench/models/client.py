@@ -28,7 +28,7 @@ from bench.core.errors import LocalModelError, ProviderError
 from bench.core.records import Usage, canonical_json
 from bench.core.secrets import load_env
 from bench.models import dry, local
-from bench.models._transport import Reply, client_timeout, open_session, send_direct, send_litellm
+from bench.models._transport import Reply, client_timeout, open_session, send_direct, send_litellm, token_logprobs
 from bench.models.batches.ledger import Ledger
 from bench.models.batches.policy import BATCH_POOL
 from bench.models.batches.queue import Batcher
@@ -48,6 +48,7 @@ class Completion:
     usage: Usage
     raw: dict[str, Any] | None = None  # the parsed provider body (direct transport), for audits
     key: str | None = None  # the request's cache key (``LLM.keep`` stores a checked reply under it)
+    logprobs: list | None = None  # [[token, [[alternative, logprob], …]], …] when asked for (kept in the cache)
 
 
 @dataclass
@@ -105,7 +106,7 @@ class LLM:
         settings = _settings(route, merged, params, response_format)  # also the param memo key
         key = request_key(route.identity, spec.model, settings, _sample_key(sample, attempt), canonical_json(messages))
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
-            return Completion(hit["text"], _reused(hit["usage"]), None, key)
+            return Completion(hit["text"], _reused(hit["usage"]), None, key, hit.get("logprobs"))
         flying = self._flying.get((id(asyncio.get_running_loop()), key))
         if flying is not None:  # the same request is on the wire: share its reply (or its failure)
             return await _join(flying, key)
@@ -121,10 +122,10 @@ class LLM:
                     self.journal.arm(key)
                 text, usage, raw = await self._with_retries(route, body, timeout_s or self.limits.timeout_s,
                                                             allow_empty, key)
-            text = storable(text)
+            text, lps = storable(text), token_logprobs(raw)
             usage.update(calls=usage["attempts"], cache_hits=0)
-            done.set_result((text, usage))
-        comp = Completion(text, Usage.model_construct(**usage), raw, key)
+            done.set_result((text, usage, lps))
+        comp = Completion(text, Usage.model_construct(**usage), raw, key, lps)
         if cache_reply:
             self.keep(comp)
         return comp
@@ -134,7 +135,7 @@ class LLM:
         if self.cache is not None and comp.key is not None and not comp.usage.cached:
             self.cache.put_later(comp.key, {"text": comp.text, "usage": comp.usage.model_dump(
                 include={"prompt_tokens", "completion_tokens", "cost_usd", "latency_s", "attempts", "finish_reason",
-                         "batch_id"})})
+                         "batch_id"}), **({"logprobs": comp.logprobs} if comp.logprobs else {})})
 
     @contextlib.contextmanager
     def _in_flight(self, key: str):
@@ -334,8 +335,7 @@ class LLM:
     def _timeout(self, timeout_s: float) -> Any:
         """Return None for the session's own timeout, else a per-request one (memoized per value)."""
         if timeout_s == self.limits.timeout_s:
-            return None
-        # e.g. a judge batch, whose timeout scales with its size
+            return None  # else e.g. a judge batch, whose timeout scales with its size
         return self._timeouts.get(timeout_s) or self._timeouts.setdefault(timeout_s, client_timeout(timeout_s))
 
 
@@ -352,12 +352,12 @@ def _reused(stored: dict[str, Any]) -> Usage:
 async def _join(flying: asyncio.Future, key: str) -> Completion:
     """Wait for an identical request already in flight and share its reply; no request of our own."""
     try:
-        text, usage = await asyncio.shield(flying)
+        text, usage, lps = await asyncio.shield(flying)
     except ProviderError as err:
         shared = ProviderError(str(err), kind=err.kind, status=err.status, retryable=err.retryable, attempts=0)
         shared.shared = True
         raise shared from None
-    return Completion(text, _reused(usage), None, key)
+    return Completion(text, _reused(usage), None, key, lps)
 
 
 def storable(text: str) -> str:

@@ -213,3 +213,33 @@ def ratings_figure(ratings: pl.DataFrame) -> go.Figure:
     if ratings.is_empty():
         return _empty("Bradley–Terry ratings", "no pairwise verdicts")
     return _interval_dots(ratings, "rating", "Bradley–Terry ratings (Elo scale, 95% CI)", "rating")
+
+
+def _as_dots(frame: pl.DataFrame, kinds: dict[str, tuple[str, str, str]], n: str) -> pl.DataFrame:
+    """Return ``frame`` reshaped for :func:`_interval_dots`: one row per (judge, kind, cell), the kind in the legend."""
+    parts = [frame.filter(pl.col(v).is_not_null()).select(
+        (pl.col("judge") + f": {kind}").alias("judge"), "cell", pl.col(v).alias("value"), pl.col(lo).alias("ci_low"),
+        pl.col(hi).alias("ci_high"), pl.col(n).alias("n")) for kind, (v, lo, hi) in kinds.items()]
+    return pl.concat(parts)
+
+
+def calibrated_figure(calibrated: pl.DataFrame) -> go.Figure:
+    """Return each cell's judge-only, human-only and calibrated means with their intervals."""
+    title = "Judge-only, human-only and calibrated means (95% CI)"
+    if calibrated.filter(pl.col("estimate").is_not_null()).is_empty():
+        return _empty(title, "not enough reviews: review at least 2 judgments of a cell")
+    dots = _as_dots(calibrated, {"judge only": ("judge_only", "judge_only_ci_low", "judge_only_ci_high"),
+                                 "human only": ("human_only", "human_only_ci_low", "human_only_ci_high"),
+                                 "calibrated": ("estimate", "ci_low", "ci_high")}, "n")
+    return _interval_dots(dots.filter(pl.col("ci_low").is_not_null()), "value", title, "score")
+
+
+def style_figure(ratings: pl.DataFrame) -> go.Figure:
+    """Return each cell's Bradley–Terry rating without and with style control, with their intervals."""
+    title = "Ratings without and with style control (Elo scale, 95% CI)"
+    if ratings.is_empty():
+        return _empty(title, "no pairwise verdicts with both answers' texts")
+    dots = _as_dots(ratings, {"raw": ("rating", "ci_low", "ci_high"),
+                              "style-controlled": ("controlled", "controlled_ci_low", "controlled_ci_high")},
+                    "battles")
+    return _interval_dots(dots, "value", title, "rating")

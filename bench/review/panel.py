@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.core.errors import BenchError
+from bench.core.flags import flags
 from bench.report.display import visible
 from bench.review.session import FILTERS, ReviewItem, ReviewSession
 
@@ -30,11 +31,17 @@ if (!window.__benchReviewKeys) {
 STYLE = ("<style>.bench-review pre{white-space:pre-wrap;max-height:16em;overflow:auto;background:#f7f7f9;"
          "padding:6px;margin:2px 0}.bench-review table{border-collapse:collapse;font-size:12px}"
          ".bench-review td,.bench-review th{border-bottom:1px solid #ddd;padding:2px 6px;vertical-align:top;"
-         "text-align:left}</style>")
+         "text-align:left}.bench-review .bench-flag{color:#a33;font-size:12px}</style>")
 
 
 def _e(value: Any) -> str:
     return html.escape(visible("" if value is None else str(value), None))
+
+
+def _flag_note(text: str) -> str:
+    """A warning beside an answer whose text looks like a verdict or an instruction to the judge."""
+    found = flags(text)
+    return f' <span class="bench-flag">⚠ {_e(", ".join(found))}</span>' if found else ""
 
 
 class ReviewPanel:
@@ -120,7 +127,8 @@ class ReviewPanel:
         scen = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in fields.items()
                        if k not in ("response_A", "response_B"))
         sides = ["A", "B"] if it.pairwise else [""]
-        answers = "".join(f"<div><b>Answer {s}</b><pre>{_e(t)}</pre></div>" for s, t in zip(sides, it.texts))
+        answers = "".join(f"<div><b>Answer {s}</b>{_flag_note(t)}<pre>{_e(t)}</pre></div>"
+                          for s, t in zip(sides, it.texts))
         rows = []
         for j in it.judgments:
             grade = (_e(j.verdict) if j.mode == "pairwise" else

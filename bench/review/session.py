@@ -6,13 +6,16 @@ later review of the same judgment by the same reviewer supersedes the earlier on
 history stays. Scores are checked against the scale of the exact rubric version the judgment
 was graded with (its snapshot in the run folder). Applying an offline review file is idempotent:
 an entry that says the same as its reviewer's latest review of that judgment (:func:`same_review`)
-is not applied again.
+is not applied again. The "random" filter proposes the unreviewed items in a uniformly random
+(seeded) order: the human-calibrated leaderboard is valid only for reviews drawn at random, not
+for the disagreements or extremes a reviewer would pick first.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +23,7 @@ from typing import Any
 
 from bench.config.rubrics import Rubric, run_rubric
 from bench.core.errors import BenchError
+from bench.core.flags import flags
 from bench.core.paths import project_root
 from bench.core.records import Candidate, Judgment, Review, Scenario, utc_now
 from bench.core.secrets import redact
@@ -29,8 +33,10 @@ from bench.tracking.reviews import log_reviews
 FILTERS = {
     "disagreement": "judges disagree first",
     "unreviewed": "not yet reviewed",
+    "random": "at random (keeps the calibrated leaderboard valid)",
     "failures": "parse failures",
     "extreme": "extreme scores",
+    "flagged": "injection-like answers",
     "all": "every item",
 }
 EXPORT_FORMAT = "bench-review/1"
@@ -167,10 +173,16 @@ class ReviewSession:
             return sorted(items, key=lambda it: (-it.spread(self.rubrics), it.reviewed))
         if name == "unreviewed":
             return [it for it in items if not it.reviewed]
+        if name == "random":  # PPI needs reviews drawn at random: bench.analysis.calibrated
+            order = list(items)  # every item shuffled, then the reviewed left out: a review keeps the order
+            random.Random(f"bench-review:{self.run_dir.name}").shuffle(order)
+            return [it for it in order if not it.reviewed]
         if name == "failures":
             return [it for it in items if it.failed]
         if name == "extreme":
             return [it for it in items if it.extreme(self.rubrics)]
+        if name == "flagged":  # text that looks like a verdict or an instruction to the judge (bench.core.flags)
+            return [it for it in items if any(flags(text) for text in it.texts)]
         return list(items)
 
     def progress(self) -> tuple[int, int]:

@@ -70,11 +70,14 @@ def case(name: str, url: str, tmp: Path) -> tuple[list[str], list[str]]:
         (tmp / "p.yaml").write_text(good)
         (tmp / "a-file").write_text("not a folder")
         return ["--run-dir", str(tmp / "a-file" / "run")], ["a-file"]
+    if name == "repeats-not-positive":
+        (tmp / "p.yaml").write_text(good.replace("rubric: tip-v1}", "rubric: tip-v1, repeats: 0}"))
+        return [], ["p.yaml", "repeats", "judges"]
     raise AssertionError(name)
 
 
 CASES = ["invalid-yaml", "unknown-key", "missing-rubric", "anchors-off-scale", "placeholder-missing",
-         "dataset-row-missing-field", "refusing-api-base", "run-folder-not-writable"]
+         "dataset-row-missing-field", "refusing-api-base", "run-folder-not-writable", "repeats-not-positive"]
 
 
 @pytest.mark.parametrize("name", CASES)

@@ -15,14 +15,20 @@ from bench.core.store import RunStore
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def run(tmp_path):
+def answers(run_dir: Path, n: int):
+    """The tip-v1 rubric snapshotted in ``run_dir``, and ``n`` scenarios with one candidate each."""
     rubric = load_rubric("tip-v1", ROOT)
-    run_dir = tmp_path / "r"
     snapshot_rubric(rubric, run_dir)
-    scen = [Scenario(fields={"q": i}) for i in range(3)]
+    scen = [Scenario(fields={"q": i}) for i in range(n)]
     cands = [Candidate(model_id="m", model="openai/m", prompt_id="p", prompt_version="v1", prompt_hash="x",
                        scenario_id=s.id, output=f"answer {i}") for i, s in enumerate(scen)]
+    return rubric, scen, cands
+
+
+@pytest.fixture
+def run(tmp_path):
+    run_dir = tmp_path / "r"
+    rubric, scen, cands = answers(run_dir, 3)
 
     def grade(judge: str, cand: Candidate, value: int | None) -> Judgment:
         base = dict(judge_id=judge, judge_model=f"openai/{judge}", rubric_id=rubric.id, rubric_version=rubric.version,
@@ -62,3 +68,21 @@ def test_a_missing_run_folder_and_a_verdict_on_a_graded_item_are_refused(run, tm
     j = session.select("all")[0].reviewable()[0]
     with pytest.raises(BenchError, match="missing a score for relevance"):
         session.save(j.id, verdict="A>B")
+
+
+def test_the_random_filter_proposes_unreviewed_items_in_a_uniform_seeded_order(tmp_path):
+    run_dir = tmp_path / "many"
+    rubric, scen, cands = answers(run_dir, 12)
+    scores = {c.id: 3 for c in rubric.criteria}
+    graded = [Judgment(judge_id="a", judge_model="openai/a", rubric_id=rubric.id, rubric_version=rubric.version,
+                       rubric_hash=rubric.hash, mode="rubric", candidate_ids=[c.id], scenario_id=c.scenario_id,
+                       scores=scores, score=rubric.composite(scores)) for c in cands]
+    RunStore(run_dir).append([*scen, *cands, *graded])
+    session = ReviewSession(run_dir, reviewer="dee")
+    order = [it.key for it in session.select("random")]
+    assert sorted(order) == sorted(it.key for it in session.select("all")), "every unreviewed item, once"
+    assert order != [it.key for it in session.select("all")], "not the listing order (scenario, then candidate)"
+    assert order == [it.key for it in ReviewSession(run_dir, reviewer="eve").select("random")], "seeded"
+    first = session.select("random")[0]
+    session.save(first.judgments[0].id, scores=scores)
+    assert [it.key for it in session.select("random")] == order[1:], "a reviewed item leaves; the order holds"

@@ -37,6 +37,10 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "batch_fault": None,        # packed judge replies (not the Batch API): "truncate" (JSON cut in half),
                                 # "partial" (last half of the grades missing), "wrong_ids" (half the grades
                                 # under ids never shown)
+    "obey_injections": False,   # a judge that obeys a grade demanded outside the prompt's declared data blocks
+                                # (obedient.py: the worst case an injection defence must hold against)
+    "logprob_alt": 0.3,         # with `logprobs: true` asked: the probability the reply's logprobs give the
+                                # neighbouring allowed value at each JSON score (token_probs.py)
     "tokenizer": "words",       # usage: "words" (word counts), "cl100k" or "o200k" (OpenAI chat tokens counted
                                 # with that tiktoken encoding, equal to litellm.token_counter; gpt-4o* use o200k)
     # The Files + Batch API (/v1/files, /v1/batches); each batch line is answered like a chat request
@@ -89,6 +93,11 @@ def validate_config(cfg: dict[str, Any]) -> None:
 
 def validate_batch_config(cfg: dict[str, Any]) -> None:
     """Raise ValueError when a Batch API knob (or ``tokenizer``) has the wrong shape."""
+    alt = cfg["logprob_alt"]
+    if not (isinstance(alt, (int, float)) and not isinstance(alt, bool) and 0 <= alt < 1):
+        raise ValueError(f"logprob_alt must be a number in [0, 1), got {alt!r}")
+    if not isinstance(cfg["obey_injections"], bool):
+        raise ValueError(f"obey_injections must be true or false, got {cfg['obey_injections']!r}")
     if cfg["tokenizer"] not in TOKENIZERS:
         raise ValueError(f"tokenizer must be one of {TOKENIZERS}, got {cfg['tokenizer']!r}")
     if not isinstance(cfg["batches_supported"], bool):

@@ -18,6 +18,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+from bench.testing.fake_provider.obedient import injected_grade, obey
 from bench.testing.fake_provider.request_body import compact_json, message_text, request_key, response_schema
 from bench.testing.fake_provider.schema_faker import SchemaFaker
 
@@ -53,7 +54,7 @@ def error_body(status: int, message: str, code: str | None = None) -> bytes:
 
 
 def schema_reply(schema: dict[str, Any], body: dict[str, Any], fallback: str, corrupt: float = 0.0,
-                 batch_fault: str | None = None) -> str:
+                 batch_fault: str | None = None, obey_injections: bool = False) -> str:
     """The JSON text of a value valid against ``schema``, seeded by the request's hash.
 
     ``corrupt``: the fraction of graded batch items whose first score is put off its scale;
@@ -63,6 +64,8 @@ def schema_reply(schema: dict[str, Any], body: dict[str, Any], fallback: str, co
         return json.dumps({"answer": fallback})
     seed = int(request_key(body)[:16], 16)
     value = SchemaFaker(schema, seed).value(schema)
+    if obey_injections:
+        value = obey(value, injected_grade(body.get("messages")), schema)
     if corrupt and isinstance(value, dict) and isinstance(value.get("grades"), list):
         rng = random.Random(seed)
         for grade in value["grades"]:
@@ -83,12 +86,13 @@ def schema_reply(schema: dict[str, Any], body: dict[str, Any], fallback: str, co
     return json.dumps(value)
 
 
-def default_content(body: dict[str, Any], corrupt: float = 0.0, batch_fault: str | None = None) -> str:
+def default_content(body: dict[str, Any], corrupt: float = 0.0, batch_fault: str | None = None,
+                    obey_injections: bool = False) -> str:
     """Schema-valid JSON when a schema is requested, else ``fake answer <sha256(messages)[:8]>``."""
     digest = hashlib.sha256(compact_json(body.get("messages")).encode()).hexdigest()
     text = f"fake answer {digest[:8]}"
     schema = response_schema(body.get("response_format"))
-    return text if schema is None else schema_reply(schema, body, text, corrupt, batch_fault)
+    return text if schema is None else schema_reply(schema, body, text, corrupt, batch_fault, obey_injections)
 
 
 def usage(messages: Any, content: str, tokenizer: str = "words") -> dict[str, int]:

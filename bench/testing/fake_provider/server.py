@@ -28,7 +28,8 @@ from bench.testing.fake_provider.batches import BatchStore
 from bench.testing.fake_provider.config import DEFAULT_CONFIG, FAULT_KINDS, validate_config
 from bench.testing.fake_provider.replies import (MALFORMED_BODY, default_content, error_body, error_payload,
                                                  load_encoding, usage)
-from bench.testing.fake_provider.request_body import message_text, request_key
+from bench.testing.fake_provider.request_body import message_text, request_key, response_schema
+from bench.testing.fake_provider.token_probs import fake_logprobs
 
 REQUEST_AUTH: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_auth", default=None)
 RECENT_MAX = 200
@@ -230,15 +231,18 @@ class FakeServer:
             if match is not None and "status" in match:
                 status = int(match["status"])
                 return status, error_payload(status, f"fake reply status for match {match['match']!r}")
-            content = match["content"] if match is not None else default_content(body, self.config["corrupt_items"],
-                                                                                  self.config["batch_fault"])
+            content = match["content"] if match is not None else default_content(
+                body, self.config["corrupt_items"], self.config["batch_fault"], self.config["obey_injections"])
+        choice = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}
+        if body.get("logprobs"):
+            choice["logprobs"] = fake_logprobs(content, response_schema(body.get("response_format")),
+                                               int(request_key(body)[:8], 16), self.config["logprob_alt"])
         return 200, {
             "id": completion_id or f"chatcmpl-fake-{self.requests}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": body.get("model") or "fake-model",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                         "finish_reason": finish_reason}],
+            "choices": [choice],
             "usage": usage(messages, content, self.config["tokenizer"]),
         }
 

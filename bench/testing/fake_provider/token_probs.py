@@ -1,0 +1,52 @@
+"""Token log-probabilities for a reply, when a request asks for them (``logprobs: true``), in OpenAI's shape.
+
+Every token of the reply is certain (logprob 0) except a number written as a JSON value (after
+``:``) that the requested schema allows: it gets probability 1 − ``logprob_alt`` and its
+alternative, the next allowed value up or down (chosen by the request's hash), gets
+``logprob_alt``. So a judge's expected score is exactly ``sampled ± logprob_alt``, and two
+answers with the same sampled score can have different expected scores.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from typing import Any
+
+_TOKEN = re.compile(r"\d+|\w+|\s+|[^\w\s]")
+
+
+def allowed_values(schema: Any) -> set[int]:
+    """Every integer an ``enum`` of ``schema`` allows (the rubric's score scales)."""
+    found: set[int] = set()
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            enum = node.get("enum")
+            if isinstance(enum, list):
+                found.update(v for v in enum if isinstance(v, int) and not isinstance(v, bool))
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found
+
+
+def fake_logprobs(content: str, schema: Any, seed: int, alt_p: float) -> dict[str, Any]:
+    """Return ``choices[0].logprobs`` for ``content``: ``{"content": [{"token", "logprob", "top_logprobs"}]}``."""
+    allowed, rng = allowed_values(schema), random.Random(seed)
+    tokens = _TOKEN.findall(content)
+    out, last = [], ""
+    for tok in tokens:
+        top = [{"token": tok, "logprob": 0.0}]
+        if tok.isdigit() and last == ":" and int(tok) in allowed and 0 < alt_p < 1:
+            v = int(tok)
+            ups = [w for w in (v + 1, v - 1) if w in allowed]
+            alt = ups[rng.randrange(len(ups))] if len(ups) > 1 else (ups[0] if ups else None)
+            if alt is not None:
+                top = [{"token": tok, "logprob": math.log(1 - alt_p)}, {"token": str(alt), "logprob": math.log(alt_p)}]
+        out.append({"token": tok, "logprob": top[0]["logprob"], "top_logprobs": top})
+        if not tok.isspace():
+            last = tok
+    return {"content": out}

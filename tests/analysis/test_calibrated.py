@@ -1,0 +1,94 @@
+"""The human-calibrated leaderboard (PPI++) and the reviews it asks for: valid under a biased judge, never
+wider than the reviews alone, honest with too few reviews, and its reviews to halve the interval."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from bench.analysis.calibrated import calibrated_leaderboard, ppi_mean, reviews_to_halve
+from bench.analysis.tables import COMPOSITE, REVIEW_SCHEMA, SCORE_SCHEMA
+
+
+def _frames(judge_scores: np.ndarray, human: dict[int, float], cell: str = "m/p@v1", judge: str = "j"):
+    """The scores frame of one judge and cell, and reviews of the judgments indexed by ``human``."""
+    n = len(judge_scores)
+    scores = pl.DataFrame({"judge": [judge] * n, "cell": [cell] * n, "judgment": [f"{cell}-j{i}" for i in range(n)],
+                           "criterion": [COMPOSITE] * n, "value": judge_scores.astype(float).tolist()})
+    scores = scores.with_columns(*(pl.lit(None, dtype).alias(c) for c, dtype in SCORE_SCHEMA.items()
+                                   if c not in scores.columns)).select(list(SCORE_SCHEMA))
+    reviews = pl.DataFrame({"judgment": [f"{cell}-j{i}" for i in human], "reviewer": ["r"] * len(human),
+                            "criterion": [COMPOSITE] * len(human), "value": [float(v) for v in human.values()],
+                            "verdict": [None] * len(human), "created_at": ["2026-11-23T00:00:00Z"] * len(human)},
+                           schema=REVIEW_SCHEMA)
+    return scores, reviews
+
+
+def _biased_cell(seed: int, n: int = 2000, reviewed: int = 200, bias: float = 0.8, noise: float = 0.3):
+    rng = np.random.default_rng(seed)
+    human = rng.normal(3.0, 0.8, n)  # the truth the leaderboard should find: mean 3.0
+    judge = human + bias + rng.normal(0, noise, n)
+    picked = rng.choice(n, reviewed, replace=False)
+    return judge, {int(i): human[i] for i in picked}
+
+
+def test_the_calibrated_interval_covers_the_truth_where_the_judge_alone_misses_it():
+    judge, human = _biased_cell(1)
+    [row] = calibrated_leaderboard(*_frames(judge, human)).iter_rows(named=True)
+    assert not row["judge_only_ci_low"] <= 3.0 <= row["judge_only_ci_high"], "the biased judge misses the truth"
+    assert row["ci_low"] <= 3.0 <= row["ci_high"]
+    assert row["ci_high"] - row["ci_low"] < 0.6 * (row["human_only_ci_high"] - row["human_only_ci_low"]), \
+        "a judge that tracks the humans narrows the interval"
+    assert 0.5 < row["lam"] <= 1 and row["n"] == 2000 and row["n_human"] == 200
+
+
+def test_coverage_over_repetitions_holds_at_the_nominal_level():
+    hits = 0
+    for seed in range(200):
+        judge, human = _biased_cell(seed, n=600, reviewed=40)
+        [row] = calibrated_leaderboard(*_frames(judge, human)).iter_rows(named=True)
+        hits += row["ci_low"] <= 3.0 <= row["ci_high"]
+    assert hits / 200 >= 0.9
+
+
+def test_a_useless_judge_gives_the_human_only_interval_never_a_wider_one():
+    rng = np.random.default_rng(7)
+    judge = rng.normal(0, 5, 500)  # pure noise, unrelated to the humans
+    human = {i: float(v) for i, v in zip(range(0, 500, 10), rng.normal(3, 1, 50))}
+    [row] = calibrated_leaderboard(*_frames(judge, human)).iter_rows(named=True)
+    width = row["ci_high"] - row["ci_low"]
+    assert width <= row["human_only_ci_high"] - row["human_only_ci_low"] + 1e-12
+    assert row["estimate"] == pytest.approx(row["human_only"], abs=0.05)
+    assert "human-only" in row["note"] or row["lam"] < 0.1
+
+
+def test_too_few_reviews_give_no_estimate_and_say_so():
+    judge, _ = _biased_cell(3, n=50, reviewed=5)
+    for human in ({}, {0: 3.0}):
+        [row] = calibrated_leaderboard(*_frames(judge, human)).iter_rows(named=True)
+        assert row["estimate"] is None and row["ci_low"] is None
+        assert row["note"].startswith("not enough reviews") and row["n_human"] == len(human)
+        assert row["judge_only"] == pytest.approx(float(judge.mean()))
+
+
+def test_reviews_to_halve_follow_the_variance_formula():
+    judge, human = _biased_cell(5, n=5000, reviewed=50)
+    y = np.array(list(human.values()))
+    f = judge[list(human)]
+    g = np.delete(judge, list(human))
+    p = ppi_mean(y, f, g)
+    more = reviews_to_halve(p, len(y))
+    assert more is not None and more > 0
+    # with n + more reviews of the same residual spread, the standard error is (about) half
+    se_then = (p.judge_part + p.human_part * len(y) / (len(y) + more)) ** 0.5
+    assert se_then == pytest.approx(p.se / 2, rel=0.02)
+    stuck = ppi_mean(y, f, g[:30])  # few judged items: the judge term dominates, reviews alone cannot halve it
+    assert reviews_to_halve(stuck, len(y)) is None or stuck.judge_part * 4 < stuck.se ** 2
+
+
+def test_each_judge_and_cell_gets_its_own_row():
+    a = _frames(*_biased_cell(8, n=100, reviewed=10), cell="a/p@v1")
+    b = _frames(*_biased_cell(9, n=100, reviewed=10), cell="b/p@v1", judge="k")
+    board = calibrated_leaderboard(pl.concat([a[0], b[0]]), pl.concat([a[1], b[1]]))
+    assert board.select("judge", "cell").rows() == [("j", "a/p@v1"), ("k", "b/p@v1")]
