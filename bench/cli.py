@@ -217,7 +217,8 @@ def _add_run_commands(sub: Any) -> None:
     e = rs.add_parser("export", help="write the run's judgments to review as FILE.json")
     e.add_argument("run_dir", help="runs/<sweep>")
     e.add_argument("file", help="FILE.json to write")
-    e.add_argument("--filter", default="all", help="all, disagreement, unreviewed, failures or extreme")
+    e.add_argument("--filter", default="all",
+                   help="all (default), random, disagreement, unreviewed, failures, extreme or flagged")
     e.set_defaults(func=_review)
     a = rs.add_parser("apply", help="validate a filled-in FILE.json and append its reviews (all or nothing)")
     a.add_argument("run_dir", help="runs/<sweep>")

@@ -14,7 +14,7 @@ from __future__ import annotations
 from bench.analysis.agreement import cohen_kappa, complete_pairs, krippendorff_alpha
 from bench.analysis.bootstrap import bootstrap_means, holm, percentile_interval, sign_flip_pvalues
 from bench.analysis.calibrated import calibrated_leaderboard
-from bench.analysis.judge_stability import judge_stability, stability_leaderboard
+from bench.analysis.judge_stability import item_variance, judge_stability, stability_leaderboard
 from bench.analysis.leaderboard import composite, leaderboard, paired_differences
 from bench.analysis.listings import candidate_listing, cell_counts, judge_counts, judgment_listing
 from bench.analysis.provenance import worker_table
@@ -30,8 +30,8 @@ __all__ = [
     "COMPOSITE", "RunTables", "Summary", "battle_texts", "battles", "bootstrap_means", "bradley_terry",
     "calibrated_leaderboard", "candidate_listing",
     "cell_counts", "cohen_kappa", "complete_pairs", "composite", "disagreements", "examples", "fit_bradley_terry",
-    "holm", "inter_judge", "judge_counts", "judge_health", "judge_stability", "judge_vs_human", "judgment_listing",
-    "jury_alpha",
+    "holm", "inter_judge", "item_variance", "judge_counts", "judge_health", "judge_stability", "judge_vs_human",
+    "judgment_listing", "jury_alpha",
     "krippendorff_alpha", "leaderboard", "load_run",
     "packed_vs_single", "paired_differences", "percentile_interval", "position_consistency", "sign_flip_pvalues",
     "stability_leaderboard", "style_battles", "style_controlled_ratings", "summarize", "ties_broken",

@@ -86,24 +86,50 @@ def human_scores(reviews: pl.DataFrame, criterion: str = COMPOSITE) -> pl.DataFr
     return latest.group_by("judgment").agg(pl.col("value").mean().alias("human"))
 
 
-def calibrated_leaderboard(scores: pl.DataFrame, reviews: pl.DataFrame, *, criterion: str = COMPOSITE,
+def calibrated_leaderboard(judged: pl.DataFrame, reviews: pl.DataFrame, *, criterion: str = COMPOSITE,
                            level: float = 0.95) -> pl.DataFrame:
     """Return the human-calibrated mean of each (judge, cell) with its interval, beside the judge-only and
     human-only ones.
 
-    ``scores``: the long scores frame of ``bench.analysis.tables`` (judge, cell, judgment, criterion,
-    value); ``reviews``: its reviews frame. ``n`` counts the cell's judgments, ``n_human`` the reviewed
-    ones; a cell with fewer than 2 reviews gets no estimate and a ``note`` saying so. ``lam`` is
-    PPI++'s λ (0: the judge did not help); ``reviews_to_halve`` how many more random reviews would
-    halve the interval (null: reviews alone cannot).
+    ``judged``: the judgments frame of ``bench.analysis.tables`` (its composite ``score``) or its long
+    scores frame (any ``criterion``); ``reviews``: its reviews frame. The unit is an answer: a judge's
+    ``repeats`` of one answer are averaged, so repeats never pass for more evidence than they are. A
+    human review grades the answer on the rubric version it was shown with, so it calibrates every
+    judge that graded that answer on the same rubric version, not only the judgment it was saved on.
+    ``n`` counts the cell's judged answers, ``n_human`` the reviewed ones; a cell with fewer than 2
+    gets no estimate and a ``note`` saying so. ``lam`` is PPI++'s λ (0: the judge did not help);
+    ``reviews_to_halve`` how many more random reviews would halve the interval (null: reviews alone cannot).
     """
-    require(scores, ("judge", "cell", "judgment", "criterion", "value"), "calibrated_leaderboard", "scores")
     z = NormalDist().inv_cdf(0.5 + level / 2)  # the judge-only interval's; reviews get Student's t
-    judged = scores.filter((pl.col("criterion") == criterion) & pl.col("cell").is_not_null())
-    data = judged.join(human_scores(reviews, criterion), on="judgment", how="left")
+    values, keys = _judge_values(judged, criterion)
+    human = (human_scores(reviews, criterion).join(keys, on="judgment")
+             .group_by("item", "rubric").agg(pl.col("human").mean()))
+    data = (values.group_by("judge", "cell", "item", "rubric").agg(pl.col("value").mean())
+            .join(human, on=["item", "rubric"], how="left"))
     rows = [_row(judge, cell, part, z) for (judge, cell), part in
-            data.sort("judge", "cell").group_by("judge", "cell", maintain_order=True)]
+            data.sort("judge", "cell", "item").group_by("judge", "cell", maintain_order=True)]
     return pl.DataFrame(rows, schema=CALIBRATED_SCHEMA, orient="row")
+
+
+def _judge_values(judged: pl.DataFrame, criterion: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Return (judge, cell, item, rubric and value of every successful grade on ``criterion``; judgment → item
+    and rubric of every graded judgment a review may be saved on). The item is the answer graded."""
+    rubric = (pl.col("rubric") if "rubric" in judged.columns else pl.lit(None, pl.Utf8)).fill_null("").alias("rubric")
+    if "criterion" in judged.columns:  # the long scores frame
+        require(judged, ("judge", "cell", "judgment", "criterion", "value"), "calibrated_leaderboard", "scores")
+        item = pl.coalesce("candidate", "judgment") if "candidate" in judged.columns else pl.col("judgment")
+        part = judged.filter(pl.col("criterion") == criterion).with_columns(item.alias("item"), rubric)
+        keys = part.select("judgment", "item", "rubric").unique("judgment")
+        return part.filter(pl.col("cell").is_not_null()).select("judge", "cell", "item", "rubric", "value"), keys
+    require(judged, ("judge", "cell", "id", "candidate", "mode", "score", "error"), "calibrated_leaderboard",
+            "judgments")
+    if criterion != COMPOSITE:
+        raise ValueError(f"calibrated_leaderboard: criterion {criterion!r} needs the long scores frame "
+                         "(`load_run(...).scores`); the judgments frame has the composite score only")
+    graded = judged.filter(pl.col("mode") != "pairwise").with_columns(pl.col("candidate").alias("item"), rubric)
+    ok = pl.col("error").is_null() & pl.col("score").is_not_null() & pl.col("cell").is_not_null()
+    values = graded.filter(ok).select("judge", "cell", "item", "rubric", pl.col("score").cast(pl.Float64).alias("value"))
+    return values, graded.select(pl.col("id").alias("judgment"), "item", "rubric")
 
 
 def _row(judge: str, cell: str, part: pl.DataFrame, z: float) -> tuple:

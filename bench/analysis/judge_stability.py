@@ -9,7 +9,8 @@ A judge with ``repeats: k`` grades every item k times (distinct requests). Per j
   variance that is between items rather than between repeats of one item. Unequal repeat counts
   use the usual n₀ correction.
 - ``alpha``: Krippendorff's alpha (interval) over items × repeats, the same number on another scale.
-- ``within_var``: the mean variance of an item's score across its repeats.
+- ``within_var``: the mean variance of an item's score across its repeats (per item:
+  :func:`item_variance`, most variable first: the answers to read before trusting a grade).
 - ``verdict``: "stable" when ICC ≥ 0.75 ("good" reliability, Koo & Li 2016), "unstable" below,
   "not enough repeats" when fewer than ``MIN_ITEMS`` items were graded at least twice.
 
@@ -37,6 +38,9 @@ STABILITY_SCHEMA = {"judge": pl.Utf8, "criterion": pl.Utf8, "items": pl.Int64, "
 WIDENED_SCHEMA = {"judge": pl.Utf8, "cell": pl.Utf8, "mean": pl.Float64, "ci_low": pl.Float64,
                   "ci_high": pl.Float64, "widened_ci_low": pl.Float64, "widened_ci_high": pl.Float64,
                   "widening": pl.Float64, "scenarios": pl.Int64}
+ITEM_VARIANCE_SCHEMA = {"judge": pl.Utf8, "cell": pl.Utf8, "scenario": pl.Utf8, "candidate": pl.Utf8,
+                        "repeats": pl.Int64, "mean": pl.Float64, "variance": pl.Float64, "min": pl.Float64,
+                        "max": pl.Float64}
 
 
 def icc_oneway(groups: list[np.ndarray]) -> float:
@@ -80,6 +84,22 @@ def judge_stability(scores: pl.DataFrame, *, criteria: list[str] | None = None) 
         rows.append((judge, crit, len(groups), most, None if np.isnan(icc) else icc,
                      None if np.isnan(alpha) else alpha, within, verdict))
     return pl.DataFrame(rows, schema=STABILITY_SCHEMA, orient="row")
+
+
+def item_variance(scores: pl.DataFrame, *, criterion: str = COMPOSITE, top: int | None = None) -> pl.DataFrame:
+    """Return per (judge, answer) graded at least twice the variance of its scores across repeats, with their
+    mean, min and max, most variable first (``top``: that many per judge)."""
+    require(scores, ("judge", "cell", "scenario", "candidate", "criterion", "value"), "item_variance", "scores")
+    v = pl.col("value")
+    items = (scores.filter(pl.col("criterion") == criterion)
+             .group_by("judge", "cell", "scenario", "candidate")
+             .agg(v.len().cast(pl.Int64).alias("repeats"), v.mean().alias("mean"), v.var(ddof=1).alias("variance"),
+                  v.min().alias("min"), v.max().alias("max"))
+             .filter(pl.col("repeats") >= 2)
+             .sort(["judge", "variance", "cell", "scenario", "candidate"], descending=[False, True, False, False, False]))
+    if top is not None:
+        items = items.group_by("judge", maintain_order=True).head(top)
+    return items.select(list(ITEM_VARIANCE_SCHEMA)).cast(ITEM_VARIANCE_SCHEMA)
 
 
 def stability_leaderboard(scores: pl.DataFrame, *, criterion: str = COMPOSITE, resamples: int = 1000,

@@ -17,7 +17,7 @@ OUTCOME = {"A>>B": 1.0, "A>B": 1.0, "A=B": 0.5, "B>A": 0.0, "B>>A": 0.0}
 STRONG = {"A>>B", "B>>A"}
 BATTLE_SCHEMA = {"judge": pl.Utf8, "scenario": pl.Utf8, "sample": pl.Int64, "a": pl.Utf8, "b": pl.Utf8,
                  "order": pl.Utf8, "verdict": pl.Utf8, "shown_verdict": pl.Utf8, "outcome": pl.Float64,
-                 "strong": pl.Boolean}
+                 "strong": pl.Boolean, "repeat": pl.Int64}
 BATTLE_COLS = ["judge", "scenario", "a", "b", "outcome", "strong"]  # what win rates, matrix and ratings read
 
 
@@ -30,7 +30,8 @@ def battles(judgments: pl.DataFrame) -> pl.DataFrame:
     return pw.select("judge", "scenario", "sample", pl.col("cell").alias("a"), pl.col("cell_b").alias("b"), "order",
                      "verdict", "shown_verdict",
                      pl.col("verdict").replace_strict(OUTCOME, return_dtype=pl.Float64).alias("outcome"),
-                     pl.col("verdict").is_in(list(STRONG)).alias("strong"))
+                     pl.col("verdict").is_in(list(STRONG)).alias("strong"),
+                     (pl.col("repeat") if "repeat" in judgments.columns else pl.lit(0, pl.Int64)).alias("repeat"))
 
 
 def _oriented(b: pl.DataFrame, baseline: str | None, strong_weight: float) -> pl.DataFrame:
@@ -195,10 +196,14 @@ def bradley_terry(battle: pl.DataFrame, *, anchor: str | None = None, resamples:
 
 def position_consistency(battle: pl.DataFrame) -> pl.DataFrame:
     """Return per judge: pairs seen in both orders, the share whose two verdicts agree (ties agree only
-    with ties), and how often a decisive verdict favoured the response shown first (0.5 = no bias)."""
+    with ties), and how often a decisive verdict favoured the response shown first (0.5 = no bias).
+
+    With a judge's ``repeats``, a pair is one repeat's two orders: repeats disagreeing with each other is
+    test–retest noise (``judge_stability``), not position bias."""
     require(battle, ["judge", "scenario", "sample", "a", "b", "order", "outcome"], "position_consistency", "battle")
     sign = pl.col("outcome").sub(0.5).sign()
-    both = (battle.group_by(["judge", "scenario", "sample", "a", "b"])
+    pair = ["judge", "scenario", "sample", "a", "b"] + (["repeat"] if "repeat" in battle.columns else [])
+    both = (battle.group_by(pair)
             .agg(sign.n_unique().alias("signs"), pl.col("order").n_unique().alias("orders"))
             .filter(pl.col("orders") == 2)
             .group_by("judge").agg(pl.len().alias("pairs"), (pl.col("signs") == 1).mean().alias("consistency")))

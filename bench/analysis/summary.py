@@ -10,7 +10,7 @@ import polars as pl
 from bench.core.outcome import failures
 from bench.config.scenarios import describe
 from bench.analysis.calibrated import calibrated_leaderboard
-from bench.analysis.judge_stability import judge_stability, stability_leaderboard
+from bench.analysis.judge_stability import item_variance, judge_stability, stability_leaderboard
 from bench.analysis.leaderboard import composite, leaderboard, paired_differences
 from bench.analysis.pairwise import battles, bradley_terry, position_consistency, win_matrix, win_rates
 from bench.analysis.reliability import disagreements, inter_judge, judge_health, judge_vs_human, jury_alpha, packed_vs_single
@@ -46,6 +46,7 @@ class Summary:
     style: StyleControl  # pairwise ratings with and without style control, and the style coefficients
     stability: pl.DataFrame  # per (judge, criterion): test–retest agreement over `repeats`
     stability_board: pl.DataFrame  # per (judge, cell) of judges with repeats: intervals widened by their noise
+    stability_items: pl.DataFrame  # per judge: the 10 answers whose grades varied most across its repeats
     ties: pl.DataFrame  # per judge with logprobs: sampled-score ties the expected score breaks
 
 
@@ -79,6 +80,7 @@ def summarize(run: str | Path | RunTables, *, resamples: int = 1000, seed: int =
                                        level=level),
         stability=judge_stability(t.scores, criteria=[COMPOSITE]),
         stability_board=stability_leaderboard(_repeated(t.scores), resamples=resamples, seed=seed, level=level),
+        stability_items=item_variance(t.scores, top=10),
         ties=ties_broken(t.scores))
 
 

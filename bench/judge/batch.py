@@ -3,6 +3,7 @@ re-graded, singly, by the rubric mode (each record keeps its batch id and why)."
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Set
 
@@ -14,6 +15,7 @@ from bench.judge._prompts import (BATCH_BLOCK, BATCH_USER, CONTEXT, DATA_NOTE, R
                                   criterion_scales, score_fields, system_message)
 from bench.config.reply_schemas import response_format
 from bench.judge.grader import Emit, Item, Judge
+from bench.judge.logprobs import expected_scores, object_spans
 from bench.judge.replies import extract_json, rationale_of, validate_scores
 from bench.judge.rubric import grade_rubric
 from bench.models.client import LLM
@@ -50,6 +52,7 @@ async def grade_batch(judge: Judge, items: list[Item], llm: LLM, seed: int = 0) 
     messages, notes = packed_messages(judge, order, ids)
     timeout = llm.limits.timeout_s * (1 + 0.5 * (len(order) - 1))  # the timeout scales with k
     good, problems, raw, call = {}, {sid: "missing from the reply" for sid in ids}, None, Spend()
+    expected: dict[str, dict[str, float]] = {}
     try:
         comp = await llm.complete(judge.entry.spec(), messages, timeout_s=timeout, cache_reply=False,
                                   attempt=max(i.attempt for i in order), label=batch_id, sample=order[0].repeat,
@@ -57,6 +60,7 @@ async def grade_batch(judge: Judge, items: list[Item], llm: LLM, seed: int = 0) 
         raw = comp.text
         call.reply(comp.usage)
         good, problems = _read_batch(comp.text, ids, criterion_scales(judge.rubric))
+        expected = packed_expected_scores(comp.text, comp.logprobs, criterion_scales(judge.rubric))
         if good:
             llm.keep(comp)
     except JudgeParseError as err:
@@ -69,9 +73,12 @@ async def grade_batch(judge: Judge, items: list[Item], llm: LLM, seed: int = 0) 
         spend = call if n == 0 else Spend()  # the packed call is counted once: on the batch's first item
         if sid in good:
             scores, obj = good[sid]
+            exp = expected.get(sid) or None
             out.append(Judgment(**judge.base(item), scores=scores, score=judge.rubric.composite(scores),
                                 rationale=rationale_of(obj), raw=raw, usage=spend.total() or _SHARED,
-                                batch_id=batch_id, details={**notes[sid], "batch_size": len(order)}))
+                                batch_id=batch_id, details={**notes[sid], "batch_size": len(order)},
+                                expected_scores=exp, expected_score=judge.rubric.composite(exp)
+                                if exp and set(exp) == set(scores) else None))
         else:  # only this item is re-graded, singly; the record keeps its batch and why
             try:
                 out.append(await grade_rubric(judge, item, llm, batch_id=batch_id, spend=spend,
@@ -79,6 +86,22 @@ async def grade_batch(judge: Judge, items: list[Item], llm: LLM, seed: int = 0) 
             except Halted as stop:  # the budget is reached: the items graded so far are kept, the rest not started
                 finished_before(stop, out)
                 raise
+    return out
+
+
+def packed_expected_scores(text: str, logprobs: list | None, scales: dict) -> dict[str, dict[str, float]]:
+    """Return each packed item's probability-weighted scores by short id (``bench.judge.logprobs``), read
+    within that item's own object of the reply."""
+    if not logprobs:
+        return {}
+    out = {}
+    for start, end in object_spans(text):
+        try:
+            sid = json.loads(text[start:end]).get("id")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(sid, str) and sid not in out:
+            out[sid] = expected_scores(text, logprobs, scales, span=(start, end))
     return out
 
 

@@ -13,6 +13,8 @@ two tokens (``1`` ``0`` for 10 on a 1–10 scale) has no expectation (its altern
 whole values). When the valid alternatives hold less than ``MIN_MASS`` of the probability, the
 judge was not choosing among scores at that token, so that criterion has no expectation either.
 The composite is the rubric's composite of the expectations, only when every criterion has one.
+A packed reply is read per item: :func:`object_spans` finds each grade's object in the ``grades``
+array, and the values are looked for inside it only.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ MIN_MASS = 0.5
 _VALUE = re.compile(r"^\s*(\d+)\s*$")
 
 
-def expected_scores(reply: str, logprobs: list | None, scales: dict[str, tuple[int, int]]) -> dict[str, float]:
-    """Return criterion → expected score for the criteria whose value token's alternatives can be read."""
+def expected_scores(reply: str, logprobs: list | None, scales: dict[str, tuple[int, int]],
+                    span: tuple[int, int] | None = None) -> dict[str, float]:
+    """Return criterion → expected score for the criteria whose value token's alternatives can be read
+    (``span``: only the values between these offsets of the reply, e.g. one item of a packed reply)."""
     if not logprobs:
         return {}
     text = "".join(tok for tok, _alts in logprobs)
@@ -35,22 +39,53 @@ def expected_scores(reply: str, logprobs: list | None, scales: dict[str, tuple[i
     for tok, _alts in logprobs:
         starts.append(at)
         at += len(tok)
+    lo, hi = span or (0, len(reply))
     out: dict[str, float] = {}
     for crit, (low, high) in scales.items():
-        found = re.search(rf'"{re.escape(crit)}"\s*:\s*(\d+)', reply)
+        found = re.compile(rf'"{re.escape(crit)}"\s*:\s*(\d+)').search(reply, lo, hi)
         if found is None:
             continue
-        pos = found.start(1)
-        index = max(i for i, s in enumerate(starts) if s <= pos)
-        token, alts = logprobs[index]
-        if _VALUE.match(token) is None or _VALUE.match(token).group(1) != found.group(1):
-            continue  # the value shares its token with other text, or spans several tokens
-        weights: dict[int, float] = {}
-        for alt, lp in alts:
-            m = _VALUE.match(alt)
-            if m and low <= int(m.group(1)) <= high:
-                weights[int(m.group(1))] = weights.get(int(m.group(1)), 0.0) + math.exp(lp)
-        mass = sum(weights.values())
-        if mass >= MIN_MASS:
-            out[crit] = sum(v * p for v, p in weights.items()) / mass
+        expected = _expectation(logprobs[max(i for i, s in enumerate(starts) if s <= found.start(1))],
+                                found.group(1), low, high)
+        if expected is not None:
+            out[crit] = expected
     return out
+
+
+def _expectation(token_alts: list, value: str, low: int, high: int) -> float | None:
+    """Return Σ v·p / Σ p over a value token's alternatives on the scale [low, high], or None when unreadable."""
+    token, alts = token_alts
+    if _VALUE.match(token) is None or _VALUE.match(token).group(1) != value:
+        return None  # the value shares its token with other text, or spans several tokens
+    weights: dict[int, float] = {}
+    for alt, lp in alts:
+        m = _VALUE.match(alt)
+        if m and low <= int(m.group(1)) <= high:
+            weights[int(m.group(1))] = weights.get(int(m.group(1)), 0.0) + math.exp(lp)
+    mass = sum(weights.values())
+    return sum(v * p for v, p in weights.items()) / mass if mass >= MIN_MASS else None
+
+
+def object_spans(reply: str) -> list[tuple[int, int]]:
+    """Return the (start, end) offsets of the JSON objects nested one level inside the reply's first array (the
+    grades of a packed reply), reading strings and escapes as JSON does."""
+    spans, depth, array_depth, opened, in_string, escaped = [], 0, None, 0, False, False
+    for i, ch in enumerate(reply):
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (ch == "\\", ch != '"')
+            continue
+        if ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if ch == "[" and array_depth is None:
+                array_depth = depth
+            elif ch == "{" and array_depth is not None and depth == array_depth + 1:
+                opened = i
+        elif ch in "]}":
+            if ch == "}" and array_depth is not None and depth == array_depth + 1:
+                spans.append((opened, i + 1))
+            if ch == "]" and depth == array_depth:
+                break
+            depth -= 1
+    return spans

@@ -136,7 +136,15 @@ async def send_litellm(route: Route, body: dict, timeout_s: float) -> Reply:
     usage = {"prompt_tokens": getattr(u, "prompt_tokens", None),
              "completion_tokens": getattr(u, "completion_tokens", None),
              "finish_reason": getattr(choice, "finish_reason", None)}
-    return choice.message.content or "", usage, None
+    return choice.message.content or "", usage, _logprobs_body(getattr(choice, "logprobs", None))
+
+
+def _logprobs_body(logprobs: Any) -> dict[str, Any] | None:
+    """Return LiteLLM's (OpenAI-shaped) token logprobs of a choice as the part of a body ``token_logprobs`` reads."""
+    if logprobs is None:
+        return None
+    plain = logprobs.model_dump() if hasattr(logprobs, "model_dump") else logprobs
+    return {"choices": [{"logprobs": plain}]} if isinstance(plain, dict) else None
 
 
 def litellm_error(route: Route, exc: Exception) -> ProviderError:

@@ -46,7 +46,7 @@ class Completion:
 
     text: str
     usage: Usage
-    raw: dict[str, Any] | None = None  # the parsed provider body (direct transport), for audits
+    raw: dict[str, Any] | None = None  # the provider body (direct transport; via LiteLLM: its logprobs only)
     key: str | None = None  # the request's cache key (``LLM.keep`` stores a checked reply under it)
     logprobs: list | None = None  # [[token, [[alternative, logprob], …]], …] when asked for (kept in the cache)
 

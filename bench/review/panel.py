@@ -47,7 +47,7 @@ def _flag_note(text: str) -> str:
 class ReviewPanel:
     """The widgets of one reviewer's session over a run folder; ``show()`` displays them."""
 
-    def __init__(self, run_dir: str | Path, reviewer: str | None = None, filter: str = "disagreement"):
+    def __init__(self, run_dir: str | Path, reviewer: str | None = None, filter: str = "random"):
         import ipywidgets as w  # noqa: PLC0415 (only a notebook's panel needs widgets)
 
         self.session = ReviewSession(run_dir, reviewer)

@@ -31,9 +31,9 @@ from bench.core.store import RunStore, atomic_write
 from bench.tracking.reviews import log_reviews
 
 FILTERS = {
+    "random": "at random (keeps the calibrated leaderboard valid)",
     "disagreement": "judges disagree first",
     "unreviewed": "not yet reviewed",
-    "random": "at random (keeps the calibrated leaderboard valid)",
     "failures": "parse failures",
     "extreme": "extreme scores",
     "flagged": "injection-like answers",
@@ -164,8 +164,9 @@ class ReviewSession:
                 out[j.rubric_hash] = run_rubric(self.run_dir, j.rubric_id, j.rubric_hash, project_root())
         return out
 
-    def select(self, name: str = "disagreement") -> list[ReviewItem]:
-        """Return the items of a filter: see :data:`FILTERS`."""
+    def select(self, name: str = "random") -> list[ReviewItem]:
+        """Return the items of a filter: see :data:`FILTERS`. The default proposes the unreviewed items at
+        random, the only order whose reviews calibrate the leaderboard without bias."""
         if name not in FILTERS:
             raise BenchError(f"unknown review filter {name!r}; filters are: {', '.join(FILTERS)}")
         items = self.items

@@ -167,3 +167,16 @@ def test_krippendorff_alpha_against_hand_computed_and_published_values():
         assert krippendorff_alpha(data, level) == pytest.approx(value, abs=5e-4), level
     with pytest.raises(ValueError, match="level must be"):
         krippendorff_alpha(data, "cardinal")
+
+
+def test_position_consistency_compares_the_two_orders_of_one_repeat_not_repeats_with_each_other():
+    # a judge with repeats: 2 agrees with itself across orders in each repeat, but its repeats differ
+    # (repeat 0 says A wins, repeat 1 says B wins). That is test-retest noise, not position bias.
+    rows = [("j", "s1", 0, "x", "y", "AB", "A>B", "A>B", 1.0, False, 0),
+            ("j", "s1", 0, "x", "y", "BA", "A>B", "B>A", 1.0, False, 0),
+            ("j", "s1", 0, "x", "y", "AB", "B>A", "B>A", 0.0, False, 1),
+            ("j", "s1", 0, "x", "y", "BA", "B>A", "A>B", 0.0, False, 1)]
+    b = pl.DataFrame(rows, orient="row", schema=["judge", "scenario", "sample", "a", "b", "order", "verdict",
+                                                  "shown_verdict", "outcome", "strong", "repeat"])
+    pos = position_consistency(b).row(0, named=True)
+    assert (pos["pairs"], pos["consistency"]) == (2, 1.0)

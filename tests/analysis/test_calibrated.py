@@ -92,3 +92,49 @@ def test_each_judge_and_cell_gets_its_own_row():
     b = _frames(*_biased_cell(9, n=100, reviewed=10), cell="b/p@v1", judge="k")
     board = calibrated_leaderboard(pl.concat([a[0], b[0]]), pl.concat([a[1], b[1]]))
     assert board.select("judge", "cell").rows() == [("j", "a/p@v1"), ("k", "b/p@v1")]
+
+
+def _judgments_frame(scores: pl.DataFrame) -> pl.DataFrame:
+    """The judgments frame holding the same composite scores as a scores frame."""
+    from bench.analysis.tables import JUDGMENT_SCHEMA  # noqa: PLC0415 (one test's need)
+
+    head = scores.select(pl.col("judgment").alias("id"), "judge", "cell",
+                         pl.coalesce("candidate", "judgment").alias("candidate"), pl.col("value").alias("score"),
+                         pl.lit("rubric").alias("mode"))
+    return head.with_columns(*(pl.lit(None, dtype).alias(c) for c, dtype in JUDGMENT_SCHEMA.items()
+                               if c not in head.columns)).select(list(JUDGMENT_SCHEMA))
+
+
+def test_the_judgments_frame_gives_the_same_board_as_the_scores_frame():
+    scores, reviews = _frames(*_biased_cell(12, n=300, reviewed=30))
+    assert calibrated_leaderboard(_judgments_frame(scores), reviews).equals(calibrated_leaderboard(scores, reviews))
+    with pytest.raises(ValueError, match="criterion 'accuracy' needs the long scores frame"):
+        calibrated_leaderboard(_judgments_frame(scores), reviews, criterion="accuracy")
+
+
+def test_a_judges_repeats_of_one_answer_count_as_one_answer_not_three():
+    judge, human = _biased_cell(13, n=300, reviewed=30)
+    once, reviews = _frames(judge, human)
+    once = once.with_columns(pl.col("judgment").alias("candidate"))
+    # the same judge grading every answer three times (distinct judgments, same candidate), one review each
+    thrice = pl.concat([once.with_columns((pl.col("judgment") + f"#{r}").alias("judgment"), pl.lit(r).alias("repeat"))
+                        for r in range(3)])
+    reviewed = reviews.with_columns(pl.col("judgment") + "#1")
+    a = calibrated_leaderboard(once, reviews).row(0, named=True)
+    b = calibrated_leaderboard(thrice, reviewed).row(0, named=True)
+    assert (b["n"], b["n_human"]) == (300, 30)
+    for key in ("estimate", "ci_low", "ci_high", "judge_only_ci_low", "judge_only_ci_high"):
+        assert b[key] == pytest.approx(a[key]), key
+
+
+def test_a_review_calibrates_every_judge_of_the_same_rubric_version_on_that_answer():
+    judge, human = _biased_cell(14, n=200, reviewed=20)
+    base, reviews = _frames(judge, human)
+    base = base.with_columns(pl.col("judgment").alias("candidate"), pl.lit("tip@1").alias("rubric"))
+    other = base.with_columns(pl.lit("k").alias("judge"), pl.col("judgment") + "-k", pl.col("value") - 1)
+    elsewhere = base.with_columns(pl.lit("m").alias("judge"), pl.col("judgment") + "-m", pl.lit("tip@2").alias("rubric"))
+    board = {r["judge"]: r for r in calibrated_leaderboard(pl.concat([base, other, elsewhere]), reviews)
+             .iter_rows(named=True)}  # the reviews were saved on judge j's judgments only
+    assert board["j"]["n_human"] == board["k"]["n_human"] == 20
+    assert board["k"]["human_only"] == pytest.approx(board["j"]["human_only"])
+    assert board["m"]["n_human"] == 0, "another rubric version's grades are not calibrated by these reviews"

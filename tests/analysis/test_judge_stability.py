@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from bench.analysis.judge_stability import icc_oneway, judge_stability, stability_leaderboard
+from bench.analysis.judge_stability import icc_oneway, item_variance, judge_stability, stability_leaderboard
 from bench.analysis.tables import COMPOSITE, SCORE_SCHEMA
 
 
@@ -53,3 +53,18 @@ def test_the_noisy_judges_intervals_widen_and_a_perfect_judges_do_not():
     assert exact["widening"].to_list() == pytest.approx([1.0, 1.0], abs=1e-9)
     for row in noisy.iter_rows(named=True):
         assert row["widened_ci_low"] < row["mean"] < row["widened_ci_high"]
+
+
+def test_item_variance_lists_the_answers_the_judge_graded_least_consistently_first():
+    scores = _scores("j", 0.1, 3, items=20)
+    # one answer graded 1, 5, 3 by the same judge: the one to read before trusting its grade
+    wobbly = pl.col("candidate") == "c7"
+    scores = scores.with_columns(pl.when(wobbly).then(pl.col("repeat").replace_strict({0: 1.0, 1: 5.0, 2: 3.0},
+                                                                                     return_dtype=pl.Float64))
+                                 .otherwise(pl.col("value")).alias("value"))
+    table = item_variance(pl.concat([scores, _scores("once", 0.1, 1, items=20)]), top=5)
+    first = table.row(0, named=True)
+    assert (first["judge"], first["candidate"], first["repeats"]) == ("j", "c7", 3)
+    assert (first["mean"], first["variance"], first["min"], first["max"]) == (3.0, 4.0, 1.0, 5.0)
+    assert table.height == 5 and table["variance"].is_sorted(descending=True)
+    assert "once" not in table["judge"].to_list()  # graded once: no variance to list

@@ -14,6 +14,7 @@ from bench.config.entries import JudgeEntry
 from bench.config.rubrics import load_rubric
 from bench.core.records import Scenario
 from bench.judge.grader import Item, Judge, grade_items
+from bench.judge.batch import grade_batch, packed_expected_scores
 from bench.judge.logprobs import expected_scores
 from bench.models import local
 from bench.models.client import LLM, Limits
@@ -22,8 +23,10 @@ from bench.testing.grids import ROOT
 ASK_LOGPROBS = {"logprobs": True, "top_logprobs": 5, "temperature": 0, "max_tokens": 200}
 
 
-def _grade(model: str, api_base: str | None, params: dict, cache: str, n: int = 12):
-    judge = Judge(JudgeEntry(id="j", model=model, api_base=api_base, rubric="tip-v1", params=params),
+def _grade(model: str, api_base: str | None, params: dict, cache: str, n: int = 12, transport: str = "auto",
+           batch_size: int = 1):
+    judge = Judge(JudgeEntry(id="j", model=model, api_base=api_base, rubric="tip-v1", params=params,
+                             transport=transport, batch_size=batch_size),
                   load_rubric("tip-v1", ROOT))
     items = [Item(Scenario(fields={"i": i}), f"Tip number {i}?", (f"Answer {i}: walk for {i} minutes.",),
                   (f"c{i}",)) for i in range(n)]
@@ -32,16 +35,21 @@ def _grade(model: str, api_base: str | None, params: dict, cache: str, n: int = 
     async def go():
         llm = LLM(Limits(max_concurrency=4, timeout_s=300), cache=cache)
         try:
-            await grade_items(judge, items, llm, out.append)
+            if batch_size > 1:
+                for k in range(0, n, batch_size):
+                    out.extend(await grade_batch(judge, items[k:k + batch_size], llm))
+            else:
+                await grade_items(judge, items, llm, out.append)
         finally:
             await llm.aclose()
     asyncio.run(go())
     return judge, sorted(out, key=lambda j: j.candidate_ids[0])
 
 
-def test_the_expected_score_is_the_mean_over_the_score_tokens_probabilities(fake, tmp_path):
+@pytest.mark.parametrize("transport", ["direct", "litellm"])
+def test_the_expected_score_is_the_mean_over_the_score_tokens_probabilities(fake, tmp_path, transport):
     fake.configure(logprob_alt=0.3)
-    judge, js = _grade("openai/judge", fake.url, ASK_LOGPROBS, str(tmp_path / "c.sqlite"))
+    judge, js = _grade("openai/judge", fake.url, ASK_LOGPROBS, str(tmp_path / "c.sqlite"), transport=transport)
     assert all(j.ok for j in js)
     for j in js:
         assert set(j.expected_scores) == set(j.scores)
@@ -54,9 +62,33 @@ def test_the_expected_score_is_the_mean_over_the_score_tokens_probabilities(fake
     assert row["tied_pairs"] > 0 and row["ties_broken"] > 0, "a tie in sampled scores is broken by the expectation"
 
     sent = fake.stats()["requests"]
-    _judge, again = _grade("openai/judge", fake.url, ASK_LOGPROBS, str(tmp_path / "c.sqlite"))
+    _judge, again = _grade("openai/judge", fake.url, ASK_LOGPROBS, str(tmp_path / "c.sqlite"), transport=transport)
     assert fake.stats()["requests"] == sent, "answered from the response cache"
     assert [j.expected_scores for j in again] == [j.expected_scores for j in js], "the cache keeps the logprobs"
+
+
+def test_a_packed_judge_reads_each_items_expected_scores_in_that_items_own_grade(fake, tmp_path):
+    fake.configure(logprob_alt=0.3)
+    judge, js = _grade("openai/judge", fake.url, ASK_LOGPROBS | {"max_tokens": 800}, str(tmp_path / "c.sqlite"),
+                       n=8, batch_size=4)
+    assert len(js) == 8 and all(j.ok and j.batch_id and "fallback" not in j.details for j in js)
+    assert fake.stats()["requests"] == 2, "two packed calls, no single-item re-grade"
+    for j in js:
+        assert set(j.expected_scores) == set(j.scores)
+        for crit, value in j.scores.items():
+            assert abs(j.expected_scores[crit] - value) == pytest.approx(0.3)
+        assert j.expected_score == pytest.approx(judge.rubric.composite(j.expected_scores))
+
+
+def test_packed_expected_scores_keep_to_their_own_item_whatever_the_key_order():
+    reply = ('{"grades": [{"rationale": "a } and a [ in a string", "id": "ia", "scores": {"tone": 4}}, '
+             '{"scores": {"tone": 2}, "id": "ib"}]}')
+    toks = [[t, [[t, -0.5], [str(int(t) + 1), -1.0]] if t in ("4", "2") else []]
+            for t in __import__("re").findall(r"\d+|\w+|\s+|[^\w\s]", reply)]
+    p4, p5 = 2.718281828 ** -0.5, 2.718281828 ** -1.0
+    got = packed_expected_scores(reply, toks, {"tone": (1, 5)})
+    assert got["ia"]["tone"] == pytest.approx((4 * p4 + 5 * p5) / (p4 + p5))
+    assert got["ib"]["tone"] == pytest.approx((2 * p4 + 3 * p5) / (p4 + p5))
 
 
 def test_a_reply_without_logprobs_leaves_the_expected_score_empty(fake, tmp_path):

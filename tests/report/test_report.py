@@ -1,19 +1,18 @@
-"""`bench report` end to end: a fixture run made by a real sweep on the fake provider (four judges:
-single, packed, an XSS-replying rubric and pairwise), its HTML report, the report opened in headless
+"""`bench report` end to end: a fixture run made by a real sweep on the fake provider (five judges:
+single, packed, an XSS-replying rubric, one with repeats and pairwise), its HTML report, the report opened in headless
 Chromium from a file with the network cut, and nbval on notebooks/03_analyze.ipynb."""
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from bench.analysis import load_run, summarize
+from bench.analysis import summarize
 from bench.testing.grids import generate, grid, judge, model, prompt
 from tests.repo import parameterized_copy
 
@@ -49,7 +48,7 @@ def fixture_run(tmp_path_factory, fake_server):
                   prompt("tip", "As a {persona}, one tip about {topic}.", version="v2", system="MARKER-XSS-ANSWER")],
          scenarios=generate(persona=["nurse", "<b>bold</b> student"], topic=["email", XSS_TOPIC, "sleep"]),
          judges=[judge("single", url, name="judge"), judge("packed", url, name="judge", batch_size=4),
-                 judge("xss", url, rubric="xss.md", name="judge"),
+                 judge("xss", url, rubric="xss.md", name="judge"), judge("steady", url, name="judge-b", repeats=2),
                  judge("arena", url, rubric="arena-pairwise", name="judge", baseline="m1/tip@v1")],
          limits={"max_concurrency": 8, "timeout_s": 10, "retries": 2})
     fake_server.configure(replies=[
@@ -72,12 +71,17 @@ def test_sweep_ends_with_the_report_and_it_holds_every_section(fixture_run):
     assert f"report: {report}" in out.stdout
     text = report.read_text()
     for section in ("Leaderboard", "Per criterion", "Paired differences", "Bradley–Terry", "Judge reliability",
-                    "Packed (batch) vs single-item grading", "Cost, tokens and latency", "Examples"):
+                    "Packed (batch) vs single-item grading", "Cost, tokens and latency", "Examples",
+                    "Calibrated by human reviews", "Not enough reviews", "Pairwise: style control", "Judge stability",
+                    "own variance",
+                    "Answers graded least consistently across repeats",
+                    "Probability-weighted scores"):
         assert section in text, section
     s = summarize(tmp / "runs" / "rep", resamples=100)
     for cell in s.overview["cell"].unique().to_list():  # every cell of the leaderboard is in the report
         assert cell in text
-    assert set(s.overview["judge"]) == {"single", "packed", "xss"}
+    assert set(s.overview["judge"]) == {"single", "packed", "xss", "steady"}
+    assert s.stability_items["judge"].unique().to_list() == ["steady"] and (s.stability_items["repeats"] == 2).all()
     assert set(s.win_rates["cell"]) == {"m1/tip@v2", "m2/tip@v1", "m2/tip@v2"}
     assert s.packed.height == 4 and (s.packed["n"] == 24).all()  # 3 criteria + composite, 24 answers each
     assert (tmp / "runs" / "rep" / "notebooks" / "03_analyze.ipynb").exists()

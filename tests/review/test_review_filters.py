@@ -86,3 +86,9 @@ def test_the_random_filter_proposes_unreviewed_items_in_a_uniform_seeded_order(t
     first = session.select("random")[0]
     session.save(first.judgments[0].id, scores=scores)
     assert [it.key for it in session.select("random")] == order[1:], "a reviewed item leaves; the order holds"
+    # the panel proposes this random sample unless asked otherwise: PPI is valid only for random reviews
+    from bench.review.panel import ReviewPanel  # noqa: PLC0415 (ipywidgets: only this test needs it)
+
+    panel = ReviewPanel(run_dir, reviewer="dee")
+    assert panel.filter.value == "random" and [it.key for it in panel.items] == order[1:]
+    assert [it.key for it in session.select()] == order[1:]
