@@ -6,7 +6,7 @@ evaluator", a ``SYSTEM:`` line, a closing tag) may move the grade. The judge pro
 delimits answers (``bench.judge._prompts``); these flags make such answers visible in the
 records (``Candidate.flags``) and in the review panel, so a human can look at them first.
 The patterns aim at few false alarms on ordinary answers (checked on JudgeBench's answers in
-``tests/judge/test_injection_flags.py``); they are a signal for review, not a filter.
+``tests/judge/test_injection.py``); they are a signal for review, not a filter.
 """
 
 from __future__ import annotations
