@@ -15,7 +15,8 @@ than the human-only one λ = 0 is used: the calibrated interval is never wider t
 human-only interval (with a useless judge it *is* the human-only interval). The intervals use Student's t with n − 1
 degrees of freedom (the reviews' term dominates with few reviews; a normal quantile under-covers
 there: 0.92 at 20 reviews in ``benchmarks/calibration.py``), valid for reviews drawn at random from the cell's
-judgments (``bench.review.proposals`` proposes such a sample; a hand-picked one can bias it).
+judgments (the review panel's "random" filter, ``ReviewSession.select``, proposes such a sample; a hand-picked
+one can bias it).
 """
 
 from __future__ import annotations
