@@ -50,9 +50,11 @@ test: setup browser postgres
 	BENCH_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q
 
 # JupyterLab on the project's kernel (the .venv's python), on loopback. As root (a container),
-# Jupyter refuses to start without --allow-root: pass it then.
+# Jupyter refuses to start without --allow-root: pass it then. No news prompt and no update check:
+# news_url=None disables JupyterLab's announcements (its page config says news disabled), so it never asks.
+LAB_QUIET = --LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate
 lab: setup
-	$(BIN)/jupyter lab --notebook-dir=notebooks --ip=127.0.0.1 $$([ "$$(id -u)" = 0 ] && echo --allow-root)
+	$(BIN)/jupyter lab --notebook-dir=notebooks --ip=127.0.0.1 $(LAB_QUIET) $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 # MLflow's UI on a run's own store, offline, on 127.0.0.1, until Ctrl-C (`bench ui`): RUN=<sweep or run
 # folder>; without RUN, MLFLOW_TRACKING_URI if set, else the run tracked last. UI_PORT=<n> fixes the port.
@@ -62,17 +64,19 @@ mlflow-ui: setup
 	$(BIN)/bench ui $(RUN) $(if $(UI_PORT),--port $(UI_PORT))
 
 # A team's MLflow tracking server on PostgreSQL, until Ctrl-C (`bench tracking-server`):
-# BACKEND=postgresql://USER@HOST:PORT/DATABASE (checked first; a password in it is never printed, but
-# PGPASSWORD or ~/.pgpass keep it off the command line too), ARTIFACTS=<a folder every worker's machine
+# BACKEND=postgresql://USER[:PASSWORD]@HOST:PORT/DATABASE[?password=…] (checked first; a password in it is
+# never printed and reaches bench and mlflow only through their environment: set it as `BACKEND=… make
+# tracking-server`, since make's own arguments are visible in ps), ARTIFACTS=<a folder every worker's machine
 # can reach, or s3://…>, TRACKING_HOST=0.0.0.0 to be reachable from the network (default 127.0.0.1),
 # TRACKING_PORT (default 5000). Then, wherever a sweep runs: export MLFLOW_TRACKING_URI=<the URL it prints>.
 BACKEND ?=
 ARTIFACTS ?= mlartifacts
 TRACKING_HOST ?= 127.0.0.1
 TRACKING_PORT ?= 5000
+tracking-server: export BENCH_BACKEND_STORE_URI = $(BACKEND)
 tracking-server: setup
-	@test -n "$(BACKEND)" || { echo "make: set BACKEND=postgresql://USER[:PASSWORD]@HOST:PORT/DATABASE" >&2; exit 2; }
-	@$(BIN)/bench tracking-server --backend-store-uri '$(BACKEND)' --artifacts-destination '$(ARTIFACTS)' \
+	@test -n "$$BENCH_BACKEND_STORE_URI" || { echo "make: set BACKEND=postgresql://USER[:PASSWORD]@HOST:PORT/DATABASE" >&2; exit 2; }
+	@$(BIN)/bench tracking-server --artifacts-destination '$(ARTIFACTS)' \
 	  --host $(TRACKING_HOST) --port $(TRACKING_PORT)
 
 serve-local: setup

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from bench.models.smoke import smoke
 from bench.report.render import screenshot
 from bench.review.session import ReviewSession
 from bench.sweep import SweepRequest, render, sweep_command, track
-from bench.tracking.server import tracking_server
+from bench.tracking.server import BACKEND_ENV, tracking_server
 from bench.tracking.ui import serve
 
 def _smoke(args: argparse.Namespace) -> int:
@@ -36,7 +37,7 @@ def _sweep(args: argparse.Namespace) -> int:
     return sweep_command(SweepRequest(args.params, cells=args.cells, run_dir=args.run_dir, jobs=args.jobs,
                                       per_cell=args.per_cell, only_stage=args.only_stage, wait=args.wait,
                                       report=not args.no_report, track=not args.no_track, dry_run=args.dry_run,
-                                      cluster=args.cluster, batch=args.batch))
+                                      cluster=args.cluster, batch=args.batch, supersede=args.supersede))
 
 
 def _track(args: argparse.Namespace) -> int:
@@ -47,14 +48,17 @@ def _track(args: argparse.Namespace) -> int:
 
 def _review(args: argparse.Namespace) -> int:
     session = ReviewSession(args.run_dir, reviewer=getattr(args, "reviewer", None))
+    if session.reviewed.damaged:
+        print(f"bench review: {session.reviewed.note()}", file=sys.stderr)
     if args.action == "export":
-        n = session.export(args.file, filter=args.filter)
-        print(f"wrote {n} entries to {args.file}; fill in each entry's review, then: "
-              f"bench review apply {args.run_dir} {args.file}")
+        n = session.export(args.file, filter=args.filter, show_judges=args.show_judges)
+        blind = ("with the judges' grades: its reviews will not be blind" if args.show_judges else
+                 "blind: no judge's grade in it")
+        print(f"wrote {n} entries (one per answer and rubric version) to {args.file}, {blind}; fill in each "
+              f"entry's review, then: bench review apply {args.run_dir} {args.file}")
     else:
         applied = session.apply_file(args.file)  # idempotent: entries already applied are skipped
-        done, total = session.progress()
-        print(f"{applied.message}; {done} of {total} items reviewed")
+        print(f"{applied.message}; {session.reviewed.line()}")
     return 0
 
 
@@ -88,7 +92,11 @@ def _ui(args: argparse.Namespace) -> int:
 
 
 def _tracking_server(args: argparse.Namespace) -> int:
-    return tracking_server(args.backend_store_uri, args.artifacts_destination, host=args.host, port=args.port)
+    uri = args.backend_store_uri or os.environ.get(BACKEND_ENV)
+    if not uri:
+        raise BenchError(f"bench tracking-server: give the backend store as --backend-store-uri URI or in "
+                         f"{BACKEND_ENV} (the variable keeps a password off every command line)")
+    return tracking_server(uri, args.artifacts_destination, host=args.host, port=args.port)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -136,9 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("tracking-server", help="a team's MLflow tracking server on PostgreSQL, until Ctrl-C; "
                                                "workers log to it through MLFLOW_TRACKING_URI")
-    s.add_argument("--backend-store-uri", required=True, metavar="URI",
+    s.add_argument("--backend-store-uri", metavar="URI",
                    help="postgresql://USER[:PASSWORD]@HOST:PORT/DATABASE (checked before starting; never printed "
-                        "with its password)")
+                        f"with its password); default ${BACKEND_ENV}, which keeps a password off the command line")
     s.add_argument("--artifacts-destination", required=True, metavar="DIR",
                    help="where artifacts go (a folder on a shared filesystem, or s3://…), served through the server")
     s.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1; 0.0.0.0 "
@@ -185,6 +193,10 @@ def _add_sweep_command(sub: Any) -> None:
     s.add_argument("--batch", action="store_true",
                    help="send every model's and judge's requests through its provider's Batch API (about half the "
                         "price; results within the provider's window, usually hours): README, Batch APIs")
+    s.add_argument("--supersede", action="store_true",
+                   help="a cell, judge or rubric version whose content changed under the same name (a template edited "
+                        "without a version bump) gets the new content; its earlier records are set aside from every "
+                        "analysis and kept in the run folder (README, One content per name)")
     s.set_defaults(func=_sweep)
 
 
@@ -219,6 +231,9 @@ def _add_run_commands(sub: Any) -> None:
     e.add_argument("file", help="FILE.json to write")
     e.add_argument("--filter", default="all",
                    help="all (default), random, disagreement, unreviewed, failures, extreme or flagged")
+    e.add_argument("--show-judges", action="store_true",
+                   help="include every judge's grades and rationales (default: blind); the reviews applied from "
+                        "such a file are recorded as not blind and do not calibrate the leaderboard")
     e.set_defaults(func=_review)
     a = rs.add_parser("apply", help="validate a filled-in FILE.json and append its reviews (all or nothing)")
     a.add_argument("run_dir", help="runs/<sweep>")
@@ -226,11 +241,27 @@ def _add_run_commands(sub: Any) -> None:
     a.set_defaults(func=_review)
 
 
+def _reader_gone() -> int:
+    """Return 141 (128 + SIGPIPE, what `yes | head` reports) once stdout's reader has closed the pipe, quietly.
+
+    The rest of the output goes to /dev/null: the interpreter's last flush at exit would otherwise print a
+    BrokenPipeError traceback after ``bench validate … | head`` took the lines it wanted.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 141
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the `bench` command; return its exit status (2 for a bench error, with one clear message)."""
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a reader that went away (`| head`) is met here at the latest, never at exit
+        return code
+    except BrokenPipeError:
+        return _reader_gone()
     except BenchError as err:
         print(f"bench {args.command}: error: {redact(str(err))}", file=sys.stderr)  # e.g. an api_base's password
         return err.exit_code if isinstance(err, Halted) else 2  # e.g. 4: limits.budget_usd (bench.core.outcome)

@@ -319,7 +319,7 @@ def write_jsonl(records: Iterable[dict[str, Any]], path: str | os.PathLike[str])
     """Write one JSON object per line (UTF-8, as JudgeBench writes them) atomically; return the path."""
     path = Path(path)
     data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
-    atomic_write(path, data)
+    atomic_write(path, data, shared=True)  # a result to pass on: the user's umask, not 0600
     return path
 
 

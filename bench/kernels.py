@@ -16,6 +16,7 @@ import logging
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import uuid
@@ -24,7 +25,7 @@ from typing import Any
 
 from bench.core.errors import BenchError
 from bench.core.processes import die_with_parent, pid_alive
-from bench.core.progress import MARK, STREAM_ENV
+from bench.core.progress import EVERY_ENV, MARK, STREAM_ENV, every_for
 
 KERNEL_DIR_PREFIX = "bench-kernels-"
 
@@ -137,6 +138,7 @@ def prepare_driver() -> None:
     for key, value in (("LITELLM_LOCAL_MODEL_COST_MAP", "True"), ("MLFLOW_DISABLE_TELEMETRY", "true"),
                        ("PYDEVD_DISABLE_FILE_VALIDATION", "1")):
         os.environ.setdefault(key, value)  # inherited by every kernel
+    os.environ.setdefault(EVERY_ENV, str(every_for(sys.stdout)))  # kernels print to papermill: the driver's pace
     log = logging.getLogger("papermill")
     if not any(isinstance(h, _PrefixedLog) for h in log.handlers):
         log.addHandler(_PrefixedLog())

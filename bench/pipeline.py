@@ -24,6 +24,7 @@ from bench.config.params import Cell, Sweep, load_sweep
 from bench.config.rubrics import snapshot_rubric
 from bench.config.scenarios import build, planned_count, write_scenarios
 from bench.core import paths
+from bench.core.digests import Digest, check_digests, supersede
 from bench.core.errors import ParamsError
 from bench.core.journal import Journal, settle
 from bench.core.migrate import migrate_run
@@ -45,6 +46,7 @@ from bench.models.preflight import preflight
 
 
 BATCH_ENV = "BENCH_BATCH"  # "1": every model and judge through its provider's Batch API (bench sweep --batch)
+SUPERSEDE_ENV = "BENCH_SUPERSEDE"  # "1": a changed cell, judge or rubric version sets its earlier records aside
 
 
 @dataclass
@@ -58,6 +60,7 @@ class Run:
     scenarios: list[Scenario]
     cells: list[Cell]
     dry_run: bool = False  # every model and judge answered by dry/<id> (bench sweep --dry-run)
+    supersede: bool = False  # a changed cell, judge or rubric version supersedes its records (--supersede)
 
     @property
     def store(self) -> RunStore:
@@ -74,13 +77,15 @@ class Run:
 
 
 def open_run(params: str | Path, cells: Any = None, run_dir: str | Path | None = None, *,
-             dry_run: bool = False, batch: bool | None = None) -> Run:
+             dry_run: bool = False, batch: bool | None = None, supersede: bool | None = None) -> Run:
     """Return the validated Run of a params file (no model is called); raise ParamsError on any mistake.
 
     ``dry_run`` swaps every model and judge for its ``dry/`` stand-in (see :func:`dry_sweep`): the whole
     pipeline runs at no cost, into ``runs/<name>-dry`` (a ``run_dir`` is refused: a dry run never
     writes where real results are). ``batch`` (default: ``$BENCH_BATCH``, which `bench sweep --batch` sets
-    for its kernels) sends every model's and judge's requests through its provider's Batch API.
+    for its kernels) sends every model's and judge's requests through its provider's Batch API. ``supersede``
+    (default: ``$BENCH_SUPERSEDE``; always for a dry run, which costs nothing) lets a stage give a cell, judge or
+    rubric version of the run folder a new content, setting its earlier records aside (see :func:`check_contents`).
     """
     root = paths.project_root()
     sweep, params_path = load_sweep(paths.resolve(params, root))
@@ -100,7 +105,8 @@ def open_run(params: str | Path, cells: Any = None, run_dir: str | Path | None =
     scenarios = build(sweep, params_path, root)
     _check_size(sweep, len(chosen), len(scenarios), params_path)  # a dataset's size is known once read
     folder = paths.resolve(run_dir, root) if run_dir else paths.run_dir(sweep.name, root)
-    return Run(sweep, params_path, root, folder, scenarios, chosen, dry_run)
+    supersede = os.environ.get(SUPERSEDE_ENV) == "1" if supersede is None else supersede
+    return Run(sweep, params_path, root, folder, scenarios, chosen, dry_run, bool(supersede or dry_run))
 
 
 def batched_sweep(sweep: Sweep, params_path: Path) -> Sweep:
@@ -220,17 +226,34 @@ async def _stage_llm(run: Run, max_concurrency: int | None) -> AsyncIterator[LLM
         llm.journal.close(keep=interrupted)
 
 
-def prepare(run: Run) -> None:
-    """Check every model of the run (preflight), write its scenarios.jsonl and a copy of each judge's
-    rubric (so reviews and reports of this run know the exact scales it was graded on); nothing is called."""
+def prepare(run: Run, *, judges: bool = True, log_supersede: bool = True) -> list[tuple[Digest, str]]:
+    """Check that no cell (nor judge and rubric version, when ``judges`` grade in this stage) changed content
+    in the run folder (:func:`check_contents`) and every model of the run (preflight), write its scenarios.jsonl
+    and a copy of each judge's rubric (so reviews and reports of this run know the exact scales it was graded
+    on); nothing is called. Return the contents ``--supersede`` changes: logged here, or by the caller once
+    nothing can stop the sweep before its first answer (``log_supersede=False``: the driver, whose budget
+    check comes next), since a logged choice sets the earlier records aside from every analysis."""
+    every = load_judges(run)
+    changed = check_contents(run, every if judges else [])
     specs = [c.model.spec() for c in run.cells] + [j.spec() for j in run.sweep.judges]
     preflight(specs)
     RunStore(run.dir).ensure_writable()
+    if log_supersede:
+        supersede(run.dir, changed, shown_path(run.params_path))
     import_rescued(run.dir)  # records a full disk made an earlier run save outside the run folder
     rekey(run)
     write_scenarios(run.dir, run.scenarios)
-    for judge in load_judges(run):
+    for judge in every:
         snapshot_rubric(judge.rubric, run.dir)
+    return changed
+
+
+def check_contents(run: Run, judges: list[Judge]) -> list[tuple[Digest, str]]:
+    """Return the run's cells, ``judges`` and their rubric versions whose content differs from what the run folder
+    holds under the same name, when ``run.supersede`` allows it; else raise ParamsError (exit 2, before any call)
+    naming each, both digests and the two ways out (bench.core.digests)."""
+    planned = [c.digest for c in run.cells] + [d for j in judges for d in j.digests]
+    return check_digests(run.dir, planned, shown_path(run.params_path), supersede=run.supersede)
 
 
 def rekey(run: Run) -> None:
@@ -251,7 +274,7 @@ async def run_collect(run: Run, *, max_concurrency: int | None = None, shard: st
     """
     pipelined = bool(judge and run.sweep.judges)
     with _interrupts_say(run, answers=True, judges=pipelined, stage="run_collect"), run_lock(run.dir):
-        prepare(run)
+        prepare(run, judges=pipelined)
         async with _stage_llm(run, max_concurrency) as llm:
             if not pipelined:
                 result = await collect(run.sweep, run.dir, run.scenarios, run.cells, llm, shard=shard or None,
@@ -312,6 +335,7 @@ async def run_judge(run: Run, *, judges: str | Iterable[str] | None = None, max_
     with _interrupts_say(run, answers=False, judges=chosen, stage="run_judge"), run_lock(run.dir):
         import_rescued(run.dir)
         rekey(run)
+        supersede(run.dir, check_contents(run, chosen), shown_path(run.params_path))  # else refused: exit 2
         async with _stage_llm(run, max_concurrency) as llm:
             result = await judge_stage(run, llm, chosen, shard=shard or None, progress=progress,
                                        failed_since=failed_since)

@@ -6,9 +6,17 @@ score plus a bias plus noise, rounded and clipped to the scale. ``--reviews`` an
 random, get their human score. Three 95% intervals of the cell's mean human score are computed
 with bench's own code (``bench.analysis.calibrated.calibrated_leaderboard`` on the frames
 ``bench.analysis.tables`` would hold): the judge alone, the reviews alone and PPI++ from both.
-Printed: each interval's empirical coverage of the truth and its mean width, then one JSON line.
+Printed: each interval's empirical coverage of the truth and its mean width.
 
-    python benchmarks/calibration.py                  # 1000 repetitions, bias 0.6
+Then the small-sample grid (``--case-reps`` repetitions per case, vectorised through
+``bench.analysis.calibrated.calibrated_intervals``, the leaderboard's own interval code): answers of
+latent quality q ~ N(3.2, 0.9); human score round(q + N(0, 0.7)) clipped to 1–5 (discrete, with
+rater noise); three judges: ``good-biased`` round(q + 0.8 + N(0, 0.4)), ``nonlinear`` (convex and
+biased) round(1 + 4·((q − 1)/4)^2.5 + 0.6 + N(0, 0.5)), ``useless`` uniform on 1–5 whatever q;
+``n`` = 10, 30 and 100 reviews among ``N`` = 200 and 2,000 judged answers. Printed: each case's
+coverage and mean width, then one JSON line with all of it.
+
+    python benchmarks/calibration.py                  # 1000 repetitions, bias 0.6; 4000 per small-sample case
     python benchmarks/calibration.py --reps 2000 --bias 0 --reviews 30
 """
 
@@ -16,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -25,10 +34,15 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.analysis.calibrated import calibrated_leaderboard  # noqa: E402 (after the path is set)
+from bench.analysis.calibrated import calibrated_intervals, calibrated_leaderboard  # noqa: E402 (after the path)
 from bench.analysis.tables import COMPOSITE, REVIEW_SCHEMA  # noqa: E402
 
 KEYS = ("judge_only", "human_only", "calibrated")
+SCALE = (1.0, 5.0)
+JUDGES = ("good-biased", "nonlinear", "useless")
+REVIEWS = (10, 30, 100)
+ITEMS = (200, 2000)
+CHUNK = 500  # repetitions drawn at once: bounds memory at 2,000 answers per cell
 
 
 def draw(rng: np.random.Generator, items: int, reviews: int, bias: float, noise: float):
@@ -51,7 +65,7 @@ def simulate(reps: int, items: int, reviews: int, bias: float, noise: float, see
     width = {k: 0.0 for k in KEYS}
     for _ in range(reps):
         scores, revs, truth = draw(rng, items, reviews, bias, noise)
-        [row] = calibrated_leaderboard(scores, revs).iter_rows(named=True)
+        [row] = calibrated_leaderboard(scores, revs, scale=SCALE).iter_rows(named=True)
         bounds = {"judge_only": (row["judge_only_ci_low"], row["judge_only_ci_high"]),
                   "human_only": (row["human_only_ci_low"], row["human_only_ci_high"]),
                   "calibrated": (row["ci_low"], row["ci_high"])}
@@ -62,6 +76,44 @@ def simulate(reps: int, items: int, reviews: int, bias: float, noise: float, see
             "width": {k: round(width[k] / reps, 4) for k in KEYS}, "reps": reps}
 
 
+def draw_cells(rng: np.random.Generator, reps: int, items: int, judge: str) -> tuple[np.ndarray, np.ndarray]:
+    """Return (human scores, judge scores) of ``reps`` cells of ``items`` answers, one row per cell."""
+    q = rng.normal(3.2, 0.9, (reps, items))
+    human = np.clip(np.rint(q + rng.normal(0, 0.7, q.shape)), *SCALE)
+    if judge == "good-biased":
+        score = q + 0.8 + rng.normal(0, 0.4, q.shape)
+    elif judge == "nonlinear":
+        score = 1 + 4 * np.clip((q - 1) / 4, 0, 1) ** 2.5 + 0.6 + rng.normal(0, 0.5, q.shape)
+    else:  # useless: independent of the answer
+        score = rng.integers(1, 6, q.shape).astype(float)
+    return human, np.clip(np.rint(score), *SCALE)
+
+
+def small_sample_case(reps: int, items: int, reviews: int, judge: str, seed: int) -> tuple[float, float]:
+    """Return (coverage, mean width) of the calibrated 95% interval over ``reps`` cells. Answers are drawn
+    independently, so the first ``reviews`` of each cell are a random sample of it."""
+    rng = np.random.default_rng(seed)
+    hits, width = 0, 0.0
+    for start in range(0, reps, CHUNK):
+        human, score = draw_cells(rng, min(CHUNK, reps - start), items, judge)
+        out = calibrated_intervals(human[:, :reviews], score[:, :reviews], score[:, reviews:], scale=SCALE)
+        truth = human.mean(1)
+        hits += int(((out.ci_low <= truth) & (truth <= out.ci_high)).sum())
+        width += float((out.ci_high - out.ci_low).sum())
+    return hits / reps, width / reps
+
+
+def small_sample_grid(reps: int, seed: int) -> dict:
+    """Return every small-sample case's coverage and mean width, their minimum and the Monte-Carlo error."""
+    cover, width = {}, {}
+    for k, (judge, items, reviews) in enumerate((j, big, n) for j in JUDGES for big in ITEMS for n in REVIEWS):
+        name = f"{judge}/N={items}/n={reviews}"
+        cover[name], width[name] = small_sample_case(reps, items, reviews, judge, seed + 1 + k)
+    return {"coverage": {k: round(v, 4) for k, v in cover.items()}, "width": {k: round(v, 4) for k, v in width.items()},
+            "min_coverage": round(min(cover.values()), 4), "reps": reps,
+            "mc_se_at_0.95": round(math.sqrt(0.95 * 0.05 / reps), 4)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=1000)
@@ -69,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reviews", type=int, default=50, help="of them, reviewed by a human (at random)")
     ap.add_argument("--bias", type=float, default=0.6, help="the judge's bias on the 1-5 scale")
     ap.add_argument("--noise", type=float, default=0.6, help="the judge's noise (sd) around human + bias")
+    ap.add_argument("--case-reps", type=int, default=4000, help="repetitions per small-sample case (0: skip them)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     out = simulate(args.reps, args.items, args.reviews, args.bias, args.noise, args.seed)
@@ -77,6 +130,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'interval (95%)':<16}{'coverage':>10}{'mean width':>12}")
     for key in KEYS:
         print(f"{key:<16}{out['coverage'][key]:>10.3f}{out['width'][key]:>12.3f}")
+    if args.case_reps > 0:
+        grid = out["small_sample"] = small_sample_grid(args.case_reps, args.seed)
+        print(f"\nsmall-sample cases, calibrated 95% interval, {args.case_reps} cells each "
+              f"(Monte-Carlo s.e. {grid['mc_se_at_0.95']:.3f} at 0.95)")
+        print(f"{'judge/N/n':<28}{'coverage':>10}{'mean width':>12}")
+        for name, cov in grid["coverage"].items():
+            print(f"{name:<28}{cov:>10.3f}{grid['width'][name]:>12.3f}")
     print(json.dumps(out))
     return 0
 

@@ -29,7 +29,8 @@ PRICE = {"input_per_mtok": 2.0, "output_per_mtok": 8.0}
 STAGE_KEYS = {"stage", "id", "requests", "cached", "input_tokens", "output_tokens_max", "cost_usd_max",
               "cost_usd_expected", "cost_usd_expected_direct", "cost_usd_expected_batch", "output_tokens_expected",
               "repairs_max", "held", "cache_hits", "to_send", "unknown", "mode", "model", "batch", "output_bound",
-              "output_bound_from", "expected_from", "repair_rate", "tokenizer", "tokenizer_note", "price_known"}
+              "output_bound_from", "expected_from", "repair_rate", "tokenizer", "tokenizer_note", "price_known",
+              "cost_usd_min"}
 
 
 def jury(url: str) -> list[dict]:
@@ -78,7 +79,7 @@ def test_the_estimate_is_the_sweeps_requests_exactly_and_its_tokens_within_10_pe
     params = params_for(tmp_path, fake.url, judges=jury(fake.url))
     est = estimate_json(tmp_path, params)
     assert fake.stats()["requests"] == 0  # estimating calls nothing
-    assert set(est) == {"stages", "total"}
+    assert set(est) == {"stages", "total", "budget"} and est["budget"] is None  # no limits.budget_usd
     assert all(set(s) == STAGE_KEYS for s in est["stages"])
     assert set(est["total"]) == set(TOTALS)
     stages = by_stage(est)
@@ -113,7 +114,7 @@ def test_expected_output_tokens_are_the_means_of_earlier_records_of_the_same_cel
     judges = [judge("rubric", fake.url, price=PRICE), judge("checker", fake.url, rubric="tip-checklist", price=PRICE)]
     params = params_for(tmp_path, fake.url, topics=12, judges=judges)
     fresh = by_stage(estimate_json(tmp_path, params))
-    assert fresh["m1"]["expected_from"] == "bound" and fresh["m1"]["output_tokens_expected"] == 24 * 12
+    assert fresh["m1"]["expected_from"] == "assumed bound" and fresh["m1"]["output_tokens_expected"] == 24 * 12
     assert fresh["rubric"]["output_bound_from"] == "default"  # no max_tokens, a model LiteLLM cannot know
     assert fresh["rubric"]["output_tokens_max"] == 24 * output_bound(resolve(ModelSpec("openai/rubric", fake.url)))[0]
     assert sweep(tmp_path, params).returncode == 0
@@ -123,7 +124,7 @@ def test_expected_output_tokens_are_the_means_of_earlier_records_of_the_same_cel
     params = params_for(tmp_path, fake.url, topics=24, judges=judges)  # 12 more scenarios: 24 more answers
     est = estimate_json(tmp_path, params)
     stages = by_stage(est)
-    assert {s["expected_from"] for s in est["stages"]} == {"records"}
+    assert {s["expected_from"] for s in est["stages"]} == {"run folder"}
     assert stages["m1"]["to_send"] == 24 and stages["m1"]["held"] == 24
     assert stages["m1"]["output_tokens_max"] == 24 * 12  # the bound is still max_tokens
     ran = sweep(tmp_path, params)

@@ -10,6 +10,7 @@ import polars as pl
 from bench.core.outcome import failures
 from bench.config.scenarios import describe
 from bench.analysis.calibrated import calibrated_leaderboard
+from bench.analysis.scales import judge_scales
 from bench.analysis.judge_stability import item_variance, judge_stability, stability_leaderboard
 from bench.analysis.leaderboard import composite, leaderboard, paired_differences
 from bench.analysis.pairwise import battles, bradley_terry, position_consistency, win_matrix, win_rates
@@ -75,13 +76,20 @@ def summarize(run: str | Path | RunTables, *, resamples: int = 1000, seed: int =
         disagreements=disagreements(raw.scores, raw.reviews),
         usage_cells=usage_by_cell(_every(t.candidate_attempts, t.candidates)),
         usage_judges=usage_by_judge(_every(t.judgment_attempts, t.judgments)),
-        failures=failure_frame(t), calibrated=calibrated_leaderboard(raw.scores, raw.reviews, level=level),
+        failures=failure_frame(t), calibrated=calibrated_leaderboard(raw.scores, raw.reviews, level=level, scale=_composite_scales(raw)),
         style=style_controlled_ratings(style_battles(t.judgments, battle_texts(t)), resamples=resamples, seed=seed,
                                        level=level),
         stability=judge_stability(t.scores, criteria=[COMPOSITE]),
         stability_board=stability_leaderboard(_repeated(t.scores), resamples=resamples, seed=seed, level=level),
         stability_items=item_variance(t.scores, top=10),
         ties=ties_broken(t.scores))
+
+
+def _composite_scales(t: RunTables) -> dict[str, tuple[float, float]]:
+    """Return each rubric judge's composite scale from the run's rubrics: what bounds its calibrated interval.
+    Other modes grade on 0-1 while a review's composite is on the rubric's scale: those keep the observed range."""
+    graded = t.judgments.filter(pl.col("mode").is_in(["rubric", "batch"]))
+    return {judge: s[COMPOSITE] for judge, s in judge_scales(t.run_dir, graded).items() if COMPOSITE in s}
 
 
 def _repeated(scores: pl.DataFrame) -> pl.DataFrame:

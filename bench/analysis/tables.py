@@ -12,7 +12,11 @@ from typing import Any
 
 import polars as pl
 
+from bench.config.rubrics import run_scales
+from bench.core.digests import SetAside, set_aside
+from bench.core.paths import project_root
 from bench.core.records import Candidate, Judgment, Review, Scenario
+from bench.core.reviewed import Reviewed, reviewed
 from bench.core.store import RunStore, latest_of
 
 COMPOSITE = "composite"  # the criterion name of a judgment's composite score in the long table
@@ -36,6 +40,7 @@ SCORE_SCHEMA = {"judge": pl.Utf8, "judge_model": pl.Utf8, "rubric": pl.Utf8, "mo
                 "repeat": pl.Int64, "expected": pl.Float64}  # the judge's repeat; the probability-weighted value
 REVIEW_SCHEMA = {"judgment": pl.Utf8, "reviewer": pl.Utf8, "criterion": pl.Utf8, "value": pl.Float64,
                  "verdict": pl.Utf8, "created_at": pl.Utf8}
+RUN_REVIEW_SCHEMA = {**REVIEW_SCHEMA, "blind": pl.Boolean}  # a run's reviews: saved with the judges hidden?
 
 
 @dataclass
@@ -46,10 +51,12 @@ class RunTables:
     candidates: pl.DataFrame
     judgments: pl.DataFrame
     scores: pl.DataFrame  # long: one row per (judgment, criterion) incl. "composite"; successes only
-    reviews: pl.DataFrame  # long: the latest review per (judgment, reviewer), one row per criterion
+    reviews: pl.DataFrame  # long: the latest review per (answer × rubric version, reviewer), one row per criterion
     scenarios: dict[str, Scenario]
     candidate_attempts: pl.DataFrame | None = None  # as candidates, one row per record: every attempt
     judgment_attempts: pl.DataFrame | None = None  # as judgments, every attempt (what was paid for)
+    set_aside: SetAside | None = None  # records of an earlier content of a cell, judge or rubric version: left out
+    reviewed: Reviewed | None = None  # the reviews as every count reads them (bench.core.reviewed); damaged: out
 
     @property
     def name(self) -> str:
@@ -57,14 +64,19 @@ class RunTables:
 
 
 def load_run(run_dir: str | Path) -> RunTables:
-    """Read a run folder (``runs/<sweep>``) into :class:`RunTables`; raise if it holds no records."""
+    """Read a run folder (``runs/<sweep>``) into :class:`RunTables`; raise if it holds no records.
+
+    Records of a cell, judge or rubric version's earlier content (superseded, or mixed in before bench
+    refused that) are left out of every table and counted in ``set_aside`` (bench.core.digests).
+    """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"{run_dir}: no such run folder (run `bench sweep params/<grid>.yaml` first)")
     store = RunStore(run_dir)
-    every_cand, every_judg = store.read(Candidate), store.read(Judgment)
+    every_cand, every_judg, aside = set_aside(run_dir, store.read(Candidate), store.read(Judgment))
     cands, judgments = latest_of(every_cand), latest_of(every_judg)
-    reviews = store.latest(Review)
+    every = latest_of(store.read(Judgment))  # set-aside ones too: the rubric text an older review was saved under
+    reviews = reviewed(judgments, store.read(Review), run_scales(run_dir, every.values(), project_root()), every)
     scenarios = {s.id: s for s in store.read(Scenario)}
     cand_rows = {id(c): _candidate_row(c) for c in every_cand}
     judg_rows = {id(j): _judgment_row(j, cands) for j in every_judg}
@@ -72,18 +84,19 @@ def load_run(run_dir: str | Path) -> RunTables:
     return RunTables(run_dir, frame([cand_rows[id(c)] for c in cands.values()], CANDIDATE_SCHEMA),
                      frame([judg_rows[id(j)] for j in judgments.values()], JUDGMENT_SCHEMA),
                      frame(_score_rows(judgments.values(), cands), SCORE_SCHEMA),
-                     frame(_review_rows(reviews.values()), REVIEW_SCHEMA), scenarios,
+                     frame(_review_rows(reviews.latest.values()), RUN_REVIEW_SCHEMA), scenarios,
                      frame(list(cand_rows.values()), CANDIDATE_SCHEMA),
-                     frame(list(judg_rows.values()), JUDGMENT_SCHEMA))
+                     frame(list(judg_rows.values()), JUDGMENT_SCHEMA), aside, reviews)
 
 
 def with_reviews(t: RunTables) -> RunTables:
     """Return the tables with each reviewed judgment's grade replaced by its latest human review (any
     reviewer): scores per criterion and composite, pairwise verdicts; a judgment that failed but was
     reviewed gains the reviewer's scores. The analysis then shows the leaderboard with human overrides."""
-    latest = (t.reviews.sort("created_at").group_by("judgment", maintain_order=True)
+    every = _unit_reviews(t)  # a review covers every judge and repeat of its answer on its rubric version
+    latest = (every.sort("created_at").group_by("judgment", maintain_order=True)
               .agg(pl.col("reviewer").last()))
-    rev = t.reviews.join(latest, on=["judgment", "reviewer"])
+    rev = every.join(latest, on=["judgment", "reviewer"])
     values = rev.filter(pl.col("criterion").is_not_null()).select("judgment", "criterion",
                                                                   pl.col("value").alias("human"))
     scores = (t.scores.join(values, on=["judgment", "criterion"], how="left")
@@ -100,7 +113,17 @@ def with_reviews(t: RunTables) -> RunTables:
                  .with_columns(pl.coalesce("human", "verdict").alias("verdict"),
                                pl.when(pl.col("human").is_not_null()).then(None).otherwise(pl.col("error"))
                                .alias("error")).drop("human"))
-    return RunTables(t.run_dir, t.candidates, judgments, pl.concat([scores, added]), t.reviews, t.scenarios)
+    return RunTables(t.run_dir, t.candidates, judgments, pl.concat([scores, added]), t.reviews, t.scenarios,
+                     set_aside=t.set_aside, reviewed=t.reviewed)
+
+
+def _unit_reviews(t: RunTables) -> pl.DataFrame:
+    """Return the review rows copied onto every judgment of the answer (or pair) and rubric version each
+    review covers (bench.core.reviewed), whichever of its judgments the review was saved on."""
+    keys = t.judgments.select(pl.col("id").alias("judgment"), "candidate", "candidate_b", "rubric")
+    unit = ["candidate", "candidate_b", "rubric"]
+    return (t.reviews.join(keys, on="judgment").drop("judgment")
+            .join(keys, on=unit, nulls_equal=True).drop(unit).select(t.reviews.columns))
 
 
 def _usage(rec: Any) -> tuple:
@@ -148,16 +171,14 @@ def _score_rows(judgments: Any, cands: dict[str, Any]) -> list[tuple]:
     return rows
 
 
-def _review_rows(reviews: Any) -> list[tuple]:
-    latest: dict[tuple[str, str], Review] = {}
-    for r in sorted(reviews, key=lambda r: r.created_at):
-        latest[(r.judgment_id, r.reviewer)] = r  # a later review of the same judgment supersedes
+def _review_rows(latest: Any) -> list[tuple]:
+    """Return the rows of each reviewer's latest usable review of each answer and rubric version."""
     rows = []
-    for r in latest.values():
+    for r in latest:
         for crit, value in (r.scores or {}).items():
-            rows.append((r.judgment_id, r.reviewer, crit, float(value), r.verdict, r.created_at))
+            rows.append((r.judgment_id, r.reviewer, crit, float(value), r.verdict, r.created_at, r.blind))
         if r.score is not None:
-            rows.append((r.judgment_id, r.reviewer, COMPOSITE, float(r.score), r.verdict, r.created_at))
+            rows.append((r.judgment_id, r.reviewer, COMPOSITE, float(r.score), r.verdict, r.created_at, r.blind))
         if not r.scores:
-            rows.append((r.judgment_id, r.reviewer, None, None, r.verdict, r.created_at))
+            rows.append((r.judgment_id, r.reviewer, None, None, r.verdict, r.created_at, r.blind))
     return rows

@@ -17,6 +17,7 @@ from bench.config._strict import Strict
 from bench.config.ids import SafeId
 from bench.core.records import JudgeMode, canonical_json, content_hash, versioned
 from bench.models.batches.policy import DEFAULT_DISCOUNT, BatchPolicy
+from bench.models.genparams import type_problems
 from bench.models.routing import ModelSpec
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -83,6 +84,14 @@ class Endpoint(Strict):
                 raise ValueError(f"{name} cannot go in params; name the key's variable in api_key_env "
                                  f"(and the server in api_base)")
         return v
+
+    @model_validator(mode="after")
+    def _param_types(self) -> "Endpoint":
+        """Refuse a known generation param of the wrong type (a list where the API takes one value)."""
+        problems = type_problems(self.params, getattr(self, "id", None))
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
     @model_validator(mode="after")
     def _tpm_fits(self) -> "Endpoint":

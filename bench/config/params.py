@@ -20,9 +20,22 @@ from bench.config._yaml import parse_yaml
 from bench.config.entries import JudgeEntry, ModelEntry, PromptEntry
 from bench.config.ids import is_id
 from bench.config.sources import Scenarios
+from bench.core.digests import Digest, cell_digest
 from bench.core.errors import ParamsError
 from bench.core.records import cell_key
 from bench.models.limits import Limits
+
+
+class ClusterTLS(Strict):
+    """``cluster:``: the certificate files this driver shows a ``tls://`` Dask scheduler (``--cluster tls://…``).
+
+    Paths are relative to the params file. Dask's own ``DASK_DISTRIBUTED__COMM__TLS__CA_FILE``,
+    ``…__CLIENT__CERT`` and ``…__CLIENT__KEY`` variables work too; these keys win over them.
+    """
+
+    tls_ca_file: str  # the cluster's certificate authority (PEM)
+    tls_client_cert: str  # this driver's certificate (PEM; may hold the key too)
+    tls_client_key: str | None = None  # its private key, when not in tls_client_cert's file
 
 
 class Sweep(Strict):
@@ -36,6 +49,7 @@ class Sweep(Strict):
     samples: int = Field(default=1, gt=0)
     judges: list[JudgeEntry] = Field(default_factory=list)
     limits: Limits = Field(default_factory=Limits)
+    cluster: ClusterTLS | None = None  # a tls:// scheduler's certificates (README, Running on a cluster)
 
     @field_validator("name")
     @classmethod
@@ -105,6 +119,12 @@ class Cell(BaseModel):
     def key(self) -> str:
         """Return the cell's name in records, reports and a judge's ``baseline``: the one spelling of it."""
         return cell_key(self.model.id, self.prompt.id, self.prompt.version)
+
+    @property
+    def digest(self) -> Digest:
+        """Return what the cell stands for in a run folder: model string, endpoint, params, template (one per key)."""
+        m = self.model
+        return cell_digest(self.key, m.model, m.endpoint, m.params, self.prompt.content_hash)
 
 
 def load_sweep(path: str | Path) -> tuple[Sweep, Path]:

@@ -14,6 +14,7 @@ A `Rubric` scores with `bench.config.scoring` and describes a judge's replies wi
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from bench.config._yaml import parse_yaml
 from bench.config.rubric_spec import Criterion, RubricSpec
 from bench.core.errors import ParamsError
 from bench.core.records import content_hash
+from bench.core.reviewed import scale_of
 from bench.core.store import atomic_write
 
 class Rubric(RubricSpec):
@@ -129,6 +131,20 @@ def run_rubric(run_dir: Path | str, rubric_id: str, rubric_hash: str, root: Path
             return rubric
     raise ParamsError(f"{run_dir}: rubric {rubric_id} (hash {rubric_hash}) is neither in the run folder's rubrics/ "
                       f"nor unchanged in the project; re-run `bench sweep` (it snapshots the rubrics it uses)")
+
+
+def run_scales(run_dir: Path | str, judgments: Iterable[Any], root: Path | str | None = None
+               ) -> dict[str, dict[str, tuple[float, float]]]:
+    """Return per rubric hash of ``judgments`` the scales its judgments and their reviews must lie on
+    (``bench.core.reviewed.scale_of`` of :func:`run_rubric`); a rubric found nowhere gets none, and its
+    values are then only checked for being finite."""
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    for j in {j.rubric_hash: j for j in judgments}.values():
+        try:
+            out[j.rubric_hash] = scale_of(run_rubric(run_dir, j.rubric_id, j.rubric_hash, root))
+        except ParamsError:
+            continue
+    return out
 
 
 def available_rubrics(root: Path | str) -> list[str]:

@@ -5,6 +5,12 @@ driver process, ``local:<pid>``), on which host, when it started and ended, how 
 ``failed``, ``interrupted``, or ``lost`` when a cluster worker died under it: ``ended`` is then when
 the sweep noticed) and which attempt it was (attempts count every run of that execution in the folder). Lines are appended whole (one ``write`` on a
 file opened with O_APPEND), so executions running side by side never interleave them.
+
+While an attempt runs, ``runs/<sweep>/attempts/`` holds its open record (status ``running``): a cluster
+worker's numbered file (bench.sweep.remote), or a local execution's ``<execution>.local-<pid>.json``. A driver
+killed with ``kill -9`` records nothing, so the next sweep of the folder (it holds the run lock: that driver is
+gone) closes what it left open with :func:`close_abandoned`: each such attempt gets its line, status ``lost``,
+with the ``reason``.
 """
 
 from __future__ import annotations
@@ -16,9 +22,11 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench.core.store import os_reason, write_all
+from bench.core.records import utc_now
+from bench.core.store import atomic_write, os_reason, write_all
 
 FILE = "executions.jsonl"
+ATTEMPTS = "attempts"  # <run folder>/attempts/: the open record of each attempt while it runs
 STATUSES = ("ok", "failed", "interrupted", "lost")  # lost: its worker died mid-execution (a cluster sweep)
 
 
@@ -35,6 +43,7 @@ class ExecutionAttempt:
     worker: str = field(default_factory=lambda: f"local:{os.getpid()}")
     hostname: str = field(default_factory=socket.gethostname)
     attempt: int = 1
+    reason: str = ""  # why it ended so, when the status alone does not say (e.g. its driver was killed)
 
     @property
     def cell(self) -> str | None:
@@ -46,7 +55,8 @@ def record_attempt(run_dir: str | Path, attempt: ExecutionAttempt) -> None:
     """Append one attempt's line to ``executions.jsonl`` (a failed write is reported, never fatal to the sweep)."""
     if attempt.status not in STATUSES:
         raise ValueError(f"status must be one of {STATUSES}, not {attempt.status!r}")
-    line = (json.dumps({**asdict(attempt), "cell": attempt.cell}, sort_keys=True) + "\n").encode()
+    fields = {k: v for k, v in asdict(attempt).items() if k != "reason" or v}
+    line = (json.dumps({**fields, "cell": attempt.cell}, sort_keys=True) + "\n").encode()
     path = Path(run_dir) / FILE
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -78,3 +88,55 @@ def read_attempts(run_dir: str | Path) -> list[dict]:
 def workers(run_dir: str | Path) -> list[str]:
     """Return the distinct workers the run's executions ran on, in the order they first appear."""
     return list(dict.fromkeys(a["worker"] for a in read_attempts(run_dir) if a.get("worker")))
+
+
+def driver_name() -> str:
+    """Return how an open attempt names the driver that will record it: ``pid <n> on <host>``."""
+    return f"pid {os.getpid()} on {socket.gethostname()}"
+
+
+def local_marker(run_dir: str | Path, attempt: ExecutionAttempt, sweep: str) -> Path | None:
+    """Write a local execution's open record (status ``running``); return its path, to remove once recorded
+    (None: it could not be written, which is said and never fatal, like a line of executions.jsonl).
+
+    Named ``<execution>.local-<pid>.json``: never mistaken for a cluster attempt's number."""
+    path = Path(run_dir) / ATTEMPTS / f"{attempt.name}.local-{os.getpid()}.json"
+    try:
+        atomic_write(path, json.dumps({**asdict(attempt), "status": "running", "sweep": sweep,
+                                       "driver": driver_name()}).encode())
+    except OSError as exc:
+        warnings.warn(f"{path}: could not mark execution {attempt.name} as running ({os_reason(exc)})",
+                      RuntimeWarning, stacklevel=2)
+        return None
+    return path
+
+
+def close_abandoned(run_dir: str | Path, sweep: str) -> int:
+    """Record as ``lost`` every attempt another sweep left ``running``; return how many.
+
+    Call it holding the run folder's lock: the driver of any other sweep is then gone, and an attempt it
+    left open would otherwise stay ``running`` forever (and be missing from executions.jsonl). A cluster
+    attempt's file is rewritten with the status (it numbers the attempts); a local marker is removed.
+    """
+    closed = 0
+    for path in sorted((Path(run_dir) / ATTEMPTS).glob("*.json")):
+        try:
+            a = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(a, dict) or a.get("status") != "running" or a.get("sweep") == sweep:
+            continue
+        reason = (f"its sweep's driver ({a.get('driver') or 'pid unknown'}) stopped before recording it; "
+                  f"closed by the next sweep of this folder")
+        a.update(status="lost", ended=utc_now(), reason=reason)
+        keys = ("stage", "name", "cells", "started", "ended", "status", "worker", "hostname", "attempt", "reason")
+        record_attempt(run_dir, ExecutionAttempt(**{k: a[k] for k in keys if a.get(k) is not None}))
+        try:
+            if ".local-" in path.name:
+                path.unlink()
+            else:
+                atomic_write(path, json.dumps(a).encode())
+        except OSError:
+            pass  # recorded; a file that cannot be closed is closed again (one more line) by the next sweep
+        closed += 1
+    return closed

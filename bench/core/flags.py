@@ -7,11 +7,20 @@ delimits answers (``bench.judge._prompts``); these flags make such answers visib
 records (``Candidate.flags``) and in the review panel, so a human can look at them first.
 The patterns aim at few false alarms on ordinary answers (checked on JudgeBench's answers in
 ``tests/judge/test_injection.py``); they are a signal for review, not a filter.
+
+The patterns are matched on a folded copy of the text (``_fold``), never on what the judge is
+shown: Unicode tag characters decoded to the ASCII they hide, compatibility forms (fullwidth,
+mathematical letters, ligatures) decomposed, zero-width and other invisible characters and Latin
+combining marks dropped, Cyrillic and Greek look-alikes of Latin letters, curly quotes, angle
+brackets and slashes folded to their ASCII forms, and Unicode line breaks made newlines. A
+disguised closing tag cannot end the judge's block (its tag is a hash of the text it closes, so
+no answer can name it, disguised or not), so the judge still sees the answer as written.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 _PATTERNS = {
     "verdict-like": [
@@ -35,10 +44,33 @@ _PATTERNS = {
 }
 _COMPILED = {kind: [re.compile(p, re.I) for p in pats] for kind, pats in _PATTERNS.items()}
 
+_TAGS = re.compile("[\U000E0020-\U000E007E]")  # invisible "tag" copies of ASCII (0xE0000 + code point)
+_HIDDEN = re.compile(  # zero-width, bidi, joiners, soft hyphen, variation selectors, fillers; Latin combining marks
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f"
+    "\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\U0001d173-\U0001d17a\U000e0001\U000e007f"
+    "\U000e0100-\U000e01ef\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
+_LOOKALIKES = {  # Latin letter: its Cyrillic, Greek and other look-alikes (Unicode's confusables, the common ones)
+    "a": "аαɑ", "b": "Ьƅ", "c": "сϲⅽ", "d": "ԁⅾ", "e": "еҽ", "g": "ɡ", "h": "һ", "i": "іιıɩ", "j": "јϳ",
+    "k": "кκ", "l": "ӏⅼ", "n": "п", "o": "оοօ", "p": "рρ", "q": "ԛ", "r": "г", "s": "ѕ", "u": "υս", "v": "νѵ",
+    "w": "ԝ", "x": "хχ", "y": "уγ", "A": "АΑ", "B": "ВΒ", "C": "СϹ", "E": "ЕΕ", "H": "НΗ", "I": "ІΙӀ", "J": "Ј",
+    "K": "КΚ", "M": "МΜ", "N": "Ν", "O": "ОΟ", "P": "РΡ", "S": "Ѕ", "T": "ТΤ", "X": "ХΧ", "Y": "ҮΥ", "Z": "Ζ",
+    "'": "‘’‚‛′‵ʼ", '"': "“”„‟″‶«»", "<": "‹〈⟨❮˂ᐸ", ">": "›〉⟩❯˃ᐳ", "/": "∕⁄⧸", "\n": "\u2028\u2029\x85\v\f\r",
+}
+_FOLD = str.maketrans({c: latin for latin, alikes in _LOOKALIKES.items() for c in alikes} | {"≫": ">>", "≪": "<<"})
+
+
+def _fold(text: str) -> str:
+    """Return the text the patterns are matched on: ``text`` with its disguises undone (see the module's
+    docstring), so that fullwidth, zero-width, look-alike or curly-quoted injections are flagged as plain ones."""
+    text = _TAGS.sub(lambda m: chr(ord(m.group()) - 0xE0000), text)
+    text = _HIDDEN.sub("", unicodedata.normalize("NFKD", text))
+    return unicodedata.normalize("NFKC", text).translate(_FOLD)
+
 
 def flags(text: str | None) -> list[str]:
     """Return the kinds of injection-like text in ``text`` (``verdict-like``, ``instruction-like``,
     ``delimiter``), in that order; empty for an ordinary answer."""
     if not text:
         return []
-    return [kind for kind, patterns in _COMPILED.items() if any(p.search(text) for p in patterns)]
+    folded = _fold(text)
+    return [kind for kind, patterns in _COMPILED.items() if any(p.search(folded) for p in patterns)]

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from bench.core.digests import set_aside_ids
 from bench.core.journal import read_repeats
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
@@ -48,12 +49,14 @@ class FailureGroup:
 
 
 def failures(run_dir: str | Path, max_attempts: int | None = None) -> list[FailureGroup]:
-    """Return the run's failed items grouped by (stage, model or judge, error kind), largest first."""
+    """Return the run's failed items grouped by (stage, model or judge, error kind), largest first; items of an
+    earlier content of a cell, judge or rubric version are set aside (bench.core.digests): no re-run asks them."""
     store = RunStore(Path(run_dir))
+    aside = set_aside_ids(Path(run_dir))
     groups: dict[tuple[str, str, str], list] = {}
     for stage, kind in (("collect", Candidate), ("judge", Judgment)):
         tries = store.attempts(kind)
-        for rec in store.failed(kind).values():
+        for rec in (r for r in store.failed(kind).values() if r.id not in aside):
             who = rec.model_id if stage == "collect" else rec.judge_id
             key = (stage, who, rec.error_kind or "unknown")
             entry = groups.setdefault(key, [0, 0, rec.error or ""])
@@ -61,6 +64,26 @@ def failures(run_dir: str | Path, max_attempts: int | None = None) -> list[Failu
             entry[1] += bool(max_attempts and tries.get(rec.id, 0) >= max_attempts)
     rows = [FailureGroup(s, w, k, n, x, first) for (s, w, k), (n, x, first) in groups.items()]
     return sorted(rows, key=lambda g: (g.stage != "collect", -g.count, g.who, g.kind))
+
+
+def failed_by_cell(run_dir: str | Path) -> dict[str, dict[str, int]]:
+    """Return per cell key how many of its items are failed now: ``collect`` (its answers) and ``judge`` (the
+    judgments of its answers; a pairwise one counts for the cell of its first answer). Set-aside items are
+    left out, as in :func:`failures`. What each execution's closing line answers for."""
+    store = RunStore(Path(run_dir))
+    aside = set_aside_ids(Path(run_dir))
+    cell_of = {c.id: c.cell for c in store.latest(Candidate).values()}
+    out: dict[str, dict[str, int]] = {}
+    for rec in store.failed(Candidate).values():
+        if rec.id not in aside:
+            counts = out.setdefault(rec.cell, {"collect": 0, "judge": 0})
+            counts["collect"] += 1
+    for rec in store.failed(Judgment).values():
+        cell = cell_of.get(rec.candidate_ids[0]) if rec.candidate_ids else None
+        if rec.id not in aside and cell is not None:
+            counts = out.setdefault(cell, {"collect": 0, "judge": 0})
+            counts["judge"] += 1
+    return out
 
 
 def row_format(rows: list[tuple[str, ...]], text_columns: int = 3) -> str:

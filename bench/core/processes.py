@@ -1,4 +1,4 @@
-"""Child processes that never outlive bench: the parent-death signal, and whether a pid is alive.
+"""Child processes that never outlive bench: the parent-death signal, whether a pid is alive, dead ones' folders.
 
 Every server bench starts (the embedded model, MLflow's UI, papermill kernels) is started with
 :func:`die_with_parent` as its ``preexec_fn``, so a SIGKILLed driver leaves no process behind.
@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import signal
+import socket
+import stat
 import sys
+import tempfile
 from collections.abc import Callable
 
 _PR_SET_PDEATHSIG = 1
@@ -51,3 +55,49 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def remove_stale_folders(prefix: str, socket_name: str = "") -> list[str]:
+    """Remove the folders ``<tmp>/<prefix><pid>-*`` this user's dead processes left behind; return their paths.
+
+    bench names a private temporary folder after the process that owns it (the lease server's socket, a
+    local cluster's certificate). A process killed with ``kill -9`` cannot remove its own, so the next one
+    with that prefix does. A folder is removed only if it belongs to this user, is not a symlink, and its
+    pid is not alive. A folder without a pid in its name (an older bench's) is removed only if it holds
+    ``socket_name`` and nothing listens on that unix socket any more.
+    """
+    removed = []
+    tmp = tempfile.gettempdir()
+    try:
+        names = [n for n in os.listdir(tmp) if n.startswith(prefix)]
+    except OSError:
+        return removed
+    for name in names:
+        path = os.path.join(tmp, name)
+        pid, sep, _rest = name[len(prefix):].partition("-")
+        if sep and pid.isdigit():
+            stale = int(pid) != os.getpid() and not pid_alive(int(pid))
+        else:
+            stale = bool(socket_name) and _nobody_listens(os.path.join(path, socket_name))
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        if stale and stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid():
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def _nobody_listens(path: str) -> bool:
+    """Return whether ``path`` is a unix socket file that refuses connections (its server is dead)."""
+    try:
+        if not stat.S_ISSOCK(os.lstat(path).st_mode):
+            return False
+        with socket.socket(socket.AF_UNIX) as probe:
+            probe.connect(path)
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
+    return False

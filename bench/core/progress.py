@@ -1,8 +1,10 @@
 """Progress bars that work in JupyterLab (widgets) and in papermill logs and terminals (text lines).
 
 No wait is silent: while a stage runs, text mode prints a line at least every ``every_s``
-seconds even when nothing finishes (with the rate, what is left and the requests on the
-wire), and widget bars are refreshed as often, so they stay truthful until the cell ends.
+seconds even when nothing finishes (with the rate, the time elapsed, what is left and the
+requests on the wire), and widget bars are refreshed as often, so they stay truthful until the
+cell ends. Text lines come every 2 s on a terminal and every 5 s into a pipe or a file (a log
+is read later, not watched): :func:`every_for`; `bench sweep` passes its own choice to its kernels.
 Under `bench sweep` every line bench prints for the terminal (progress, a stage's one-line
 result) starts with :data:`MARK`, an invisible ANSI reset: the driver passes those lines
 on and leaves the rest of the notebooks' output (tables) in the executed notebooks.
@@ -19,7 +21,28 @@ from typing import Any
 
 STREAM_ENV = "BENCH_SWEEP_STREAM"  # set by `bench sweep` in its kernels: mark the lines meant for its terminal
 MARK = "\x1b[0m"  # an ANSI reset: invisible in notebooks and terminals; `bench sweep` shows only marked lines
-EVERY_ENV = "BENCH_PROGRESS_EVERY_S"  # the text lines' interval (default 2 s; tests shorten it)
+EVERY_ENV = "BENCH_PROGRESS_EVERY_S"  # the text lines' interval (default: every_for; tests shorten it)
+TERMINAL_EVERY_S = 2.0  # a person watching a terminal sees the counts move
+PIPED_EVERY_S = 5.0  # a pipe or a file (a CI log, `| tee`): one line every few seconds, not a flood
+
+
+def every_for(stream: Any) -> float:
+    """Return the seconds between two progress lines written to ``stream``: ``$BENCH_PROGRESS_EVERY_S`` if set,
+    else 2 s on a terminal and 5 s into a pipe or a file."""
+    if os.environ.get(EVERY_ENV):
+        return float(os.environ[EVERY_ENV])
+    try:
+        tty = bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        tty = False
+    return TERMINAL_EVERY_S if tty else PIPED_EVERY_S
+
+
+def clock(seconds: float) -> str:
+    """Return a duration as a progress line shows it: ``0:42``, ``12:03``, ``1:02:03``."""
+    whole = int(max(seconds, 0))
+    h, rest = divmod(whole, 3600)
+    return f"{h}:{rest // 60:02d}:{rest % 60:02d}" if h else f"{rest // 60}:{rest % 60:02d}"
 
 
 def say(line: object) -> None:
@@ -64,10 +87,11 @@ class Progress:
                  growing: bool = False, wire: Callable[[], int | None] | None = None):
         self.title = self._name = title
         self.totals, self.growing, self.wire = dict(totals), growing, wire
-        self.every_s = every_s if every_s is not None else float(os.environ.get(EVERY_ENV) or 2.0)
         self.done = {k: 0 for k in totals}
         self.failed = 0
         self.mode = ("widgets" if _in_kernel() else "text") if mode == "auto" else mode
+        self.every_s = every_s if every_s is not None else \
+            every_for(sys.stdout) if self.mode == "text" else float(os.environ.get(EVERY_ENV) or TERMINAL_EVERY_S)
         self._t0 = self._last = time.monotonic()
         self._closed = False
         self._bars: dict[str, Any] = {}
@@ -127,16 +151,18 @@ class Progress:
             self._print()
 
     def line(self) -> str:
-        """Return the one-line summary: overall, per group, failures, rate and (while running) what is left."""
+        """Return the one-line summary: overall, per group, failures, rate, time elapsed and (while running) what
+        is left."""
         done, total = sum(self.done.values()), sum(self.totals.values())
-        rate = done / max(time.monotonic() - self._t0, 1e-9)
+        elapsed = time.monotonic() - self._t0
+        rate = done / max(elapsed, 1e-9)
         groups = " | ".join(f"{k} {self.done[k]}/{t}" for k, t in self.totals.items())
         if self.growing and not self._closed:
             head = f"{self.title}: {done}/{total} so far (the total grows as answers arrive)"
         else:
             head = f"{self._name if self._closed else self.title}: {done}/{total} " \
                    f"({100 * done / total if total else 100.0:.0f}%)"
-        parts = [head, groups, f"failed {self.failed}", f"{rate:.1f}/s"]
+        parts = [head, groups, f"failed {self.failed}", f"{rate:.1f}/s", f"{clock(elapsed)} elapsed"]
         if not self._closed:
             parts.append(self._pending(total - done))
         return " | ".join(p for p in parts if p)

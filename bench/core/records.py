@@ -52,6 +52,13 @@ class Usage(BaseModel):
     requirement, a failed parse included); ``cache_hits`` counts replies answered without a
     request. Tokens, cost and latency are summed over every reply received (a cache hit brings
     the original call's tokens and cost). ``cost_usd`` is None when some reply had no known price.
+
+    Every paid reply counts, also one that was not used (an empty ``finish_reason=length`` reply
+    retried): a call paid more than once lists each paid attempt in ``paid_attempts`` (its tokens,
+    cost and finish reason), and the totals above are their sum. ``over_limit``: some reply returned
+    more completion tokens than its request's output limit (``max_tokens``). ``estimated``: some
+    reply carried no usage, so its tokens were counted from its text and the request's with a bound
+    that never counts fewer (``bench.models.tokens.bound_counter``), never taken as zero.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -66,6 +73,9 @@ class Usage(BaseModel):
     calls: int = 1
     cache_hits: int = 0
     batch_id: str | None = None  # the provider batch that answered the last call (bench.models.batches)
+    over_limit: bool = False  # a reply passed its request's output limit (a provider that ignores max_tokens)
+    estimated: bool = False  # a reply had no usage: its tokens are a bound counted from the text, its cost from them
+    paid_attempts: list[dict[str, Any]] | None = None  # each paid reply of a call paid more than once (None: none)
 
     @model_validator(mode="before")
     @classmethod
@@ -78,11 +88,19 @@ class Usage(BaseModel):
 
 
 def failed_usage(error: Exception) -> Usage:
-    """Return the usage of a call that ended in ``error`` (a ProviderError): the requests it sent, no
-    tokens, no cost (providers do not bill an HTTP error; a timed-out request's cost is unknowable)."""
+    """Return the usage of a call that ended in ``error`` (a ProviderError): the requests it sent, and what
+    its paid replies cost (``error.paid``: an empty ``finish_reason=length`` reply is billed), else no tokens
+    and no cost (providers do not bill an HTTP error; a timed-out request's cost is unknowable)."""
     n, shared = getattr(error, "attempts", 0), bool(getattr(error, "shared", False))
-    return Usage.model_construct(prompt_tokens=0, completion_tokens=0, cost_usd=0.0, calls=n, attempts=n,
-                                 cache_hits=int(shared), cached=shared)
+    paid = [] if shared else list(getattr(error, "paid", None) or ())
+    total = lambda name: sum(a.get(name) or 0 for a in paid)  # noqa: E731
+    costs = [a.get("cost_usd") for a in paid]
+    return Usage.model_construct(
+        prompt_tokens=total("prompt_tokens"), completion_tokens=total("completion_tokens"),
+        cost_usd=None if any(c is None for c in costs) else round(sum(costs), 12), calls=n, attempts=n,
+        cache_hits=int(shared), cached=shared, finish_reason=paid[-1].get("finish_reason") if paid else None,
+        over_limit=any(a.get("over_limit") for a in paid), estimated=any(a.get("estimated") for a in paid),
+        paid_attempts=paid or None)
 
 
 def add_usage(parts: list[Usage]) -> Usage | None:
@@ -105,7 +123,9 @@ def add_usage(parts: list[Usage]) -> Usage | None:
         attempts=parts[-1].attempts, cached=all(u.cached for u in parts),
         finish_reason=next((u.finish_reason for u in reversed(parts) if u.finish_reason), None),
         calls=sum(u.calls for u in parts), cache_hits=sum(u.cache_hits for u in parts),
-        batch_id=next((u.batch_id for u in reversed(parts) if u.batch_id), None))
+        batch_id=next((u.batch_id for u in reversed(parts) if u.batch_id), None),
+        over_limit=any(u.over_limit for u in parts), estimated=any(u.estimated for u in parts),
+        paid_attempts=[a for u in parts for a in (u.paid_attempts or ())] or None)
 
 
 class Record(BaseModel):
@@ -262,7 +282,8 @@ class Judgment(_Outcome):
 
 
 class Review(Record):
-    """A human's override of a judgment; a later review of the same judgment supersedes it."""
+    """A human's grade of an answer on a rubric version (bench.core.reviewed), saved on one of its judgments; a
+    later review of the same answer and rubric version by the same reviewer supersedes it."""
 
     kind: ClassVar[str] = "review"
     id_prefix: ClassVar[str] = "r"
@@ -277,6 +298,9 @@ class Review(Record):
     verdict: str | None = None  # pairwise: the reviewer's verdict in the original order
     note: str = ""
     created_at: str = Field(default_factory=utc_now)
+    # saved with no judge's grade, rationale or verdict shown; only blind reviews calibrate. False for a review
+    # from before the field existed: the panel and the export showed the judges then
+    blind: bool = False
 
     @classmethod
     def identity(cls, data: dict[str, Any]) -> Any:

@@ -56,6 +56,11 @@ _BEARER = (r"(?P<scheme>\b(?i:bearer)[ \t]+)(?:{known}(?=[A-Za-z]*[0-9\-._~+/])"
 _TRIGGERS = ("authorization", "bearer", "api-key")  # what a header echo contains (lowercased)
 _USERINFO = r"://[^\s/?#\"'<>\\\[\]]{1,512}@"  # scheme://user:pass@host: up to the authority's last @
 _URL_AT = re.compile(_USERINFO)  # its literal start makes it a fast test (records name their api_base URL)
+# A credential as a URI's query parameter (libpq's ?password=, ?access_token=, Google's ?key=): the name ends in
+# one of these words; its value runs to the next parameter. The name is kept, so a reader sees what was hidden.
+_QUERY = (r"(?P<qname>[?&;](?i:[A-Za-z0-9_.\-]{0,40}?(?:password|passwd|pwd|token|key|secret|signature))=)"
+          r"(?!\[redacted\])[^&#;\s\"'<>\\]+")
+_QUERY_AT = re.compile(r"[?&;][A-Za-z0-9_.\-]{0,40}?(?i:password|passwd|pwd|token|key|secret|signature)=")
 
 
 @dataclass
@@ -125,7 +130,7 @@ def _build(values: frozenset[str]) -> tuple[re.Pattern[str], tuple[str, ...]]:
     known = f"(?:{alts})|" if alts else ""
     parts = [f"(?P<value>{alts})"] if alts else []
     parts += ["(?P<header>" + _HEADER.format(known=known) + ")", _BEARER.format(known=known),
-              f"(?P<userinfo>{_USERINFO})"]
+              f"(?P<userinfo>{_USERINFO})", _QUERY]
     return re.compile("|".join(parts)), tuple(sorted(literals, key=len))
 
 
@@ -143,6 +148,8 @@ def _current() -> tuple[re.Pattern[str], tuple[str, ...]]:
 def _replace(m: re.Match[str]) -> str:
     if m.group("userinfo") is not None:
         return "://***@"
+    if m.group("qname") is not None:
+        return m.group("qname") + MARKER
     if m.group("header") is not None:
         text = m.group("header")
         return text[: m.start("sep") - m.start("header") + len(m.group("sep"))] + MARKER
@@ -158,7 +165,9 @@ def redact(text: str) -> str:
     ``api_key_env``, every key it sent, the provider variables of `.env.example`, and any
     variable whose name ends in one of SECRET_SUFFIXES; values shorter than 8 characters are
     left alone), values registered with `add_secret` (an ``api_base``'s password),
-    the user and password of any URL (``scheme://user:pass@host`` → ``scheme://***@host``), and
+    the user and password of any URL (``scheme://user:pass@host`` → ``scheme://***@host``), the value
+    of a URI's credential query parameter (``?password=…``, ``&passwd=``, ``?token=``, ``?key=``, and any
+    parameter whose name ends in password, passwd, pwd, token, key, secret or signature), and
     echoed ``Authorization: …``/``x-api-key: …`` headers and ``Bearer <token>``. One compiled
     regex, rebuilt only when the set of secret values changes; safe on JSON text (a redacted
     record line stays valid JSON).
@@ -168,7 +177,7 @@ def redact(text: str) -> str:
     pattern, literals = _current()
     # Python's regex engine tries every alternative at every position (about 70 µs per KB here);
     # substring tests first (5 µs for a 2 KB record line) leave it to the rare text that may hold a secret.
-    if _URL_AT.search(text) or any(v in text for v in literals):
+    if _URL_AT.search(text) or _QUERY_AT.search(text) or any(v in text for v in literals):
         return pattern.sub(_replace, text)
     lower = text.lower()
     if any(t in lower for t in _TRIGGERS):

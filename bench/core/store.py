@@ -30,12 +30,18 @@ from bench.core.secrets import redact  # every record line is redacted as it is 
 _KINDS = {"scenario": "scenarios", "candidate": "candidates", "judgment": "judgments", "review": "reviews"}
 
 
-def atomic_write(path: Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` all at once (temp file, fsync, rename): readers see the old or the new file."""
+def atomic_write(path: Path, data: bytes, *, shared: bool = False) -> Path:
+    """Write ``data`` to ``path`` all at once (temp file, fsync, rename): readers see the old or the new file.
+
+    The file is private (0600, what ``mkstemp`` makes: a token, a cache) unless ``shared``: then it gets the
+    permissions the user's umask gives any new file (a report meant to be sent round: 0644 under umask 022).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
+            if shared:
+                os.fchmod(fh.fileno(), 0o666 & ~current_umask())
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
@@ -44,6 +50,19 @@ def atomic_write(path: Path, data: bytes) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def current_umask() -> int:
+    """Return the process's umask, read without changing it (Linux: /proc/self/status; elsewhere set and restored)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 _WARNED: set[tuple[Path, int, int]] = set()  # unreadable lines already reported by this process

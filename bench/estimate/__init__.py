@@ -4,14 +4,16 @@
 their messages, less what the run folder and the response cache already hold; ``plan`` counts them
 for `bench validate` and a sweep's progress totals; ``observed`` reads earlier records' reply lengths
 and repair rates; ``cost`` turns them into tokens and dollars (`bench estimate`); ``show`` prints the
-table; ``command`` holds `bench validate`, `bench estimate` and the estimate (and ``limits.budget_usd``
-check) a sweep runs before it starts.
+table; ``verdict`` holds the expected cost to ``limits.budget_usd`` (start, pilot first, or refuse);
+``pilot`` sends the first few answers per model when no reply says how long they run; ``command``
+holds `bench validate`, `bench estimate` and the estimate (and budget check) a sweep runs before it starts.
 """
 
 from bench.estimate.command import before_sweep, check_budget, estimate_command, validate
 from bench.estimate.cost import Estimate, StageEstimate, estimate
 from bench.estimate.plan import StagePlan, plan_requests, plan_table, planned_per_model, planned_progress
 from bench.estimate.show import estimate_table
+from bench.estimate.verdict import Verdict, budget_verdict
 from bench.estimate.work import StageWork, stage_work
 
 __all__ = [
@@ -19,6 +21,8 @@ __all__ = [
     "StageEstimate",
     "StagePlan",
     "StageWork",
+    "Verdict",
+    "budget_verdict",
     "before_sweep",
     "check_budget",
     "estimate",

@@ -6,11 +6,12 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from bench.core.errors import BudgetReached
-from bench.core.spend import recorded_spend
-from bench.estimate.cost import Estimate, estimate, needed_budget
+from bench.core.digests import supersede
+from bench.estimate.cost import Estimate, estimate
+from bench.estimate.pilot import send_pilot
 from bench.estimate.plan import plan_requests, plan_table
 from bench.estimate.show import estimate_table
+from bench.estimate.verdict import Verdict, budget_verdict, refusal, verdict_line
 from bench.models.budget import PriceUnknown, dollars
 from bench.models.preflight import preflight
 from bench.pipeline import Run, make_llm, open_run, shown_path
@@ -38,44 +39,63 @@ def validate(params: str | Path, cells: str | None = None) -> int:
 
 def estimate_command(params: str | Path, cells: str | None = None, run_dir: str | None = None,
                      as_json: bool = False) -> int:
-    """`bench estimate`: print what the next sweep will send and cost, per stage (``as_json``: one JSON object).
+    """`bench estimate`: print what the next sweep will send and cost, per stage (``as_json``: one JSON object),
+    and what that means for ``limits.budget_usd`` (start, pilot first, or refuse: bench.estimate.verdict).
 
     Calls no model, runs no preflight, starts no server (not even the embedded model's).
     """
     run = open_run(params, cells=cells, run_dir=run_dir)
     est = estimate(run)
+    verdict = budget_verdict(run, est)  # marks the stages a sweep would pilot first
     if as_json:
-        print(json.dumps(est.as_json(), indent=2))
+        print(json.dumps({**est.as_json(), "budget": None if verdict is None else verdict.as_json()}, indent=2))
         return 0
     print(run.describe())
     print(estimate_table(est, entries=entries(run), params=shown_path(run.params_path)))
-    budget_line = _budget_line(run, est)
-    if budget_line:
-        print(budget_line)
+    if verdict is not None:
+        print(verdict_line(run, verdict))
     return 0
 
 
-def before_sweep(run: Run, *, only_stage: str | None = None, groups: list[Iterable[str]] | None = None) -> Estimate:
-    """Print the estimate of the sweep about to start (compact) and hold it to ``limits.budget_usd``.
+def before_sweep(run: Run, *, only_stage: str | None = None, groups: list[Iterable[str]] | None = None,
+                 pilot: bool = True, changed: list | None = None) -> Estimate:
+    """Print the estimate of the sweep about to start (compact) and hold it to ``limits.budget_usd``; return it.
 
-    Raises BudgetReached (exit code 4; nothing is sent) when a budget is set and the run folder's recorded
-    spend plus the expected cost passes it, PriceUnknown (exit 2) when some stage that will send requests
-    has no known price.
+    The expected cost is held to the budget, not the worst case (bench.estimate.verdict); when it hangs on
+    replies nothing has measured yet, the pilot is sent first (bench.estimate.pilot) and the rest estimated
+    again from its replies. Raises BudgetReached (exit code 4) when the expected cost passes the budget:
+    before anything is sent, or after the pilot (its records kept); PriceUnknown (exit 2) when some stage
+    that will send requests has no known price. ``pilot=False`` (a cluster sweep, whose lease server already
+    holds the budget: a pilot sent from here would pass it by): no pilot, an unmeasured stage is held at its bound.
     """
     est = estimate(run, only_stage=only_stage, groups=groups)
     params = shown_path(run.params_path)
+    verdict = budget_verdict(run, est, pilot=pilot)
     print("estimate (before anything is sent):", flush=True)
     print(estimate_table(est, compact=True, entries=entries(run), params=params), flush=True)
-    check_budget(run, est)
-    line = _budget_line(run, est)
-    if line:
-        print(line, flush=True)
+    check_budget(run, est, verdict, pilot=pilot)
+    if verdict is not None and verdict.outcome == "pilot":
+        print(verdict_line(run, verdict), flush=True)
+        supersede(run.dir, changed or [], params)
+        sent = send_pilot(run, verdict.pilot, only_stage)
+        est = estimate(run, only_stage=only_stage, groups=groups)
+        verdict = budget_verdict(run, est, pilot=False)
+        print(f"estimate after the pilot ({sent}):", flush=True)
+        print(estimate_table(est, compact=True, entries=entries(run), params=params), flush=True)
+        check_budget(run, est, verdict, after_pilot=sent)
+    if verdict is not None:
+        print(verdict_line(run, verdict), flush=True)
     return est
 
 
-def check_budget(run: Run, est: Estimate) -> None:
-    """Refuse a sweep ``est`` says cannot be held to the run's ``limits.budget_usd``, before anything is sent:
-    BudgetReached (exit 4, like a sweep stopped at its budget) or PriceUnknown (exit 2: declare the price)."""
+def check_budget(run: Run, est: Estimate, verdict: Verdict | None = None, *, after_pilot: str | None = None,
+                 pilot: bool = True) -> None:
+    """Refuse a sweep ``est`` says cannot be held to the run's ``limits.budget_usd``, before anything (more) is
+    sent: BudgetReached (exit 4, like a sweep stopped at its budget) or PriceUnknown (exit 2: declare the price).
+
+    ``verdict``: :func:`budget_verdict` of ``est`` (made here when not given); ``after_pilot``: what the pilot
+    sent, when it has run (the refusal then says its records are kept); ``pilot``: whether a pilot may be sent.
+    """
     limit = run.sweep.limits.budget_usd
     if limit is None:
         return
@@ -88,26 +108,9 @@ def check_budget(run: Run, est: Estimate) -> None:
                          f"sweep's cost cannot be held to it; nothing was sent. Set price: {{input_per_mtok: …, "
                          f"output_per_mtok: …}} (USD per million tokens) on each in {params}, or remove "
                          f"limits.budget_usd")
-    spent = recorded_spend(run.dir).usd
-    expected = float(est.total["cost_usd_expected"] or 0.0)
-    worst = float(est.total["cost_usd_max"] or 0.0)
-    if spent + expected > limit:
-        raise BudgetReached(f"this sweep is expected to cost {dollars(expected)} (at most {dollars(worst)}), and "
-                         f"{shown_path(run.dir)} has spent {dollars(spent)} so far: {dollars(spent + expected)} is "
-                         f"more than limits.budget_usd = {dollars(limit)}, so the sweep does not start; nothing was "
-                         f"sent. Raise limits.budget_usd in {params} to at least "
-                         f"{dollars(needed_budget(spent, expected))}, or run fewer cells (--cells)")
-
-
-def _budget_line(run: Run, est: Estimate) -> str | None:
-    """Return the line that puts the expected cost beside ``limits.budget_usd`` (None without a budget)."""
-    limit = run.sweep.limits.budget_usd
-    expected = est.total["cost_usd_expected"]
-    if limit is None or expected is None:
-        return None
-    spent = recorded_spend(run.dir).usd
-    return (f"budget: limits.budget_usd = {dollars(limit)}; spent so far {dollars(spent)} + expected "
-            f"{dollars(float(expected))} = {dollars(spent + float(expected))}")
+    verdict = verdict or budget_verdict(run, est, pilot=pilot and after_pilot is None)
+    if verdict is not None and verdict.outcome == "refused":
+        raise refusal(run, verdict, after_pilot)
 
 
 def entries(run: Run) -> dict[tuple[str, str], str]:

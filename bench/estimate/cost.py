@@ -5,19 +5,25 @@ Per stage (collect per model; each judge with its mode), of the first-turn reque
 
 - ``input_tokens``: their prompts counted with the model's tokenizer (``bench.models.tokens``).
   Judge requests of answers not collected yet are rendered with a stand-in answer as long as that
-  answer is expected to be (its cell's observed mean, else its model's output bound), clipped at the
-  rubric's ``max_chars`` like any answer.
+  answer is expected to be (its cell's observed mean, else that of its model and params, else the mean
+  of its model's cached replies, else its model's output bound), clipped at the rubric's ``max_chars``
+  like any answer.
 - ``output_tokens_max``: each request's output bound: its ``max_tokens`` (or
   ``max_completion_tokens``, …), else the model's maximum output in LiteLLM's local map, else
   ``DEFAULT_COMPLETION_TOKENS`` (``output_bound_from``: "max_tokens", "model" or "default", flagged).
-- ``output_tokens_expected``: the observed mean completion tokens per request of earlier records of
-  the same cell (collect) or the same judge (``bench.estimate.observed``), else the bound.
+- ``output_tokens_expected``: from the best evidence there is (``expected_from``): the observed mean
+  completion tokens per request of earlier records of the same cell, else of the same model and params
+  (collect), or of the same judge, in the run folder (``bench.estimate.observed``: "run folder"); else
+  the mean of the replies the response cache holds for this stage's own requests ("response cache");
+  else the bound ("assumed bound"; a sweep under a budget may measure it first with a pilot:
+  ``bench.estimate.pilot``, "pilot pending").
 - ``repairs_max`` (judges): one repair turn per request at most (``bench.judge._asking``: the request,
   its reply and a short repair message, answered again), priced into ``cost_usd_max``; the expected
   cost takes the judge's observed repair rate (0 without records).
 - Costs at the price the stage is called at (the Batch API price for a ``batch:`` entry:
   ``routing.price_per_token``), and the expected cost ``_direct`` and ``_batch`` (without and with
   batch mode). An unknown price gives None, unless the stage sends nothing (then it costs 0).
+  ``cost_usd_min``: the prompts alone, as if every reply were empty: what no reply length can lower.
 """
 
 from __future__ import annotations
@@ -38,9 +44,10 @@ from bench.pipeline import Run
 
 REPAIR_TOKENS = 40  # the repair turn's own message ("Your reply could not be used: <reason>. …") and framing
 PLACEHOLDER_WORD = "text"  # one token in the common tokenizers, about as long as an average token
+FROM_RECORDS, FROM_CACHE, ASSUMED, PILOT = "run folder", "response cache", "assumed bound", "pilot pending"
 TOTALS = ("requests", "cached", "held", "cache_hits", "to_send", "unknown", "input_tokens", "output_tokens_max",
           "output_tokens_expected", "repairs_max", "cost_usd_max", "cost_usd_expected", "cost_usd_expected_direct",
-          "cost_usd_expected_batch")
+          "cost_usd_expected_batch", "cost_usd_min")
 
 
 @dataclass
@@ -63,7 +70,7 @@ class StageEstimate:
     output_tokens_expected: int
     output_bound: int  # per request
     output_bound_from: str  # "max_tokens", "model" or "default"
-    expected_from: str  # "records", "bound" or "records+bound"
+    expected_from: str  # FROM_RECORDS, FROM_CACHE, ASSUMED or PILOT ("a+b" when asks differ; "" sends nothing)
     repairs_max: int
     repair_rate: float
     tokenizer: str
@@ -73,6 +80,7 @@ class StageEstimate:
     cost_usd_expected: float | None
     cost_usd_expected_direct: float | None
     cost_usd_expected_batch: float | None
+    cost_usd_min: float | None  # the prompts alone (every reply empty)
 
     def as_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -108,7 +116,7 @@ def estimate(run: Run, llm: LLM | None = None, *, only_stage: str | None = None,
     own = llm is None
     llm = llm or LLM(run.sweep.limits, cache=open_cache(root=run.root))
     try:
-        seen = observe(run.store, load_judges(run))
+        seen = observe(run.store, load_judges(run), run.sweep.cells())
         work = stage_work(run, llm, _placeholders(seen), only_stage=only_stage, groups=groups)
         return Estimate([_stage(w, resolve(w.spec), seen) for w in work])
     finally:
@@ -118,14 +126,15 @@ def estimate(run: Run, llm: LLM | None = None, *, only_stage: str | None = None,
 
 def _placeholders(seen: Observed) -> Placeholder:
     """Return the stand-in answer of a cell not collected yet: as many one-token words as its answers are
-    expected to take (the cell's observed mean, else its model's output bound)."""
+    expected to take (the cell's observed mean, else its model's and params', else the mean of its model's
+    cached replies, else its model's output bound)."""
     memo: dict[str, str] = {}
 
-    def placeholder(cell: Cell) -> str:
+    def placeholder(cell: Cell, cached: float | None) -> str:
         text = memo.get(cell.key)
         if text is None:
-            n = seen.answer_tokens.get(cell.key)
-            n = output_bound(resolve(cell.model.spec()))[0] if n is None else n
+            n = seen.tokens(cell.key)
+            n = n if n is not None else cached if cached is not None else output_bound(resolve(cell.model.spec()))[0]
             text = memo[cell.key] = " ".join([PLACEHOLDER_WORD] * max(1, round(n)))
         return text
 
@@ -137,9 +146,7 @@ def _stage(w: StageWork, route: Route, seen: Observed) -> StageEstimate:
     n = len(w.asks)
     input_tokens = sum(counter.messages(a.messages) for a in w.asks)
     bound, bound_from = output_bound(route)
-    means = [seen.tokens(a.source) for a in w.asks]
-    expected = round(sum(bound if m is None else m for m in means))
-    observed = sum(m is not None for m in means)
+    expected, expected_from = _expected(w, seen, bound)
     judge = w.stage == "judge"
     rate = seen.repair_rate.get(w.id, 0.0) if judge else 0.0
     repairs = n if judge else 0
@@ -155,10 +162,26 @@ def _stage(w: StageWork, route: Route, seen: Observed) -> StageEstimate:
         requests=w.held + w.requests, cached=w.held + w.cached, held=w.held, cache_hits=w.cached, to_send=n,
         unknown=w.unknown, input_tokens=input_tokens, output_tokens_max=n * bound, output_tokens_expected=expected,
         output_bound=bound, output_bound_from=bound_from,
-        expected_from="bound" if not observed else "records" if observed == n else "records+bound",
+        expected_from=expected_from,
         repairs_max=repairs, repair_rate=round(rate, 4), tokenizer=counter.tokenizer, tokenizer_note=counter.note,
         price_known=at is not None, cost_usd_max=cost(at, worst), cost_usd_expected=cost(at, likely),
-        cost_usd_expected_direct=cost(direct, likely), cost_usd_expected_batch=cost(batched, likely))
+        cost_usd_expected_direct=cost(direct, likely), cost_usd_expected_batch=cost(batched, likely),
+        cost_usd_min=cost(at, (input_tokens, 0)))
+
+
+def _expected(w: StageWork, seen: Observed, bound: int) -> tuple[int, str]:
+    """Return the output tokens ``w``'s requests are expected to take, and where that comes from: per request,
+    the run folder's mean for its cell (or model and params) or judge, else the mean of the stage's cached
+    replies, else its bound."""
+    cached = sum(w.replies) / len(w.replies) if w.replies else None
+    total, sources = 0.0, {}
+    for ask in w.asks:
+        mean = seen.tokens(ask.source)
+        tokens, source = ((mean, FROM_RECORDS) if mean is not None else (cached, FROM_CACHE) if cached is not None
+                          else (bound, ASSUMED))
+        total += tokens
+        sources[source] = None
+    return round(total), "+".join(sources)
 
 
 def _usd(price: tuple[float, float] | None, tokens: tuple[float, float], requests: int) -> float | None:

@@ -1,7 +1,9 @@
 """What earlier records of a run folder say about the next requests: reply lengths and repair turns.
 
 - Answers: the mean completion tokens of a cell's successful candidates (every attempt kept in the
-  store), per cell key.
+  store), per cell key; and per model and params (the LiteLLM model string, its endpoint and its
+  resolved generation params, as a candidate records them), for a cell with no answer of its own yet
+  (a new prompt of a model already asked).
 - Judges: the mean completion tokens per reply behind a judge's successful judgments (replies: the
   requests sent and the cache hits, ``usage.calls + usage.cache_hits``), per judge id; and its repair
   rate: the replies beyond the first-turn requests, over every judgment with a usage (failures
@@ -11,8 +13,12 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
+from bench.config.params import Cell
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
 from bench.judge.grader import Judge
@@ -23,25 +29,43 @@ class Observed:
     """Means read from a run folder's records (a key is missing where nothing was observed)."""
 
     answer_tokens: dict[str, float] = field(default_factory=dict)  # cell key -> completion tokens per answer
+    model_tokens: dict[str, float] = field(default_factory=dict)  # model_key -> completion tokens per answer
+    cell_models: dict[str, str] = field(default_factory=dict)  # cell key -> model_key of its model entry
     judge_tokens: dict[str, float] = field(default_factory=dict)  # judge id -> completion tokens per reply
     repair_rate: dict[str, float] = field(default_factory=dict)  # judge id -> repair turns per first request
 
     def tokens(self, source: str) -> float | None:
-        """Return the observed output tokens per request of a cell key or a judge id (None: none observed)."""
-        return self.answer_tokens.get(source, self.judge_tokens.get(source))
+        """Return the observed output tokens per request of a cell key (its own answers, else those of the same
+        model and params) or a judge id; None when the run folder holds no such reply."""
+        if source in self.answer_tokens:
+            return self.answer_tokens[source]
+        model = self.cell_models.get(source)
+        if model is not None and model in self.model_tokens:
+            return self.model_tokens[model]
+        return self.judge_tokens.get(source)
 
 
-def observe(store: RunStore, judges: list[Judge]) -> Observed:
-    """Return the means of the records in ``store`` (every attempt of every candidate and judgment)."""
-    out = Observed()
+def model_key(model: str, endpoint: str | None, params: dict[str, Any] | None) -> str:
+    """Return what makes two answers' lengths comparable across cells: the model string, endpoint and params."""
+    return json.dumps([model, endpoint, params or {}], sort_keys=True, default=str)
+
+
+def observe(store: RunStore, judges: list[Judge], cells: Iterable[Cell] = ()) -> Observed:
+    """Return the means of the records in ``store`` (every attempt of every candidate and judgment); ``cells``:
+    the run's cells, whose model entries name the answers of the same model and params."""
+    out = Observed(cell_models={c.key: model_key(c.model.model, c.model.endpoint, dict(c.model.params))
+                                for c in cells})
     sums: dict[str, list[int]] = {}
+    by_model: dict[str, list[int]] = {}
     for cand in store.iter(Candidate):
         usage = cand.usage
         if cand.ok and usage is not None and usage.completion_tokens is not None:
-            acc = sums.setdefault(cand.cell, [0, 0])
-            acc[0] += usage.completion_tokens
-            acc[1] += 1
+            for acc in (sums.setdefault(cand.cell, [0, 0]),
+                        by_model.setdefault(model_key(cand.model, cand.endpoint, cand.params), [0, 0])):
+                acc[0] += usage.completion_tokens
+                acc[1] += 1
     out.answer_tokens = {cell: total / n for cell, (total, n) in sums.items() if n}
+    out.model_tokens = {key: total / n for key, (total, n) in by_model.items() if n}
     by_id = {j.entry.id: j for j in judges}
     tokens: dict[str, list[int]] = {}
     replies: dict[str, list[float]] = {}

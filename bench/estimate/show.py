@@ -10,7 +10,7 @@ from bench.models.ratelimit import DEFAULT_COMPLETION_TOKENS
 FULL = ("stage", "id", "mode", "batch", "requests", "cached", "to send", "input tok", "output tok max",
         "output tok exp", "exp from", "repairs max", "cost max", "cost exp", "exp direct", "exp batch")
 COMPACT = ("stage", "id", "mode", "batch", "requests", "cached", "to send", "input tok", "output tok max",
-           "output tok exp", "cost max", "cost exp")
+           "output tok exp", "exp from", "cost max", "cost exp")
 
 
 def estimate_table(est: Estimate, *, compact: bool = False, entries: dict[tuple[str, str], str] | None = None,
@@ -31,9 +31,10 @@ def estimate_table(est: Estimate, *, compact: bool = False, entries: dict[tuple[
 def _row(s: StageEstimate, compact: bool) -> tuple[str, ...]:
     flag = "*" if s.output_bound_from == "default" and s.to_send else ""
     row = [s.stage, s.id, s.mode, "yes" if s.batch else "no", _n(s.requests), _n(s.cached), _n(s.to_send),
-           _n(s.input_tokens), _n(s.output_tokens_max) + flag, _n(s.output_tokens_expected)]
+           _n(s.input_tokens), _n(s.output_tokens_max) + flag, _n(s.output_tokens_expected),
+           s.expected_from if s.to_send else ""]
     if not compact:
-        row += [s.expected_from if s.to_send else "", _n(s.repairs_max) if s.stage == "judge" else ""]
+        row += [_n(s.repairs_max) if s.stage == "judge" else ""]
     row += [_usd(s.cost_usd_max), _usd(s.cost_usd_expected)]
     if not compact:
         row += [_usd(s.cost_usd_expected_direct), _usd(s.cost_usd_expected_batch)]
@@ -43,9 +44,9 @@ def _row(s: StageEstimate, compact: bool) -> tuple[str, ...]:
 def _total_row(est: Estimate, compact: bool) -> tuple[str, ...]:
     t = est.total
     row = ["total", "", "", "", _n(t["requests"]), _n(t["cached"]), _n(t["to_send"]), _n(t["input_tokens"]),
-           _n(t["output_tokens_max"]), _n(t["output_tokens_expected"])]
+           _n(t["output_tokens_max"]), _n(t["output_tokens_expected"]), ""]
     if not compact:
-        row += ["", _n(t["repairs_max"])]
+        row += [_n(t["repairs_max"])]
     row += [_usd(t["cost_usd_max"]), _usd(t["cost_usd_expected"])]
     if not compact:
         row += [_usd(t["cost_usd_expected_direct"]), _usd(t["cost_usd_expected_batch"])]
@@ -60,7 +61,9 @@ def notes(est: Estimate, *, compact: bool, entries: dict[tuple[str, str], str], 
            "(first turns; repair turns and retries come on top)"]
     if not compact:
         out.append("output tok max: each request's max_tokens, else the model's maximum output (LiteLLM's map); "
-                   "output tok exp: the mean of earlier records (collect: per cell; judge: per judge), else the max")
+                   "output tok exp: the mean of earlier replies (exp from: run folder = its records of the cell, "
+                   "else of the model and params, or of the judge; response cache = the cached replies of this "
+                   "stage's own requests), else the max (assumed bound; pilot pending: a sweep measures it first)")
         out.append("cost max: every request at its output bound and one repair turn per judge request; cost exp: "
                    "the expected tokens (at the judge's observed repair rate); at the price each stage is called at "
                    "(batch: yes = the Batch API price); exp direct / exp batch: the expected cost without / with "

@@ -13,7 +13,9 @@ in flight), is counted as cached, not sent. Judge requests of answers this sweep
 with the answer the response cache holds for its request when it does (a grid re-run under another
 name), else with a stand-in answer (``placeholder``: text of the answer's expected length), so their
 tokens can be estimated; whether the cache holds a stand-in's judge requests cannot be known before the
-answer exists (``unknown``: counted as sent).
+answer exists (``unknown``: counted as sent). The cached replies of a stage's own requests are read for
+their length (``replies``): what the same model and params answered to this very grid is evidence of how
+long its other replies run (a grid extended, or re-run under another name).
 """
 
 from __future__ import annotations
@@ -35,7 +37,10 @@ from bench.models.client import LLM
 from bench.models.routing import ModelSpec
 from bench.pipeline import Run
 
-Placeholder = Callable[[Cell], str]  # the stand-in answer of a cell whose answer is not collected yet
+# the stand-in answer of a cell whose answer is not collected yet, given the mean length (tokens) of its model's
+# replies the response cache holds for this grid (None: none)
+Placeholder = Callable[[Cell, float | None], str]
+CACHE_SAMPLE = 64  # cached judge replies read per judge for their length: enough for a mean, cheap on a big grid
 
 
 @dataclass
@@ -61,6 +66,7 @@ class StageWork:
     cached: int = 0  # of ``requests``, answered by the response cache (or identical to one asked before)
     unknown: int = 0  # of ``requests``, of answers not collected yet: the cache cannot be checked for them
     asks: list[Ask] = field(default_factory=list)  # the requests to send: ``requests - cached`` of them
+    replies: list[int] = field(default_factory=list)  # completion tokens of the cached replies read (evidence)
 
 
 def stage_work(run: Run, llm: LLM, placeholder: Placeholder | None = None, *, only_stage: str | None = None,
@@ -83,8 +89,10 @@ def stage_work(run: Run, llm: LLM, placeholder: Placeholder | None = None, *, on
         return out
     keys = {c.key for c in run.cells} | {j.entry.baseline for j in judges if j.entry.baseline}
     stored = {c.id: c for c in store.latest(Candidate).values() if c.ok and c.cell in keys}
-    fill = placeholder or (lambda cell: "")
-    future = {cid: make_candidate(it, render(it.cell.prompt, it.scenario), output=answers.get(cid, fill(it.cell)))
+    fill = placeholder or (lambda cell, mean: "")
+    cached = {w.id: sum(w.replies) / len(w.replies) for w in out if w.replies}  # model id -> cached reply length
+    future = {cid: make_candidate(it, render(it.cell.prompt, it.scenario), output=answers[cid] if cid in answers
+                                  else fill(it.cell, cached.get(it.cell.model.id)))
               for it, cid in work if collects and cid not in stored and tries.get(cid, 0) < limit}
     if only_stage == "collect":  # the judge stage does not run: what was collected earlier waits for it
         stored = {}
@@ -117,13 +125,15 @@ def _collect_work(run: Run, llm: LLM, work: list[tuple[WorkItem, str]], seen: se
                 for (it, cid), m in zip(todo, messages)]
         hits = cached_keys(llm, keys, seen)
         asks = [Ask(m, it.cell.key) for (it, _cid), m, hit in zip(todo, messages, hits) if not hit]
+        replies = []
         for (_it, cid), key, hit in zip(todo, keys, hits):
             reply = llm.cache.get(key) if hit and llm.cache is not None else None
             if reply is not None:  # the judges will grade this very answer: their requests can be looked up
                 answers[cid] = reply["text"]
+                replies += _completion_tokens(reply)
         held = sum(cid in done for _it, cid in mine)
         out.append(StageWork("collect", model.id, "collect", spec, len(mine), len(mine) - len(todo), held,
-                             len(todo), sum(hits), 0, asks))
+                             len(todo), sum(hits), 0, asks, replies))
     return out
 
 
@@ -149,13 +159,23 @@ def _judge_work(run: Run, llm: LLM, judge: Judge, items: list[Item], new: tuple[
     known = [r for r, unknown in requests if not unknown]
     keys = [llm.request_key(spec, m, response_format=rf, attempt=attempt, sample=repeat)
             for m, rf, attempt, repeat in known]
-    hits = iter(cached_keys(llm, keys, seen))
+    found = cached_keys(llm, keys, seen)
+    hits = iter(found)
     for (messages, *_rest), unknown in requests:
         hit = False if unknown else next(hits)
         out.cached += hit
         out.asks += [] if hit else [Ask(messages, judge.entry.id)]
     out.requests, out.unknown = len(requests), sum(unknown for _r, unknown in requests)
+    if out.asks and llm.cache is not None:  # what this judge answered before says how long its replies run
+        for key in [k for k, hit in zip(keys, found) if hit][:CACHE_SAMPLE]:
+            out.replies += _completion_tokens(llm.cache.get(key))
     return out
+
+
+def _completion_tokens(reply: dict | None) -> list[int]:
+    """Return ``[completion tokens]`` of a cached reply, or [] when it has none (or is not there)."""
+    tokens = ((reply or {}).get("usage") or {}).get("completion_tokens")
+    return [int(tokens)] if isinstance(tokens, int) and not isinstance(tokens, bool) else []
 
 
 def _chunks(judge: Judge, pending: list[Item], future: Set[str], group: Callable[[Item], int]) -> list[list[Item]]:

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from bench.config.entries import JudgeEntry
 from bench.config.rubrics import Rubric
+from bench.core.digests import Digest, judge_digest, rubric_digest
 from bench.core.records import JudgeMode, Judgment, Scenario, content_hash
 from bench.core.writer import Halt
 from bench.models.client import LLM
@@ -98,6 +99,13 @@ class Judge:
                 "judge_params": self.params, "rubric_id": r.id, "rubric_version": r.version, "rubric_hash": r.hash,
                 "mode": self.mode, "candidate_ids": list(item.ids), "scenario_id": item.scenario.id, "order": order,
                 "attempt": item.attempt, "repeat": item.repeat}
+
+    @property
+    def digests(self) -> list[Digest]:
+        """Return what this judge and its rubric version stand for in a run folder (one digest per name)."""
+        e = self.entry
+        return [judge_digest(e.id, e.model, e.endpoint, self.params, self.mode),
+                rubric_digest(self.rubric.key, self.rubric.hash)]
 
     def judgment_ids(self, item: Item) -> list[str]:
         """Return the ids of the judgments this judge produces for ``item`` (known before any call)."""

@@ -19,6 +19,7 @@ from typing import ClassVar, Protocol
 from bench.collect import plan
 from bench.config.params import Cell, Sweep
 from bench.config.rubrics import load_rubric
+from bench.core.digests import current_candidates
 from bench.core.errors import ParamsError
 from bench.core.progress import Progress, requests_on_the_wire
 from bench.core.records import Candidate, Judgment, Scenario
@@ -129,7 +130,7 @@ async def judge_stage(run: RunInputs, llm: LLM, judges: list[Judge], *, shard: s
     t0, calls0 = time.monotonic(), llm.calls
     store = RunStore(run.dir, shard=shard)
     store.ensure_writable()
-    candidates = [c for c in RunStore(run.dir).latest(Candidate).values() if c.ok]
+    candidates = current_candidates(run.dir, [c for c in RunStore(run.dir).latest(Candidate).values() if c.ok])
     cell_keys = {c.key for c in run.cells} | {j.entry.baseline for j in judges if j.entry.baseline}
     candidates = [c for c in candidates if c.cell in cell_keys]
     mine = owns_dataset(run)
@@ -191,7 +192,7 @@ def judgment_counts(run: RunInputs, judges: list[Judge] | None = None) -> tuple[
     mine = {c.key for c in run.cells}
     dataset = owns_dataset(run)
     work = plan(run.sweep, run.scenarios, run.cells)
-    ok = [c for c in store.latest(Candidate).values() if c.ok]
+    ok = current_candidates(run.dir, [c for c in store.latest(Candidate).values() if c.ok])
     saved = planned = 0
     for judge in judges:
         compares, orders = judge.grader.compares, len(judge.grader.orders)
@@ -215,7 +216,7 @@ def pending_judgments(run: RunInputs, failed_since: str | None = None) -> int:
     """Return how many items some judge of the run has not graded successfully yet (0: nothing to do)."""
     judges = load_judges(run)
     store = RunStore(run.dir)
-    candidates = [c for c in store.latest(Candidate).values() if c.ok]
+    candidates = current_candidates(run.dir, [c for c in store.latest(Candidate).values() if c.ok])
     done, tries, settled = store.done_ids(Judgment), store.attempts(Judgment), failed_after(store, failed_since)
     return sum(len(next_attempts(j, items_for(j, run.scenarios, candidates), done, tries,
                                  run.sweep.limits.max_attempts, settled)[0]) for j in judges)

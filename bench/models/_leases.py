@@ -8,7 +8,9 @@ On one machine the server listens on a unix socket in a private folder (``unix:<
 cluster sweep (``bench sweep --cluster``) it listens on TCP at the address the driver uses to reach
 the Dask scheduler (``tcp:<host>:<port>``), and every connection must first present the sweep's
 random token (``BENCH_LIMITS_TOKEN``, handed to each execution's kernel in its environment, never
-written to a file): a process that cannot show it is disconnected.
+written to a file): a process that cannot show it within HELLO_S is disconnected, and at most
+MAX_UNPROVEN connections wait to show it at once (a newcomer past that closes the oldest), so idle
+strangers cannot hold the server's sockets.
 
 With ``limits.budget_usd`` the server also holds the sweep's spend cap (a ``Purse``, bench.models.budget):
 every kernel reserves a request's worst-case cost there before sending it and settles it after, so the
@@ -32,12 +34,17 @@ import threading
 from typing import Any
 
 from bench.core.errors import BenchError
+from bench.core.processes import remove_stale_folders
 from bench.models._counters import Caps, LocalLimiter
 from bench.models._purse import Purse
 
 ADDRESS_ENV = "BENCH_LIMITS_ADDRESS"  # "unix:<path>" or "tcp:<host>:<port>" of the sweep's lease server; unset: per-process caps
 TOKEN_ENV = "BENCH_LIMITS_TOKEN"  # the token a TCP lease server asks of every connection (a cluster sweep's)
 WINDOW_ENV = "BENCH_RATE_WINDOW_S"  # tests only: the lease server's rpm/tpm window (default 60 s)
+HELLO_S = 5.0  # a TCP connection that has not shown the sweep's token by then is closed
+MAX_UNPROVEN = 32  # TCP connections waiting to show it at once (a newcomer past that closes the oldest)
+MAX_CONNECTIONS = 4096  # connections served at once (each kernel holds one per event loop)
+FOLDER_PREFIX = "bench-limits-"  # + the driver's pid: the private folder of a lease server's unix socket
 
 
 class RemoteLimiter:
@@ -184,9 +191,15 @@ class LeaseServer:
         self._stop: asyncio.Event | None = None
         self._error: BaseException | None = None
 
+    @staticmethod
+    def remove_stale() -> list[str]:
+        """Remove the socket folders of this user's dead drivers (kill -9 runs no atexit); return their paths."""
+        return remove_stale_folders(FOLDER_PREFIX, "limits.sock")
+
     def start(self) -> str:
         """Start serving; return the address to put in BENCH_LIMITS_ADDRESS."""
-        self.folder = tempfile.mkdtemp(prefix="bench-limits-")  # 0700: this user only
+        self.remove_stale()
+        self.folder = tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-")  # 0700: this user only
         atexit.register(shutil.rmtree, self.folder, True)
         path = os.path.join(self.folder, "limits.sock")
         ready = threading.Event()
@@ -227,6 +240,7 @@ class LeaseServer:
         self.limiter = LocalLimiter(self.window_s)
         self.purse = Purse(*self.budget) if self.budget is not None else None
         self._clients: dict[asyncio.Task, asyncio.StreamWriter] = {}
+        self._unproven: dict[asyncio.Task, asyncio.StreamWriter] = {}  # TCP connections yet to show the token
         if self.host:
             server = await asyncio.start_server(self._client, host=self.host, port=0)
             self._port = server.sockets[0].getsockname()[1]
@@ -242,12 +256,24 @@ class LeaseServer:
                 writer.close()
             await asyncio.gather(*self._clients, return_exceptions=True)
 
-    async def _admitted(self, reader: asyncio.StreamReader) -> bool:
-        """Return whether a TCP connection's first line carries the sweep's token (anything else is dropped)."""
+    async def _admitted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        """Return whether a TCP connection's first line carries the sweep's token (anything else is dropped).
+
+        A connection gets HELLO_S to show it, and at most MAX_UNPROVEN wait at once: a newcomer past that
+        closes the longest-waiting one (a real client shows its token as soon as it connects, so only an
+        idle stranger is ever the oldest), so no neighbour can hold the server's sockets.
+        """
+        me = asyncio.current_task()
+        self._unproven[me] = writer
+        while len(self._unproven) > MAX_UNPROVEN:
+            oldest = next(iter(self._unproven))
+            self._unproven.pop(oldest).close()  # its readline ends: that handler returns
         try:
-            hello = json.loads(await asyncio.wait_for(reader.readline(), timeout=30))
-        except (asyncio.TimeoutError, ValueError):
+            hello = json.loads(await asyncio.wait_for(reader.readline(), timeout=HELLO_S))
+        except (asyncio.TimeoutError, ValueError, ConnectionError):
             return False
+        finally:
+            self._unproven.pop(me, None)
         token = hello.get("token") if isinstance(hello, dict) and hello.get("op") == "hello" else None
         return isinstance(token, str) and hmac.compare_digest(token.encode(), str(self.token).encode())
 
@@ -267,7 +293,9 @@ class LeaseServer:
             writer.write(b'{"id":%d}\n' % lease_id)
 
         try:
-            if self.token is not None and not await self._admitted(reader):
+            if self.token is not None and not await self._admitted(reader, writer):
+                return
+            if len(self._clients) > MAX_CONNECTIONS:  # one per kernel and event loop: this many is no sweep's
                 return
             while line := await reader.readline():
                 msg = json.loads(line)
@@ -343,7 +371,7 @@ class _Spending:
             self.held[rid] = entry[1]
             self._answer({"id": rid, "ok": True})
         else:
-            self._answer({"id": rid, "ok": False, "spent": purse.spent, "limit": purse.limit})
+            self._answer({"id": rid, "ok": False, **purse.report()})  # spent, limit, what is on the wire
 
     def _answer(self, message: dict[str, Any]) -> None:
         self.writer.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")

@@ -5,6 +5,15 @@
 before it is sent and settles it with its real cost after. A reservation is granted when spent + reserved +
 it fits the limit; refused at once when spent + it does not (no settle can make room: a settle only adds to
 spent); otherwise it waits, first come first served, until the reservations on the wire settle.
+
+Each settle is reconciled with its reservation. A reply that cost more than its reservation (a provider
+that ignores ``max_tokens``, a prompt counted short) is an overrun, and from then on every request on the
+wire may overrun as much: the largest overrun seen is set aside for each reservation held and for the one
+asked (``committed``), so no call starts once real spend plus open reservations plus that margin reaches
+the limit. The spend can then pass the limit only by what replies overran beyond the margin set aside
+when they were granted (``surprise``: the first replies of a provider that overruns, before any had been
+seen). Proof: at the last grant, spent + reserved + held × margin ≤ limit; the replies on the wire then add
+their costs, which pass their reservations plus that margin by at most their surprises.
 """
 
 from __future__ import annotations
@@ -22,17 +31,37 @@ class Purse:
         self.reserved = 0.0
         self.held = 0  # reservations granted and not settled (at 0, ``reserved`` is exactly 0: no float residue)
         self.waiters: deque[tuple[asyncio.Future, float]] = deque()
+        self.margin = 0.0  # the largest overrun of one reply so far: set aside for each reservation on the wire
+        self.overruns = 0  # replies that cost more than their reservation
+        self.overrun_usd = 0.0  # what they cost past their reservations, in all
+        self.surprise = 0.0  # overruns past the margin set aside when granted: the most the limit is passed by
+        self._granted: dict[float, list[float]] = {}  # reservation USD -> the margins set aside when granted
+
+    def committed(self) -> float:
+        """Return what the limit must hold now: spent, reserved, and the margin for each reservation on the wire."""
+        return self.spent + self.reserved + self.held * self.margin
 
     def never_fits(self, usd: float) -> bool:
         """Return whether ``usd`` more would pass the limit even once every reservation is settled for nothing."""
-        return self.spent + usd > self.limit
+        return self.spent + usd + self.margin > self.limit
+
+    def fits(self, usd: float) -> bool:
+        """Return whether a reservation of ``usd`` (and its margin) fits beside everything committed now."""
+        return self.committed() + usd + self.margin <= self.limit
+
+    def report(self) -> dict[str, float | int]:
+        """Return the counters a refusal and the budget line name (JSON-ready): spent, the limit, what is on the
+        wire (reservations, their USD and the margin set aside for them) and the overruns seen."""
+        return {"spent": self.spent, "limit": self.limit, "on_wire": self.held, "reserved": self.reserved,
+                "margin_usd": self.held * self.margin, "margin": self.margin, "overruns": self.overruns,
+                "overrun_usd": self.overrun_usd, "surprise": self.surprise}
 
     async def reserve(self, usd: float) -> bool:
         """Return True once ``usd`` is reserved (waiting while reservations on the wire may make room), False
         when it can never fit. A cancelled wait reserves nothing."""
         if self.never_fits(usd):
             return False
-        if not self.waiters and self.spent + self.reserved + usd <= self.limit:
+        if not self.waiters and self.fits(usd):
             self._take(usd)
             return True
         fut = asyncio.get_running_loop().create_future()
@@ -52,12 +81,24 @@ class Purse:
         reserved); then grant or refuse whoever waits."""
         self.held -= 1
         self.reserved = self.reserved - reserved if self.held > 0 else 0.0
-        self.spent += reserved if cost is None else max(0.0, float(cost))
+        paid = reserved if cost is None else max(0.0, float(cost))
+        self.spent += paid
+        margins = self._granted.get(reserved)
+        covered = margins.pop(margins.index(min(margins))) if margins else 0.0
+        if margins == []:
+            del self._granted[reserved]
+        if paid > reserved:  # reconciled: it cost more than it reserved
+            over = paid - reserved
+            self.overruns += 1
+            self.overrun_usd += over
+            self.surprise += max(0.0, over - covered)
+            self.margin = max(self.margin, over)
         self._pump()
 
     def _take(self, usd: float) -> None:
         self.held += 1
         self.reserved += usd
+        self._granted.setdefault(usd, []).append(self.margin)
 
     def _pump(self) -> None:
         """Refuse every waiter that can never fit, then grant from the head of the line while it fits."""
@@ -70,7 +111,7 @@ class Purse:
             else:
                 alive.append((fut, usd))
         self.waiters = alive
-        while alive and self.spent + self.reserved + alive[0][1] <= self.limit:
+        while alive and self.fits(alive[0][1]):
             fut, usd = alive.popleft()
             self._take(usd)
             fut.set_result(True)

@@ -161,3 +161,13 @@ def litellm_error(route: Route, exc: Exception) -> ProviderError:
     kind = _KINDS.get(status or 0, "server" if (status or 0) >= 500 else "http")
     return ProviderError(msg, kind=kind, status=status, retryable=status in RETRYABLE_STATUS,
                          retry_after=parse_retry_after(headers.get("retry-after") if headers else None))
+
+
+def storable(text: str) -> str:
+    """Return ``text`` as valid Unicode: a lone surrogate (a provider's invalid UTF-8, escaped in its
+    JSON) becomes visible ``\\udcxx`` text instead of making every later write of the record fail."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")

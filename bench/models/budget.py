@@ -2,14 +2,18 @@
 
 What counts as spent: the run folder's records (``bench.core.spend.recorded_spend``: every paid reply,
 earlier runs and failed attempts included) plus what this sweep has paid since it started. Before a
-request goes on the wire it reserves its worst-case cost: its prompt (characters / 4, the estimate the
-``tpm`` caps use: ``bench.models.ratelimit.estimate_tokens``) and its whole output limit (``max_tokens``;
-1024 tokens when it sets none) at the price it is called at (``routing.price_per_token``, the Batch
-API price for a batched call). It is granted when spent + reserved + it fits the budget; it waits while
-requests on the wire may settle for less; it is refused with ``BudgetReached`` when spent + it passes the
-budget. After the reply the reservation is settled with the real cost; a request that failed (an HTTP
-error, a timeout) is released, as its record counts nothing. So the recorded spend stays within the budget
-as long as a prompt has no more tokens than characters / 4 plus the output tokens its limit left unused.
+request goes on the wire it reserves its worst-case cost: its prompt, counted with
+``bench.models.tokens.bound_counter`` (the model's tokenizer where LiteLLM has it, else its UTF-8 bytes:
+never fewer tokens than the model makes), and its whole output limit (``max_tokens``; 1024 tokens when it
+sets none) at the price it is called at (``routing.price_per_token``, the Batch API price for a batched
+call). It is granted when spent + reserved + it (and the margin of overruns, ``bench.models._purse``) fits
+the budget; it waits while requests on the wire may settle for less; it is refused with ``BudgetReached``
+when spent + it passes the budget. After the reply the reservation is settled with what the reply was
+billed (``bench.models._paid``: its usage, estimated when the reply had none, an empty reply included) and
+reconciled with what it reserved; a request that failed (an HTTP error, a timeout) is released, as its
+record counts nothing. So the spend passes the budget only by what replies overran their reservations
+beyond the largest overrun seen before they were sent (``Purse.surprise``): 0 with a provider that keeps to
+``max_tokens``.
 
 A reply from the response cache sends nothing and is never refused; a free request (a dry model, a price
 of 0) reserves nothing. A priced request under a budget whose model has no known price is refused with
@@ -36,8 +40,9 @@ from bench.core.spend import recorded_spend
 from bench.models._leases import ADDRESS_ENV, RemoteLimiter
 from bench.models._messages import output_limit
 from bench.models._purse import Purse
-from bench.models.ratelimit import DEFAULT_COMPLETION_TOKENS, estimate_tokens, limiter_for
+from bench.models.ratelimit import DEFAULT_COMPLETION_TOKENS, limiter_for
 from bench.models.routing import Route, price_per_token
+from bench.models.tokens import bound_counter
 
 BUDGET_ENV = "BENCH_BUDGET_USD"  # set by `bench sweep`: its lease server (BENCH_LIMITS_ADDRESS) holds the budget
 
@@ -80,9 +85,11 @@ class Budget:
         self.shared = bool(os.environ.get(BUDGET_ENV) and os.environ.get(ADDRESS_ENV))  # the sweep's server holds it
         self.purse: Purse | None = None  # this process's cap, made on the first paid request (not shared)
         self._prices: dict[tuple[Any, bool], tuple[float, float] | None] = {}
+        self.counting: dict[str, str] = {}  # model -> what counted its prompts (a tokenizer, or "UTF-8 bytes")
 
     def worst_case(self, route: Route, body: dict[str, Any], batch: bool = False) -> float:
-        """Return the most ``body`` can cost on ``route``: its prompt estimate and its whole output limit."""
+        """Return the most ``body`` can cost on ``route``: its prompt (counted never short) and its whole output
+        limit; ``counting`` names the tokenizer (or the UTF-8 byte bound) that counted the prompt."""
         key = (route.spec, batch)
         if key not in self._prices:
             self._prices[key] = price_per_token(route, batch)
@@ -94,7 +101,11 @@ class Budget:
                                f"limits.budget_usd")
         limit = output_limit(body)
         out = max(0, DEFAULT_COMPLETION_TOKENS if limit is None else limit)
-        return price[0] * (estimate_tokens(body) - out) + price[1] * out
+        if price == (0.0, 0.0):
+            return 0.0
+        counter = bound_counter(route)
+        self.counting[route.spec.model] = counter.tokenizer
+        return price[0] * counter.messages(body.get("messages") or []) + price[1] * out
 
     async def reserve(self, route: Route, body: dict[str, Any], *, batch: bool = False) -> Held | None:
         """Reserve the worst-case cost of one request before it is sent; None when it is free.
@@ -113,26 +124,58 @@ class Budget:
                 return Held(usd, rid, server)
             if "error" in answer:
                 raise BenchError(f"{answer['error']} ({BUDGET_ENV} is set: unset it outside `bench sweep`)")
-            raise self.reached(route, usd, float(answer["spent"]), float(answer["limit"]))
+            raise self.reached(route, usd, answer)
         if self.purse is None:
             self.purse = Purse(self.limit, recorded_spend(self.run_dir).usd)
         if await self.purse.reserve(usd):
             return Held(usd)
-        raise self.reached(route, usd, self.purse.spent, self.purse.limit)
+        raise self.reached(route, usd, self.purse.report())
 
-    def settle(self, held: Held | None, cost_usd: float | None) -> None:
-        """End a reservation: ``cost_usd`` is what the reply cost (None: unknown, counted as reserved; 0.0: not paid)."""
+    def settle(self, held: Held | None, paid: dict[str, Any] | float | None) -> None:
+        """End a reservation with what the reply was billed: its usage (``cost_usd``, reconciled by
+        bench.models._paid) or a cost (None: unknown, counted as reserved; 0.0: not paid)."""
         if held is None:
             return
+        cost = paid.get("cost_usd") if isinstance(paid, dict) else paid
         if held.server is not None and held.rid is not None:
-            held.server.settle(held.rid, cost_usd)
+            held.server.settle(held.rid, cost)
         elif self.purse is not None:
-            self.purse.settle(held.usd, cost_usd)
+            self.purse.settle(held.usd, cost)
 
-    def reached(self, route: Route, usd: float, spent: float, limit: float) -> BudgetReached:
-        """Return the BudgetReached of a request refused: what was spent, what it would have cost, what to do."""
-        return BudgetReached(f"limits.budget_usd = {dollars(limit)} reached: {self.run_dir} has spent "
-                             f"{dollars(spent)}, and the next request to {route.spec.model} may cost up to "
-                             f"{dollars(usd)}; no paid call starts any more (calls on the wire finish and are "
-                             f"kept; what was not started has no record, never a failed one). Raise "
-                             f"limits.budget_usd in {self.params} and run again to continue")
+    def reached(self, route: Route, usd: float, state: dict[str, Any]) -> BudgetReached:
+        """Return the BudgetReached of a request refused: what was spent, what it would have cost, what the
+        calls on the wire may still add (``state``: ``Purse.report``), what to do."""
+        counted = self.counting.get(route.spec.model)
+        return BudgetReached(f"limits.budget_usd = {dollars(float(state['limit']))} reached: {self.run_dir} has "
+                             f"spent {dollars(float(state['spent']))}, and the next request to {route.spec.model} "
+                             f"may cost up to {dollars(usd)}{f' (prompt counted with {counted})' if counted else ''}; "
+                             f"no paid call starts any more ({in_flight(state)}; what was not started has no "
+                             f"record, never a failed one). Raise limits.budget_usd in {self.params} and run again "
+                             f"to continue")
+
+
+def in_flight(state: dict[str, Any]) -> str:
+    """Return what the calls on the wire may still add to the spend, from a purse's ``report``: their
+    reservations, the margin set aside for replies over their reservations, and when they could pass the budget."""
+    n, overruns = int(state.get("on_wire", 0)), int(state.get("overruns", 0))
+    seen = (f"{overruns} repl(ies) so far cost more than reserved, by up to {dollars(float(state['margin']))} each"
+            if overruns else "")
+    if not n:
+        return "no call is on the wire" + (f"; {seen}" if seen else "")
+    said = f"{n} call(s) on the wire finish and are kept: they reserved {dollars(float(state.get('reserved', 0)))}"
+    if not overruns:
+        return said + ", and add more only if a reply costs more than its reservation"
+    return (f"{said} and {dollars(float(state['margin_usd']))} more is set aside ({seen}); they pass the budget only "
+            f"if a reply overruns by more than that")
+
+
+def budget_line(state: dict[str, Any]) -> str:
+    """Return the closing budget line of a sweep from its purse's ``report``: what was spent of the budget, the
+    replies that cost more than reserved, and the most the budget was passed by because of them (``surprise``)."""
+    line = f"budget: spent {dollars(float(state['spent']))} of {dollars(float(state['limit']))}"
+    if not state.get("overruns"):
+        return line + "; every reply cost at most what it reserved"
+    return (f"{line}; {state['overruns']} repl(ies) cost more than reserved (+{dollars(float(state['overrun_usd']))} "
+            f"in all, up to {dollars(float(state['margin']))} each, set aside from then on for every call on the "
+            f"wire); the budget can be passed by at most {dollars(float(state['surprise']))}: what replies overran "
+            f"past the margin set aside when they were sent")

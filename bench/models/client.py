@@ -24,11 +24,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.core.errors import LocalModelError, ProviderError
+from bench.core.errors import Halted, LocalModelError, ProviderError
 from bench.core.records import Usage, canonical_json
 from bench.core.secrets import load_env
 from bench.models import dry, local
-from bench.models._transport import Reply, client_timeout, open_session, send_direct, send_litellm, token_logprobs
+from bench.models._paid import PaidAttempts, lines_cost, reconcile
+from bench.models._transport import (Reply, client_timeout, open_session, send_direct, send_litellm, storable,
+                                     token_logprobs)
 from bench.models.batches.ledger import Ledger
 from bench.models.batches.policy import BATCH_POOL
 from bench.models.batches.queue import Batcher
@@ -37,7 +39,7 @@ from bench.models.budget import Budget, Held
 from bench.models.cache import ResponseCache, request_key
 from bench.models.limits import Limits
 from bench.models.ratelimit import SWEEP_KEY, Caps, Limiter, estimate_tokens, limiter_for, limits_of, sweep_cap
-from bench.models.routing import ModelSpec, Route, body_params, cost_usd, resolve
+from bench.models.routing import ModelSpec, Route, body_params, resolve
 
 
 @dataclass(frozen=True)
@@ -135,7 +137,8 @@ class LLM:
         if self.cache is not None and comp.key is not None and not comp.usage.cached:
             self.cache.put_later(comp.key, {"text": comp.text, "usage": comp.usage.model_dump(
                 include={"prompt_tokens", "completion_tokens", "cost_usd", "latency_s", "attempts", "finish_reason",
-                         "batch_id"}), **({"logprobs": comp.logprobs} if comp.logprobs else {})})
+                         "batch_id", "over_limit", "estimated"}),
+                **({"logprobs": comp.logprobs} if comp.logprobs else {})})
 
     @contextlib.contextmanager
     def _in_flight(self, key: str):
@@ -165,10 +168,11 @@ class LLM:
         """Reserve a paid request's worst case before sending it (bench.models.budget; raises BudgetReached)."""
         return None if self.budget is None else await self.budget.reserve(route, body, batch=batch)
 
-    def settle(self, held: Held | None, cost_usd: float | None) -> None:
-        """End a reservation with the reply's cost (0.0: nothing was paid; None: unknown, counted as reserved)."""
+    def settle(self, held: Held | None, paid: dict[str, Any] | float | None) -> None:
+        """End a reservation with the reply's usage or cost (0.0: nothing was paid; None: unknown, counted as
+        reserved); the budget reconciles it with what was reserved (bench.models.budget)."""
         if held is not None and self.budget is not None:
-            self.budget.settle(held, cost_usd)
+            self.budget.settle(held, paid)
 
     def pool(self, items: int, specs: Any = ()) -> int:
         """Return how many items a stage works on at once: twice the cap, or every item when one of ``specs``
@@ -198,10 +202,10 @@ class LLM:
         held = await self.reserve(route, body, batch=True)  # limits.budget_usd, before it joins a batch
         try:
             text, usage, raw = await self._batcher(route).ask(key, body, label, allow_empty, line)
-        except BaseException:
-            self.settle(held, 0.0)  # a line that failed is not billed
-            raise
-        self.settle(held, usage["cost_usd"] if usage.get("batch_id") else 0.0)  # a direct retry settled its own
+        except BaseException as err:  # paid lines it carries (a conflict, an unusable reply) count; a 4xx does not
+            self.settle(held, lines_cost(getattr(err, "paid", None)))
+            raise  # below: a direct retry settled its own request; only the batch lines it paid first are left
+        self.settle(held, (usage["cost_usd"] or 0.0) if usage.get("batch_id") else lines_cost(usage.get("paid_attempts")))
         return text, usage, raw
 
     def _batcher(self, route: Route) -> Batcher:
@@ -248,16 +252,21 @@ class LLM:
     async def _with_retries(self, route: Route, body: dict, timeout_s: float, allow_empty: bool, key: str) -> Reply:
         lim = self.limits
         start = time.monotonic()
+        paid = PaidAttempts(route.spec.model)  # replies billed, not used (empty): each counted (bench.models._paid)
         for attempt in range(lim.retries + 1):
             try:
                 text, usage, raw = await self._attempt(route, body, timeout_s, key)
                 if not text and not allow_empty:
+                    paid.add(usage, attempt + 1)
                     raise ProviderError(f"{route.spec.model} returned empty content "
                                         f"(finish_reason={usage['finish_reason']})", kind="empty", retryable=True)
+                usage = paid.total(usage, attempt + 1)
                 usage["attempts"] = attempt + 1
                 return text, usage, raw
+            except Halted as stop:  # the budget refused a retry: fail with what was paid, never unrecorded
+                raise paid.refused(stop) from None
             except ProviderError as err:
-                err.attempts = attempt + 1
+                err.attempts, err.paid = attempt + 1, paid.items
                 if not err.retryable or attempt == lim.retries:
                     raise
                 delay = min(lim.backoff_max_s, lim.backoff_s * 2 ** attempt) * random.uniform(0.5, 1.0)
@@ -319,9 +328,9 @@ class LLM:
             finally:
                 st.in_flight -= 1
         usage["latency_s"] = round(time.perf_counter() - t0, 4)
-        usage["cost_usd"] = cost_usd(route, usage)
+        reconcile(route, body, text, usage)  # no usage: estimated, never zero; over max_tokens: flagged; priced
         usage["cached"] = False
-        self.settle(held, usage["cost_usd"])
+        self.settle(held, usage)
         return text, usage, raw
 
     # -- HTTP sessions ------------------------------------------------------------------
@@ -358,16 +367,6 @@ async def _join(flying: asyncio.Future, key: str) -> Completion:
         shared.shared = True
         raise shared from None
     return Completion(text, _reused(usage), None, key, lps)
-
-
-def storable(text: str) -> str:
-    """Return ``text`` as valid Unicode: a lone surrogate (a provider's invalid UTF-8, escaped in its
-    JSON) becomes visible ``\\udcxx`` text instead of making every later write of the record fail."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _settings(route: Route, merged: dict, params: dict | None, response_format: dict | None) -> str:

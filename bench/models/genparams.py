@@ -11,6 +11,9 @@ OpenAI-compatible servers reached through an ``api_base`` (``openai/…``, ``hos
 are checked against OpenAI's chat params, which is what LiteLLM lists for them, without
 importing LiteLLM (seconds per kernel); the embedded llama.cpp model also takes llama.cpp's
 sampling params. A dry model (``dry/<name>``) takes any params: it stands in for every provider.
+
+Every known param's value is also checked for its type (``type_problems``), whatever the provider:
+``reasoning_effort: [low, high]`` would otherwise be sent as a literal list, never as two settings.
 """
 
 from __future__ import annotations
@@ -38,6 +41,31 @@ LLAMA_CPP = frozenset({"top_k", "min_p", "typical_p", "repeat_penalty", "repeat_
 REFUSED = {"stream": "bench reads whole replies; remove it", "stream_options": "bench reads whole replies; remove it",
            "n": "bench reads one reply per request; use `samples: N` for repeats"}
 SELF_HOSTED = ("openai/", "hosted_vllm/")
+
+# What each known param's value must be, as the APIs take it: a list only where the API takes a list (stop,
+# tools), a mapping where it takes an object (response_format, thinking, logit_bias). Names not listed are
+# not type-checked (the provider check above decides whether they are accepted at all).
+_NUMBER, _WHOLE, _TEXT, _FLAG, _LIST, _OBJECT = "a number", "a whole number", "a string", "true or false", \
+    "a list", "a mapping"
+PARAM_TYPES: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(("temperature", "top_p", "frequency_penalty", "presence_penalty", "min_p", "typical_p",
+                     "repeat_penalty", "repetition_penalty", "mirostat_tau", "mirostat_eta"), (_NUMBER,)),
+    **dict.fromkeys(("max_tokens", "max_completion_tokens", "seed", "top_k", "top_logprobs", "n",
+                     "repeat_last_n", "mirostat", "n_probs"), (_WHOLE,)),
+    **dict.fromkeys(("reasoning_effort", "verbosity", "service_tier", "user", "safety_identifier",
+                     "prompt_cache_key", "prompt_cache_retention", "grammar"), (_TEXT,)),
+    **dict.fromkeys(("logprobs", "store", "parallel_tool_calls", "cache_prompt", "stream"), (_FLAG,)),
+    **dict.fromkeys(("tools", "functions", "modalities"), (_LIST,)),
+    **dict.fromkeys(("response_format", "thinking", "logit_bias", "extra_headers", "prediction", "audio",
+                     "web_search_options", "metadata", "stream_options", PASS_THROUGH), (_OBJECT,)),
+    "stop": (_TEXT, _LIST),  # one stop sequence or several
+    "tool_choice": (_TEXT, _OBJECT),  # "auto" / "none" / "required", or the tool to call
+    "function_call": (_TEXT, _OBJECT),
+}
+_CHECKS = {_NUMBER: lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+           _WHOLE: lambda v: isinstance(v, int) and not isinstance(v, bool),
+           _TEXT: lambda v: isinstance(v, str), _FLAG: lambda v: isinstance(v, bool),
+           _LIST: lambda v: isinstance(v, list), _OBJECT: lambda v: isinstance(v, dict)}
 
 
 def supported_params(model: str, api_base: str | None) -> frozenset[str] | None:
@@ -85,3 +113,43 @@ def _unknown(where: str, entry: Any, name: str, allowed: frozenset[str]) -> str:
     hint = f"did you mean '{near[0]}'? " if near else ""
     return (f"{where}.params.{name}: {entry.model} does not take '{name}' ({entry.id}); {hint}"
             f"a provider-specific field goes under params.{PASS_THROUGH}")
+
+
+def type_problems(params: dict[str, Any], entry_id: str | None = None) -> list[str]:
+    """Return one line per known generation param whose value has the wrong type (empty when all fit).
+
+    Exists because a params file states one setting per entry: a list where the API takes one value
+    (``reasoning_effort: [low, high]``) would reach the provider as a literal list, not as two runs, so
+    it is refused with how to compare settings instead. ``entry_id`` names the entry in the hint.
+    """
+    problems = []
+    for name, value in params.items():
+        kinds = PARAM_TYPES.get(name)
+        if kinds is None or any(_CHECKS[k](value) for k in kinds):
+            continue
+        line = f"params.{name} takes {' or '.join(kinds)}, not {_described(value)}"
+        if isinstance(value, list | tuple):
+            line += "; an entry is one setting: " + _vary_hint(name, value, entry_id)
+        elif value is None:
+            line += "; remove the key to use the provider's default"
+        problems.append(line)
+    return problems
+
+
+def _described(value: Any) -> str:
+    """Return a value's YAML kind and the value itself, for an error message (long values cut)."""
+    kind = {int: "a whole number", float: "a number", str: "a string", list: "a list",
+            tuple: "a list", dict: "a mapping", type(None): "null"}.get(type(value), type(value).__name__)
+    if value is None or isinstance(value, bool):
+        return str(value).lower() if isinstance(value, bool) else kind
+    shown = repr(value)
+    return f"{kind} {shown if len(shown) <= 60 else shown[:57] + '...'}"
+
+
+def _vary_hint(name: str, values: list[Any] | tuple[Any, ...], entry_id: str | None) -> str:
+    """Return how to compare several values of one param: one entry per value, with example ids."""
+    base = entry_id or "m"
+    shown = [str(v) for v in values[:2]] or ["a", "b"]
+    ids = " and ".join(f"{base}-{v}" for v in shown)
+    return (f"to compare values of {name}, declare one entry per value (e.g. ids {ids}, "
+            f"each with its own {name})")

@@ -18,8 +18,14 @@ Which tokenizer, never fetched from the network:
   names; cl100k_base for any other name), read from the encoding files LiteLLM bundles, with the same
   arithmetic. ``tests/test_estimate_cost.py`` checks both paths agree with ``litellm.token_counter``.
 
-If no bundled encoding file can be found at all, prompts are counted as characters / 4 (the estimate
-the ``tpm`` caps use) and the note says so.
+If no bundled encoding file can be found at all, texts are counted as their UTF-8 bytes (a bound: a
+byte-level tokenizer never makes more tokens than bytes; characters / 4 counts 400 CJK characters as
+100 tokens where cl100k_base makes about 900) and the note says so.
+
+What a budget holds a request to (``limits.budget_usd``) and what a reply without usage is counted as
+must never be too low, so they use :func:`bound_counter`: the model's own tokenizer where LiteLLM has
+it (an OpenAI model name in tiktoken's table, Anthropic's), else the UTF-8 byte bound, never a stand-in
+tokenizer that may count fewer tokens than the model's own.
 """
 
 from __future__ import annotations
@@ -34,10 +40,12 @@ from typing import Any
 
 from bench.models._litellm import litellm
 from bench.models._messages import output_limit
-from bench.models.ratelimit import CHARS_PER_TOKEN, DEFAULT_COMPLETION_TOKENS
+from bench.models.ratelimit import DEFAULT_COMPLETION_TOKENS
 from bench.models.routing import Route
 
 DEFAULT_ENCODING = "cl100k_base"  # LiteLLM's default tokenizer
+BOUND_MEMO = 4096  # texts a bound counter remembers (it counts every request of a sweep: its memory stays flat)
+BYTES = "UTF-8 bytes"  # the counting of a model whose tokenizer LiteLLM does not have: a bound, never fewer
 PER_MESSAGE, PER_NAME, REPLY_PRIMING = 3, 1, 3  # LiteLLM's token_counter for chat models
 _ENCODING_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"  # tiktoken's cache key
 
@@ -46,15 +54,18 @@ _ENCODING_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tik
 class TokenCounter:
     """Counts the prompt tokens of chat messages for one tokenizer; each distinct text is counted once."""
 
-    tokenizer: str  # what counts: an encoding name, "anthropic", or "characters / 4"
+    tokenizer: str  # what counts: an encoding name, "anthropic", or BYTES (a bound)
     note: str | None  # set when the model's own tokenizer is not used (it says which one is, and why)
     count_text: Callable[[str], int]
     memo: dict[str, int] = field(default_factory=dict)
+    memo_max: int | None = None  # a counter that lives as long as a sweep's kernel forgets past this many texts
 
     def text(self, text: str) -> int:
         """Return the tokens of one text (memoized)."""
         n = self.memo.get(text)
         if n is None:
+            if self.memo_max is not None and len(self.memo) >= self.memo_max:
+                self.memo.clear()
             n = self.memo[text] = self.count_text(text)
         return n
 
@@ -83,6 +94,44 @@ def counter_for(route: Route) -> TokenCounter:
     if counter is None:
         counter = _counters[key] = _litellm_counter(name) if through_litellm else _bundled_counter(name)
     return counter
+
+
+def bound_counter(route: Route) -> TokenCounter:
+    """Return a counter that never counts fewer tokens than ``route``'s model makes: its own tokenizer where
+    LiteLLM has it (an OpenAI name tiktoken knows, Anthropic's), else the UTF-8 byte bound (its ``note`` says
+    why). A budget's reservations and the usage of a reply that carried none are counted with it."""
+    name = bare_name(route)
+    key = ("bound", name, route.transport == "dry" or route.is_local or route.self_hosted)
+    counter = _counters.get(key)
+    if counter is None:
+        own = counter_for(route) if _own_tokenizer(route, name) else byte_counter(
+            f"{name}: counted as UTF-8 bytes (a bound), because LiteLLM has no tokenizer of this model")
+        counter = _counters[key] = TokenCounter(own.tokenizer, own.note, own.count_text, memo_max=BOUND_MEMO)
+    return counter
+
+
+def byte_counter(note: str | None = None) -> TokenCounter:
+    """Return the counter of UTF-8 bytes: no byte-level tokenizer makes more tokens than a text has bytes."""
+    return TokenCounter(BYTES, note, lambda text: len(text.encode("utf-8", "surrogatepass")))
+
+
+def _own_tokenizer(route: Route, name: str) -> bool:
+    """Return whether LiteLLM counts ``route``'s model with the model's own tokenizer (not a default stand-in)."""
+    if route.transport == "dry" or route.is_local:
+        return False  # the embedded model's and a dry model's tokenizers are not LiteLLM's
+    if not route.self_hosted and _hugging_face_kind(name) == "anthropic":
+        return True
+    if not route.self_hosted and _hugging_face_kind(name) is not None:
+        return False  # a Hugging Face tokenizer LiteLLM would download: never loaded here
+    import tiktoken  # noqa: PLC0415 (heavy for `import bench`: only a request to count needs it)
+
+    try:
+        tiktoken.encoding_name_for_model(name)
+    except KeyError:
+        return "gpt-4o" in name  # LiteLLM's own rule for the o200k models tiktoken's table may not list yet
+    wanted = _encoding_name(name)
+    counter = counter_for(route)
+    return counter.tokenizer == wanted or (not route.self_hosted and counter.note is None)
 
 
 def bare_name(route: Route) -> str:
@@ -138,8 +187,8 @@ def _bundled_counter(name: str) -> TokenCounter:
     folder = _bundled_folder()
     chosen = next((enc for enc in (wanted, DEFAULT_ENCODING) if folder and _bundled_file(folder, enc).is_file()), None)
     if chosen is None or folder is None:
-        note = f"{name}: counted as characters / {CHARS_PER_TOKEN}, because no tokenizer file bundled with LiteLLM was found"
-        return TokenCounter(f"characters / {CHARS_PER_TOKEN}", note, lambda text: -(-len(text) // CHARS_PER_TOKEN))
+        return byte_counter(f"{name}: counted as UTF-8 bytes (a bound), because no tokenizer file bundled with "
+                            f"LiteLLM was found")
     encoding = _load(chosen, folder)
     note = None if chosen == wanted else f"{name}: counted with {chosen}, because {wanted} is not bundled with LiteLLM"
     return TokenCounter(chosen, note, lambda text: len(encoding.encode(text, disallowed_special=())))

@@ -58,6 +58,28 @@ def heading(text: str, level: int = 3) -> None:
     _display({"text/html": f"<h{level}>{html.escape(visible(text))}</h{level}>", "text/plain": text})
 
 
+_CODE, _BOLD, _ITALIC = re.compile(r"`([^`]+)`"), re.compile(r"\*\*([^*]+)\*\*"), re.compile(r"\*([^*]+)\*")
+
+
+def section(title: str, about: str = "", *, empty: str | None = None, level: int = 2) -> bool:
+    """Display a report section's heading and the paragraph saying what it shows, or, when ``empty`` says
+    why there is nothing to show, that alone as one line ("Paired differences: needs two cells …").
+
+    Return whether the section has something to show: the cell displays it only then, so an empty
+    section is never a heading, a paragraph and an empty figure. ``title`` and ``about`` are the
+    notebook's own text (never a run's): ``about`` may use `code`, **bold** and *italics*.
+    """
+    if empty is not None:
+        _display({"text/html": f'<p class="bench-note"><b>{html.escape(title)}</b>: {html.escape(visible(empty))}</p>',
+                  "text/plain": f"{title}: {empty}"})
+        return False
+    heading(title, level)
+    if about:
+        text = _ITALIC.sub(r"<i>\1</i>", _BOLD.sub(r"<b>\1</b>", _CODE.sub(r"<code>\1</code>", html.escape(about))))
+        _display({"text/html": f"<p>{text}</p>", "text/plain": about})
+    return True
+
+
 CLIP_CHARS = 4000  # a longer text (a 1 MB answer) is cut in the report, with a note of how much
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
@@ -68,9 +90,13 @@ def visible(text: str, limit: int | None = CLIP_CHARS) -> str:
     return text if limit is None or len(text) <= limit else f"{text[:limit]}… [{len(text) - limit} more characters]"
 
 
+ZERO_BELOW = 1e-12  # |x| below this is floating-point residue (a mean of differences that cancel), shown as 0
+
+
 def number(value: float, digits: int = 3, unit: str = "") -> str:
     """Return a number's text: ``digits`` decimals from 0.1 up, ``digits`` significant digits below
     (0.00042, not 0.000), the exponent only below 1e-4 (4.2e-05) or from 1e6; NaN as "n/a", None as "—".
+    A value within ``ZERO_BELOW`` of zero (-2.2e-16 left by rounding) and -0.0 read as 0.000, never signed.
     ``unit`` is put before the number ("$")."""
     if value is None:
         return "—"
@@ -79,6 +105,8 @@ def number(value: float, digits: int = 3, unit: str = "") -> str:
         return "n/a"
     if math.isinf(value):
         return "∞" if value > 0 else "−∞"
+    if abs(value) < ZERO_BELOW:
+        value = 0.0  # also drops the sign of -0.0
     a = abs(value)
     text = (f"{value:.3g}" if a >= 1e6 else f"{value:.{digits}f}" if a >= 0.1 or a == 0
             else f"{value:.{digits}g}")
@@ -131,4 +159,19 @@ def table(frame: Any, *, digits: int = 3, max_rows: int = 60, empty: str = "noth
         note(empty)
         return
     _display({"text/html": table_html(frame, digits=digits, max_rows=max_rows),
-              "text/plain": str(frame)})
+              "text/plain": table_text(frame, digits=digits, max_rows=max_rows)})
+
+
+def table_text(frame: Any, *, digits: int = 3, max_rows: int = 60) -> str:
+    """Return a polars frame as plain text with every value written by :func:`fmt` (the HTML table's numbers:
+    polars' own repr would print a residue as -2.2204e-16), columns padded, rows past ``max_rows`` counted."""
+    head = [str(c) for c in frame.columns]
+    units = ["$" if h.endswith("_usd") else "" for h in head]
+    rows = [[fmt(v, digits, u).replace("\n", " ") for v, u in zip(row, units)]
+            for row in frame.head(max_rows).iter_rows()]
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(head)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in rows]
+    if frame.height > max_rows:
+        lines.append(f"… {frame.height - max_rows} more rows")
+    return "\n".join(line.rstrip() for line in lines)

@@ -60,8 +60,14 @@ def leaderboard_figure(overview: pl.DataFrame, *, title: str = "Leaderboard (com
     return _interval_dots(overview, "mean", title, "composite score")
 
 
-def criteria_heatmap(board: pl.DataFrame, judge: str, *, title: str | None = None) -> go.Figure:
-    """Return a cells × criteria heatmap of mean scores for one judge (composite last)."""
+def criteria_heatmap(board: pl.DataFrame, judge: str, *, title: str | None = None,
+                     scales: dict[str, tuple[float, float]] | None = None) -> go.Figure:
+    """Return a cells × criteria heatmap of mean scores for one judge (composite last), coloured on the
+    rubric's scale (``scales``: per criterion, e.g. from :func:`bench.analysis.scales.judge_scales`).
+
+    One scale for every column: the colours span it (a 1–5 rubric's 3.1 and 3.4 look alike, as they are).
+    Scales that differ: each column is coloured by its share of its own scale, the text keeps the mean.
+    Without ``scales`` the colours span the data, and the colour bar says so."""
     part = board.filter(pl.col("judge") == judge)
     title = title or f"Mean score per criterion — {judge}"
     if part.is_empty():
@@ -70,13 +76,27 @@ def criteria_heatmap(board: pl.DataFrame, judge: str, *, title: str | None = Non
     wide = part.pivot("criterion", index="cell", values="mean").sort("cell")
     crits = [c for c in crits if c in wide.columns]
     z = wide.select(crits).to_numpy()
-    fig = go.Figure(go.Heatmap(z=_nulls(z), x=_e(crits), y=_e(wide["cell"]), colorscale="Viridis",
+    colour, bounds, bar = _on_scale(z, crits, scales or {})
+    fig = go.Figure(go.Heatmap(z=_nulls(colour), x=_e(crits), y=_e(wide["cell"]), colorscale="Viridis",
+                               **bounds, colorbar={"title": {"text": bar}},
                                text=[[number(v, 2) for v in row] for row in z], texttemplate="%{text}",
                                customdata=[[number(v) if v == v else "n/a: not graded on this criterion"
                                             for v in row] for row in z],
                                hovertemplate="%{y} · %{x}: %{customdata}<extra></extra>"))
     fig.update_layout(title=html.escape(title), height=140 + 32 * wide.height, **LAYOUT)
     return fig
+
+
+def _on_scale(z: Any, crits: list[str], scales: dict[str, tuple[float, float]]) -> tuple[Any, dict, str]:
+    """Return (the values to colour, plotly's zmin/zmax, the colour bar's title) for a heatmap's columns."""
+    known = [scales.get(c) for c in crits]
+    if not crits or any(s is None or not s[0] < s[1] for s in known):
+        return z, {}, "mean (colours span the data: rubric scale unknown)"
+    if len(set(known)) == 1:
+        lo, hi = known[0]
+        return z, {"zmin": lo, "zmax": hi}, f"mean (scale {lo:g}–{hi:g})"
+    unit = [[(v - lo) / (hi - lo) if v == v else v for v, (lo, hi) in zip(row, known)] for row in z]
+    return unit, {"zmin": 0.0, "zmax": 1.0}, "share of each criterion's scale"
 
 
 def score_distributions(scores: pl.DataFrame, judge: str, *, criterion: str = COMPOSITE) -> go.Figure:

@@ -14,13 +14,16 @@ from __future__ import annotations
 import html
 import os
 import re
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from bench.config.rubrics import run_scales
 from bench.core.errors import BenchError
 from bench.core.paths import project_root, reports_root
-from bench.core.records import Candidate, Judgment
+from bench.core.records import Candidate, Judgment, Review
+from bench.core.reviewed import reviewed
 from bench.core.store import RunStore, atomic_write
 from bench.kernels import first_line, kernel_manager_class, prepare_driver
 
@@ -46,7 +49,7 @@ def render_report(run_dir: str | Path, out: str | Path | None = None, *, resampl
               "baseline": baseline, "strong_weight": strong_weight, "examples_per_cell": examples_per_cell,
               "human_overrides": human_overrides}
     _execute(project_root() / "notebooks" / NOTEBOOK, executed, params)
-    atomic_write(target, to_html(executed, title=f"bench report: {run.name}").encode("utf-8"))
+    atomic_write(target, to_html(executed, title=f"bench report: {run.name}").encode("utf-8"), shared=True)  # umask
     return target
 
 
@@ -56,6 +59,11 @@ def _check_run(run: Path) -> None:
     store = RunStore(run)
     if not store.files(Candidate) and not store.files(Judgment):
         raise BenchError(f"{run}: the run folder holds no candidates or judgments yet; nothing to report")
+    if store.files(Review):  # a damaged review is left out of the report, and named here and in it
+        judgments = store.latest(Judgment)
+        found = reviewed(judgments, store.read(Review), run_scales(run, judgments.values(), project_root()))
+        if found.damaged:
+            print(f"report: {found.note()}", file=sys.stderr, flush=True)
 
 
 def _execute(source: Path, executed: Path, params: dict[str, Any]) -> None:

@@ -1,9 +1,12 @@
 """The review panel: an ipywidgets view of a :class:`bench.review.session.ReviewSession`, one item at a time.
 
-Shows the scenario, the answer (both sides for pairwise), every judge's scores, verdicts and
-rationales, and lets a reviewer override one judgment: a toggle per criterion bounded by the
-rubric's scale (or the verdict labels), a note, Save. Alt+N / Alt+P / Alt+S are next, previous
-and save. Everything from the run is HTML-escaped before it is shown.
+Shows the scenario and the answer (both sides for pairwise), and lets a reviewer grade it: a
+toggle per criterion bounded by the rubric's scale (or the verdict labels), a note, Save. Alt+N /
+Alt+P / Alt+S are next, previous and save. Blind by default: no judge's grade, verdict or
+rationale is shown, and nothing is pre-selected but the reviewer's own earlier review, until the
+reviewer has saved a review of the item; "Show the judges" reveals them on purpose, and a review
+saved with them shown is recorded as not blind (``Review.blind``). Everything from the run is
+HTML-escaped before it is shown.
 """
 
 from __future__ import annotations
@@ -31,7 +34,11 @@ if (!window.__benchReviewKeys) {
 STYLE = ("<style>.bench-review pre{white-space:pre-wrap;max-height:16em;overflow:auto;background:#f7f7f9;"
          "padding:6px;margin:2px 0}.bench-review table{border-collapse:collapse;font-size:12px}"
          ".bench-review td,.bench-review th{border-bottom:1px solid #ddd;padding:2px 6px;vertical-align:top;"
-         "text-align:left}.bench-review .bench-flag{color:#a33;font-size:12px}</style>")
+         "text-align:left}.bench-review .bench-flag{color:#a33;font-size:12px}"
+         ".bench-review .bench-review-hidden{color:#666;font-size:12px}</style>")
+HIDDEN = ("<div class='bench-review-hidden'>Judges' grades hidden until you save: a blind review is the only kind "
+          "that calibrates the leaderboard. “Show the judges” reveals them, and your review of this item is then "
+          "recorded as not blind.</div>")
 
 
 def _e(value: Any) -> str:
@@ -55,7 +62,11 @@ class ReviewPanel:
         self.reviewer = w.Text(value=self.session.reviewer, description="Reviewer", placeholder="your name")
         self.progress = w.HTML()
         self.item_html = w.HTML()
-        self.judgment = w.Dropdown(description="Override")
+        self.show_judges = w.ToggleButton(value=False, description="Show the judges", icon="eye",
+                                          tooltip="reveal the judges' grades before saving: the review is then "
+                                                  "recorded as not blind and does not calibrate the leaderboard")
+        self.show_judges.add_class("bench-review-show-judges")
+        self.judges_html = w.HTML()
         self.controls = w.VBox()
         self.note = w.Textarea(placeholder="note (why the override)", layout=w.Layout(width="60%"))
         self.prev = self._button("◀ Previous (Alt+P)", "bench-review-prev", lambda _: self.move(-1))
@@ -64,11 +75,11 @@ class ReviewPanel:
         self.status = w.HTML()
         self.history = w.HTML()
         self.box = w.VBox([w.HTML(STYLE), w.HBox([self.filter, self.reviewer]), self.progress, self.item_html,
-                           self.judgment, self.controls, self.note, w.HBox([self.prev, self.save_button, self.next]),
-                           self.status, self.history])
+                           self.controls, self.note, w.HBox([self.prev, self.save_button, self.next]),
+                           self.status, self.show_judges, self.judges_html, self.history])
         self.box.add_class("bench-review")
         self.filter.observe(lambda _: self._refilter(), names="value")
-        self.judgment.observe(lambda _: self._show_controls(), names="value")
+        self.show_judges.observe(lambda _: self._show_judges(), names="value")
         self.items: list[ReviewItem] = []
         self.index = 0
         self._refilter()
@@ -109,17 +120,21 @@ class ReviewPanel:
     def _render(self) -> None:
         done, total = self.session.progress()
         it = self.item
-        where = f"item {self.index + 1} of {len(self.items)} ({_e(FILTERS[self.filter.value])})" if it else \
-            f"no item matches “{_e(FILTERS[self.filter.value])}”"
-        self.progress.value = f"<b>{done} of {total} items reviewed</b> · {where}"
+        where = (f"item {self.index + 1} of {len(self.items)} ({_e(FILTERS[self.filter.value])}) · "
+                 f"{_e(it.rubric)}") if it else f"no item matches “{_e(FILTERS[self.filter.value])}”"
+        blind = len(self.session.reviewed.blind)  # bench.core.reviewed: the count the report gives
+        self.progress.value = f"<b>{done} of {total} answers reviewed</b> ({blind} blind) · {where}"
         self.item_html.value = self._item_html(it) if it else ""
-        options = [(self._judgment_label(j), j.id) for j in it.reviewable()] if it else []
-        self.judgment.options = options
-        self.judgment.value = options[0][1] if options else None
+        self.show_judges.value = False  # each item starts blind
         self._show_controls()
+        self._show_judges()
 
-    def _judgment_label(self, j: Any) -> str:
-        return f"{j.judge_id} ({j.mode}, {j.rubric_key})"
+    def judges_visible(self) -> bool:
+        """Return whether the judges' grades of the current item are shown: on purpose ("Show the judges"), or
+        because this reviewer has saved a review of it. A review saved while they are shown is not blind."""
+        it = self.item
+        return it is not None and (self.show_judges.value or
+                                   it.latest_review(self.reviewer.value.strip() or None) is not None)
 
     # -- the item --------------------------------------------------------------------------------------
     def _item_html(self, it: ReviewItem) -> str:
@@ -129,44 +144,56 @@ class ReviewPanel:
         sides = ["A", "B"] if it.pairwise else [""]
         answers = "".join(f"<div><b>Answer {s}</b>{_flag_note(t)}<pre>{_e(t)}</pre></div>"
                           for s, t in zip(sides, it.texts))
+        return f"<table>{scen}</table>{answers}"
+
+    def _show_judges(self) -> None:
+        """Show the judges' grades when :meth:`judges_visible`, else say that they are hidden and why."""
+        it = self.item
+        if it is None:
+            self.judges_html.value = ""
+            return
+        if not self.judges_visible():
+            self.judges_html.value = HIDDEN
+            return
         rows = []
         for j in it.judgments:
             grade = (_e(j.verdict) if j.mode == "pairwise" else
                      ", ".join(f"{_e(k)} {v:g}" for k, v in (j.scores or {}).items())
                      + (f" → <b>{j.score:.2f}</b>" if j.score is not None else ""))
-            rows.append(f"<tr><td>{_e(j.judge_id)}</td><td>{_e(j.order or j.mode)}</td>"
+            rows.append(f"<tr><td>{_e(j.judge_id)}</td><td>{j.repeat}</td><td>{_e(j.order or j.mode)}</td>"
                         f"<td>{grade or '<i>failed</i>'}</td><td>{_e(j.rationale or j.error)}</td></tr>")
-        return (f"<table>{scen}</table>{answers}<table><tr><th>judge</th><th>mode/order</th><th>grade</th>"
-                f"<th>rationale</th></tr>{''.join(rows)}</table>")
+        self.judges_html.value = (f"<table class='bench-review-judges'><tr><th>judge</th><th>repeat</th>"
+                                  f"<th>mode/order</th><th>grade</th><th>rationale</th></tr>{''.join(rows)}</table>")
 
     def _show_controls(self) -> None:
         import ipywidgets as w  # noqa: PLC0415 (only a notebook's panel needs widgets)
 
-        it, jid = self.item, self.judgment.value
-        if it is None or jid is None:
+        it = self.item
+        if it is None:
             self.controls.children, self.history.value = (), ""
             return
-        j = self.session.judgments[jid]
+        j = it.anchor
         rubric = self.session.rubric(j)
-        latest = it.latest_review(jid)
+        latest = it.latest_review(self.reviewer.value.strip() or None)  # your own review: never a judge's grade
         if j.mode == "pairwise":
-            value = (latest.verdict if latest else None) or j.verdict
-            self.controls.children = (w.ToggleButtons(options=list(rubric.labels), value=value,
+            self.controls.children = (w.ToggleButtons(options=list(rubric.labels),
+                                                      value=latest.verdict if latest else None,
                                                       description="verdict"),)
         else:
-            current = (latest.scores if latest else None) or j.scores or {}
+            current = (latest.scores if latest else None) or {}
             self.controls.children = tuple(
                 w.ToggleButtons(options=c.levels, value=int(current[c.id]) if c.id in current else None,
                                 description=c.id, tooltips=[c.anchors[level][:200] for level in c.levels],
                                 style={"button_width": "42px"})
                 for c in rubric.criteria)
         self.note.value = latest.note if latest else ""
-        self.history.value = self._history_html(it, jid)
+        self.history.value = self._history_html(it)
 
-    def _history_html(self, it: ReviewItem, jid: str) -> str:
+    def _history_html(self, it: ReviewItem) -> str:
         rows = [f"<li>{_e(r.created_at[:19])} <b>{_e(r.reviewer)}</b>: "
                 f"{_e(r.verdict) if r.verdict else ', '.join(f'{_e(k)} {v:g}' for k, v in (r.scores or {}).items())}"
-                f"{' — ' + _e(r.note) if r.note else ''}</li>" for r in it.reviews if r.judgment_id == jid]
+                f"{' — ' + _e(r.note) if r.note else ''}{'' if r.blind else ' (judges shown)'}</li>"
+                for r in it.reviews]
         return f"<div class='bench-review-history'><b>Reviews</b><ul>{''.join(reversed(rows))}</ul></div>" if rows else ""
 
     # -- saving ----------------------------------------------------------------------------------------
@@ -178,19 +205,21 @@ class ReviewPanel:
         return {"scores": {c.description: c.value for c in controls if c.value is not None}}
 
     def save(self) -> None:
-        """Write a Review of the selected judgment with the controls' values (the status line says what happened)."""
-        jid = self.judgment.value
-        if jid is None:
+        """Write a Review of the current item with the controls' values, blind unless the judges were shown
+        (the status line says what happened); then the judges' grades are revealed."""
+        it = self.item
+        if it is None:
             return
         try:
-            review = self.session.save(jid, note=self.note.value, reviewer=self.reviewer.value.strip(),
-                                       **self.values())
+            review = self.session.save(it.anchor.id, note=self.note.value, reviewer=self.reviewer.value.strip(),
+                                       blind=not self.judges_visible(), **self.values())
         except BenchError as err:
             self.status.value = f"<span style='color:#b00'>Not saved: {_e(err)}</span>"
             return
         key = self.item.key if self.item else None
         self.items = [next((i for i in self.session.items if i.key == it.key), it) for it in self.items]
-        self.status.value = (f"<span class='bench-review-saved'>Saved {_e(review.id)} by {_e(review.reviewer)}: "
+        self.status.value = (f"<span class='bench-review-saved'>Saved {_e(review.id)} by {_e(review.reviewer)}"
+                             f"{' (blind)' if review.blind else ' (judges shown: not blind)'}: "
                              f"{_e(review.verdict or ', '.join(f'{k} {v:g}' for k, v in (review.scores or {}).items()))}"
                              f"</span>")
         self.index = next((n for n, it in enumerate(self.items) if it.key == key), self.index)
@@ -198,8 +227,5 @@ class ReviewPanel:
 
     def _render_keep_status(self) -> None:
         status = self.status.value
-        jid = self.judgment.value
         self._render()
-        if jid in dict((v, k) for k, v in self.judgment.options):
-            self.judgment.value = jid
         self.status.value = status

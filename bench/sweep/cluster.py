@@ -4,9 +4,15 @@
 lease server, and checks every worker before anything is paid (bench.sweep.probe: the driver's
 ``bench``, the run and project folders at the same paths, the lease server reachable). The driver
 serves every cap from that one lease server on TCP (bench.models._leases), at the address it uses to
-reach the scheduler, guarded by a per-sweep token that only the kernels' environment carries.
+reach the scheduler, guarded by a per-sweep token. The token and the provider keys reach the workers
+in a worker plugin, never in a task or a worker's environment (bench.sweep.worker_secrets).
 Kernels on workers cache replies in per-process files (bench.models.shard_cache): no sqlite WAL on a
 network filesystem. How a stage runs as tasks: bench.sweep.tasks.
+
+Who can enter: ``local:N`` is TLS under a certificate made for the sweep, with no HTTP server
+(bench.sweep.local_cluster). A ``tls://`` scheduler is reached with the certificate files of the params'
+``cluster:`` section, or of Dask's own configuration. A plain ``tcp://`` one is used as asked, after a
+one-line warning saying what anyone who reaches it could read.
 """
 
 from __future__ import annotations
@@ -15,18 +21,23 @@ import logging
 import os
 import secrets
 import socket
+import sys
+from pathlib import Path
 from typing import Any
 
 from bench.core.addresses import host_of, is_loopback
-from bench.core.errors import BenchError
-from bench.core.store import atomic_write
+from bench.core.errors import BenchError, ParamsError
+from bench.core.store import atomic_write, os_reason
 from bench.models import ratelimit
 from bench.models.budget import BUDGET_ENV, sweep_budget
-from bench.pipeline import Run
+from bench.pipeline import Run, shown_path
 from bench.sweep.executions import STAGES
+from bench.sweep import worker_secrets
+from bench.sweep.local_cluster import PrivateCluster
 from bench.sweep.probe import TOKEN_FILE, Expected, check_worker, source_digest, version
 
 ADDRESS_ENV = "DASK_SCHEDULER_ADDRESS"
+TLS_ENV = "DASK_DISTRIBUTED__COMM__TLS__"  # + CA_FILE, CLIENT__CERT, CLIENT__KEY: Dask's own TLS settings
 CONNECT_S = 20.0  # how long to try reaching a scheduler before saying it is unreachable
 CONNECT_ENV = "BENCH_CLUSTER_CONNECT_S"  # overrides CONNECT_S (tests)
 # the driver's settings a kernel on a worker must share: the run lock it holds for them, where runs and the
@@ -50,11 +61,14 @@ class ClusterSession:
     def __init__(self, spec: str, run: Run):
         self.spec, self.run = spec, run
         self.client: Any = None
-        self.local: Any = None  # the LocalCluster of ``local:N``
+        self.local: Any = None  # the PrivateCluster of ``local:N`` (bench.sweep.local_cluster)
         self.server: ratelimit.LeaseServer | None = None
         self.workers: dict[str, dict[str, str]] = {}
         self.sweep = secrets.token_hex(6)  # this sweep's id, in each of its attempt files
         self.stop = f"bench-stop-{self.sweep}"  # a distributed.Event: set by a Ctrl-C, seen by every task
+        self.secrets = f"{worker_secrets.PLUGIN_PREFIX}{self.sweep}"  # the worker plugin with the token and keys
+        self.registered = False
+        self.share_error = ""  # why the worker plugin could not be sent to every worker
         self.expected: Expected | None = None
 
     @property
@@ -66,12 +80,20 @@ class ClusterSession:
         """Whether every worker is on this machine (``local:N``, or a scheduler on 127.0.0.1)."""
         return self.spec.startswith("local:") or is_loopback(host_of(self.spec))
 
+    @property
+    def encrypted(self) -> bool:
+        """Whether the scheduler is TLS (``local:N`` always is): only then are provider keys sent to workers."""
+        return self.spec.startswith(("local:", "tls://"))
+
     def __enter__(self) -> "ClusterSession":
+        if not self.encrypted and not self.spec.startswith("local:"):
+            print(plain_tcp_warning(self.spec), file=sys.stderr, flush=True)
         try:
             self._connect()
             self.server = ratelimit.LeaseServer(host=self._lease_host(),  # and the budget, when one is set
                                                 budget=sweep_budget(self.run.sweep.limits.budget_usd, self.run.dir))
             self.server.start()
+            self._share_secrets()
             self._probe()
         except BaseException:
             self.close()
@@ -82,6 +104,9 @@ class ClusterSession:
         self.close()
 
     def close(self) -> None:
+        if self.registered:  # every worker forgets the token and the keys
+            worker_secrets.unregister(self.client, self.secrets)
+            self.registered = False
         if self.server is not None:
             self.server.stop()
         for thing in (self.client, self.local):
@@ -93,9 +118,10 @@ class ClusterSession:
         self.client = self.local = self.server = None
 
     def kernel_env(self) -> dict[str, str]:
-        """Return the variables every execution's kernel gets: the lease server, its token, the caps, the cache kind."""
-        assert self.server is not None and self.server.address and self.server.token
-        env = {ratelimit.ADDRESS_ENV: self.server.address, ratelimit.TOKEN_ENV: self.server.token,
+        """Return the variables every execution's task carries for its kernel: the lease server's address, the caps,
+        the cache kind (no secret: the token and the keys come from the worker plugin, bench.sweep.worker_secrets)."""
+        assert self.server is not None and self.server.address
+        env = {ratelimit.ADDRESS_ENV: self.server.address,
                ratelimit.SWEEP_CAP_ENV: str(self.run.sweep.limits.max_concurrency), "BENCH_CACHE_SHARDS": "1"}
         if self.server.budget is not None:  # every kernel reserves its paid requests from the driver's server
             env[BUDGET_ENV] = str(self.server.budget[0])
@@ -107,7 +133,7 @@ class ClusterSession:
         return env
 
     def _connect(self) -> None:
-        from distributed import Client, LocalCluster  # noqa: PLC0415 (distributed: 1 s of imports; the `cluster` extra)
+        from distributed import Client  # noqa: PLC0415 (distributed: 1 s of imports; the `cluster` extra)
 
         _quiet_dask()
 
@@ -115,13 +141,14 @@ class ClusterSession:
             n = self.spec.removeprefix("local:")
             if not n.isdigit() or int(n) < 1:
                 raise BenchError(f"--cluster {self.spec}: expected local:N with N ≥ 1 worker processes (e.g. local:4)")
-            self.local = LocalCluster(n_workers=int(n), threads_per_worker=2, processes=True, host="127.0.0.1",
-                                      dashboard_address=None, memory_limit=0)
-            self.client = Client(self.local)
+            names = worker_secrets.secret_names(tuple(os.environ), worker_secrets.declared_key_vars(self.run))
+            self.local = PrivateCluster(int(n), names)
+            self.client = self.local.start().client
             return
+        security = self._tls()
         wait_s = float(os.environ.get(CONNECT_ENV) or CONNECT_S)
         try:
-            self.client = Client(self.spec, timeout=f"{wait_s}s")
+            self.client = Client(self.spec, timeout=f"{wait_s}s", security=security)
         except (OSError, TimeoutError, ValueError) as exc:
             raise BenchError(f"cannot reach the Dask scheduler at {self.spec} ({_reason(exc)}); start it (dask "
                              f"scheduler), or fix --cluster / {ADDRESS_ENV}; nothing was run") from None
@@ -139,7 +166,7 @@ class ClusterSession:
         assert self.server is not None and self.server.address and self.server.token
         files = tuple(str(self.run.root / "notebooks" / nb) for nb in (*STAGES.values(), "03_analyze.ipynb"))
         self.expected = Expected(version(), source_digest(), str(self.run.dir), token,
-                                 (*files, str(self.run.params_path)), self.server.address, self.server.token)
+                                 (*files, str(self.run.params_path)), self.server.address, self.secrets)
         answers = self.client.run(check_worker, self.expected, on_error="return")
         problems = []
         for worker, got in sorted(answers.items()):
@@ -149,10 +176,63 @@ class ClusterSession:
             elif got["problem"]:
                 problems.append(f"{worker} ({got['hostname']}) {got['problem']}")
             self.workers[worker] = got if isinstance(got, dict) else {}
+        if self.share_error and not problems:
+            problems.append(f"a worker could not load the sweep's worker plugin ({self.share_error})")
         if problems:
             raise BenchError("cluster check failed before any model call:\n  " + "\n  ".join(problems) +
                              f"\nevery worker needs the same bench, the project and the run folder {self.run.dir} "
                              f"at the same paths (writable), and a way to this machine (README, Running on a cluster)")
+
+    def _share_secrets(self) -> None:
+        """Send every worker the lease token, and over TLS the provider keys, in a worker plugin (each worker keeps
+        them in its memory; a kernel gets them in its own environment only)."""
+        assert self.server is not None and self.server.token
+        values = {ratelimit.TOKEN_ENV: self.server.token}
+        if self.encrypted:
+            values.update(worker_secrets.provider_keys(self.run))
+        self.registered = True  # the scheduler keeps it even when a worker refuses it: removed at the end
+        try:
+            worker_secrets.register(self.client, self.secrets, values)
+        except Exception as exc:  # a worker that cannot load it (no bench there): the check names each one
+            self.share_error = _reason(exc)
+
+    def _tls(self) -> Any:
+        """Return the Security to reach a ``tls://`` scheduler with, or None for ``tcp://``.
+
+        The certificate files come from the params' ``cluster:`` section (relative to the params file), else
+        from Dask's configuration (``DASK_DISTRIBUTED__COMM__TLS__CA_FILE``, ``…__CLIENT__CERT``,
+        ``…__CLIENT__KEY``); each must be readable, or the sweep stops naming the key and the file.
+        """
+        import dask  # noqa: PLC0415 (the `cluster` extra)
+        from distributed.security import Security  # noqa: PLC0415
+
+        section, params = self.run.sweep.cluster, self.run.params_path
+        if not self.spec.startswith("tls://"):
+            if section is not None:
+                raise ParamsError(f"{shown_path(params)}: cluster: certificates are given, but the scheduler {self.spec} is not "
+                                  f"tls://; pass --cluster tls://<host>:<port>, or remove the cluster: section")
+            return None
+        if section is not None:
+            files = {key: (f"cluster.{key}", str((params.parent / value).resolve()) if value else None)
+                     for key, value in section.model_dump().items()}
+        else:
+            files = {key: (f"{TLS_ENV}{var}", dask.config.get(f"distributed.comm.tls.{path}", default=None))
+                     for key, var, path in (("tls_ca_file", "CA_FILE", "ca-file"),
+                                            ("tls_client_cert", "CLIENT__CERT", "client.cert"),
+                                            ("tls_client_key", "CLIENT__KEY", "client.key"))}
+        if not files["tls_ca_file"][1] or not files["tls_client_cert"][1]:
+            raise BenchError(f"--cluster {self.spec}: a tls:// scheduler needs this driver's certificate: add "
+                             f"cluster: {{tls_ca_file, tls_client_cert, tls_client_key}} to {shown_path(params)}, or set "
+                             f"{TLS_ENV}CA_FILE, {TLS_ENV}CLIENT__CERT and {TLS_ENV}CLIENT__KEY; nothing was run")
+        for key, (where, path) in files.items():
+            if path and "\n" not in path:  # Dask's config may also hold the PEM text itself
+                try:
+                    Path(path).read_bytes()
+                except OSError as exc:
+                    error = ParamsError if where.startswith("cluster.") else BenchError
+                    raise error(f"{shown_path(params) if error is ParamsError else 'environment'}: {where}: cannot "
+                                f"read {path} ({os_reason(exc)}); name a PEM file this user can read") from None
+        return Security(require_encryption=True, **{key: path for key, (_, path) in files.items() if path})
 
     def _lease_host(self) -> str:
         """Return the address workers reach this driver at: the one it uses to reach the scheduler."""
@@ -162,6 +242,13 @@ class ClusterSession:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:  # connect() on UDP sends nothing
             probe.connect((host, 9))
             return probe.getsockname()[0]
+
+
+def plain_tcp_warning(address: str) -> str:
+    """Return the one line a sweep prints before using a plain-TCP scheduler: who could read what."""
+    return (f"warning: the Dask scheduler at {address} is plain TCP: anyone who can reach it can run code on its "
+            f"workers, and so read the sweep's lease token, the provider keys in the workers' environment and "
+            f"every record in the run folder; use a tls:// scheduler (README, Running on a cluster)")
 
 
 def _quiet_dask() -> None:

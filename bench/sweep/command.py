@@ -28,7 +28,7 @@ from bench.sweep.cluster import ClusterSession, cluster_address
 from bench.sweep.tasks import render_on_cluster
 from bench.sweep.driver import SweepResult, run_sweep
 from bench.sweep.executions import crashed, print_executions
-from bench.sweep.halts import stopped_summary
+from bench.sweep.halts import spend_line, stopped_summary
 
 @dataclass
 class SweepRequest:
@@ -46,13 +46,14 @@ class SweepRequest:
     dry_run: bool = False
     cluster: str | None = None  # --cluster (else $DASK_SCHEDULER_ADDRESS): a Dask scheduler, or local:N
     batch: bool = False  # --batch: every model and judge through its provider's Batch API
+    supersede: bool = False  # --supersede: a cell, judge or rubric version edited under its name sets aside its records
 
     def retry(self, **override: Any) -> str:
         """Return the command that resumes this sweep."""
         kw = {"cells": self.cells, "run_dir": self.run_dir, "jobs": self.jobs, **override}
         command = retry_command(self.params, **kw)
         command += f" --cluster {self.cluster}" if self.cluster else ""
-        command += " --batch" if self.batch else ""
+        command += " --batch" if self.batch else ""  # --supersede is not repeated: it is recorded in the run folder
         return f"{command} --dry-run" if self.dry_run else command
 
 
@@ -65,7 +66,8 @@ def sweep_command(req: SweepRequest) -> int:
         print("dry run: every model and judge is answered in-process by dry/<id> (no server, no cost)", flush=True)
     if req.batch:  # the kernels open the run themselves: they inherit this (a cluster's: bench.sweep.cluster)
         os.environ[BATCH_ENV] = "1"
-    run = open_run(req.params, cells=req.cells, run_dir=req.run_dir, dry_run=req.dry_run, batch=req.batch or None)
+    run = open_run(req.params, cells=req.cells, run_dir=req.run_dir, dry_run=req.dry_run, batch=req.batch or None,
+                   supersede=req.supersede or None)  # a changed content is refused before any call (run_sweep)
     try:
         with run_lock(run.dir, wait=req.wait):  # one sweep per run folder: a second one refuses (or waits)
             address = cluster_address(req.cluster)
@@ -97,6 +99,8 @@ def _summarize(run: Run, result: SweepResult, req: SweepRequest, code: int, repo
     if groups := failures(result.run_dir, run.sweep.limits.max_attempts):
         print(summary(groups, req.retry(), run.sweep.limits.max_attempts), flush=True)
         code = code or EXIT_FAILED_ITEMS
+    if spent := spend_line(run):  # replies over max_tokens, usages estimated, items paid twice: said, counted
+        print(spent, flush=True)
     if halted := [ex for ex in result.executions if ex.halted]:  # the budget reached (exit 4): how to continue
         print(stopped_summary(run, halted, req.retry()), flush=True)
     if report is not None:
@@ -113,7 +117,7 @@ def _attempts_line(ex: Any) -> str:
 
 def _finish(result: SweepResult, req: SweepRequest, session: ClusterSession | None = None) -> tuple[int, Path | None]:
     """Print each execution; render the report and log to MLflow unless an execution crashed."""
-    code = print_executions(result.executions)
+    code = print_executions(result.executions, result.run_dir)
     report = None
     if crashed(result.executions):  # the run is broken, and a report or an MLflow run would hide it (a budget
         # stop is not a crash: the run is partial, said so in the summary, and its report and MLflow run follow)

@@ -18,6 +18,7 @@ from bench.core.outcome import retry_command
 from bench.core.records import Candidate, utc_now
 from bench.judge.stage import pending_judgments
 from bench.estimate import before_sweep
+from bench.core.digests import supersede
 from bench.pipeline import Run, open_run, prepare, shown_path
 from bench.sweep.cluster import ClusterSession
 from bench.sweep.tasks import run_stage_on_cluster
@@ -47,10 +48,13 @@ def run_sweep(run: Run | str, *, jobs: int = 1, per_cell: bool = False, cells=No
     run = run if isinstance(run, Run) else open_run(run, cells=cells, run_dir=run_dir)
     check_stage(run, only_stage)  # a stage in the wrong order: one line saying what to run instead
     print(run.describe(), flush=True)
-    prepare(run)  # preflight + scenarios.jsonl: nothing is spent on a run that cannot finish
+    changed = prepare(run, log_supersede=False)  # preflight + scenarios.jsonl: nothing spent on a run that cannot finish
     executions = plan_executions(run, "collect", jobs, per_cell or cluster is not None)  # a cluster: a task per cell
-    before_sweep(run, only_stage=only_stage, groups=[[c.key for c in ex.cells] for ex in executions])  # the estimate;
-    # over limits.budget_usd (or a budget with a model's price unknown): BenchError here, before anything is sent
+    before_sweep(run, only_stage=only_stage, groups=[[c.key for c in ex.cells] for ex in executions],
+                 pilot=cluster is None, changed=changed)  # the estimate (and the pilot, when a budget needs it; a cluster's lease
+    # server holds the budget already: no pilot there); over limits.budget_usd (or a budget with a model's price
+    # unknown): BenchError here, before anything (more than the pilot) is sent
+    supersede(run.dir, changed, shown_path(run.params_path))  # only now: a refused sweep sets nothing aside
     stages = [only_stage] if only_stage else [s for s in STAGES if (s != "judge" or run.sweep.judges)
                                               and (s != "collect" or run.sweep.collects)]
     for stage in stages:

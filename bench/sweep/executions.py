@@ -9,6 +9,7 @@ on purpose: its return code is that exception's ``exit_code`` and it is reported
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
 from dataclasses import dataclass, field
@@ -16,13 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from bench.config.params import Cell
-from bench.core.executions import ExecutionAttempt, record_attempt
+from bench.core.executions import ExecutionAttempt, close_abandoned, local_marker, record_attempt
+from bench.core.outcome import failed_by_cell
+from bench.core.processes import remove_stale_folders
 from bench.core.records import utc_now
 from bench.kernels import first_line, interrupt_kernel, kernel_manager_class, prepare_driver
+from bench.models.ratelimit import LeaseServer
 from bench.pipeline import Run
 from bench.sweep.halts import halted_exit_code
 
 STAGES = {"collect": "01_collect.ipynb", "judge": "02_judge.ipynb"}
+CLUSTER_FOLDER = "bench-dask-"  # + the driver's pid: a local:N cluster's certificate and logs (bench.sweep.local_cluster)
 
 
 @dataclass
@@ -45,6 +50,17 @@ class Execution:
     @property
     def name(self) -> str:
         return f"{self.stage}.{self.shard}" if self.shard else self.stage
+
+
+def close_leftovers(run: Run, sweep: str) -> None:
+    """Close what a killed driver left: its attempts still ``running`` (recorded as lost, bench.core.executions;
+    the caller holds the run lock, so that driver is gone) and this user's private temporary folders whose
+    owner is dead (a lease server's socket, a ``local:N`` cluster's certificate)."""
+    LeaseServer.remove_stale()
+    remove_stale_folders(CLUSTER_FOLDER)
+    if closed := close_abandoned(run.dir, sweep):
+        print(f"{closed} execution attempt(s) left running by a stopped sweep are now recorded as lost "
+              f"(executions.jsonl)", flush=True)
 
 
 def plan_executions(run: Run, stage: str, jobs: int, per_cell: bool) -> list[Execution]:
@@ -82,6 +98,8 @@ def _slug(key: str) -> str:
 
 
 def run_stage(run: Run, stage: str, jobs: int, per_cell: bool, started: str | None = None) -> list[Execution]:
+    sweep = secrets.token_hex(6)  # this stage's id in the open records of its attempts
+    close_leftovers(run, sweep)
     executions = plan_executions(run, stage, jobs, per_cell)
     for ex in executions:
         ex.failed_since = started
@@ -92,7 +110,8 @@ def run_stage(run: Run, stage: str, jobs: int, per_cell: bool, started: str | No
     sem = threading.Semaphore(parallel)
     prepare_driver()
     stop = threading.Event()
-    threads = [threading.Thread(target=_guarded, args=(sem, run, ex, share, stop), daemon=True) for ex in executions]
+    threads = [threading.Thread(target=_guarded, args=(sem, run, ex, share, stop, sweep), daemon=True)
+               for ex in executions]
     for t in threads:
         t.start()
     try:  # events, not Thread.join: a join interrupted by Ctrl-C marks a running thread as stopped (bpo-45274)
@@ -123,16 +142,17 @@ def _stop(executions: list[Execution], stop: threading.Event, grace_s: float = 3
         pass
 
 
-def _guarded(sem: threading.Semaphore, run: Run, ex: Execution, cap: int, stop: threading.Event | None = None) -> None:
+def _guarded(sem: threading.Semaphore, run: Run, ex: Execution, cap: int, stop: threading.Event | None = None,
+             sweep: str = "") -> None:
     try:
         with sem:
             if stop is None or not stop.is_set():  # an interrupted sweep starts no further execution
-                _execute(run, ex, cap, stop)
+                _execute(run, ex, cap, stop, sweep)
     finally:
         ex.finished.set()
 
 
-def _execute(run: Run, ex: Execution, cap: int, stop: threading.Event | None = None) -> None:
+def _execute(run: Run, ex: Execution, cap: int, stop: threading.Event | None = None, sweep: str = "") -> None:
     """Run one papermill execution in this thread (papermill is imported once per sweep, not per execution).
 
     Each execution still gets its own kernel process; its cell output is streamed to the
@@ -149,6 +169,8 @@ def _execute(run: Run, ex: Execution, cap: int, stop: threading.Event | None = N
     else:
         params["failed_since"] = ex.failed_since
     t0, started = time.monotonic(), utc_now()
+    cells = [c.key for c in ex.cells]
+    marker = local_marker(run.dir, ExecutionAttempt(ex.stage, ex.name, cells, started, "", "running"), sweep)
     try:
         pm.execute_notebook(str(run.root / "notebooks" / STAGES[ex.stage]), str(ex.notebook), parameters=params,
                             kernel_name="python3", log_output=True, progress_bar=False, cwd=str(run.root),
@@ -159,8 +181,9 @@ def _execute(run: Run, ex: Execution, cap: int, stop: threading.Event | None = N
     ex.seconds = time.monotonic() - t0
     status = ("ok" if ex.returncode == 0 else "interrupted" if ex.halted or (stop is not None and stop.is_set())
               else "failed")
-    record_attempt(run.dir, ExecutionAttempt(ex.stage, ex.name, [c.key for c in ex.cells],
-                                             started, utc_now(), status))
+    record_attempt(run.dir, ExecutionAttempt(ex.stage, ex.name, cells, started, utc_now(), status))
+    if marker is not None:
+        marker.unlink(missing_ok=True)  # recorded: nothing is left open
 
 
 def stopped(ex: Execution, err: BaseException) -> None:
@@ -179,13 +202,27 @@ def crashed(executions: list[Execution]) -> list[Execution]:
     return [e for e in executions if e.returncode != 0 and not e.halted]
 
 
-def print_executions(executions: list[Execution]) -> int:
+def print_executions(executions: list[Execution], run_dir: Path | None = None) -> int:
     """Print one line per execution and return the sweep's exit code: 1 if any execution crashed, else the
-    exit code of the first that stopped on purpose (4: the budget reached), else 0."""
+    exit code of the first that stopped on purpose (4: the budget reached), else 0.
+
+    An execution that ran to its end reads "ok" only when none of its items is failed in ``run_dir`` (its
+    cells' answers and their judgments for collect, which grades as answers arrive; their judgments for
+    judge): otherwise "finished, N item(s) failed", never "ok" beside failed items (the summary below lists
+    them), and never counting another execution's cells."""
+    by_cell = failed_by_cell(run_dir) if run_dir is not None and any(e.returncode == 0 for e in executions) else {}
     for ex in executions:
-        status = ("ok" if ex.returncode == 0 else f"STOPPED ({ex.halted}): see the summary below" if ex.halted
+        failed = _failed_items(ex, by_cell)
+        status = ((f"finished, {failed} item(s) failed: see the summary below" if failed else "ok")
+                  if ex.returncode == 0 else f"STOPPED ({ex.halted}): see the summary below" if ex.halted
                   else f"FAILED ({ex.error}): see {ex.notebook}")
         print(f"  {ex.name}: {status} [{ex.seconds:.1f}s]")
     if crashed(executions):
         return 1
     return next((int(e.returncode or 1) for e in executions if e.halted), 0)
+
+
+def _failed_items(ex: Execution, by_cell: dict[str, dict[str, int]]) -> int:
+    """Return the failed items an execution answers for (``failed_by_cell`` of its cells and stage)."""
+    stages = ("collect", "judge") if ex.stage == "collect" else (ex.stage,)
+    return sum(by_cell.get(c.key, {}).get(stage, 0) for c in ex.cells for stage in stages)

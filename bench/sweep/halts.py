@@ -45,6 +45,14 @@ def not_started(run: Run) -> tuple[int, int | None]:
     return answers, max(0, plan.judgments - sum(c.done for c in tally.by_judge(plan.rubrics).values()))
 
 
+def spend_line(run: Run) -> str | None:
+    """Return the summary line of what the run folder's spend holds besides plain replies: replies over their
+    max_tokens, usages estimated (a reply without usage), items paid more than once (None when there are none)."""
+    spend = recorded_spend(run.dir)
+    notes = spend.notes()
+    return f"spend: {dollars(spend.usd)} recorded in {shown_path(run.dir)}; of its records: {notes}" if notes else None
+
+
 def stopped_summary(run: Run, halted: Sequence[Any], retry: str) -> str:
     """Return the closing lines of a sweep whose ``halted`` executions stopped on purpose (see the module doc)."""
     answers, judgments = not_started(run)

@@ -14,10 +14,13 @@ import json
 import os
 import secrets
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench.core.store import os_reason
+from bench.models.ratelimit import TOKEN_ENV
+from bench.sweep.worker_secrets import kernel_secrets
 
 TOKEN_FILE = ".cluster-token"  # written by the driver in the run folder; each worker must read the same token
 
@@ -32,7 +35,7 @@ class Expected:
     token: str  # the content of <run_dir>/.cluster-token
     files: tuple[str, ...]  # what the kernels read from the project: the stage notebooks, the params file
     lease: str = ""  # tcp:<host>:<port> of the driver's lease server
-    lease_token: str = field(default="", repr=False)  # never in a repr (Dask logs a failed task's arguments)
+    secrets: str = ""  # the name of the worker plugin holding its token (bench.sweep.worker_secrets), not the token
 
 
 def version() -> str:
@@ -53,10 +56,12 @@ def source_digest() -> str:
     return digest.hexdigest()[:16]
 
 
-def check_worker(expected: Expected) -> dict[str, str]:
-    """Return this worker's host, bench version and digest, and ``problem``: "" or what keeps it from the sweep."""
+def check_worker(expected: Expected, dask_worker: Any = None) -> dict[str, str]:
+    """Return this worker's host, bench version and digest, and ``problem``: "" or what keeps it from the sweep.
+
+    ``dask_worker``: the worker, which ``client.run`` passes by that name (within a task it is found alone)."""
     out = {"hostname": socket.gethostname(), "version": version(), "digest": source_digest(), "problem": ""}
-    for check in (_same_bench, _run_folder, _project_files, _lease_server):
+    for check in (_same_bench, _run_folder, _project_files, functools.partial(_lease_server, worker=dask_worker)):
         if problem := check(expected):
             out["problem"] = problem
             break
@@ -94,14 +99,18 @@ def _project_files(expected: Expected) -> str:
     return ""
 
 
-def _lease_server(expected: Expected) -> str:
+def _lease_server(expected: Expected, worker: Any = None) -> str:
     """Connect to the driver's lease server, show the token, and ask for a pong (5 s budget)."""
     if not expected.lease:
         return ""
     host, _, port = expected.lease.removeprefix("tcp:").rpartition(":")
+    token = kernel_secrets(expected.secrets, worker).get(TOKEN_ENV, "")
+    if not token:
+        return (f"holds no token for the driver's lease server (the sweep's worker plugin {expected.secrets} did not "
+                f"reach it); restart this worker, it gets the plugin when it joins")
     try:
         with socket.create_connection((host, int(port)), timeout=5) as conn:
-            hello = {"op": "hello", "token": expected.lease_token}
+            hello = {"op": "hello", "token": token}
             conn.sendall((json.dumps(hello) + "\n" + json.dumps({"op": "ping", "id": 0}) + "\n").encode())
             if b"pong" not in conn.makefile("rb").readline():
                 raise OSError("no answer")

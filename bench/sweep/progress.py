@@ -6,9 +6,10 @@ it sees the run folder they all append to. :class:`ClusterProgress` reads it inc
 the failures, never one bar per task. It starts no thread: the driver calls :meth:`~ClusterProgress.update`
 from its own wait loop (every couple of seconds) and :meth:`~ClusterProgress.close` at the end.
 
-In a terminal it prints plain lines: when the counts changed, and at least every ``heartbeat_s`` seconds
-while nothing moves (so no wait is silent). Inside a Jupyter kernel it keeps one display up to date
-(``display(..., display_id=True)``), with a bar overall and per model.
+In a terminal it prints plain lines: when the counts changed (at most every 2 s; into a pipe or a file every
+5 s: :func:`bench.core.progress.every_for`), and at least every ``heartbeat_s`` seconds while nothing moves
+(so no wait is silent), each with the time elapsed since progress began. Inside a Jupyter kernel it keeps one
+display up to date (``display(..., display_id=True)``), with a bar overall and per model.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from bench.core.progress import EVERY_ENV, _in_kernel
+from bench.core.progress import EVERY_ENV, TERMINAL_EVERY_S, _in_kernel, clock, every_for
 from bench.core.tally import Counts, Planned, StoreTally, progress_line
 from bench.estimate import planned_progress
 from bench.pipeline import Run
@@ -32,8 +33,9 @@ class ClusterProgress:
     ``planned``: the totals (a Planned, or answers planned per model); ``judgments``: the judgments
     planned when ``planned`` is a dict. ``mode``: "text" (lines to ``out``), "notebook" (one updating
     display), "none", or "auto" (notebook inside a Jupyter kernel, text elsewhere). ``every_s``: the
-    least time between two refreshes of the folder (default ``BENCH_PROGRESS_EVERY_S`` or 2 s; an
-    update called sooner does nothing); ``heartbeat_s``: text mode repeats an unchanged line this often.
+    least time between two refreshes of the folder (default :func:`~bench.core.progress.every_for` of where the
+    lines go: 2 s on a terminal, 5 s into a pipe or a file; an update called sooner does nothing);
+    ``heartbeat_s``: text mode repeats an unchanged line this often.
     """
 
     def __init__(self, run_dir: str | os.PathLike[str], planned: Planned | dict[str, int],
@@ -44,11 +46,12 @@ class ClusterProgress:
         self.mode = ("notebook" if _in_kernel() else "text") if mode == "auto" else mode
         if self.mode not in ("text", "notebook", "none"):
             raise ValueError(f"progress mode {mode!r}: expected auto, text, notebook or none")
-        self.every_s = every_s if every_s is not None else float(os.environ.get(EVERY_ENV) or 2.0)
+        self.every_s = every_s if every_s is not None else every_for(out or sys.stdout) if self.mode == "text" \
+            else float(os.environ.get(EVERY_ENV) or TERMINAL_EVERY_S)
         self.heartbeat_s = heartbeat_s
         self.out = out
         self.printed = 0  # lines printed (text) or displays sent (notebook)
-        self._t0 = time.monotonic()  # set again at the first refresh: the rate counts what finished since
+        self._t0 = self._began = time.monotonic()  # _t0 is set again at the first refresh: the rate counts since
         self._refreshed = self._shown_at = float("-inf")
         self._start: int | None = None  # records finished when progress began: the rate counts this sweep's
         self._shown = ""
@@ -62,8 +65,9 @@ class ClusterProgress:
         return cls(run.dir, planned_progress(run), **options)
 
     def line(self) -> str:
-        """Return the current line (counts as of the last refresh) with the rate since progress began."""
-        text = progress_line(self.tally, self.planned)
+        """Return the current line (counts as of the last refresh) with the time elapsed and the rate since
+        progress began."""
+        text = f"{progress_line(self.tally, self.planned)} · {clock(time.monotonic() - self._began)} elapsed"
         finished = self._finished()
         if self._start is not None and finished > self._start:
             text += f" · {(finished - self._start) / max(time.monotonic() - self._t0, 1e-9):.1f} records/s"

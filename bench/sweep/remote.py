@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.core.executions import ATTEMPTS  # attempts/<execution>.<n>.json: one file per attempt, by its worker
 from bench.core.records import utc_now
 from bench.core.store import atomic_write
 from bench.kernels import first_line, interrupt_kernel, kernel_manager_class, prepare_driver
 from bench.report.render import render_report
 from bench.sweep.halts import halted_exit_code
 from bench.sweep.probe import Expected, check_worker
-
-ATTEMPTS = "attempts"  # <run folder>/attempts/<execution>.<n>.json: one file per attempt, written by its worker
+from bench.sweep.worker_secrets import kernel_secrets
 
 
 @dataclass(frozen=True)
@@ -42,9 +42,11 @@ class Task:
     expected: Expected  # what this worker must match (checked before each execution: workers may join late)
     sweep: str  # this sweep's id: its attempts are told from an earlier sweep's without comparing clocks
     stop: str  # the name of the sweep's distributed.Event that a Ctrl-C of the driver sets
-    # for the kernel only: the lease server, its token, the caps, the cache kind (never in a repr: Dask logs
-    # the arguments of a task that raised)
+    # for the kernel: the lease server's address, the caps, the cache kind (no secret: a task's arguments are
+    # kept by the scheduler and shown to its clients; the token and keys come from the worker plugin)
     env: dict[str, str] = field(default_factory=dict, repr=False)
+    secrets: str = ""  # the worker plugin holding the lease token and the provider keys (bench.sweep.worker_secrets)
+    driver: str = ""  # pid <n> on <host>: who records this attempt (named if it never does: bench.core.executions)
 
 
 def execute(task: Task) -> dict[str, Any]:
@@ -69,11 +71,11 @@ def execute(task: Task) -> dict[str, Any]:
     notebook = Path(task.run_dir) / "notebooks" / f"{stem}{'.' + shard if shard else ''}.ipynb"
     record = {"stage": task.stage, "name": task.name, "cells": task.cells, "started": utc_now(), "ended": "",
               "status": "running", "worker": worker, "hostname": socket.gethostname(), "attempt": attempt,
-              "sweep": task.sweep, "notebook": str(notebook), "error": "", "seconds": 0.0}
+              "sweep": task.sweep, "driver": task.driver, "notebook": str(notebook), "error": "", "seconds": 0.0}
     atomic_write(marker, json.dumps(record).encode())
     prepare_driver()
     notebook.parent.mkdir(parents=True, exist_ok=True)
-    kernel = _KernelEnv(task.env)
+    kernel = _KernelEnv({**task.env, **kernel_secrets(task.secrets)})  # the secrets: this kernel's environment only
     stopped = _watch_stop(task.stop, kernel)
     t0 = time.monotonic()
     try:
@@ -114,6 +116,15 @@ def read_attempts(run_dir: str | Path, name: str) -> list[dict[str, Any]]:
         except (OSError, ValueError):
             continue
     return sorted(out, key=lambda a: int(a.get("attempt", 0)))
+
+
+def close_attempt(run_dir: str | Path, record: dict[str, Any]) -> None:
+    """Write an attempt's final status into its file (the driver settled one its worker could not end)."""
+    path = Path(run_dir) / ATTEMPTS / f"{record.get('name')}.{record.get('attempt')}.json"
+    try:
+        atomic_write(path, json.dumps(record).encode())
+    except OSError:
+        pass  # recorded in executions.jsonl all the same; only a later sweep would record it once more
 
 
 def _claim(run_dir: Path, name: str) -> tuple[int, Path]:

@@ -13,7 +13,7 @@ import os
 
 from bench.core.errors import BenchError
 from bench.models import local, ratelimit
-from bench.models.budget import BUDGET_ENV, dollars, sweep_budget
+from bench.models.budget import BUDGET_ENV, budget_line, dollars, sweep_budget
 from bench.pipeline import Run
 from bench.sweep.executions import plan_executions
 
@@ -73,6 +73,8 @@ class SharedLimits:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self.server is not None and self.server.purse is not None:  # what was paid, reconciled with reservations
+            print(budget_line(self.server.purse.report()), flush=True)
         if self.server is not None:
             os.environ.pop(ratelimit.ADDRESS_ENV, None)
             os.environ.pop(BUDGET_ENV, None)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.core.errors import BenchError
-from bench.core.executions import ExecutionAttempt, record_attempt
+from bench.core.executions import ExecutionAttempt, driver_name, record_attempt
 from bench.core.paths import reports_root
 from bench.core.records import utc_now
 from bench.core.runlock import run_lock
@@ -23,7 +23,7 @@ from bench.core.store import os_reason
 from bench.pipeline import Run, prepare
 from bench.sweep import remote
 from bench.sweep.cluster import ClusterLost, ClusterSession, cluster_address
-from bench.sweep.executions import STAGES, Execution, plan_executions, print_executions
+from bench.sweep.executions import STAGES, Execution, close_leftovers, plan_executions, print_executions
 from bench.sweep.progress import ClusterProgress
 
 RETRIES = 2  # a task that raised (its kernel died, the folder went away) runs again, on any worker
@@ -45,7 +45,7 @@ def run_on_cluster(run: Run, stage: str, cluster: str | None = None, *, judge: b
     with run_lock(run.dir), ClusterSession(address, run) as session:
         prepare(run)
         executions = run_stage_on_cluster(session, stage, utc_now(), judge=judge, judges=judges)
-    if print_executions(executions):
+    if print_executions(executions, run.dir):
         raise BenchError(f"{stage}: an execution failed on the cluster (its notebook is named above)")
     return executions
 
@@ -57,6 +57,7 @@ def run_stage_on_cluster(session: ClusterSession, stage: str, started: str, *, j
     A pair dataset (no grid cells) is one task. Every attempt is recorded, whatever ends the stage.
     """
     run = session.run
+    close_leftovers(run, session.sweep)  # what a killed driver left open
     executions = plan_executions(run, stage, 0, True) if run.cells else plan_executions(run, stage, 1, False)
     executions = _round_robin(executions)
     futures: dict[str, Any] = {}
@@ -120,7 +121,8 @@ def _task(session: ClusterSession, ex: Execution, started: str, judge: bool | No
     assert session.expected is not None
     return remote.Task(ex.stage, ex.name, ex.shard, [c.key for c in ex.cells],
                        str(run.root / "notebooks" / STAGES[ex.stage]), params, str(run.dir), str(run.root),
-                       session.expected, session.sweep, session.stop, session.kernel_env())
+                       session.expected, session.sweep, session.stop, session.kernel_env(), session.secrets,
+                       driver_name())
 
 
 def _wait(session: ClusterSession, futures: list[Any], progress: ClusterProgress | None) -> None:
@@ -190,6 +192,7 @@ def _settle(session: ClusterSession, ex: Execution, future: Any, interrupted: bo
         if a.get("status") == "running":  # its worker died under it (or it was still running at a Ctrl-C)
             a["status"] = "interrupted" if interrupted and i + 1 == len(attempts) else "lost"
             a["ended"] = attempts[i + 1]["started"] if i + 1 < len(attempts) else utc_now()
+            remote.close_attempt(session.run.dir, a)  # no later sweep takes it for one its driver left open
         record_attempt(session.run.dir, ExecutionAttempt(**remote.attempt_fields(a)))
     if attempts:
         ex.notebook = Path(attempts[-1].get("notebook") or ex.notebook)

@@ -3,6 +3,8 @@
 Every process binds 127.0.0.1 only (no dashboard), is started with ``dask scheduler`` / ``dask worker``
 as a separate process group, and is stopped by its PID at exit. Workers run without a nanny by
 default, so a worker killed with SIGKILL stays dead (what a lost machine looks like to the scheduler).
+With ``tls=(ca, cert, key)`` (PEM files, e.g. from :func:`write_certificate`) every process speaks TLS
+only and asks the same certificate of whoever connects.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ class LoopbackDaskCluster:
     """``with LoopbackDaskCluster(2) as c:`` a scheduler at ``c.address`` and two workers (``c.workers``: Popen)."""
 
     def __init__(self, n_workers: int = 2, nthreads: int = 2, *, env: dict[str, str] | None = None,
-                 ready_s: float = 120.0):
-        self.n_workers, self.nthreads, self.ready_s = n_workers, nthreads, ready_s
+                 ready_s: float = 120.0, tls: tuple[str, str, str] | None = None):
+        self.n_workers, self.nthreads, self.ready_s, self.tls = n_workers, nthreads, ready_s, tls
         self.env = {**os.environ, **(env or {})}
         self.folder = Path(tempfile.mkdtemp(prefix="bench-dask-"))
         self.scheduler: subprocess.Popen | None = None
@@ -48,7 +50,7 @@ class LoopbackDaskCluster:
     def start(self) -> None:
         sched_file = self.folder / "scheduler.json"
         self.scheduler = self._spawn(_dask("scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                                           "--scheduler-file", str(sched_file)), "scheduler")
+                                           "--scheduler-file", str(sched_file), *self._tls_args()), "scheduler")
         deadline = time.monotonic() + self.ready_s
         while not self.address:
             if self.scheduler.poll() is not None:
@@ -69,7 +71,7 @@ class LoopbackDaskCluster:
         under, e.g. ``unshare``); return it."""
         proc = self._spawn([*(wrap or [])] + _dask("worker", self.address, "--host", "127.0.0.1", "--nthreads", str(self.nthreads),
                                  "--no-nanny", "--no-dashboard", "--name", name, "--memory-limit", "0",
-                                 "--local-directory", str(self.folder / name), *extra), name, env)
+                                 "--local-directory", str(self.folder / name), *self._tls_args(), *extra), name, env)
         self.workers.append(proc)
         return proc
 
@@ -77,7 +79,7 @@ class LoopbackDaskCluster:
         """Wait until ``n`` workers are registered with the scheduler (a worker that exits is an error)."""
         from distributed import Client  # noqa: PLC0415 (distributed: 1 s of imports, only cluster tests need it)
 
-        with Client(self.address, timeout="60s") as client:
+        with Client(self.address, timeout="60s", security=self.security()) as client:
             deadline = time.monotonic() + self.ready_s
             while len(client.scheduler_info(n_workers=-1)["workers"]) < n:
                 if dead := [p for p in self.workers if p.poll() is not None]:
@@ -101,6 +103,21 @@ class LoopbackDaskCluster:
                 proc.wait(timeout=10)
         shutil.rmtree(self.folder, ignore_errors=True)  # its logs and the workers' scratch space
 
+    def security(self) -> object:
+        """Return the distributed Security a client of this cluster needs (None: plain TCP)."""
+        if self.tls is None:
+            return None
+        from distributed.security import Security  # noqa: PLC0415
+
+        ca, cert, key = self.tls
+        return Security(tls_ca_file=ca, tls_client_cert=cert, tls_client_key=key, require_encryption=True)
+
+    def _tls_args(self) -> list[str]:
+        if self.tls is None:
+            return []
+        ca, cert, key = self.tls
+        return ["--protocol", "tls", "--tls-ca-file", ca, "--tls-cert", cert, "--tls-key", key]
+
     def _spawn(self, cmd: list[str], name: str, env: dict[str, str] | None = None) -> subprocess.Popen:
         log = open(self.folder / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process's end
         return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**self.env, **(env or {})},
@@ -123,3 +140,19 @@ def _signal(proc: subprocess.Popen, sig: int) -> None:
         os.killpg(proc.pid, sig)  # the process and anything it started (a worker's kernels)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def write_certificate(folder: Path) -> tuple[str, str, str]:
+    """Write a fresh self-signed certificate authority, certificate and key (``Security.temporary()``) into
+    ``folder`` (0600); return their paths (ca, cert, key): what a TLS cluster and its clients are given."""
+    from distributed.security import Security  # noqa: PLC0415
+
+    made = Security.temporary()
+    paths = []
+    for name, text in (("ca.pem", made.tls_ca_file), ("cert.pem", made.tls_client_cert),
+                       ("key.pem", made.tls_client_key)):
+        path = Path(folder) / name
+        path.write_text(text)
+        path.chmod(0o600)
+        paths.append(str(path))
+    return paths[0], paths[1], paths[2]

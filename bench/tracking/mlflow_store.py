@@ -33,8 +33,13 @@ def shown_uri(uri: str) -> str:
 
 
 def _import_mlflow() -> Any:
-    """Import mlflow without its telemetry, import warnings and INFO logs; return the module."""
+    """Import mlflow without its telemetry, import warnings, INFO logs and "View run at" lines; return the module.
+
+    MLflow prints each ended run's URL to stdout, credentials of the tracking URI included
+    (``http://user:password@host``); bench prints the store once, redacted, instead (`shown_uri`).
+    """
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import mlflow  # noqa: PLC0415 (2 s of imports: only tracking and reviews of a tracked run need it)

@@ -1,7 +1,8 @@
 """Human reviews as MLflow assessments on their answers' traces, whose source is the reviewer.
 
 Reviews are logged only for a run that was tracked (its answers have traces); each Review id is
-logged once, however often a review file is applied or the run re-tracked.
+logged once, however often a review file is applied or the run re-tracked. An assessment's metadata
+carries the review id, the judgment it was saved on and whether it was blind (``Review.blind``).
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ def log_reviews(run_dir: str | Path, reviews: list[Review]) -> int:
                     mlflow.log_feedback(trace_id=trace, name=f"{judges.get(r.judgment_id, 'judge')}.{name}",
                                         value=value, source=AssessmentSource(source_type="HUMAN", source_id=r.reviewer),
                                         rationale=r.note or None,
-                                        metadata={"review_id": r.id, "judgment_id": r.judgment_id})
+                                        metadata={"review_id": r.id, "judgment_id": r.judgment_id,
+                                                  "blind": str(r.blind).lower()})
                 logged += 1
             done.add(r.id)
         return logged

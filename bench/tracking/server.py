@@ -9,8 +9,10 @@ shared artifact destination served through the server (``--serve-artifacts``) an
 waits for ``/health``, prints the ``MLFLOW_TRACKING_URI`` to export, and stops the server and
 every process it started (its own process group) on Ctrl-C, SIGTERM or SIGHUP.
 
-A password in the backend URI is never printed nor put on the server's command line (where ``ps``
-shows it): the server gets the URI without it and the password in ``PGPASSWORD``, which libpq reads.
+A password in the backend URI (``user:password@`` or libpq's ``?password=``) is never printed nor put on the
+server's command line (where ``ps`` shows it): the server gets the URI without it, in its environment
+(``MLFLOW_BACKEND_STORE_URI``), and the password in ``PGPASSWORD``, which libpq reads. The URI itself can come from ``BENCH_BACKEND_STORE_URI`` instead of the
+command line (``make tracking-server`` passes it so).
 :class:`TrackingServer` is the same server as a context manager, for tests and scripts.
 """
 
@@ -24,15 +26,16 @@ import sys
 import time
 from pathlib import Path
 from typing import IO, Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from bench.core.addresses import is_loopback
 from bench.core.errors import BenchError
 from bench.core.processes import die_with_parent
 from bench.core.secrets import add_secret, redact
-from bench.tracking.ui import answers, server_env, stop
+from bench.tracking.ui import STORE_ENV, answers, server_env, stop
 
 READY_TIMEOUT_S = float(os.environ.get("BENCH_TRACKING_SERVER_TIMEOUT_S", "300"))  # first start migrates the schema
+BACKEND_ENV = "BENCH_BACKEND_STORE_URI"  # the backend URI, when a password must stay off bench's own command line
 CONNECT_TIMEOUT_S = 5  # libpq's connect_timeout for the check before starting (whole seconds)
 SCHEMES = ("postgresql", "postgresql+psycopg2")  # accepted; libpq gets postgresql://, mlflow postgresql+psycopg2://
 WILDCARDS = ("0.0.0.0", "::", "")  # every interface: probed on loopback, shown by this machine's name
@@ -54,17 +57,19 @@ class _Backend:
                              f"backend store, postgresql://USER[:PASSWORD]@HOST:PORT/DATABASE{hint}")
         userinfo, _, hostport = parts.netloc.rpartition("@")
         user, _, password = userinfo.partition(":")
-        self.password = unquote(password) if password else None
-        if self.password:
-            add_secret(password)
-            add_secret(self.password)
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        in_query = [v for k, v in query if k == "password"]  # libpq's query form: ?password=…
+        self.password = unquote(password) if password else (in_query[-1] if in_query else None)
+        for secret in (password, self.password, *in_query):
+            add_secret(secret)
         self.host = parts.hostname or "localhost"
         self.port = port or 5432
         self.database = parts.path.lstrip("/") or unquote(user) or "postgres"
         self.user = unquote(user) if user else None
         netloc = f"{user}@{hostport}" if user else hostport
         # what mlflow gets: psycopg2 named (SQLAlchemy 2.1 reads a bare postgresql:// as psycopg 3), no password
-        self.uri = parts._replace(scheme="postgresql+psycopg2", netloc=netloc).geturl()
+        rest = urlencode([(k, v) for k, v in query if k != "password"])
+        self.uri = parts._replace(scheme="postgresql+psycopg2", netloc=netloc, query=rest).geturl()
         self.dsn = parts._replace(scheme="postgresql").geturl()  # what libpq connects with (the password included)
         self.shown = redact(uri)
         self.address = f"{self.host}:{self.port}"
@@ -133,11 +138,10 @@ def _url_host(host: str, *, shown: bool) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def server_command(backend_uri: str, artifacts: str, host: str, port: int) -> list[str]:
-    """Return the command line of ``mlflow server`` (``backend_uri`` without its password: see the module)."""
-    return [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", backend_uri,
-            "--artifacts-destination", artifacts, "--serve-artifacts", "--host", host, "--port", str(port),
-            "--workers", "1"]
+def server_command(artifacts: str, host: str, port: int) -> list[str]:
+    """Return the command line of ``mlflow server``: its backend store goes in the environment (see the module)."""
+    return [sys.executable, "-m", "mlflow", "server", "--artifacts-destination", artifacts, "--serve-artifacts",
+            "--host", host, "--port", str(port), "--workers", "1"]
 
 
 def _artifacts(dest: str | Path) -> str:
@@ -194,11 +198,11 @@ class TrackingServer:
         self.backend = check_backend(self.backend_uri)
         artifacts = _artifacts(self.artifacts)
         self.port = _port_check(self.host, self.port or 0)
-        env = server_env()
+        env = {**server_env(), STORE_ENV: self.backend.uri}
         if self.backend.password:
             env["PGPASSWORD"] = self.backend.password  # off the command line: libpq reads it from there
         out = self.log if self.log is not None else _stderr()
-        self.proc = subprocess.Popen(server_command(self.backend.uri, artifacts, self.host, self.port), env=env,
+        self.proc = subprocess.Popen(server_command(artifacts, self.host, self.port), env=env,
                                      stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
                                      preexec_fn=die_with_parent(os.getpid()))
         try:

@@ -88,10 +88,13 @@ def server_env() -> dict[str, str]:
     return env
 
 
-def server_command(uri: str, folder: Path | None, port: int) -> list[str]:
-    """Return the command line of MLflow's UI on ``uri`` at 127.0.0.1:``port`` (one worker)."""
-    cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", "127.0.0.1",
-           "--port", str(port), "--workers", "1"]
+STORE_ENV = "MLFLOW_BACKEND_STORE_URI"  # mlflow ui/server read their store from here: never from the command line
+
+
+def server_command(folder: Path | None, port: int) -> list[str]:
+    """Return the command line of MLflow's UI at 127.0.0.1:``port`` (one worker). Its store goes in the
+    environment (``STORE_ENV``), since a URI may carry a password and every user's ``ps`` shows argv."""
+    cmd = [sys.executable, "-m", "mlflow", "ui", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
     if folder is not None:  # anything the UI itself stores stays in the run folder, never in the cwd
         cmd += ["--artifacts-destination", str(folder / "mlartifacts")]
     return cmd
@@ -156,7 +159,8 @@ def serve(run: str | None = None, port: int | None = None, timeout_s: float = RE
     previous = {sig: signal.signal(sig, _raise_stopped) for sig in (signal.SIGTERM, signal.SIGHUP)}
     proc = None
     try:
-        proc = subprocess.Popen(server_command(uri, folder, port), env=server_env(), stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(server_command(folder, port), env={**server_env(), STORE_ENV: uri},
+                                stdin=subprocess.DEVNULL,
                                 stdout=_stderr_fd(), start_new_session=True, preexec_fn=die_with_parent(os.getpid()))
         t0 = last = time.monotonic()
         while not answers(url):

@@ -219,6 +219,24 @@ def test_the_tracking_uri_is_shown_without_credentials():
     assert shown_uri("sqlite:////tmp/x/mlflow.db") == "sqlite:////tmp/x/mlflow.db"
 
 
+def test_credentials_in_a_uris_query_are_redacted_and_the_rest_is_kept():
+    """libpq's ?password=, ?passwd=, a ?token= or Google's ?key=: the value goes, the name and other parameters stay
+    (issue 28, point 4: `bench tracking-server` printed a libpq-form password)."""
+    from bench.tracking import shown_uri
+
+    assert redact("postgresql://mlflow@db:5432/m?sslmode=require&password=Pg-Query-Pw-77") == \
+        "postgresql://***@db:5432/m?sslmode=require&password=[redacted]"
+    assert shown_uri("https://mlflow.lab/?passwd=hunter2hunter2") == "https://mlflow.lab/?passwd=[redacted]"
+    assert redact("GET https://g.api/v1/m:gen?key=AIzaSyQueryKey0123&alt=sse") == \
+        "GET https://g.api/v1/m:gen?key=[redacted]&alt=sse"
+    assert redact('{"url": "wss://h/x?access_token=tok.en-123;v=2"}') == '{"url": "wss://h/x?access_token=[redacted];v=2"}'
+    assert redact("s3://b/k?X-Amz-Signature=abcdef0123") == "s3://b/k?X-Amz-Signature=[redacted]"
+    assert redact("https://host/search?q=key+facts&page=2") == "https://host/search?q=key+facts&page=2"
+    assert redact("a monkey=3 and turkey: 4") == "a monkey=3 and turkey: 4"  # not a query parameter
+    text = "postgresql://u@h/d?password=p1p2p3p4&token=t1t2t3t4"
+    assert redact(redact(text)) == redact(text)
+
+
 def test_the_pattern_is_rebuilt_only_when_the_secrets_change(monkeypatch):
     secrets.refresh()
     first = secrets._current()[0]

@@ -36,3 +36,41 @@ def test_a_client_without_the_sweeps_token_gets_no_lease(monkeypatch, token):
                 await asyncio.wait_for(RemoteLimiter(server.address).acquire("m @ x", Caps(max_concurrency=5)), 10)
 
         asyncio.run(main())
+
+
+def test_idle_strangers_cannot_hold_the_servers_connections(monkeypatch):
+    # 300 connections that never show the token: the server keeps at most MAX_UNPROVEN of them (a newcomer
+    # closes the longest-waiting one), closes the rest once HELLO_S has passed, and still serves the sweep
+    import socket
+    import time
+
+    import psutil
+
+    from bench.models import _leases
+
+    bound, hello_s = getattr(_leases, "MAX_UNPROVEN", 32), getattr(_leases, "HELLO_S", 5.0)
+
+    with LeaseServer(window_s=60, host="127.0.0.1") as server:
+        port = int(server.address.rpartition(":")[2])
+        monkeypatch.setenv(TOKEN_ENV, server.token)
+        strangers = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(300)]
+
+        def held() -> int:  # the server's own end of each connection it still holds
+            return sum(1 for c in psutil.Process().net_connections("tcp")
+                       if c.laddr.port == port and c.status == psutil.CONN_ESTABLISHED)
+
+        async def main():  # accepted after every stranger (the backlog is first in, first out)
+            limiter = RemoteLimiter(server.address)
+            lease = await asyncio.wait_for(limiter.acquire("m @ x", Caps(max_concurrency=1)), 30)
+            limiter.release(lease)
+            return held()
+
+        try:
+            assert asyncio.run(main()) <= bound + 1
+            deadline = time.monotonic() + hello_s + 60
+            while held() > 0 and time.monotonic() < deadline:  # readiness: the idle ones are closed
+                time.sleep(0.1)
+            assert held() == 0  # the limiter's connection ended with its loop; no stranger is left
+        finally:
+            for s in strangers:
+                s.close()

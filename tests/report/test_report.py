@@ -72,7 +72,7 @@ def test_sweep_ends_with_the_report_and_it_holds_every_section(fixture_run):
     text = report.read_text()
     for section in ("Leaderboard", "Per criterion", "Paired differences", "Bradley–Terry", "Judge reliability",
                     "Packed (batch) vs single-item grading", "Cost, tokens and latency", "Examples",
-                    "Calibrated by human reviews", "Not enough reviews", "Pairwise: style control", "Judge stability",
+                    "Calibrated by human reviews", "Not enough blind reviews", "Pairwise: style control", "Judge stability",
                     "own variance",
                     "Answers graded least consistently across repeats",
                     "Probability-weighted scores"):

@@ -98,14 +98,14 @@ def test_no_api_key_anywhere_in_the_run_folder_or_mlflow_store(tracked_run, tmp_
 
 
 def fill(doc: dict, reviewer: str = "ann") -> dict:
-    """Fill every entry: scores one above the judge's (capped), pairwise verdict A=B."""
+    """Fill every entry: every criterion one below the top of its scale, pairwise verdict A=B (the file is
+    blind: there is no judge's grade to start from)."""
     doc["reviewer"] = reviewer
     for e in doc["entries"]:
         if e["mode"] == "pairwise":
             e["review"] = {"verdict": "A=B", "note": "tie on reading"}
         else:
-            e["review"] = {"scores": {k: min(v + 1, e["scale"][k][1]) for k, v in (e["judge_scores"] or {}).items()},
-                           "note": "<b>one up</b>"}
+            e["review"] = {"scores": {k: hi - 1 for k, (_, hi) in e["scale"].items()}, "note": "<b>one down</b>"}
     return doc
 
 

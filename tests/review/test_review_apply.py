@@ -12,7 +12,7 @@ from pathlib import Path
 
 from bench.analysis import load_run
 from bench.core.records import Review
-from bench.review.session import ReviewSession, same_review
+from bench.review import ReviewSession, same_review
 from bench.core.store import RunStore
 from bench.tracking.reviews import log_reviews
 from tests.review.test_review import env, fill, mlflow_for, tracked_run  # noqa: F401 (the module-scoped fixture)
@@ -70,7 +70,7 @@ def test_a_changed_entry_is_a_new_review_that_supersedes(tracked_run, tmp_path):
     before = RunStore(tracked_run).read(Review)
     logged = human_assessments(tracked_run)
     out = apply(tracked_run, path)
-    assert f"applied 1 review(s) from {path}; 11 entries already applied" in out, out
+    assert f"applied 1 review(s) from {path} (blind); 11 entries already applied" in out, out
     new = [r for r in RunStore(tracked_run).read(Review) if r.id not in {b.id for b in before}]
     assert len(new) == 1 and new[0].judgment_id == graded["judgment_id"] and new[0].note == "second thoughts"
     assert human_assessments(tracked_run) == logged + Counter({new[0].id: values_logged(new[0])})

@@ -1,6 +1,7 @@
 """The review panel in a real browser: JupyterLab on loopback, notebooks/04_review.ipynb on a tracked
-fixture run, a score changed and saved through the widgets in headless Chromium (Playwright), then the
-Review record, the MLflow assessment and the panel's new value checked. The screenshot is kept in
+fixture run, an answer graded blind and saved through the widgets in headless Chromium (Playwright): no
+judge's grade shown and nothing pre-selected before the save, the judges shown after it; then the
+Review record (blind), the MLflow assessment and the panel's history checked. The screenshot is kept in
 tests/artifacts/review-panel.png."""
 
 from __future__ import annotations
@@ -89,15 +90,20 @@ def test_change_a_score_in_jupyterlab_and_save_it(lab, tracked_run):  # noqa: F8
             page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
             panel = page.locator(".bench-review")
             panel.wait_for(timeout=BUDGET_S * 1000)
-            page.wait_for_function("document.querySelector('.bench-review').innerText.includes('items reviewed')")
-            first = panel.locator(".widget-toggle-buttons").first
-            label = first.locator(".widget-label").inner_text().strip()
-            active = first.locator("button.mod-active").inner_text().strip()
-            new = "5" if active != "5" else "1"
-            first.locator("button", has_text=new).first.click()
+            page.wait_for_function("document.querySelector('.bench-review').innerText.includes('answers reviewed')")
+            # blind: the judges' grades hidden and no value pre-selected until the review is saved
+            assert panel.locator(".bench-review-hidden").count() == 1
+            assert panel.locator(".bench-review-judges").count() == 0
+            assert panel.locator(".widget-toggle-buttons button.mod-active").count() == 0
+            groups = panel.locator(".widget-toggle-buttons").all()
+            label = groups[0].locator(".widget-label").inner_text().strip()
+            new = "4"
+            for group in groups:
+                group.locator("button", has_text=new).first.click()
             panel.locator("textarea").fill("checked in the browser")
             panel.locator(".bench-review-save").click()
             page.wait_for_selector(".bench-review-saved", timeout=30000)
+            panel.locator(".bench-review-judges").wait_for(timeout=30000)  # shown once the review is saved
             history = panel.locator(".bench-review-history").inner_text()
             page.screenshot(path=str(ARTIFACTS / "review-panel.png"), full_page=True)
             progress_before = panel.inner_text()
@@ -109,7 +115,7 @@ def test_change_a_score_in_jupyterlab_and_save_it(lab, tracked_run):  # noqa: F8
     new_reviews = [r for r in RunStore(tracked_run).read(Review) if r.id not in before]
     assert len(new_reviews) == 1
     review = new_reviews[0]
-    assert review.reviewer == "tester" and review.note == "checked in the browser"
+    assert review.reviewer == "tester" and review.note == "checked in the browser" and review.blind
     assert review.scores[label] == float(new)
     assert f"tester: {label} {new}" in history and "item 1 of" in progress_before
     mlflow = mlflow_for(tracked_run)

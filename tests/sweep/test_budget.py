@@ -142,14 +142,14 @@ def test_a_pipelined_judge_stops_cleanly_at_the_budget(tmp_path, fake):
 
 def test_run_collect_raises_budget_reached_and_records_nothing_it_did_not_start(tmp_path, fake, monkeypatch):
     monkeypatch.setenv("BENCH_RUNS", str(tmp_path / "runs"))
-    params = write(tmp_path / "b.yaml", fake.url, topics=10, budget=0.05)
+    params = write(tmp_path / "b.yaml", fake.url, topics=10, budget=0.1)  # a reservation: ~27 prompt bytes + 40 out
     run = open_run(params)
-    with pytest.raises(BudgetReached, match=r"limits\.budget_usd = \$0\.0500 reached: .* Raise limits\.budget_usd "
+    with pytest.raises(BudgetReached, match=r"limits\.budget_usd = \$0\.1000 reached: .* Raise limits\.budget_usd "
                                             r"in .*b\.yaml and run again to continue"):
         asyncio.run(run_collect(run, progress="none"))
     done = len(RunStore(run.dir).done_ids(Candidate))
     assert 0 < done < 10 and requests(fake) == done
-    assert spent(run.dir) <= 0.05 + 1e-9
+    assert spent(run.dir) <= 0.1 + 1e-9
     no_failures(run.dir)
 
 
@@ -163,7 +163,7 @@ def test_a_checklist_item_cut_by_the_budget_is_not_recorded_and_its_paid_replies
     asyncio.run(run_collect(run, progress="none"))  # 4 answers (no judging yet)
     collected = requests(fake)
     paid = spent(run.dir)
-    room = 0.2  # a requirement call costs about $0.02 (~200 fake tokens) and reserves about $0.04: 5 to 9 of 20
+    room = 0.2  # a requirement call costs about $0.02 (~200 fake tokens) and reserves more (its prompt as UTF-8 bytes)
     set_budget(params, paid + room)
     run = open_run(params)
     with pytest.raises(BudgetReached):
@@ -226,7 +226,8 @@ def test_the_lease_server_holds_one_budget_for_every_connection_and_charges_a_de
         assert not waiting.done()
         a.settle(ra, 0.5)  # a paid 0.5: b's 0.6 can never fit now
         _rb, refused = await waiting
-        assert refused == {"id": _rb, "ok": False, "spent": 0.5, "limit": 1.0}
+        assert {k: refused[k] for k in ("id", "ok", "spent", "limit", "on_wire")} == {
+            "id": _rb, "ok": False, "spent": 0.5, "limit": 1.0, "on_wire": 0}
         rc, granted = await b.reserve(0.3)
         assert granted["ok"]
         b.transport.close()  # b dies with its request on the wire: it may have been paid

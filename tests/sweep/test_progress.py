@@ -28,9 +28,14 @@ from tests.core.test_tally import cand, judg
 ROOT = Path(__file__).resolve().parents[2]
 
 
+TIMED = r" · \d+:\d\d elapsed( · \d+\.\d records/s)?$"  # the time elapsed and the rate: they depend on time
+
+
 def shown(out: io.StringIO) -> list[str]:
-    """The lines printed, without the rate at their end (it depends on time)."""
-    return [re.sub(r" · \d+\.\d records/s$", "", line) for line in out.getvalue().splitlines()]
+    """The lines printed, each checked to end with the time elapsed, without it and the rate."""
+    lines = out.getvalue().splitlines()
+    assert all(re.search(TIMED, line) for line in lines), lines
+    return [re.sub(TIMED, "", line) for line in lines]
 
 
 def test_terminal_lines_only_when_counts_change_or_a_heartbeat_is_due(tmp_path):
@@ -56,7 +61,7 @@ def test_terminal_lines_only_when_counts_change_or_a_heartbeat_is_due(tmp_path):
     a.append([cand("gpt-x", i) for i in (2, 3)] + [cand("llama", i) for i in (0, 1, 2, 3)])
     final = progress.close()
     assert re.fullmatch(r"collect 8/8 \(100%\) · gpt-x 4/4 · llama 4/4 · judged 1/8 \(12%\) · failed 0 · "
-                        r"\d+\.\d records/s", final), final  # llama's failure was retried: a success now; the rate
+                        r"\d+:\d\d elapsed · \d+\.\d records/s", final), final  # llama's failure was retried: a success now; the rate
     assert out.getvalue().splitlines()[-1] == final and progress.printed == 4
     assert progress.close() == final and progress.printed == 4  # closed once
 
@@ -77,7 +82,8 @@ def test_updates_closer_than_every_s_read_nothing(tmp_path):
 def test_mode_none_shows_nothing_and_a_bad_mode_is_refused(tmp_path, capsys):
     progress = ClusterProgress(tmp_path, {"m": 1}, mode="none", every_s=0)
     RunStore(tmp_path).append([cand("m", 0)])
-    assert progress.update() == "collect 1/1 (100%) · m 1/1 · failed 0" and progress.printed == 0
+    assert re.fullmatch(r"collect 1/1 \(100%\) · m 1/1 · failed 0 · 0:\d\d elapsed", progress.update())
+    assert progress.printed == 0
     assert progress.close().startswith("collect 1/1 (100%)") and capsys.readouterr().out == ""
     with pytest.raises(ValueError, match="progress mode 'bars'"):
         ClusterProgress(tmp_path, {"m": 1}, mode="bars")
@@ -123,7 +129,7 @@ progress.close()
     assert [m["msg_type"] for m in shown] == ["display_data", "update_display_data", "update_display_data"]
     assert len({m["content"]["transient"]["display_id"] for m in shown}) == 1  # one display
     texts = [m["content"]["data"]["text/plain"] for m in shown]
-    assert texts[0] == "collect 1/4 (25%) · gpt-x 1/2 · llama 0/2 · failed 0"
+    assert re.fullmatch(r"collect 1/4 \(25%\) · gpt-x 1/2 · llama 0/2 · failed 0 · 0:\d\d elapsed", texts[0])
     assert texts[1].startswith("collect 3/4 (75%) · gpt-x 1/2 · llama 2/2 · failed 1")
     assert texts[2].startswith("collect 4/4 (100%) · gpt-x 2/2 · llama 2/2 · failed 1")
     html = shown[-1]["content"]["data"]["text/html"]

@@ -137,7 +137,8 @@ def test_lifecycle_through_litellm_statuses_in_order_and_output_matches(fake: Fa
     assert stats["requests"] == 0 and stats["statuses"] == {}  # batch lines are not chat requests
     assert stats["batches"].pop("route_calls")["create"] == 1
     assert stats["batches"] == {"created": 1, "files_uploaded": 1, "lines_answered": 6, "lines_failed": 0,
-                                "lines_expired": 0, "by_status": {"completed": 1}}
+                                "lines_expired": 0, "lines_billed": 6, "billed_prompt_tokens": 18,
+                                "billed_completion_tokens": 18, "by_status": {"completed": 1}}
     by_id = {r["custom_id"]: r["response"]["body"] for r in results}
     status, raw = call(fake, "POST", "/v1/chat/completions", lines[2]["body"])  # the same body, asked directly
     assert status == 200
@@ -326,13 +327,16 @@ def test_reset_drops_files_batches_and_counters(fake: FakeProvider) -> None:
     after = fake.stats()["batches"]
     assert after.pop("route_calls") == {"get_batch": 1, "get_file": 1}, "counted afresh since the reset"
     assert after == {"created": 0, "files_uploaded": 0, "lines_answered": 0, "lines_failed": 0,
-                     "lines_expired": 0, "by_status": {}}
+                     "lines_expired": 0, "lines_billed": 0, "billed_prompt_tokens": 0, "billed_completion_tokens": 0,
+                     "by_status": {}}
 
 
 @pytest.mark.parametrize("config", [
     {"batch_delays_s": {"queued": 1}}, {"batch_delays_s": {"validating": -1}}, {"batch_fail_status": 200},
     {"batch_fail_rate": 1.5}, {"batch_fail_match": "boom"}, {"batch_expire_after": -1},
     {"batch_max_requests": 0}, {"batches_supported": "no"}, {"tokenizer": "gpt2"}, {"batch_line_ms": -5},
+    {"batch_duplicate_lines": -1}, {"batch_unknown_lines": "2"}, {"batch_unreadable_lines": 1.5},
+    {"batch_drop_metadata": 1},
 ])
 def test_bad_batch_config_is_refused(fake: FakeProvider, config: dict[str, Any]) -> None:
     with pytest.raises(RuntimeError, match=next(iter(config))):
@@ -389,3 +393,30 @@ def test_batch_route_fail_fails_the_first_calls_of_a_route_and_create_lost_still
     assert [call(fake, "GET", f"/v1/batches/{made['id']}")[0] for _ in range(3)] == [503, 503, 200]
     with pytest.raises(RuntimeError, match="batch_route_fail must map some of"):
         fake.configure(batch_route_fail={"poll": 1})
+
+
+def test_faulty_output_files_on_demand_and_every_answered_line_billed(fake):
+    fake.configure(batch_duplicate_lines=1, batch_unknown_lines=2, batch_unreadable_lines=1, batch_drop_metadata=True)
+    status, stored = upload(fake, jsonl([line("a", "one two"), line("b", "three"), line("c", "four")]))
+    assert status == 200
+    status, raw = call(fake, "POST", "/v1/batches", {"input_file_id": stored["id"], "endpoint": ENDPOINT,
+                                                     "completion_window": "24h", "metadata": {"run": "t"}})
+    assert status == 200 and json.loads(raw)["metadata"] is None, "batch_drop_metadata keeps none"
+    batch = wait_batch(fake, json.loads(raw)["id"])
+    assert batch["status"] == "completed" and batch["request_counts"]["completed"] == 3
+    status, data = call(fake, "GET", f"/v1/files/{batch['output_file_id']}/content")
+    raw_lines = data.decode().splitlines()
+    unreadable = []
+    readable = []
+    for text in raw_lines:
+        try:
+            readable.append(json.loads(text))
+        except ValueError:
+            unreadable.append(text)
+    assert len(unreadable) == 1 and '"custom_id": "a"' in unreadable[0] and '"usage": {' in unreadable[0]
+    ids = [r["custom_id"] for r in readable]
+    assert ids == ["a", "b", "c", "unknown-1", "unknown-2"], "a answered twice (once unreadable), 2 of no request"
+    assert readable[0]["response"]["body"]["choices"][0]["message"]["content"].endswith("(again)")
+    stats = fake.stats()["batches"]
+    assert stats["lines_answered"] == 3 and stats["lines_billed"] == 6, "extra lines are billed too"
+    assert stats["billed_prompt_tokens"] == batch["usage"]["input_tokens"]

@@ -171,18 +171,36 @@ def test_a_sweep_logs_to_the_team_server_and_retracking_duplicates_nothing(tmp_p
             assert PASSWORD.encode() not in path.read_bytes(), path
 
 
+def test_credentials_in_the_tracking_uri_never_reach_the_terminal(tmp_path, fake, server):
+    """MLFLOW_TRACKING_URI=http://user:password@host: MLflow's own "View run at" lines printed it once per run."""
+    assert server.uri.startswith("http://")
+    with_credentials = server.uri.replace("http://", f"http://team:{PASSWORD}@")
+    params = grid(tmp_path / "creds.yaml", fake.url, name="creds", topics=2,
+                  models=[model("m1", fake.url), model("m2", fake.url)], judges=[judge("grader", fake.url)])
+    out = bench(tmp_path, "sweep", str(params), "--no-report", MLFLOW_TRACKING_URI=with_credentials)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "tracking: logged to MLflow at http://***@" in out.stdout, out.stdout[-2000:]
+    assert client_of(server.uri).get_experiment_by_name("bench/creds") is not None  # it did log there
+    assert PASSWORD not in out.stdout + out.stderr
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def test_a_postgres_that_refuses_is_one_line_naming_it_before_anything_starts(tmp_path):
+@pytest.mark.parametrize("form", ["userinfo", "libpq-query", "environment"])
+def test_a_postgres_that_refuses_is_one_line_naming_it_before_anything_starts(tmp_path, form):
+    """The password, as user:password@, as libpq's ?password= or in BENCH_BACKEND_STORE_URI, is never printed."""
     port = _free_port()  # nothing listens there
-    uri = f"postgresql://team:{PASSWORD}@127.0.0.1:{port}/mlflow"
+    uri = (f"postgresql://team:{PASSWORD}@127.0.0.1:{port}/mlflow" if form == "userinfo" else
+           f"postgresql://team@127.0.0.1:{port}/mlflow?connect_timeout=5&password={PASSWORD}")
+    given = {"BENCH_BACKEND_STORE_URI": uri} if form == "environment" else {}
     before = {p.pid for p in psutil.Process().children(recursive=True)}
-    out = bench(tmp_path, "tracking-server", "--backend-store-uri", uri, "--artifacts-destination",
-                str(tmp_path / "artifacts"), "--port", str(_free_port()), timeout=120)
+    out = bench(tmp_path, "tracking-server", *([] if given else ["--backend-store-uri", uri]),
+                "--artifacts-destination", str(tmp_path / "artifacts"), "--port", str(_free_port()), timeout=120,
+                **given)
     assert out.returncode == 2, out.stdout + out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("bench tracking-server: error:"), out.stderr
@@ -223,7 +241,9 @@ def _read_line(proc: subprocess.Popen, pattern: str, timeout_s: float) -> tuple[
 
 
 def test_bench_tracking_server_prints_the_uri_to_export_and_ctrl_c_stops_it_and_its_children(tmp_path, postgres):
-    backend = postgres.uri.replace(f"{postgres.user}@", f"{postgres.user}:{PASSWORD}@")
+    """With the password in libpq's query form (?password=): never printed, never on a command line."""
+    assert "?" not in postgres.uri
+    backend = f"{postgres.uri}?password={PASSWORD}"
     log = (tmp_path / "server.log").open("w")
     proc = subprocess.Popen([sys.executable, "-m", "bench", "tracking-server", "--backend-store-uri", backend,
                              "--artifacts-destination", str(tmp_path / "artifacts"), "--port", str(_free_port())],

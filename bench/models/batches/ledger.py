@@ -5,15 +5,21 @@ Each process appends to its own file ``<run folder>/batches/<host>-<pid>-<token>
 processes append to one file. The events of one batch, in order:
 
 - ``submitting``: the batch's local id, endpoint, model and the requests in it (their cache keys,
-  which are also their ``custom_id``, and the ids of the items they answer), before the upload;
+  which are also their ``custom_id``, the ids of the items they answer, and each request's ``items``
+  digest: its item and line body, the same on every attempt), before the upload;
+- ``uploaded``: the input file's id, before the batch is created;
 - ``created``: the provider's batch id and input file id, before the first poll;
 - ``status``: each status change and the completed/failed counts while polling;
-- ``finished``: the final status, the output and error file ids, and which requests came back answered.
+- ``finished``: the final status, the output and error file ids, which requests came back answered,
+  and what the files held besides: ``conflicts`` (a request answered twice, differently: both replies),
+  ``unknown`` lines (of no request), ``unreadable`` lines, and the request whose record carries the paid
+  lines no request owns (``carrier``).
 
 A resume folds every file (``Ledger.load``): a request in a batch that is still running is adopted
-(polled, never submitted again); a request answered by a finished batch is read from its output file;
-a ``submitting`` batch without ``created`` (the process died between the two) is looked up at the
-provider by its local id before anything is sent again.
+(polled, never submitted again), matched by its key or, on a later attempt of its item (whose key
+differs), by its ``items`` digest; a request answered by a finished batch is read from its output file;
+a ``submitting`` batch without ``created`` (the process died between the two, or the reply to
+"create" was lost) is looked up at the provider (bench.models.batches.lookup) before anything is sent again.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ class BatchInfo:
     model: str
     keys: list[str]
     labels: list[str | None] = field(default_factory=list)
+    items: list[str | None] = field(default_factory=list)  # each request's item digest (queue.item_digest)
     batch_id: str | None = None
     file_id: str | None = None
     status: str = "submitting"
@@ -53,6 +60,10 @@ class BatchInfo:
     answered: set[str] = field(default_factory=set)  # keys with a 200 line in the output file
     at: str = ""  # when it was submitted
     last: str = ""  # its latest event (an adopted batch's status changes come later)
+    conflicts: dict[str, list[str]] = field(default_factory=dict)  # key → its different replies, as received
+    unknown: int = 0  # output lines whose custom_id no request of the batch has (billed, never an answer)
+    unreadable: int = 0  # output lines that were not JSON (billed)
+    carrier: str | None = None  # the request whose record carries the paid lines no request owns
 
 
 class Ledger:
@@ -91,13 +102,15 @@ class Ledger:
         if kind == "submitting":
             self.batches[ev["local"]] = BatchInfo(ev["local"], ev.get("endpoint", ""), ev.get("model", ""),
                                                   list(ev.get("keys") or []), list(ev.get("labels") or []),
-                                                  at=ev.get("at", ""))
+                                                  list(ev.get("items") or []), at=ev.get("at", ""))
             return
         info = self.batches.get(local or "")
         if info is None:
             return
         info.last = max(info.last, str(ev.get("at", "")))
-        if kind == "created":
+        if kind == "uploaded":
+            info.file_id = ev.get("file_id")
+        elif kind == "created":
             info.batch_id, info.file_id, info.status = ev.get("batch_id"), ev.get("file_id"), "validating"
             by_batch[info.batch_id or ""] = info.local
         elif kind in ("status", "finished"):
@@ -107,6 +120,9 @@ class Ledger:
             info.finished = True
             info.output_file_id, info.error_file_id = ev.get("output_file_id"), ev.get("error_file_id")
             info.answered = set(ev.get("answered") or [])
+            info.conflicts = dict(ev.get("conflicts") or {})
+            info.unknown, info.unreadable = int(ev.get("unknown") or 0), int(ev.get("unreadable") or 0)
+            info.carrier = ev.get("carrier")
 
     def holding(self, endpoint: str) -> dict[str, BatchInfo]:
         """Return key → batch for every request of ``endpoint`` a batch holds: running, or answered by a finished one."""
@@ -119,12 +135,28 @@ class Ledger:
                 held[key] = info
         return held
 
+    def pending_items(self, endpoint: str) -> dict[str, tuple[BatchInfo, str]]:
+        """Return item digest → (batch, custom_id) for every request of ``endpoint`` in a batch not finished yet.
+
+        A re-run asks a failed item again under a new key (its attempt is part of the key): this finds the
+        batch that still holds the item's earlier request, so that it is adopted instead of paid again.
+        """
+        pending: dict[str, tuple[BatchInfo, str]] = {}
+        for info in self.load().batches.values():
+            if info.endpoint == endpoint and not info.finished:
+                pending.update((item, (info, key)) for key, item in zip(info.keys, info.items) if item)
+        return pending
+
     # -- writing --------------------------------------------------------------------------
     def submitting(self, info: BatchInfo) -> None:
         info.at = info.at or utc_now()
         self.load().batches[info.local] = info
         self._write({"event": "submitting", "local": info.local, "endpoint": info.endpoint, "model": info.model,
-                     "keys": info.keys, "labels": info.labels})
+                     "keys": info.keys, "labels": info.labels, "items": info.items})
+
+    def uploaded(self, info: BatchInfo, file_id: str) -> None:
+        info.file_id = file_id  # a lookup matches the batch by its input file when its metadata is gone
+        self._write({"event": "uploaded", "local": info.local, "file_id": file_id})
 
     def created(self, info: BatchInfo, batch_id: str, file_id: str | None) -> None:
         info.batch_id, info.file_id, info.status = batch_id, file_id, "validating"
@@ -136,12 +168,16 @@ class Ledger:
                      "completed": completed, "failed": failed, "total": total})
 
     def finished(self, info: BatchInfo, status: str, output_file_id: str | None, error_file_id: str | None,
-                 answered: set[str]) -> None:
+                 answered: set[str], *, conflicts: dict[str, list[str]] | None = None, unknown: int = 0,
+                 unreadable: int = 0, carrier: str | None = None) -> None:
         info.finished, info.status = True, status
         info.output_file_id, info.error_file_id, info.answered = output_file_id, error_file_id, set(answered)
+        info.conflicts, info.unknown, info.unreadable, info.carrier = conflicts or {}, unknown, unreadable, carrier
+        odd = {"conflicts": info.conflicts, "unknown": unknown, "unreadable": unreadable, "carrier": carrier}
         self._write({"event": "finished", "local": info.local, "batch_id": info.batch_id, "status": status,
                      "completed": info.completed, "failed": info.failed, "total": info.total,
-                     "output_file_id": output_file_id, "error_file_id": error_file_id, "answered": sorted(answered)})
+                     "output_file_id": output_file_id, "error_file_id": error_file_id, "answered": sorted(answered),
+                     **{k: v for k, v in odd.items() if v}})
 
     def _write(self, event: dict[str, Any]) -> None:
         if self.folder is None:
@@ -180,7 +216,12 @@ def summary_line(run_dir: str | os.PathLike[str], since: str = "") -> str | None
     for b in batches:
         statuses[b.status] = statuses.get(b.status, 0) + 1
     shown = ", ".join(f"{n} {status}" for status, n in sorted(statuses.items(), key=lambda kv: -kv[1]))
-    answered = sum(len(b.answered) for b in batches)
+    answered = sum(len(b.answered & set(b.keys)) for b in batches)  # a line of no request is no answer
     requests = sum(len(b.keys) for b in batches)
-    return (f"provider batches: {len(batches)} ({shown}); {answered} of {requests} batched requests answered "
-            f"(see {Path(run_dir) / FOLDER})")
+    odd = [f"{n} {what}" for n, what in ((sum(len(b.conflicts) for b in batches), "answered twice, differently "
+                                          "(recorded failed, both replies in the ledger)"),
+                                         (sum(b.unknown for b in batches), "output lines of no request"),
+                                         (sum(b.unreadable for b in batches), "unreadable output lines")) if n]
+    return (f"provider batches: {len(batches)} ({shown}); {answered} of {requests} batched requests answered"
+            + (f"; {', '.join(odd)}: billed, and counted on the records" if odd else "")
+            + f" (see {Path(run_dir) / FOLDER})")

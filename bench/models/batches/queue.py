@@ -6,50 +6,41 @@ identical-request check) and awaits its reply like any other. Requests that arri
 without a new request or when it reaches the provider's limits (``max_requests``, ``max_bytes``),
 so a large stage is split. Before polling starts, the batch is in the run folder's ledger
 (bench.models.batches.ledger); a request a running or finished batch already holds is adopted,
-never submitted again. A line that fails (5xx, 429, expiry) is asked again in a new batch or
-directly (``retry``), at most ``limits.retries`` more times; a 4xx line fails for good; a batch
-cancelled at the provider fails its unanswered requests (a re-run asks them again) and says so.
+never submitted again, and so is a later attempt of an item whose earlier request a batch still
+holds (matched by the item's digest, since the attempt changes the key). A batch whose creation is in
+doubt (a lost reply) is looked up at the provider (bench.models.batches.lookup); its requests are asked
+again only once the provider confirms it does not exist. A line that fails (5xx, 429, expiry) is asked
+again in a new batch or directly (``retry``), at most ``limits.retries`` more times; a 4xx line fails
+for good; a batch cancelled at the provider fails its unanswered requests (a re-run asks them again)
+and says so. Every billed line counts in the records (bench.models.batches.outputs reads the files): an
+answer that cannot be used, a request answered twice (a conflict: recorded failed, both replies kept), a
+line of no request (carried by one request of its batch).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
-import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from bench.core.errors import BatchRejected, ProviderError
 from bench.core.progress import say
 from bench.core.records import utc_now
-from bench.models._transport import Reply, parse_openai
+from bench.models._paid import with_paid
+from bench.models._transport import Reply
 from bench.models.batches.ledger import BatchInfo, Ledger, endpoint_id
+from bench.models.batches.lines import Request, charge, item_digest, reply_of
+from bench.models.batches.lookup import META_KEY, lookup, unknown_error
+from bench.models.batches.outputs import Files, odd_lines, read_files, shown
 from bench.models.batches.policy import BatchPolicy
-from bench.models.batches.outputs import read_line
-from bench.models.batches.wire import BatchState, Wire, jsonl_line, line_error
-from bench.models.routing import Route, cost_usd
+from bench.models.batches.wire import BatchState, Wire, jsonl_line
+from bench.models.routing import Route
 
 MAX_POLL_FAILURES = 30  # failed polls in a row (each after its own retries) before the waiting calls hear it
-META_KEY = "bench_batch"  # the provider-side metadata naming bench's local id of a batch
+LOOKUP_RETRIES = 4  # at least this many retries of a lookup (it costs nothing; a re-ask it allows may cost)
 
 Direct = Callable[[Route, dict, str, bool], Awaitable[Reply]]  # the client's direct path (route, body, key, allow_empty)
-
-
-@dataclass
-class Request:
-    """One request waiting for its batch's answer."""
-
-    key: str
-    body: dict[str, Any]
-    label: str | None
-    fut: asyncio.Future
-    allow_empty: bool = False
-    line: bytes = b""
-    line_body: dict[str, Any] | None = None  # the batch line's body when it is not ``body`` (wire.line_body)
-    tries: int = 0  # batches this request has been in
-    t0: float = field(default_factory=time.monotonic)
 
 
 class Batcher:
@@ -63,12 +54,13 @@ class Batcher:
         self.queue: list[Request] = []
         self.queued_bytes = 0
         self.timer: asyncio.TimerHandle | None = None
-        self.waiting: dict[str, dict[str, Request]] = {}  # local batch id → key → request
+        self.waiting: dict[str, dict[str, Request]] = {}  # local batch id → custom_id → request
         self.pollers: dict[str, asyncio.Task] = {}  # local batch id → its poller
         self.outputs: dict[str, asyncio.Task] = {}  # local batch id → its parsed files (finished batches)
         self.tasks: set[asyncio.Task] = set()
         self.endpoint = endpoint_id(route.identity)  # a digest: an api_base's credentials never reach the ledger
         self.held = ledger.holding(self.endpoint)  # what earlier processes' batches hold for this endpoint
+        self.pending = ledger.pending_items(self.endpoint)  # item → (batch, custom_id) of unfinished batches
         self.mine: dict[str, BatchInfo] = {}  # key → the batch this process submitted it in, until it is answered
 
     # -- asking ---------------------------------------------------------------------------
@@ -78,8 +70,13 @@ class Batcher:
 
         ``body`` is the direct request (a ``retry: direct`` sends it); ``line_body`` the batch line's, if different.
         """
-        req = Request(key, body, label, asyncio.get_running_loop().create_future(), allow_empty, line_body=line_body)
+        req = Request(key, body, label, asyncio.get_running_loop().create_future(), allow_empty, line_body=line_body,
+                      item=item_digest(label, line_body or body), custom_id=key)
         info = self.held.get(key) or self.mine.get(key)  # a batch holds it already: never submit it twice
+        if info is None and req.item in self.pending:  # a batch holds an earlier attempt of this item
+            info, req.custom_id = self.pending[req.item]
+            if info.finished or req.custom_id in self.waiting.get(info.local, {}):  # answered, or another call
+                info, req.custom_id = None, key  # of this run waits on that line: a fresh request
         if info is not None:
             self._adopt(info, req)
         else:
@@ -87,6 +84,7 @@ class Batcher:
         return await req.fut
 
     def _enqueue(self, req: Request) -> None:
+        req.custom_id = req.key
         req.line = jsonl_line(req.key, req.line_body or req.body)
         if len(req.line) > self.policy.max_bytes:
             req.fut.set_exception(BatchRejected(
@@ -112,7 +110,7 @@ class Batcher:
         self.queue, self.queued_bytes = [], 0
         if chunk:
             info = BatchInfo(secrets.token_hex(8), self.endpoint, self.route.spec.model,
-                             [r.key for r in chunk], [r.label for r in chunk], at=utc_now())
+                             [r.key for r in chunk], [r.label for r in chunk], [r.item for r in chunk], at=utc_now())
             self.waiting[info.local] = {r.key: r for r in chunk}
             self.mine.update((r.key, info) for r in chunk)
             self.pollers[info.local] = self._spawn(self._submit(info, chunk), info)
@@ -146,13 +144,15 @@ class Batcher:
             self.ledger.finished(info, "never_created", None, None, set())
             self._fail_all(info, self._rejected(info, err) if not err.retryable else err)
             return
+        self.ledger.uploaded(info, file_id)  # a lookup can match the batch by its input file
         state = await self._create(info, file_id)
         if state is not None:
             self.ledger.created(info, state.id, file_id)  # recorded before the first poll
             await self._poll(info, state)
 
     async def _create(self, info: BatchInfo, file_id: str) -> BatchState | None:
-        """Create the batch once: a create whose reply was lost is looked up (by its metadata) before another."""
+        """Create the batch once: after a failed create (whose reply may be all that was lost), the batch is
+        looked up at the provider; it is created again only once the provider confirms it does not exist."""
         for attempt in range(self.retries + 1):
             try:
                 return await self.wire.create(file_id, self.policy.window, {META_KEY: info.local})  # a fresh dict
@@ -161,22 +161,35 @@ class Batcher:
                     self.ledger.finished(info, "never_created", None, None, set())
                     self._fail_all(info, self._rejected(info, err))
                     return None
-                if attempt == self.retries:
-                    self._fail_all(info, err)  # it may exist: the ledger keeps it for a resume to look up
-                    return None
                 await asyncio.sleep(max(err.retry_after or 0.0, self.backoff_s * 2 ** attempt))
-                found = await self._with_backoff(self.wire.find, META_KEY, info.local)
+                try:
+                    found = await self._lookup(info)
+                except ProviderError as lost:  # it may exist: the ledger keeps it for a re-run to look up
+                    self._fail_all(info, unknown_error(info, lost, "its creation's reply was lost"))
+                    return None
                 if found is not None:
+                    say(f"batch {found.id} ({info.model}): the reply to its creation was lost; found at the provider")
                     return found
+                if attempt == self.retries:  # confirmed: it does not exist, nothing was spent
+                    self.ledger.finished(info, "never_created", None, None, set())
+                    self._fail_all(info, err)
+                    return None
         return None
 
-    async def _with_backoff(self, call: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+    async def _lookup(self, info: BatchInfo) -> BatchState | None:
+        """Return the provider's batch that is ``info``, or None when the provider confirms there is none."""
+        async def call(fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+            return await self._with_backoff(fn, *args, tries=max(self.retries, LOOKUP_RETRIES) + 1)
+        return await lookup(self.wire, info, call)
+
+    async def _with_backoff(self, call: Callable[..., Awaitable[Any]], *args: Any, tries: int | None = None) -> Any:
         """Call the provider, retrying what may succeed (429, 5xx, timeouts) with exponential backoff."""
-        for attempt in range(self.retries + 1):
+        tries = tries or self.retries + 1
+        for attempt in range(tries):
             try:
                 return await call(*args)
             except ProviderError as err:
-                if not err.retryable or attempt == self.retries:
+                if not err.retryable or attempt == tries - 1:
                     raise
                 await asyncio.sleep(max(err.retry_after or 0.0, self.backoff_s * 2 ** attempt))
         raise AssertionError("unreachable")
@@ -195,22 +208,19 @@ class Batcher:
         if info.finished:
             self._spawn(self._from_output(info, req))
             return
-        self.waiting.setdefault(info.local, {})[req.key] = req
+        self.waiting.setdefault(info.local, {})[req.custom_id] = req
         poller = self.pollers.get(info.local)
         if poller is None or poller.done():
             self.pollers[info.local] = self._spawn(self._resume(info), info)
 
     async def _resume(self, info: BatchInfo) -> None:
-        if info.batch_id is None:  # killed between the upload and the reply to create: ask the provider
+        if info.batch_id is None:  # its creation's reply never came (lost, or the run was killed): ask the provider
             try:
-                found = await self._with_backoff(self.wire.find, META_KEY, info.local)
+                found = await self._lookup(info)
             except ProviderError as err:  # cannot tell whether it exists: never risk submitting it twice
-                self._fail_all(info, ProviderError(
-                    f"{info.model}: batch {info.local} was being created when an earlier run stopped, and the "
-                    f"provider's batch list cannot be read to find it ({err}); look for metadata {META_KEY}="
-                    f"{info.local} in the provider's console", kind="batch_unknown", retryable=False))
+                self._fail_all(info, unknown_error(info, err, "it was being created when an earlier run stopped"))
                 return
-            if found is None:  # never created: nothing was spent, so submit its waiting requests anew
+            if found is None:  # confirmed never created: nothing was spent, so submit its waiting requests anew
                 waiting = self.waiting.pop(info.local, {})
                 self.ledger.finished(info, "never_created", None, None, set())
                 for req in waiting.values():
@@ -225,13 +235,14 @@ class Batcher:
     async def _from_output(self, info: BatchInfo, req: Request) -> None:
         try:
             if info.local not in self.outputs:
-                self.outputs[info.local] = self._spawn(self._read_files(info.output_file_id, info.error_file_id))
-            lines, _errors = await self.outputs[info.local]
+                self.outputs[info.local] = self._spawn(self._read_files(info, info.output_file_id, info.error_file_id))
+            files = await self.outputs[info.local]
         except ProviderError:  # the output file is gone (providers keep it for 30 days): ask again
             self.held.pop(req.key, None)
             self._enqueue(req)
             return
-        self._answer(req, lines.get(req.key), None, info)
+        charge(self.route, req, files, info.carrier)
+        self._answer(req, files, info.status, info)
 
     # -- polling and answering ------------------------------------------------------------
     async def _poll(self, info: BatchInfo, state: BatchState | None) -> None:
@@ -269,70 +280,49 @@ class Batcher:
                                                f"spent. {_REJECT_HINT}"))
             return
         try:
-            lines, errors = await self._read_files(state.output_file_id, state.error_file_id)
+            files = await self._read_files(info, state.output_file_id, state.error_file_id)
         except ProviderError as err:
             self._fail_all(info, err)
             return
-        answered = {k for k, (status, _b, _e) in lines.items() if status == 200}
-        self.ledger.finished(info, state.status, state.output_file_id, state.error_file_id, answered)
+        answered = files.answered(set(info.keys))
+        waiting = self.waiting.pop(info.local, {})
+        carrier = next((k for k in info.keys if k in waiting and not waiting[k].fut.done()), None)
+        self.ledger.finished(info, state.status, state.output_file_id, state.error_file_id, answered,
+                             conflicts={k: [shown(r) for r in rs] for k, rs in files.conflicts.items()},
+                             unknown=len(files.unknown), unreadable=len(files.unreadable), carrier=carrier)
+        if odd := odd_lines(files):
+            say(f"batch {state.id} ({info.model}): its output held {odd}; each billed line is counted on the records")
         if state.status == "cancelled":
             say(f"batch {state.id} ({info.model}): CANCELLED at the provider after {len(answered)} of "
                 f"{len(info.keys)} requests; the rest are recorded failed and a re-run asks them again")
         elif state.status == "expired":
             say(f"batch {state.id} ({info.model}): expired after {len(answered)} of {len(info.keys)} requests; "
                 f"the rest are asked again ({self.policy.retry})")
-        waiting = self.waiting.pop(info.local, {})
-        for key, req in waiting.items():
-            self.mine.pop(key, None)
-            self._answer(req, lines.get(key) or errors.get(key), state.status, info)
+        for req in waiting.values():
+            self.mine.pop(req.key, None)
+            charge(self.route, req, files, carrier)
+            self._answer(req, files, state.status, info)
 
-    async def _read_files(self, output_id: str | None, error_id: str | None) -> tuple[dict, dict]:
-        """Return custom_id → (status_code, body, error) of a batch's output file and of its error file."""
-        out: list[dict[str, dict]] = []
-        for file_id in (output_id, error_id):
-            parsed: dict[str, Any] = {}
-            if file_id:
-                data = await self._with_backoff(self.wire.content, file_id)
-                for raw in data.splitlines():
-                    try:
-                        line = read_line(json.loads(raw))  # OpenAI's lines, or Bedrock's records (outputs.py)
-                    except (ValueError, AttributeError, KeyError, TypeError):
-                        continue
-                    if line is not None:
-                        parsed[line[0]] = line[1:]
-            out.append(parsed)
-        return out[0], out[1]
+    async def _read_files(self, info: BatchInfo, output_id: str | None, error_id: str | None) -> Files:
+        """Return what a batch's output file and error file say of its requests (bench.models.batches.outputs)."""
+        data = [await self._with_backoff(self.wire.content, f) if f else b"" for f in (output_id, error_id)]
+        return read_files(data[0], data[1], set(info.keys))
 
-    def _answer(self, req: Request, line: tuple | None, status: str | None, info: BatchInfo) -> None:
+    def _answer(self, req: Request, files: Files, status: str | None, info: BatchInfo) -> None:
         if req.fut.done():
             return
-        if line is not None and line[0] == 200:
-            try:
-                text, usage, raw = parse_openai(self.route, 200, json.dumps(line[1]).encode(), None)
-                if not text and not req.allow_empty:
-                    raise ProviderError(f"{self.route.spec.model} returned empty content in batch {info.batch_id} "
-                                        f"(finish_reason={usage['finish_reason']})", kind="empty", retryable=True)
-            except ProviderError as err:
-                self._retry(req, err, info)
-                return
-            usage.update(latency_s=round(time.monotonic() - req.t0, 4), cost_usd=cost_usd(self.route, usage, True),
-                         cached=False, attempts=req.tries, batch_id=info.batch_id)
-            req.fut.set_result((text, usage, raw))
-            return
-        if line is not None:
-            err = line_error(self.route, line[0], line[1], line[2])
-        elif status == "cancelled":
-            err = ProviderError(f"{self.route.spec.model}: batch {info.batch_id} was cancelled at the provider before "
-                                f"answering this request", kind="batch_cancelled", retryable=False)
+        reply = reply_of(self.route, req, files, status, info.batch_id)
+        if isinstance(reply, ProviderError):
+            self._retry(req, reply, info)
         else:
-            err = ProviderError(f"{self.route.spec.model}: batch {info.batch_id} ended {status} without a line for "
-                                f"this request", kind="batch_missing", retryable=True)
-        self._retry(req, err, info)
+            req.fut.set_result(reply)
 
     def _retry(self, req: Request, err: ProviderError, info: BatchInfo) -> None:
         """Ask a failed line again (new batch or direct, per ``retry``) or fail its call for good."""
         if not err.retryable or req.tries > self.retries:
             err.attempts = req.tries
+            if req.paid:  # billed lines it could not use: its failed record counts them (records.failed_usage)
+                err.paid = [*(getattr(err, "paid", None) or ()), *req.paid]
             if not req.fut.done():
                 req.fut.set_exception(err)
             return
@@ -350,6 +340,7 @@ class Batcher:
             if not isinstance(exc, Exception):
                 raise
             return
+        usage = with_paid(usage, req.paid, req.tries + usage.get("attempts", 1)) if req.paid else usage
         usage["attempts"] = req.tries + usage.get("attempts", 1)
         if not req.fut.done():
             req.fut.set_result((text, usage, raw))

@@ -56,6 +56,7 @@ class BatchState:
     errors: list[str] | None = None  # why a batch failed validation, one line each
     metadata: dict[str, str] | None = None
     input_file_id: str | None = None
+    created_at: int | None = None  # the provider's clock, seconds since the epoch
 
     @property
     def done(self) -> bool:
@@ -118,23 +119,28 @@ class Wire:
             raise litellm_error(self.route, exc) from None
         return resp.content if hasattr(resp, "content") else bytes(resp)
 
-    async def find(self, metadata_key: str, value: str, pages: int = 20) -> BatchState | None:
-        """Return the batch whose ``metadata[metadata_key] == value`` (a creation whose reply was lost), or None."""
-        after = None
+    async def recent(self, since: float, pages: int = 50) -> list[BatchState]:
+        """Return every batch the provider lists as created at or after ``since`` (epoch seconds), newest first.
+
+        The list is complete or this raises: a ProviderError (``batch_lookup_incomplete``) when ``pages``
+        pages of 100 did not reach ``since``, so that a caller never reads "not listed" as "does not exist".
+        """
+        after, found = None, []
         for _ in range(pages):
             try:
                 page = await litellm().alist_batches(after=after, limit=100, **self._kw())
             except Exception as exc:
                 raise litellm_error(self.route, exc) from None
-            data = list(getattr(page, "data", None) or (page.get("data") if isinstance(page, dict) else []) or [])
-            for obj in data:
-                state = state_of(obj)
-                if (state.metadata or {}).get(metadata_key) == value:
-                    return state
-            if not data or not _get(page, "has_more"):
-                return None
-            after = state_of(data[-1]).id
-        return None
+            data = [state_of(obj) for obj in
+                    list(getattr(page, "data", None) or (page.get("data") if isinstance(page, dict) else []) or [])]
+            found += [s for s in data if s.created_at is None or s.created_at >= since]
+            if not data or not _get(page, "has_more") or any(s.created_at is not None and s.created_at < since
+                                                              for s in data):
+                return found
+            after = data[-1].id
+        raise ProviderError(f"{self.route.spec.model}: the provider's batch list holds more than {pages * 100} "
+                            f"batches since the one looked for was submitted; it was not read to the end",
+                            kind="batch_lookup_incomplete", retryable=False)
 
 
 async def close_clients() -> None:
@@ -159,7 +165,15 @@ def state_of(obj: Any) -> BatchState:
                       total=int(_get(counts, "total") or 0), completed=int(_get(counts, "completed") or 0),
                       failed=int(_get(counts, "failed") or 0), output_file_id=_get(obj, "output_file_id"),
                       error_file_id=_get(obj, "error_file_id"), errors=lines,
-                      metadata=dict(_get(obj, "metadata") or {}), input_file_id=_get(obj, "input_file_id"))
+                      metadata=dict(_get(obj, "metadata") or {}), input_file_id=_get(obj, "input_file_id"),
+                      created_at=_int(_get(obj, "created_at")))
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
 
 
 def _get(obj: Any, name: str) -> Any:

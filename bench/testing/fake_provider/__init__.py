@@ -24,7 +24,8 @@ Endpoints: ``POST /v1/chat/completions`` (and ``/chat/completions``), ``GET /v1/
 ``api_base`` for LiteLLM's chat and its files/batches functions (``custom_llm_provider="openai"``).
 
 Modules: ``config`` (the knobs), ``request_body`` (what a request asks for), ``schema_faker``
-and ``replies`` (the bodies it composes, usage counted in words or tiktoken tokens), ``server``
+and ``replies`` (the bodies it composes, usage counted in words or tiktoken tokens), ``quality`` (each
+model answers in its own words and is graded at its own quality, with optional noise), ``server``
 (the aiohttp state and routes), ``batches`` (the files and batches and the task running each),
 ``batch_lines`` (an input file's validation), ``batch_routes`` (the Files + Batch API routes),
 ``serve`` (the process: command line, loopback check, signals), ``handle`` (:class:`FakeProvider`).

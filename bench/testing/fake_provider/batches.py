@@ -7,7 +7,11 @@ input file fails validation: nothing is answered, ``errors`` lists why), ``expir
 ``cancelling`` → ``cancelled`` (what was answered is in its files). Each line's body is answered by the
 ``answer`` callable the server passes in (the chat logic: served_models, replies, usage), unless
 ``batch_fail_match``/``batch_fail_rate`` fail it first; answered lines go to the output file (HTTP 200)
-or the error file (any other status) in OpenAI's batch output format. Standard library only.
+or the error file (any other status) in OpenAI's batch output format. A provider's faulty output file is
+on demand: ``batch_duplicate_lines`` (a line answered twice, differently), ``batch_unknown_lines`` (lines
+no request asked for) and ``batch_unreadable_lines`` (broken JSON that still names its custom_id and usage);
+``batch_drop_metadata`` keeps no batch's metadata.
+Every answered line is billed (``lines_billed`` and its tokens, extra lines included). Standard library only.
 """
 
 from __future__ import annotations
@@ -125,7 +129,9 @@ class BatchStore:
                 batch.task.cancel()
         self.files, self.batches = {}, {}
         self.counters: Counter[str] = Counter(
-            {k: 0 for k in ("created", "files_uploaded", "lines_answered", "lines_failed", "lines_expired")})
+            {k: 0 for k in ("created", "files_uploaded", "lines_answered", "lines_failed", "lines_expired",
+                            "lines_billed", "billed_prompt_tokens", "billed_completion_tokens")})
+        self.injected: Counter[str] = Counter()  # faulty output lines written so far, per knob
         self.route_calls: Counter[str] = Counter()  # calls per route, for batch_route_fail
 
     def route_fault(self, route: str) -> bool:
@@ -181,7 +187,8 @@ class BatchStore:
         if metadata is not None and not (isinstance(metadata, dict) and all(
                 isinstance(k, str) and isinstance(v, str) for k, v in metadata.items())):
             raise Refusal(400, f"metadata must be an object of strings, got {metadata!r}")
-        batch = Batch(new_id("batch_"), input_file_id, endpoint, window, metadata)
+        kept = None if self.config()["batch_drop_metadata"] else metadata
+        batch = Batch(new_id("batch_"), input_file_id, endpoint, window, kept)
         self.batches[batch.id] = batch
         self.counters["created"] += 1
         # a fresh context: nothing of the creating request (its Authorization, for echo_auth) leaks into the lines
@@ -253,7 +260,9 @@ class BatchStore:
             self.counters["lines_answered"] += 1
             self.counters["lines_failed"] += status != 200
             if status == 200:
-                batch.tokens.update(payload["usage"])
+                self.bill(batch, payload)
+                outputs[-1:] = self.faulty(batch, request, outputs[-1])
+        outputs += self.strays(batch, requests)
         batch.enter("finalizing")
         if await self.pause(batch, "finalizing"):
             return await self.finish(batch, outputs, failures, "cancelled")
@@ -283,6 +292,40 @@ class BatchStore:
             return status, error_payload(status, f"fake batch line failure ({why})")
         return self.answer(body, new_id("chatcmpl-fake-"))
 
+    def bill(self, batch: Batch, payload: dict[str, Any]) -> None:
+        """Count one answered line as billed: its tokens in the batch's usage and in the counters."""
+        batch.tokens.update(payload["usage"])
+        self.counters["lines_billed"] += 1
+        self.counters["billed_prompt_tokens"] += payload["usage"]["prompt_tokens"]
+        self.counters["billed_completion_tokens"] += payload["usage"]["completion_tokens"]
+
+    def faulty(self, batch: Batch, request: dict[str, Any], line: dict[str, Any]) -> list[dict[str, Any]]:
+        """The output lines an answered ``line`` becomes: marked unreadable (``batch_unreadable_lines``), and/or
+        followed by a second, different answer to the same custom_id (``batch_duplicate_lines``, billed)."""
+        cfg, lines = self.config(), [line]
+        if self.injected["unreadable"] < cfg["batch_unreadable_lines"]:
+            self.injected["unreadable"] += 1
+            line["unreadable"] = True
+        if self.injected["duplicate"] < cfg["batch_duplicate_lines"]:
+            self.injected["duplicate"] += 1
+            status, again = self.answer(request["body"], new_id("chatcmpl-fake-"))
+            if status == 200:
+                again["choices"][0]["message"]["content"] = f"{again['choices'][0]['message']['content']} (again)"
+                self.bill(batch, again)
+                lines.append(output_line(request["custom_id"], 200, again))
+        return lines
+
+    def strays(self, batch: Batch, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The answered lines no request asked for (``batch_unknown_lines``, billed), at the end of the file."""
+        lines = []
+        while requests and self.injected["unknown"] < self.config()["batch_unknown_lines"]:
+            self.injected["unknown"] += 1
+            status, payload = self.answer(requests[0]["body"], new_id("chatcmpl-fake-"))
+            if status == 200:
+                self.bill(batch, payload)
+                lines.append(output_line(f"unknown-{self.injected['unknown']}", 200, payload))
+        return lines
+
     async def finish(self, batch: Batch, outputs: list[dict[str, Any]], failures: list[dict[str, Any]],
                      status: str) -> None:
         """Write the output and error files (each only if it has a line) and enter the final ``status``."""
@@ -290,7 +333,7 @@ class BatchStore:
             await asyncio.sleep(self.config()["batch_delays_s"].get("cancelling", 0))
         for kind, lines in (("output", outputs), ("error", failures)):
             if lines:
-                data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+                data = "".join(written(line) + "\n" for line in lines).encode()
                 stored = self.add_file(f"{batch.id}_{kind}.jsonl", "batch_output", data, uploaded=False)
                 setattr(batch, f"{kind}_file_id", stored.id)
         batch.enter(status)
@@ -300,6 +343,14 @@ def output_line(custom_id: str, status: int, body: dict[str, Any]) -> dict[str, 
     """One line of an output (status 200) or error file: the response the request got."""
     return {"id": new_id("batch_req_"), "custom_id": custom_id,
             "response": {"status_code": status, "request_id": secrets.token_hex(16), "body": body}, "error": None}
+
+
+def written(line: dict[str, Any]) -> str:
+    """One output line as JSON text; a line marked ``unreadable`` is broken JSON whose custom_id and usage are
+    still there (its message object opened twice)."""
+    if not line.pop("unreadable", False):
+        return json.dumps(line)
+    return json.dumps(line).replace('"message": {', '"message": {{', 1)
 
 
 def expired_line(request: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The fake provider's knobs: latency, injected faults, canned replies, auth, served models, the Batch API.
+"""The fake provider's knobs: latency, faults, canned replies, auth, served models, model quality, the Batch API.
 
 :data:`DEFAULT_CONFIG` lists every key with its default; :func:`validate_config` rejects a
 config whose values have the wrong shape. ``POST /_admin/config`` merges keys over the
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.testing.fake_provider.quality import validate_quality_config
 from bench.testing.fake_provider.replies import ENCODING_NAMES
 
 DEFAULT_CONFIG: dict[str, Any] = {
@@ -43,6 +44,20 @@ DEFAULT_CONFIG: dict[str, Any] = {
                                 # neighbouring allowed value at each JSON score (token_probs.py)
     "tokenizer": "words",       # usage: "words" (word counts), "cl100k" or "o200k" (OpenAI chat tokens counted
                                 # with that tiktoken encoding, equal to litellm.token_counter; gpt-4o* use o200k)
+    # Spend faults (a provider's bill, which the budget must hold against); every 200 chat reply is billed
+    # in stats "billed" (its usage, sent or not; USD at `bill_per_mtok`), batch lines apart.
+    "over_limit_tokens": None,  # N: every chat reply is N words long (N tokens for "words"), whatever max_tokens says
+    "omit_usage": False,        # chat replies carry no `usage` (still billed)
+    "empty_first": 0,           # the first N attempts of every distinct request: HTTP 200, content "" and
+                                # finish_reason "length" (like rate_empty) ...
+    "empty_bills_limit": False,  # ... and every empty reply bills the request's max_tokens as completion tokens
+                                 # (a model that spent its limit before answering), not the usual 1
+    "bill_per_mtok": None,      # {"input": USD, "output": USD} per million tokens: stats "billed" counts USD
+    # How models differ (quality.py): a default answer names its model; a judge grades it at that model's quality.
+    "model_quality": {},        # {model name: 0-1}: how good its answers are graded (default: from its name's hash)
+    "judge_bias": {},           # {judge model name: -1..1}: a shift of all its grades, as a share of the scale
+    "noise": 0.0,               # sd (share of the scale) of a per-arrival draw: an identical request (a judge's
+                                # repeat, a sample) answers differently, reproducibly; 0: same request, same reply
     # The Files + Batch API (/v1/files, /v1/batches); each batch line is answered like a chat request
     # (served_models, replies incl. status matches, tokenizer), never counted in `requests`.
     "batches_supported": True,  # False: every /files and /batches route answers 404 (like vLLM, llama.cpp)
@@ -58,6 +73,12 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "batch_max_bytes": 200 * 1024 * 1024,  # a larger input file fails validation (file_too_large)
     "batch_route_fail": {},     # {route: N}: the first N calls of a files/batches route answer 503, for route in
                                 # BATCH_ROUTES; "create_lost" creates the batch, then answers 503 (a lost reply)
+    # Output files a provider gets wrong, each line billed all the same (stats batches "lines_billed"); N counts
+    # lines since the counters were reset, over all batches:
+    "batch_duplicate_lines": 0,  # the first N answered lines come twice, the second time with different content
+    "batch_unknown_lines": 0,   # N extra answered lines whose custom_id no request has
+    "batch_unreadable_lines": 0,  # the first N answered lines are written as broken JSON (custom_id, usage intact)
+    "batch_drop_metadata": False,  # batches keep no `metadata` (a provider that ignores it)
 }
 BATCH_FAULTS = (None, "truncate", "partial", "wrong_ids")
 FAULT_KINDS = ("429", "500", "hang", "malformed", "empty", "reset")
@@ -75,6 +96,8 @@ def validate_config(cfg: dict[str, Any]) -> None:
     served = cfg["served_models"]
     if served is not None and not (isinstance(served, list) and all(isinstance(m, str) for m in served)):
         raise ValueError(f"served_models must be null or a list of model names, got {served!r}")
+    validate_spend_config(cfg)
+    validate_quality_config(cfg)
     for key in ("fail_first", "fail_status", "seed"):
         if not isinstance(cfg[key], int):
             raise ValueError(f"{key} must be an integer, got {cfg[key]!r}")
@@ -91,6 +114,23 @@ def validate_config(cfg: dict[str, Any]) -> None:
         raise ValueError('replies must be a list of {"match": str, "content": str | "status": int}')
 
 
+def validate_spend_config(cfg: dict[str, Any]) -> None:
+    """Raise ValueError when a spend fault knob (over-limit replies, no usage, paid empty replies) is malformed."""
+    n = cfg["over_limit_tokens"]
+    if n is not None and not (isinstance(n, int) and not isinstance(n, bool) and n > 0):
+        raise ValueError(f"over_limit_tokens must be null or a positive integer, got {n!r}")
+    for key in ("omit_usage", "empty_bills_limit"):
+        if not isinstance(cfg[key], bool):
+            raise ValueError(f"{key} must be true or false, got {cfg[key]!r}")
+    first = cfg["empty_first"]
+    if not (isinstance(first, int) and not isinstance(first, bool) and first >= 0):
+        raise ValueError(f"empty_first must be a non-negative integer, got {cfg['empty_first']!r}")
+    price = cfg["bill_per_mtok"]
+    if price is not None and not (isinstance(price, dict) and set(price) == {"input", "output"} and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in price.values())):
+        raise ValueError(f'bill_per_mtok must be null or {{"input": USD, "output": USD}}, got {price!r}')
+
+
 def validate_batch_config(cfg: dict[str, Any]) -> None:
     """Raise ValueError when a Batch API knob (or ``tokenizer``) has the wrong shape."""
     alt = cfg["logprob_alt"]
@@ -100,8 +140,9 @@ def validate_batch_config(cfg: dict[str, Any]) -> None:
         raise ValueError(f"obey_injections must be true or false, got {cfg['obey_injections']!r}")
     if cfg["tokenizer"] not in TOKENIZERS:
         raise ValueError(f"tokenizer must be one of {TOKENIZERS}, got {cfg['tokenizer']!r}")
-    if not isinstance(cfg["batches_supported"], bool):
-        raise ValueError(f"batches_supported must be true or false, got {cfg['batches_supported']!r}")
+    for key in ("batches_supported", "batch_drop_metadata"):
+        if not isinstance(cfg[key], bool):
+            raise ValueError(f"{key} must be true or false, got {cfg[key]!r}")
     delays = cfg["batch_delays_s"]
     if not (isinstance(delays, dict) and set(delays) <= set(BATCH_STATUSES_DELAYED) and all(
             isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in delays.values())):
@@ -126,6 +167,9 @@ def validate_batch_config(cfg: dict[str, Any]) -> None:
             isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in fails.values())):
         raise ValueError(f"batch_route_fail must map some of {', '.join(BATCH_ROUTES)} to a non-negative count, "
                          f"got {fails!r}")
+    for key in ("batch_duplicate_lines", "batch_unknown_lines", "batch_unreadable_lines"):
+        if not (isinstance(cfg[key], int) and not isinstance(cfg[key], bool) and cfg[key] >= 0):
+            raise ValueError(f"{key} must be a non-negative integer, got {cfg[key]!r}")
     for key in ("batch_max_requests", "batch_max_bytes"):
         if not (isinstance(cfg[key], int) and not isinstance(cfg[key], bool) and cfg[key] > 0):
             raise ValueError(f"{key} must be a positive integer, got {cfg[key]!r}")

@@ -1,16 +1,16 @@
 """The bodies the fake provider composes: a reply's content (plain or schema-valid), its usage, errors.
 
 A chat reply's content is a ``replies`` match, else JSON valid against the requested schema
-(seeded by the request's hash, with the batch faults of the config applied), else
-``fake answer <sha256(messages)[:8]>``. Usage counts words as tokens (``tokenizer: "words"``), or
-OpenAI chat tokens (``"cl100k"``/``"o200k"``: tiktoken, with the per-message overhead OpenAI documents,
-the same count as ``litellm.token_counter``); tiktoken is imported only then, and its encoding files
-come from the copy LiteLLM bundles (``TIKTOKEN_CACHE_DIR``, unless already set), so no network is needed.
+(seeded by the request's hash; a judge's grades follow the quality of the answers it is shown, see
+``quality``; the batch faults of the config applied), else the model's own ``fake answer <tag><hash>``.
+Usage counts words as tokens (``tokenizer: "words"``), or OpenAI chat tokens (``"cl100k"``/``"o200k"``:
+tiktoken, with the per-message overhead OpenAI documents, the same count as ``litellm.token_counter``);
+tiktoken is imported only then, and its encoding files come from the copy LiteLLM bundles
+(``TIKTOKEN_CACHE_DIR``, unless already set), so no network is needed.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import os
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.testing.fake_provider.obedient import injected_grade, obey
+from bench.testing.fake_provider.quality import QUALITY_DEFAULTS, answer_text, shape
 from bench.testing.fake_provider.request_body import compact_json, message_text, request_key, response_schema
 from bench.testing.fake_provider.schema_faker import SchemaFaker
 
@@ -39,6 +40,7 @@ ENCODING_NAMES: dict[str, str | None] = {  # the `tokenizer` config values
     "words": None, "cl100k": "cl100k_base", "o200k": "o200k_base"}
 CHUNK_CHARS = 1024  # litellm.token_counter encodes long text in chunks of this many characters: so does this
 _ENCODINGS: dict[str, Any] = {}
+SHAPE_DEFAULTS = {**QUALITY_DEFAULTS, "obey_injections": False, "corrupt_items": 0.0, "batch_fault": None}
 
 
 def error_payload(status: int, message: str, code: str | None = None) -> dict[str, Any]:
@@ -53,19 +55,23 @@ def error_body(status: int, message: str, code: str | None = None) -> bytes:
 
 
 
-def schema_reply(schema: dict[str, Any], body: dict[str, Any], fallback: str, corrupt: float = 0.0,
-                 batch_fault: str | None = None, obey_injections: bool = False) -> str:
+def schema_reply(schema: dict[str, Any], body: dict[str, Any], fallback: str, cfg: dict[str, Any] | None = None,
+                 arrival: int = 0) -> str:
     """The JSON text of a value valid against ``schema``, seeded by the request's hash.
 
-    ``corrupt``: the fraction of graded batch items whose first score is put off its scale;
-    ``batch_fault``: see DEFAULT_CONFIG.
+    A judge's grades follow the quality of the fake answers it is shown (``quality.shape``: ``model_quality``,
+    ``judge_bias``, ``noise`` drawn per ``arrival``); then ``obey_injections``, ``corrupt_items`` (the fraction
+    of graded batch items whose first score is put off its scale) and ``batch_fault`` apply (see DEFAULT_CONFIG).
     """
+    cfg = {**SHAPE_DEFAULTS, **(cfg or {})}
     if schema.get("_json_object"):
         return json.dumps({"answer": fallback})
     seed = int(request_key(body)[:16], 16)
     value = SchemaFaker(schema, seed).value(schema)
-    if obey_injections:
+    value = shape(value, body, message_text(body.get("messages")), cfg, arrival)
+    if cfg["obey_injections"]:
         value = obey(value, injected_grade(body.get("messages")), schema)
+    corrupt, batch_fault = cfg["corrupt_items"], cfg["batch_fault"]
     if corrupt and isinstance(value, dict) and isinstance(value.get("grades"), list):
         rng = random.Random(seed)
         for grade in value["grades"]:
@@ -86,13 +92,12 @@ def schema_reply(schema: dict[str, Any], body: dict[str, Any], fallback: str, co
     return json.dumps(value)
 
 
-def default_content(body: dict[str, Any], corrupt: float = 0.0, batch_fault: str | None = None,
-                    obey_injections: bool = False) -> str:
-    """Schema-valid JSON when a schema is requested, else ``fake answer <sha256(messages)[:8]>``."""
-    digest = hashlib.sha256(compact_json(body.get("messages")).encode()).hexdigest()
-    text = f"fake answer {digest[:8]}"
+def default_content(body: dict[str, Any], cfg: dict[str, Any] | None = None, arrival: int = 0) -> str:
+    """Schema-valid JSON when a schema is requested, else the model's own ``fake answer <tag><hash>``
+    (``quality.answer_text``); ``arrival`` counts earlier arrivals of the same request (only with ``noise``)."""
+    text = answer_text(str(body.get("model") or "fake-model"), compact_json(body.get("messages")), arrival)
     schema = response_schema(body.get("response_format"))
-    return text if schema is None else schema_reply(schema, body, text, corrupt, batch_fault, obey_injections)
+    return text if schema is None else schema_reply(schema, body, text, cfg, arrival)
 
 
 def usage(messages: Any, content: str, tokenizer: str = "words") -> dict[str, int]:

@@ -63,6 +63,8 @@ class FakeServer:
             self.batches.reseed(config["seed"])
         if reset or "fail_first" in update:
             self.attempts: dict[str, int] = {}
+        if reset or "empty_first" in update:
+            self.empties: dict[str, int] = {}
         self._derive()
         return dict(config)
 
@@ -95,6 +97,8 @@ class FakeServer:
         self.in_flight_by_model: Counter[str] = Counter()
         self.peak_in_flight_by_model: Counter[str] = Counter()
         self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_MAX)
+        self.arrivals: dict[str, int] = {}  # request key -> answers so far (``noise``: a draw per arrival)
+        self.billed: dict[str, float] = {"replies": 0, "prompt_tokens": 0, "completion_tokens": 0, "usd": 0.0}
 
     def snapshot(self) -> dict[str, Any]:
         """The counters as a JSON-ready dict (the Batch API's under ``batches``: see ``BatchStore.snapshot``)."""
@@ -107,6 +111,7 @@ class FakeServer:
             "by_model": dict(self.by_model),
             "peak_in_flight_by_model": dict(self.peak_in_flight_by_model),
             "recent": list(self.recent),
+            "billed": dict(self.billed),  # every 200 chat reply's usage (sent or not: omit_usage), USD at bill_per_mtok
             "batches": self.batches.snapshot(),
         }
 
@@ -180,6 +185,11 @@ class FakeServer:
             self.attempts[key] = seen + 1
             if seen < limit:
                 return "fail_first"
+        if self.config["empty_first"] > 0:
+            key = request_key(body)
+            seen = self.empties[key] = self.empties.get(key, 0) + 1
+            if seen <= self.config["empty_first"]:
+                return "empty"
         if self.fault_table:
             draw = self.rng.random()
             for threshold, kind in self.fault_table:
@@ -210,7 +220,12 @@ class FakeServer:
             self.statuses[200] += 1
             return web.Response(body=MALFORMED_BODY, content_type="application/json")
         if kind == "empty":
-            return self.respond(*self.answer(body, content="", finish_reason="length"))
+            status, payload = self.answer(body, content="", finish_reason="length")
+            limit = body.get("max_tokens") or body.get("max_completion_tokens")
+            if status == 200 and self.config["empty_bills_limit"] and isinstance(limit, int):
+                payload["usage"]["completion_tokens"] = limit  # it ran to its limit, and the limit is billed
+                payload["usage"]["total_tokens"] = payload["usage"]["prompt_tokens"] + limit
+            return self.respond(status, payload)
         abort_connection(request)
         raise asyncio.CancelledError  # nothing may be written on an aborted connection
 
@@ -231,8 +246,10 @@ class FakeServer:
             if match is not None and "status" in match:
                 status = int(match["status"])
                 return status, error_payload(status, f"fake reply status for match {match['match']!r}")
-            content = match["content"] if match is not None else default_content(
-                body, self.config["corrupt_items"], self.config["batch_fault"], self.config["obey_injections"])
+            content = match["content"] if match is not None else default_content(body, self.config,
+                                                                                  self.arrival(body))
+            if self.config["over_limit_tokens"]:  # a provider that ignores max_tokens
+                content = " ".join(["word"] * self.config["over_limit_tokens"])
         choice = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}
         if body.get("logprobs"):
             choice["logprobs"] = fake_logprobs(content, response_schema(body.get("response_format")),
@@ -245,6 +262,14 @@ class FakeServer:
             "choices": [choice],
             "usage": usage(messages, content, self.config["tokenizer"]),
         }
+
+    def arrival(self, body: dict[str, Any]) -> int:
+        """Return how often this exact request was answered before (always 0 without ``noise``: one reply)."""
+        if not self.config["noise"]:
+            return 0
+        key = request_key(body)
+        seen = self.arrivals[key] = self.arrivals.get(key, -1) + 1
+        return seen
 
     def model_refusal(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
         """The 404 for a model ``served_models`` does not list (None when it is served)."""
@@ -259,7 +284,19 @@ class FakeServer:
         if status != 200:
             return self.error(status, payload["error"]["message"])
         self.statuses[200] += 1
+        self.bill(payload["usage"])
+        if self.config["omit_usage"]:
+            payload = {k: v for k, v in payload.items() if k != "usage"}
         return web.Response(text=json.dumps(payload), content_type="application/json")
+
+    def bill(self, used: dict[str, int]) -> None:
+        """Count one reply on the bill (stats ``billed``): its tokens, and USD at ``bill_per_mtok`` when set."""
+        price = self.config["bill_per_mtok"] or {"input": 0.0, "output": 0.0}
+        self.billed["replies"] += 1
+        self.billed["prompt_tokens"] += used["prompt_tokens"]
+        self.billed["completion_tokens"] += used["completion_tokens"]
+        self.billed["usd"] += (used["prompt_tokens"] * price["input"]
+                               + used["completion_tokens"] * price["output"]) / 1e6
 
     def match_reply(self, prompt: str) -> dict[str, Any] | None:
         """The first ``replies`` entry whose ``match`` occurs in the prompt text."""

@@ -1,0 +1,290 @@
+"""One content per name in a run folder: each cell, judge and rubric version stands for one digest.
+
+A cell (``model_id/prompt_id@version``) is made of a model string, an endpoint, generation params and
+a prompt template; a judge (its id) of a model string, an endpoint, params and a grading mode; a rubric
+version (``rubric_id@version``) of the rubric's text. Each is summed up by a short digest, computed the
+same way from the records of a run folder and from a params file. Editing any of them under the same
+name would put the answers of two contents in one cell (a mean blending two templates), so a sweep
+that would add a second digest to a name is refused (:func:`check_digests`, exit 2, before any call)
+unless it is asked to supersede: then the new digest is appended to ``digests/supersede.jsonl`` and
+every analysis sets the earlier records aside (:func:`set_aside`); they stay in the store. A folder
+mixed before this rule existed is analysed on each name's latest digest (by ``created_at``), with a
+warning naming the name and its counts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.core.errors import ParamsError
+from bench.core.records import Candidate, Judgment, Record, content_hash, utc_now
+from bench.core.store import RunStore
+
+LOG = Path("digests") / "supersede.jsonl"  # append-only: one line per name a sweep superseded
+Name = tuple[str, str]  # ("cell" | "judge" | "rubric", its key)
+_ENDPOINTS_SINCE = 2  # schema 2: records carry their endpoint (bench.core.migrate re-keys older ones)
+_CHANGED = {"model": "the model string", "endpoint": "the endpoint", "params": "the generation params",
+            "prompt": "the prompt's template", "mode": "the grading mode", "text": "the rubric's text"}
+_WAY_OUT = {"cell": "bump the prompt's version (prompts[].version) or give the model entry a new id (models[].id)",
+            "judge": "give the judge a new id (judges[].id)",
+            "rubric": "bump the rubric's version (its front matter)"}
+
+
+class MixedRunWarning(UserWarning):
+    """A run folder holds records of two contents under one name (written before bench refused that)."""
+
+
+@dataclass(frozen=True)
+class Digest:
+    """What one name (a cell, a judge, a rubric version) stands for: ``value`` digests ``parts``."""
+
+    what: str
+    key: str
+    parts: dict[str, Any]
+    value: str
+
+    @property
+    def name(self) -> Name:
+        return (self.what, self.key)
+
+
+def cell_digest(key: str, model: str, endpoint: str | None, params: dict[str, Any], prompt_hash: str) -> Digest:
+    """Return the digest of a cell: its model string, endpoint, generation params and prompt template."""
+    parts = {"model": model, "endpoint": endpoint or None, "params": dict(params or {}), "prompt": prompt_hash}
+    return Digest("cell", key, parts, content_hash(parts, 12))
+
+
+def judge_digest(judge_id: str, model: str, endpoint: str | None, params: dict[str, Any], mode: str) -> Digest:
+    """Return the digest of a judge: its model string, endpoint, params (batch size included) and mode."""
+    parts = {"model": model, "endpoint": endpoint or None, "params": dict(params or {}), "mode": mode}
+    return Digest("judge", judge_id, parts, content_hash(parts, 12))
+
+
+def rubric_digest(key: str, rubric_hash: str) -> Digest:
+    """Return the digest of a rubric version: its content hash (the name of its snapshot in the run folder)."""
+    return Digest("rubric", key, {"text": rubric_hash}, rubric_hash)
+
+
+def digests_of(rec: Record) -> list[Digest]:
+    """Return the digests a record was made under: a candidate's cell; a judgment's judge and rubric version."""
+    if isinstance(rec, Candidate):
+        return [cell_digest(rec.cell, rec.model, rec.endpoint, rec.params, rec.prompt_hash)]
+    if isinstance(rec, Judgment):
+        return [judge_digest(rec.judge_id, rec.judge_model, rec.judge_endpoint, rec.judge_params, rec.mode),
+                rubric_digest(rec.rubric_key, rec.rubric_hash)]
+    return []
+
+
+@dataclass
+class Held:
+    """The records of one digest of a name: how many, the latest ``created_at``, that record's parts."""
+
+    records: int = 0
+    latest: str = ""
+    parts: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunDigests:
+    """Every digest each name has in a run folder, and the digests sweeps chose with ``--supersede``."""
+
+    held: dict[Name, dict[str, Held]]
+    chosen: dict[Name, str]  # the supersede log: the latest line of each name wins
+
+    @classmethod
+    def of(cls, run_dir: Path, records: Iterable[Record]) -> RunDigests:
+        """Return the digests of ``records`` (a run folder's candidates and judgments) with its supersede log."""
+        held: dict[Name, dict[str, Held]] = {}
+        memo: dict[tuple, list[Digest]] = {}
+        for rec in records:
+            for d in _digests_memo(rec, memo):
+                h = held.setdefault(d.name, {}).setdefault(d.value, Held())
+                h.records += 1
+                if rec.created_at >= h.latest:
+                    h.latest, h.parts = rec.created_at, d.parts
+        return cls(held, {(e["what"], e["key"]): e["digest"] for e in read_log(run_dir)})
+
+    def current(self, name: Name) -> str | None:
+        """Return the digest a name stands for: the one a sweep superseded to, else its latest record's."""
+        if name in self.chosen:
+            return self.chosen[name]
+        held = self.held.get(name)
+        return max(held, key=lambda d: held[d].latest) if held else None
+
+    def conflicts(self, planned: Iterable[Digest]) -> list[tuple[Digest, str]]:
+        """Return each planned digest that differs from its name's current one, with that current digest."""
+        out: dict[Name, tuple[Digest, str]] = {}
+        for d in planned:
+            now = self.current(d.name)
+            if now is not None and now != d.value:
+                out.setdefault(d.name, (d, now))
+        return list(out.values())
+
+
+def _digests_memo(rec: Record, memo: dict[tuple, list[Digest]]) -> list[Digest]:
+    """Return :func:`digests_of` ``rec``, computed once per distinct content (a run repeats a few contents many times)."""
+    if isinstance(rec, Candidate):
+        key = ("c", rec.cell, rec.model, rec.endpoint, json.dumps(rec.params, sort_keys=True, default=str),
+               rec.prompt_hash)
+    elif isinstance(rec, Judgment):
+        key = ("j", rec.judge_id, rec.judge_model, rec.judge_endpoint,
+               json.dumps(rec.judge_params, sort_keys=True, default=str), rec.mode, rec.rubric_key, rec.rubric_hash)
+    else:
+        return []
+    if key not in memo:
+        memo[key] = digests_of(rec)
+    return memo[key]
+
+
+def read_log(run_dir: Path) -> list[dict[str, Any]]:
+    """Return the supersede log's entries in order (a torn last line, from a kill mid-write, is skipped)."""
+    path = Path(run_dir) / LOG
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(entry, dict) and {"what", "key", "digest"} <= entry.keys():
+            out.append(entry)
+    return out
+
+
+def check_digests(run_dir: Path, planned: list[Digest], params: str, *, supersede: bool) -> list[tuple[Digest, str]]:
+    """Return the (planned digest, current digest) pairs a sweep of ``params`` changes in ``run_dir``.
+
+    Without ``supersede`` a change raises ParamsError naming each name, both digests and what changed,
+    and the two ways out. Schema-1 records are left out: they are re-keyed with the params' endpoints
+    when the run is prepared (bench.core.migrate), so their endpoint is not yet known.
+    """
+    seen: dict[Name, str] = {}
+    for d in planned:  # two rubric files of one id@version, with different texts
+        if seen.setdefault(d.name, d.value) != d.value:
+            raise ParamsError(f"{params}: {d.what} {d.key} has two contents in this params file ({seen[d.name]} and "
+                              f"{d.value}); bump the version of one of them")
+    store = RunStore(run_dir)
+    records = (r for kind in (Candidate, Judgment) for r in store.iter(kind) if r.schema_version >= _ENDPOINTS_SINCE)
+    digests = RunDigests.of(Path(run_dir), records)
+    conflicts = digests.conflicts(planned)
+    if conflicts and not supersede:
+        raise ParamsError(_refusal(run_dir, params, digests, conflicts))
+    return conflicts
+
+
+def _refusal(run_dir: Path, params: str, digests: RunDigests, conflicts: list[tuple[Digest, str]]) -> str:
+    lines = []
+    for new, old in conflicts[:20]:
+        held = digests.held.get(new.name, {}).get(old, Held())  # none: a supersede line chose it, unanswered
+        changed = [_CHANGED[k] for k in new.parts if held.parts and held.parts.get(k) != new.parts[k]]
+        lines.append(f"{params}: {new.what} {new.key} would mix two contents in {run_dir}: it has {held.records} "
+                     f"record(s) of digest {old}, and {params} now gives digest {new.value}"
+                     + (f" ({', '.join(changed)} changed)" if changed else ""))
+    lines += [f"… and {len(conflicts) - 20} more"] if len(conflicts) > 20 else []
+    ways = "; ".join(dict.fromkeys(_WAY_OUT[new.what] for new, _ in conflicts))
+    return ("\n".join(lines) + f"\nA cell, a judge and a rubric version each stand for one content in a run folder. "
+            f"Either {ways}, so the new content gets a new name; or pass --supersede (bench sweep; "
+            f"supersede=True in bench.open_run) to set the earlier records aside from every analysis "
+            f"(they stay in the run folder). Nothing was called.")
+
+
+def supersede(run_dir: Path, conflicts: list[tuple[Digest, str]], params: str) -> None:
+    """Append each change to the run folder's supersede log (durably) and print one line per name saying so;
+    a change the log's latest line for that name already chose is not logged again (the pilot logs first)."""
+    chosen = {(e["what"], e["key"]): e["digest"] for e in read_log(Path(run_dir))}
+    conflicts = [(new, old) for new, old in conflicts if chosen.get(new.name) != new.value]
+    if not conflicts:
+        return
+    path = Path(run_dir) / LOG
+    path.parent.mkdir(parents=True, exist_ok=True)
+    now = utc_now()
+    data = "".join(json.dumps({"what": new.what, "key": new.key, "digest": new.value, "replaces": old,
+                               "params": params, "created_at": now}) + "\n" for new, old in conflicts)
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    for new, old in conflicts:
+        print(f"superseded: {new.what} {new.key} now stands for digest {new.value}; its records of digest {old} are "
+              f"set aside from every analysis (kept in {run_dir}; logged in {LOG})", flush=True)
+
+
+@dataclass
+class SetAside:
+    """What an analysis leaves out: per name, the answers and judgments of digests other than its current one."""
+
+    answers: dict[Name, int] = field(default_factory=dict)
+    judgments: dict[Name, int] = field(default_factory=dict)
+    mixed: list[Name] = field(default_factory=list)  # names mixed before the rule existed (no supersede line)
+
+    @property
+    def total(self) -> int:
+        return sum(self.answers.values()) + sum(self.judgments.values())
+
+    def note(self) -> str:
+        """Return one line for the report ("" when nothing is set aside): how many, of which names, and why."""
+        if not self.total:
+            return ""
+        names = list(dict.fromkeys([*self.answers, *self.judgments]))
+        said = ", ".join(f"{what} {key}" + (" (mixed before bench refused it)" if (what, key) in self.mixed else "")
+                         for what, key in names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+        return (f"{sum(self.answers.values())} answer(s) and {sum(self.judgments.values())} judgment(s) set aside: "
+                f"records of an earlier content of {said}; each is analysed on its current content only "
+                f"(the records stay in the run folder).")
+
+
+def set_aside(run_dir: Path, candidates: list[Candidate], judgments: list[Judgment]
+              ) -> tuple[list[Candidate], list[Judgment], SetAside]:
+    """Return the candidates and judgments of each name's current digest, and what was set aside.
+
+    A judgment is set aside with its judge's or rubric version's earlier digest, and with a candidate that
+    is set aside. Counts are distinct ids (answers, judgments). A name mixed without a supersede line (a
+    folder written before the rule) is warned about (MixedRunWarning) and analysed on its latest digest.
+    """
+    digests = RunDigests.of(Path(run_dir), [*candidates, *judgments])
+    memo: dict[tuple, list[Digest]] = {}
+    aside = SetAside(mixed=[n for n, held in digests.held.items() if len(held) > 1 and n not in digests.chosen])
+    stale = lambda rec: [d.name for d in _digests_memo(rec, memo) if digests.current(d.name) != d.value]  # noqa: E731
+    dropped: dict[str, Name] = {}
+    for c in candidates:
+        if names := stale(c):
+            dropped.setdefault(c.id, names[0])
+    kept_j, dropped_j = [], {}
+    for j in judgments:
+        names = stale(j) or [dropped[c] for c in j.candidate_ids if c in dropped]
+        if names:
+            dropped_j.setdefault(j.id, names[0])
+        else:
+            kept_j.append(j)
+    for counts, ids in ((aside.answers, dropped), (aside.judgments, dropped_j)):
+        for name in ids.values():
+            counts[name] = counts.get(name, 0) + 1
+    for what, key in aside.mixed:
+        held = digests.held[(what, key)]
+        warnings.warn(f"{run_dir}: {what} {key} holds records of {len(held)} contents (" + ", ".join(
+            f"digest {d}: {h.records} record(s)" for d, h in held.items()) + f"), written before bench refused "
+            f"that; analysed on the latest ({digests.current((what, key))}) only", MixedRunWarning, stacklevel=3)
+    return [c for c in candidates if c.id not in dropped], kept_j, aside
+
+
+def set_aside_ids(run_dir: Path) -> set[str]:
+    """Return the ids of a run folder's candidates and judgments that every analysis sets aside."""
+    store = RunStore(run_dir)
+    cands, judgs = store.read(Candidate), store.read(Judgment)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MixedRunWarning)  # said by the analysis; this only filters
+        kept_c, kept_j, _ = set_aside(Path(run_dir), cands, judgs)
+    return ({r.id for r in cands} - {r.id for r in kept_c}) | ({r.id for r in judgs} - {r.id for r in kept_j})
+
+
+def current_candidates(run_dir: Path, candidates: list[Candidate]) -> list[Candidate]:
+    """Return the candidates of each cell's current digest: the answers judges grade (never one set aside)."""
+    digests, memo = RunDigests.of(Path(run_dir), candidates), {}
+    return [c for c in candidates if digests.current(("cell", c.cell)) == _digests_memo(c, memo)[0].value]

@@ -1,0 +1,73 @@
+"""The pilot: the first few answers per model, sent before a sweep under a budget commits to the rest.
+
+When no reply of a paid stage has been observed (not in the run folder, not in the response cache) and
+whether the sweep fits its budget hangs on how long those replies run (``bench.estimate.verdict``: the
+outcome "pilot"), `bench sweep` first sends, in the driver, through the same seam and budget as any
+request (each reserves its worst case first):
+
+- collect: the first ``limits.pilot`` scenarios (first sample) of the first cell of each model to
+  measure; the judges to measure grade those answers (a pairwise judge also gets its baseline cell and
+  one other cell, so it has pairs to grade). When only judges are to be measured, the first cell's
+  answers are collected (or reused) for them to grade.
+- judge: each judge to measure grades those answers (its requests per item: both pairwise orders, one
+  per checklist requirement, its repeats).
+
+Its records are ordinary records: the rest of the sweep skips them, the estimate reads their reply
+lengths (the run folder's evidence), and if the rest no longer fits, the sweep stops with exit 4 and
+the pilot's records kept (a re-run with a higher budget continues from them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+from bench.config.scenarios import write_scenarios
+from bench.core.spend import recorded_spend
+from bench.estimate.cost import StageEstimate
+from bench.models.budget import dollars
+from bench.pipeline import Run, run_collect, run_judge
+
+
+def pilot_run(run: Run, stages: list[StageEstimate]) -> Run:
+    """Return the Run of the pilot of ``stages``: the cells, the first ``limits.pilot`` scenarios (one sample
+    each) and the judges that measure them (the module's docstring says which)."""
+    judge_ids = {s.id for s in stages if s.stage == "judge"}
+    judges = [j for j in run.sweep.judges if j.id in judge_ids]
+    first = {}
+    for cell in run.cells:
+        first.setdefault(cell.model.id, cell)
+    models = {s.id for s in stages if s.stage == "collect"}
+    cells = [c for m, c in first.items() if m in models]
+    if judges and not cells:
+        cells = list(first.values())[:1]
+    every = {c.key: c for c in run.sweep.cells()}
+    for judge in judges:
+        if judge.baseline and judge.baseline in every:  # a pairwise judge grades a cell against its baseline
+            cells += [every[judge.baseline], *[c for c in run.cells if c.key != judge.baseline][:1]]
+    cells = list({c.key: c for c in cells}.values())
+    sweep = run.sweep.model_copy(update={"samples": 1, "judges": judges})
+    return replace(run, sweep=sweep, cells=cells, scenarios=run.scenarios[:run.sweep.limits.pilot])
+
+
+def send_pilot(run: Run, stages: list[StageEstimate], only_stage: str | None = None) -> str:
+    """Send the pilot of ``stages`` (collect, then the judges to measure); return what it sent and spent, in
+    words, for the lines that follow. Raises BudgetReached when its own requests pass the budget."""
+    pilot = pilot_run(run, stages)
+    before = recorded_spend(run.dir).usd
+    calls = 0
+    print(f"pilot: sending the first {run.sweep.limits.pilot} answers per model to measure "
+          f"({', '.join(f'{s.stage} {s.id}' for s in stages)}) before the rest is committed", flush=True)
+    try:
+        if pilot.cells and pilot.sweep.collects and only_stage != "judge":
+            result = asyncio.run(run_collect(pilot, progress="none"))
+            calls += result.calls
+            print(f"pilot: {result}", flush=True)
+        if pilot.sweep.judges:
+            result = asyncio.run(run_judge(pilot, progress="none"))
+            calls += result.calls
+            print(f"pilot: {result}", flush=True)
+    finally:
+        write_scenarios(run.dir, run.scenarios)  # the pilot's stages wrote its own few scenarios there
+    spent = recorded_spend(run.dir).usd - before
+    return f"{calls} model calls, {dollars(spent)} spent"

@@ -1,0 +1,95 @@
+"""What a reply was paid, made whole before anything counts it: its usage estimated when the provider sent
+none, its overrun of ``max_tokens`` flagged, its price, and every paid attempt of a retried call kept.
+
+A provider bills every reply it sends: one that carries no usage, one longer than the request allowed, an
+empty ``finish_reason=length`` reply that the client retries. Each is counted here, so the records, the
+budget (``bench.models.budget``) and a resume's "spent so far" (``bench.core.spend``) say what was billed:
+
+- no usage in the reply: its prompt and completion tokens are counted from the request's and the reply's
+  text with ``bench.models.tokens.bound_counter`` (the model's tokenizer where LiteLLM has it, else UTF-8
+  bytes, never fewer), priced, and ``estimated`` is set: unknown is never counted as zero;
+- more completion tokens than the request's output limit, by the provider's own usage: ``over_limit`` is set;
+- a call that took several paid replies (an empty reply retried): each is listed in ``paid_attempts``
+  and the usage's tokens and cost are their sum; a call that fails for good carries its paid replies on
+  its ProviderError (``paid``), and so on its failed record (``bench.core.records.failed_usage``). A call
+  whose retry the budget refuses after a paid reply fails the same way, with what it paid, instead of
+  stopping unrecorded (an item cut by a budget stop has no record, and its spend would be lost).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.core.errors import Halted, ProviderError
+from bench.models._messages import output_limit
+from bench.models.routing import Route, cost_usd
+from bench.models.tokens import bound_counter
+
+_ITEMIZED = ("prompt_tokens", "completion_tokens", "cost_usd", "finish_reason", "over_limit", "estimated")
+
+
+def reconcile(route: Route, body: dict[str, Any], text: str, usage: dict[str, Any], batch: bool = False) -> None:
+    """Complete ``usage`` (the wire's reply usage, in place): estimate missing tokens, flag an output over the
+    request's limit, and set ``cost_usd`` (None only when the price is unknown)."""
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if prompt is None or completion is None or (not prompt and not completion and text):
+        counter = bound_counter(route)  # a reply with no usage (or all zeros for a text) was still billed
+        usage["prompt_tokens"] = counter.messages(body.get("messages") or []) if not prompt else prompt
+        usage["completion_tokens"] = counter.text(text) if not completion else completion
+        usage["estimated"] = True
+    limit = output_limit(body)
+    if limit is not None and not usage.get("estimated") and usage["completion_tokens"] > max(0, limit):
+        usage["over_limit"] = True  # the provider's own count (a bound counted here may pass it by itself)
+    usage["cost_usd"] = cost_usd(route, usage, batch)
+
+
+def itemized(usage: dict[str, Any], attempt: int) -> dict[str, Any]:
+    """Return one paid attempt as ``Usage.paid_attempts`` lists it: its number, tokens, cost and flags."""
+    return {"attempt": attempt, **{k: usage.get(k) for k in _ITEMIZED if usage.get(k) not in (None, False)},
+            **({"cost_usd": None} if usage.get("cost_usd") is None else {})}
+
+
+def with_paid(usage: dict[str, Any], paid: list[dict[str, Any]], attempt: int) -> dict[str, Any]:
+    """Return the usage of a call whose answer came at ``attempt`` after the unused paid replies ``paid``:
+    tokens and cost summed over all of them, each listed in ``paid_attempts`` (unchanged when ``paid`` is empty)."""
+    if not paid:
+        return usage
+    every = [*paid, itemized(usage, attempt)]
+    costs = [a.get("cost_usd") for a in every]
+    return {**usage, "prompt_tokens": sum(a.get("prompt_tokens") or 0 for a in every),
+            "completion_tokens": sum(a.get("completion_tokens") or 0 for a in every),
+            "cost_usd": None if any(c is None for c in costs) else sum(costs),
+            "over_limit": any(a.get("over_limit") for a in every), "estimated": any(a.get("estimated") for a in every),
+            "paid_attempts": every}
+
+
+class PaidAttempts:
+    """The replies one call was billed for and could not use (empty ones retried), in order."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.items: list[dict[str, Any]] = []
+
+    def add(self, usage: dict[str, Any], attempt: int) -> None:
+        """Keep a reply that was billed but not used (``attempt``: its number in the call)."""
+        self.items.append(itemized(usage, attempt))
+
+    def total(self, usage: dict[str, Any], attempt: int) -> dict[str, Any]:
+        """Return the usage of the reply that answered at ``attempt``, summed with the unused paid ones."""
+        return with_paid(usage, self.items, attempt)
+
+    def refused(self, stop: Halted) -> Exception:
+        """Return what a call raises when the budget refused its retry: ``stop`` when nothing was paid yet, else
+        the call's failure carrying its paid replies (its item gets a failed record that counts them)."""
+        if not self.items:
+            return stop
+        err = ProviderError(f"{self.model} returned empty content {len(self.items)} time(s) (each billed), and the "
+                            f"retry was not sent: {stop}", kind="empty", retryable=True, attempts=len(self.items))
+        err.paid = self.items
+        return err
+
+
+def lines_cost(paid: list[dict[str, Any]] | None) -> float:
+    """Return what the provider batch lines among ``paid`` (``paid_attempts`` entries) cost: what a batched
+    call that failed, or that a direct retry answered, still settles on its budget reservation."""
+    return sum(p.get("cost_usd") or 0.0 for p in paid or () if p.get("batch_line"))

@@ -1,0 +1,119 @@
+"""What a cluster sweep's workers are told in confidence: the lease server's token and the provider keys.
+
+Neither travels in a task (Dask keeps a task's arguments on the scheduler, shows them to any client
+and logs them when it fails) nor in a worker's environment (every task on that worker, and every
+process it starts, reads it). The driver registers one :class:`WorkerSecrets` plugin per sweep:
+Dask sends it once to each worker, also to one that joins later, over the scheduler's comm (TLS on
+``local:N`` and any ``tls://`` scheduler), and the worker keeps it in its own memory. An execution
+copies the values into its kernel's environment only (:func:`kernel_secrets`): a papermill kernel is
+a child process, and LiteLLM reads a provider's key from its environment. The plugin is removed
+(and its values dropped on every worker) when the sweep ends.
+
+Who else can read them: any task that runs on a worker during the sweep (the plugin sits in the
+worker's memory), any process of the worker's user (a running kernel's environment), and the
+scheduler, which keeps the pickled plugin for workers that join later: on ``local:N`` that is the
+driver itself; on a shared ``tls://`` scheduler, every client holding a certificate it accepts can
+read it (``run_on_scheduler``). Use a scheduler per team, or per sweep, whose certificates only
+people allowed to use the keys hold.
+
+Provider keys go only over TLS. On a plain ``tcp://`` scheduler the plugin carries the lease token
+alone (a neighbour who connects could read it anyway, as the one-line warning says), and the
+workers' kernels use the keys of the workers' own environment, as before.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any
+
+from bench.core.secrets import KNOWN_KEY_VARS, SECRET_SUFFIXES
+from bench.models.ratelimit import TOKEN_ENV
+
+PLUGIN_PREFIX = "bench-secrets-"  # + the sweep's id: the plugin's name on every worker
+
+
+def secret_names(env_names: list[str] | tuple[str, ...], declared: set[str]) -> list[str]:
+    """Return the variables bench treats as secrets among ``env_names``: the known provider keys, every
+    ``*_API_KEY``, ``*_TOKEN``, ``*_SECRET``, ``*_PASSWORD``… (bench.core.secrets) and the ``api_key_env``
+    the params name (``declared``). These are what a worker is sent, and what ``local:N`` keeps out of its
+    workers' environment."""
+    return sorted(n for n in env_names if n in KNOWN_KEY_VARS or n in declared or n.endswith(SECRET_SUFFIXES))
+
+
+def declared_key_vars(run: Any) -> set[str]:
+    """Return the ``api_key_env`` names of a run's models and judges (the variables its params point at)."""
+    entries = [c.model for c in run.cells] + list(run.sweep.judges)
+    return {e.api_key_env for e in entries if getattr(e, "api_key_env", None)}
+
+
+def provider_keys(run: Any) -> dict[str, str]:
+    """Return the driver's secret variables (see :func:`secret_names`) that are set: what the workers are sent."""
+    names = secret_names(tuple(os.environ), declared_key_vars(run))
+    return {n: os.environ[n] for n in names if os.environ.get(n) and n != TOKEN_ENV}
+
+
+class WorkerSecrets:
+    """A Dask worker plugin holding a sweep's secrets in the worker's memory (never in a repr or a log).
+
+    Defined without importing distributed (it is duck-typed as a WorkerPlugin: ``setup``/``teardown``),
+    so ``bench`` imports without the ``cluster`` extra.
+    """
+
+    idempotent = False
+
+    def __init__(self, name: str, values: dict[str, str]):
+        self.name = name
+        self.values = dict(values)
+
+    def setup(self, worker: Any) -> None:
+        """Nothing to do: the values arrived with the plugin (pickled over the scheduler's comm)."""
+
+    def teardown(self, worker: Any) -> None:
+        """The sweep ended (the plugin is unregistered, or the worker closes): forget every value."""
+        self.values.clear()
+
+    def __repr__(self) -> str:
+        return f"WorkerSecrets({self.name!r}, {len(self.values)} value(s))"
+
+
+def register(client: Any, name: str, values: dict[str, str]) -> None:
+    """Send ``values`` to every worker of ``client``'s cluster (and to each that joins) under plugin ``name``."""
+    client.register_plugin(_plugin_class()(name, values), name=name)
+
+
+def unregister(client: Any, name: str) -> None:
+    """Drop the plugin from the scheduler and every worker (their values are cleared by ``teardown``)."""
+    try:
+        client.unregister_worker_plugin(name)
+    except Exception:  # a scheduler already gone: its workers went with it, or forget on their own close
+        pass
+
+
+def kernel_secrets(name: str, worker: Any = None) -> dict[str, str]:
+    """Return the secrets ``worker`` (default: the one running this task) holds for the sweep whose plugin is
+    ``name`` ({} off a worker, or when it holds none)."""
+    try:
+        if worker is None:
+            from distributed import get_worker  # noqa: PLC0415 (only on a worker, already imported there)
+
+            worker = get_worker()
+        plugin = worker.plugins.get(name)
+    except (ImportError, ValueError, AttributeError):
+        return {}
+    return dict(getattr(plugin, "values", None) or {})
+
+
+@functools.cache
+def _plugin_class() -> type:
+    """Return WorkerSecrets as a distributed.WorkerPlugin (what register_plugin dispatches on), made on first
+    use so that importing bench never imports distributed (1 s; the `cluster` extra)."""
+    from distributed.diagnostics.plugin import WorkerPlugin  # noqa: PLC0415
+
+    return type("_Plugin", (WorkerSecrets, WorkerPlugin), {"__module__": __name__, "__qualname__": "_Plugin"})
+
+
+def __getattr__(name: str) -> Any:
+    if name == "_Plugin":  # a worker unpickling the plugin finds its class here by name
+        return _plugin_class()
+    raise AttributeError(name)

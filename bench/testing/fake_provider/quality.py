@@ -1,0 +1,169 @@
+"""How the fake provider's models differ: each answers in its own words and is graded at its own quality.
+
+A default answer is ``fake answer <tag><hash>`` (three words, eight hex digits): ``tag`` (three hex
+digits of sha256 of the model name) says which model wrote it, the rest hashes the model and the
+messages. Two models thus answer one prompt differently, and a fake judge reading an answer knows
+whose it is with no state kept between requests (a cached answer from another server is read alike).
+
+A judge's schema-valid reply (``schema_reply``) is then shaped by what it grades: every score on a
+criterion's scale, a checklist requirement's ``fulfilled`` and a pairwise ``verdict`` follow the
+quality of the answers shown (``model_quality``, else a value in [0.25, 0.85] derived from the tag),
+moved by the item (seeded by the answer: every judge sees the same item as hard or easy), by the
+judge's own reading of it (seeded by the request), by ``judge_bias`` of the judge model and, with
+``noise`` > 0, by a draw per arrival of the same request. So two fake models get different means
+and win rates, a judge's repeats (identical requests) disagree as a sampling model's do, and runs
+stay reproducible: the n-th arrival of a request always gets the same draw. With ``noise: 0`` the
+same request always gets the same reply (the response cache's tests rely on it). A prompt that
+holds no fake answer (a canned ``replies`` text, a dataset's answers) is graded as before: the
+schema faker's values, seeded by the request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from typing import Any
+
+QUALITY_DEFAULTS: dict[str, Any] = {"model_quality": {}, "judge_bias": {}, "noise": 0.0, "seed": 0}
+ANSWER = re.compile(r"fake answer ([0-9a-f]{8})\b")  # the whole hash: its first three digits are the model's tag
+_ITEM = re.compile(r"^Item (\S+)\.$", re.M)  # a packed judge prompt's item header (bench.judge._prompts)
+ITEM_SPREAD = 0.15  # sd of an item's own difficulty (scale fraction): answers of one model vary
+READING_SPREAD = 0.05  # sd of one judge's own reading of an item: two judges agree, but not exactly
+CRITERION_SPREAD = 0.05  # sd of an item's criterion-to-criterion differences
+VERDICT_GAIN = 2.5  # a quality difference of 0.2 moves a verdict one label from the tie
+
+
+def answer_text(model: str, messages_json: str, arrival: int = 0) -> str:
+    """Return the default answer of ``model``: ``fake answer <tag><hash>``; a later ``arrival`` of the same
+    request (only counted with ``noise`` on) hashes differently, as a sampling model's answer would."""
+    salt = f"#{arrival}" if arrival else ""
+    digest = hashlib.sha256(f"{model}\n{messages_json}{salt}".encode()).hexdigest()
+    return f"fake answer {model_tag(model)}{digest[:5]}"
+
+
+def model_tag(model: str) -> str:
+    """Return the three hex digits that mark a model's answers."""
+    return hashlib.sha256(model.encode()).hexdigest()[:3]
+
+
+def quality_of(tag: str, cfg: dict[str, Any]) -> float:
+    """Return the quality (0–1) of the model whose answers carry ``tag``: its ``model_quality``, else one
+    derived from the tag (so any two fake models differ by default)."""
+    for name, value in cfg["model_quality"].items():
+        if model_tag(name) == tag:
+            return float(value)
+    return 0.25 + 0.6 * int(tag, 16) / 0xFFF
+
+
+def shape(value: Any, body: dict[str, Any], text: str, cfg: dict[str, Any], arrival: int) -> Any:
+    """Return a judge's schema-valid ``value`` with its grades following the quality of the answers in the
+    prompt ``text`` (unchanged when the prompt holds no fake answer or the value is not a grade)."""
+    if not isinstance(value, dict):
+        return value
+    draw = _Draws(body, cfg, arrival)
+    if isinstance(value.get("grades"), list):
+        chunks = _items(text)
+        for grade in value["grades"]:
+            answers = ANSWER.findall(chunks.get(str(grade.get("id")), "")) if isinstance(grade, dict) else []
+            if answers and isinstance(grade.get("scores"), dict):
+                _scores(grade["scores"], answers[-1], draw, cfg, body)
+        return value
+    answers = ANSWER.findall(text)
+    if not answers:
+        return value
+    if isinstance(value.get("scores"), dict):
+        _scores(value["scores"], answers[-1], draw, cfg, body)
+    if isinstance(value.get("fulfilled"), bool):
+        value["fulfilled"] = draw.rng(answers[-1]).random() < _fraction(answers[-1], draw, cfg)
+    if isinstance(value.get("verdict"), str) and len(answers) >= 2:
+        value["verdict"] = _verdict(answers[0], answers[-1], draw, cfg, body)
+    return value
+
+
+class _Draws:
+    """The seeded draws of one reply: the item's (by answer), the judge's reading (by request), the noise
+    (by request and arrival, only with ``noise`` > 0)."""
+
+    def __init__(self, body: dict[str, Any], cfg: dict[str, Any], arrival: int):
+        self.request = _digest(body.get("model"), body.get("messages"))
+        self.noise, self.arrival, self.seed = float(cfg["noise"]), arrival, cfg["seed"]
+        self.bias = float(cfg["judge_bias"].get(str(body.get("model")), 0.0))
+
+    def rng(self, *parts: object) -> random.Random:
+        return random.Random(_digest(self.request, self.arrival if self.noise else 0, self.seed, *parts))
+
+    def item(self, answer: str, *parts: object) -> float:
+        """Return the shift of an item (answer) that every judge sees alike."""
+        return random.Random(_digest("item", answer, *parts)).gauss(0, ITEM_SPREAD if not parts else CRITERION_SPREAD)
+
+    def shift(self, *parts: object) -> float:
+        """Return the judge's own reading of this request, its bias and (with noise) this arrival's draw."""
+        reading = random.Random(_digest(self.request, "reading", *parts)).gauss(0, READING_SPREAD)
+        noise = self.rng("noise", *parts).gauss(0, self.noise) if self.noise else 0.0
+        return reading + self.bias + noise
+
+
+def _fraction(answer: str, draw: _Draws, cfg: dict[str, Any], *parts: object) -> float:
+    """Return where on a scale (0–1) this judge puts this answer."""
+    base = quality_of(answer[:3], cfg) + draw.item(answer)
+    return min(1.0, max(0.0, base + (draw.item(answer, *parts) if parts else 0.0) + draw.shift(*parts)))
+
+
+def _scores(scores: dict[str, Any], answer: str, draw: _Draws, cfg: dict[str, Any], body: dict[str, Any]) -> None:
+    """Set every score of a grade from the answer's place on its criterion's scale (the schema's enum)."""
+    for criterion in list(scores):
+        levels = _levels(body, criterion)
+        if levels:
+            scores[criterion] = levels[round(_fraction(answer, draw, cfg, criterion) * (len(levels) - 1))]
+
+
+def _verdict(a: str, b: str, draw: _Draws, cfg: dict[str, Any], body: dict[str, Any]) -> str:
+    """Return the label for A (``a``) against B: the labels run from A much better to B much better."""
+    labels = _levels(body, "verdict") or []
+    diff = (quality_of(a[:3], cfg) + draw.item(a)) - (quality_of(b[:3], cfg) + draw.item(b)) + draw.shift("pair")
+    u = min(1.0, max(0.0, 0.5 - VERDICT_GAIN * diff / 2))
+    return labels[round(u * (len(labels) - 1))] if labels else "A=B"
+
+
+def _levels(body: dict[str, Any], key: str) -> list[Any] | None:
+    """Return the ``enum`` of property ``key`` anywhere in the request's response schema (None if it has none)."""
+    rf = body.get("response_format")
+    stack: list[Any] = [rf]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            props = node.get("properties")
+            enum = props.get(key, {}).get("enum") if isinstance(props, dict) and isinstance(props.get(key), dict) \
+                else None
+            if isinstance(enum, list) and enum:
+                return enum
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return None
+
+
+def _items(text: str) -> dict[str, str]:
+    """Return a packed judge prompt's text per item id (from its ``Item <id>.`` header to the next)."""
+    heads = list(_ITEM.finditer(text))
+    return {m.group(1): text[m.end():(heads[i + 1].start() if i + 1 < len(heads) else len(text))]
+            for i, m in enumerate(heads)}
+
+
+def _digest(*parts: object) -> int:
+    return int(hashlib.sha256(repr(parts).encode()).hexdigest()[:16], 16)
+
+
+def validate_quality_config(cfg: dict[str, Any]) -> None:
+    """Raise ValueError when ``model_quality``, ``judge_bias`` or ``noise`` is malformed."""
+    for key, lo, hi in (("model_quality", 0.0, 1.0), ("judge_bias", -1.0, 1.0)):
+        value = cfg[key]
+        if not (isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, int | float)
+                                                and not isinstance(v, bool) and lo <= v <= hi
+                                                for k, v in value.items())):
+            raise ValueError(f"{key} must map model names to numbers in [{lo:g}, {hi:g}], got {value!r}")
+    noise = cfg["noise"]
+    if not (isinstance(noise, int | float) and not isinstance(noise, bool) and 0 <= noise <= 1):
+        raise ValueError(f"noise must be a number in [0, 1] (the sd of a grade's draw, as a share of its scale), "
+                         f"got {noise!r}")

@@ -1,0 +1,287 @@
+"""A cluster no neighbour can enter: ``--cluster local:N`` is TLS under the sweep's own certificate and serves no
+HTTP; a ``tls://`` scheduler is reached with the params' certificates; a plain-TCP one is used after a one-line
+warning; the lease token and the provider keys are in no task spec and no worker's environment; a driver
+killed with SIGKILL leaves nothing open for the next sweep.
+
+Every process binds 127.0.0.1 and is stopped by its PID (bench.testing.dask_cluster, or the sweep's own
+driver). The sweeps talk to the loopback fake provider, which here asks for a key the kernels can only have
+got from the sweep's worker plugin.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("distributed", reason="needs the 'cluster' extra: pip install -e '.[cluster]' (make setup does)")
+psutil = pytest.importorskip("psutil")
+
+from bench.core.records import Candidate  # noqa: E402
+from bench.testing.dask_cluster import LoopbackDaskCluster  # noqa: E402
+from bench.testing.grids import ROOT, generate, grid, model, prompt  # noqa: E402
+from tests.sweep.test_cluster import BUDGET_S, ids, sweep, sweep_cmd  # noqa: E402
+
+KEY_VAR = "BENCH_FAKE_API_KEY"  # a provider key the sweep's model names (api_key_env)
+KEY = "sk-fake-0123456789abcdef-cluster"  # what the fake provider asks for
+
+
+def write_params(tmp_path: Path, url: str, topics: int = 3, **extra: object) -> Path:
+    models = [model("m1", url, name="fake-a", api_key_env=KEY_VAR), model("m2", url, name="fake-b",
+                                                                          api_key_env=KEY_VAR)]
+    params = grid(tmp_path / "s.yaml", url, name="s", models=models, prompts=[prompt("p", "Q {topic} {n}")],
+                  judges=[], scenarios=generate(topic=[f"t{i}" for i in range(topics)], n=[1, 2]),
+                  limits={"max_concurrency": 2, "timeout_s": 20, "retries": 2})
+    if extra:
+        import yaml
+
+        data = yaml.safe_load(params.read_text())
+        params.write_text(yaml.safe_dump({**data, **extra}))
+    return params
+
+
+@pytest.fixture
+def tmp_dir():
+    """A short private temporary folder for the sweep (TMPDIR): its leftovers are seen here alone (and the
+    kernels' unix sockets, which live there too, keep to the 107-byte limit of a socket path)."""
+    folder = tempfile.mkdtemp(prefix="bt-", dir="/tmp")
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def keyed_env(tmp_dir: str) -> dict[str, str]:
+    return {KEY_VAR: KEY, "TMPDIR": tmp_dir}
+
+
+def start_sweep(tmp_path: Path, tmp_dir: str, params: Path, *args: str) -> subprocess.Popen:
+    cmd, env = sweep_cmd(tmp_path, params, *args)
+    return subprocess.Popen(cmd, cwd=ROOT, env={**env, **keyed_env(tmp_dir)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def wait_running(run_dir: Path, proc: subprocess.Popen) -> dict:
+    """Return an attempt record once an execution runs on a worker and has written a record (files: readiness)."""
+    deadline = time.monotonic() + BUDGET_S
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"the sweep ended first: {proc.stdout.read()[-3000:]}{proc.stderr.read()[-2000:]}"
+        for path in sorted((run_dir / "attempts").glob("*.json")):
+            try:
+                a = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if a.get("status") == "running" and any(run_dir.glob("candidates.*.jsonl")):
+                return a
+        time.sleep(0.05)  # polling files another process writes
+    raise AssertionError("no execution started on the cluster")
+
+
+def tree(pid: int) -> list[psutil.Process]:
+    root = psutil.Process(pid)
+    return [root, *root.children(recursive=True)]
+
+
+def environ(proc: psutil.Process) -> bytes:
+    try:
+        return Path(f"/proc/{proc.pid}/environ").read_bytes()
+    except OSError:
+        return b""
+
+
+def is_kernel(proc: psutil.Process) -> bool:
+    try:
+        return "ipykernel" in " ".join(proc.cmdline())
+    except psutil.Error:
+        return False
+
+
+def listening_ports(procs: list[psutil.Process]) -> dict[int, int]:
+    """Return {port: pid} of every TCP socket these processes listen on."""
+    out = {}
+    for proc in procs:
+        try:
+            for conn in proc.net_connections(kind="tcp"):
+                if conn.status == psutil.CONN_LISTEN:
+                    out[conn.laddr.port] = proc.pid
+        except psutil.Error:
+            continue
+    return out
+
+
+def answers_http(port: int) -> bool:
+    """Return whether whatever listens on 127.0.0.1:port answers a plain HTTP request like a web server."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+            conn.sendall(b"GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            conn.settimeout(10)
+            return conn.recv(16).startswith(b"HTTP/")
+    except OSError:
+        return False
+
+
+def refused(address: str, security: object) -> bool:
+    """Return True if a client cannot join the scheduler at ``address`` with ``security`` (a stranger)."""
+    from distributed import Client
+
+    try:
+        client = Client(address, timeout="30s", security=security)
+    except Exception:  # refused at the handshake (or not a scheduler at all)
+        return True
+    try:
+        client.run(os.getpid)  # it got in: it can run code on every worker
+    finally:
+        client.close()
+    return False
+
+
+def test_local_n_is_tls_under_its_own_certificate_serves_no_http_and_keeps_keys_out_of_worker_env(
+        tmp_path, tmp_dir, fake):
+    from distributed.security import Security
+
+    fake.configure(latency_ms=2500, require_key=KEY)  # 12 requests, 2 at a time: long enough to look at it
+    proc = start_sweep(tmp_path, tmp_dir, write_params(tmp_path, fake.url), "--cluster", "local:2", "--no-report")
+    try:
+        wait_running(tmp_path / "runs" / "s", proc)
+        procs = tree(proc.pid)
+        workers = [p for p in procs[1:] if not is_kernel(p)]
+        kernels = [p for p in procs if is_kernel(p)]
+        lease = int(re.search(rb"BENCH_LIMITS_ADDRESS=tcp:127.0.0.1:(\d+)", environ(kernels[0])).group(1))
+        ports = listening_ports(procs)
+        web = [port for port in ports if answers_http(port)]
+        scheduler = [port for port, pid in ports.items() if pid == proc.pid and port not in (lease, *web)]
+        for port in scheduler:  # a stranger: no certificate (plain TCP, or TLS without one), or one of its own
+            assert refused(f"tcp://127.0.0.1:{port}", None), f"a stranger joined the scheduler on port {port}"
+            assert refused(f"tls://127.0.0.1:{port}", Security.temporary())
+        assert 8787 not in ports, ports
+        assert web == [], f"HTTP served on {web} by {[ports[p] for p in web]}"
+        assert len(scheduler) == 1, ports  # the driver listens for its scheduler and its lease server only
+        assert workers and kernels
+        assert all(KEY.encode() not in environ(p) for p in workers)  # no worker's environment holds the key…
+        assert any(KEY.encode() in environ(p) for p in kernels)  # …only the environment of a kernel that uses it
+        out, err = proc.communicate(timeout=BUDGET_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=60)
+    assert proc.returncode == 0, out[-3000:] + err[-3000:]
+    assert "plain TCP" not in err
+    assert len(ids(tmp_path / "runs" / "s", Candidate)) == 12  # every request showed the key the provider asks
+
+
+def test_a_plain_tcp_scheduler_is_warned_about_and_no_task_spec_holds_the_lease_token(tmp_path, tmp_dir, fake):
+    fake.configure(latency_ms=1500, require_key=KEY)
+    with LoopbackDaskCluster(1, nthreads=2, env=keyed_env(tmp_dir)) as c:
+        proc = start_sweep(tmp_path, tmp_dir, write_params(tmp_path, fake.url), "--cluster", c.address, "--no-report")
+        try:
+            wait_running(tmp_path / "runs" / "s", proc)
+            kernel = next(p for w in c.workers for p in psutil.Process(w.pid).children(recursive=True)
+                          if is_kernel(p))
+            token = re.search(rb"BENCH_LIMITS_TOKEN=([0-9a-f]+)", environ(kernel)).group(1)
+            from distributed import Client
+
+            with Client(c.address, timeout="30s") as client:
+                # every task's spec as a client would get it, pickled on the scheduler (a lambda: sent by value)
+                specs = client.run_on_scheduler(
+                    lambda dask_scheduler: [pickle.dumps(t.run_spec) for t in dask_scheduler.tasks.values()])
+            assert specs and not [s for s in specs if token in s], "the lease token travels in a task spec"
+            out, err = proc.communicate(timeout=BUDGET_S)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=60)
+    assert proc.returncode == 0, out[-3000:] + err[-3000:]
+    warning = [ln for ln in err.splitlines() if "plain TCP" in ln]
+    assert len(warning) == 1 and c.address in warning[0], err[-3000:]
+    assert "lease token" in warning[0] and "provider keys" in warning[0] and "record" in warning[0]
+    assert err.index(warning[0]) == 0  # the first thing the sweep says on stderr, before it connects
+
+
+def test_a_tls_scheduler_is_reached_with_the_params_certificates(tmp_path, tmp_dir, fake):
+    from bench.testing.dask_cluster import write_certificate
+
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    ca, cert, key = write_certificate(certs)
+    fake.configure(require_key=KEY)
+    section = {"tls_ca_file": "certs/ca.pem", "tls_client_cert": "certs/cert.pem", "tls_client_key": "certs/key.pem"}
+    with LoopbackDaskCluster(1, nthreads=2, tls=(ca, cert, key), env={KEY_VAR: ""}) as c:
+        assert c.address.startswith("tls://")
+        bad = sweep(tmp_path, write_params(tmp_path, fake.url, cluster={**section, "tls_client_key": "certs/no.pem"}),
+                    "--cluster", c.address, "--no-report")
+        assert bad.returncode == 2 and "cluster.tls_client_key: cannot read" in bad.stderr, bad.stderr[-2000:]
+        none = sweep(tmp_path, write_params(tmp_path, fake.url), "--cluster", c.address, "--no-report")
+        assert none.returncode == 2 and "a tls:// scheduler needs this driver's certificate" in none.stderr
+        assert "DASK_DISTRIBUTED__COMM__TLS__CA_FILE" in none.stderr
+        result = sweep(tmp_path, write_params(tmp_path, fake.url, cluster=section), "--cluster", c.address,
+                       "--no-report", **{KEY_VAR: KEY})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "plain TCP" not in result.stderr
+    # the worker's own environment had no key: its kernels got the driver's, sent over TLS in the worker plugin
+    assert len(ids(tmp_path / "runs" / "s", Candidate)) == 12
+
+
+def test_a_driver_killed_mid_sweep_leaves_nothing_open_for_the_next_sweep(tmp_path, tmp_dir, fake):
+    fake.configure(latency_ms=2500, require_key=KEY)
+    params = write_params(tmp_path, fake.url)
+    run_dir = tmp_path / "runs" / "s"
+    proc = start_sweep(tmp_path, tmp_dir, params, "--cluster", "local:2", "--no-report")
+    try:
+        running = wait_running(run_dir, proc)
+        procs = tree(proc.pid)
+        tmp = Path(tmp_dir)
+        left = sorted(p.name for p in tmp.iterdir() if p.name.startswith(("bench-limits-", "bench-dask-")))
+        assert any(n.startswith("bench-limits-") for n in left), left  # the lease server's socket folder
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=60)
+    _, still = psutil.wait_procs(procs[1:], timeout=BUDGET_S)  # the driver's workers and kernels die with it
+    assert not still, still
+    assert all(p.exists() for p in (tmp / n for n in left))  # a SIGKILL leaves them: the next sweep must clean up
+    result = sweep(tmp_path, params, "--no-report", **keyed_env(tmp_dir))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "recorded as lost" in result.stdout
+    lines = [json.loads(ln) for ln in (run_dir / "executions.jsonl").read_text().splitlines()]
+    closed = [a for a in lines if a["name"] == running["name"] and a["attempt"] == running["attempt"]]
+    assert len(closed) == 1 and closed[0]["status"] == "lost", lines
+    assert f"pid {proc.pid} on" in closed[0]["reason"]
+    open_now = [p for p in (run_dir / "attempts").glob("*.json") if json.loads(p.read_text())["status"] == "running"]
+    assert not open_now
+    assert not [n for n in left if (tmp / n).exists()], left  # the dead driver's folders are gone
+
+
+def test_a_local_driver_killed_mid_sweep_has_its_execution_recorded_as_lost_by_the_next(tmp_path, tmp_dir, fake):
+    fake.configure(latency_ms=2500, require_key=KEY)
+    params = write_params(tmp_path, fake.url)
+    run_dir = tmp_path / "runs" / "s"
+    proc = start_sweep(tmp_path, tmp_dir, params, "--no-report")  # no cluster: executions run in the driver
+    try:
+        deadline = time.monotonic() + BUDGET_S
+        while not (list((run_dir / "attempts").glob("*.local-*.json")) and any(run_dir.glob("candidates*.jsonl"))):
+            assert proc.poll() is None and time.monotonic() < deadline, "the sweep ended before it could be killed"
+            time.sleep(0.05)  # polling files another process writes
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=60)
+    assert not (run_dir / "executions.jsonl").exists()  # the killed driver recorded nothing
+    result = sweep(tmp_path, params, "--no-report", **keyed_env(tmp_dir))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    lines = [json.loads(ln) for ln in (run_dir / "executions.jsonl").read_text().splitlines()]
+    lost = [a for a in lines if a["status"] == "lost"]
+    assert len(lost) == 1 and f"pid {proc.pid} on" in lost[0]["reason"] and lost[0]["worker"] == f"local:{proc.pid}"
+    assert [a["status"] for a in lines if a not in lost] == ["ok"]
+    assert not list((run_dir / "attempts").glob("*.json"))  # nothing left open

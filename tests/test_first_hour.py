@@ -1,0 +1,158 @@
+"""Small things a first hour trips on (issue 27, point 6), each through the real command: a stage's line never
+says "ok" beside failed items, `bench validate … | head` exits quietly, progress into a pipe is one line every
+few seconds with the time elapsed, and `make lab` starts JupyterLab with its news prompt off."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bench.testing.grids import grid, judge, model, prompt, sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+BUDGET_S = 240  # JupyterLab on a loaded 2-core machine
+
+
+def test_a_stage_line_never_says_ok_beside_failed_items(tmp_path, fake):
+    fake.configure(replies=[{"match": "about t1.", "status": 400}])  # one answer fails for good (never retried)
+    params = grid(tmp_path / "g.yaml", fake.url, models=[model("m1", fake.url), model("m2", fake.url)],
+                  judges=[judge("grader", fake.url)])
+    out = sweep(tmp_path, params)
+    assert out.returncode == 3, out.stdout[-3000:] + out.stderr[-2000:]  # the run ended with failed items
+    stage = [ln for ln in out.stdout.splitlines() if ln.startswith("  collect")]
+    assert len(stage) == 1 and "ok" not in stage[0].split(), stage
+    assert re.fullmatch(r"  collect: finished, 2 item\(s\) failed: see the summary below \[\d+\.\ds\]", stage[0])
+    assert "2 item(s) failed:" in out.stdout  # the summary the line points to
+
+    fake.reset()
+    clean = sweep(tmp_path, grid(tmp_path / "h.yaml", fake.url, name="h"))
+    assert clean.returncode == 0 and re.search(r"^  collect: ok \[", clean.stdout, re.M), clean.stdout[-2000:]
+
+
+def test_each_execution_line_counts_only_its_own_cells_failures(tmp_path, fake):
+    """--per-cell: the failed answers of prompt q's cells make only those executions' lines say so (the
+    same model's cells of prompt p stay "ok"), and failures of an earlier sweep of other cells never count."""
+    fake.configure(replies=[{"match": "hint on t1.", "status": 400}])  # q's answer on t1 fails for good
+    params = grid(tmp_path / "g.yaml", fake.url, models=[model("m1", fake.url), model("m2", fake.url)],
+                  prompts=[prompt("p", "One tip about {topic}."), prompt("q", "One hint on {topic}.")])
+    out = sweep(tmp_path, params, "--per-cell")
+    assert out.returncode == 3, out.stdout[-3000:] + out.stderr[-2000:]
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("  collect")]
+    assert len(lines) == 4, out.stdout[-3000:]
+    failed = [ln for ln in lines if "finished, 1 item(s) failed" in ln]
+    assert len(failed) == 2 and all("q" in ln.split(":")[0] for ln in failed), lines
+    assert sum(bool(re.search(r": ok \[", ln)) for ln in lines) == 2, lines
+
+
+def _wide_params(path: Path) -> Path:
+    """A dry grid whose `bench validate` prints about 300 kB: far more than a pipe holds."""
+    data = {"name": "pipe", "models": [{"id": f"m{i}", "model": f"dry/x{i}"} for i in range(100)],
+            "prompts": [{"id": f"p{i}", "version": "v1", "user": "hi {x}"} for i in range(100)],
+            "scenarios": {"generate": {"dimensions": {"x": ["a", "b"]}}}}
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_validate_into_a_closed_pipe_exits_quietly(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "bench", "validate", str(_wide_params(tmp_path / "w.yaml"))],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "BENCH_RUNS": str(tmp_path / "runs")})
+    first = proc.stdout.readline()  # what `| head -1` takes, then it exits
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) == 141, err  # 128 + SIGPIPE, as `yes | head` reports
+    assert first.startswith(b"sweep pipe: 10000 cells") and err == "", err
+
+
+def _progress_lines(stdout: int) -> subprocess.Popen:
+    """Start a Progress the way a stage runs one (mode auto, outside a kernel) with stdout on ``stdout``; it prints
+    its interval, then its lines; return the process."""
+    code = ("from bench.core.progress import Progress; p = Progress('collect', {'m1': 3}); print(p.every_s); "
+            "p.update('m1'); p.update('m1', failed=True); p.update('m1'); p.close()")
+    env = {k: v for k, v in os.environ.items() if k != "BENCH_PROGRESS_EVERY_S"}
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=stdout, stderr=subprocess.PIPE, env=env)
+    return proc
+
+
+def test_progress_into_a_pipe_is_a_line_every_few_seconds_with_the_time_elapsed():
+    proc = _progress_lines(subprocess.PIPE)
+    out, err = proc.communicate(timeout=120)
+    lines = out.decode().splitlines()
+    assert proc.returncode == 0, err
+    assert float(lines[0]) == 5.0, "into a pipe or a file: one line every 5 s, not every 2"
+    assert re.fullmatch(r"collect: 3/3 \(100%\) \| m1 3/3 \| failed 1 \| \d+\.\d/s \| 0:0\d elapsed", lines[-1])
+
+    main, other = pty.openpty()  # a terminal: the counts move every 2 s
+    proc = _progress_lines(other)
+    os.close(other)
+    text = b""
+    while True:
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:  # the terminal's other end closed: the process is done
+            break
+        if not chunk:
+            break
+        text += chunk
+    os.close(main)
+    assert proc.wait(timeout=120) == 0
+    assert float(text.decode().splitlines()[0]) == 2.0 and " elapsed" in text.decode()
+
+
+def test_a_sweeps_progress_into_a_pipe_says_the_time_elapsed(tmp_path, fake):
+    out = sweep(tmp_path, grid(tmp_path / "g.yaml", fake.url, judges=[judge("grader", fake.url)]))
+    assert out.returncode == 0, out.stdout[-3000:]
+    lines = [ln for ln in out.stdout.splitlines() if re.match(r"\[collect\] (collect|judge|judging): \d+/\d+", ln)]
+    assert lines and all(re.search(r" \| \d+:\d\d elapsed", ln) for ln in lines), out.stdout[-3000:]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_make_lab_starts_jupyterlab_without_its_news_prompt(tmp_path):
+    line = subprocess.run(["make", "-n", "lab"], cwd=ROOT, capture_output=True, text=True, timeout=60).stdout
+    command = next(ln for ln in line.splitlines() if " lab " in ln and "jupyter" in ln)
+    args = shlex.split(command.split("$(")[0])  # the root check is a shell substitution: --allow-root below
+    assert Path(args[0]).name == "jupyter" and args[1] == "lab", args
+    args = [sys.executable, "-m", "jupyter", *args[1:]]  # this interpreter's jupyter, with the Makefile's options
+    port = _free_port()
+    proc = subprocess.Popen([*args, "--no-browser", "--allow-root", f"--port={port}", "--IdentityProvider.token=",
+                             "--ServerApp.password="], cwd=ROOT, start_new_session=True,
+                            env={**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / ".jupyter"),
+                                 "JUPYTER_DATA_DIR": str(tmp_path / ".data")},
+                            stdout=open(tmp_path / "lab.log", "wb"), stderr=subprocess.STDOUT)
+    try:
+        page, deadline = None, time.monotonic() + BUDGET_S
+        while page is None and time.monotonic() < deadline:
+            try:
+                page = urllib.request.urlopen(f"http://127.0.0.1:{port}/lab", timeout=5).read().decode()
+            except OSError:
+                if proc.poll() is not None:
+                    pytest.fail(f"jupyter lab exited: {(tmp_path / 'lab.log').read_text()[-2000:]}")
+                time.sleep(0.5)
+        assert page is not None, (tmp_path / "lab.log").read_text()[-2000:]
+        config = json.loads(re.search(r'<script id="jupyter-config-data" type="application/json">(.*?)</script>',
+                                      page, re.S).group(1))
+        assert config["news"] == {"disabled": True}, "the news consent prompt would show"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
