@@ -196,7 +196,7 @@ def calibrated_leaderboard(judged: pl.DataFrame, reviews: pl.DataFrame, *, crite
     interval's width the floor set, and its ``note`` says which.
     """
     given = dict(scale) if isinstance(scale, Mapping) else {}
-    for pair in ([scale] if scale is not None and not given else given.values()):
+    for pair in ([scale] if scale is not None and not isinstance(scale, Mapping) else given.values()):
         if not pair[0] < pair[1]:
             raise ValueError(f"calibrated_leaderboard: scale={pair!r} must be (lowest, highest) with lowest < "
                              "highest, e.g. the rubric's (1, 5)")
