@@ -9,7 +9,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: setup browser postgres demo test lab mlflow-ui tracking-server serve-local bench-throughput clean
 
-# Create or update .venv with the project and its `local`, `dev` and `cluster` extras (idempotent:
+# Create or update .venv with the project and its `local`, `dev`, `cluster` and `perf` extras (idempotent:
 # reinstalls only when pyproject.toml changed). llama-cpp-python builds from source the
 # first time (about 8 minutes on 2 cores); pip caches the wheel afterwards.
 setup: $(STAMP)
@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "bench needs Python 3.11; set PYTHON=python3.11")'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip wheel
-	$(BIN)/python -m pip install --quiet -e '.[local,dev,cluster]'
+	$(BIN)/python -m pip install --quiet -e '.[local,dev,cluster,perf]'
 	@touch $(STAMP)
 
 # Debian's Chromium, for the test that opens the HTML report in a headless browser (Playwright
@@ -84,6 +84,15 @@ serve-local: setup
 
 bench-throughput: setup
 	$(BIN)/python benchmarks/throughput.py
+
+# This documentation (docs/, mkdocs.yml): served by MkDocs on loopback until Ctrl-C, rebuilt on every edit;
+# docs-build writes the static site to site/ (git-ignored) and fails on a broken link or anchor (--strict).
+.PHONY: docs docs-build
+docs docs-build: export NO_MKDOCS_2_WARNING = 1
+docs: setup
+	$(BIN)/mkdocs serve -a 127.0.0.1:8000
+docs-build: setup
+	$(BIN)/mkdocs build --strict
 
 # The same grid through the local pool (--jobs 2) and a 2-worker Dask cluster on loopback, side by side
 # (a few minutes on 2 cores); then the scaling inputs (scheduler, lease server, store). ROUNDS=3 for medians.

@@ -30,9 +30,9 @@ _EXPORTS = {
     "ModelSpec": "models.routing",
     "LLM": "models.client", "Limits": "models.limits", "Completion": "models.client", "complete": "models.client", "configure": "models.client",
     "preflight": "models.preflight",
-    "open_run": "pipeline", "run_collect": "pipeline", "run_judge": "pipeline", "Run": "pipeline",
+    "open_run": "run", "Run": "run", "run_collect": "stages", "run_judge": "stages",
     "load_sweep": "config.params", "Sweep": "config.params",
-    "run_on_cluster": "sweep.tasks",
+    "run_on_cluster": "sweep.cluster",
 }
 
 __all__ = sorted(_EXPORTS)

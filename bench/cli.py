@@ -17,7 +17,7 @@ from bench.models import local
 from bench.models.smoke import smoke
 from bench.report.render import screenshot
 from bench.review.session import ReviewSession
-from bench.sweep import SweepRequest, render, sweep_command, track
+from bench.sweep import SweepRequest, report_command, sweep_command, track
 from bench.tracking.server import BACKEND_ENV, tracking_server
 from bench.tracking.ui import serve
 
@@ -64,7 +64,7 @@ def _review(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     baseline = None if args.baseline == "none" else args.baseline
-    path = render(Path(args.run_dir), args.out, resamples=args.resamples, seed=args.seed, compare=args.compare,
+    path = report_command(Path(args.run_dir), args.out, resamples=args.resamples, seed=args.seed, compare=args.compare,
                   baseline=baseline, strong_weight=args.strong_weight, human_overrides=args.human_overrides)
     print(f"report: {path}")
     if args.screenshot:
@@ -159,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_estimate_command(sub: Any) -> None:
     """Add `bench estimate`."""
     s = sub.add_parser("estimate", help="print, per stage, the requests, tokens and cost the next sweep will spend "
-                                        "(with and without batch mode); calls nothing, starts nothing")
+                                        "(with and without the Batch API); calls nothing, starts nothing")
     s.add_argument("params", help="params/<grid>.yaml")
     s.add_argument("--cells", default=None, help="comma-separated cells (model_id/prompt_id@version)")
     s.add_argument("--run-dir", default=None, help="run folder (default runs/<sweep name>): what it holds is not "
@@ -177,7 +177,7 @@ def _add_sweep_command(sub: Any) -> None:
     s.add_argument("--cluster", default=None, metavar="ADDRESS",
                    help="run each cell's executions as Dask tasks on the scheduler at ADDRESS (default: "
                         "$DASK_SCHEDULER_ADDRESS), or on local:N, N worker processes on this machine; caps hold "
-                        "across all workers (README, Running on a cluster)")
+                        "across all workers (docs/cluster.md)")
     s.add_argument("--cells", default=None, help="only these cells (comma-separated model_id/prompt_id@version)")
     s.add_argument("--only-stage", default=None, choices=["collect", "judge"],
                    help="run one stage only: collect (answers; judges grade them as they arrive) or judge "
@@ -192,11 +192,11 @@ def _add_sweep_command(sub: Any) -> None:
                         "no cost) into runs/<name>-dry: the whole pipeline end to end before spending")
     s.add_argument("--batch", action="store_true",
                    help="send every model's and judge's requests through its provider's Batch API (about half the "
-                        "price; results within the provider's window, usually hours): README, Batch APIs")
+                        "price; results within the provider's window, usually hours): docs/batch-apis.md")
     s.add_argument("--supersede", action="store_true",
                    help="a cell, judge or rubric version whose content changed under the same name (a template edited "
                         "without a version bump) gets the new content; its earlier records are set aside from every "
-                        "analysis and kept in the run folder (README, One content per name)")
+                        "analysis and kept in the run folder (docs/records.md, One content per name)")
     s.set_defaults(func=_sweep)
 
 

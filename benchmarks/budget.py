@@ -36,7 +36,8 @@ from bench.core.errors import BudgetReached
 from bench.core.spend import recorded_spend
 from bench.models.budget import BUDGET_ENV, budget_line
 from bench.models.ratelimit import ADDRESS_ENV, LeaseServer
-from bench.pipeline import open_run, run_collect
+from bench.run import open_run
+from bench.stages import run_collect
 from bench.testing.fake_provider import FakeProvider
 from bench.testing.grids import grid, model, prompt
 

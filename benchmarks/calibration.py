@@ -25,17 +25,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench.analysis.calibrated import calibrated_intervals, calibrated_leaderboard  # noqa: E402 (after the path)
-from bench.analysis.tables import COMPOSITE, REVIEW_SCHEMA  # noqa: E402
+from bench.analysis.calibrated import calibrated_intervals, calibrated_leaderboard
+from bench.analysis.tables import COMPOSITE, REVIEW_SCHEMA
 
 KEYS = ("judge_only", "human_only", "calibrated")
 SCALE = (1.0, 5.0)

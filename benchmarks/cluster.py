@@ -18,7 +18,7 @@ A tiny grid (4 models × P prompts × 1 scenario, one execution per cell on both
 --per-cell) then isolates the fixed cost of one execution. Each Dask sweep gets a fresh cluster whose workers
 have imported papermill and bench first (as on a cluster in use; that import time is printed).
 
-Scaling inputs (for the README's "Scaling to 100 workers"): the scheduler's task rate (2,000 trivial tasks on
+Scaling inputs (for docs/scaling.md): the scheduler's task rate (2,000 trivial tasks on
 the same loopback cluster), the sweep's lease server (every capped request takes two leases from the driver:
 its model's and the sweep's), and how fast one store shard appends records (write + fsync per append).
 The last line is one JSON object for scripts. --rounds N reports medians (peaks: the largest of any round).
@@ -34,8 +34,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import textwrap
 import time
@@ -53,7 +51,7 @@ from bench.core.store import RunStore  # noqa: E402
 from bench.models.ratelimit import SWEEP_KEY, TOKEN_ENV, Caps, LeaseServer, RemoteLimiter  # noqa: E402
 from bench.testing.dask_cluster import LoopbackDaskCluster  # noqa: E402
 from bench.testing.fake_provider import FakeProvider  # noqa: E402
-from bench.testing.grids import ROOT, generate, grid, model, prompt  # noqa: E402
+from bench.testing.grids import generate, grid, model, prompt, sweep  # noqa: E402
 
 MODELS = (("m1", "fake-a", 2), ("m2", "fake-b", 3), ("m3", "fake-c", 4), ("m4", "fake-d", 6))  # id, name, cap
 GLOBAL_CAP = 12
@@ -74,12 +72,8 @@ def run_sweep(fake: FakeProvider, params: Path, folder: Path, name: str, args: l
     """Run one `bench sweep` in its own runs folder; return its wall time, the provider's stats and its executions."""
     fake.reset()
     fake.configure(latency_ms=latency_ms)
-    env = {**os.environ, "BENCH_RUNS": str(folder / "runs"), "BENCH_REPORTS": str(folder / "reports"),
-           "PYTHONUNBUFFERED": "1"}
-    env.pop("DASK_SCHEDULER_ADDRESS", None)  # the local way must not find a cluster
-    cmd = [sys.executable, "-m", "bench", "sweep", str(params), "--no-track", "--no-report", *args]
     t0, began = time.monotonic(), time.time()
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=BUDGET_S)
+    proc = sweep(folder, params, *args, timeout=BUDGET_S)  # the local way finds no cluster: none is inherited
     wall, ended = time.monotonic() - t0, time.time()
     if proc.returncode != 0:
         raise SystemExit(f"bench sweep {' '.join(args)} failed ({proc.returncode}):\n"
@@ -171,7 +165,7 @@ def scheduler_rate(address: str, n: int) -> dict:
 def _warm() -> None:
     import papermill  # noqa: F401, PLC0415 (what a worker's first execution imports)
 
-    import bench.sweep.remote  # noqa: F401, PLC0415
+    import bench.sweep.cluster.remote  # noqa: F401, PLC0415
 
 
 def warm_workers(address: str) -> float:
@@ -234,26 +228,26 @@ def lease_rate(procs: int, loops: int, seconds: float) -> dict:
             "ms_per_request": round(1000 * seconds * procs * loops / done, 3) if done else None}
 
 
-def store_rate(folder: Path, single: int, batched: int) -> dict:
-    """Records/s one shard appends: one record per append (one fsync each), and 256 per append (the writer's batch)."""
+def store_rate(folder: Path, single: int, chunked: int) -> dict:
+    """Records/s one shard appends: one record per append (one fsync each), and 256 per append (the writer's chunk)."""
     recs = [Candidate(model_id="m1", model="openai/fake-a", prompt_id="p1", prompt_version="v1",
                       prompt_hash="0" * 12, scenario_id=f"s{i:08d}", params={"max_tokens": 16},
                       messages=[{"role": "user", "content": f"Variant 1, task {i}: one tip."}],
                       output=f"fake answer {i:016x} " * 4,
                       usage=Usage(prompt_tokens=12, completion_tokens=16, cost_usd=0.0, latency_s=0.1))
-            for i in range(single + batched)]
+            for i in range(single + chunked)]
     store = RunStore(folder / "store-bench", shard="w1")
     t0 = time.perf_counter()
     for rec in recs[:single]:
         store.append([rec])
     one = time.perf_counter() - t0
     t0 = time.perf_counter()
-    for i in range(single, single + batched, 256):
+    for i in range(single, single + chunked, 256):
         store.append(recs[i:i + 256])
     many = time.perf_counter() - t0
     size = store.path(Candidate).stat().st_size / len(recs)
     return {"record_bytes": round(size), "appends_per_s": round(single / one, 1),
-            "ms_per_append": round(1000 * one / single, 3), "records_per_s_batched": round(batched / many, 1)}
+            "ms_per_append": round(1000 * one / single, 3), "records_per_s_chunked": round(chunked / many, 1)}
 
 
 def one_round(a: argparse.Namespace, fake: FakeProvider, tmp: Path, grids: dict[str, Path], r: int) -> dict:
@@ -356,7 +350,7 @@ def report(a: argparse.Namespace, out: dict) -> dict:
 
 
 def print_scaling(out: dict) -> None:
-    """Print the inputs of the 100-worker scaling model (README, Scaling to 100 workers)."""
+    """Print the inputs of the 100-worker scaling model (docs/scaling.md)."""
     sched, l1, ln, st, lt, dt, dm = (out[k] for k in ("scheduler", "lease_1", "lease_n", "store", "local_tiny",
                                                       "dask_tiny", "dask"))
     print("\nscaling inputs")
@@ -376,8 +370,8 @@ def print_scaling(out: dict) -> None:
           f"a request alone,\n    {ln['requests_per_s']:.0f} requests/s with {ln['in_flight']} in flight from "
           f"{ln['processes']} processes")
     print(f"  store, one shard ({st['record_bytes']} B a record): {st['appends_per_s']:.0f} appends/s of 1 record "
-          f"({st['ms_per_append']:.2f} ms: write + fsync),\n    {st['records_per_s_batched']:.0f} records/s in "
-          f"batches of 256 (a writer flushes every 0.5 s or 256 records)")
+          f"({st['ms_per_append']:.2f} ms: write + fsync),\n    {st['records_per_s_chunked']:.0f} records/s in "
+          f"chunks of 256 (a writer flushes every 0.5 s or 256 records)")
 
 
 def main() -> None:

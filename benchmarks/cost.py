@@ -21,9 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -31,9 +28,8 @@ from pathlib import Path
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
 from bench.testing.fake_provider import FakeProvider
-from bench.testing.grids import generate, grid, judge, model, prompt
+from bench.testing.grids import bench, generate, grid, judge, model, prompt, sweep
 
-ROOT = Path(__file__).resolve().parents[1]
 MODEL_PRICE = {"input_per_mtok": 1.0, "output_per_mtok": 2.0}
 JUDGE_PRICE = {"input_per_mtok": 2.5, "output_per_mtok": 10.0}
 BATCH = {"poll_s": 0.2, "poll_max_s": 1.0, "gather_s": 0.3}
@@ -47,11 +43,6 @@ def write_grid(path: Path, url: str, scenarios: int, batch: bool) -> Path:
                 scenarios=generate(topic=[f"topic number {i}" for i in range(scenarios)]),
                 judges=[judge("grader", url, price=JUDGE_PRICE, **extra)],
                 limits={"max_concurrency": 32, "timeout_s": 30, "retries": 2})
-
-
-def bench(args: list[str], runs: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "BENCH_RUNS": str(runs), "PYTHONUNBUFFERED": "1"}
-    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=ROOT, env=env, capture_output=True, text=True)
 
 
 def totals(run_dir: Path) -> dict:
@@ -72,20 +63,19 @@ def run_way(fake: FakeProvider, tmp: Path, scenarios: int, batch: bool) -> dict:
     where.mkdir()
     fake.reset()  # counters and config back to the defaults: then count tokens like OpenAI
     fake.configure(tokenizer="cl100k")
-    pilot = bench(["sweep", str(write_grid(where / "cost.yaml", fake.url, max(1, scenarios // 10), batch)),
-                   "--no-report", "--no-track"], where / "runs")
+    pilot = sweep(where, write_grid(where / "cost.yaml", fake.url, max(1, scenarios // 10), batch), timeout=None)
     if pilot.returncode != 0:
         raise SystemExit(f"the pilot sweep failed:\n{pilot.stdout[-3000:]}{pilot.stderr[-3000:]}")
     before = totals(where / "runs" / "cost")
     params = write_grid(where / "cost.yaml", fake.url, scenarios, batch)
-    est = bench(["estimate", str(params), "--json"], where / "runs")
+    est = bench(where, "estimate", str(params), "--json", timeout=None)
     if est.returncode != 0:
         raise SystemExit(f"bench estimate failed:\n{est.stdout}{est.stderr}")
     estimate = json.loads(est.stdout)["total"]
     fake.reset()
     fake.configure(tokenizer="cl100k")
     t0 = time.perf_counter()
-    done = bench(["sweep", str(params), "--no-report", "--no-track"], where / "runs")
+    done = sweep(where, params, timeout=None)
     wall = time.perf_counter() - t0
     if done.returncode != 0:
         raise SystemExit(f"bench sweep failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")

@@ -27,6 +27,15 @@ import statistics
 import sys
 from pathlib import Path
 
+from bench.config.entries import JudgeEntry
+from bench.config.rubrics import load_rubric
+from bench.core.records import Scenario
+from bench.judge.grader import Item, Judge, grade_items
+from bench.judge.injection import grade_undefended
+from bench.models.cache import open_cache
+from bench.models.client import LLM, Limits
+from bench.testing.fake_provider import FakeProvider
+
 ROOT = Path(__file__).resolve().parents[1]
 
 CLEAN = [
@@ -49,14 +58,6 @@ INJECTIONS = {
 
 async def grade_all(model: str, api_base: str | None, cap: int, cache: bool = True) -> dict[tuple, float | None]:
     """Return (answer n, injection kind, "defended"|"undefended") → composite (None when unreadable)."""
-    from bench.config.entries import JudgeEntry  # noqa: PLC0415
-    from bench.config.rubrics import load_rubric  # noqa: PLC0415
-    from bench.core.records import Scenario  # noqa: PLC0415
-    from bench.judge.grader import Item, Judge, grade_items  # noqa: PLC0415
-    from bench.judge.injection import grade_undefended  # noqa: PLC0415
-    from bench.models.cache import open_cache  # noqa: PLC0415
-    from bench.models.client import LLM, Limits  # noqa: PLC0415
-
     entry = JudgeEntry(id="judge", model=model, api_base=api_base, rubric="tip-v1",
                        params={"temperature": 0, "max_tokens": 200, "seed": 7})
     judge = Judge(entry, load_rubric("tip-v1", ROOT))
@@ -113,8 +114,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--api-base", default=None)
     ap.add_argument("--cap", type=int, default=2)
     a = ap.parse_args(argv)
-    sys.path.insert(0, str(ROOT))
-    from bench.testing.fake_provider import FakeProvider  # noqa: PLC0415
 
     results = {}
     if a.model:

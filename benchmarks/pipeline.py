@@ -16,17 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from bench.testing import grids
 from bench.testing.fake_provider import FakeProvider
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def write_grid(path: Path, url: str, slots: int, scenarios: int, judge_slots: int | None = None) -> Path:
@@ -42,11 +37,10 @@ def write_grid(path: Path, url: str, slots: int, scenarios: int, judge_slots: in
         limits={"max_concurrency": 64, "timeout_s": 30, "retries": 2})
 
 
-def sweep(params: Path, runs: Path, *args: str) -> float:
-    """Run `bench sweep` and return its wall time in seconds."""
+def timed_sweep(params: Path, where: Path, *args: str) -> float:
+    """Run `bench sweep` (its report and tracking too) with its runs under ``where``; return its wall time in s."""
     t0 = time.monotonic()
-    out = subprocess.run([sys.executable, "-m", "bench", "sweep", str(params), *args], cwd=ROOT,
-                         env={**os.environ, "BENCH_RUNS": str(runs)}, capture_output=True, text=True)
+    out = grids.sweep(where, params, *args, report=True, track=True, timeout=None)
     if out.returncode != 0:
         raise SystemExit(f"sweep failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
     return time.monotonic() - t0
@@ -66,9 +60,9 @@ def main() -> None:
         n = 4 * a.scenarios
         print(f"{n} candidates (2 models × 2 prompts, {a.slots} slots per model), {n} judgments "
               f"({a.judge_slots} judge slots), latency {a.latency_ms:g} ms, global cap 64")
-        collect = sweep(plain, tmp_path / "runs-a")
-        judge = sweep(judged, tmp_path / "runs-a", "--only-stage", "judge")
-        piped = sweep(judged, tmp_path / "runs-b")
+        collect = timed_sweep(plain, tmp_path / "a")
+        judge = timed_sweep(judged, tmp_path / "a", "--only-stage", "judge")
+        piped = timed_sweep(judged, tmp_path / "b")
         requests = fake.stats()["requests"]
     longest = max(collect, judge)
     print(f"  collect alone      {collect:6.1f} s")

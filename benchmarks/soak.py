@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def write_soak(path: Path, url: str, cap: int, judged: bool) -> Path:
     """Two models × two prompts × 15 scenarios; with ``judged``, a rubric, a packed and a pairwise judge."""
-    judges = [grids.judge("grader", url, name="judge-r"), grids.judge("packed", url, name="judge-b", batch_size=4),
+    judges = [grids.judge("grader", url, name="judge-r"), grids.judge("packed", url, name="judge-b", pack_size=4),
               grids.judge("arena", url, rubric="arena-pairwise", name="judge-p", baseline="m1/p@v1")]
     return grids.grid(
         path, url, name="soak", seed=3,

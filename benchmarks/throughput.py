@@ -1,14 +1,18 @@
-"""Throughput of the LLM seam against the loopback fake provider, side by side in one run.
+"""Throughput and CPU per request of the LLM seam against a bare client, side by side in one run.
 
-Three clients send the same N distinct requests at the same concurrency to the same
-fake provider (a separate process, so client CPU is measured alone):
+The clients send the same N distinct requests at the same concurrency to the same loopback fake
+provider (a separate process, so client CPU is measured alone), on the same event loop kind:
   bench    bench.models.client.LLM (cap, retries, response cache on, cost, usage records)
-  litellm  plain litellm.acompletion + one semaphore + asyncio.gather (the common pattern)
   aiohttp  a bare aiohttp client with one session (the near-limit baseline)
-For each: requests/s, its ratio to the physical limit (concurrency / latency) and client
-CPU ms per request. The last line is one JSON object for scripts.
+  litellm  plain litellm.acompletion + one semaphore + asyncio.gather (the common pattern; opt in with
+           --clients, it takes 5 ms of CPU per request)
+For every latency × concurrency: requests/s, its ratio to the physical limit (concurrency / latency) and
+client CPU ms per request, in interleaved rounds. The last line is one JSON object for scripts: the
+seam's ratios to the bare client (``cpu_ratio``: CPU per request, ``rps_ratio``: requests/s), each
+the median over rounds of the ratio within a round (both clients measured minutes apart at most).
 
-    python benchmarks/throughput.py --n 2000 --concurrency 50 --latency-ms 100
+    python benchmarks/throughput.py                                   # latency 0 and 100 ms × concurrency 50 and 200
+    python benchmarks/throughput.py --latency-ms 100 --concurrency 50 --clients bench,litellm,aiohttp
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import time
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from bench.models.eventloop import loop_kind  # noqa: E402
 from bench.testing.fake_provider import FakeProvider  # noqa: E402
 
 
@@ -46,9 +51,9 @@ def _client_bench(url: str, conc: int, cache_dir: str):
 
 def _client_litellm(url: str, conc: int, cache_dir: str):
     """Return (send(i), close()) for plain litellm.acompletion behind one semaphore."""
-    from bench.models._litellm import litellm
+    import litellm as lm  # noqa: PLC0415 (seconds to import: only this client needs it)
 
-    lm = litellm()
+    lm.suppress_debug_info = True  # quiet, as bench keeps it (its price map stays local: the setting above)
     sem = asyncio.Semaphore(conc)
 
     async def send(i: int) -> None:
@@ -78,12 +83,15 @@ def _client_aiohttp(url: str, conc: int, cache_dir: str):
     return send, session.close
 
 
-def measure(factory, url: str, n: int, conc: int, cache_dir: str) -> tuple[float, float]:
-    """Return (requests/s, client CPU ms per request) in steady state.
+CLIENTS = {"bench": _client_bench, "litellm": _client_litellm, "aiohttp": _client_aiohttp}
+
+
+def measure(factory, url: str, n: int, conc: int, cache_dir: str, loop: str) -> tuple[float, float]:
+    """Return (requests/s, client CPU ms per request) in steady state, on a new event loop of kind ``loop``.
 
     Each client warms up (imports, connections, first-call costs) with 2×concurrency
-    requests in the same event loop, then sends the n timed requests; all three
-    clients are measured the same way.
+    requests in the same event loop, then sends the n timed requests; all clients are
+    measured the same way. CPU is the process's (every thread: the cache's writer included).
     """
     async def run() -> tuple[float, float]:
         send, close = factory(url, conc, cache_dir)
@@ -95,36 +103,75 @@ def measure(factory, url: str, n: int, conc: int, cache_dir: str) -> tuple[float
         return n / wall, 1000 * cpu / n
 
     os.makedirs(cache_dir, exist_ok=True)
-    return asyncio.run(run())
+    factory_of_loop = None
+    if loop == "uvloop":
+        import uvloop
+
+        factory_of_loop = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=factory_of_loop) as runner:
+        return runner.run(run())
+
+
+def run_config(names: list[str], latency_ms: float, conc: int, args, tmp: str) -> dict[str, list[tuple[float, float]]]:
+    """Return each client's (requests/s, CPU ms per request) per round at one latency and concurrency."""
+    limit = conc / (latency_ms / 1000) if latency_ms else None
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
+    with FakeProvider(latency_ms=latency_ms) as fake:
+        print(f"latency={latency_ms:g} ms concurrency={conc} n={args.n} "
+              f"limit={f'{limit:.0f} req/s' if limit else 'none (CPU-bound)'}", flush=True)
+        for r in range(args.rounds):
+            for name in names:
+                where = os.path.join(tmp, f"{name}-{latency_ms:g}-{conc}-{r}")
+                rps, cpu_ms = measure(CLIENTS[name], fake.url, args.n, conc, where, args.loop)
+                runs[name].append((rps, cpu_ms))
+                share = f"{rps / limit:5.2f} of limit  " if limit else ""
+                print(f"  round {r + 1} {name:8s} {rps:8.1f} req/s  {share}{cpu_ms:6.3f} ms CPU/request", flush=True)
+    return runs
+
+
+def summary(runs: dict[tuple[float, int], dict[str, list[tuple[float, float]]]]) -> dict:
+    """Return the final JSON: per latency and concurrency the medians, and bench's paired ratios to aiohttp."""
+    out: dict = {"configs": {}, "cpu_ratio": {}, "rps_ratio": {}}
+    for (latency_ms, conc), by_client in runs.items():
+        tag = f"{latency_ms:g}ms_c{conc}"
+        out["configs"][tag] = {f"{name}_{what}": round(statistics.median(x[i] for x in rounds), 4 if i else 1)
+                               for name, rounds in by_client.items() for i, what in enumerate(("rps", "cpu_ms"))}
+        if "bench" in by_client and "aiohttp" in by_client:
+            pairs = list(zip(by_client["bench"], by_client["aiohttp"]))
+            out["cpu_ratio"][tag] = round(statistics.median(b[1] / a[1] for b, a in pairs), 3)
+            out["rps_ratio"][tag] = round(statistics.median(b[0] / a[0] for b, a in pairs), 3)
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=2000)
-    ap.add_argument("--concurrency", type=int, default=50)
-    ap.add_argument("--latency-ms", type=float, default=100.0)
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[50, 200])
+    ap.add_argument("--latency-ms", type=float, nargs="+", default=[0.0, 100.0])
     ap.add_argument("--rounds", type=int, default=3,
                     help="interleaved rounds per client; medians are reported (shared machines are noisy)")
+    ap.add_argument("--clients", default="bench,aiohttp", help="comma-separated, of: " + ", ".join(CLIENTS))
+    ap.add_argument("--loop", choices=("uvloop", "asyncio"), default=loop_kind(),
+                    help="the event loop every client runs on (default: uvloop where it is installed)")
     args = ap.parse_args()
-    limit = args.concurrency / (args.latency_ms / 1000)
-    clients = {"bench": _client_bench, "litellm": _client_litellm, "aiohttp": _client_aiohttp}
-    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in clients}
-    with FakeProvider(latency_ms=args.latency_ms) as fake, tempfile.TemporaryDirectory() as tmp:
-        print(f"n={args.n} concurrency={args.concurrency} latency={args.latency_ms:g} ms "
-              f"limit={limit:.0f} req/s, {args.rounds} interleaved rounds (fake provider in its own process)")
-        for r in range(args.rounds):
-            for name, factory in clients.items():
-                rps, cpu_ms = measure(factory, fake.url, args.n, args.concurrency, os.path.join(tmp, f"{name}{r}"))
-                runs[name].append((rps, cpu_ms))
-                print(f"  round {r + 1} {name:8s} {rps:8.1f} req/s  {rps / limit:5.2f} of limit  "
-                      f"{cpu_ms:6.2f} ms CPU/request")
-    med = {name: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)) for name, v in runs.items()}
-    print("medians:")
-    for name, (rps, cpu_ms) in med.items():
-        print(f"  {name:8s} {rps:8.1f} req/s  {rps / limit:5.2f} of limit  {cpu_ms:6.2f} ms CPU/request")
-    print(json.dumps({"limit_rps": round(limit, 1),
-                      **{f"{k}_rps": round(v[0], 1) for k, v in med.items()},
-                      **{f"{k}_cpu_ms": round(v[1], 3) for k, v in med.items()}}))
+    names = [c.strip() for c in args.clients.split(",") if c.strip()]
+    unknown = sorted(set(names) - set(CLIENTS))
+    if unknown:
+        ap.error(f"unknown client(s) {', '.join(unknown)}; choose from {', '.join(CLIENTS)}")
+    print(f"{args.loop} event loop for every client, {args.rounds} interleaved rounds, "
+          f"fake provider in its own process", flush=True)
+    runs = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for latency_ms in args.latency_ms:
+            for conc in args.concurrency:
+                runs[(latency_ms, conc)] = run_config(names, latency_ms, conc, args, tmp)
+    result = summary(runs)
+    print("medians, and bench / aiohttp (median over rounds of the ratio within a round):")
+    for tag, med in result["configs"].items():
+        ratios = (f"  CPU ratio {result['cpu_ratio'][tag]:.3f}  rps ratio {result['rps_ratio'][tag]:.3f}"
+                  if tag in result["cpu_ratio"] else "")
+        print(f"  {tag:12s} " + "  ".join(f"{k} {v}" for k, v in med.items()) + ratios)
+    print(json.dumps({"loop": args.loop, "n": args.n, "rounds": args.rounds, **result}))
 
 
 if __name__ == "__main__":

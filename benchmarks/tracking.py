@@ -32,9 +32,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+OLD_MAX_TRACES = int(os.environ.get("BENCH_MLFLOW_MAX_TRACES", "2000"))  # the old way's cap: the same as the new's
 
 
 def old_log_traces(client, exp_id, run_dir, rec, runs, progress) -> None:
@@ -43,18 +45,16 @@ def old_log_traces(client, exp_id, run_dir, rec, runs, progress) -> None:
     from mlflow.entities import AssessmentSource  # noqa: PLC0415
 
     from bench.core.records import canonical_json  # noqa: PLC0415
-    from bench.tracking._run_records import epoch_ms as _ms  # noqa: PLC0415
     from bench.tracking import tracking_uri  # noqa: PLC0415
-    from bench.tracking._traces import MAX_TRACES  # noqa: PLC0415
 
     mlflow.set_tracking_uri(tracking_uri(run_dir))
     mlflow.set_experiment(experiment_id=exp_id)
     traces: dict[str, str] = {}
     for c in rec.candidates.values():
-        if c.ok and len(traces) < MAX_TRACES:
+        if c.ok and len(traces) < OLD_MAX_TRACES:
             cell = f"{c.model_id}/{c.prompt_id}@{c.prompt_version}"
             latency = (c.usage.latency_s or 0.0) if c.usage else 0.0
-            end_ns = _ms(c.created_at) * 1_000_000
+            end_ns = int(datetime.fromisoformat(c.created_at).timestamp() * 1000) * 1_000_000
             span = mlflow.start_span_no_context(
                 name=cell, span_type="LLM", inputs={"messages": c.messages}, start_time_ns=end_ns - int(latency * 1e9),
                 attributes={"model": c.model, "params": canonical_json(c.params), "scenario_id": c.scenario_id,
@@ -90,7 +90,7 @@ def _old_child(run_dir: str) -> int:
 def collect(tmp: Path, answers: int) -> Path:
     """Run the sweep of ``answers`` answers once, untracked; return its run folder."""
     from bench.testing.fake_provider import FakeProvider  # noqa: PLC0415
-    from bench.testing.grids import generate, grid, judge, model, prompt  # noqa: PLC0415
+    from bench.testing.grids import env, generate, grid, judge, model, prompt  # noqa: PLC0415
 
     with FakeProvider() as fake:
         url = fake.url  # two models × two prompts × answers/4 scenarios, one judge
@@ -103,26 +103,23 @@ def collect(tmp: Path, answers: int) -> Path:
                       limits={"max_concurrency": 64, "timeout_s": 30, "retries": 2})
         t0 = time.monotonic()
         out = subprocess.run([sys.executable, "-m", "bench", "sweep", str(params), "--no-track", "--no-report"],
-                             cwd=ROOT, env=_env(tmp), capture_output=True, text=True)
+                             cwd=ROOT, env=env(tmp), capture_output=True, text=True)
         if out.returncode != 0:
             raise SystemExit(f"sweep failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
         print(f"collected {answers} answers and their judgments in {time.monotonic() - t0:.1f} s", flush=True)
     return tmp / "runs" / f"trackbench{answers}"
 
 
-def _env(tmp: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    return {**env, "BENCH_RUNS": str(tmp / "runs"), "BENCH_REPORTS": str(tmp / "reports"), "PYTHONUNBUFFERED": "1"}
-
-
 def measure(kind: str, run: Path, tmp: Path, label: str) -> dict:
     """Track a fresh copy of ``run`` the ``kind`` way in a new process; return its times and what it logged."""
+    from bench.testing.grids import env  # noqa: PLC0415 (here, not in the timed child of --old-track)
+
     copy = tmp / "copies" / label / run.name
     shutil.copytree(run, copy)
     cmd = ([sys.executable, "-m", "bench", "track", str(copy)] if kind == "new"
            else [sys.executable, str(Path(__file__).resolve()), "--old-track", str(copy)])
     t0 = time.monotonic()
-    out = subprocess.run(cmd, cwd=ROOT, env=_env(tmp), capture_output=True, text=True)
+    out = subprocess.run(cmd, cwd=ROOT, env=env(tmp), capture_output=True, text=True)
     wall = time.monotonic() - t0
     said = re.search(r"tracking: logged to MLflow .* in ([0-9.]+)s", out.stdout)
     if out.returncode != 0 or not said:

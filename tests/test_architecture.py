@@ -15,15 +15,17 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "bench"
 MAX_LINES = 400
 
-# Lowest first: a module may import its own layer or a lower one, never a higher one (README, Architecture).
+# Lowest first: a module may import its own layer or a lower one, never a higher one (docs/architecture.md).
 LAYERS: list[tuple[str, ...]] = [
     ("bench._prices", "bench.testing"),  # standard library only: run by bench/__init__, or used by tests
     ("bench.core",),  # the contract: errors, records, the run store, paths, progress
+    ("bench.testing.records",),  # records with plain defaults, for tests and benchmarks
     ("bench.models",),  # the one LLM seam
     ("bench.config",),  # what a researcher writes, validated
-    ("bench.collect",),
+    ("bench.run",),  # a params file opened as a run: its scenarios, its selected cells, its folder
+    ("bench.collect",),  # answers: the same shape as judge (one item's module, stage.py)
     ("bench.judge",),
-    ("bench.pipeline",),  # a run opened and its stages driven, for notebooks and the CLI
+    ("bench.stages",),  # run_collect / run_judge: a stage driven on a run, for notebooks, the CLI and the sweep
     ("bench.estimate",),
     ("bench.analysis",),
     ("bench.kernels",),  # papermill executions, for the report and the sweep
@@ -34,6 +36,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("bench.judgebench",),
     ("bench.cli", "bench.__main__", "bench"),  # the CLI, and the package's lazy public surface
 ]
+STAGES = ("collect", "judge")  # each a package of the same shape, driven by bench.stages.run_<stage>
+SWEEP_CHOOSER = "bench.sweep.command"  # the one module of the local sweep that may choose a Dask cluster instead
+DASK = {"dask", "distributed"}
 # Third-party packages too slow to import with `import bench` (they stay inside the functions that use them).
 HEAVY = {"litellm", "mlflow", "plotly", "polars", "pandas", "papermill", "nbconvert", "nbformat", "playwright",
          "llama_cpp", "jupyter_client", "ipywidgets", "IPython", "pyarrow", "numpy", "scipy", "opentelemetry",
@@ -90,7 +95,7 @@ def layer_of(module: str) -> int:
             if module == prefix or module.startswith(prefix + "."):
                 best = max(best, (len(prefix), i))
     if best[1] < 0:
-        raise AssertionError(f"{module} is in no layer: add it to LAYERS in {Path(__file__).name} and the README")
+        raise AssertionError(f"{module} is in no layer: add it to LAYERS in {Path(__file__).name} and docs/architecture.md")
     return best[1]
 
 
@@ -188,3 +193,199 @@ def test_no_function_is_longer_than_a_screen():
                 if "#" not in lines[fn.lineno - 1]:
                     long.append(f"{name}.{fn.name}: {fn.end_lineno - fn.lineno + 1} lines")
     assert not long, "functions longer than a screen:\n" + "\n".join(long)
+
+
+def _imports_of(name: str) -> set[str]:
+    """The top-level packages a module imports, anywhere in its source."""
+    roots = set()
+    for node in ast.walk(ast.parse(MODULES[name].read_text())):
+        if isinstance(node, ast.Import):
+            roots |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+def cluster_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Return each import of bench.sweep.cluster by a local sweep module other than SWEEP_CHOOSER."""
+    def in_cluster(module: str) -> bool:
+        return module == "bench.sweep.cluster" or module.startswith("bench.sweep.cluster.")
+    return [f"{src} imports {dst}" for src, dsts in sorted(graph.items())
+            if src.startswith("bench.sweep") and not in_cluster(src) and src != SWEEP_CHOOSER
+            for dst in sorted(dsts) if in_cluster(dst)]
+
+
+def test_the_local_sweep_reads_on_its_own():
+    """Only bench.sweep.command chooses a cluster; the rest of the local path never imports bench.sweep.cluster."""
+    bad = cluster_imports(import_graph())
+    assert not bad, f"only {SWEEP_CHOOSER} may import bench.sweep.cluster:\n" + "\n".join(bad)
+    assert any(d.startswith("bench.sweep.cluster") for d in import_graph()[SWEEP_CHOOSER]), \
+        f"{SWEEP_CHOOSER} is named the chooser but imports no bench.sweep.cluster: update SWEEP_CHOOSER"
+
+
+def test_the_cluster_check_catches_a_local_module_importing_the_cluster():
+    graph = {"bench.sweep.driver": {"bench.sweep.cluster.tasks"}, SWEEP_CHOOSER: {"bench.sweep.cluster"},
+             "bench.sweep.cluster.tasks": {"bench.sweep.executions"}, "bench.sweep": {"bench.sweep.cluster"}}
+    assert cluster_imports(graph) == ["bench.sweep imports bench.sweep.cluster",
+                                      "bench.sweep.driver imports bench.sweep.cluster.tasks"]
+
+
+def test_dask_is_imported_only_by_the_cluster_half_of_the_sweep():
+    outside = [name for name in MODULES if _imports_of(name) & DASK
+               and not name.startswith(("bench.sweep.cluster", "bench.testing"))]
+    assert not outside, f"import dask/distributed only in bench/sweep/cluster/: {outside}"
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_collect_and_judge_have_the_same_shape(stage):
+    """A package with a face, its stage in stage.py (``<stage>_stage``, ``<Stage>Result``, ``<stage>_counts``-style
+    counts), driven by ``bench.stages.run_<stage>``; no stage module outside its package."""
+    assert MODULES.get(f"bench.{stage}", Path()).name == "__init__.py", f"bench/{stage}/ must be a package"
+    tree = ast.parse(MODULES[f"bench.{stage}.stage"].read_text())
+    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    assert {f"{stage}_stage", f"{stage.capitalize()}Result"} <= defined, f"bench/{stage}/stage.py: {sorted(defined)}"
+    assert any(n.endswith("_counts") for n in defined), f"bench/{stage}/stage.py: no saved/planned counts"
+    runners = {n.name for n in ast.parse(MODULES["bench.stages"].read_text()).body
+               if isinstance(n, ast.AsyncFunctionDef)}
+    assert f"run_{stage}" in runners, f"bench/stages.py must define run_{stage}"
+    assert "bench.pipeline" not in MODULES, "bench/pipeline.py is split into bench/run.py and bench/stages.py"
+
+
+# -- private names stay in their package; benchmarks use bench's public names ------------------------------
+BENCHMARKS = {f"benchmarks.{p.stem}": p for p in sorted((ROOT / "benchmarks").glob("*.py"))}
+
+
+def _import_targets(node: ast.Import | ast.ImportFrom, here: str, package: bool) -> list[str]:
+    """The dotted names an import statement reaches (``a.b`` of ``import a.b``, ``a.b.c`` of ``from a.b import c``),
+    a relative one resolved against ``here`` (``package``: ``here`` is a package's ``__init__``)."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    base = node.module or ""
+    if node.level:
+        parts = here.split(".") if package else here.split(".")[:-1]
+        base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
+    return [f"{base}.{a.name}" for a in node.names]
+
+
+def private_owner(target: str) -> str | None:
+    """Return the package a bench ``target`` is private to (its first ``_name`` part: a module or a name), or None.
+
+    A private module belongs to the package that holds it; a private name to its module's package."""
+    parts = target.split(".")
+    if parts[0] != "bench":
+        return None
+    for i, part in enumerate(parts):
+        if part.startswith("_") and not part.startswith("__"):
+            holder = ".".join(parts[:i])
+            held_by_package = holder in MODULES and MODULES[holder].name == "__init__.py"
+            return holder if held_by_package else holder.rsplit(".", 1)[0]
+    return None
+
+
+def private_imports(sources: dict[str, Path]) -> list[str]:
+    """Return each import, in these modules, of a private module or name of a package the importer is not in."""
+    found = []
+    for here, path in sources.items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            for target in _import_targets(node, here, path.name == "__init__.py"):
+                owner = private_owner(target)
+                if owner and here != owner and not here.startswith(owner + "."):
+                    found.append(f"{here} (line {node.lineno}) imports {target}, private to {owner}")
+    return found
+
+
+def test_no_package_imports_another_packages_private_modules_or_names():
+    bad = private_imports(MODULES)
+    assert not bad, "make the name public where another package needs it, or ask its owner:\n" + "\n".join(bad)
+
+
+def test_benchmarks_use_bench_through_public_names_and_an_ordinary_import():
+    """Benchmarks run from the installed package: no private name, no tests module, no sys.path edit."""
+    bad = private_imports(BENCHMARKS)
+    for name, path in BENCHMARKS.items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                bad += [f"{name} (line {node.lineno}) imports {t}" for t in _import_targets(node, name, False)
+                        if t.split(".")[0] == "tests"]
+            elif isinstance(node, ast.Attribute) and node.attr == "path" and getattr(node.value, "id", "") == "sys":
+                bad.append(f"{name} (line {node.lineno}) edits sys.path: bench is installed (pip install -e .)")
+    assert BENCHMARKS and not bad, "\n".join(bad)
+
+
+def test_the_private_check_finds_each_form(tmp_path):
+    assert private_owner("bench.models._litellm.litellm") == "bench.models"  # a private module
+    assert private_owner("bench.core.store._KINDS") == "bench.core"  # a private name of a module
+    assert private_owner("bench._prices") == "bench" and private_owner("bench.core.store.RunStore") is None
+    assert private_owner("bench.__version__") is None and private_owner("os._exit") is None
+    sources = {"bench.judge.x": tmp_path / "x.py", "bench.core.y": tmp_path / "y.py", "benchmarks.z": tmp_path / "z.py"}
+    sources["bench.judge.x"].write_text("from bench.core.store import _KINDS\nfrom ._asking import ask\n")
+    sources["bench.core.y"].write_text("from .store import _KINDS\nimport bench._prices\n")
+    sources["benchmarks.z"].write_text("import bench.models._litellm\nfrom bench import _prices\n")
+    assert private_imports(sources) == [
+        "bench.judge.x (line 1) imports bench.core.store._KINDS, private to bench.core",
+        "benchmarks.z (line 1) imports bench.models._litellm, private to bench.models",
+        "benchmarks.z (line 2) imports bench._prices, private to bench"]
+
+
+# Which kind of model a route holds is its provider's to know (bench.models.providers): elsewhere code asks
+# ``route.provider`` for a capability instead of testing for a kind. Modules that define a kind may name it.
+KIND_OWNERS = ("bench.models.providers", "bench.models.dry", "bench.models.local", "bench.testing")
+KIND_TESTS = {"is_local", "is_dry", "self_hosted"}  # predicates and flags that name a kind of model
+KIND_VALUES = {"dry", "local", "dry/", "local/"}  # a transport, vendor or prefix that names a kind of model
+
+
+def _constants(node: ast.expr) -> set[object]:
+    if isinstance(node, ast.Constant):
+        return {node.value}
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return {e.value for e in node.elts if isinstance(e, ast.Constant)}
+    return set()
+
+
+def kind_branches(source: str) -> list[str]:
+    """Return each place ``source`` tests which kind of model it holds, rather than asking its provider."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+        if name in KIND_TESTS:
+            found.append(f"line {node.lineno}: {name}")
+        elif isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            named = {s.attr for s in sides if isinstance(s, ast.Attribute)} & {"transport", "vendor", "provider"}
+            if named and set().union(*map(_constants, sides)) & KIND_VALUES:
+                found.append(f"line {node.lineno}: {'/'.join(sorted(named))} compared with a kind of model")
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "startswith"
+              and any(_constants(a) & KIND_VALUES for a in node.args)):
+            found.append(f"line {node.lineno}: startswith a kind's prefix")
+    return found
+
+
+def test_only_the_providers_know_which_kind_of_model_a_route_holds():
+    bad = [f"{name}: {hit}" for name, path in MODULES.items() if not name.startswith(KIND_OWNERS)
+           for hit in kind_branches(path.read_text())]
+    assert not bad, "ask route.provider (bench.models.providers) instead of testing the kind:\n" + "\n".join(bad)
+
+
+def test_the_kind_check_catches_branches_and_spares_settings():
+    branches = ("if route.is_local: pass", "x = dry.is_dry(m)", "if route.transport == 'dry': pass",
+                "ok = route.vendor in ('local', 'openai')", "m.startswith('local/')", "if r.self_hosted: pass")
+    assert all(kind_branches(src) for src in branches)
+    legit = ("from bench.models.dry import is_dry", "if spec.transport == 'auto': pass",
+             "if route.transport == 'direct': pass", "if route.provider.launches: pass", "s.startswith('local:')")
+    assert not any(kind_branches(src) for src in legit)
+
+
+def test_routing_and_the_batch_api_do_not_import_each_other():
+    """The routing reads the batch settings (bench.models.batch_policy), never the Batch API machinery."""
+    graph = import_graph()
+    seen, todo = set(), ["bench.models.routing"]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    reached = sorted(m for m in seen if m.startswith("bench.models.batches"))
+    assert not reached, f"bench.models.routing reaches {reached}"
+    assert "bench.models.batches.policy" not in MODULES, "the batch settings live in bench.models.batch_policy"

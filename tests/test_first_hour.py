@@ -9,20 +9,15 @@ import os
 import pty
 import re
 import shlex
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
-import pytest
 import yaml
 
-from bench.testing.grids import grid, judge, model, prompt, sweep
+from bench.testing.grids import ROOT, grid, judge, model, prompt, started, sweep
+from bench.testing.processes import fetch_when_up, free_port, stopped_at_exit
 
-ROOT = Path(__file__).resolve().parents[1]
 BUDGET_S = 240  # JupyterLab on a loaded 2-core machine
 
 
@@ -67,14 +62,12 @@ def _wide_params(path: Path) -> Path:
 
 
 def test_validate_into_a_closed_pipe_exits_quietly(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "bench", "validate", str(_wide_params(tmp_path / "w.yaml"))],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "BENCH_RUNS": str(tmp_path / "runs")})
-    first = proc.stdout.readline()  # what `| head -1` takes, then it exits
-    proc.stdout.close()
-    err = proc.stderr.read().decode()
-    assert proc.wait(timeout=300) == 141, err  # 128 + SIGPIPE, as `yes | head` reports
-    assert first.startswith(b"sweep pipe: 10000 cells") and err == "", err
+    with started(tmp_path, "validate", str(_wide_params(tmp_path / "w.yaml"))) as proc:
+        first = proc.stdout.readline()  # what `| head -1` takes, then it exits
+        proc.stdout.close()
+        err = proc.stderr.read()
+        assert proc.wait(timeout=300) == 141, err  # 128 + SIGPIPE, as `yes | head` reports
+    assert first.startswith("sweep pipe: 10000 cells") and err == "", err
 
 
 def _progress_lines(stdout: int) -> subprocess.Popen:
@@ -119,40 +112,20 @@ def test_a_sweeps_progress_into_a_pipe_says_the_time_elapsed(tmp_path, fake):
     assert lines and all(re.search(r" \| \d+:\d\d elapsed", ln) for ln in lines), out.stdout[-3000:]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_make_lab_starts_jupyterlab_without_its_news_prompt(tmp_path):
     line = subprocess.run(["make", "-n", "lab"], cwd=ROOT, capture_output=True, text=True, timeout=60).stdout
     command = next(ln for ln in line.splitlines() if " lab " in ln and "jupyter" in ln)
     args = shlex.split(command.split("$(")[0])  # the root check is a shell substitution: --allow-root below
     assert Path(args[0]).name == "jupyter" and args[1] == "lab", args
     args = [sys.executable, "-m", "jupyter", *args[1:]]  # this interpreter's jupyter, with the Makefile's options
-    port = _free_port()
+    port, log = free_port(), tmp_path / "lab.log"
     proc = subprocess.Popen([*args, "--no-browser", "--allow-root", f"--port={port}", "--IdentityProvider.token=",
                              "--ServerApp.password="], cwd=ROOT, start_new_session=True,
                             env={**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / ".jupyter"),
                                  "JUPYTER_DATA_DIR": str(tmp_path / ".data")},
-                            stdout=open(tmp_path / "lab.log", "wb"), stderr=subprocess.STDOUT)
-    try:
-        page, deadline = None, time.monotonic() + BUDGET_S
-        while page is None and time.monotonic() < deadline:
-            try:
-                page = urllib.request.urlopen(f"http://127.0.0.1:{port}/lab", timeout=5).read().decode()
-            except OSError:
-                if proc.poll() is not None:
-                    pytest.fail(f"jupyter lab exited: {(tmp_path / 'lab.log').read_text()[-2000:]}")
-                time.sleep(0.5)
-        assert page is not None, (tmp_path / "lab.log").read_text()[-2000:]
-        config = json.loads(re.search(r'<script id="jupyter-config-data" type="application/json">(.*?)</script>',
-                                      page, re.S).group(1))
-        assert config["news"] == {"disabled": True}, "the news consent prompt would show"
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+                            stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    with stopped_at_exit(proc):
+        page = fetch_when_up(f"http://127.0.0.1:{port}/lab", proc, BUDGET_S, log).decode()
+    config = json.loads(re.search(r'<script id="jupyter-config-data" type="application/json">(.*?)</script>',
+                                  page, re.S).group(1))
+    assert config["news"] == {"disabled": True}, "the news consent prompt would show"

@@ -4,16 +4,11 @@ reported safely."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
-from bench.testing.grids import generate, grid, judge, model, prompt
+from bench.testing.grids import generate, grid, judge, model, prompt, sweep
 
-ROOT = Path(__file__).resolve().parents[1]
 HOSTILE = {
     "html": "<script>alert(1)</script><img src=x onerror=alert(2)>",
     "ansi": "\x1b[31mred alert\x1b[0m \x1b]0;retitled\x07",
@@ -29,9 +24,7 @@ def test_hostile_answers_are_stored_judged_and_reported_safely(tmp_path, fake):
          scenarios=generate(topic=["one"]), judges=[judge("grader", fake.url, name="judge")],
          limits={"max_concurrency": 4, "timeout_s": 20, "retries": 1})
     fake.configure(replies=[{"match": f"MARKER-{k.upper()}", "content": v} for k, v in HOSTILE.items()])
-    env = {**os.environ, "BENCH_RUNS": str(tmp_path / "runs"), "BENCH_REPORTS": str(tmp_path / "reports")}
-    out = subprocess.run([sys.executable, "-m", "bench", "sweep", str(tmp_path / "h.yaml"), "--no-track"], cwd=ROOT,
-                         env=env, capture_output=True, text=True, timeout=600)
+    out = sweep(tmp_path, tmp_path / "h.yaml", report=True, timeout=600)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     store = RunStore(tmp_path / "runs" / "hostile")
     outputs = {c.prompt_id: c.output for c in store.latest(Candidate).values()}

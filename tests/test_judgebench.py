@@ -15,6 +15,7 @@ from bench.config.params import load_sweep
 from bench.core.records import Judgment, Scenario
 from bench.config.readers import load_dataset
 from bench.config.scenarios import build
+from bench.testing.records import judgment
 from tests.repo import REPO
 
 MIRROR = {"A>>B": "B>>A", "A>B": "B>A", "A=B": "A=B", "B>A": "A>B", "B>>A": "A>>B", None: None}
@@ -152,12 +153,12 @@ def scenario_of(pair_id, source, label, _judgments) -> Scenario:
                     reference={k: r[k] for k in ("label", "source", "pair_id", "original_id", "response_model")})
 
 
-def judgment(scenario: Scenario, order: str, verdict=None, error=None, raw=None) -> Judgment:
-    return Judgment(judge_id="hand", judge_model="local/gemma-3-270m", rubric_id="arena-pairwise",
-                    rubric_version="v1", rubric_hash="h", mode="pairwise",
-                    candidate_ids=[f"{scenario.id}:A", f"{scenario.id}:B"], scenario_id=scenario.id, order=order,
-                    verdict=verdict, error=error, error_kind="parse" if error else None, raw=raw,
-                    prompt=[{"role": "user", "content": "compare"}])
+def verdict_of(scenario: Scenario, order: str, verdict=None, error=None, raw=None) -> Judgment:
+    """Return the embedded judge's pairwise judgment of ``scenario``'s two responses shown in ``order``."""
+    return judgment(judge_id="hand", judge_model="local/gemma-3-270m", rubric_id="arena-pairwise",
+                    rubric_version="v1", mode="pairwise", candidate_ids=[f"{scenario.id}:A", f"{scenario.id}:B"],
+                    scenario_id=scenario.id, order=order, verdict=verdict, error=error,
+                    error_kind="parse" if error else None, raw=raw, prompt=[{"role": "user", "content": "compare"}])
 
 
 def records_of(pairs):
@@ -168,11 +169,11 @@ def records_of(pairs):
         scenarios[s.id] = s
         for obj, order in zip(p[3], ("AB", "BA")):
             if obj is None:
-                judgments.append(judgment(s, order, error="timeout"))
+                judgments.append(verdict_of(s, order, error="timeout"))
             else:
                 shown = obj["decision"]
-                judgments.append(judgment(s, order, verdict=shown if order == "AB" else MIRROR[shown],
-                                          raw=obj["judgment"]["response"]))
+                judgments.append(verdict_of(s, order, verdict=shown if order == "AB" else MIRROR[shown],
+                                            raw=obj["judgment"]["response"]))
     return scenarios, judgments
 
 
@@ -206,9 +207,9 @@ def test_export_round_trip_retries_and_missing_order(tmp_path):
     scenarios, _ = records_of(PAIRS[:2])
     s1, s2 = scenarios.values()
     judgments = [
-        judgment(s1, "AB", error="timeout"), judgment(s1, "AB", verdict="A>B"),  # retried: the success counts
-        judgment(s1, "BA", verdict="A>B"), judgment(s1, "BA", error="later failure"),  # success kept
-        judgment(s2, "BA", verdict="B>>A"),  # AB never ran: a two-order pair with a null first verdict
+        verdict_of(s1, "AB", error="timeout"), verdict_of(s1, "AB", verdict="A>B"),  # retried: the success counts
+        verdict_of(s1, "BA", verdict="A>B"), verdict_of(s1, "BA", error="later failure"),  # success kept
+        verdict_of(s2, "BA", verdict="B>>A"),  # AB never ran: a two-order pair with a null first verdict
     ]
     want = {"overall": 100.0, "categories": {"knowledge": 100.0, "reasoning": None, "math": None, "coding": None},
             "pairs": 2, "inconsistent": 1, "nulls": 1}
@@ -230,7 +231,7 @@ def test_score_judgments_refuses_mixed_judges_and_foreign_records():
         score_judgments([rubric], scenarios)
     plain = Scenario(fields={"question": "q"})
     with pytest.raises(BenchError, match="not a JudgeBench pair"):
-        score_judgments([judgment(plain, "AB", verdict="A>B")], {plain.id: plain})
+        score_judgments([verdict_of(plain, "AB", verdict="A>B")], {plain.id: plain})
 
 
 # ----------------------------------------------------------------------------- the real data
@@ -261,8 +262,8 @@ def test_params_file_loads_the_real_pairs(tmp_path):
 
     # an oracle judge scores 100; a judge that always answers "A" scores 0 and is inconsistent everywhere
     by_id = {s.id: s for s in scenarios}
-    oracle = [judgment(s, o, verdict=s.reference["label"]) for s in scenarios for o in ("AB", "BA")]
-    always_a = [judgment(s, o, verdict="A>B" if o == "AB" else "B>A") for s in scenarios for o in ("AB", "BA")]
+    oracle = [verdict_of(s, o, verdict=s.reference["label"]) for s in scenarios for o in ("AB", "BA")]
+    always_a = [verdict_of(s, o, verdict="A>B" if o == "AB" else "B>A") for s in scenarios for o in ("AB", "BA")]
     for judgments, overall, inconsistent in ((oracle, 100.0, 0), (always_a, 0.0, 350)):
         want = score_judgments(judgments, by_id)
         assert (want["overall"], want["pairs"], want["inconsistent"], want["nulls"]) == (overall, 350, inconsistent, 0)

@@ -7,11 +7,10 @@ import glob
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 
-from bench.testing.grids import ROOT, grid, sweep
+from bench.testing.grids import grid, started, sweep, sweep_args
 
 KERNEL_DIRS = os.path.join(tempfile.gettempdir(), "bench-kernels-*")
 LOOSE_KEYS = os.path.join(tempfile.gettempdir(), "tmp*.json")
@@ -29,18 +28,15 @@ def test_the_next_sweep_removes_what_a_killed_sweep_left(tmp_path, fake):
     fake.configure(latency_ms=300)
     params = grid(tmp_path / "g.yaml", fake.url, topics=12, limits={"max_concurrency": 2, "timeout_s": 10,
                                                                     "retries": 0})
-    env = {**os.environ, "BENCH_RUNS": str(tmp_path / "runs")}
-    proc = subprocess.Popen([sys.executable, "-m", "bench", "sweep", str(params), "--no-report", "--no-track"],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    deadline = time.monotonic() + 120
-    while fake.stats()["in_flight"] == 0:
-        assert time.monotonic() < deadline and proc.poll() is None
-        time.sleep(0.02)
-    left = glob.glob(os.path.join(tempfile.gettempdir(), f"bench-kernels-{proc.pid}-*"))
-    assert left  # the kernel's private folder, with its connection file
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    with started(tmp_path, *sweep_args(params), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as proc:
+        deadline = time.monotonic() + 120
+        while fake.stats()["in_flight"] == 0:
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.02)
+        left = glob.glob(os.path.join(tempfile.gettempdir(), f"bench-kernels-{proc.pid}-*"))
+        assert left  # the kernel's private folder, with its connection file
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
     fake.configure(latency_ms=0)
     assert sweep(tmp_path, params).returncode == 0
     assert not [d for d in left if os.path.exists(d)]

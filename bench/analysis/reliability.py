@@ -1,5 +1,5 @@
 """How far a judge can be trusted: failures and nulls, agreement with other judges, with humans,
-and between packed (batch) and single-item grading of the same items."""
+and between packed and single-item grading of the same items."""
 
 from __future__ import annotations
 
@@ -91,11 +91,11 @@ def jury_alpha(scores: pl.DataFrame, *, level: str = "ordinal") -> pl.DataFrame:
 
 
 def packed_vs_single(scores: pl.DataFrame, *, weights: str | None = "quadratic") -> pl.DataFrame:
-    """Return, per judge model, rubric and criterion, the agreement of packed (batch) grades with single-item
+    """Return, per judge model, rubric and criterion, the agreement of packed grades with single-item
     grades of the same candidates by the same judge model and rubric."""
     require(scores, ["judge_model", "rubric", "criterion", "candidate", "mode", "value"], "packed_vs_single", "scores")
     key = ["judge_model", "rubric", "criterion", "candidate"]
-    packed = scores.filter(pl.col("mode") == "batch").group_by(key).agg(pl.col("value").mean())
+    packed = scores.filter(pl.col("mode") == "packed").group_by(key).agg(pl.col("value").mean())
     single = scores.filter(pl.col("mode") == "rubric").group_by(key).agg(pl.col("value").mean())
     both = packed.join(single, on=key, suffix="_single")
     rows = [{"judge_model": jm, "rubric": r, "criterion": c,

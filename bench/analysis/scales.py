@@ -23,7 +23,7 @@ def graded_scales(rubric: Rubric, mode: str) -> dict[str, Scale]:
     included; a check or a checklist requirement (pass/fail) reads on ``UNIT``."""
     scales: dict[str, Scale] = {item.id: UNIT for item in [*rubric.checks, *rubric.requirements]}  # pass/fail
     scales.update({c.id: (float(c.scale[0]), float(c.scale[1])) for c in rubric.criteria})
-    lo, hi = rubric.composite_scale if mode in ("rubric", "batch") else UNIT
+    lo, hi = rubric.composite_scale if mode in ("rubric", "packed") else UNIT
     scales[COMPOSITE] = (float(lo), float(hi))
     return scales
 

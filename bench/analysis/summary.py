@@ -88,7 +88,7 @@ def summarize(run: str | Path | RunTables, *, resamples: int = 1000, seed: int =
 def _composite_scales(t: RunTables) -> dict[str, tuple[float, float]]:
     """Return each rubric judge's composite scale from the run's rubrics: what bounds its calibrated interval.
     Other modes grade on 0-1 while a review's composite is on the rubric's scale: those keep the observed range."""
-    graded = t.judgments.filter(pl.col("mode").is_in(["rubric", "batch"]))
+    graded = t.judgments.filter(pl.col("mode").is_in(["rubric", "packed"]))
     return {judge: s[COMPOSITE] for judge, s in judge_scales(t.run_dir, graded).items() if COMPOSITE in s}
 
 

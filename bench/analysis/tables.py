@@ -32,7 +32,7 @@ JUDGMENT_SCHEMA = {"id": pl.Utf8, "judge": pl.Utf8, "judge_model": pl.Utf8, "mod
                    "cell_b": pl.Utf8,
                    "scenario": pl.Utf8, "sample": pl.Int64, "order": pl.Utf8, "score": pl.Float64,
                    "verdict": pl.Utf8, "shown_verdict": pl.Utf8, "rationale": pl.Utf8, "error": pl.Utf8,
-                   "error_kind": pl.Utf8, "batch_id": pl.Utf8, **_USAGE,
+                   "error_kind": pl.Utf8, "pack_id": pl.Utf8, **_USAGE,
                    "repeat": pl.Int64, "expected_score": pl.Float64}
 SCORE_SCHEMA = {"judge": pl.Utf8, "judge_model": pl.Utf8, "rubric": pl.Utf8, "mode": pl.Utf8, "cell": pl.Utf8, "model": pl.Utf8, "prompt": pl.Utf8,
                 "scenario": pl.Utf8, "sample": pl.Int64, "candidate": pl.Utf8, "judgment": pl.Utf8,
@@ -154,7 +154,7 @@ def _judgment_row(j: Judgment, cands: dict[str, Any]) -> tuple:
     cell_b = _cell_of(b, cands)[0] if b else None
     return (j.id, j.judge_id, j.judge_model, j.mode, j.rubric_key, j.candidate_ids[0], b,
             cell, model, prompt, cell_b, j.scenario_id, sample, j.order, j.score, j.verdict, j.details.get("shown_verdict"),
-            j.rationale, j.error, j.error_kind, j.batch_id, *_usage(j), j.repeat, j.expected_score)
+            j.rationale, j.error, j.error_kind, j.pack_id, *_usage(j), j.repeat, j.expected_score)
 
 
 def _score_rows(judgments: Any, cands: dict[str, Any]) -> list[tuple]:

@@ -47,11 +47,11 @@ def usage_by_cell(candidates: pl.DataFrame) -> pl.DataFrame:
 def usage_by_judge(judgments: pl.DataFrame) -> pl.DataFrame:
     """Return per judge: requests, cache hits, records and failed ones, tokens, cost and latency p50/p95.
 
-    A packed (batch) call is counted once: schema-2 records carry it on the batch's first item;
+    A packed call is counted once: schema-2 records carry it on the call's first item;
     schema-1 records carried it on every item, so those are counted once per distinct call.
     """
-    require(judgments, ["judge", "batch_id", "schema_version", *USAGE_COLS], "usage_by_judge", "judgments")
-    call = ["batch_id", "prompt_tokens", "completion_tokens", "latency_s"]
-    legacy = pl.col("batch_id").is_not_null() & (pl.col("schema_version").fill_null(1) < 2)
+    require(judgments, ["judge", "pack_id", "schema_version", *USAGE_COLS], "usage_by_judge", "judgments")
+    call = ["pack_id", "prompt_tokens", "completion_tokens", "latency_s"]
+    legacy = pl.col("pack_id").is_not_null() & (pl.col("schema_version").fill_null(1) < 2)
     packed = judgments.filter(legacy).unique(subset=call, keep="first", maintain_order=True)
     return _summary(pl.concat([judgments.filter(~legacy), packed]), ["judge"])

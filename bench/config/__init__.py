@@ -6,7 +6,7 @@ Layer 3 (above core and models). It produces:
   its scenario source and its `Limits`, and the grid's `Cell`s;
 - the `Scenario` records of a sweep (`build`), generated from dimensions (`generate`) or read from a
   dataset (`load_dataset`, one reader per format in `READERS`), and the chat messages of a prompt
-  filled with one of them (`render`);
+  filled with one of them (`fill_prompt`);
 - a `Rubric` from a rubric file (`load_rubric`): its scoring and the JSON schemas of a judge's replies;
 - the results of automated `Check`s on a text (`run_checks`, `automated_score`).
 
@@ -29,7 +29,7 @@ from bench.config.rubric_spec import (DEFAULT_LABELS, RUBRIC_MODES, Criterion, H
 from bench.config.rubrics import Rubric, available_rubrics, load_rubric, parse_rubric, run_rubric, snapshot_rubric
 from bench.config.scenarios import build, describe, planned_count, read_scenarios, write_scenarios
 from bench.config.sources import DatasetSource, Dimension, GenerateSource, Scenarios, SubsetDimension
-from bench.config.templates import check_placeholders, render
+from bench.config.templates import check_placeholders, fill_prompt
 from bench.models.limits import Limits
 
 __all__ = [
@@ -38,7 +38,7 @@ __all__ = [
     "ID_PATTERN", "JsonCheck", "JudgeEntry", "JudgeMode", "KINDS", "LengthCheck", "Limits", "ModelEntry", "Price",
     "PromptEntry", "READERS", "RUBRIC_MODES", "RegexCheck", "Requirement", "Rubric", "RubricMode", "RubricSpec",
     "SafeId", "Scenarios", "SubsetDimension", "Sweep", "automated_score", "available_rubrics", "build",
-    "check_id", "check_placeholders", "describe", "generate", "is_id", "load_dataset", "load_rubric", "load_sweep",
-    "parse_check", "parse_rubric", "planned_count", "product_size", "read_scenarios", "render", "response_format",
+    "check_id", "check_placeholders", "describe", "fill_prompt", "generate", "is_id", "load_dataset", "load_rubric",
+    "load_sweep", "parse_check", "parse_rubric", "planned_count", "product_size", "read_scenarios", "response_format",
     "run_check", "run_checks", "run_rubric", "snapshot_rubric", "template_fields", "write_scenarios",
 ]

@@ -16,7 +16,7 @@ from pydantic import Field, field_validator, model_validator
 from bench.config._strict import Strict
 from bench.config.ids import SafeId
 from bench.core.records import JudgeMode, canonical_json, content_hash, versioned
-from bench.models.batches.policy import DEFAULT_DISCOUNT, BatchPolicy
+from bench.models.batch_policy import DEFAULT_DISCOUNT, BatchPolicy
 from bench.models.genparams import type_problems
 from bench.models.routing import ModelSpec
 
@@ -62,7 +62,7 @@ class Endpoint(Strict):
     tpm: int | None = Field(default=None, gt=0)  # tokens per minute cap (prompt + completion; see bench.models.ratelimit)
     max_concurrency: int | None = Field(default=None, gt=0)  # this model's own cap on requests in flight
     price: Price | None = None
-    batch: bool | BatchSettings = False  # send through the provider's Batch API (half price, hours): README, Batch APIs
+    batch: bool | BatchSettings = False  # send through the provider's Batch API (half price, hours): docs/batch-apis.md
 
     @field_validator("api_key_env")
     @classmethod
@@ -204,15 +204,31 @@ class JudgeEntry(Endpoint):
 
     id: SafeId
     rubric: str  # a rubric id (rubrics/<id>.md) or a path to a rubric file
-    mode: JudgeMode | None = None
-    batch_size: int = Field(default=0, ge=0)  # batch mode: items per call (0 or 1 = single)
+    mode: JudgeMode | None = None  # ``batch``, the packed mode's name before its rename, is read as ``packed``
+    pack_size: int = Field(default=0, ge=0)  # the packed mode: items per call (0 or 1 = single); was ``batch_size``
     item_concurrency: int = Field(default=3, gt=0)  # checklist: requirement calls in flight per item
     baseline: str | None = None  # pairwise over the grid: every cell's answer vs this cell's (model_id/prompt@v)
     repeats: int = Field(default=1, ge=1, le=50)  # grade each item this many times (distinct requests): stability
 
     kind: ClassVar[str] = "judge"
 
+    @model_validator(mode="before")
+    @classmethod
+    def _packed_words(cls, data: Any) -> Any:
+        """Read ``mode: batch`` and ``batch_size``, the packed mode's words before its rename (params files
+        written then), as ``mode: packed`` and ``pack_size``."""
+        if not isinstance(data, dict) or ("batch_size" not in data and data.get("mode") != "batch"):
+            return data
+        data = dict(data)
+        if "batch_size" in data:
+            if "pack_size" in data:
+                raise ValueError("batch_size is the old name of pack_size: give pack_size only")
+            data["pack_size"] = data.pop("batch_size")
+        if data.get("mode") == "batch":
+            data["mode"] = "packed"
+        return data
+
     def identity_key(self) -> str:
         """Return what makes two judges grade differently (their judgments' ids)."""
-        return canonical_json([self.model, self.endpoint, self.params, self.rubric, self.mode, self.batch_size,
+        return canonical_json([self.model, self.endpoint, self.params, self.rubric, self.mode, self.pack_size,
                                self.baseline])

@@ -49,7 +49,7 @@ class Sweep(Strict):
     samples: int = Field(default=1, gt=0)
     judges: list[JudgeEntry] = Field(default_factory=list)
     limits: Limits = Field(default_factory=Limits)
-    cluster: ClusterTLS | None = None  # a tls:// scheduler's certificates (README, Running on a cluster)
+    cluster: ClusterTLS | None = None  # a tls:// scheduler's certificates (docs/cluster.md)
 
     @field_validator("name")
     @classmethod

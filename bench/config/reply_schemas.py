@@ -19,14 +19,14 @@ def item_schema(rubric: RubricSpec) -> dict[str, Any]:
     return _object({"scores": _scores_schema(rubric), "rationale": {"type": "string"}})
 
 
-def batch_schema(rubric: RubricSpec, ids: list[str]) -> dict[str, Any]:
-    """Return the JSON schema of a batch of grades: ``{"grades": [{"id", "scores", "rationale"}, …]}``.
+def packed_schema(rubric: RubricSpec, ids: list[str]) -> dict[str, Any]:
+    """Return the JSON schema of a packed reply's grades: ``{"grades": [{"id", "scores", "rationale"}, …]}``.
 
     ``id`` must be one of ``ids`` (the items shown); the top level is an object, as OpenAI requires.
     """
     ids = list(dict.fromkeys(str(i) for i in ids))
     if not ids:
-        raise ValueError("batch_schema needs at least 1 item id")
+        raise ValueError("packed_schema needs at least 1 item id")
     grade = _object({"id": {"type": "string", "enum": ids}, "scores": _scores_schema(rubric),
                      "rationale": {"type": "string"}})
     return _object({"grades": {"type": "array", "items": grade}})

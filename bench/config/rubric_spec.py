@@ -12,8 +12,8 @@ from bench.config.checks import KINDS, Check
 from bench.config.ids import SafeId
 from bench.core.records import JudgeMode, versioned
 
-# A rubric's mode is a judge's mode but batch: batch packs rubric-mode items into one call, a judge's choice.
-RUBRIC_MODES: tuple[str, ...] = tuple(mode for mode in get_args(JudgeMode) if mode != "batch")
+# A rubric's mode is a judge's mode but packed: packed puts rubric-mode items in one call, a judge's choice.
+RUBRIC_MODES: tuple[str, ...] = tuple(mode for mode in get_args(JudgeMode) if mode != "packed")
 RubricMode = Literal[RUBRIC_MODES]  # type: ignore[valid-type]
 DEFAULT_LABELS: tuple[str, ...] = ("A>>B", "A>B", "A=B", "B>A", "B>>A")
 

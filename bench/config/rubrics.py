@@ -9,7 +9,8 @@ the rubric file and the key path. The whole file's text is hashed into ``Rubric.
 so an edit without a version bump is still recognised as a different rubric.
 
 A `Rubric` scores with `bench.config.scoring` and describes a judge's replies with
-`bench.config.reply_schemas` (its methods are those functions, on this rubric).
+`bench.config.reply_schemas` (its methods are those functions, on this rubric). What a judge
+reads of it (the instruction, the criteria and their anchors) is built in bench.judge._prompts.
 """
 
 from __future__ import annotations
@@ -76,9 +77,9 @@ class Rubric(RubricSpec):
         """Return the JSON schema of one grade: ``{"scores": {<criterion>: int}, "rationale": str}``."""
         return reply_schemas.item_schema(self)
 
-    def batch_schema(self, ids: list[str]) -> dict[str, Any]:
-        """Return the JSON schema of a batch of grades of the items ``ids``."""
-        return reply_schemas.batch_schema(self, ids)
+    def packed_schema(self, ids: list[str]) -> dict[str, Any]:
+        """Return the JSON schema of the grades of the items ``ids`` packed in one call."""
+        return reply_schemas.packed_schema(self, ids)
 
     def requirement_schema(self) -> dict[str, Any]:
         """Return the JSON schema of one checklist answer: ``{"fulfilled": bool, "feedback": str}``."""
@@ -87,27 +88,6 @@ class Rubric(RubricSpec):
     def pairwise_schema(self) -> dict[str, Any]:
         """Return the JSON schema of a pairwise verdict: ``{"verdict": <label>, "rationale": str}``."""
         return reply_schemas.pairwise_schema(self)
-
-    # -- prompt text ------------------------------------------------------------------------------------
-    def anchors_text(self) -> str:
-        """Return the criteria with their anchored scales as markdown (empty if the rubric has none)."""
-        blocks = []
-        for c in self.criteria:
-            lo, hi = c.scale
-            weight = "" if self.shared_weights else f", weight {c.weight:g}"
-            lines = [f"### {c.id} ({lo}–{hi}{weight})", "", c.description.strip(), ""]
-            for level in sorted(c.anchors, reverse=True):
-                text = " ".join(line.strip() for line in c.anchors[level].strip().splitlines())
-                lines.append(f"- **{level}**: {text}")
-            blocks.append("\n".join(lines))
-        if not blocks:
-            return ""
-        return "## Criteria\n\n" + "\n\n".join(blocks)
-
-    @property
-    def shared_weights(self) -> bool:
-        """True when every criterion has the same weight (then weights are not shown to the judge)."""
-        return len({c.weight for c in self.criteria}) <= 1
 
 
 # -- loading --------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Prompt templates meet scenarios: `render` fills a prompt with one scenario's fields, and
+"""Prompt templates meet scenarios: `fill_prompt` fills a prompt with one scenario's fields, and
 `check_placeholders` proves, before anything is called, that every prompt can be filled from
 every scenario.
 
@@ -17,12 +17,12 @@ from bench.core.errors import ParamsError
 from bench.core.records import Scenario
 
 
-def render(prompt: PromptEntry, scenario: Scenario) -> list[dict[str, str]]:
+def fill_prompt(prompt: PromptEntry, scenario: Scenario) -> list[dict[str, str]]:
     """Return the OpenAI chat messages of a prompt filled with a scenario's fields.
 
     The messages are an optional ``system`` message, then the ``user`` message. Templates
     follow ``str.format`` rules: ``{field}`` is replaced by the field's text, and a
-    literal brace is written doubled, ``{{`` or ``}}`` (``{{"a": {x}}}`` renders as
+    literal brace is written doubled, ``{{`` or ``}}`` (``{{"a": {x}}}`` is filled as
     ``{"a": 1}`` for x = 1). A list value is joined with ``", "``, a dict value becomes
     compact JSON, anything else is ``str(value)``.
     """

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.core.errors import ParamsError
-from bench.core.records import Candidate, Judgment, Record, content_hash, utc_now
+from bench.core.records import Candidate, Judgment, Record, content_hash, hashed_mode, utc_now
 from bench.core.store import RunStore
 
 LOG = Path("digests") / "supersede.jsonl"  # append-only: one line per name a sweep superseded
@@ -61,9 +61,13 @@ def cell_digest(key: str, model: str, endpoint: str | None, params: dict[str, An
 
 
 def judge_digest(judge_id: str, model: str, endpoint: str | None, params: dict[str, Any], mode: str) -> Digest:
-    """Return the digest of a judge: its model string, endpoint, params (batch size included) and mode."""
+    """Return the digest of a judge: its model string, endpoint, params (the pack size included) and mode.
+
+    The value hashes the packed mode in its words from before its rename (``hashed_mode``): a digest a
+    supersede log holds from then still names the same judge."""
     parts = {"model": model, "endpoint": endpoint or None, "params": dict(params or {}), "mode": mode}
-    return Digest("judge", judge_id, parts, content_hash(parts, 12))
+    hashed, hashed_params = hashed_mode(mode, parts["params"])
+    return Digest("judge", judge_id, parts, content_hash({**parts, "params": hashed_params, "mode": hashed}, 12))
 
 
 def rubric_digest(key: str, rubric_hash: str) -> Digest:

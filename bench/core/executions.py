@@ -7,7 +7,7 @@ the sweep noticed) and which attempt it was (attempts count every run of that ex
 file opened with O_APPEND), so executions running side by side never interleave them.
 
 While an attempt runs, ``runs/<sweep>/attempts/`` holds its open record (status ``running``): a cluster
-worker's numbered file (bench.sweep.remote), or a local execution's ``<execution>.local-<pid>.json``. A driver
+worker's numbered file (bench.sweep.cluster.remote), or a local execution's ``<execution>.local-<pid>.json``. A driver
 killed with ``kill -9`` records nothing, so the next sweep of the folder (it holds the run lock: that driver is
 gone) closes what it left open with :func:`close_abandoned`: each such attempt gets its line, status ``lost``,
 with the ``reason``.

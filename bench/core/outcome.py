@@ -5,7 +5,7 @@ never succeeded. The sweep's closing summary, the HTML report and the MLflow par
 all show these same groups (stage × model or judge × error kind → count, with the first
 error text), so a number read in one place is the number in the others.
 
-Exit codes of `bench sweep` (README, How a sweep ends): 0 done; 1 an execution crashed (see its
+Exit codes of `bench sweep` (docs/sweeps.md, How a sweep ends): 0 done; 1 an execution crashed (see its
 executed notebook; no report, no MLflow run); 2 bad input, nothing started (also a provider's Batch
 API refusing a batch, or a model with no known price under a budget); 3 the sweep ran to its end with
 items still failed (re-run to retry them); 4 ``limits.budget_usd`` reached: no paid call started after

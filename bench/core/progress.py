@@ -60,7 +60,8 @@ def requests_on_the_wire(llm: Any) -> Callable[[], int | None]:
     return count
 
 
-def _in_kernel() -> bool:
+def in_kernel() -> bool:
+    """Return whether this code runs in a Jupyter kernel (progress shows widgets there, and says "run this cell")."""
     try:
         from IPython import get_ipython  # noqa: PLC0415
     except ImportError:
@@ -89,7 +90,7 @@ class Progress:
         self.totals, self.growing, self.wire = dict(totals), growing, wire
         self.done = {k: 0 for k in totals}
         self.failed = 0
-        self.mode = ("widgets" if _in_kernel() else "text") if mode == "auto" else mode
+        self.mode = ("widgets" if in_kernel() else "text") if mode == "auto" else mode
         self.every_s = every_s if every_s is not None else \
             every_for(sys.stdout) if self.mode == "text" else float(os.environ.get(EVERY_ENV) or TERMINAL_EVERY_S)
         self._t0 = self._last = time.monotonic()

@@ -17,17 +17,50 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 SCHEMA_VERSION = 2  # 2: candidate and judgment ids include the endpoint; records carry attempt and calls
 
-JudgeMode = Literal["rubric", "batch", "checklist", "pairwise", "automated", "hybrid"]
+JudgeMode = Literal["rubric", "packed", "checklist", "pairwise", "automated", "hybrid"]
+# The packed mode's words before it was renamed (mode ``batch``, ``batch_size``, a judgment's ``batch_id``):
+# a record saying them is read in today's words (``packed_words``), and ids and digests still hash them
+# (``hashed_mode``), so the work recorded before the rename keeps its ids and is found on resume.
+_PACKED_WAS = "batch"
+
+
+# json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str), its encoder made once:
+# every request key and record id is taken over this spelling, so it never changes (orjson spells floats otherwise)
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 def canonical_json(obj: Any) -> str:
     """Return the one JSON spelling of ``obj`` that hashes are taken over (sorted keys, no spaces)."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return _CANONICAL.encode(obj)
 
 
 def content_hash(obj: Any, length: int = 20) -> str:
     """Return a short sha256 hex digest of ``obj``'s canonical JSON: the basis of every id."""
     return hashlib.sha256(canonical_json(obj).encode("utf-8", "surrogatepass")).hexdigest()[:length]
+
+
+def packed_words(data: dict[str, Any]) -> dict[str, Any]:
+    """Return a judgment's fields with the packed mode's words from before its rename made today's: ``mode: batch``
+    → ``packed``, ``batch_id`` → ``pack_id``, ``batch_size`` → ``pack_size`` (in its params and details)."""
+    if "batch_id" not in data and data.get("mode") != _PACKED_WAS:
+        return data
+    data = dict(data)
+    if "batch_id" in data:
+        data.setdefault("pack_id", data.pop("batch_id"))
+    if data.get("mode") == _PACKED_WAS:
+        data["mode"] = "packed"
+        for key in ("judge_params", "details"):
+            if isinstance(data.get(key), dict) and "batch_size" in data[key]:
+                data[key] = {("pack_size" if k == "batch_size" else k): v for k, v in data[key].items()}
+    return data
+
+
+def hashed_mode(mode: Any, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """Return a judge's mode and params as ids and digests hash them: the packed mode in its words from before
+    its rename (``batch``, ``batch_size``), so a packed judgment's id is the one it had then."""
+    if mode != "packed":
+        return mode, params
+    return _PACKED_WAS, {("batch_size" if k == "pack_size" else k): v for k, v in params.items()}
 
 
 def versioned(name: str, version: str) -> str:
@@ -193,7 +226,7 @@ class _Outcome(Record):
 
 
 class Candidate(_Outcome):
-    """One model answer to one rendered prompt for one scenario and sample index."""
+    """One model answer to one filled prompt for one scenario and sample index."""
 
     kind: ClassVar[str] = "candidate"
     id_prefix: ClassVar[str] = "c"
@@ -209,7 +242,7 @@ class Candidate(_Outcome):
     sample: int = 0
     messages: list[dict[str, Any]] = Field(default_factory=list)
     output: str | None = None
-    flags: list[str] = Field(default_factory=list)  # injection-like text in the output (bench.judge.injection)
+    flags: list[str] = Field(default_factory=list)  # injection-like text in the output (bench.core.flags)
 
     @classmethod
     def identity(cls, data: dict[str, Any]) -> Any:
@@ -258,7 +291,7 @@ class Judgment(_Outcome):
     verdict: str | None = None  # pairwise label in the original order, e.g. "A>B"
     rationale: str | None = None
     details: dict[str, Any] = Field(default_factory=dict)  # checklist items, automated checks, …
-    batch_id: str | None = None
+    pack_id: str | None = None  # the packed mode: the call this item was graded in (bench.judge.packed)
     prompt: list[dict[str, Any]] | None = None  # kept for failures and audits
     raw: str | None = None  # the judge's reply as received
 
@@ -267,12 +300,18 @@ class Judgment(_Outcome):
         keys = ("candidate_ids", "judge_model", "judge_params", "rubric_id", "rubric_version",
                 "rubric_hash", "mode", "order")
         ident = {k: data.get(k) for k in keys}
-        ident["judge_params"] = ident["judge_params"] or {}
+        ident["mode"], ident["judge_params"] = hashed_mode(ident["mode"], ident["judge_params"] or {})
         if data.get("judge_endpoint"):
             ident["judge_endpoint"] = data["judge_endpoint"]
         if data.get("repeat"):  # absent for the first grading: ids from before `repeats` are unchanged
             ident["repeat"] = data["repeat"]
         return ident
+
+    @model_validator(mode="before")
+    @classmethod
+    def _packed_words(cls, data: Any) -> Any:
+        """Read a judgment written before the packed mode was renamed in today's words (``packed_words``)."""
+        return packed_words(data) if isinstance(data, dict) else data
 
     @property
     def rubric_key(self) -> str:

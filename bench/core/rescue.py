@@ -5,7 +5,7 @@ itself (a name ``RunStore.files`` reads, so a resume counts them as done without
 call), else into a rescue folder outside it (``$BENCH_CACHE_DIR`` or
 ``~/.cache/bench``, then the system temp folder), one folder per run folder. A location
 that fills up part way keeps the whole lines it took and the rest goes on to the next.
-``import_rescued`` (called when a run opens its folder: ``bench.pipeline.prepare``) moves
+``import_rescued`` (called when a run opens its folder: ``bench.stages.prepare``) moves
 rescued files from outside into the run folder.
 
 Every rescue file appears complete (written under a temporary name, fsynced, then

@@ -18,7 +18,7 @@ from bench.core.store import RunStore
 
 
 @dataclass(frozen=True)
-class Spend:
+class RunSpend:
     """A run folder's spend: USD over priced records, how many paid records had no price, how many had a
     reply over its output limit, an estimated usage (no usage in a reply), or more than one paid attempt."""
 
@@ -38,7 +38,7 @@ class Spend:
         return "; ".join(s for s in said if s)
 
 
-def recorded_spend(run_dir: str | Path) -> Spend:
+def recorded_spend(run_dir: str | Path) -> RunSpend:
     """Return what the records of ``run_dir`` say was paid (every attempt of every candidate and judgment)."""
     store, usd, unpriced, flagged = RunStore(Path(run_dir)), 0.0, 0, [0, 0, 0]
     for kind in (Candidate, Judgment):
@@ -53,4 +53,4 @@ def recorded_spend(run_dir: str | Path) -> Spend:
             flagged[0] += usage.over_limit
             flagged[1] += usage.estimated
             flagged[2] += bool(usage.paid_attempts)
-    return Spend(round(usd, 9), unpriced, *flagged)
+    return RunSpend(round(usd, 9), unpriced, *flagged)

@@ -1,10 +1,10 @@
 """The run store: append-only JSONL files under ``runs/<sweep>/``, one file per record kind.
 
-Crash safety: each ``append`` call writes its whole batch (looping over short writes) and
-then ``fsync``s, so a killed process loses at most the batch it was writing. A torn last
+Crash safety: each ``append`` call writes all its records (looping over short writes) and
+then ``fsync``s, so a killed process loses at most the records it was writing. A torn last
 line (a kill mid-write) is skipped with a warning by readers and cut off before the next
 append. A write that fails (disk full, file size limit, quota) raises StoreWriteError and
-cuts the file back; ``BatchWriter`` then keeps what it could not write, its stage stops
+cuts the file back; ``RecordWriter`` then keeps what it could not write, its stage stops
 issuing calls, and the records are saved to a rescue file (``bench.core.rescue``) that the
 next run reads. Concurrent writers (parallel sweep executions) each get their own shard file
 (``candidates.<shard>.jsonl``); readers merge every shard.
@@ -161,7 +161,7 @@ class RunStore:
                              f"fix its permissions or choose another run folder") from exc
 
     def append(self, records: Iterable[Record]) -> int:
-        """Append a batch of records durably (whole writes, one fsync per file); return how many.
+        """Append records durably (whole writes, one fsync per file); return how many.
 
         A write that cannot complete (disk full, file size limit, quota, I/O error) raises
         StoreWriteError naming the file and the OS error, with the records it did not write;

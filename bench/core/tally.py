@@ -6,7 +6,7 @@ shards, and shards that appear later): each :meth:`~StoreTally.refresh` reads on
 appended since the last one and counts only complete lines, so a line still being written (or
 torn by a kill) is read once it is whole. A record id seen twice (a retried execution wrote it
 again, a rescue file was imported) counts once, and its state follows :func:`bench.core.store.latest_of`:
-a success once there is one, else a failure. :func:`progress_line` renders the counts against
+a success once there is one, else a failure. :func:`progress_line` states the counts against
 what was planned as one line.
 """
 

@@ -1,6 +1,6 @@
-"""Records written in batches while a stage runs, and what happens when a write fails.
+"""Records written while a stage runs, a few hundred at a time, and what happens when a write fails.
 
-A stage hands every record to a :class:`BatchWriter`; it appends them to the run store
+A stage hands every record to a :class:`RecordWriter`; it appends them to the run store
 (``bench.core.store``) every half second or 256 records. A failed write sets the stage's
 :class:`Halt`, so no new paid call starts, and what could not be written is saved to a rescue
 file (``bench.core.rescue``) that readers merge.
@@ -23,13 +23,13 @@ FLUSH_EVERY_N = 256  # …or this many records
 class Halt:
     """The first write failure of a stage, shared by its writers and checked by its workers.
 
-    Falsy until a ``BatchWriter`` fails to append; then every worker that checks it starts
+    Falsy until a ``RecordWriter`` fails to append; then every worker that checks it starts
     no new call (calls in flight finish: they are paid, and their records are kept). Each
     writer's rescue is noted here, and ``check()`` ends the stage with one message naming
     the error once, how many records were saved and where.
 
-    A stage stopped for a reason that is not a write (``Halted``: the budget reached, a batch
-    refused) sets it with ``stop``: the same, no new call; ``check()`` then raises that Halted.
+    A stage stopped for a reason that is not a write (``Halted``: the budget reached, a provider
+    batch refused) sets it with ``stop``: the same, no new call; ``check()`` then raises that Halted.
     """
 
     def __init__(self) -> None:
@@ -88,13 +88,13 @@ class Halt:
             raise self.halted.with_traceback(None) from None
 
 
-class BatchWriter:
-    """Buffers records and appends them in batches from a background task (every FLUSH_EVERY_S or N records).
+class RecordWriter:
+    """Buffers records and appends them in chunks from a background task (every FLUSH_EVERY_S or N records).
 
     ``run()`` is the background task; ``stop()`` ends it; ``flush()`` writes what is left
     (call it in a ``finally``: nothing already produced is lost on Ctrl-C or a bug).
 
-    A failed append never drops a batch: its records go to ``unwritten``, the error to
+    A failed append never drops a chunk: its records go to ``unwritten``, the error to
     ``error`` and to the shared ``halt`` (workers check ``writer.halt`` before each new call),
     and the writer stops appending. ``flush()`` then saves everything unwritten to a rescue
     file (``bench.core.rescue.save``: the run folder if it can, else a rescue folder outside it)
@@ -122,28 +122,28 @@ class BatchWriter:
 
     def flush(self) -> None:
         """Write what is buffered; after a failure, save every unwritten record to a rescue file (never raises)."""
-        batch, self.buffer = self.buffer, []
-        if batch:
-            self._write(batch)
+        chunk, self.buffer = self.buffer, []
+        if chunk:
+            self._write(chunk)
         if self.unwritten:
             records, self.unwritten = self.unwritten, []
             saved, left, reason = save(self.store.root, records)
             self.halt.note(saved, len(left), reason)
 
-    def _write(self, batch: list[Record]) -> None:
-        """Append one batch; on failure keep what was not written (runs on a worker thread)."""
+    def _write(self, chunk: list[Record]) -> None:
+        """Append one chunk; on failure keep what was not written (runs on a worker thread)."""
         if self.error is None:
             try:
-                self.store.append(batch)
+                self.store.append(chunk)
                 return
             except StoreWriteError as exc:
-                self.error, batch = exc, exc.unwritten
+                self.error, chunk = exc, exc.unwritten
             except (StoreError, OSError) as exc:  # e.g. the run folder is no longer writable: nothing written
                 cause = exc if isinstance(exc, OSError) else exc.__cause__
-                self.error = (StoreWriteError(self.store.root, self.store.path(batch[0].kind), cause, batch)
+                self.error = (StoreWriteError(self.store.root, self.store.path(chunk[0].kind), cause, chunk)
                               if isinstance(cause, OSError) else exc)
             self.halt.set(self.error)
-        self.unwritten.extend(batch)
+        self.unwritten.extend(chunk)
 
     async def run(self) -> None:
         while not self.stopped.is_set():
@@ -152,6 +152,6 @@ class BatchWriter:
             except asyncio.TimeoutError:
                 pass
             self.wake.clear()
-            batch, self.buffer = self.buffer, []
-            if batch:
-                await asyncio.to_thread(self._write, batch)
+            chunk, self.buffer = self.buffer, []
+            if chunk:
+                await asyncio.to_thread(self._write, chunk)

@@ -14,7 +14,8 @@ from bench.estimate.show import estimate_table
 from bench.estimate.verdict import Verdict, budget_verdict, refusal, verdict_line
 from bench.models.budget import PriceUnknown, dollars
 from bench.models.preflight import preflight
-from bench.pipeline import Run, make_llm, open_run, shown_path
+from bench.run import Run, open_run, shown_path
+from bench.stages import make_llm
 
 
 def validate(params: str | Path, cells: str | None = None) -> int:

@@ -4,7 +4,7 @@ Per stage (collect per model; each judge with its mode), of the first-turn reque
 (``bench.estimate.work``: the cache's replies and the run folder's records subtracted):
 
 - ``input_tokens``: their prompts counted with the model's tokenizer (``bench.models.tokens``).
-  Judge requests of answers not collected yet are rendered with a stand-in answer as long as that
+  Judge requests of answers not collected yet are built with a stand-in answer as long as that
   answer is expected to be (its cell's observed mean, else that of its model and params, else the mean
   of its model's cached replies, else its model's output bound), clipped at the rubric's ``max_chars``
   like any answer.
@@ -22,7 +22,7 @@ Per stage (collect per model; each judge with its mode), of the first-turn reque
   cost takes the judge's observed repair rate (0 without records).
 - Costs at the price the stage is called at (the Batch API price for a ``batch:`` entry:
   ``routing.price_per_token``), and the expected cost ``_direct`` and ``_batch`` (without and with
-  batch mode). An unknown price gives None, unless the stage sends nothing (then it costs 0).
+  the Batch API). An unknown price gives None, unless the stage sends nothing (then it costs 0).
   ``cost_usd_min``: the prompts alone, as if every reply were empty: what no reply length can lower.
 """
 
@@ -40,7 +40,7 @@ from bench.models.cache import open_cache
 from bench.models.client import LLM
 from bench.models.routing import Route, price_per_token, resolve
 from bench.models.tokens import counter_for, output_bound
-from bench.pipeline import Run
+from bench.run import Run
 
 REPAIR_TOKENS = 40  # the repair turn's own message ("Your reply could not be used: <reason>. …") and framing
 PLACEHOLDER_WORD = "text"  # one token in the common tokenizers, about as long as an average token

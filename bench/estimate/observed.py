@@ -69,7 +69,7 @@ def observe(store: RunStore, judges: list[Judge], cells: Iterable[Cell] = ()) ->
     by_id = {j.entry.id: j for j in judges}
     tokens: dict[str, list[int]] = {}
     replies: dict[str, list[float]] = {}
-    batches: dict[str, set[str]] = {}
+    packs: dict[str, set[str]] = {}
     for rec in store.iter(Judgment):
         judge, usage = by_id.get(rec.judge_id), rec.usage
         if judge is None or usage is None:
@@ -82,8 +82,8 @@ def observe(store: RunStore, judges: list[Judge], cells: Iterable[Cell] = ()) ->
         acc2 = replies.setdefault(rec.judge_id, [0, 0.0])
         acc2[0] += asked
         if judge.grader.packed:  # one first-turn request per packed call, whose usage its first item carries
-            if rec.batch_id and rec.batch_id not in batches.setdefault(rec.judge_id, set()):
-                batches[rec.judge_id].add(rec.batch_id)
+            if rec.pack_id and rec.pack_id not in packs.setdefault(rec.judge_id, set()):
+                packs[rec.judge_id].add(rec.pack_id)
                 acc2[1] += 1
         else:
             acc2[1] += judge.grader.requests_per_item(judge) / len(judge.grader.orders)

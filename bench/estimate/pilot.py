@@ -26,7 +26,8 @@ from bench.config.scenarios import write_scenarios
 from bench.core.spend import recorded_spend
 from bench.estimate.cost import StageEstimate
 from bench.models.budget import dollars
-from bench.pipeline import Run, run_collect, run_judge
+from bench.run import Run
+from bench.stages import run_collect, run_judge
 
 
 def pilot_run(run: Run, stages: list[StageEstimate]) -> Run:

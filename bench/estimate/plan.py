@@ -2,7 +2,7 @@
 and the totals a sweep's progress counts against.
 
 For collect (per model) and for every judge (per judge, with its mode: both pairwise orders, one
-request per checklist requirement, one per packed batch, none for automated checks): the items, how
+request per checklist requirement, one per packed call, none for automated checks): the items, how
 many the run folder already holds, the first-turn requests still to send, and how many of those the
 response cache already answers (``bench.estimate.work``). Repair turns and retries come on top. Judge
 requests of answers not collected yet are counted from the plan; whether the cache holds them cannot
@@ -18,7 +18,7 @@ from bench.core.tally import Planned
 from bench.estimate.work import stage_work
 from bench.judge.stage import judgment_counts, load_judges
 from bench.models.client import LLM
-from bench.pipeline import Run
+from bench.run import Run
 
 
 @dataclass
@@ -56,7 +56,7 @@ def plan_table(plans: list[StagePlan]) -> str:
     return "\n".join(fmt.format(*r) for r in [head, *rows, total])
 
 
-# -- the totals of a sweep's progress (bench.sweep.progress, notebooks): everything planned, done or not --
+# -- the totals of a sweep's progress (bench.sweep.cluster.progress, notebooks): everything planned, done or not --
 
 def planned_per_model(run: Run) -> dict[str, int]:
     """Return the answers the run's cells plan per model id, done or not (nothing when the sweep collects none)."""

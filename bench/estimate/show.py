@@ -67,7 +67,7 @@ def notes(est: Estimate, *, compact: bool, entries: dict[tuple[str, str], str], 
         out.append("cost max: every request at its output bound and one repair turn per judge request; cost exp: "
                    "the expected tokens (at the judge's observed repair rate); at the price each stage is called at "
                    "(batch: yes = the Batch API price); exp direct / exp batch: the expected cost without / with "
-                   "batch mode")
+                   "the Batch API")
     if flagged := [s for s in stages if s.output_bound_from == "default" and s.to_send]:
         out.append(f"* no max_tokens set and the model's maximum output is unknown: {DEFAULT_COMPLETION_TOKENS} "
                    f"tokens per request assumed for {', '.join(f'{where(s)} ({s.id})' for s in flagged)}; set "

@@ -1,6 +1,6 @@
 """What an estimate means for ``limits.budget_usd`` before a sweep starts: start, pilot first, or refuse.
 
-The expected cost is held to the budget, not the worst case (README, A hard budget). With the run
+The expected cost is held to the budget, not the worst case (docs/budget.md, A hard budget). With the run
 folder's recorded spend ``spent``:
 
 - ``fits``: spent + the worst case (every reply at its output bound) fits: the sweep starts.
@@ -21,7 +21,7 @@ from bench.core.errors import BudgetReached
 from bench.core.spend import recorded_spend
 from bench.estimate.cost import ASSUMED, PILOT, Estimate, StageEstimate, needed_budget
 from bench.models.budget import dollars
-from bench.pipeline import Run, shown_path
+from bench.run import Run, shown_path
 
 
 @dataclass

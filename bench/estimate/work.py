@@ -2,14 +2,14 @@
 
 Collect asks one request per answer not yet in the run folder (per model); a judge asks, per item not
 yet graded, both pairwise orders (those not graded yet), one request per checklist requirement, one per
-item (rubric, hybrid), none for automated checks, and for the packed ``batch`` mode one per packed call,
-packed as grading packs them: the answers already collected are graded by the judge stage ``batch_size``
-at a time in the run store's order (``bench.judge.batch``), the answers a sweep collects are graded as
+item (rubric, hybrid), none for automated checks, and for the ``packed`` mode one per packed call,
+packed as grading packs them: the answers already collected are graded by the judge stage ``pack_size``
+at a time in the run store's order (``bench.judge.packed``), the answers a sweep collects are graded as
 they arrive (``bench.judge.stream``), so each group is packed apart, and each execution of the sweep
 (``--jobs``, ``--per-cell``, a cluster's tasks) packs its own cells apart too.
 
 A request whose reply the response cache holds, or the same as one counted before it (a reply shared
-in flight), is counted as cached, not sent. Judge requests of answers this sweep collects are rendered
+in flight), is counted as cached, not sent. Judge requests of answers this sweep collects are built
 with the answer the response cache holds for its request when it does (a grid re-run under another
 name), else with a stand-in answer (``placeholder``: text of the answer's expected length), so their
 tokens can be estimated; whether the cache holds a stand-in's judge requests cannot be known before the
@@ -28,14 +28,14 @@ from dataclasses import dataclass, field
 from bench.collect import WorkItem, make_candidate, plan
 from bench.config.params import Cell
 from bench.config.reply_schemas import response_format
-from bench.config.templates import render
+from bench.config.templates import fill_prompt
 from bench.core.records import Candidate, Judgment
-from bench.judge.batch import packed_messages, short_id  # the packed call, as grade_batch builds it
+from bench.judge.packed import packed_messages, short_id  # the packed call, as grade_packed builds it
 from bench.judge.grader import Item, Judge
 from bench.judge.stage import items_for, load_judges, next_attempts, owns_dataset
 from bench.models.client import LLM
 from bench.models.routing import ModelSpec
-from bench.pipeline import Run
+from bench.run import Run
 
 # the stand-in answer of a cell whose answer is not collected yet, given the mean length (tokens) of its model's
 # replies the response cache holds for this grid (None: none)
@@ -91,7 +91,7 @@ def stage_work(run: Run, llm: LLM, placeholder: Placeholder | None = None, *, on
     stored = {c.id: c for c in store.latest(Candidate).values() if c.ok and c.cell in keys}
     fill = placeholder or (lambda cell, mean: "")
     cached = {w.id: sum(w.replies) / len(w.replies) for w in out if w.replies}  # model id -> cached reply length
-    future = {cid: make_candidate(it, render(it.cell.prompt, it.scenario), output=answers[cid] if cid in answers
+    future = {cid: make_candidate(it, fill_prompt(it.cell.prompt, it.scenario), output=answers[cid] if cid in answers
                                   else fill(it.cell, cached.get(it.cell.model.id)))
               for it, cid in work if collects and cid not in stored and tries.get(cid, 0) < limit}
     if only_stage == "collect":  # the judge stage does not run: what was collected earlier waits for it
@@ -120,7 +120,7 @@ def _collect_work(run: Run, llm: LLM, work: list[tuple[WorkItem, str]], seen: se
             continue
         spec = model.spec()
         todo = [(it, cid) for it, cid in mine if cid not in done and tries.get(cid, 0) < limit]
-        messages = [render(it.cell.prompt, it.scenario) for it, _cid in todo]
+        messages = [fill_prompt(it.cell.prompt, it.scenario) for it, _cid in todo]
         keys = [llm.request_key(spec, m, sample=it.sample, attempt=tries.get(cid, 0) + 1)
                 for (it, cid), m in zip(todo, messages)]
         hits = cached_keys(llm, keys, seen)
@@ -148,7 +148,7 @@ def _judge_work(run: Run, llm: LLM, judge: Judge, items: list[Item], new: tuple[
     n_done = len(items) - len(pending) - len(exhausted)
     out = StageWork("judge", judge.entry.id, judge.mode, spec, len(items) * per_item, n_done * per_item)
     if grader.packed:
-        out.held = math.ceil(n_done / max(1, judge.entry.batch_size))
+        out.held = math.ceil(n_done / max(1, judge.entry.pack_size))
         requests = [(packed_request(judge, chunk, run.sweep.seed), any(stand_ins.intersection(i.ids) for i in chunk))
                     for chunk in _chunks(judge, pending, future, group)]
     else:
@@ -181,7 +181,7 @@ def _completion_tokens(reply: dict | None) -> list[int]:
 def _chunks(judge: Judge, pending: list[Item], future: Set[str], group: Callable[[Item], int]) -> list[list[Item]]:
     """Return the packed calls of ``pending`` as grading makes them: per execution, what the judge stage
     grades (answers collected earlier) and what the pipelined stream grades (new answers), each in turn."""
-    k = max(1, judge.entry.batch_size)
+    k = max(1, judge.entry.pack_size)
     parts: dict[tuple[int, bool], list[Item]] = {}
     for item in pending:  # one repeat per call, as grading packs them
         parts.setdefault((group(item), bool(future.intersection(item.ids)), item.repeat), []).append(item)
@@ -190,12 +190,12 @@ def _chunks(judge: Judge, pending: list[Item], future: Set[str], group: Callable
 
 def packed_request(judge: Judge, items: list[Item], seed: int) -> tuple[list[dict], dict, int, int]:
     """Return (messages, response_format, attempt, repeat) of the packed call grading ``items``, exactly as
-    ``bench.judge.batch.grade_batch`` builds it (the same order, the same shuffle, the same schema)."""
+    ``bench.judge.packed.grade_packed`` builds it (the same order, the same shuffle, the same schema)."""
     order = sorted(items, key=short_id)
     random.Random(f"{seed}:{judge.entry.id}:{[short_id(i) for i in order]}").shuffle(order)
     ids = [short_id(i) for i in order]
     messages, _notes = packed_messages(judge, order, ids)
-    return (messages, response_format(judge.rubric.batch_schema(ids), "grades"), max(i.attempt for i in items),
+    return (messages, response_format(judge.rubric.packed_schema(ids), "grades"), max(i.attempt for i in items),
             order[0].repeat)
 
 

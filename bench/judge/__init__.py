@@ -11,12 +11,12 @@ cannot be used is stored as a failed Judgment with the prompt, the raw reply and
 from bench.judge.modes import GRADERS  # every mode's grader, registered by name
 from bench.judge.grader import Emit, Grader, Item, Judge, Request, grade_items
 from bench.judge.replies import MIRROR, extract_json, parse_verdict, rationale_of, validate_scores
-from bench.judge.stage import (JudgeResult, RunInputs, failed_after, items_for, judge_stage, judgment_counts,
+from bench.judge.stage import (JudgeResult, failed_after, items_for, judge_stage, judgment_counts,
                                load_judges, next_attempts, pending_judgments)
 from bench.judge.stream import JudgeStream
 
 __all__ = [
-    "GRADERS", "MIRROR", "Emit", "Grader", "Item", "Judge", "JudgeResult", "JudgeStream", "Request", "RunInputs",
+    "GRADERS", "MIRROR", "Emit", "Grader", "Item", "Judge", "JudgeResult", "JudgeStream", "Request",
     "extract_json", "failed_after", "grade_items", "items_for", "judge_stage", "judgment_counts", "load_judges",
     "next_attempts", "parse_verdict", "pending_judgments", "rationale_of", "validate_scores",
 ]

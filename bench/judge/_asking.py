@@ -18,7 +18,7 @@ from bench.judge._prompts import REPAIR
 from bench.judge.grader import Emit, Judge
 from bench.models.client import LLM
 
-Task = Callable[[], Awaitable[Judgment | list[Judgment]]]  # grades one item (or one packed batch) when called
+Task = Callable[[], Awaitable[Judgment | list[Judgment]]]  # grades one item (or one packed call's items) when called
 
 
 class Spend:
@@ -107,7 +107,7 @@ async def run_bounded(tasks: list[Task], emit: Emit, llm: LLM, halt: Halt | None
             for j in result if isinstance(result, list) else [result]:
                 emit(j)
 
-    specs = [judge.entry.spec()] if judge is not None else []  # a batched judge: every task at once (one batch)
+    specs = [judge.entry.spec()] if judge is not None else []  # on a Batch API: every task at once, one batch
     await asyncio.gather(*(worker() for _ in range(llm.pool(len(tasks), specs))))
     if own:
         halt.check()

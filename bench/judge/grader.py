@@ -28,7 +28,7 @@ class Item:
     """What a judge grades: one response (or two, A and B, for pairwise) to one scenario."""
 
     scenario: Scenario
-    question: str  # what the model was asked (the rendered user prompt, or the dataset question)
+    question: str  # what the model was asked (the filled user prompt, or the dataset question)
     texts: tuple[str, ...]
     ids: tuple[str, ...]  # candidate ids (dataset pairs use "<scenario id>:A" / ":B")
     attempt: int = 1  # > 1: a resume asking an item whose judgment failed again, as a fresh request
@@ -74,10 +74,11 @@ class Judge:
 
     @property
     def mode(self) -> JudgeMode:
-        """Return the grading mode: the entry's, else ``batch`` for a rubric with ``batch_size`` > 1, else the rubric's."""
+        """Return the grading mode: the entry's, else ``packed`` for a rubric with ``pack_size`` > 1, else the
+        rubric's."""
         if self.entry.mode:
             return self.entry.mode
-        return "batch" if self.entry.batch_size > 1 and self.rubric.mode == "rubric" else self.rubric.mode
+        return "packed" if self.entry.pack_size > 1 and self.rubric.mode == "rubric" else self.rubric.mode
 
     @property
     def grader(self) -> Grader:
@@ -86,10 +87,10 @@ class Judge:
 
     @property
     def params(self) -> dict[str, Any]:
-        """Return the judge params that determine its grades (batch size included when items are packed)."""
+        """Return the judge params that determine its grades (the pack size included when items are packed)."""
         out = dict(self.entry.params)
         if self.grader.packed:
-            out["batch_size"] = self.entry.batch_size
+            out["pack_size"] = self.entry.pack_size
         return out
 
     def base(self, item: Item, order: str | None = None) -> dict[str, Any]:

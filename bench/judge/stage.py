@@ -4,7 +4,7 @@ Items come from the run's successful candidates (one per candidate; for pairwise
 cell's answer against the judge's ``baseline`` cell on the same scenario and sample) or,
 for pairwise datasets such as JudgeBench, from the scenarios' ``response_A``/``response_B``.
 Judgments already done are skipped; failures are redone on the next run; records are
-appended in batches as they are made.
+appended a few hundred at a time as they are made (``bench.core.writer``).
 """
 
 from __future__ import annotations
@@ -13,11 +13,9 @@ import asyncio
 import time
 from collections.abc import Iterable, Set
 from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import ClassVar
 
 from bench.collect import plan
-from bench.config.params import Cell, Sweep
 from bench.config.rubrics import load_rubric
 from bench.core.digests import current_candidates
 from bench.core.errors import ParamsError
@@ -25,20 +23,10 @@ from bench.core.progress import Progress, requests_on_the_wire
 from bench.core.records import Candidate, Judgment, Scenario
 from bench.core.stage import StageResult
 from bench.core.store import RunStore
-from bench.core.writer import BatchWriter
+from bench.core.writer import RecordWriter
 from bench.judge.grader import Item, Judge, grade_items
 from bench.models.client import LLM
-
-
-class RunInputs(Protocol):
-    """What the judge stage reads of a run (``bench.pipeline.Run`` is one)."""
-
-    sweep: Sweep
-    params_path: Path  # rubric paths are relative to its folder
-    root: Path  # the project root
-    dir: Path  # the run folder
-    scenarios: list[Scenario]
-    cells: list[Cell]  # the grid cells this execution judges
+from bench.run import Run
 
 
 @dataclass
@@ -49,7 +37,7 @@ class JudgeResult(StageResult):
     noun: ClassVar[str] = "judgments"
 
 
-def load_judges(run: RunInputs, only: str | Iterable[str] | None = None) -> list[Judge]:
+def load_judges(run: Run, only: str | Iterable[str] | None = None) -> list[Judge]:
     """Return the run's judges with their rubrics loaded (``only``: judge ids to keep)."""
     entries = run.sweep.judges
     if only:
@@ -114,13 +102,13 @@ def next_attempts(judge: Judge, items: list[Item], done: Set[str], tries: dict[s
     return pending, exhausted
 
 
-def owns_dataset(run: RunInputs) -> bool:
+def owns_dataset(run: Run) -> bool:
     """Return True if this execution judges the dataset pairs: the one with the grid's first cell (or no grid)."""
     every = run.sweep.cells()
     return not every or every[0].key in {c.key for c in run.cells}
 
 
-async def judge_stage(run: RunInputs, llm: LLM, judges: list[Judge], *, shard: str | None = None,
+async def judge_stage(run: Run, llm: LLM, judges: list[Judge], *, shard: str | None = None,
                       progress: str = "auto", failed_since: str | None = None) -> JudgeResult:
     """Grade every pending item of every judge; return what was done.
 
@@ -147,7 +135,7 @@ async def judge_stage(run: RunInputs, llm: LLM, judges: list[Judge], *, shard: s
         result.exhausted += len(exhausted) * per_item
         work.append((judge, pending, len(pending) * per_item))
     bar = Progress("judge", {j.entry.id: n for j, _p, n in work}, mode=progress, wire=requests_on_the_wire(llm))
-    writer = BatchWriter(store)  # a failed write sets writer.halt: no new item starts, the rest is rescued
+    writer = RecordWriter(store)  # a failed write sets writer.halt: no new item starts, the rest is rescued
 
     def emit(j: Judgment) -> None:
         writer.add(j)
@@ -179,7 +167,7 @@ def failed_after(store: RunStore, since: str | None) -> set[str]:
     return {i for i, r in store.failed(Judgment).items() if r.created_at >= since}
 
 
-def judgment_counts(run: RunInputs, judges: list[Judge] | None = None) -> tuple[int, int]:
+def judgment_counts(run: Run, judges: list[Judge] | None = None) -> tuple[int, int]:
     """Return (judgments saved, judgments planned) of the run's cells by its judges (or by ``judges``).
 
     The planned count includes the answers not collected yet (one judgment per planned answer;
@@ -212,7 +200,7 @@ def judgment_counts(run: RunInputs, judges: list[Judge] | None = None) -> tuple[
     return saved, planned
 
 
-def pending_judgments(run: RunInputs, failed_since: str | None = None) -> int:
+def pending_judgments(run: Run, failed_since: str | None = None) -> int:
     """Return how many items some judge of the run has not graded successfully yet (0: nothing to do)."""
     judges = load_judges(run)
     store = RunStore(run.dir)

@@ -9,26 +9,27 @@ from typing import Any
 from bench.core.records import Candidate
 from bench.core.writer import Halt
 from bench.judge.grader import Emit, Item, Judge, grade_items
-from bench.judge.stage import RunInputs, items_for
+from bench.judge.stage import items_for
 from bench.models.client import LLM
+from bench.run import Run
 
 
 class JudgeStream:
     """Judges candidates as collect produces them (the pipelined sweep): one event loop, one cap.
 
-    Single-item modes grade a candidate as soon as it arrives; batch mode grades every k
+    Single-item modes grade a candidate as soon as it arrives; the packed mode grades every k
     arrivals; pairwise against a baseline waits for both answers of a scenario. ``drain``
-    grades what is left (partial batches) and waits for everything in flight. Once ``halt``
+    grades what is left (partial packs) and waits for everything in flight. Once ``halt``
     (the stage's ``Halt``) is set by a failed write, nothing new is started. ``planned(judge_id, n)``
     is told of the ``n`` judgments each new candidate adds (a progress bar whose total grows).
     """
 
-    def __init__(self, run: RunInputs, llm: LLM, judges: list[Judge], emit: Emit, done: set[str],
+    def __init__(self, run: Run, llm: LLM, judges: list[Judge], emit: Emit, done: set[str],
                  halt: Halt | None = None, planned: Callable[[str, int], None] | None = None):
         self.run, self.llm, self.judges, self.emit, self.done = run, llm, judges, emit, done
         self.halt, self.planned = halt, planned
         self.tasks: set[asyncio.Task] = set()
-        self.batches: dict[tuple[str, int], list[Item]] = {}  # (judge id, repeat) → items waiting for a packed call
+        self.packs: dict[tuple[str, int], list[Item]] = {}  # (judge id, repeat) → items waiting for a packed call
         self.waiting: dict[tuple, dict[str, Candidate]] = {}
 
     def feed(self, cand: Candidate) -> None:
@@ -43,7 +44,7 @@ class JudgeStream:
                 if self.planned is not None:
                     self.planned(judge.entry.id, len(todo))
                 if judge.grader.packed:
-                    self._add_to_batch(judge, item)
+                    self._add_to_pack(judge, item)
                 else:
                     self._spawn(grade_items(judge, [item], self.llm, self.emit, seed=self.run.sweep.seed,
                                             done=self.done, halt=self.halt))
@@ -61,13 +62,13 @@ class JudgeStream:
             return items_for(judge, self.run.scenarios, list(slot.values()))
         return items_for(judge, self.run.scenarios, [cand, slot[judge.entry.baseline]])
 
-    def _add_to_batch(self, judge: Judge, item: Item) -> None:
+    def _add_to_pack(self, judge: Judge, item: Item) -> None:
         key = (judge.entry.id, item.repeat)  # one repeat per packed call
-        batch = self.batches.setdefault(key, [])
-        batch.append(item)
-        if len(batch) >= max(1, judge.entry.batch_size):
-            self.batches[key] = []
-            self._spawn(grade_items(judge, batch, self.llm, self.emit, seed=self.run.sweep.seed, halt=self.halt))
+        pack = self.packs.setdefault(key, [])
+        pack.append(item)
+        if len(pack) >= max(1, judge.entry.pack_size):
+            self.packs[key] = []
+            self._spawn(grade_items(judge, pack, self.llm, self.emit, seed=self.run.sweep.seed, halt=self.halt))
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -75,10 +76,10 @@ class JudgeStream:
         task.add_done_callback(self.tasks.discard)
 
     async def drain(self) -> None:
-        """Grade partial batches and wait for every grading started so far."""
+        """Grade partial packs and wait for every grading started so far."""
         by_id = {j.entry.id: j for j in self.judges}
-        for (judge_id, _repeat), rest in list(self.batches.items()):
-            self.batches[(judge_id, _repeat)] = []
+        for (judge_id, _repeat), rest in list(self.packs.items()):
+            self.packs[(judge_id, _repeat)] = []
             judge = by_id[judge_id]
             if rest and not self.halt:
                 self._spawn(grade_items(judge, rest, self.llm, self.emit, seed=self.run.sweep.seed, halt=self.halt))

@@ -9,7 +9,9 @@ What it produces is a ``Completion``: the reply's text and its ``Usage`` (tokens
 
 Three kinds of model sit behind the same seam: providers (OpenAI-compatible ones by one HTTP POST,
 others through LiteLLM), the embedded ``local/<name>`` model (``local``: llama.cpp on loopback) and
-the in-process ``dry/<name>`` model of a dry run (``dry``: schema-valid replies, no cost).
+the in-process ``dry/<name>`` model of a dry run (``dry``: schema-valid replies, no cost). Each kind is
+one ``Provider`` of the registry in ``providers``, which the seam asks how to route, check, count, price
+and batch a model and whether it takes images, tools and logprobs.
 """
 
 from bench.models.cache import ResponseCache, open_cache, request_key

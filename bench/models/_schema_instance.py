@@ -77,7 +77,7 @@ class SchemaInstance:
         prefix = schema.get("prefixItems") or []
         items = schema.get("items") if isinstance(schema.get("items"), (dict, bool)) else {}
         ids = _keyed_by(items)
-        if ids is not None:  # one element per key (a batch's grades, one per item id shown)
+        if ids is not None:  # one element per key (a packed reply's grades, one per item id shown)
             n = max(len(ids), lo) if schema.get("maxItems") is None else min(max(len(ids), lo), hi)
             out = [self.of(items, depth + 1, name) for _ in range(n)]
             for element, key in zip(out, ids):

@@ -15,6 +15,7 @@ from typing import Any
 
 from bench.core.errors import ProviderError
 from bench.core.secrets import redact
+from bench.models._json import body_bytes, loads
 from bench.models._litellm import litellm
 from bench.models.routing import Route
 
@@ -36,7 +37,7 @@ def open_session(route: Route, timeout_s: float) -> Any:
 
 
 def client_timeout(timeout_s: float) -> Any:
-    """Return an aiohttp timeout of ``timeout_s`` for one request (e.g. a judge batch's, scaled by its size)."""
+    """Return an aiohttp timeout of ``timeout_s`` for one request (e.g. a packed judge call's, scaled by its k)."""
     import aiohttp  # noqa: PLC0415 (0.4 s: only the direct transport needs it, not every importer of bench.models)
 
     return aiohttp.ClientTimeout(total=timeout_s)
@@ -50,10 +51,10 @@ async def send_direct(session: Any, route: Route, body: dict, timeout_s: float, 
 
     extra = {"timeout": timeout} if timeout is not None else {}
     try:
-        async with session.post(f"{route.api_base}/chat/completions", data=json.dumps(body).encode(),
-                                **extra) as resp:
+        async with session.post(f"{route.api_base}/chat/completions", data=body_bytes(body), **extra) as resp:
             payload = await resp.read()
-            status, retry_after = resp.status, resp.headers.get("Retry-After")
+            status = resp.status
+            retry_after = resp.headers.get("Retry-After") if status != 200 else None
     except asyncio.TimeoutError:
         raise ProviderError(f"{route.spec.model} at {route.api_base}: no answer within {timeout_s:g} s",
                             kind="timeout", retryable=True) from None
@@ -73,7 +74,7 @@ def parse_openai(route: Route, status: int, payload: bytes, retry_after: str | N
     if status != 200:
         raise http_error(route, status, payload, retry_after)
     try:
-        data = json.loads(payload)
+        data = loads(payload)
         choice = data["choices"][0]
         text = choice["message"].get("content") or ""
     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
@@ -103,10 +104,12 @@ def token_logprobs(raw: dict[str, Any] | None) -> list | None:
     """Return a reply's token log-probabilities as ``[[token, [[alternative, logprob], …]], …]`` (OpenAI's
     ``choices[0].logprobs.content``, as OpenAI, vLLM and llama.cpp's server return it), or None without them."""
     try:
-        content = raw["choices"][0]["logprobs"]["content"]  # type: ignore[index]
+        logprobs = raw["choices"][0].get("logprobs") if raw else None  # type: ignore[index]
+        if not logprobs:
+            return None  # the common reply, none asked for: answered without raising and catching a KeyError
         return [[t["token"], [[a["token"], a["logprob"]] for a in t.get("top_logprobs") or []]
-                 or [[t["token"], t["logprob"]]]] for t in content] or None
-    except (TypeError, KeyError, IndexError):
+                 or [[t["token"], t["logprob"]]]] for t in logprobs["content"]] or None
+    except (TypeError, KeyError, IndexError, AttributeError):
         return None
 
 

@@ -1,4 +1,4 @@
-"""``limits.budget_usd``: a hard cap on what a run folder spends, held before every paid request (README, Budgets).
+"""``limits.budget_usd``: a hard cap on what a run folder spends, held before every paid request (docs/budget.md).
 
 What counts as spent: the run folder's records (``bench.core.spend.recorded_spend``: every paid reply,
 earlier runs and failed attempts included) plus what this sweep has paid since it started. Before a

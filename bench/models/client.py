@@ -10,7 +10,7 @@ by content; usage, latency and cost (None when unknown) on every answer.
 OpenAI-compatible endpoints (OpenAI, OpenRouter, vLLM, llama.cpp, Ollama's /v1, the
 embedded model) take the "direct" transport: LiteLLM resolves the route and translates
 params once, then each request is one aiohttp POST. Other providers go through
-``litellm.acompletion``. See README "The LLM seam" for the measured effect. A ``dry/<name>``
+``litellm.acompletion``. See docs/llm-seam.md for the measured effect. A ``dry/<name>``
 model is answered in-process (``bench.models.dry``) through the same cache, caps and usage.
 The wire itself (sending, parsing replies, classifying errors) is ``bench.models._transport``.
 """
@@ -18,21 +18,22 @@ The wire itself (sending, parsing replies, classifying errors) is ``bench.models
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
 from bench.core.errors import Halted, LocalModelError, ProviderError
-from bench.core.records import Usage, canonical_json
+from bench.core.records import canonical_json
 from bench.core.secrets import load_env
-from bench.models import dry, local
+from bench.models import dry
+from bench.models._completion import Completion, cache_entry, join, reused, settle_shared, usage_of
 from bench.models._paid import PaidAttempts, lines_cost, reconcile
 from bench.models._transport import (Reply, client_timeout, open_session, send_direct, send_litellm, storable,
                                      token_logprobs)
 from bench.models.batches.ledger import Ledger
-from bench.models.batches.policy import BATCH_POOL
+from bench.models.batch_policy import BATCH_POOL
 from bench.models.batches.queue import Batcher
 from bench.models.batches.wire import close_clients, line_body
 from bench.models.budget import Budget, Held
@@ -40,17 +41,6 @@ from bench.models.cache import ResponseCache, request_key
 from bench.models.limits import Limits
 from bench.models.ratelimit import SWEEP_KEY, Caps, Limiter, estimate_tokens, limiter_for, limits_of, sweep_cap
 from bench.models.routing import ModelSpec, Route, body_params, resolve
-
-
-@dataclass(frozen=True)
-class Completion:
-    """One model answer: its text and what it cost."""
-
-    text: str
-    usage: Usage
-    raw: dict[str, Any] | None = None  # the provider body (direct transport; via LiteLLM: its logprobs only)
-    key: str | None = None  # the request's cache key (``LLM.keep`` stores a checked reply under it)
-    logprobs: list | None = None  # [[token, [[alternative, logprob], …]], …] when asked for (kept in the cache)
 
 
 @dataclass
@@ -63,13 +53,14 @@ class _LoopState:
     batchers: dict[int, Batcher] = field(default_factory=dict)  # a batched route's queue (bench.models.batches)
     in_flight: int = 0
     peak: int = 0
+    shared: int | None = None  # a cluster sweep's global cap (bench.models.ratelimit.sweep_cap), read once per loop
 
 
 class LLM:
     """A client with one concurrency cap, one retry policy and one response cache."""
 
-    journal: Any = None  # a bench.core.journal.Journal (set by bench.pipeline.make_llm): requests on the wire, per process
-    batch_dir: Any = None  # <run folder>/batches (set by bench.pipeline.make_llm): the ledger of provider batches
+    journal: Any = None  # a bench.core.journal.Journal (set by bench.stages.make_llm): requests on the wire, per process
+    batch_dir: Any = None  # <run folder>/batches (set by bench.stages.make_llm): the ledger of provider batches
 
     def __init__(self, limits: Limits | None = None, cache: ResponseCache | str | None = None):
         load_env()
@@ -82,7 +73,7 @@ class LLM:
         self._timeouts: dict[float, Any] = {}  # aiohttp.ClientTimeout per value
         self._flying: dict[tuple[int, str], asyncio.Future] = {}  # (loop, request key) → the request on the wire
         self.ledger: Ledger | None = None  # the batch ledger, read on the first batched request
-        self.budget: Budget | None = None  # limits.budget_usd (set by bench.pipeline.make_llm): bench.models.budget
+        self.budget: Budget | None = None  # limits.budget_usd (set by bench.stages.make_llm): bench.models.budget
 
     # -- public -------------------------------------------------------------------------
     async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], *,
@@ -108,14 +99,17 @@ class LLM:
         settings = _settings(route, merged, params, response_format)  # also the param memo key
         key = request_key(route.identity, spec.model, settings, _sample_key(sample, attempt), canonical_json(messages))
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
-            return Completion(hit["text"], _reused(hit["usage"]), None, key, hit.get("logprobs"))
-        flying = self._flying.get((id(asyncio.get_running_loop()), key))
+            return Completion(hit["text"], reused(hit["usage"]), None, key, hit.get("logprobs"))
+        loop = asyncio.get_running_loop()
+        flight = (id(loop), key)
+        flying = self._flying.get(flight)
         if flying is not None:  # the same request is on the wire: share its reply (or its failure)
-            return await _join(flying, key)
-        wire_messages = local.llama_messages(messages) if route.is_local else messages
+            return await join(flying, key)
+        wire_messages = route.provider.wire_messages(messages)
         body = {"model": route.served_model, "messages": wire_messages,
                 **body_params(route, merged, response_format, settings)}
-        with self._in_flight(key) as done:
+        done = self._flying[flight] = loop.create_future()  # what identical calls meanwhile wait for
+        try:
             if route.spec.batch is not None:
                 line = line_body(route, body, merged, response_format)  # OpenAI's form, for LiteLLM to translate
                 text, usage, raw = await self._via_batch(route, body, key, label, allow_empty, line)
@@ -127,7 +121,12 @@ class LLM:
             text, lps = storable(text), token_logprobs(raw)
             usage.update(calls=usage["attempts"], cache_hits=0)
             done.set_result((text, usage, lps))
-        comp = Completion(text, Usage.model_construct(**usage), raw, key, lps)
+        except BaseException as exc:
+            settle_shared(done, exc)
+            raise
+        finally:
+            self._flying.pop(flight, None)
+        comp = Completion(text, usage_of(usage), raw, key, lps)
         if cache_reply:
             self.keep(comp)
         return comp
@@ -135,26 +134,7 @@ class LLM:
     def keep(self, comp: Completion) -> None:
         """Store a checked reply in the response cache (``complete(..., cache_reply=False)`` left it out)."""
         if self.cache is not None and comp.key is not None and not comp.usage.cached:
-            self.cache.put_later(comp.key, {"text": comp.text, "usage": comp.usage.model_dump(
-                include={"prompt_tokens", "completion_tokens", "cost_usd", "latency_s", "attempts", "finish_reason",
-                         "batch_id", "over_limit", "estimated"}),
-                **({"logprobs": comp.logprobs} if comp.logprobs else {})})
-
-    @contextlib.contextmanager
-    def _in_flight(self, key: str):
-        """Register a request as in flight for the calls that ask the same meanwhile; yield its future."""
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        fut.add_done_callback(lambda f: f.cancelled() or f.exception())  # a failure nobody shared is not "unretrieved"
-        self._flying[(id(loop), key)] = fut
-        try:
-            yield fut
-        except BaseException as exc:
-            if not fut.done():
-                fut.set_exception(exc) if isinstance(exc, Exception) else fut.cancel()
-            raise
-        finally:
-            self._flying.pop((id(loop), key), None)
+            self.cache.put_later(comp.key, cache_entry(comp))
 
     def request_key(self, spec: ModelSpec, messages: list[dict[str, Any]], *, params: dict | None = None,
                     response_format: dict | None = None, sample: int = 0, attempt: int = 1) -> str:
@@ -232,19 +212,18 @@ class LLM:
 
     async def _route(self, spec: ModelSpec) -> Route:
         route = self._resolved(spec)
-        if route.is_local and route.api_base is None:
+        if route.provider.launches and route.api_base is None:
             try:
-                ep = await asyncio.to_thread(local.ensure, spec.model)
+                await asyncio.to_thread(route.provider.launch, route)
             except LocalModelError as err:  # recorded like any provider failure, redone on resume
                 raise ProviderError(str(err), kind="local_model", retryable=False) from None
-            route.api_base, route.served_model = ep.api_base, ep.served_model
         return route
 
     def _state(self) -> _LoopState:
         loop = asyncio.get_running_loop()
         entry = self._loops.get(id(loop))
         if entry is None or entry[0] is not loop:
-            entry = (loop, _LoopState(asyncio.Semaphore(self.limits.max_concurrency)))
+            entry = (loop, _LoopState(asyncio.Semaphore(self.limits.max_concurrency), shared=sweep_cap()))
             self._loops[id(loop)] = entry
         return entry[1]
 
@@ -279,13 +258,18 @@ class LLM:
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
-    async def _attempt(self, route: Route, body: dict, timeout_s: float, key: str) -> Reply:
+    def _attempt(self, route: Route, body: dict, timeout_s: float, key: str) -> Awaitable[Reply]:
+        """Return one attempt's sending: under the model's caps and a cluster sweep's global cap when there are any,
+        else straight under the process cap (one coroutine less to step through on every resume)."""
         st = self._state()
-        spec = route.spec
-        capped = limits_of(spec)
-        shared = sweep_cap()  # a cluster sweep's global cap, held by its lease server across every worker
-        if capped is None and shared is None:
-            return await self._send_capped(st, route, body, timeout_s, key)
+        capped = limits_of(route.spec)
+        if capped is None and st.shared is None:
+            return self._send_capped(st, route, body, timeout_s, key)
+        return self._send_leased(st, route, body, timeout_s, key, capped)
+
+    async def _send_leased(self, st: _LoopState, route: Route, body: dict, timeout_s: float, key: str,
+                           capped: tuple[str, Caps] | None) -> Reply:
+        shared = st.shared  # a cluster sweep's global cap, held by its lease server across every worker
         limiter = st.limiter
         if limiter is None:  # in-process counters, or the sweep's lease server (BENCH_LIMITS_ADDRESS)
             limiter = st.limiter = limiter_for(self.limits.rate_window_s)
@@ -307,7 +291,8 @@ class LLM:
 
     async def _send_capped(self, st: _LoopState, route: Route, body: dict, timeout_s: float, key: str) -> Reply:
         async with st.sem:
-            held = await self.reserve(route, body, batch=False)  # under the cap: only what is about to be sent
+            budget = self.budget  # reserved under the cap: only what is about to be sent
+            held = None if budget is None else await budget.reserve(route, body, batch=False)
             st.in_flight += 1
             st.peak = max(st.peak, st.in_flight)
             self.calls += 1
@@ -318,7 +303,7 @@ class LLM:
                 if route.transport == "direct":
                     text, usage, raw = await send_direct(self._session(st, route), route, body, timeout_s,
                                                          self._reached, self._timeout(timeout_s))
-                elif route.transport == "dry":
+                elif route.provider.answers_in_process:
                     text, usage, raw = dry.answer(body, seed=key)  # in-process: the request key seeds the reply
                 else:
                     text, usage, raw = await send_litellm(route, body, timeout_s)
@@ -344,29 +329,13 @@ class LLM:
     def _timeout(self, timeout_s: float) -> Any:
         """Return None for the session's own timeout, else a per-request one (memoized per value)."""
         if timeout_s == self.limits.timeout_s:
-            return None  # else e.g. a judge batch, whose timeout scales with its size
+            return None  # else e.g. a packed judge call, whose timeout scales with k
         return self._timeouts.get(timeout_s) or self._timeouts.setdefault(timeout_s, client_timeout(timeout_s))
 
 
 def _sample_key(sample: int, attempt: int) -> str | int:
     """Return the repeat part of a request's identity (the first attempt keeps the spelling of old caches)."""
     return sample if attempt <= 1 else f"{sample}#attempt{attempt}"
-
-
-def _reused(stored: dict[str, Any]) -> Usage:
-    """Return the usage of a reply answered without a request (the original call's tokens and cost)."""
-    return Usage.model_construct(**{**stored, "cached": True, "calls": 0, "cache_hits": 1})
-
-
-async def _join(flying: asyncio.Future, key: str) -> Completion:
-    """Wait for an identical request already in flight and share its reply; no request of our own."""
-    try:
-        text, usage, lps = await asyncio.shield(flying)
-    except ProviderError as err:
-        shared = ProviderError(str(err), kind=err.kind, status=err.status, retryable=err.retryable, attempts=0)
-        shared.shared = True
-        raise shared from None
-    return Completion(text, _reused(usage), None, key, lps)
 
 
 def _settings(route: Route, merged: dict, params: dict | None, response_format: dict | None) -> str:

@@ -32,7 +32,7 @@ from bench.models.ratelimit import CHARS_PER_TOKEN
 
 DRY_PREFIX = "dry/"
 TOKENS_PER_MESSAGE = 4  # role and separators, as chat formats add them
-DEFAULT_LABELS = ("A>B", "A=B", "B>A")
+FALLBACK_VERDICTS = ("A>B", "A=B", "B>A")  # a pairwise prompt listing fewer than two labels
 _LABEL = re.compile(r"(?<![\w\[<>=])([AB](?:>>|>|=|<<|<)[AB])(?![\w\]<>=])")
 _WORD = re.compile(r"[A-Za-z][a-z]{4,}")
 _COMMON = frozenset("""about above after again against answer because before being below between could
@@ -161,5 +161,5 @@ def _verdict(rng: random.Random, topic: list[str], prompt: str) -> str:
     """Return a short comparison ending in one bracketed verdict, from the labels the prompt's instructions list."""
     at = prompt.rfind("one of ")  # "give your verdict as one of A>B, A=B, B>A": the instructions come last
     listed = list(dict.fromkeys(_LABEL.findall(prompt[at:] if at >= 0 else prompt[-800:])))
-    label = rng.choice(listed if len(listed) >= 2 else list(DEFAULT_LABELS))
+    label = rng.choice(listed if len(listed) >= 2 else list(FALLBACK_VERDICTS))
     return f"{_prose(rng, topic, 240)}\n\nVerdict: [[{label}]]"

@@ -11,6 +11,7 @@ OpenAI-compatible servers reached through an ``api_base`` (``openai/…``, ``hos
 are checked against OpenAI's chat params, which is what LiteLLM lists for them, without
 importing LiteLLM (seconds per kernel); the embedded llama.cpp model also takes llama.cpp's
 sampling params. A dry model (``dry/<name>``) takes any params: it stands in for every provider.
+Which of these a model gets is its provider's ``params`` (bench.models.providers).
 
 Every known param's value is also checked for its type (``type_problems``), whatever the provider:
 ``reasoning_effort: [low, high]`` would otherwise be sent as a literal list, never as two settings.
@@ -21,8 +22,8 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from bench.models import dry
 from bench.models._litellm import litellm
+from bench.models.providers import ModelSpec, provider_for
 
 PASS_THROUGH = "extra_body"
 
@@ -40,7 +41,6 @@ LLAMA_CPP = frozenset({"top_k", "min_p", "typical_p", "repeat_penalty", "repeat_
 # Accepted by providers but not by bench, which reads one whole reply per request.
 REFUSED = {"stream": "bench reads whole replies; remove it", "stream_options": "bench reads whole replies; remove it",
            "n": "bench reads one reply per request; use `samples: N` for repeats"}
-SELF_HOSTED = ("openai/", "hosted_vllm/")
 
 # What each known param's value must be, as the APIs take it: a list only where the API takes a list (stop,
 # tools), a mapping where it takes an object (response_format, thinking, logit_bias). Names not listed are
@@ -70,12 +70,11 @@ _CHECKS = {_NUMBER: lambda v: isinstance(v, int | float) and not isinstance(v, b
 
 def supported_params(model: str, api_base: str | None) -> frozenset[str] | None:
     """Return the params ``model`` accepts, or None when nobody can say (then nothing is refused)."""
-    if dry.is_dry(model):
+    known = provider_for(ModelSpec(model, api_base=api_base)).params
+    if known == "any":
         return None  # a dry model stands in for any provider: the real one's check runs without --dry-run
-    if model.startswith("local/"):
-        return OPENAI_CHAT | LLAMA_CPP
-    if api_base and model.startswith(SELF_HOSTED):
-        return OPENAI_CHAT
+    if known != "litellm":
+        return OPENAI_CHAT | LLAMA_CPP if known == "llama_cpp" else OPENAI_CHAT
     lm = litellm()
     try:
         _name, provider, _key, _base = lm.get_llm_provider(model, api_base=api_base)

@@ -3,15 +3,14 @@
 It resolves each model string, checks that each needed key is in the environment (or
 ``.env``) and that each explicit ``api_base`` answers, and raises one PreflightError
 listing everything that is wrong. Nothing is sent to a model, so nothing is spent. A dry model
-(``dry/<name>``) always passes, without probing anything.
+(``dry/<name>``) always passes, without probing anything. What each kind of model needs is its
+provider's ``check`` (bench.models.providers).
 """
 
 from __future__ import annotations
 
 import base64
-import importlib.util
 import json
-import os
 import socket
 import urllib.error
 import urllib.parse
@@ -19,11 +18,10 @@ import urllib.request
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
-from bench.core.errors import LocalModelError, PreflightError
+from bench.core.errors import PreflightError
 from bench.core.secrets import load_env
-from bench.models import dry, local
-from bench.models._litellm import litellm
 from bench.models.batches.wire import provider_of, unsupported
+from bench.models.providers import provider_for
 from bench.models.routing import ModelSpec, resolve
 
 
@@ -33,8 +31,8 @@ def preflight(specs: Iterable[ModelSpec], *, probe_timeout_s: float = 3.0) -> No
     specs = list(dict.fromkeys(specs))
     problems: list[str] = []
     for spec in specs:
-        problems.extend(_check_model(spec))
-    bases = sorted({s.api_base.rstrip("/") for s in specs if s.api_base and not dry.is_dry(s.model)})
+        problems.extend(provider_for(spec).check(spec))
+    bases = sorted({s.api_base.rstrip("/") for s in specs if s.api_base and provider_for(s).probes_api_base})
     with ThreadPoolExecutor(max_workers=min(8, len(bases) or 1)) as pool:
         served: dict[str, set[str]] = {}
         for base, (problem, listed) in zip(bases, pool.map(lambda b: _probe(b, probe_timeout_s), bases)):
@@ -59,7 +57,7 @@ def _unknown_models(specs: list[ModelSpec], served: dict[str, set[str]]) -> list
     problems = []
     for spec in specs:
         listed = served.get((spec.api_base or "").rstrip("/"))
-        if not listed or local.is_local(spec.model):
+        if not listed or not provider_for(spec).named_in_listing:
             continue
         name = spec.model.split("/", 1)[1] if "/" in spec.model else spec.model
         if name not in listed and spec.model not in listed:
@@ -69,37 +67,15 @@ def _unknown_models(specs: list[ModelSpec], served: dict[str, set[str]]) -> list
     return problems
 
 
-def _check_model(spec: ModelSpec) -> list[str]:
-    """Return the problems of one model: unknown string, missing package or key."""
-    if dry.is_dry(spec.model):
-        return []  # answered in-process: nothing to install, no key, no endpoint
-    if local.is_local(spec.model):
-        return _check_local(spec)
-    try:
-        route = resolve(spec)
-    except PreflightError as err:
-        return err.problems
-    if route.key_env:
-        if not os.environ.get(route.key_env):
-            return [f"model {spec.model!r} needs {route.key_env}: set it in the environment or in .env "
-                    f"(see .env.example)"]
-        return []
-    if route.transport == "direct" or spec.api_base:
-        return []  # a self-hosted OpenAI-compatible server: no key needed
-    missing = litellm().validate_environment(spec.model).get("missing_keys") or []
-    return [f"model {spec.model!r} needs {' or '.join(missing)}: set it in the environment or in .env "
-            f"(see .env.example)"] if missing else []
-
-
 def _check_batches(spec: ModelSpec, timeout_s: float) -> str | None:
     """Return why a batched model's requests cannot go through a Batch API, or None (nothing is spent).
 
     LiteLLM must batch for its provider; an ``api_base`` must answer ``GET /batches`` (a server without
     a Batch API, e.g. vLLM or llama.cpp, answers 404).
     """
-    if dry.is_dry(spec.model):
-        return None
     route = resolve(spec)
+    if route.provider.answers_in_process:
+        return None  # a dry run probes nothing
     if (problem := unsupported(route)) or not spec.api_base or provider_of(route) != "openai":
         return problem  # an api_base of another provider (Azure's deployment URL) is LiteLLM's to address
     request = _get(f"{route.api_base}/batches?limit=1")
@@ -117,21 +93,6 @@ def _check_batches(spec: ModelSpec, timeout_s: float) -> str | None:
         return None
     except (urllib.error.URLError, TimeoutError, socket.timeout, OSError, ValueError) as exc:
         return _unreachable(route.api_base or "", exc, timeout_s)
-
-
-def _check_local(spec: ModelSpec) -> list[str]:
-    """Return the problems of an embedded model: missing server package, weights or size cap."""
-    if os.environ.get("BENCH_LOCAL_API_BASE"):
-        return []  # an already running `bench serve-local`; its reachability is checked on first use
-    problems = []
-    if importlib.util.find_spec("llama_cpp") is None:
-        problems.append(f"model {spec.model!r} needs llama-cpp-python (the 'local' extra): "
-                        f"run `make setup` or pip install -e '.[local]'")
-    try:
-        local.model_file(spec.model)
-    except LocalModelError as err:
-        problems.append(str(err))
-    return problems
 
 
 def _probe(api_base: str, timeout_s: float) -> tuple[str | None, set[str]]:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from pathlib import Path
 
 from bench.models.client import LLM
+from bench.models.eventloop import run
 from bench.models.limits import Limits
 from bench.models.preflight import preflight
 from bench.models.routing import ModelSpec
@@ -43,6 +43,6 @@ def smoke(model: str, api_base: str | None = None, runs: str | Path = "runs") ->
                   f"wall {time.perf_counter() - t0:.2f}s")
         await llm.aclose()
 
-    asyncio.run(ask_both())
+    run(ask_both())  # on uvloop where it is installed
     print(f"model calls made: {llm.calls} (a second run is answered from {llm.cache.path})")
     return 0

@@ -5,7 +5,7 @@ plus the tokens of each of its string fields (role, content; a ``name`` one more
 priming 3. Each distinct text is counted once (memoized), so ten thousand prompts that share a system
 message count it once, and a grid's estimate takes seconds.
 
-Which tokenizer, never fetched from the network:
+Which tokenizer, never fetched from the network (the route's ``provider.counting`` says which path):
 
 - A provider's model (routed through LiteLLM, which ``routing.resolve`` has imported for it):
   ``litellm.token_counter`` with the model's name: o200k_base for gpt-4o and later OpenAI models,
@@ -16,7 +16,7 @@ Which tokenizer, never fetched from the network:
 - A self-hosted endpoint, the embedded model, a dry model (resolved without importing LiteLLM, which
   costs seconds per process): the encoding LiteLLM would pick for that name (tiktoken's table of model
   names; cl100k_base for any other name), read from the encoding files LiteLLM bundles, with the same
-  arithmetic. ``tests/test_estimate_cost.py`` checks both paths agree with ``litellm.token_counter``.
+  arithmetic. ``tests/estimate/test_estimate_cost.py`` checks both paths agree with ``litellm.token_counter``.
 
 If no bundled encoding file can be found at all, texts are counted as their UTF-8 bytes (a bound: a
 byte-level tokenizer never makes more tokens than bytes; characters / 4 counts 400 CJK characters as
@@ -88,7 +88,7 @@ _counters: dict[tuple[str, str], TokenCounter] = {}
 def counter_for(route: Route) -> TokenCounter:
     """Return the token counter of ``route``'s model (one per tokenizer and name, shared by every caller)."""
     name = bare_name(route)
-    through_litellm = not (route.transport == "dry" or route.is_local or route.self_hosted)
+    through_litellm = route.provider.counting == "litellm"
     key = ("litellm" if through_litellm else "tiktoken", name)
     counter = _counters.get(key)
     if counter is None:
@@ -101,7 +101,7 @@ def bound_counter(route: Route) -> TokenCounter:
     LiteLLM has it (an OpenAI name tiktoken knows, Anthropic's), else the UTF-8 byte bound (its ``note`` says
     why). A budget's reservations and the usage of a reply that carried none are counted with it."""
     name = bare_name(route)
-    key = ("bound", name, route.transport == "dry" or route.is_local or route.self_hosted)
+    key = ("bound", name, route.provider.counting != "litellm")
     counter = _counters.get(key)
     if counter is None:
         own = counter_for(route) if _own_tokenizer(route, name) else byte_counter(
@@ -117,11 +117,12 @@ def byte_counter(note: str | None = None) -> TokenCounter:
 
 def _own_tokenizer(route: Route, name: str) -> bool:
     """Return whether LiteLLM counts ``route``'s model with the model's own tokenizer (not a default stand-in)."""
-    if route.transport == "dry" or route.is_local:
+    source = route.provider.own_tokenizer
+    if source == "none":
         return False  # the embedded model's and a dry model's tokenizers are not LiteLLM's
-    if not route.self_hosted and _hugging_face_kind(name) == "anthropic":
+    if source == "litellm" and _hugging_face_kind(name) == "anthropic":
         return True
-    if not route.self_hosted and _hugging_face_kind(name) is not None:
+    if source == "litellm" and _hugging_face_kind(name) is not None:
         return False  # a Hugging Face tokenizer LiteLLM would download: never loaded here
     import tiktoken  # noqa: PLC0415 (heavy for `import bench`: only a request to count needs it)
 
@@ -131,7 +132,7 @@ def _own_tokenizer(route: Route, name: str) -> bool:
         return "gpt-4o" in name  # LiteLLM's own rule for the o200k models tiktoken's table may not list yet
     wanted = _encoding_name(name)
     counter = counter_for(route)
-    return counter.tokenizer == wanted or (not route.self_hosted and counter.note is None)
+    return counter.tokenizer == wanted or (source == "litellm" and counter.note is None)
 
 
 def bare_name(route: Route) -> str:
@@ -240,10 +241,10 @@ def output_bound(route: Route) -> tuple[int, str]:
 def max_output_tokens(route: Route) -> int | None:
     """Return a provider model's maximum output tokens from LiteLLM's local map (None: unknown, self-hosted,
     embedded or dry, whose names say nothing certain about the weights behind them)."""
-    if route.transport == "dry" or route.is_local or route.spec.api_base:
+    if not route.provider.in_model_map(route):
         return None
     cost = litellm().model_cost
-    for key in (route.spec.model, route.served_model, f"{route.provider}/{route.served_model}", bare_name(route)):
+    for key in (route.spec.model, route.served_model, f"{route.vendor}/{route.served_model}", bare_name(route)):
         entry = cost.get(key) or {}
         most = entry.get("max_output_tokens") or entry.get("max_tokens")
         if isinstance(most, int) and most > 0:

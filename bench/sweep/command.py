@@ -1,6 +1,6 @@
 """`bench sweep` from start to end: the run folder locked, the stages run, the report, MLflow, the summary.
 
-How a sweep ends (README, How a sweep ends): exit 0, 1 (an execution crashed), 2 (bad input),
+How a sweep ends (docs/sweeps.md): exit 0, 1 (an execution crashed), 2 (bad input),
 3 (items still failed), 4 (``limits.budget_usd`` reached: the items not started have no record; the report
 and MLflow still follow; the summary says what was spent and how to continue) or 130 (Ctrl-C, with one line
 saying how to resume).
@@ -22,10 +22,10 @@ from bench.core.outcome import (EXIT_CRASHED, EXIT_FAILED_ITEMS, EXIT_INTERRUPTE
                                 retry_command, summary)
 from bench.core.runlock import run_lock
 from bench.models.batches import summary_line
-from bench.pipeline import BATCH_ENV, Run, interrupted_line, open_run, shown_path
+from bench.run import BATCH_ENV, Run, open_run, shown_path
+from bench.stages import interrupted_line
 from bench.report.render import render_report
-from bench.sweep.cluster import ClusterSession, cluster_address
-from bench.sweep.tasks import render_on_cluster
+from bench.sweep.cluster import ClusterSession, ClusterStages, cluster_address  # the one place that chooses
 from bench.sweep.driver import SweepResult, run_sweep
 from bench.sweep.executions import crashed, print_executions
 from bench.sweep.halts import spend_line, stopped_summary
@@ -58,13 +58,13 @@ class SweepRequest:
 
 
 def sweep_command(req: SweepRequest) -> int:
-    """Run a sweep to its end (report, MLflow, the failure summary); return its exit code (README, How a sweep ends).
+    """Run a sweep to its end (report, MLflow, the failure summary); return its exit code (docs/sweeps.md, How a sweep ends).
 
     Ctrl-C prints one line (what was saved, how to resume) and returns 130.
     """
     if req.dry_run:
         print("dry run: every model and judge is answered in-process by dry/<id> (no server, no cost)", flush=True)
-    if req.batch:  # the kernels open the run themselves: they inherit this (a cluster's: bench.sweep.cluster)
+    if req.batch:  # the kernels open the run themselves: they inherit this (a cluster's: its session)
         os.environ[BATCH_ENV] = "1"
     run = open_run(req.params, cells=req.cells, run_dir=req.run_dir, dry_run=req.dry_run, batch=req.batch or None,
                    supersede=req.supersede or None)  # a changed content is refused before any call (run_sweep)
@@ -72,9 +72,10 @@ def sweep_command(req: SweepRequest) -> int:
         with run_lock(run.dir, wait=req.wait):  # one sweep per run folder: a second one refuses (or waits)
             address = cluster_address(req.cluster)
             with ClusterSession(address, run) if address else contextlib.nullcontext() as session:
+                cluster = ClusterStages(session) if session is not None else None  # else: kernels on this machine
                 result = run_sweep(run, jobs=req.jobs, per_cell=req.per_cell, only_stage=req.only_stage,
-                                   cluster=session)
-                code, report = _finish(result, req, session)
+                                   cluster=cluster)
+                code, report = _finish(result, req, cluster)
         return _summarize(run, result, req, code, report)
     except KeyboardInterrupt:  # Ctrl-C: one line, no report, no MLflow run
         resume = "resume with: " + req.retry(only_stage=req.only_stage)
@@ -115,7 +116,7 @@ def _attempts_line(ex: Any) -> str:
                                       f"{a.get('worker')}" for a in ex.attempts)
 
 
-def _finish(result: SweepResult, req: SweepRequest, session: ClusterSession | None = None) -> tuple[int, Path | None]:
+def _finish(result: SweepResult, req: SweepRequest, cluster: ClusterStages | None = None) -> tuple[int, Path | None]:
     """Print each execution; render the report and log to MLflow unless an execution crashed."""
     code = print_executions(result.executions, result.run_dir)
     report = None
@@ -126,7 +127,7 @@ def _finish(result: SweepResult, req: SweepRequest, session: ClusterSession | No
         return code, None
     if req.report:
         try:
-            report = render(result.run_dir) if session is None else _render_on(session)
+            report = report_command(result.run_dir) if cluster is None else _report_on_cluster(cluster)
         except BenchError as err:
             print(f"report: FAILED ({err})", file=sys.stderr)
             return EXIT_CRASHED, None
@@ -136,16 +137,16 @@ def _finish(result: SweepResult, req: SweepRequest, session: ClusterSession | No
     return code, report
 
 
-def _render_on(session: ClusterSession) -> Path:
+def _report_on_cluster(cluster: ClusterStages) -> Path:
     t0 = time.monotonic()
     print("report: rendering notebooks/03_analyze.ipynb on a cluster worker (no model is called) …", flush=True)
-    path = render_on_cluster(session)
+    path = cluster.report()
     print(f"report: rendered in {time.monotonic() - t0:.1f}s", flush=True)
     return path
 
 
-def render(run_dir: Path, out: str | None = None, **options: Any) -> Path:
-    """Render a run's report, saying so on the terminal (`bench report`, and a sweep's end)."""
+def report_command(run_dir: Path, out: str | None = None, **options: Any) -> Path:
+    """Render a run's report (``render_report``), saying so on the terminal (`bench report`, and a sweep's end)."""
     t0 = time.monotonic()
     print("report: rendering notebooks/03_analyze.ipynb (no model is called) …", flush=True)
     path = render_report(run_dir, out, **options)

@@ -11,6 +11,7 @@ import contextlib
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from bench.core import paths
 from bench.core.errors import BenchError
@@ -19,11 +20,23 @@ from bench.core.records import Candidate, utc_now
 from bench.judge.stage import pending_judgments
 from bench.estimate import before_sweep
 from bench.core.digests import supersede
-from bench.pipeline import Run, open_run, prepare, shown_path
-from bench.sweep.cluster import ClusterSession
-from bench.sweep.tasks import run_stage_on_cluster
+from bench.run import Run, open_run, shown_path
+from bench.stages import prepare
 from bench.sweep.executions import STAGES, Execution, plan_executions, run_stage
 from bench.sweep.shared import SharedLimits, SharedLocalServer
+
+
+class RemoteStages(Protocol):
+    """Stages run as tasks elsewhere instead of in this machine's kernels (on a Dask cluster:
+    bench.sweep.cluster.ClusterStages); all the local path knows of them."""
+
+    @property
+    def loopback(self) -> bool:
+        """Whether every worker is on this machine (then the driver serves them the embedded model)."""
+
+    def run_stage(self, stage: str, started: str) -> list[Execution]:
+        """Run ``stage`` as one execution per cell, to its end; return them, as a local stage does."""
+
 
 @dataclass
 class SweepResult:
@@ -37,11 +50,11 @@ class SweepResult:
 
 def run_sweep(run: Run | str, *, jobs: int = 1, per_cell: bool = False, cells=None,
               only_stage: str | None = None, run_dir: str | None = None,
-              cluster: ClusterSession | None = None) -> SweepResult:
+              cluster: RemoteStages | None = None) -> SweepResult:
     """Run the sweep's stages; return the run folder and every execution with its exit code.
 
     The caller holds the run folder's lock (bench.core.runlock) for as long as it writes there.
-    On a ``cluster`` every stage runs as one Dask task per cell, and its session serves the caps.
+    On a ``cluster`` every stage runs as one task per cell there (bench.sweep.cluster), which serves the caps.
     """
     threading.Thread(target=_import_papermill, daemon=True).start()  # 2 s of imports, overlapped with prep
     started = utc_now()  # items that fail from now on are asked again by the next sweep, not by this one
@@ -75,7 +88,7 @@ def run_sweep(run: Run | str, *, jobs: int = 1, per_cell: bool = False, cells=No
             if stage == "judge" and only_stage is None and _judged_during_collect(run, started):
                 print("judge: nothing pending (every candidate was graded as it arrived)", flush=True)
                 continue
-            done += (run_stage_on_cluster(cluster, stage, started) if cluster is not None
+            done += (cluster.run_stage(stage, started) if cluster is not None
                      else run_stage(run, stage, jobs, per_cell, started))
     return SweepResult(run.dir, done, run, started)
 
@@ -96,7 +109,7 @@ def check_stage(run: Run, stage: str | None) -> None:
                          f"judge them with: {_command(run, 'judge')}")
     if stage == "judge" and not run.sweep.judges:
         raise BenchError(f"{params} declares no judges, so there is nothing to judge; add one under `judges:` "
-                         f"(see README, Judging), or collect only with: {_command(run, 'collect')}")
+                         f"(see docs/judging.md), or collect only with: {_command(run, 'collect')}")
     if stage == "judge" and run.sweep.collects and not _collected(run):
         raise BenchError(f"nothing has been collected in {shown_path(run.dir)} yet, so there is nothing to judge; "
                          f"collect first with: {_command(run, 'collect')} (or run both stages, judging each "

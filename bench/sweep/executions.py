@@ -23,11 +23,11 @@ from bench.core.processes import remove_stale_folders
 from bench.core.records import utc_now
 from bench.kernels import first_line, interrupt_kernel, kernel_manager_class, prepare_driver
 from bench.models.ratelimit import LeaseServer
-from bench.pipeline import Run
+from bench.run import Run
 from bench.sweep.halts import halted_exit_code
 
 STAGES = {"collect": "01_collect.ipynb", "judge": "02_judge.ipynb"}
-CLUSTER_FOLDER = "bench-dask-"  # + the driver's pid: a local:N cluster's certificate and logs (bench.sweep.local_cluster)
+CLUSTER_FOLDER = "bench-dask-"  # + the driver's pid: a local:N cluster's certificate and logs (bench.sweep.cluster)
 
 
 @dataclass
@@ -44,7 +44,7 @@ class Execution:
     failed_since: str | None = None  # the sweep's start: what failed since is asked again by the next sweep
     kernel: Any = None  # its kernel manager, once the kernel is started (an interrupt is sent to it)
     finished: threading.Event = field(default_factory=threading.Event)  # set when its thread is done
-    attempts: list[dict] = field(default_factory=list)  # a cluster sweep's attempts of it (bench.sweep.remote)
+    attempts: list[dict] = field(default_factory=list)  # a cluster sweep's attempts of it (bench.sweep.cluster.remote)
     halted: str = ""  # the Halted its kernel raised (e.g. BudgetReached): stopped on purpose, not crashed
 
     @property

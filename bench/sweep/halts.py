@@ -17,7 +17,7 @@ from bench.core.spend import recorded_spend
 from bench.core.tally import Counts, StoreTally
 from bench.estimate import planned_progress
 from bench.models.budget import PriceUnknown, dollars
-from bench.pipeline import Run, shown_path
+from bench.run import Run, shown_path
 
 KNOWN = (BudgetReached, PriceUnknown)  # imported here so every Halted a kernel may raise is a known subclass
 

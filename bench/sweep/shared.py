@@ -14,15 +14,16 @@ import os
 from bench.core.errors import BenchError
 from bench.models import local, ratelimit
 from bench.models.budget import BUDGET_ENV, budget_line, dollars, sweep_budget
-from bench.pipeline import Run
+from bench.models.providers import ModelSpec, provider_for
+from bench.run import Run
 from bench.sweep.executions import plan_executions
 
 class SharedLocalServer:
     """Start the embedded model once in the driver and share it with every execution (one model loaded)."""
 
     def __init__(self, run: Run):
-        self.models = sorted({c.model.model for c in run.cells if local.is_local(c.model.model)}
-                             | {j.model for j in run.sweep.judges if local.is_local(j.model)})
+        named = {c.model.model for c in run.cells} | {j.model for j in run.sweep.judges}
+        self.models = sorted(m for m in named if provider_for(ModelSpec(m)).launches)  # the embedded model's
         self.owned = False
 
     def __enter__(self) -> "SharedLocalServer":

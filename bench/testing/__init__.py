@@ -1,11 +1,15 @@
-"""What the project's tests and benchmarks run against: the fake provider and the params builder.
+"""What the project's tests and benchmarks run against: the fake provider, the params builder and the test kit.
 
 ``bench.testing.fake_provider`` is the loopback OpenAI-compatible fake provider the project
 owns (:class:`FakeProvider` starts it as a subprocess on 127.0.0.1, configures its latency and
-faults, reads its counters, stops it); ``bench.testing.grids`` writes params files on it
-(defaults plus overrides, the provider's URL filled in) and runs the ``bench`` command. Used by
-tests and benchmarks, never by bench itself; it is the lowest layer and imports nothing of bench
-outside ``bench/testing``.
+faults, reads its counters, stops it); ``bench.testing.grids`` writes params files and rubrics on it
+(defaults plus overrides, the provider's URL filled in) and runs the ``bench`` command in a test's
+folder (``env``, ``bench``, ``sweep``, ``started``); ``bench.testing.records`` makes records with
+plain defaults (``scenario``, ``candidate``, ``judgment``); ``bench.testing.processes`` looks at the
+processes a test starts (``free_port``, ``tree``, ``listening``, ``read_line``, ``fetch_when_up``,
+``stopped_at_exit``); ``dask_cluster`` and ``postgres`` start real servers on loopback. Used by tests and
+benchmarks, never by bench itself. It is the lowest layer and imports nothing of bench outside
+``bench/testing``, except ``records``, which builds on ``bench.core`` (a layer of its own above it).
 
 Names load lazily, so that ``python -m bench.testing.fake_provider`` imports only the standard
 library and aiohttp.
@@ -19,7 +23,11 @@ from typing import Any
 _EXPORTS = {
     "FakeProvider": "fake_provider", "SchemaFaker": "fake_provider", "DEFAULT_CONFIG": "fake_provider",
     "params": "grids", "grid": "grids", "model": "grids", "judge": "grids", "prompt": "grids",
-    "generate": "grids", "bench": "grids", "sweep": "grids", "ROOT": "grids",
+    "generate": "grids", "rubric": "grids", "env": "grids", "bench": "grids", "sweep": "grids", "sweep_args": "grids",
+    "started": "grids", "ROOT": "grids",
+    "scenario": "records", "candidate": "records", "judgment": "records",
+    "free_port": "processes", "tree": "processes", "listening": "processes", "read_line": "processes",
+    "fetch_when_up": "processes", "stopped_at_exit": "processes",
 }
 
 __all__ = sorted(_EXPORTS)

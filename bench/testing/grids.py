@@ -3,22 +3,36 @@
 :func:`params` returns a params file's content as a dict, :func:`grid` writes it; by default
 one model on the fake provider, one prompt, ``topics`` generated scenarios, no judge. Each
 keyword overrides a top-level key (``judges=[judge("grader", url)]``); ``None`` leaves the key
-out. :func:`model`, :func:`judge`, :func:`prompt` and :func:`generate` build the entries.
-:func:`bench` and :func:`sweep` run the ``bench`` command with its runs under a test's folder.
+out. :func:`model`, :func:`judge`, :func:`prompt` and :func:`generate` build the entries;
+:func:`rubric` writes a rubric file a judge entry can name.
+
+:func:`bench` and :func:`sweep` run the ``bench`` command with its runs and reports under a test's
+folder, in the environment :func:`env` builds; :func:`started` starts it in the background and
+kills what is left of it on leaving the ``with`` block.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+import psutil
 import yaml
+
+from bench.testing.processes import tree
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: bench/testing/grids.py -> the project root
 KEY_ORDER = ("name", "seed", "models", "prompts", "scenarios", "judges", "limits")  # as a params file reads
+# never inherited by a bench subprocess: a run logs to its own MLflow store, prices come from the bundled map,
+# a sweep finds no cluster it was not given
+NOT_INHERITED = ("MLFLOW_TRACKING_URI", "BENCH_ONLINE_PRICES", "DASK_SCHEDULER_ADDRESS")
+ANCHORS = {1: "bad", 2: "weak", 3: "fair", 4: "good", 5: "great"}  # a rubric criterion's default 1-5 scale
 
 
 class _NoAliasDumper(yaml.SafeDumper):
@@ -72,14 +86,76 @@ def grid(path: Path, url: str, *, name: str = "g", topics: int = 4, **overrides:
     return path
 
 
-def bench(tmp_path: Path, *args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
-    """Run ``python -m bench ARGS`` with its runs and reports under ``tmp_path``; return the finished process."""
-    full_env = {**os.environ, "BENCH_RUNS": str(tmp_path / "runs"), "BENCH_REPORTS": str(tmp_path / "reports"),
-                "PYTHONUNBUFFERED": "1", **env}
-    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=ROOT, env=full_env, capture_output=True,
-                          text=True, timeout=timeout)
+def rubric(path: Path, *criteria: str | tuple[str, dict[int, str]], marker: str | None = None) -> Path:
+    """Write a rubric file (its id the file's name, mode ``rubric``, version "1") with these criteria; return the path.
+
+    A criterion is a name, scored 1-5 (``ANCHORS``), or (name, {score: anchor}) for another scale; none
+    gives one criterion, ``quality``. The instructions read ``MARKER: grade the answer.`` (``marker`` defaults
+    to ``MARKER-<ID>-RUBRIC``), so that a ``replies`` rule of the fake provider answers this judge alone.
+    """
+    rid = path.stem
+    lines = ["---", f"id: {rid}", 'version: "1"', "mode: rubric", "criteria:"]
+    for criterion in criteria or ("quality",):
+        cid, anchors = (criterion, ANCHORS) if isinstance(criterion, str) else criterion
+        shown = ", ".join(f"{score}: {text}" for score, text in anchors.items())
+        lines += [f"  - id: {cid}", f"    description: how good its {cid} is",
+                  f"    scale: [{min(anchors)}, {max(anchors)}]", f"    anchors: {{{shown}}}"]
+    lines += ["---", f"{marker or f'MARKER-{rid.upper()}-RUBRIC'}: grade the answer.", ""]
+    path.write_text("\n".join(lines))
+    return path
 
 
-def sweep(tmp_path: Path, params: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    """Run ``bench sweep PARAMS --no-report --no-track ARGS``."""
-    return bench(tmp_path, "sweep", str(params), "--no-report", "--no-track", *args, **env)
+def env(tmp_path: Path, *, drop: tuple[str, ...] = (), **extra: str) -> dict[str, str]:
+    """Return the environment of a ``bench`` subprocess: this one's, its runs and reports under ``tmp_path``,
+    unbuffered output, then ``extra``.
+
+    Neither ``NOT_INHERITED`` nor the variables named in ``drop`` are inherited (``extra`` may set them again).
+    """
+    kept = {k: v for k, v in os.environ.items() if k not in NOT_INHERITED and k not in drop}
+    return {**kept, "BENCH_RUNS": str(tmp_path / "runs"), "BENCH_REPORTS": str(tmp_path / "reports"),
+            "PYTHONUNBUFFERED": "1", **extra}
+
+
+def bench(tmp_path: Path, *args: str, timeout: float | None = 300, drop: tuple[str, ...] = (),
+          **extra: str) -> subprocess.CompletedProcess:
+    """Run ``python -m bench ARGS`` in :func:`env` (``drop``, ``extra``); return the finished process."""
+    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=ROOT, env=env(tmp_path, drop=drop, **extra),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def sweep_args(params: Path, *args: str, report: bool = False, track: bool = False) -> list[str]:
+    """Return the arguments of ``bench sweep PARAMS``: without its report and tracking unless asked, then ARGS."""
+    return ["sweep", str(params), *([] if report else ["--no-report"]), *([] if track else ["--no-track"]), *args]
+
+
+def sweep(tmp_path: Path, params: Path, *args: str, report: bool = False, track: bool = False,
+          timeout: float | None = 300, drop: tuple[str, ...] = (), **extra: str) -> subprocess.CompletedProcess:
+    """Run ``bench sweep PARAMS ARGS`` (with ``--no-report --no-track`` unless asked otherwise); return it finished."""
+    return bench(tmp_path, *sweep_args(params, *args, report=report, track=track), timeout=timeout, drop=drop,
+                 **extra)
+
+
+@contextmanager
+def started(tmp_path: Path, *args: str, stdout: Any = subprocess.PIPE, stderr: Any = subprocess.PIPE,
+            drop: tuple[str, ...] = (), **extra: str) -> Iterator[subprocess.Popen]:
+    """Start ``python -m bench ARGS`` in :func:`env`, in its own session (text pipes unless told otherwise); yield it.
+
+    On leaving the block, a command still running is killed with its process group and every descendant (its
+    kernels, workers and servers, some in sessions of their own), each by its PID, and reaped: a test that fails
+    halfway leaves nothing behind. A command that ended is left as it is (what it left behind is the test's to see).
+    """
+    proc = subprocess.Popen([sys.executable, "-m", "bench", *args], cwd=ROOT, env=env(tmp_path, drop=drop, **extra),
+                            stdout=stdout, stderr=stderr, text=True, start_new_session=True)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            descendants = tree(proc.pid)[1:]
+            os.killpg(proc.pid, signal.SIGKILL)
+            for child in descendants:
+                with suppress(psutil.NoSuchProcess):
+                    child.kill()
+        proc.wait(timeout=60)
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()

@@ -22,12 +22,13 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from bench.testing.processes import free_port
 
 DEBIAN_BINARIES = "/usr/lib/postgresql/*/bin"
 NEEDED = ("initdb", "pg_ctl", "postgres", "pg_isready", "createdb")
@@ -72,12 +73,6 @@ def _as_postgres() -> list[str]:
         return [runuser, "-u", SYSTEM_USER, "--"]
     raise PostgresUnavailable("running as root, and neither setpriv nor runuser is installed to run PostgreSQL "
                               f"as the {SYSTEM_USER!r} user (PostgreSQL refuses root): apt-get install util-linux")
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class LoopbackPostgres:
@@ -156,7 +151,7 @@ class LoopbackPostgres:
     def _start_server(self, last: bool) -> bool:
         """Start the postmaster on a free port and wait for it; return False when that port was taken meanwhile."""
         assert self.folder is not None
-        self.port = _free_port()
+        self.port = free_port()
         settings = {"listen_addresses": self.host, "port": str(self.port), "unix_socket_directories": str(self.folder),
                     "fsync": "off", "full_page_writes": "off", "logging_collector": "off"}
         cmd = [*self._prefix, self._bin["postgres"], "-D", str(self.data_dir)]

@@ -15,7 +15,7 @@ from bench.core.secrets import redact
 PROGRESS_EVERY_S = float(os.environ.get("BENCH_TRACKING_PROGRESS_S", "3"))  # a progress line after this much quiet
 
 
-class Progress:
+class TrackingProgress:
     """Say what tracking is doing: after ``every_s`` seconds without a line, one line (from a daemon thread).
 
     ``tracking: traces 400/1000 (7s)``; a step without a count reads ``tracking: <step> … (3s)``.
@@ -28,7 +28,7 @@ class Progress:
         self._lock, self._stop = threading.Lock(), threading.Event()
         self._thread = threading.Thread(target=self._tick, name="bench-tracking-progress", daemon=True)
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> "TrackingProgress":
         self._thread.start()
         return self
 

@@ -1,5 +1,5 @@
 """Each answer as an MLflow trace (the model call: messages in, answer out), each judge's scores of it as
-assessments on the trace, written in batches.
+assessments on the trace, written a few hundred at a time.
 
 A new trace is written with its assessments in one call, and the spans of a few hundred traces
 in one ``log_spans``. Trace and assessment ids derive from the experiment and the records, so a
@@ -14,22 +14,22 @@ import os
 from pathlib import Path
 from typing import Any
 
-from bench.tracking._console import Progress
+from bench.tracking._console import TrackingProgress
 from bench.tracking._run_records import RunRecords, epoch_ms
 from bench.tracking.mlflow_store import read_state, save_state, tracking_uri
 
 MAX_TRACES = int(os.environ.get("BENCH_MLFLOW_MAX_TRACES", "2000"))  # answers traced per run (the rest: metrics)
-TRACE_BATCH = 250  # traces per write batch (one log_spans call; the state file is saved after each)
+TRACES_PER_WRITE = 250  # traces per log_spans call (the state file is saved after each)
 
 
 def log_traces(client: Any, exp_id: str, run_dir: Path, rec: RunRecords, runs: dict[str | None, str],
-               progress: Progress) -> None:
-    """Log each answer as a trace (up to MAX_TRACES) with each judge's scores of it as assessments, in batches.
+               progress: TrackingProgress) -> None:
+    """Log each answer as a trace (up to MAX_TRACES) with each judge's scores of it as assessments, in chunks.
 
     A new trace is written together with its assessments in one call (``start_trace``), then the
-    spans of a whole batch in one ``log_spans``. A trace logged earlier that has new judgments
+    spans of a whole chunk in one ``log_spans``. A trace logged earlier that has new judgments
     gets them in one call as well (``start_trace`` of the same trace id adds them to the stored
-    trace). The state file is saved after every batch, so an interrupted track loses at most a batch,
+    trace). The state file is saved after every chunk, so an interrupted track loses at most a chunk,
     and redoing one rewrites the same ids.
     """
     from mlflow.tracing.client import TracingClient  # noqa: PLC0415 (mlflow: loaded meanwhile, see _track_run)
@@ -47,22 +47,22 @@ def log_traces(client: Any, exp_id: str, run_dir: Path, rec: RunRecords, runs: d
         return
     tracing, build = TracingClient(tracking_uri(run_dir)), _TraceBuilder(exp_id)
     progress.begin("traces", len(new) + len(known))
-    for i in range(0, len(new), TRACE_BATCH):
-        batch = new[i:i + TRACE_BATCH]
+    for i in range(0, len(new), TRACES_PER_WRITE):
+        chunk = new[i:i + TRACES_PER_WRITE]
         written = []
-        for c in batch:
+        for c in chunk:
             info, span = build.trace(c, rec.cell[c.id], runs.get(rec.cell[c.id]), pending.get(c.id, []))
             written.append((tracing.start_trace(info), span))
             progress.add(1)
         _log_spans(tracing, exp_id, written)
-        for c, (info, _) in zip(batch, written):
+        for c, (info, _) in zip(chunk, written):
             state["traces"][c.id] = info.trace_id
             assessed.update(j.id for j in pending.get(c.id, []))
         state["assessed"] = sorted(assessed)
         save_state(run_dir, state)
-    for i in range(0, len(known), TRACE_BATCH):
-        batch = known[i:i + TRACE_BATCH]
-        for c in batch:
+    for i in range(0, len(known), TRACES_PER_WRITE):
+        chunk = known[i:i + TRACES_PER_WRITE]
+        for c in chunk:
             info, _ = build.trace(c, rec.cell[c.id], runs.get(rec.cell[c.id]), pending[c.id],
                                   trace_id=state["traces"][c.id])
             tracing.start_trace(info)  # the stored trace keeps its spans and assessments; these are added
@@ -73,7 +73,7 @@ def log_traces(client: Any, exp_id: str, run_dir: Path, rec: RunRecords, runs: d
 
 
 def _log_spans(tracing: Any, exp_id: str, written: list[tuple[Any, Any]]) -> None:
-    """Store the spans of a batch of traces in one call (a SQL store), else each trace's as its artifact."""
+    """Store the spans of a chunk of traces in one call (a SQL store), else each trace's as its artifact."""
     from mlflow.exceptions import MlflowException  # noqa: PLC0415 (mlflow: loaded meanwhile, see _track_run)
 
     try:

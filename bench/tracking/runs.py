@@ -25,9 +25,9 @@ from typing import Any
 from bench.analysis.summary import summarize
 from bench.analysis.tables import RunTables
 from bench.core.executions import workers
-from bench.core.records import canonical_json, content_hash
+from bench.core.records import canonical_json, content_hash, hashed_mode
 from bench.core.secrets import redact
-from bench.tracking._console import Progress, warn
+from bench.tracking._console import TrackingProgress, warn
 from bench.tracking._metrics import cell_metrics, sweep_metrics
 from bench.tracking._run_records import RunRecords
 from bench.tracking._traces import log_traces
@@ -46,7 +46,7 @@ def track_run(run_dir: str | Path, *, status: dict[str, str] | None = None, repo
 
 
 def _track_run(run_dir: Path, status: dict[str, str], report: Path | None, resamples: int) -> str:
-    with Progress() as progress:
+    with TrackingProgress() as progress:
         progress.begin("reading the run and opening the MLflow store")
         with ThreadPoolExecutor(1, thread_name_prefix="bench-tracking-store") as pool:
             store = pool.submit(mlflow_client, run_dir, run_dir.name)  # mlflow's import and a new store's tables
@@ -134,7 +134,9 @@ def _grid(t: RunTables, rec: RunRecords) -> dict[str, Any]:
         params[f"judge.{j['judge']}.rubric_hash"] = hashes.get(j["rubric"], "")
         params[f"judge.{j['judge']}.mode"] = j["mode"]
     params["cell_list"] = sorted(t.candidates["cell"].unique().to_list())
-    return {"params": params, "hash": content_hash(params, 12)}
+    # hashed in the packed mode's words before its rename (hashed_mode): a run tracked then keeps its MLflow run
+    hashed = {k: hashed_mode(v, {})[0] if k.endswith(".mode") else v for k, v in params.items()}
+    return {"params": params, "hash": content_hash(hashed, 12)}
 
 
 def _cell_params(rec: RunRecords, cell: str) -> dict[str, Any]:

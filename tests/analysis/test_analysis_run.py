@@ -7,40 +7,36 @@ import pytest
 
 from bench.analysis import (cohen_kappa, inter_judge, judge_health, judge_vs_human, jury_alpha, load_run,
                             packed_vs_single, summarize, usage_by_cell, usage_by_judge)
-from bench.core.records import Candidate, Judgment, Review, Scenario, Usage
+from bench.core.records import Candidate, Judgment, Review, Usage
 from bench.core.store import RunStore
+from bench.testing.records import candidate, judgment, scenario
 
 SINGLE = [1, 2, 3, 4, 5, 3]
 PACKED = [1, 2, 4, 4, 5, 2]
 OTHER = [2, 2, 3, 5, 5, 3]
 
 
-def judgment(judge: str, mode: str, model: str, cand: Candidate, value: float, **extra) -> Judgment:
-    return Judgment(judge_id=judge, judge_model=model, rubric_id="tip", rubric_version="1", rubric_hash="h",
-                    mode=mode, candidate_ids=[cand.id], scenario_id=cand.scenario_id, scores={"a": value},
-                    score=value, rationale=f"{judge} says {value}", **extra)
+def grade(judge: str, mode: str, model: str, cand: Candidate, value: float, **extra) -> Judgment:
+    """Return ``judge``'s grade ``value`` of ``cand`` on the one criterion "a"."""
+    return judgment(cand, judge_id=judge, judge_model=model, mode=mode, scores={"a": value}, score=value,
+                    rationale=f"{judge} says {value}", **extra)
 
 
 @pytest.fixture
 def run(tmp_path):
     store = RunStore(tmp_path / "r")
-    scenarios = [Scenario(fields={"q": i}) for i in range(6)]
-    cands = [Candidate(model_id="m", model="openai/m", prompt_id="p", prompt_version="v1", prompt_hash="x",
-                       scenario_id=s.id, output=f"answer {i}",
-                       usage=Usage(prompt_tokens=10, completion_tokens=5, latency_s=float(i + 1), cost_usd=0.01))
+    scenarios = [scenario({"q": i}) for i in range(6)]
+    cands = [candidate(s, usage=Usage(prompt_tokens=10, completion_tokens=5, latency_s=float(i + 1), cost_usd=0.01))
              for i, s in enumerate(scenarios)]
-    failed = Candidate(model_id="m", model="openai/m", prompt_id="p", prompt_version="v1", prompt_hash="x",
-                       scenario_id=scenarios[0].id, sample=1, error="429 after 3 attempts", error_kind="rate_limit")
-    batch_usage = Usage(prompt_tokens=600, completion_tokens=120, latency_s=4.0)
-    judgments = [judgment("single", "rubric", "openai/j", c, v, usage=Usage(prompt_tokens=100, completion_tokens=20,
-                                                                           latency_s=1.0, cost_usd=0.001))
-                 for c, v in zip(cands, SINGLE)]
-    judgments += [judgment("packed", "batch", "openai/j", c, v, usage=batch_usage, batch_id="b1", schema_version=1)
+    failed = candidate(scenarios[0], sample=1, error="429 after 3 attempts", error_kind="rate_limit")
+    packed_usage = Usage(prompt_tokens=600, completion_tokens=120, latency_s=4.0)
+    single_usage = Usage(prompt_tokens=100, completion_tokens=20, latency_s=1.0, cost_usd=0.001)
+    judgments = [grade("single", "rubric", "openai/j", c, v, usage=single_usage) for c, v in zip(cands, SINGLE)]
+    judgments += [grade("packed", "packed", "openai/j", c, v, usage=packed_usage, pack_id="b1", schema_version=1)
                   for c, v in zip(cands, PACKED)]  # schema 1: every item of a packed call carried its usage
-    judgments += [judgment("other", "rubric", "openai/k", c, v) for c, v in zip(cands, OTHER)]
-    judgments.append(Judgment(judge_id="other", judge_model="openai/k", rubric_id="tip", rubric_version="1",
-                              rubric_hash="h", mode="rubric", candidate_ids=[failed.id], scenario_id=failed.scenario_id,
-                              error="no JSON object in the reply", error_kind="parse"))
+    judgments += [grade("other", "rubric", "openai/k", c, v) for c, v in zip(cands, OTHER)]
+    judgments.append(judgment(failed, judge_id="other", judge_model="openai/k", error="no JSON object in the reply",
+                              error_kind="parse"))
     reviews = [Review(judgment_id=judgments[0].id, reviewer="ann", scores={"a": 5.0}, created_at="2026-01-01T00:00:00"),
                Review(judgment_id=judgments[0].id, reviewer="ann", scores={"a": 1.0}, created_at="2026-01-02T00:00:00"),
                Review(judgment_id=judgments[1].id, reviewer="ann", scores={"a": 3.0})]
@@ -77,7 +73,7 @@ def test_judge_vs_human_uses_the_latest_review(run):
     assert (human["judge"], human["reviews"], human["exact"], human["mean_abs_diff"]) == ("single", 2, 0.5, 0.5)
 
 
-def test_health_and_usage_count_failures_batches_and_unknown_prices(run):
+def test_health_and_usage_count_failures_packed_calls_and_unknown_prices(run):
     t = load_run(run)
     health = {r["judge"]: r for r in judge_health(t.judgments).iter_rows(named=True)}
     assert health["other"]["failed"] == 1 and health["other"]["parse_failure_rate"] == pytest.approx(1 / 7)

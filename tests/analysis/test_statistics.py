@@ -295,7 +295,7 @@ BATTLES = battles(JUDGMENTS)
     (lambda: judge_vs_human(SCORES, JUDGMENTS.drop("verdict"), frame(REVIEW_SCHEMA, [])), "'verdict'"),
     (lambda: disagreements(SCORES, frame(REVIEW_SCHEMA, []).drop("reviewer")), "'reviewer'"),
     (lambda: usage_by_cell(JUDGMENTS.drop("cost_usd")), "'cost_usd'"),
-    (lambda: usage_by_judge(JUDGMENTS.drop("batch_id")), "'batch_id'"),
+    (lambda: usage_by_judge(JUDGMENTS.drop("pack_id")), "'pack_id'"),
 ])
 def test_a_frame_missing_a_column_raises_a_value_error_naming_the_function_and_the_column(call, missing):
     with pytest.raises(ValueError) as caught:

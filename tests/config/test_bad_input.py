@@ -3,14 +3,12 @@ item, `bench sweep` exits 2, the fake provider saw no request and nothing was wr
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from bench.testing.grids import sweep
+
 GOOD = """name: bad
 models:
   - {{id: m1, model: openai/fake-a, api_base: "{url}"}}
@@ -83,9 +81,7 @@ CASES = ["invalid-yaml", "unknown-key", "missing-rubric", "anchors-off-scale", "
 @pytest.mark.parametrize("name", CASES)
 def test_bad_input_is_one_actionable_line_before_any_call(tmp_path, fake, name):
     args, must_name = case(name, fake.url, tmp_path)
-    out = subprocess.run([sys.executable, "-m", "bench", "sweep", str(tmp_path / "p.yaml"), "--no-report",
-                          "--no-track", *args], cwd=ROOT, env={**os.environ, "BENCH_RUNS": str(tmp_path / "runs")},
-                         capture_output=True, text=True, timeout=120)
+    out = sweep(tmp_path, tmp_path / "p.yaml", *args, timeout=120)
     assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
     lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("bench sweep: error: "), out.stderr

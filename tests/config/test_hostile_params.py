@@ -24,8 +24,7 @@ def test_an_alias_bomb_inside_model_params_is_refused_before_it_expands(tmp_path
     params = grid(tmp_path / "g.yaml", fake.url)
     params.write_text(params.read_text().replace("  model: openai/m1", f"  model: openai/m1\n  params: {{stop: {BOMB}}}", 1))
     assert "stop: [&a" in params.read_text()
-    out = subprocess.run([sys.executable, "-m", "bench", "validate", str(params)], cwd=ROOT, capture_output=True,
-                         text=True, timeout=120)
+    out = bench(tmp_path, "validate", str(params), timeout=120)
     assert out.returncode == 2 and "aliases (&name / *name) expand to more than 200,000 values" in out.stderr
 
 

@@ -267,19 +267,19 @@ def test_item_schema(tmp_path: Path) -> None:
     assert not validates(schema, {"scores": {"relevance": 4.5, "tone": 5}, "rationale": "ok"})
 
 
-def test_batch_schema(tmp_path: Path) -> None:
+def test_packed_schema(tmp_path: Path) -> None:
     write(tmp_path, "demo", RUBRIC)
     r = load_rubric("demo", tmp_path)
-    schema = r.batch_schema(["i1", "i2"])
+    schema = r.packed_schema(["i1", "i2"])
     _closed(schema)
     assert schema["type"] == "object"
     grade = {"id": "i1", "scores": {"relevance": 3, "tone": 2}, "rationale": "fine"}
     assert validates(schema, {"grades": [grade, {**grade, "id": "i2"}]})
-    assert not validates(schema, {"grades": [{**grade, "id": "i3"}]})  # unknown batch id
+    assert not validates(schema, {"grades": [{**grade, "id": "i3"}]})  # an id never shown
     assert not validates(schema, {"grades": [{**grade, "scores": {"relevance": 0, "tone": 2}}]})
     assert not validates(schema, [grade])  # the top level is an object
     with pytest.raises(ValueError):
-        r.batch_schema([])
+        r.packed_schema([])
 
 
 def test_requirement_and_pairwise_schemas() -> None:
@@ -333,17 +333,6 @@ def test_hybrid_score() -> None:
     r = load_rubric("tip-hybrid", REPO)
     assert r.hybrid_score({"relevance": 5, "actionability": 5}, 0.0) == pytest.approx(0.7)
     assert r.hybrid_score({"relevance": 1, "actionability": 1}, 1.0) == pytest.approx(0.3)
-
-
-def test_anchors_text() -> None:
-    r = load_rubric("tip-v1", REPO)
-    text = r.anchors_text()
-    for c in r.criteria:
-        assert f"### {c.id} (1–5)" in text
-        for level in range(1, 6):
-            assert f"- **{level}**:" in text
-    assert text.index("**5**") < text.index("**1**")
-    assert load_rubric("arena-pairwise", REPO).anchors_text() == ""
 
 
 def test_parse_rubric_and_defaults(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from bench.core.records import Scenario
 from bench.config.generator import generate
 from bench.config.readers import load_dataset
 from bench.config.scenarios import build, read_scenarios, write_scenarios
-from bench.config.templates import check_placeholders, render
+from bench.config.templates import check_placeholders, fill_prompt
 from bench.core.store import RunStore
 
 from tests.repo import REPO, params_files
@@ -442,13 +442,13 @@ def test_malformed_templates_are_params_errors(template, words):
     assert message.startswith("p.yaml: prompt tip@v1: ") and words in message and "{{" in message
 
 
-# ----------------------------------------------------------------------------- render
+# ------------------------------------------------------------------------ fill_prompt
 
 
 def test_render_system_and_user_with_list_dict_and_literal_braces():
     p = prompt('Tasks: {tasks}. Reply as JSON like {{"tip": "..."}} for {meta} #{n}', system="You help {who}.")
     s = Scenario(fields={"tasks": ["email", "gym"], "meta": {"b": [1, 2], "a": "é"}, "n": 3, "who": "a nurse"})
-    assert render(p, s) == [
+    assert fill_prompt(p, s) == [
         {"role": "system", "content": "You help a nurse."},
         {"role": "user",
          "content": 'Tasks: email, gym. Reply as JSON like {"tip": "..."} for {"b":[1,2],"a":"é"} #3'},
@@ -456,14 +456,14 @@ def test_render_system_and_user_with_list_dict_and_literal_braces():
 
 
 def test_render_without_system_and_format_specs():
-    out = render(prompt("[{x:>4}] {y!r} {z}"), Scenario(fields={"x": 7, "y": "q", "z": None}))
+    out = fill_prompt(prompt("[{x:>4}] {y!r} {z}"), Scenario(fields={"x": 7, "y": "q", "z": None}))
     assert out == [{"role": "user", "content": "[   7] 'q' None"}]
 
 
 def test_render_missing_field_is_a_clear_error():
     s = Scenario(fields={"a": 1})
     with pytest.raises(ParamsError, match=rf"prompt tip@v1 uses {{b}}, which scenario {s.id} lacks"):
-        render(prompt("{a} {b}"), s)
+        fill_prompt(prompt("{a} {b}"), s)
 
 
 # ----------------------------------------------------------------------------- run files
@@ -558,4 +558,4 @@ def test_repo_params_files_build(path):
         raise
     assert out and len({s.id for s in out}) == len(out)
     for p in sweep.prompts:
-        assert render(p, out[0])[-1]["role"] == "user"
+        assert fill_prompt(p, out[0])[-1]["role"] == "user"

@@ -1,6 +1,6 @@
 """A full disk or a failing write never loses paid replies; a kill's repaid requests are counted.
 
-The stages run in a subprocess through the real path (bench.pipeline → bench.models.client → the loopback
+The stages run in a subprocess through the real path (bench.stages → bench.models.client → the loopback
 fake) with ``RLIMIT_FSIZE`` set and SIGXFSZ ignored, so a write past the limit is cut short
 and the next one fails with EFBIG, the way a full disk fails with ENOSPC (no root needed).
 """
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 import resource
 import signal
 import sqlite3
@@ -29,8 +28,8 @@ from bench.core.records import Candidate, Judgment
 from bench.core.rescue import import_rescued, rescue_dirs
 from bench.core.store import RunStore
 from bench.testing import grids
+from bench.testing.grids import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 CAP = 4
 FLUSH_N = 4  # the driver appends every 4 records, so the limit is reached after a few batches
 TOPICS = list("abcdefghijkl")
@@ -40,7 +39,8 @@ import asyncio, sys
 from bench.core import writer
 writer.FLUSH_EVERY_N = int(sys.argv[3])
 from bench.core.errors import BenchError
-from bench.pipeline import open_run, run_collect, run_judge
+from bench.run import open_run
+from bench.stages import run_collect, run_judge
 
 async def main(params, judge):
     run = open_run(params)
@@ -56,14 +56,21 @@ except BenchError as err:
 """
 
 
+def outside_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """The environment of a child process whose rescue folders outside the run are under ``tmp_path``: the response
+    cache's folder and the temporary folder (created)."""
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    return grids.env(tmp_path, BENCH_CACHE_DIR=str(tmp_path / "cache"), TMPDIR=str(tmp_path / "tmp"), **extra)
+
+
 @pytest.fixture
-def env(tmp_path):
-    (tmp_path / "tmp").mkdir()
-    return {**os.environ, "BENCH_RUNS": str(tmp_path / "runs"), "BENCH_CACHE_DIR": str(tmp_path / "cache"),
-            "TMPDIR": str(tmp_path / "tmp"), "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+def driver_env(tmp_path):
+    """The environment of the driver: runs, response cache and temporary files under ``tmp_path``, no bytecode."""
+    return outside_env(tmp_path, PYTHONDONTWRITEBYTECODE="1")
 
 
-def write_params(tmp_path, fake, judge=False):
+def full_grid(tmp_path, fake, judge=False):
+    """Write the grid the stages fill the disk with: one model, two prompts × 120 scenarios, a judge if asked."""
     return grids.grid(tmp_path / "full.yaml", fake.url, name="full",
                       models=[grids.model("m1", fake.url, name="fake-a")],
                       prompts=[grids.prompt("p", "One tip about {topic}, number {n}."),
@@ -112,12 +119,12 @@ def assert_one_clear_message(proc):
 
 
 @pytest.mark.parametrize("stage", ["collect", "judge"])
-def test_a_full_disk_stops_the_stage_at_once_and_keeps_every_paid_reply(tmp_path, fake, env, stage):
+def test_a_full_disk_stops_the_stage_at_once_and_keeps_every_paid_reply(tmp_path, fake, driver_env, stage):
     fake.configure(latency_ms=100)
-    params = write_params(tmp_path, fake, judge=stage == "judge")
+    params = full_grid(tmp_path, fake, judge=stage == "judge")
     run_dir = tmp_path / "runs" / "full"
     # a limit above scenarios.jsonl and the rubric copy, far below what the stage writes
-    first = drive(params, env, stage, limit=40_000)
+    first = drive(params, driver_env, stage, limit=40_000)
     assert_one_clear_message(first)
     sent = fake.stats()["requests"]
     outside = outside_rescue(run_dir)
@@ -138,7 +145,7 @@ def test_a_full_disk_stops_the_stage_at_once_and_keeps_every_paid_reply(tmp_path
     assert f"{rescued_n} paid replies saved to" in first.stderr
 
     fake.configure(latency_ms=0)
-    resumed = drive(params, env, stage)  # the limit lifted
+    resumed = drive(params, driver_env, stage)  # the limit lifted
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     store = RunStore(run_dir)
     for kind in kinds:
@@ -153,23 +160,21 @@ def test_a_short_write_is_detected_and_leaves_no_torn_line(tmp_path):
 import json, os, resource, sys
 from bench.core.records import Candidate
 from bench.core.store import RunStore, StoreWriteError
-def cand(i):
-    return Candidate(model_id="m", model="openai/x", prompt_id="p", prompt_version="v1", prompt_hash="h",
-                     scenario_id=f"s{i}", output="x" * 300)
+from bench.testing.records import candidate
 store = RunStore(sys.argv[1])
-store.append([cand(0), cand(1)])
+store.append([candidate(f"s{i}", output="x" * 300) for i in range(2)])
 size = store.path(Candidate).stat().st_size
 soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
 resource.setrlimit(resource.RLIMIT_FSIZE, (size + 500, hard))  # room for one record, not two
 out = {"size_before": size}
 try:
-    store.append([cand(2), cand(3), cand(4)])
+    store.append([candidate(f"s{i}", output="x" * 300) for i in range(2, 5)])
     out["raised"] = None
 except StoreWriteError as err:
     out.update(raised=str(err), errno=err.errno, unwritten=[c.scenario_id for c in err.unwritten])
 out["size_after"] = store.path(Candidate).stat().st_size
 resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-store.append([cand(5)])
+store.append([candidate("s5", output="x" * 300)])
 print(json.dumps(out))
 """
     proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "run")], cwd=ROOT, capture_output=True,
@@ -191,16 +196,14 @@ def test_rescue_spills_over_to_folders_outside_the_run_and_the_next_run_moves_it
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     script = r"""
 import json, sys
-from bench.core.records import Candidate
 from bench.core.rescue import save
-recs = [Candidate(model_id="m", model="openai/x", prompt_id="p", prompt_version="v1", prompt_hash="h",
-                  scenario_id=f"s{i}", output="x" * 700) for i in range(4)]
+from bench.testing.records import candidate
+recs = [candidate(f"s{i}", output="x" * 700) for i in range(4)]
 saved, left, reason = save(sys.argv[1], recs)
 print(json.dumps({"saved": [[n, str(p)] for n, p in saved], "left": [c.scenario_id for c in left],
                   "reason": reason}))
 """
-    env = {**os.environ, "BENCH_CACHE_DIR": str(tmp_path / "cache"), "TMPDIR": str(tmp_path / "tmp")}
-    (tmp_path / "tmp").mkdir()
+    env = outside_env(tmp_path)
     # each file can hold one record: the run folder takes one, each rescue folder outside one, one is left
     proc = subprocess.run([sys.executable, "-c", script, str(run_dir)], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=120, preexec_fn=file_limit(1500))
@@ -237,12 +240,12 @@ def cache_entries(path):
         return db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
 
 
-def test_a_kill_leaves_a_journal_and_the_resume_counts_the_requests_it_asks_again(tmp_path, fake, env):
+def test_a_kill_leaves_a_journal_and_the_resume_counts_the_requests_it_asks_again(tmp_path, fake, driver_env):
     fake.configure(latency_ms=300)
-    params = write_params(tmp_path, fake)
+    params = full_grid(tmp_path, fake)
     run_dir = tmp_path / "runs" / "full"
-    proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(params), "collect", str(FLUSH_N)], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(params), "collect", str(FLUSH_N)], cwd=ROOT,
+                            env=driver_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
         while True:  # until some replies were received and others are on the wire
@@ -267,7 +270,7 @@ def test_a_kill_leaves_a_journal_and_the_resume_counts_the_requests_it_asks_agai
     cache.close()
 
     fake.configure(latency_ms=0)
-    resumed = drive(params, env, "collect")
+    resumed = drive(params, driver_env, "collect")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert recorded_repeats(run_dir) == expected
     # at most those were paid twice: a reply recorded in the run store before its cache commit landed

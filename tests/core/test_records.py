@@ -3,27 +3,25 @@
 import pytest
 from pydantic import ValidationError
 
-from bench.core.records import SCHEMA_VERSION, Candidate, Judgment, Review, Scenario
+from bench.core.records import SCHEMA_VERSION, Judgment, Review, Scenario
+from bench.testing.records import candidate
 
 
-def cand(**kw):
-    base = dict(model_id="m", model="openai/x", params={"temperature": 0.2}, prompt_id="tip",
-                prompt_version="v1", prompt_hash="h1", scenario_id="s1", sample=0)
-    return Candidate(**{**base, **kw})
+ANSWER = {"model": "openai/x", "params": {"temperature": 0.2}}  # the model string fixed: a label alone is no identity
 
 
 def test_candidate_id_depends_on_what_determines_the_answer():
-    a = cand(output="one")
-    assert a.id == cand(output="another answer", model_id="label-only").id  # output and label: not identity
+    a = candidate("s1", **ANSWER, output="one")
+    assert a.id == candidate("s1", **ANSWER, output="another answer", model_id="label-only").id  # not identity
     for change in ({"model": "openai/y"}, {"params": {"temperature": 0.7}}, {"prompt_version": "v2"},
                    {"prompt_hash": "h2"}, {"scenario_id": "s2"}, {"sample": 1}):
-        assert cand(**change).id != a.id, change
+        assert candidate("s1", **(ANSWER | change)).id != a.id, change
 
 
 def test_sample_repeats_never_collide_and_default_to_zero():
-    ids = {cand(sample=i).id for i in range(50)}
+    ids = {candidate(sample=i).id for i in range(50)}
     assert len(ids) == 50
-    assert cand().id == cand(sample=0).id
+    assert candidate().id == candidate(sample=0).id
 
 
 def test_judgment_id_covers_judge_rubric_mode_and_order():
@@ -36,9 +34,9 @@ def test_judgment_id_covers_judge_rubric_mode_and_order():
 
 
 def test_failure_is_a_record_not_a_score():
-    bad = cand(error="HTTP 500", error_kind="server")
+    bad = candidate(error="HTTP 500", error_kind="server")
     assert not bad.ok and bad.output is None
-    assert cand(output="x").ok
+    assert candidate(output="x").ok
 
 
 def test_round_trip_and_unknown_keys_rejected():

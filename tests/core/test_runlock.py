@@ -7,8 +7,6 @@ import collections
 import os
 import signal
 import socket
-import subprocess
-import sys
 import time
 
 import pytest
@@ -18,16 +16,9 @@ from bench.models.client import LLM, Limits
 from bench.core.records import Candidate
 from bench.models.routing import ModelSpec
 from bench.core.store import RunStore
-from bench.testing.grids import ROOT, grid, sweep
+from bench.testing.grids import grid, started, sweep, sweep_args
 
 BUDGET_S = 120  # generous: a loaded 2-core machine
-
-
-def start_sweep(tmp_path, params) -> subprocess.Popen:
-    env = {**os.environ, "BENCH_RUNS": str(tmp_path / "runs"), "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen([sys.executable, "-m", "bench", "sweep", str(params), "--no-report", "--no-track"],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
 
 
 def wait_until(condition, what: str) -> None:
@@ -42,8 +33,7 @@ def test_a_second_sweep_of_the_same_run_folder_refuses_naming_the_holder(tmp_pat
     fake.configure(latency_ms=300)
     params = grid(tmp_path / "g.yaml", fake.url, topics=12,
                   limits={"max_concurrency": 2, "timeout_s": 10, "retries": 0})
-    first = start_sweep(tmp_path, params)
-    try:
+    with started(tmp_path, *sweep_args(params)) as first:
         wait_until(lambda: fake.stats()["in_flight"] > 0, "the first sweep's requests")
         second = sweep(tmp_path, params)
         assert second.returncode == 2, second.stdout + second.stderr
@@ -52,9 +42,6 @@ def test_a_second_sweep_of_the_same_run_folder_refuses_naming_the_holder(tmp_pat
         assert f"host {socket.gethostname()}, PID {first.pid}, since 20" in lines[0] and "--wait" in lines[0]
         out, err = first.communicate(timeout=BUDGET_S)
         assert first.returncode == 0, out[-2000:] + err[-2000:]
-    finally:
-        if first.poll() is None:
-            os.killpg(first.pid, signal.SIGKILL)
     ids = collections.Counter(c.id for c in RunStore(tmp_path / "runs/g").read(Candidate))
     assert len(ids) == 12 and set(ids.values()) == {1} and fake.stats()["requests"] == 12  # paid once each
 
@@ -63,25 +50,21 @@ def test_wait_queues_behind_the_holder_and_a_killed_holder_leaves_no_stuck_lock(
     fake.configure(latency_ms=300)
     params = grid(tmp_path / "g.yaml", fake.url, topics=12,
                   limits={"max_concurrency": 2, "timeout_s": 10, "retries": 0})
-    first = start_sweep(tmp_path, params)
-    wait_until(lambda: fake.stats()["in_flight"] > 0, "the first sweep's requests")
-    os.killpg(first.pid, signal.SIGKILL)  # a crashed holder: the kernel releases its flock
-    first.wait()
+    with started(tmp_path, *sweep_args(params)) as first:
+        wait_until(lambda: fake.stats()["in_flight"] > 0, "the first sweep's requests")
+        os.killpg(first.pid, signal.SIGKILL)  # a crashed holder: the kernel releases its flock
+        first.wait()
     fake.configure(latency_ms=0)
     resumed = sweep(tmp_path, params)
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
     fake.configure(latency_ms=200)
     params = grid(tmp_path / "g.yaml", fake.url, topics=16,  # a grown grid: 4 new items, one at a time
                   limits={"max_concurrency": 1, "timeout_s": 10, "retries": 0})
-    third = start_sweep(tmp_path, params)
-    try:
+    with started(tmp_path, *sweep_args(params)) as third:
         wait_until(lambda: fake.stats()["in_flight"] > 0, "the third sweep's requests")
         waiter = sweep(tmp_path, params, "--wait")
         assert waiter.returncode == 0 and "waiting for run folder" in waiter.stderr
         assert third.wait(timeout=BUDGET_S) == 0  # the waiter started after the holder was done
-    finally:
-        if third.poll() is None:
-            os.killpg(third.pid, signal.SIGKILL)
     assert len(RunStore(tmp_path / "runs/g").done_ids(Candidate)) == 16
 
 

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,7 +23,6 @@ from bench.core.secrets import redact
 from bench.core.store import RunStore
 from bench.testing import grids
 
-ROOT = Path(__file__).resolve().parents[2]
 KEY_UNKNOWN = "sk-canary-sent-but-refused-4b7e91d0c2"  # sent by sweep A; the fake wants another key
 KEY_RIGHT = "sk-canary-accepted-but-echoed-8f2a6c3d"  # sweep B's key, accepted, then echoed by 500s
 KEY_FAKE_WANTS = "sk-canary-the-fake-wants-1e5b07a9f3"  # sweep A's m-ok and judge use it (never echoed)
@@ -70,15 +66,9 @@ def write_leak500(path: Path, url: str) -> Path:
         limits=LIMITS)
 
 
-def _env(tmp: Path, **extra: str) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "OPENAI_API_KEY")}
-    return {**base, "BENCH_RUNS": str(tmp / "runs"), "BENCH_REPORTS": str(tmp / "reports"),
-            "PYTHONUNBUFFERED": "1", **extra}
-
-
-def _run(tmp: Path, env: dict[str, str], *args: str, timeout: int = 600) -> str:
-    out = subprocess.run([sys.executable, "-m", "bench", *args], cwd=ROOT, env=env, capture_output=True,
-                         text=True, timeout=timeout)
+def _run(tmp: Path, env: dict[str, str], *args: str) -> str:
+    """Run ``bench ARGS`` with ``env`` set and no OPENAI_API_KEY inherited; return its command line and output."""
+    out = grids.bench(tmp, *args, timeout=600, drop=("OPENAI_API_KEY",), **env)
     return f"$ bench {' '.join(args)} (exit {out.returncode})\n{out.stdout}\n{out.stderr}\n"
 
 
@@ -94,13 +84,13 @@ def leaky(tmp_path_factory, fake_server):
     try:
         fake_server.reset()
         fake_server.configure(require_key=KEY_FAKE_WANTS, echo_auth=True)
-        env_a = _env(tmp, BENCH_GATEWAY_CRED=KEY_UNKNOWN, BENCH_GOOD_CRED=KEY_FAKE_WANTS)
+        env_a = {"BENCH_GATEWAY_CRED": KEY_UNKNOWN, "BENCH_GOOD_CRED": KEY_FAKE_WANTS}
         printed += _run(tmp, env_a, "sweep", str(inputs / "a.yaml"))
         printed += _run(tmp, env_a, "review", "export", str(tmp / "runs" / "leak401"), str(tmp / "export-a.json"))
         fake_server.reset()
         fake_server.configure(require_key=KEY_RIGHT, echo_auth=True,
                               replies=[{"match": "sleep", "status": 500}, {"match": "actionability", "status": 500}])
-        env_b = _env(tmp, OPENAI_API_KEY=KEY_RIGHT)
+        env_b = {"OPENAI_API_KEY": KEY_RIGHT}
         printed += _run(tmp, env_b, "sweep", str(inputs / "b.yaml"))
         printed += _run(tmp, env_b, "review", "export", str(tmp / "runs" / "leak500"), str(tmp / "export-b.json"))
     finally:
@@ -149,18 +139,28 @@ def test_redact_removes_known_values_urls_and_header_echoes(monkeypatch):
     assert redact("odd-name-value-77") == "odd-name-value-77"
     secrets.watch_env("BENCH_T_ODD_NAME")
     assert redact("odd-name-value-77") == "[redacted]"
-    assert redact("abc123 stays") == "abc123 stays"
-    assert redact("see http://ann:pw@10.0.0.1:8000/v1 and https://tok@host/x") == \
-        "see http://***@10.0.0.1:8000/v1 and https://***@host/x"
-    assert redact("https://host/path?mail=a@b.c") == "https://host/path?mail=a@b.c"
-    assert redact("received Authorization: Bearer zz-unknown-token-1") == "received Authorization: [redacted]"
-    assert redact("proxy said bearer zz-unknown-token-1 twice") == "proxy said bearer [redacted] twice"
-    assert redact("{'x-api-key': 'zz-unknown-key-22'}") == "{'x-api-key': '[redacted]'}"
-    assert redact('{"authorization":"Basic dXNlcjpwdw=="}') == '{"authorization":"[redacted]"}'
-    assert redact("Bearer authentication failed; send a Bearer token") == \
-        "Bearer authentication failed; send a Bearer token"  # prose is not a token
-    for text in ("plain text", "", "Authorization: Bearer zz-unknown-token-1 at http://u:p@h/ svc-key-0a1b2c3d4e"):
-        assert redact(redact(text)) == redact(text)  # idempotent: redacting twice changes nothing more
+    assert_redacts([
+        ("abc123 stays", "abc123 stays"),
+        ("see http://ann:pw@10.0.0.1:8000/v1 and https://tok@host/x",
+         "see http://***@10.0.0.1:8000/v1 and https://***@host/x"),
+        ("https://host/path?mail=a@b.c", "https://host/path?mail=a@b.c"),
+        ("received Authorization: Bearer zz-unknown-token-1", "received Authorization: [redacted]"),
+        ("proxy said bearer zz-unknown-token-1 twice", "proxy said bearer [redacted] twice"),
+        ("{'x-api-key': 'zz-unknown-key-22'}", "{'x-api-key': '[redacted]'}"),
+        ('{"authorization":"Basic dXNlcjpwdw=="}', '{"authorization":"[redacted]"}'),
+        ("Bearer authentication failed; send a Bearer token",
+         "Bearer authentication failed; send a Bearer token"),  # prose is not a token
+        ("plain text", "plain text"), ("", ""),
+        ("Authorization: Bearer zz-unknown-token-1 at http://u:p@h/ svc-key-0a1b2c3d4e",
+         "Authorization: [redacted] at http://***@h/ [redacted]"),
+    ])
+
+
+def assert_redacts(cases: list[tuple[str, str]]) -> None:
+    """Each text is redacted as expected, and redacting it again changes nothing more (idempotent)."""
+    for text, expected in cases:
+        assert redact(text) == expected, text
+        assert redact(expected) == expected, expected
 
 
 def test_redacted_json_stays_valid_and_records_read_back(tmp_path, monkeypatch):
@@ -224,17 +224,18 @@ def test_credentials_in_a_uris_query_are_redacted_and_the_rest_is_kept():
     (issue 28, point 4: `bench tracking-server` printed a libpq-form password)."""
     from bench.tracking import shown_uri
 
-    assert redact("postgresql://mlflow@db:5432/m?sslmode=require&password=Pg-Query-Pw-77") == \
-        "postgresql://***@db:5432/m?sslmode=require&password=[redacted]"
     assert shown_uri("https://mlflow.lab/?passwd=hunter2hunter2") == "https://mlflow.lab/?passwd=[redacted]"
-    assert redact("GET https://g.api/v1/m:gen?key=AIzaSyQueryKey0123&alt=sse") == \
-        "GET https://g.api/v1/m:gen?key=[redacted]&alt=sse"
-    assert redact('{"url": "wss://h/x?access_token=tok.en-123;v=2"}') == '{"url": "wss://h/x?access_token=[redacted];v=2"}'
-    assert redact("s3://b/k?X-Amz-Signature=abcdef0123") == "s3://b/k?X-Amz-Signature=[redacted]"
-    assert redact("https://host/search?q=key+facts&page=2") == "https://host/search?q=key+facts&page=2"
-    assert redact("a monkey=3 and turkey: 4") == "a monkey=3 and turkey: 4"  # not a query parameter
-    text = "postgresql://u@h/d?password=p1p2p3p4&token=t1t2t3t4"
-    assert redact(redact(text)) == redact(text)
+    assert_redacts([
+        ("postgresql://mlflow@db:5432/m?sslmode=require&password=Pg-Query-Pw-77",
+         "postgresql://***@db:5432/m?sslmode=require&password=[redacted]"),
+        ("GET https://g.api/v1/m:gen?key=AIzaSyQueryKey0123&alt=sse", "GET https://g.api/v1/m:gen?key=[redacted]&alt=sse"),
+        ('{"url": "wss://h/x?access_token=tok.en-123;v=2"}', '{"url": "wss://h/x?access_token=[redacted];v=2"}'),
+        ("s3://b/k?X-Amz-Signature=abcdef0123", "s3://b/k?X-Amz-Signature=[redacted]"),
+        ("https://host/search?q=key+facts&page=2", "https://host/search?q=key+facts&page=2"),
+        ("a monkey=3 and turkey: 4", "a monkey=3 and turkey: 4"),  # not a query parameter
+        ("postgresql://u@h/d?password=p1p2p3p4&token=t1t2t3t4",
+         "postgresql://***@h/d?password=[redacted]&token=[redacted]"),
+    ])
 
 
 def test_the_pattern_is_rebuilt_only_when_the_secrets_change(monkeypatch):

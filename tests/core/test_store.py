@@ -9,54 +9,50 @@ import pytest
 from bench.core.errors import StoreError
 from bench.core.records import Candidate, Scenario
 from bench.core.store import RunStore, TornRecordWarning
-
-
-def cand(i, **kw):
-    return Candidate(model_id="m", model="openai/x", prompt_id="p", prompt_version="v1", prompt_hash="h",
-                     scenario_id=f"s{i}", **kw)
+from bench.testing.records import candidate
 
 
 def test_append_and_read_back(tmp_path):
     store = RunStore(tmp_path / "demo")
-    assert store.append([cand(i, output=f"o{i}") for i in range(3)]) == 3
+    assert store.append([candidate(f"s{i}", output=f"o{i}") for i in range(3)]) == 3
     assert [c.output for c in store.read("candidate")] == ["o0", "o1", "o2"]
     assert store.path(Candidate).name == "candidates.jsonl"
 
 
 def test_done_ids_counts_only_successes_and_failures_are_redone(tmp_path):
     store = RunStore(tmp_path)
-    ok, bad = cand(1, output="fine"), cand(2, error="HTTP 500", error_kind="server")
+    ok, bad = candidate("s1", output="fine"), candidate("s2", error="HTTP 500", error_kind="server")
     store.append([ok, bad])
     assert store.done_ids(Candidate) == {ok.id}
     assert set(store.failed(Candidate)) == {bad.id}
-    fixed = cand(2, output="now fine")
+    fixed = candidate("s2", output="now fine")
     store.append([fixed])
     assert store.done_ids(Candidate) == {ok.id, fixed.id}
     assert store.failed(Candidate) == {}
     assert store.latest(Candidate)[fixed.id].output == "now fine"
-    store.append([cand(2, error="a late failure")])  # a success is never replaced by a failure
+    store.append([candidate("s2", error="a late failure")])  # a success is never replaced by a failure
     assert store.latest(Candidate)[fixed.id].ok
 
 
 def test_torn_last_line_is_skipped_with_warning_then_cut_before_next_append(tmp_path):
     store = RunStore(tmp_path)
-    store.append([cand(1, output="a"), cand(2, output="b")])
+    store.append([candidate("s1", output="a"), candidate("s2", output="b")])
     path = store.path(Candidate)
-    whole = cand(3, output="c").model_dump_json().encode()
+    whole = candidate("s3", output="c").model_dump_json().encode()
     with open(path, "ab") as fh:
         fh.write(whole[: len(whole) // 2])  # a kill in the middle of a write
     with pytest.warns(TornRecordWarning, match="torn last line"):
         assert [c.output for c in store.read(Candidate)] == ["a", "b"]
     with pytest.warns(TornRecordWarning, match="cut a torn last line"):
-        RunStore(tmp_path).append([cand(4, output="d")])
+        RunStore(tmp_path).append([candidate("s4", output="d")])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert [c.output for c in RunStore(tmp_path).read(Candidate)] == ["a", "b", "d"]
 
 
 def test_shards_are_merged_by_readers(tmp_path):
-    RunStore(tmp_path, shard="job0").append([cand(1, output="a")])
-    RunStore(tmp_path, shard="job1").append([cand(2, output="b")])
+    RunStore(tmp_path, shard="job0").append([candidate("s1", output="a")])
+    RunStore(tmp_path, shard="job1").append([candidate("s2", output="b")])
     store = RunStore(tmp_path)
     assert sorted(c.output for c in store.read(Candidate)) == ["a", "b"]
     assert len(store.files(Candidate)) == 2
@@ -84,7 +80,7 @@ def test_unwritable_run_folder_is_named_even_as_root(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     with pytest.raises(StoreError, match="not writable"):
-        RunStore(blocker / "demo").append([cand(1, output="a")])
+        RunStore(blocker / "demo").append([candidate("s1", output="a")])
 
 
 def test_two_stores_probing_one_folder_from_two_threads_never_fail(tmp_path):

@@ -12,29 +12,19 @@ import sys
 import textwrap
 from pathlib import Path
 
-from bench.core.records import Candidate, Judgment
+from bench.core.records import Candidate
 from bench.core.store import RunStore
 from bench.core.tally import CHECK, Counts, Planned, StoreTally, progress_line
-
-
-def cand(model_id: str, scenario: int, *, error: str | None = None, prompt_version: str = "v1") -> Candidate:
-    return Candidate(model_id=model_id, model=f"openai/{model_id}", prompt_id="p", prompt_version=prompt_version,
-                     prompt_hash="h", scenario_id=f"s{scenario}", output=None if error else f"answer {scenario}",
-                     error=error, error_kind="http" if error else None)
-
-
-def judg(judge_id: str, candidate: Candidate, *, error: str | None = None, version: str = "1") -> Judgment:
-    return Judgment(judge_id=judge_id, judge_model=f"openai/{judge_id}", rubric_id="tip", rubric_version=version,
-                    rubric_hash="r", mode="rubric", candidate_ids=[candidate.id], scenario_id=candidate.scenario_id,
-                    score=None if error else 4.0, error=error)
+from bench.testing.records import candidate, judgment
 
 
 def test_counts_answers_per_model_and_judgments_per_judge_across_two_writers(tmp_path):
     a, b = RunStore(tmp_path, shard="a"), RunStore(tmp_path, shard="b")
-    a.append([cand("gpt-x", i) for i in range(3)] + [cand("llama", 0)])
-    b.append([cand("llama", i) for i in range(1, 4)] + [cand("gpt-x", 3, error="HTTP 500")])
-    a.append([judg("grader", c) for c in RunStore(tmp_path).read(Candidate)[:2]])
-    b.append([judg("grader", cand("llama", 1), error="unparseable reply")])
+    a.append([candidate(f"s{i}", model_id="gpt-x") for i in range(3)] + [candidate("s0", model_id="llama")])
+    b.append([candidate(f"s{i}", model_id="llama") for i in range(1, 4)]
+             + [candidate("s3", model_id="gpt-x", error="HTTP 500")])
+    a.append([judgment(c, judge_id="grader") for c in RunStore(tmp_path).read(Candidate)[:2]])
+    b.append([judgment(candidate("s1", model_id="llama"), judge_id="grader", error="unparseable reply")])
     tally = StoreTally(tmp_path)
     assert tally.refresh() == sum(p.stat().st_size for p in tmp_path.glob("*.jsonl"))
 
@@ -49,12 +39,12 @@ def test_counts_answers_per_model_and_judgments_per_judge_across_two_writers(tmp
 
 def test_a_torn_line_is_counted_once_it_is_whole(tmp_path):
     store = RunStore(tmp_path, shard="w1")
-    store.append([cand("m", 0), cand("m", 1)])
+    store.append([candidate("s0"), candidate("s1")])
     tally = StoreTally(tmp_path)
     tally.refresh()
     assert tally.by_model() == {"m": Counts(2, 0)}
 
-    line = cand("m", 2).model_dump_json().encode() + b"\n"
+    line = candidate("s2").model_dump_json().encode() + b"\n"
     path = store.path(Candidate)
     with open(path, "ab") as fh:  # a writer in the middle of its write
         fh.write(line[:40])
@@ -72,66 +62,66 @@ def test_an_id_written_again_counts_once_and_a_success_decides(tmp_path):
     """A retried execution writes its records again; a failure retried successfully is a success, and a
     failure written after a success does not undo it (RunStore.latest's rule)."""
     first, retry = RunStore(tmp_path, shard="e1"), RunStore(tmp_path, shard="e1-retry")
-    first.append([cand("m", 0), cand("m", 1, error="HTTP 429"), cand("m", 2)])
+    first.append([candidate("s0"), candidate("s1", error="HTTP 429"), candidate("s2")])
     tally = StoreTally(tmp_path)
     tally.refresh()
     assert tally.by_model() == {"m": Counts(ok=2, failed=1)}
 
-    retry.append([cand("m", 0), cand("m", 1), cand("m", 2, error="timeout")])
+    retry.append([candidate("s0"), candidate("s1"), candidate("s2", error="timeout")])
     tally.refresh()
     assert tally.by_model() == {"m": Counts(ok=3, failed=0)} and tally.duplicates == 3
     latest = RunStore(tmp_path).latest(Candidate)
     assert len(latest) == 3 and all(c.ok for c in latest.values())
 
-    c = cand("m", 0)
-    first.append([judg("j", c, error="bad reply"), judg("j", c, error="bad reply")])
+    c = candidate("s0")
+    first.append([judgment(c, error="bad reply"), judgment(c, error="bad reply")])
     tally.refresh()
     assert tally.by_judge() == {"j": Counts(ok=0, failed=1)}
-    retry.append([judg("j", c)])
+    retry.append([judgment(c)])
     tally.refresh()
     assert tally.by_judge() == {"j": Counts(ok=1, failed=0)}
 
 
 def test_a_shard_that_appears_later_is_read_and_nothing_changed_reads_nothing(tmp_path):
-    RunStore(tmp_path, shard="a").append([cand("m", 0)])
+    RunStore(tmp_path, shard="a").append([candidate("s0")])
     tally = StoreTally(tmp_path)
     first = tally.refresh()
     assert first > 0 and tally.bytes_read == first
     assert tally.refresh() == 0 and tally.last_read == 0 and tally.bytes_read == first
 
-    RunStore(tmp_path, shard="b").append([cand("m", 1), cand("other", 1)])
+    RunStore(tmp_path, shard="b").append([candidate("s1"), candidate("s1", model_id="other")])
     new = (tmp_path / "candidates.b.jsonl").stat().st_size
     assert tally.refresh() == new  # only the new shard: the old one is not read again
     assert tally.by_model() == {"m": Counts(2, 0), "other": Counts(1, 0)}
-    RunStore(tmp_path, shard="a").append([cand("m", 2)])
-    assert tally.refresh() == CHECK + len(cand("m", 2).model_dump_json()) + 1  # only what was appended
+    RunStore(tmp_path, shard="a").append([candidate("s2")])
+    assert tally.refresh() == CHECK + len(candidate("s2").model_dump_json()) + 1  # only what was appended
     assert tally.refresh() == 0 and tally.bytes_read == sum(p.stat().st_size for p in tmp_path.glob("*.jsonl")) + CHECK
 
 
 def test_a_file_cut_back_is_read_again_and_counts_each_id_once(tmp_path):
     """A failed write is undone by cutting the file back; what follows is read from the right place."""
     store = RunStore(tmp_path, shard="a")
-    store.append([cand("m", 0), cand("m", 1)])
+    store.append([candidate("s0"), candidate("s1")])
     path = store.path(Candidate)
     keep = path.stat().st_size
-    store.append([cand("m", 2)])
+    store.append([candidate("s2")])
     tally = StoreTally(tmp_path)
     tally.refresh()
     with open(path, "rb+") as fh:
         fh.truncate(keep)
-    store.append([cand("m", 3)])
+    store.append([candidate("s3")])
     tally.refresh()
     assert tally.by_model() == {"m": Counts(4, 0)}  # m2 was counted when it was there; each id once
     assert tally.unreadable == 0 and tally.duplicates == 2  # m0 and m1, read again from the file's start
     with open(path, "rb+") as fh:  # cut back again, and grown past where the tally stopped reading
         fh.truncate(keep)
-    store.append([cand("m", 4, error="HTTP 500"), cand("m", 5)])
+    store.append([candidate("s4", error="HTTP 500"), candidate("s5")])
     tally.refresh()
     assert tally.by_model() == {"m": Counts(5, 1)} and tally.unreadable == 0
 
 
 def test_lines_that_are_not_records_are_skipped_and_counted(tmp_path):
-    RunStore(tmp_path).append([cand("m", 0)])
+    RunStore(tmp_path).append([candidate("s0")])
     with open(tmp_path / "candidates.jsonl", "ab") as fh:
         fh.write(b"{not json\n[1, 2]\n{\"id\": \"c1\"}\n\n")
     tally = StoreTally(tmp_path)
@@ -141,9 +131,9 @@ def test_lines_that_are_not_records_are_skipped_and_counted(tmp_path):
 
 def test_cells_and_rubric_versions_outside_the_plan_do_not_count(tmp_path):
     store = RunStore(tmp_path)
-    old = [cand("m", i, prompt_version="v0") for i in range(3)]
-    new = [cand("m", i) for i in range(2)]
-    store.append(old + new + [judg("j", c, version="1") for c in old] + [judg("j", new[0], version="2")])
+    old = [candidate(f"s{i}", prompt_version="v0") for i in range(3)]
+    new = [candidate(f"s{i}") for i in range(2)]
+    store.append(old + new + [judgment(c, rubric_version="1") for c in old] + [judgment(new[0], rubric_version="2")])
     tally = StoreTally(tmp_path)
     tally.refresh()
     plan = Planned({"m": 4}, judgments=4, cells=frozenset({"m/p@v1"}), rubrics=frozenset({("j", "tip@2")}))
@@ -153,11 +143,11 @@ def test_cells_and_rubric_versions_outside_the_plan_do_not_count(tmp_path):
 
 def test_the_progress_line_of_a_known_tally(tmp_path):
     a, b = RunStore(tmp_path, shard="a"), RunStore(tmp_path, shard="b")
-    gpt = [cand("gpt-x", i) for i in range(170)]
+    gpt = [candidate(f"s{i}", model_id="gpt-x") for i in range(170)]
     a.append(gpt)
-    b.append([cand("llama", i) for i in range(168)] + [cand("llama", i, error="HTTP 500") for i in (168, 169)])
-    a.append([judg("grader", c) for c in gpt[:150]] + [judg("second", c) for c in gpt[:149]])
-    b.append([judg("second", gpt[149], error="bad reply")])
+    b.append([candidate(f"s{i}", model_id="llama", error="HTTP 500" if i >= 168 else None) for i in range(170)])
+    a.append([judgment(c, judge_id="grader") for c in gpt[:150]] + [judgment(c, judge_id="second") for c in gpt[:149]])
+    b.append([judgment(gpt[149], judge_id="second", error="bad reply")])
     tally = StoreTally(tmp_path)
     tally.refresh()
     assert progress_line(tally, {"gpt-x": 400, "llama": 400}, 800) == (
@@ -171,11 +161,12 @@ def test_the_progress_line_of_a_known_tally(tmp_path):
 WRITER = textwrap.dedent("""
     import sys
     from bench.core.store import RunStore
-    from tests.core.test_tally import cand
+    from bench.testing.records import candidate
     shard, model, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     store = RunStore(sys.argv[4], shard=shard)
-    for i in range(0, n, 7):  # small batches, as a BatchWriter flushes them
-        store.append([cand(model, j, error="HTTP 500" if j % 10 == 3 else None) for j in range(i, min(i + 7, n))])
+    for i in range(0, n, 7):  # small chunks, as a RecordWriter flushes them
+        store.append([candidate(f"s{j}", model_id=model, error="HTTP 500" if j % 10 == 3 else None)
+                      for j in range(i, min(i + 7, n))])
 """)
 
 

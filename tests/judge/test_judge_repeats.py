@@ -15,7 +15,7 @@ from bench.testing.grids import bench, grid, judge, model, sweep
 
 def _params(tmp_path, url):
     return grid(tmp_path / "rep.yaml", url, name="rep", topics=4, models=[model("m1", url)],
-                judges=[judge("steady", url, repeats=3), judge("packed", url, name="packer", batch_size=2, repeats=2),
+                judges=[judge("steady", url, repeats=3), judge("packed", url, name="packer", pack_size=2, repeats=2),
                         judge("once", url, name="single")])
 
 
@@ -44,7 +44,7 @@ def test_a_judge_with_repeats_grades_every_item_k_times_as_distinct_requests(tmp
     packed_calls = collections.defaultdict(set)
     for j in js:
         if j.judge_id == "packed":
-            packed_calls[j.batch_id].add(j.repeat)
+            packed_calls[j.pack_id].add(j.repeat)
     assert len(packed_calls) == 4 and all(len(reps) == 1 for reps in packed_calls.values()), \
         "a packed call never grades two repeats"
 

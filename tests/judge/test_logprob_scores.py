@@ -14,7 +14,7 @@ from bench.config.entries import JudgeEntry
 from bench.config.rubrics import load_rubric
 from bench.core.records import Scenario
 from bench.judge.grader import Item, Judge, grade_items
-from bench.judge.batch import grade_batch, packed_expected_scores
+from bench.judge.packed import grade_packed, packed_expected_scores
 from bench.judge.logprobs import expected_scores
 from bench.models import local
 from bench.models.client import LLM, Limits
@@ -24,9 +24,9 @@ ASK_LOGPROBS = {"logprobs": True, "top_logprobs": 5, "temperature": 0, "max_toke
 
 
 def _grade(model: str, api_base: str | None, params: dict, cache: str, n: int = 12, transport: str = "auto",
-           batch_size: int = 1):
+           pack_size: int = 1):
     judge = Judge(JudgeEntry(id="j", model=model, api_base=api_base, rubric="tip-v1", params=params,
-                             transport=transport, batch_size=batch_size),
+                             transport=transport, pack_size=pack_size),
                   load_rubric("tip-v1", ROOT))
     items = [Item(Scenario(fields={"i": i}), f"Tip number {i}?", (f"Answer {i}: walk for {i} minutes.",),
                   (f"c{i}",)) for i in range(n)]
@@ -35,9 +35,9 @@ def _grade(model: str, api_base: str | None, params: dict, cache: str, n: int = 
     async def go():
         llm = LLM(Limits(max_concurrency=4, timeout_s=300), cache=cache)
         try:
-            if batch_size > 1:
-                for k in range(0, n, batch_size):
-                    out.extend(await grade_batch(judge, items[k:k + batch_size], llm))
+            if pack_size > 1:
+                for k in range(0, n, pack_size):
+                    out.extend(await grade_packed(judge, items[k:k + pack_size], llm))
             else:
                 await grade_items(judge, items, llm, out.append)
         finally:
@@ -70,8 +70,8 @@ def test_the_expected_score_is_the_mean_over_the_score_tokens_probabilities(fake
 def test_a_packed_judge_reads_each_items_expected_scores_in_that_items_own_grade(fake, tmp_path):
     fake.configure(logprob_alt=0.3)
     judge, js = _grade("openai/judge", fake.url, ASK_LOGPROBS | {"max_tokens": 800}, str(tmp_path / "c.sqlite"),
-                       n=8, batch_size=4)
-    assert len(js) == 8 and all(j.ok and j.batch_id and "fallback" not in j.details for j in js)
+                       n=8, pack_size=4)
+    assert len(js) == 8 and all(j.ok and j.pack_id and "fallback" not in j.details for j in js)
     assert fake.stats()["requests"] == 2, "two packed calls, no single-item re-grade"
     for j in js:
         assert set(j.expected_scores) == set(j.scores)

@@ -1,4 +1,4 @@
-"""Judging modes through the real seam against the fake provider: parsing, repair, batch fallback, checklist,
+"""Judging modes through the real seam against the fake provider: parsing, repair, packed fallback, checklist,
 pairwise with position swap, automated and hybrid."""
 
 import asyncio
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bench.judge.batch import short_id
+from bench.judge.packed import short_id
 from bench.judge.grader import Item, Judge, grade_items
 from bench.models.client import LLM, Limits
 from bench.config.entries import JudgeEntry
@@ -33,11 +33,11 @@ RUBRICS = {
 GOOD = json.dumps({"scores": {"relevance": 4, "tone": 5}, "rationale": "fine"})
 
 
-def make_judge(tmp_path, fake, kind, mode=None, batch_size=0):
+def make_judge(tmp_path, fake, kind, mode=None, pack_size=0):
     path = tmp_path / f"t-{kind}.md"
     path.write_text(f"---\nid: t-{kind}\nversion: '1'\n{RUBRICS[kind]}---\nGrade the response carefully.\n")
     entry = JudgeEntry(id="j", model="openai/judge", api_base=fake.url, rubric=str(path), mode=mode,
-                       batch_size=batch_size)
+                       pack_size=pack_size)
     return Judge(entry, load_rubric(str(path), tmp_path))
 
 
@@ -88,7 +88,7 @@ def test_empty_content_is_a_failure_not_a_verdict(tmp_path, fake):
     assert not j.ok and j.error_kind == "empty" and j.score is None
 
 
-def batch_reply(items, *, drop=(), extra=(), dup=(), off_scale=()):
+def packed_reply(items, *, drop=(), extra=(), dup=(), off_scale=()):
     grades = []
     for it in items:
         sid = short_id(it)
@@ -102,17 +102,17 @@ def batch_reply(items, *, drop=(), extra=(), dup=(), off_scale=()):
 
 @pytest.mark.parametrize("case,regraded", [("clean", 0), ("missing", 1), ("unknown", 1), ("duplicated", 1),
                                            ("off_scale", 1), ("malformed", 4), ("prose", 0)])
-def test_batch_regrades_only_the_bad_items(tmp_path, fake, case, regraded):
+def test_packed_regrades_only_the_bad_items(tmp_path, fake, case, regraded):
     items = [item(n) for n in range(1, 5)]
     first = short_id(items[0])
-    content = {"clean": batch_reply(items), "missing": batch_reply(items, drop=[first]),
-               "unknown": batch_reply(items, drop=[first], extra=["izzzzzz"]),
-               "duplicated": batch_reply(items, dup=[first]), "off_scale": batch_reply(items, off_scale=[first]),
-               "malformed": '{"grades": [{"id": ', "prose": "My grades:\n" + batch_reply(items) + "\nDone."}[case]
+    content = {"clean": packed_reply(items), "missing": packed_reply(items, drop=[first]),
+               "unknown": packed_reply(items, drop=[first], extra=["izzzzzz"]),
+               "duplicated": packed_reply(items, dup=[first]), "off_scale": packed_reply(items, off_scale=[first]),
+               "malformed": '{"grades": [{"id": ', "prose": "My grades:\n" + packed_reply(items) + "\nDone."}[case]
     fake.configure(replies=[{"match": "Grade each of the 4 responses", "content": content}])
-    out = judge_all(make_judge(tmp_path, fake, "rubric", batch_size=4), items)
-    assert len(out) == 4 and all(j.ok and j.mode == "batch" for j in out)
-    assert len({j.batch_id for j in out}) == 1 and out[0].batch_id
+    out = judge_all(make_judge(tmp_path, fake, "rubric", pack_size=4), items)
+    assert len(out) == 4 and all(j.ok and j.mode == "packed" for j in out)
+    assert len({j.pack_id for j in out}) == 1 and out[0].pack_id
     fallbacks = [j for j in out if j.details.get("fallback") == "single"]
     assert len(fallbacks) == regraded
     assert fake.stats()["requests"] == 1 + regraded
@@ -120,9 +120,9 @@ def test_batch_regrades_only_the_bad_items(tmp_path, fake, case, regraded):
         assert fallbacks[0].candidate_ids == ["c1"]
 
 
-def test_batch_ids_are_stable_and_the_order_is_shuffled(tmp_path, fake):
+def test_packed_ids_are_stable_and_the_order_is_shuffled(tmp_path, fake):
     items = [item(n) for n in range(1, 9)]
-    judge_all(make_judge(tmp_path, fake, "rubric", batch_size=8), items)
+    judge_all(make_judge(tmp_path, fake, "rubric", pack_size=8), items)
     prompts = [r["messages"][-1]["content"] for r in fake.stats()["recent"]]
     (prompt,) = [p for p in prompts if p.startswith("Grade each of the 8 responses")]
     shown = [prompt.index(f"Item {short_id(i)}.") for i in items]
@@ -180,3 +180,28 @@ def test_candidate_text_cannot_close_its_delimiter_and_long_text_is_truncated(tm
     tag = prompt.split("<response-")[1].split(">")[0]
     assert prompt.count(f"</response-{tag}>") == 1  # only the real closing tag
     assert j.details["truncated_chars"] == len(hostile) - 20000 and "truncated for the judge" in prompt
+
+
+def test_the_judge_reads_each_criterion_with_its_anchors_highest_first(tmp_path, fake):
+    fake.configure(replies=[{"match": "ITEM-1", "content": GOOD}])
+    judge_all(make_judge(tmp_path, fake, "rubric"), [item(1)])
+    system = fake.stats()["recent"][-1]["messages"][0]["content"]
+    assert system.startswith("Grade the response carefully.\n\n## Criteria\n\n### relevance (1–5)\n\non topic\n")
+    assert "### tone (1–5)\n" in system  # equal weights tell the judge nothing: not shown
+    assert system.index("- **5**: fully") < system.index("- **1**: unrelated")
+    pair = Item(Scenario(fields={"question": "q"}), "Which?", ("ALPHA", "BETA"), ("s:A", "s:B"))
+    fake.configure(replies=[{"match": "Response A", "content": "[[A>B]]"}])
+    judge_all(make_judge(tmp_path, fake, "pairwise"), [pair])
+    assert fake.stats()["recent"][-1]["messages"][0]["content"] == "Grade the response carefully."  # no criteria
+
+
+def test_the_judge_is_shown_weights_only_when_they_differ(tmp_path, fake):
+    path = tmp_path / "weighted.md"
+    path.write_text("---\nid: weighted\nversion: '1'\nmode: rubric\n"
+                    + CRITERIA.replace("anchors: {1: rude", "weight: 2, anchors: {1: rude") + "---\nGrade.\n")
+    judge = Judge(JudgeEntry(id="j", model="openai/judge", api_base=fake.url, rubric=str(path)),
+                  load_rubric(str(path), tmp_path))
+    fake.configure(replies=[{"match": "ITEM-1", "content": GOOD}])
+    judge_all(judge, [item(1)])
+    system = fake.stats()["recent"][-1]["messages"][0]["content"]
+    assert "### relevance (1–5, weight 1)\n" in system and "### tone (1–5, weight 2)\n" in system

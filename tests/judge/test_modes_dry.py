@@ -21,7 +21,7 @@ CRITERIA = ("criteria:\n  - {id: relevance, description: on topic, scale: [1, 5]
 CHECKS = "checks:\n  - {id: short, kind: length, max_chars: 50}\n  - {id: clean, kind: excludes, values: [as an AI]}\n"
 RUBRICS = {
     "rubric": "mode: rubric\n" + CRITERIA,
-    "batch": "mode: rubric\n" + CRITERIA,
+    "packed": "mode: rubric\n" + CRITERIA,
     "checklist": "mode: checklist\nrequirements:\n  - {id: task, text: mentions a task}\n"
                  "  - {id: short, text: is short}\n",
     "pairwise": "mode: pairwise\n",
@@ -33,8 +33,8 @@ RUBRICS = {
 def dry_judge(tmp_path, mode: str) -> Judge:
     path = tmp_path / f"t-{mode}.md"
     path.write_text(f"---\nid: t-{mode}\nversion: '1'\n{RUBRICS[mode]}---\nGrade the response carefully.\n")
-    entry = JudgeEntry(id="j", model="dry/judge", rubric=str(path), mode="batch" if mode == "batch" else None,
-                       batch_size=4 if mode == "batch" else 0)
+    entry = JudgeEntry(id="j", model="dry/judge", rubric=str(path), mode="packed" if mode == "packed" else None,
+                       pack_size=4 if mode == "packed" else 0)
     return Judge(entry, load_rubric(str(path), tmp_path))
 
 
@@ -74,6 +74,6 @@ def test_a_dry_judge_grades_every_item_in_every_mode(tmp_path, mode):
     else:
         assert all(j.score is not None and 0 <= (j.score if mode in ("automated", "hybrid", "checklist") else 0) <= 1
                    for j in out)
-    expected_calls = {"automated": 0, "batch": -(-len(work) // 4), "checklist": 2 * len(work),
+    expected_calls = {"automated": 0, "packed": -(-len(work) // 4), "checklist": 2 * len(work),
                       "pairwise": 2 * len(work)}.get(mode, len(work))
     assert calls == expected_calls

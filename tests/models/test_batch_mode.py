@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -26,8 +23,9 @@ from bench.core.records import Candidate, Judgment
 from bench.core.spend import recorded_spend
 from bench.core.store import RunStore
 from bench.models.batches import BatchPolicy, batches_of
-from bench.pipeline import open_run, run_collect
-from bench.testing.grids import ROOT, grid, judge, model, sweep
+from bench.run import open_run
+from bench.stages import run_collect
+from bench.testing.grids import grid, judge, model, started, sweep, sweep_args
 
 PRICE = {"input_per_mtok": 1.0, "output_per_mtok": 2.0, "batch_discount": 0.5}
 FAST = {"poll_s": 0.05, "poll_max_s": 0.2, "gather_s": 0.1}
@@ -182,7 +180,7 @@ def test_a_sweep_in_batch_mode_ends_with_the_records_of_the_direct_one(fake, tmp
         where.mkdir()
         path = grid(where / "g.yaml", fake.url, topics=4, models=[model("m1", fake.url, price=PRICE)],
                     judges=[judge("grader", fake.url, price=PRICE),  # every grading mode composes with batches
-                            judge("packed", fake.url, price=PRICE, mode="batch", batch_size=3),
+                            judge("packed", fake.url, price=PRICE, mode="packed", pack_size=3),
                             judge("checks", fake.url, rubric="tip-checklist", price=PRICE)])
         done = sweep(where, path, *args)
         assert done.returncode == 0, done.stdout + done.stderr
@@ -200,14 +198,8 @@ def test_a_sweep_in_batch_mode_ends_with_the_records_of_the_direct_one(fake, tmp
 def test_a_killed_sweep_adopts_its_batch_and_never_submits_it_twice(fake, tmp_path):
     fake.configure(batch_delays_s={"in_progress": 15})  # long enough to kill the sweep while it polls
     path = _grid(tmp_path, fake.url, topics=4)
-    env = {**os.environ, "BENCH_RUNS": str(tmp_path / "runs"), "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "bench", "sweep", str(path), "--no-report", "--no-track"],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        info = _wait_for_batch(tmp_path / "runs" / "g", budget_s=240)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=60)
+    with started(tmp_path, *sweep_args(path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):
+        info = _wait_for_batch(tmp_path / "runs" / "g", budget_s=240)  # then the sweep is killed
     assert _batch_stats(fake)["created"] == 1
     done = sweep(tmp_path, path)
     assert done.returncode == 0, done.stdout + done.stderr

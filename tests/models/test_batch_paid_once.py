@@ -24,7 +24,8 @@ from bench.models.batches import BatchInfo, batches_of, summary_line
 from bench.models.batches.lookup import lookup
 from bench.models.batches.wire import Wire, close_clients, jsonl_line
 from bench.models.routing import ModelSpec, resolve
-from bench.pipeline import open_run, run_collect
+from bench.run import open_run
+from bench.stages import run_collect
 from bench.testing.grids import grid, model
 
 PRICE = {"input_per_mtok": 1.0, "output_per_mtok": 2.0, "batch_discount": 0.5}

@@ -21,7 +21,8 @@ from bench.core.store import RunStore
 from bench.models._purse import Purse
 from bench.models.routing import ModelSpec, resolve
 from bench.models.tokens import counter_for
-from bench.pipeline import open_run, run_collect
+from bench.run import open_run
+from bench.stages import run_collect
 from bench.testing import grids
 
 CJK = "".join(chr(0x4E00 + i * 997 % 6000) for i in range(400))  # 891 cl100k tokens; 100 as characters / 4

@@ -6,10 +6,9 @@ kernels) against the loopback fake provider, which counts requests in flight per
 
 import asyncio
 import collections
-import os
 import subprocess
 import sys
-from pathlib import Path
+from functools import partial
 
 import pytest
 
@@ -18,22 +17,18 @@ from bench.config.params import load_sweep
 from bench.models.ratelimit import Caps, LeaseServer, LocalLimiter, RemoteLimiter, estimate_tokens
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
-from bench.testing.grids import generate, grid, judge, model, prompt
+from bench.testing import grids
+from bench.testing.grids import ROOT, generate, grid, judge, model, prompt
 
-ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = [prompt("p", "Q {topic} {n}"), prompt("p", "Question about {topic} number {n}", version="v2"),
            prompt("q", "{topic} {n}?", system="be brief")]
+sweep = partial(grids.sweep, timeout=600)  # three executions side by side on a loaded 2-core machine
 
 
-def write_params(tmp_path, url, models, dimensions, judges=None, cap=12, prompts=PROMPTS):
+def capped_grid(tmp_path, url, models, dimensions, judges=None, cap=12, prompts=PROMPTS):
+    """Write ``t.yaml``: these models (and judges) on the product of ``dimensions``, ``cap`` requests at a time."""
     return grid(tmp_path / "t.yaml", url, name="t", models=models, prompts=prompts, scenarios=generate(**dimensions),
                 judges=judges, limits={"max_concurrency": cap, "timeout_s": 20, "retries": 2})
-
-
-def sweep(tmp_path, params, *args, **env):
-    return subprocess.run([sys.executable, "-m", "bench", "sweep", str(params), "--no-report", "--no-track", *args],
-                          cwd=ROOT, env={**os.environ, "BENCH_RUNS": str(tmp_path / "runs"), "PYTHONUNBUFFERED": "1",
-                                         **env}, capture_output=True, text=True, timeout=600)
 
 
 def records(tmp_path, kind):
@@ -51,7 +46,7 @@ def test_model_and_judge_concurrency_caps_hold_across_three_executions(tmp_path,
     models = [model("m1", fake.url, name="fake-a", max_concurrency=2, params={"max_tokens": 8}),
               model("m2", fake.url, name="fake-b", max_concurrency=2)]
     judges = [judge("grader", fake.url, name="fake-judge", max_concurrency=2)]
-    params = write_params(tmp_path, fake.url, models, {"topic": ["a", "b", "c", "d", "e"], "n": [1, 2]}, judges)
+    params = capped_grid(tmp_path, fake.url, models, {"topic": ["a", "b", "c", "d", "e"], "n": [1, 2]}, judges)
     result = sweep(tmp_path, params, "--jobs", "3")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "collect.job3: ok" in result.stdout  # three executions side by side, each with both models
@@ -73,7 +68,7 @@ def test_an_rpm_window_holds_across_three_executions(tmp_path, fake):
     # have two bursts of four overlap (three starts on a 1 s circle: two are within 1/3 s < 0.4 s).
     fake.configure(latency_ms=400)
     models = [model("m1", fake.url, name="fake-r", rpm=4)]
-    params = write_params(tmp_path, fake.url, models, {"topic": ["a", "b", "c", "d"], "n": [1, 2, 3]})
+    params = capped_grid(tmp_path, fake.url, models, {"topic": ["a", "b", "c", "d"], "n": [1, 2, 3]})
     result = sweep(tmp_path, params, "--jobs", "3", BENCH_RATE_WINDOW_S="1.0")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     stats = fake.stats()
@@ -88,7 +83,7 @@ def test_a_tpm_budget_holds_across_three_executions(tmp_path, fake):
     # frees the rest of the budget (were the estimate kept, the 36 requests would need 15 windows).
     fake.configure(latency_ms=150)
     models = [model("m1", fake.url, name="fake-t", tpm=250, params={"max_tokens": 100})]
-    params = write_params(tmp_path, fake.url, models, {"topic": ["a", "b", "c", "d"], "n": [1, 2, 3]})
+    params = capped_grid(tmp_path, fake.url, models, {"topic": ["a", "b", "c", "d"], "n": [1, 2, 3]})
     result = sweep(tmp_path, params, "--jobs", "3", BENCH_RATE_WINDOW_S="1.0")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     stats = fake.stats()
@@ -104,7 +99,7 @@ def test_pairwise_baseline_items_are_graded_once_whatever_the_jobs(tmp_path, fak
     models = [model("m1", fake.url, name="fake-a")]
     judges = [judge("arena", fake.url, rubric="arena-pairwise", name="fake-arena", baseline="m1/p@v1")]
     prompts = [*PROMPTS, prompt("r", "Tell me about {topic}, {n}")]
-    params = write_params(tmp_path, fake.url, models, {"topic": ["a", "b", "c"], "n": [1, 2]}, judges,
+    params = capped_grid(tmp_path, fake.url, models, {"topic": ["a", "b", "c"], "n": [1, 2]}, judges,
                           prompts=prompts)
     result = sweep(tmp_path, params, "--jobs", "3")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -122,7 +117,7 @@ def test_a_tpm_no_request_fits_is_refused_naming_the_key(tmp_path, where):
     url = "http://127.0.0.1:9/v1"
     models = [model("m1", url, name="x", **(bad if where == "models" else {}))]
     judges = [judge("j", url, name="y", **bad)] if where == "judges" else None
-    params = write_params(tmp_path, url, models, {"topic": ["a"], "n": [1]}, judges)
+    params = capped_grid(tmp_path, url, models, {"topic": ["a"], "n": [1]}, judges)
     with pytest.raises(ParamsError) as err:
         load_sweep(params)
     message = str(err.value)

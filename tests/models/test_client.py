@@ -12,7 +12,8 @@ from bench.core.errors import PreflightError, ProviderError
 from bench.models.client import LLM, Limits
 from bench.models.preflight import preflight
 from bench.models.routing import ModelSpec
-from bench.pipeline import make_llm, open_run
+from bench.run import open_run
+from bench.stages import make_llm
 from bench.testing.grids import grid
 
 FAST = dict(backoff_s=0.01, backoff_max_s=0.05, timeout_s=5)

@@ -60,9 +60,9 @@ def test_a_rubric_schema_is_answered_with_a_valid_instance() -> None:
     assert set(validate_scores(obj, scales)) == set(scales) and obj["rationale"].strip()
 
     ids = ["i1a2b3c", "i4d5e6f", "i7a8b9c"]
-    batch = json.loads(ask(QUESTION, response_format=rf("grades", tip.batch_schema(ids))).text)
-    jsonschema.validate(batch, tip.batch_schema(ids))
-    assert sorted(g["id"] for g in batch["grades"]) == sorted(ids)  # one grade per item shown
+    packed = json.loads(ask(QUESTION, response_format=rf("grades", tip.packed_schema(ids))).text)
+    jsonschema.validate(packed, tip.packed_schema(ids))
+    assert sorted(g["id"] for g in packed["grades"]) == sorted(ids)  # one grade per item shown
 
     checklist = load_rubric("tip-checklist", REPO)
     answer = extract_json(ask(QUESTION, response_format=rf("requirement", checklist.requirement_schema())).text)

@@ -1,6 +1,6 @@
 """The fault matrix: collect and every judging mode against every provider fault the fake can throw.
 
-Each case runs the stage through the real path (bench.pipeline → bench.models.client → the loopback fake) with
+Each case runs the stage through the real path (bench.stages → bench.models.client → the loopback fake) with
 one fault switched on and a single retry, so some work fails for good. Then every planned item
 must have a record that is either a success or a failure with its reason, no id may have two
 successes, and a re-run with the fault off must complete exactly the failures.
@@ -17,7 +17,8 @@ import pytest
 
 from bench.judge.stage import items_for, load_judges
 from bench.core.records import Candidate, Judgment
-from bench.pipeline import open_run, run_collect, run_judge
+from bench.run import open_run
+from bench.stages import run_collect, run_judge
 from bench.core.store import RunStore
 from bench.testing import grids
 
@@ -29,10 +30,10 @@ FAULTS = {
     "malformed": {"rate_malformed": 0.5},
     "empty": {"rate_empty": 0.5},
 }
-BATCH_FAULTS = {"truncated": {"batch_fault": "truncate"}, "partial": {"batch_fault": "partial"},
-                "wrong_ids": {"batch_fault": "wrong_ids"}}
-STAGES = ["collect", "rubric", "batch", "checklist", "pairwise", "hybrid"]
-CASES = [(s, f) for s in STAGES for f in FAULTS] + [("batch", f) for f in BATCH_FAULTS]
+PACKED_FAULTS = {"truncated": {"packed_fault": "truncate"}, "partial": {"packed_fault": "partial"},
+                 "wrong_ids": {"packed_fault": "wrong_ids"}}
+STAGES = ["collect", "rubric", "packed", "checklist", "pairwise", "hybrid"]
+CASES = [(s, f) for s in STAGES for f in FAULTS] + [("packed", f) for f in PACKED_FAULTS]
 
 
 @pytest.fixture
@@ -44,7 +45,7 @@ def grid(tmp_path, fake, monkeypatch):
         models=[grids.model("m1", url, name="fake-a"), grids.model("m2", url, name="fake-b")],
         scenarios=grids.generate(topic=["email", "sleep", "focus", "lunch"]),
         judges=[grids.judge("rubric", url, name="judge-r"),
-                grids.judge("batch", url, name="judge-b", batch_size=4),
+                grids.judge("packed", url, name="judge-b", pack_size=4),
                 grids.judge("checklist", url, rubric="tip-checklist", name="judge-c"),
                 grids.judge("pairwise", url, rubric="arena-pairwise", name="judge-p", baseline="m1/p@v1"),
                 grids.judge("hybrid", url, rubric="tip-hybrid", name="judge-h")],
@@ -82,10 +83,10 @@ def test_every_item_ends_done_or_failed_with_a_reason_and_a_rerun_completes_it(g
     kind = Candidate if stage == "collect" else Judgment
     if stage != "collect":
         run_stage(grid, "collect")  # the answers to judge, with no fault
-    fake.configure(**{**FAULTS, **BATCH_FAULTS}[fault], seed=7)
+    fake.configure(**{**FAULTS, **PACKED_FAULTS}[fault], seed=7)
     run, _ = run_stage(grid, stage)
     fake.configure(rate_429=0, rate_500=0, rate_reset=0, rate_hang=0, rate_malformed=0, rate_empty=0,
-                   batch_fault=None)
+                   packed_fault=None)
     want = planned(run, stage)
     latest = {i: r for i, r in RunStore(run.dir).latest(kind).items() if i in want}
     assert set(latest) == want, f"{len(want - set(latest))} planned items have no record at all"

@@ -13,26 +13,13 @@ from pathlib import Path
 import pytest
 
 from bench.analysis import summarize
-from bench.testing.grids import generate, grid, judge, model, prompt
+from bench.testing.grids import ROOT, bench, env, generate, grid, judge, model, prompt, rubric, sweep
 from tests.repo import parameterized_copy
 
-ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("BENCH_CHROMIUM", "/usr/bin/chromium")
 XSS_ANSWER = "<script>alert(1)</script> Try <img src=x onerror=alert(1)> now."
 XSS_RATIONALE = "<img src=x onerror=alert(2)> looks fine"
 XSS_TOPIC = "<script>alert(3)</script>"
-RUBRIC = """---
-id: xss
-version: "1"
-mode: rubric
-criteria:
-  - id: quality
-    description: overall quality
-    scale: [1, 5]
-    anchors: {1: bad, 2: weak, 3: fair, 4: good, 5: great}
----
-MARKER-XSS-RUBRIC: grade the answer.
-"""
 
 
 @pytest.fixture(scope="module")
@@ -40,29 +27,23 @@ def fixture_run(tmp_path_factory, fake_server):
     """Sweep the fixture grid (which ends by rendering its report); return (tmp dir, sweep output)."""
     fake_server.reset()
     tmp = tmp_path_factory.mktemp("report")
-    (tmp / "xss.md").write_text(RUBRIC)
+    rubric(tmp / "xss.md")
     url = fake_server.url
     grid(tmp / "rep.yaml", url, name="rep", seed=3,
          models=[model("m1", url, name="fake-a"), model("m2", url, name="fake-b")],
          prompts=[prompt("tip", "Persona {persona}: one tip about {topic}."),
                   prompt("tip", "As a {persona}, one tip about {topic}.", version="v2", system="MARKER-XSS-ANSWER")],
          scenarios=generate(persona=["nurse", "<b>bold</b> student"], topic=["email", XSS_TOPIC, "sleep"]),
-         judges=[judge("single", url, name="judge"), judge("packed", url, name="judge", batch_size=4),
+         judges=[judge("single", url, name="judge"), judge("packed", url, name="judge", pack_size=4),
                  judge("xss", url, rubric="xss.md", name="judge"), judge("steady", url, name="judge-b", repeats=2),
                  judge("arena", url, rubric="arena-pairwise", name="judge", baseline="m1/tip@v1")],
          limits={"max_concurrency": 8, "timeout_s": 10, "retries": 2})
     fake_server.configure(replies=[
         {"match": "MARKER-XSS-ANSWER", "content": XSS_ANSWER},
         {"match": "MARKER-XSS-RUBRIC", "content": '{"scores": {"quality": 4}, "rationale": "%s"}' % XSS_RATIONALE}])
-    out = subprocess.run([sys.executable, "-m", "bench", "sweep", str(tmp / "rep.yaml"), "--no-track"], cwd=ROOT,
-                         env=env(tmp),
-                         capture_output=True, text=True, timeout=600)
+    out = sweep(tmp, tmp / "rep.yaml", report=True, timeout=600)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     return tmp, out
-
-
-def env(tmp: Path) -> dict[str, str]:
-    return {**os.environ, "BENCH_RUNS": str(tmp / "runs"), "BENCH_REPORTS": str(tmp / "reports")}
 
 
 def test_sweep_ends_with_the_report_and_it_holds_every_section(fixture_run):
@@ -71,7 +52,7 @@ def test_sweep_ends_with_the_report_and_it_holds_every_section(fixture_run):
     assert f"report: {report}" in out.stdout
     text = report.read_text()
     for section in ("Leaderboard", "Per criterion", "Paired differences", "Bradley–Terry", "Judge reliability",
-                    "Packed (batch) vs single-item grading", "Cost, tokens and latency", "Examples",
+                    "Packed vs single-item grading", "Cost, tokens and latency", "Examples",
                     "Calibrated by human reviews", "Not enough blind reviews", "Pairwise: style control", "Judge stability",
                     "own variance",
                     "Answers graded least consistently across repeats",
@@ -100,9 +81,8 @@ def test_report_is_self_contained_and_escapes_run_text(fixture_run):
 def test_rerendering_calls_no_model(fixture_run, fake_server, tmp_path):
     tmp, _ = fixture_run
     requests = fake_server.stats()["requests"]
-    out = subprocess.run([sys.executable, "-m", "bench", "report", str(tmp / "runs" / "rep"), "--out",
-                          str(tmp_path / "again.html"), "--resamples", "200", "--compare", "prompts"],
-                         cwd=ROOT, env=env(tmp), capture_output=True, text=True, timeout=300)
+    out = bench(tmp, "report", str(tmp / "runs" / "rep"), "--out", str(tmp_path / "again.html"), "--resamples", "200",
+                "--compare", "prompts")
     assert out.returncode == 0, out.stdout + out.stderr
     assert (tmp_path / "again.html").stat().st_size > 100_000
     assert fake_server.stats()["requests"] == requests  # the run's provider was never asked anything
@@ -110,8 +90,7 @@ def test_rerendering_calls_no_model(fixture_run, fake_server, tmp_path):
 
 def test_report_of_a_missing_or_empty_run_names_the_folder(tmp_path):
     for folder in (tmp_path / "nope", tmp_path):
-        out = subprocess.run([sys.executable, "-m", "bench", "report", str(folder)], cwd=ROOT,
-                             capture_output=True, text=True, timeout=60)
+        out = bench(tmp_path, "report", str(folder), timeout=60)
         assert out.returncode == 2 and str(folder) in out.stderr, out.stderr
 
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
@@ -23,33 +21,12 @@ from bench.analysis import summarize
 from bench.core.errors import BenchError
 from bench.report.render import to_html
 from bench.report.display import number
-from bench.testing.grids import generate, grid, judge, model, prompt
+from bench.testing.grids import bench, generate, grid, judge, model, prompt, rubric, sweep
 
-ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("BENCH_CHROMIUM", "/usr/bin/chromium")
 UNDEFINED = "kappa n/a: every grade is 4, so agreement beyond chance is undefined"
 PRICE = {"input_per_mtok": 3, "output_per_mtok": 6}
-RUBRIC = """---
-id: flat
-version: "1"
-mode: rubric
-criteria:
-  - id: quality
-    description: overall quality
-    scale: [1, 5]
-    anchors: {1: bad, 2: weak, 3: fair, 4: good, 5: great}
-  - id: clarity
-    description: how clear it is
-    scale: [1, 5]
-    anchors: {1: bad, 2: weak, 3: fair, 4: good, 5: great}
----
-MARKER-FLAT-RUBRIC: grade the answer.
-"""
 FLAT_REPLY = '{"scores": {"quality": 4, "clarity": 4}, "rationale": "fine"}'
-
-
-def env(tmp: Path) -> dict[str, str]:
-    return {**os.environ, "BENCH_RUNS": str(tmp / "runs"), "BENCH_REPORTS": str(tmp / "reports")}
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +34,7 @@ def flat_run(tmp_path_factory, fake_server):
     """Sweep the constant-grade grid (it ends by rendering its report); return the tmp dir."""
     fake_server.reset()
     tmp = tmp_path_factory.mktemp("flat")
-    (tmp / "flat.md").write_text(RUBRIC)
+    rubric(tmp / "flat.md", "quality", "clarity")
     url = fake_server.url
     grid(tmp / "flat.yaml", url, name="flat", seed=5,
          models=[model("m1", url, name="fake-a", price=PRICE), model("m2", url, name="fake-b", price=PRICE)],
@@ -68,8 +45,7 @@ def flat_run(tmp_path_factory, fake_server):
                  judge("j2", url, rubric="flat.md", name="judge-b", price=PRICE)],
          limits={"max_concurrency": 8, "timeout_s": 10, "retries": 2})
     fake_server.configure(replies=[{"match": "MARKER-FLAT-RUBRIC", "content": FLAT_REPLY}])
-    out = subprocess.run([sys.executable, "-m", "bench", "sweep", str(tmp / "flat.yaml"), "--no-track"], cwd=ROOT,
-                         env=env(tmp), capture_output=True, text=True, timeout=600)
+    out = sweep(tmp, tmp / "flat.yaml", report=True, timeout=600)
     fake_server.reset()
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     return tmp
@@ -240,9 +216,7 @@ def test_costs_and_small_numbers_keep_significant_digits(flat_run):
 def test_human_overrides_write_their_own_report(flat_run):
     judges_report = flat_run / "reports" / "flat" / "index.html"
     before = judges_report.read_bytes()
-    out = subprocess.run([sys.executable, "-m", "bench", "report", str(flat_run / "runs" / "flat"),
-                          "--human-overrides", "--resamples", "50"], cwd=ROOT, env=env(flat_run),
-                         capture_output=True, text=True, timeout=300)
+    out = bench(flat_run, "report", str(flat_run / "runs" / "flat"), "--human-overrides", "--resamples", "50")
     assert out.returncode == 0, out.stdout + out.stderr
     human = flat_run / "reports" / "flat" / "index-human.html"
     assert f"report: {human}" in out.stdout

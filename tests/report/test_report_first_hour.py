@@ -7,9 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import polars as pl
 import pytest
@@ -17,28 +14,7 @@ import pytest
 from bench.analysis import load_run, summarize
 from bench.report import display
 from bench.report import figures as fg
-from bench.testing.grids import generate, grid, judge, model, prompt
-
-ROOT = Path(__file__).resolve().parents[2]
-RUBRIC = """---
-id: wide
-version: "1"
-mode: rubric
-criteria:
-  - id: quality
-    description: overall quality
-    scale: [1, 5]
-    anchors: {1: bad, 2: weak, 3: fair, 4: good, 5: great}
-  - id: clarity
-    description: how clear it is
-    scale: [1, 5]
-    anchors: {1: bad, 2: weak, 3: fair, 4: good, 5: great}
----
-MARKER-WIDE-RUBRIC: grade the answer.
-"""
-MIXED = RUBRIC.replace("id: wide", "id: mixed").replace(
-    "    scale: [1, 5]\n    anchors: {1: bad, 2: weak, 3: fair, 4: good, 5: great}\n---",
-    "    scale: [0, 2]\n    anchors: {0: bad, 1: fair, 2: good}\n---")
+from bench.testing.grids import generate, grid, judge, model, prompt, rubric, sweep
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +22,8 @@ def shared_run(tmp_path_factory, fake_server):
     """Sweep a grid with no pairwise judge and no repeats under umask 022 (it renders its report); return tmp."""
     fake_server.reset()
     tmp = tmp_path_factory.mktemp("first-hour")
-    (tmp / "wide.md").write_text(RUBRIC)
-    (tmp / "mixed.md").write_text(MIXED)
+    rubric(tmp / "wide.md", "quality", "clarity")
+    rubric(tmp / "mixed.md", "quality", ("clarity", {0: "bad", 1: "fair", 2: "good"}))
     url = fake_server.url
     grid(tmp / "fh.yaml", url, name="fh", seed=4,
          models=[model("m1", url, name="fake-a"), model("m2", url, name="fake-b")],
@@ -59,9 +35,7 @@ def shared_run(tmp_path_factory, fake_server):
     fake_server.configure(model_quality={"fake-a": 0.45, "fake-b": 0.6})  # means inside the scale, not at its ends
     old = os.umask(0o022)
     try:
-        out = subprocess.run([sys.executable, "-m", "bench", "sweep", str(tmp / "fh.yaml"), "--no-track"], cwd=ROOT,
-                             env={**os.environ, "BENCH_RUNS": str(tmp / "runs"), "BENCH_REPORTS": str(tmp / "reports")},
-                             capture_output=True, text=True, timeout=600)
+        out = sweep(tmp, tmp / "fh.yaml", report=True, timeout=600)
     finally:
         os.umask(old)
         fake_server.reset()

@@ -17,16 +17,10 @@ from bench.core.errors import BenchError
 from bench.core.records import Review
 from bench.review.session import ReviewSession
 from bench.core.store import RunStore
-from bench.testing.grids import generate, grid, judge, model, prompt
+from bench.testing.grids import ROOT, bench, env, generate, grid, judge, model, prompt, sweep
 from tests.repo import parameterized_copy
 
-ROOT = Path(__file__).resolve().parents[2]
 CANARY = "sk-canary-7f3a9c1e55d04b6e"
-
-
-def env(tmp: Path) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}  # each run: its own store
-    return {**base, "BENCH_RUNS": str(tmp / "runs"), "BENCH_REPORTS": str(tmp / "reports"), "OPENAI_API_KEY": CANARY}
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +37,7 @@ def tracked_run(tmp_path_factory, fake_server):
          judges=[judge("grader", url, name="judge", api_key_env=key),
                  judge("arena", url, rubric="arena-pairwise", name="judge", api_key_env=key, baseline="m1/p@v1")],
          limits={"max_concurrency": 8, "timeout_s": 10, "retries": 2})
-    out = subprocess.run([sys.executable, "-m", "bench", "sweep", str(tmp / "rv.yaml")], cwd=ROOT, env=env(tmp),
-                         capture_output=True, text=True, timeout=600)
+    out = sweep(tmp, tmp / "rv.yaml", report=True, track=True, timeout=600, OPENAI_API_KEY=CANARY)
     fake_server.configure(require_key=None)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "tracking: logged to MLflow" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
@@ -111,14 +104,12 @@ def fill(doc: dict, reviewer: str = "ann") -> dict:
 
 def test_export_then_apply_round_trip_logs_human_assessments(tracked_run, tmp_path):
     path = tmp_path / "review.json"
-    out = subprocess.run([sys.executable, "-m", "bench", "review", "export", str(tracked_run), str(path)], cwd=ROOT,
-                         env=env(tmp_path), capture_output=True, text=True, timeout=120)
+    out = bench(tmp_path, "review", "export", str(tracked_run), str(path), timeout=120, OPENAI_API_KEY=CANARY)
     assert out.returncode == 0, out.stderr
     doc = json.loads(path.read_text())
     assert len(doc["entries"]) == 8 + 4  # 8 answers graded by grader, 4 pairs (A/B order) by arena
     path.write_text(json.dumps(fill(doc)))
-    out = subprocess.run([sys.executable, "-m", "bench", "review", "apply", str(tracked_run), str(path)], cwd=ROOT,
-                         env=env(tmp_path), capture_output=True, text=True, timeout=120)
+    out = bench(tmp_path, "review", "apply", str(tracked_run), str(path), timeout=120, OPENAI_API_KEY=CANARY)
     assert out.returncode == 0, out.stderr
     assert "applied 12 review(s)" in out.stdout
     reviews = RunStore(tracked_run).read(Review)
@@ -188,14 +179,14 @@ def test_review_notebook_passes_nbval(tracked_run, tmp_path):
     nb = parameterized_copy(ROOT / "notebooks" / "04_review.ipynb", tmp_path / "04_review.ipynb",
                             run_dir=str(tracked_run), reviewer="nbval")
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax", str(nb)],
-                         cwd=tmp_path, env=env(tmp_path), capture_output=True, text=True, timeout=600)
+                         cwd=tmp_path, env=env(tmp_path, OPENAI_API_KEY=CANARY), capture_output=True, text=True,
+                         timeout=600)
     assert out.returncode == 0, out.stdout[-4000:]
 
 
 def test_a_tracking_failure_warns_and_does_not_fail_the_command(tracked_run, tmp_path):
     (tmp_path / "a-file").write_text("not a folder")
-    bad = {**env(tmp_path), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path}/a-file/mlflow.db"}
-    out = subprocess.run([sys.executable, "-m", "bench", "track", str(tracked_run)], cwd=ROOT, env=bad,
-                         capture_output=True, text=True, timeout=300)
+    out = bench(tmp_path, "track", str(tracked_run), OPENAI_API_KEY=CANARY,
+                MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path}/a-file/mlflow.db")
     assert out.returncode == 0
     assert "tracking: MLflow logging of" in out.stderr and "the run's records are unaffected" in out.stderr

@@ -5,8 +5,6 @@ a new review that supersedes; `log_reviews` never logs a Review id twice, even w
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -15,14 +13,12 @@ from bench.core.records import Review
 from bench.review import ReviewSession, same_review
 from bench.core.store import RunStore
 from bench.tracking.reviews import log_reviews
-from tests.review.test_review import env, fill, mlflow_for, tracked_run  # noqa: F401 (the module-scoped fixture)
-
-ROOT = Path(__file__).resolve().parents[2]
+from bench.testing.grids import bench
+from tests.review.test_review import CANARY, fill, mlflow_for, tracked_run  # noqa: F401 (the module-scoped fixture)
 
 
 def apply(run_dir: Path, path: Path) -> str:
-    out = subprocess.run([sys.executable, "-m", "bench", "review", "apply", str(run_dir), str(path)], cwd=ROOT,
-                         env=env(path.parent), capture_output=True, text=True, timeout=180)
+    out = bench(path.parent, "review", "apply", str(run_dir), str(path), timeout=180, OPENAI_API_KEY=CANARY)
     assert out.returncode == 0, out.stdout + out.stderr
     return out.stdout
 

@@ -8,22 +8,19 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from bench.core.records import Review
 from bench.core.store import RunStore
+from bench.testing.grids import ROOT, env
+from bench.testing.processes import fetch_when_up, free_port, stopped_at_exit
 from tests.repo import parameterized_copy
-from tests.review.test_review import env, mlflow_for, tracked_run  # noqa: F401 (the module-scoped fixture)
+from tests.review.test_review import CANARY, mlflow_for, tracked_run  # noqa: F401 (the module-scoped fixture)
 
-ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("BENCH_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = ROOT / "tests" / "artifacts"
 BUDGET_S = 300  # readiness waits: generous for a freshly installed Chromium on a loaded 2-core machine
@@ -34,42 +31,22 @@ KERNEL_IDLE = """() => {
 }"""
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def lab(tmp_path, tracked_run):  # noqa: F811
     """JupyterLab serving a parameterized copy of 04_review.ipynb; yield its notebook URL."""
     parameterized_copy(ROOT / "notebooks" / "04_review.ipynb", tmp_path / "04_review.ipynb",
                        run_dir=str(tracked_run), reviewer="tester", filter="all")
-    port = free_port()
+    port, log = free_port(), tmp_path / "lab.log"
     proc = subprocess.Popen(
         [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
          "--IdentityProvider.token=", "--ServerApp.password=", f"--ServerApp.root_dir={tmp_path}",
          "--LabApp.expose_app_in_browser=True",  # window.jupyterapp: run cells by command, wait on the kernel
          "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        cwd=tmp_path, env={**env(tmp_path), "JUPYTER_CONFIG_DIR": str(tmp_path / ".jupyter")},
-        stdout=open(tmp_path / "lab.log", "wb"), stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + BUDGET_S
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status", timeout=2)
-                break
-            except OSError:
-                if proc.poll() is not None:
-                    pytest.fail(f"jupyter lab exited: {(tmp_path / 'lab.log').read_text()[-2000:]}")
-                time.sleep(0.5)
+        cwd=tmp_path, env=env(tmp_path, OPENAI_API_KEY=CANARY, JUPYTER_CONFIG_DIR=str(tmp_path / ".jupyter")),
+        stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
+    with stopped_at_exit(proc, grace_s=20):
+        fetch_when_up(f"http://127.0.0.1:{port}/api/status", proc, BUDGET_S, log)
         yield f"http://127.0.0.1:{port}/lab/tree/04_review.ipynb"
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def test_change_a_score_in_jupyterlab_and_save_it(lab, tracked_run):  # noqa: F811

@@ -7,41 +7,40 @@ from pathlib import Path
 import pytest
 
 from bench.core.errors import BenchError
-from bench.core.records import Candidate, Judgment, Scenario
+from bench.core.records import Candidate, Judgment
 from bench.review.session import ReviewSession
-from bench.config.rubrics import load_rubric, snapshot_rubric
+from bench.config.rubrics import Rubric, load_rubric, snapshot_rubric
 from bench.core.store import RunStore
+from bench.testing.grids import ROOT
+from bench.testing.records import candidate, judgment, scenario
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def answers(run_dir: Path, n: int):
     """The tip-v1 rubric snapshotted in ``run_dir``, and ``n`` scenarios with one candidate each."""
     rubric = load_rubric("tip-v1", ROOT)
     snapshot_rubric(rubric, run_dir)
-    scen = [Scenario(fields={"q": i}) for i in range(n)]
-    cands = [Candidate(model_id="m", model="openai/m", prompt_id="p", prompt_version="v1", prompt_hash="x",
-                       scenario_id=s.id, output=f"answer {i}") for i, s in enumerate(scen)]
-    return rubric, scen, cands
+    scen = [scenario({"q": i}) for i in range(n)]
+    return rubric, scen, [candidate(s) for s in scen]
+
+
+def grade(rubric: Rubric, judge: str, cand: Candidate, value: int | None) -> Judgment:
+    """Return ``judge``'s grade ``value`` of ``cand`` on every criterion of ``rubric``, or a parse failure (None)."""
+    spec = {"judge_id": judge, "rubric_id": rubric.id, "rubric_version": rubric.version, "rubric_hash": rubric.hash}
+    if value is None:
+        return judgment(cand, **spec, error="no JSON object in the reply", error_kind="parse")
+    scores = {c.id: value for c in rubric.criteria}
+    return judgment(cand, **spec, scores=scores, score=rubric.composite(scores))
 
 
 @pytest.fixture
 def run(tmp_path):
     run_dir = tmp_path / "r"
     rubric, scen, cands = answers(run_dir, 3)
-
-    def grade(judge: str, cand: Candidate, value: int | None) -> Judgment:
-        base = dict(judge_id=judge, judge_model=f"openai/{judge}", rubric_id=rubric.id, rubric_version=rubric.version,
-                    rubric_hash=rubric.hash, mode="rubric", candidate_ids=[cand.id], scenario_id=cand.scenario_id)
-        if value is None:
-            return Judgment(**base, error="no JSON object in the reply", error_kind="parse")
-        scores = {c.id: value for c in rubric.criteria}
-        return Judgment(**base, scores=scores, score=rubric.composite(scores))
-
     RunStore(run_dir).append([*scen, *cands,
-                              grade("a", cands[0], 3), grade("b", cands[0], 3),   # agree, middle of the scale
-                              grade("a", cands[1], 1), grade("b", cands[1], 5),   # disagree, extremes
-                              grade("a", cands[2], 2), grade("b", cands[2], None)])  # a parse failure
+                              grade(rubric, "a", cands[0], 3), grade(rubric, "b", cands[0], 3),  # agree, mid-scale
+                              grade(rubric, "a", cands[1], 1), grade(rubric, "b", cands[1], 5),  # disagree, extremes
+                              grade(rubric, "a", cands[2], 2), grade(rubric, "b", cands[2], None)])  # a parse failure
     return run_dir, cands
 
 
@@ -74,10 +73,7 @@ def test_the_random_filter_proposes_unreviewed_items_in_a_uniform_seeded_order(t
     run_dir = tmp_path / "many"
     rubric, scen, cands = answers(run_dir, 12)
     scores = {c.id: 3 for c in rubric.criteria}
-    graded = [Judgment(judge_id="a", judge_model="openai/a", rubric_id=rubric.id, rubric_version=rubric.version,
-                       rubric_hash=rubric.hash, mode="rubric", candidate_ids=[c.id], scenario_id=c.scenario_id,
-                       scores=scores, score=rubric.composite(scores)) for c in cands]
-    RunStore(run_dir).append([*scen, *cands, *graded])
+    RunStore(run_dir).append([*scen, *cands, *(grade(rubric, "a", c, 3) for c in cands)])
     session = ReviewSession(run_dir, reviewer="dee")
     order = [it.key for it in session.select("random")]
     assert sorted(order) == sorted(it.key for it in session.select("all")), "every unreviewed item, once"

@@ -23,7 +23,8 @@ from bench.core.store import RunStore
 from bench.models._leases import LeaseServer, RemoteLimiter
 from bench.models._purse import Purse
 from bench.models.budget import PriceUnknown
-from bench.pipeline import open_run, run_collect, run_judge
+from bench.run import open_run
+from bench.stages import run_collect, run_judge
 from bench.testing import grids
 
 PRICE = {"input_per_mtok": 1000.0, "output_per_mtok": 1000.0}  # $0.001 per (fake) token

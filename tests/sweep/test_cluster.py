@@ -13,10 +13,11 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
+from contextlib import AbstractContextManager
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -26,30 +27,32 @@ pytest.importorskip("distributed", reason="needs the 'cluster' extra: pip instal
 from bench.core.records import Candidate, Judgment  # noqa: E402
 from bench.core.store import RunStore  # noqa: E402
 from bench.testing.dask_cluster import LoopbackDaskCluster  # noqa: E402
+from bench.testing import grids  # noqa: E402
 from bench.testing.grids import ROOT, generate, grid, judge, model, prompt  # noqa: E402
+from bench.testing.processes import free_port  # noqa: E402
 
 PROMPTS = [prompt("p", "Q {topic} {n}"), prompt("q", "{topic} {n}?", system="be brief")]
 BUDGET_S = 600  # a loaded 2-core machine
 
 
-def write_params(tmp_path: Path, url: str, topics: int = 5) -> Path:
+CONNECT = {"BENCH_CLUSTER_CONNECT_S": "5"}  # a scheduler that does not answer is given up on within seconds
+sweep = partial(grids.sweep, report=True, timeout=BUDGET_S, **CONNECT)  # the report unless --no-report
+
+
+def started_sweep(tmp_path: Path, params: Path, *args: str, **popen) -> AbstractContextManager[subprocess.Popen]:
+    """Start ``bench sweep PARAMS ARGS`` as :func:`sweep` runs it; kill what is left of it on leaving the block."""
+    return grids.started(tmp_path, *grids.sweep_args(params, *args, report=True), **CONNECT, **popen)
+
+
+def cluster_grid(tmp_path: Path, url: str, topics: int = 5, *, name: str = "c", **overrides: object) -> Path:
+    """Write ``<name>.yaml``: two capped models and a capped judge on ``topics`` × 2 scenarios; each of
+    ``overrides`` replaces a top-level key."""
     models = [model("m1", url, name="fake-a", max_concurrency=2), model("m2", url, name="fake-b", max_concurrency=3)]
     judges = [judge("grader", url, name="fake-judge", max_concurrency=2)]
-    return grid(tmp_path / "c.yaml", url, name="c", models=models, prompts=PROMPTS, judges=judges,
-                scenarios=generate(topic=[f"t{i}" for i in range(topics)], n=[1, 2]),
-                limits={"max_concurrency": 6, "timeout_s": 20, "retries": 2})
-
-
-def sweep_cmd(tmp_path: Path, params: Path, *args: str) -> tuple[list[str], dict[str, str]]:
-    env = {**os.environ, "BENCH_RUNS": str(tmp_path / "runs"), "BENCH_REPORTS": str(tmp_path / "reports"),
-           "PYTHONUNBUFFERED": "1", "BENCH_CLUSTER_CONNECT_S": "5"}
-    env.pop("DASK_SCHEDULER_ADDRESS", None)
-    return [sys.executable, "-m", "bench", "sweep", str(params), "--no-track", *args], env
-
-
-def sweep(tmp_path: Path, params: Path, *args: str, **extra: str) -> subprocess.CompletedProcess:
-    cmd, env = sweep_cmd(tmp_path, params, *args)
-    return subprocess.run(cmd, cwd=ROOT, env={**env, **extra}, capture_output=True, text=True, timeout=BUDGET_S)
+    keys = {"models": models, "prompts": PROMPTS, "judges": judges,
+            "scenarios": generate(topic=[f"t{i}" for i in range(topics)], n=[1, 2]),
+            "limits": {"max_concurrency": 6, "timeout_s": 20, "retries": 2}}
+    return grid(tmp_path / f"{name}.yaml", url, name=name, **{**keys, **overrides})
 
 
 def ids(run_dir: Path, kind: type) -> collections.Counter:
@@ -72,7 +75,7 @@ def local_ids(tmp_path_factory, fake_server):
     """The candidate and judgment ids of the same grid swept on this machine (no cluster)."""
     tmp = tmp_path_factory.mktemp("local")
     fake_server.reset()
-    result = sweep(tmp, write_params(tmp, fake_server.url), "--no-report")
+    result = sweep(tmp, cluster_grid(tmp, fake_server.url), "--no-report")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     LOCAL_REQUESTS.append(_answers_asked(fake_server.stats()))
     return ids(tmp / "runs" / "c", Candidate), ids(tmp / "runs" / "c", Judgment)
@@ -89,7 +92,7 @@ def _answers_asked(stats: dict) -> int:
 
 def test_caps_hold_across_two_workers_and_records_match_a_local_run(tmp_path, fake, cluster, local_ids):
     fake.configure(latency_ms=120)
-    result = sweep(tmp_path, write_params(tmp_path, fake.url), "--cluster", cluster.address)
+    result = sweep(tmp_path, cluster_grid(tmp_path, fake.url), "--cluster", cluster.address)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     stats = fake.stats()
     peaks = stats["peak_in_flight_by_model"]
@@ -125,10 +128,9 @@ def test_an_rpm_window_holds_across_two_workers(tmp_path, fake, cluster):
 def test_a_worker_killed_mid_sweep_reruns_elsewhere_with_the_same_records(tmp_path, fake, local_ids):
     fake.configure(latency_ms=400)
     with LoopbackDaskCluster(2, nthreads=2) as c:
-        cmd, env = sweep_cmd(tmp_path, write_params(tmp_path, fake.url), "--cluster", c.address, "--no-report")
         run_dir = tmp_path / "runs" / "c"
-        with subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True) as proc:
+        with started_sweep(tmp_path, cluster_grid(tmp_path, fake.url), "--cluster", c.address, "--no-report",
+                           stderr=subprocess.STDOUT) as proc:
             victim = _wait_for_running_attempt(run_dir, c, proc)
             os.kill(victim.pid, signal.SIGKILL)
             out, _ = proc.communicate(timeout=BUDGET_S)
@@ -150,12 +152,10 @@ def test_a_worker_killed_mid_sweep_reruns_elsewhere_with_the_same_records(tmp_pa
 
 def test_a_scheduler_gone_mid_sweep_is_one_message_and_a_rerun_resumes(tmp_path, fake, local_ids):
     fake.configure(latency_ms=400)
-    params = write_params(tmp_path, fake.url)
+    params = cluster_grid(tmp_path, fake.url)
     run_dir = tmp_path / "runs" / "c"
     with LoopbackDaskCluster(2, nthreads=2) as c:
-        cmd, env = sweep_cmd(tmp_path, params, "--cluster", c.address, "--no-report")
-        with subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) as proc:
+        with started_sweep(tmp_path, params, "--cluster", c.address, "--no-report") as proc:
             _wait_for_running_attempt(run_dir, c, proc)
             os.killpg(c.scheduler.pid, signal.SIGKILL)
             out, err = proc.communicate(timeout=BUDGET_S)
@@ -194,10 +194,8 @@ def _wait_for_running_attempt(run_dir: Path, c: LoopbackDaskCluster, proc: subpr
 
 
 def test_an_unreachable_scheduler_is_one_message_before_any_call(tmp_path, fake):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # nothing listens there once closed
-    result = sweep(tmp_path, write_params(tmp_path, fake.url), "--cluster", f"tcp://127.0.0.1:{port}")
+    port = free_port()  # nothing listens there
+    result = sweep(tmp_path, cluster_grid(tmp_path, fake.url), "--cluster", f"tcp://127.0.0.1:{port}")
     assert result.returncode == 2
     lines = [ln for ln in result.stderr.splitlines() if ln.strip() and "is plain TCP" not in ln]
     assert len(lines) == 1 and f"cannot reach the Dask scheduler at tcp://127.0.0.1:{port}" in lines[0], result.stderr
@@ -216,7 +214,7 @@ def test_a_worker_with_another_bench_is_refused_by_name(tmp_path, fake):
         c.add_worker("stale", {"PYTHONPATH": str(other)})
         c.add_worker("bare", {"PYTHONPATH": str(broken)})
         c.wait_for_workers(3)
-        result = sweep(tmp_path, write_params(tmp_path, fake.url), "--cluster", c.address)
+        result = sweep(tmp_path, cluster_grid(tmp_path, fake.url), "--cluster", c.address)
     assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
     assert "cluster check failed before any model call" in result.stderr
     problems = [ln for ln in result.stderr.splitlines() if ln.startswith("  tcp://")]
@@ -229,12 +227,12 @@ def test_a_worker_with_another_bench_is_refused_by_name(tmp_path, fake):
 def test_the_collect_notebook_runs_its_cells_on_the_cluster(tmp_path, fake, cluster, local_ids):
     from tests.repo import parameterized_copy
 
-    params = write_params(tmp_path, fake.url)
+    params = cluster_grid(tmp_path, fake.url)
     target = parameterized_copy(ROOT / "notebooks/01_collect.ipynb", tmp_path / "01_collect.ipynb",
                                 params=str(params), cluster=cluster.address, judge=True, progress="text")
-    _, env = sweep_cmd(tmp_path, params)
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
-                             str(target)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=BUDGET_S)
+                             str(target)], cwd=ROOT, env=grids.env(tmp_path, **CONNECT), capture_output=True, text=True,
+                            timeout=BUDGET_S)
     assert result.returncode == 0, result.stdout[-3000:]
     run_dir = tmp_path / "runs" / "c"
     assert (ids(run_dir, Candidate), ids(run_dir, Judgment)) == local_ids
@@ -243,7 +241,7 @@ def test_the_collect_notebook_runs_its_cells_on_the_cluster(tmp_path, fake, clus
 
 def test_local_n_starts_its_own_loopback_workers(tmp_path, fake):
     fake.configure(latency_ms=50)
-    result = sweep(tmp_path, write_params(tmp_path, fake.url, topics=2), "--cluster", "local:2", "--no-report")
+    result = sweep(tmp_path, cluster_grid(tmp_path, fake.url, topics=2), "--cluster", "local:2", "--no-report")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     lines = attempts(tmp_path / "runs" / "c")
     assert len(lines) == 4 and all(a["status"] == "ok" and a["worker"].startswith("tls://127.0.0.1:") for a in lines)
@@ -268,7 +266,7 @@ def test_a_worker_that_does_not_see_the_run_folder_is_refused_by_name(tmp_path, 
         blind = c.add_worker("blind", None, wrap=hide)
         c.wait_for_workers(2)
         blind_address = next(a for a in _worker_addresses(c) if a not in _seen_before(c, blind))
-        result = sweep(tmp_path, write_params(tmp_path, fake.url), "--cluster", c.address)
+        result = sweep(tmp_path, cluster_grid(tmp_path, fake.url), "--cluster", c.address)
     assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
     problems = [ln for ln in result.stderr.splitlines() if ln.startswith("  tcp://")]
     assert len(problems) == 1 and problems[0].startswith(f"  {blind_address} ") and "cannot read" in problems[0]
@@ -287,10 +285,9 @@ def _seen_before(c: LoopbackDaskCluster, worker: subprocess.Popen) -> list[str]:
 
 def test_ctrl_c_interrupts_every_kernel_on_the_cluster_and_says_how_to_resume(tmp_path, fake, cluster):
     fake.configure(latency_ms=400)
-    params = write_params(tmp_path, fake.url)
+    params = cluster_grid(tmp_path, fake.url)
     run_dir = tmp_path / "runs" / "c"
-    cmd, env = sweep_cmd(tmp_path, params, "--cluster", cluster.address, "--no-report")
-    with subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+    with started_sweep(tmp_path, params, "--cluster", cluster.address, "--no-report") as proc:
         _wait_for_running_attempt(run_dir, cluster, proc)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=BUDGET_S)

@@ -29,25 +29,20 @@ psutil = pytest.importorskip("psutil")
 
 from bench.core.records import Candidate  # noqa: E402
 from bench.testing.dask_cluster import LoopbackDaskCluster  # noqa: E402
-from bench.testing.grids import ROOT, generate, grid, model, prompt  # noqa: E402
-from tests.sweep.test_cluster import BUDGET_S, ids, sweep, sweep_cmd  # noqa: E402
+from bench.testing.grids import model, prompt  # noqa: E402
+from bench.testing.processes import listening, tree  # noqa: E402
+from tests.sweep.test_cluster import BUDGET_S, cluster_grid, ids, started_sweep, sweep  # noqa: E402
 
 KEY_VAR = "BENCH_FAKE_API_KEY"  # a provider key the sweep's model names (api_key_env)
 KEY = "sk-fake-0123456789abcdef-cluster"  # what the fake provider asks for
 
 
-def write_params(tmp_path: Path, url: str, topics: int = 3, **extra: object) -> Path:
+def keyed_grid(tmp_path: Path, url: str, topics: int = 3, **overrides: object) -> Path:
+    """Write ``s.yaml``: two models sending the key KEY_VAR names, no judge, ``topics`` × 2 scenarios, 2 at a time."""
     models = [model("m1", url, name="fake-a", api_key_env=KEY_VAR), model("m2", url, name="fake-b",
                                                                           api_key_env=KEY_VAR)]
-    params = grid(tmp_path / "s.yaml", url, name="s", models=models, prompts=[prompt("p", "Q {topic} {n}")],
-                  judges=[], scenarios=generate(topic=[f"t{i}" for i in range(topics)], n=[1, 2]),
-                  limits={"max_concurrency": 2, "timeout_s": 20, "retries": 2})
-    if extra:
-        import yaml
-
-        data = yaml.safe_load(params.read_text())
-        params.write_text(yaml.safe_dump({**data, **extra}))
-    return params
+    return cluster_grid(tmp_path, url, topics, name="s", models=models, prompts=[prompt("p", "Q {topic} {n}")],
+                        judges=[], limits={"max_concurrency": 2, "timeout_s": 20, "retries": 2}, **overrides)
 
 
 @pytest.fixture
@@ -61,12 +56,6 @@ def tmp_dir():
 
 def keyed_env(tmp_dir: str) -> dict[str, str]:
     return {KEY_VAR: KEY, "TMPDIR": tmp_dir}
-
-
-def start_sweep(tmp_path: Path, tmp_dir: str, params: Path, *args: str) -> subprocess.Popen:
-    cmd, env = sweep_cmd(tmp_path, params, *args)
-    return subprocess.Popen(cmd, cwd=ROOT, env={**env, **keyed_env(tmp_dir)}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
 def wait_running(run_dir: Path, proc: subprocess.Popen) -> dict:
@@ -85,11 +74,6 @@ def wait_running(run_dir: Path, proc: subprocess.Popen) -> dict:
     raise AssertionError("no execution started on the cluster")
 
 
-def tree(pid: int) -> list[psutil.Process]:
-    root = psutil.Process(pid)
-    return [root, *root.children(recursive=True)]
-
-
 def environ(proc: psutil.Process) -> bytes:
     try:
         return Path(f"/proc/{proc.pid}/environ").read_bytes()
@@ -106,15 +90,7 @@ def is_kernel(proc: psutil.Process) -> bool:
 
 def listening_ports(procs: list[psutil.Process]) -> dict[int, int]:
     """Return {port: pid} of every TCP socket these processes listen on."""
-    out = {}
-    for proc in procs:
-        try:
-            for conn in proc.net_connections(kind="tcp"):
-                if conn.status == psutil.CONN_LISTEN:
-                    out[conn.laddr.port] = proc.pid
-        except psutil.Error:
-            continue
-    return out
+    return {port: pid for (_ip, port), pid in listening(procs).items()}
 
 
 def answers_http(port: int) -> bool:
@@ -148,8 +124,8 @@ def test_local_n_is_tls_under_its_own_certificate_serves_no_http_and_keeps_keys_
     from distributed.security import Security
 
     fake.configure(latency_ms=2500, require_key=KEY)  # 12 requests, 2 at a time: long enough to look at it
-    proc = start_sweep(tmp_path, tmp_dir, write_params(tmp_path, fake.url), "--cluster", "local:2", "--no-report")
-    try:
+    params = keyed_grid(tmp_path, fake.url)
+    with started_sweep(tmp_path, params, "--cluster", "local:2", "--no-report", **keyed_env(tmp_dir)) as proc:
         wait_running(tmp_path / "runs" / "s", proc)
         procs = tree(proc.pid)
         workers = [p for p in procs[1:] if not is_kernel(p)]
@@ -168,10 +144,6 @@ def test_local_n_is_tls_under_its_own_certificate_serves_no_http_and_keeps_keys_
         assert all(KEY.encode() not in environ(p) for p in workers)  # no worker's environment holds the key…
         assert any(KEY.encode() in environ(p) for p in kernels)  # …only the environment of a kernel that uses it
         out, err = proc.communicate(timeout=BUDGET_S)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=60)
     assert proc.returncode == 0, out[-3000:] + err[-3000:]
     assert "plain TCP" not in err
     assert len(ids(tmp_path / "runs" / "s", Candidate)) == 12  # every request showed the key the provider asks
@@ -180,8 +152,8 @@ def test_local_n_is_tls_under_its_own_certificate_serves_no_http_and_keeps_keys_
 def test_a_plain_tcp_scheduler_is_warned_about_and_no_task_spec_holds_the_lease_token(tmp_path, tmp_dir, fake):
     fake.configure(latency_ms=1500, require_key=KEY)
     with LoopbackDaskCluster(1, nthreads=2, env=keyed_env(tmp_dir)) as c:
-        proc = start_sweep(tmp_path, tmp_dir, write_params(tmp_path, fake.url), "--cluster", c.address, "--no-report")
-        try:
+        params = keyed_grid(tmp_path, fake.url)
+        with started_sweep(tmp_path, params, "--cluster", c.address, "--no-report", **keyed_env(tmp_dir)) as proc:
             wait_running(tmp_path / "runs" / "s", proc)
             kernel = next(p for w in c.workers for p in psutil.Process(w.pid).children(recursive=True)
                           if is_kernel(p))
@@ -194,10 +166,6 @@ def test_a_plain_tcp_scheduler_is_warned_about_and_no_task_spec_holds_the_lease_
                     lambda dask_scheduler: [pickle.dumps(t.run_spec) for t in dask_scheduler.tasks.values()])
             assert specs and not [s for s in specs if token in s], "the lease token travels in a task spec"
             out, err = proc.communicate(timeout=BUDGET_S)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=60)
     assert proc.returncode == 0, out[-3000:] + err[-3000:]
     warning = [ln for ln in err.splitlines() if "plain TCP" in ln]
     assert len(warning) == 1 and c.address in warning[0], err[-3000:]
@@ -215,13 +183,13 @@ def test_a_tls_scheduler_is_reached_with_the_params_certificates(tmp_path, tmp_d
     section = {"tls_ca_file": "certs/ca.pem", "tls_client_cert": "certs/cert.pem", "tls_client_key": "certs/key.pem"}
     with LoopbackDaskCluster(1, nthreads=2, tls=(ca, cert, key), env={KEY_VAR: ""}) as c:
         assert c.address.startswith("tls://")
-        bad = sweep(tmp_path, write_params(tmp_path, fake.url, cluster={**section, "tls_client_key": "certs/no.pem"}),
+        bad = sweep(tmp_path, keyed_grid(tmp_path, fake.url, cluster={**section, "tls_client_key": "certs/no.pem"}),
                     "--cluster", c.address, "--no-report")
         assert bad.returncode == 2 and "cluster.tls_client_key: cannot read" in bad.stderr, bad.stderr[-2000:]
-        none = sweep(tmp_path, write_params(tmp_path, fake.url), "--cluster", c.address, "--no-report")
+        none = sweep(tmp_path, keyed_grid(tmp_path, fake.url), "--cluster", c.address, "--no-report")
         assert none.returncode == 2 and "a tls:// scheduler needs this driver's certificate" in none.stderr
         assert "DASK_DISTRIBUTED__COMM__TLS__CA_FILE" in none.stderr
-        result = sweep(tmp_path, write_params(tmp_path, fake.url, cluster=section), "--cluster", c.address,
+        result = sweep(tmp_path, keyed_grid(tmp_path, fake.url, cluster=section), "--cluster", c.address,
                        "--no-report", **{KEY_VAR: KEY})
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "plain TCP" not in result.stderr
@@ -231,10 +199,9 @@ def test_a_tls_scheduler_is_reached_with_the_params_certificates(tmp_path, tmp_d
 
 def test_a_driver_killed_mid_sweep_leaves_nothing_open_for_the_next_sweep(tmp_path, tmp_dir, fake):
     fake.configure(latency_ms=2500, require_key=KEY)
-    params = write_params(tmp_path, fake.url)
+    params = keyed_grid(tmp_path, fake.url)
     run_dir = tmp_path / "runs" / "s"
-    proc = start_sweep(tmp_path, tmp_dir, params, "--cluster", "local:2", "--no-report")
-    try:
+    with started_sweep(tmp_path, params, "--cluster", "local:2", "--no-report", **keyed_env(tmp_dir)) as proc:
         running = wait_running(run_dir, proc)
         procs = tree(proc.pid)
         tmp = Path(tmp_dir)
@@ -242,10 +209,6 @@ def test_a_driver_killed_mid_sweep_leaves_nothing_open_for_the_next_sweep(tmp_pa
         assert any(n.startswith("bench-limits-") for n in left), left  # the lease server's socket folder
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=60)
     _, still = psutil.wait_procs(procs[1:], timeout=BUDGET_S)  # the driver's workers and kernels die with it
     assert not still, still
     assert all(p.exists() for p in (tmp / n for n in left))  # a SIGKILL leaves them: the next sweep must clean up
@@ -263,20 +226,16 @@ def test_a_driver_killed_mid_sweep_leaves_nothing_open_for_the_next_sweep(tmp_pa
 
 def test_a_local_driver_killed_mid_sweep_has_its_execution_recorded_as_lost_by_the_next(tmp_path, tmp_dir, fake):
     fake.configure(latency_ms=2500, require_key=KEY)
-    params = write_params(tmp_path, fake.url)
+    params = keyed_grid(tmp_path, fake.url)
     run_dir = tmp_path / "runs" / "s"
-    proc = start_sweep(tmp_path, tmp_dir, params, "--no-report")  # no cluster: executions run in the driver
-    try:
+    # no cluster: executions run in the driver
+    with started_sweep(tmp_path, params, "--no-report", **keyed_env(tmp_dir)) as proc:
         deadline = time.monotonic() + BUDGET_S
         while not (list((run_dir / "attempts").glob("*.local-*.json")) and any(run_dir.glob("candidates*.jsonl"))):
             assert proc.poll() is None and time.monotonic() < deadline, "the sweep ended before it could be killed"
             time.sleep(0.05)  # polling files another process writes
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=60)
     assert not (run_dir / "executions.jsonl").exists()  # the killed driver recorded nothing
     result = sweep(tmp_path, params, "--no-report", **keyed_env(tmp_dir))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

@@ -11,21 +11,19 @@ import io
 import os
 import re
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
 from bench.estimate import planned_per_model, planned_progress
-from bench.pipeline import open_run
-from bench.sweep.progress import ClusterProgress
+from bench.run import open_run
+from bench.sweep.cluster import ClusterProgress
 from bench.testing import grids
+from bench.testing.grids import ROOT
+from bench.testing.records import candidate, judgment
 from tests.core.test_progress import outputs
-from tests.core.test_tally import cand, judg
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 TIMED = r" · \d+:\d\d elapsed( · \d+\.\d records/s)?$"  # the time elapsed and the rate: they depend on time
@@ -43,11 +41,11 @@ def test_terminal_lines_only_when_counts_change_or_a_heartbeat_is_due(tmp_path):
     progress = ClusterProgress(tmp_path, {"gpt-x": 4, "llama": 4}, 8, mode="text", every_s=0, heartbeat_s=3600,
                                out=out)
     a, b = RunStore(tmp_path, shard="a"), RunStore(tmp_path, shard="b")
-    a.append([cand("gpt-x", 0), cand("gpt-x", 1)])
+    a.append([candidate("s0", model_id="gpt-x"), candidate("s1", model_id="gpt-x")])
     progress.update()
     progress.update()  # nothing changed, no heartbeat due: no line
-    b.append([cand("llama", 0, error="HTTP 500")])
-    b.append([judg("grader", cand("gpt-x", 0))])
+    b.append([candidate("s0", model_id="llama", error="HTTP 500")])
+    b.append([judgment(candidate("s0", model_id="gpt-x"), judge_id="grader")])
     progress.update()
     lines = shown(out)
     assert lines == ["collect 2/8 (25%) · gpt-x 2/4 · llama 0/4 · judged 0/8 (0%) · failed 0",
@@ -58,7 +56,8 @@ def test_terminal_lines_only_when_counts_change_or_a_heartbeat_is_due(tmp_path):
     progress.update()
     assert shown(out)[-1] == lines[-1] and progress.printed == 3
 
-    a.append([cand("gpt-x", i) for i in (2, 3)] + [cand("llama", i) for i in (0, 1, 2, 3)])
+    a.append([candidate(f"s{i}", model_id="gpt-x") for i in (2, 3)]
+             + [candidate(f"s{i}", model_id="llama") for i in (0, 1, 2, 3)])
     final = progress.close()
     assert re.fullmatch(r"collect 8/8 \(100%\) · gpt-x 4/4 · llama 4/4 · judged 1/8 \(12%\) · failed 0 · "
                         r"\d+:\d\d elapsed · \d+\.\d records/s", final), final  # llama's failure was retried: a success now; the rate
@@ -69,10 +68,10 @@ def test_terminal_lines_only_when_counts_change_or_a_heartbeat_is_due(tmp_path):
 def test_updates_closer_than_every_s_read_nothing(tmp_path):
     out = io.StringIO()
     progress = ClusterProgress(tmp_path, {"m": 3}, mode="text", every_s=3600, out=out)
-    RunStore(tmp_path, shard="a").append([cand("m", 0)])
+    RunStore(tmp_path, shard="a").append([candidate("s0")])
     progress.update()
     read = progress.tally.bytes_read
-    RunStore(tmp_path, shard="b").append([cand("m", 1)])
+    RunStore(tmp_path, shard="b").append([candidate("s1")])
     progress.update()  # called again right away: the folder is not read
     assert progress.tally.bytes_read == read and shown(out) == ["collect 1/3 (33%) · m 1/3 · failed 0"]
     progress.update(force=True)
@@ -81,7 +80,7 @@ def test_updates_closer_than_every_s_read_nothing(tmp_path):
 
 def test_mode_none_shows_nothing_and_a_bad_mode_is_refused(tmp_path, capsys):
     progress = ClusterProgress(tmp_path, {"m": 1}, mode="none", every_s=0)
-    RunStore(tmp_path).append([cand("m", 0)])
+    RunStore(tmp_path).append([candidate("s0")])
     assert re.fullmatch(r"collect 1/1 \(100%\) · m 1/1 · failed 0 · 0:\d\d elapsed", progress.update())
     assert progress.printed == 0
     assert progress.close().startswith("collect 1/1 (100%)") and capsys.readouterr().out == ""
@@ -112,14 +111,15 @@ def kernel():
 def test_in_a_kernel_one_display_is_updated(tmp_path, kernel):
     cell = f"""
 from bench.core.store import RunStore
-from bench.sweep.progress import ClusterProgress
-from tests.core.test_tally import cand
+from bench.sweep.cluster import ClusterProgress
+from bench.testing.records import candidate
 progress = ClusterProgress({str(tmp_path)!r}, {{"gpt-x": 2, "llama": 2}}, every_s=0)
-RunStore({str(tmp_path)!r}, shard="a").append([cand("gpt-x", 0)])
+RunStore({str(tmp_path)!r}, shard="a").append([candidate("s0", model_id="gpt-x")])
 progress.update()
-RunStore({str(tmp_path)!r}, shard="b").append([cand("llama", 0), cand("llama", 1, error="HTTP 500")])
+RunStore({str(tmp_path)!r}, shard="b").append([candidate("s0", model_id="llama"),
+                                                candidate("s1", model_id="llama", error="HTTP 500")])
 progress.update()
-RunStore({str(tmp_path)!r}, shard="a").append([cand("gpt-x", 1)])
+RunStore({str(tmp_path)!r}, shard="a").append([candidate("s1", model_id="gpt-x")])
 progress.close()
 """
     msgs = outputs(kernel, kernel.execute(cell))
@@ -152,11 +152,7 @@ def test_a_two_execution_sweep_followed_from_its_run_folder(tmp_path, fake, monk
     assert planned.rubrics == {("grader", "tip-v1@1")}  # rubrics/tip-v1.md: id tip-v1, version 1
     out = io.StringIO()
     progress = ClusterProgress.for_run(run, mode="text", every_s=0, heartbeat_s=3600, out=out)
-    env = {**os.environ, "BENCH_RUNS": str(tmp_path / "runs"), "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "bench", "sweep", str(params), "--jobs", "2", "--no-report",
-                             "--no-track"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
-    try:
+    with grids.started(tmp_path, *grids.sweep_args(params, "--jobs", "2"), stderr=subprocess.STDOUT) as proc:
         while True:  # the driver's wait loop: update, then wait a little for the sweep to end
             progress.update()
             try:
@@ -164,9 +160,6 @@ def test_a_two_execution_sweep_followed_from_its_run_folder(tmp_path, fake, monk
                 break
             except subprocess.TimeoutExpired:
                 continue
-    finally:
-        if proc.poll() is None:
-            proc.kill()
         log = proc.communicate(timeout=60)[0]
     assert proc.returncode == 0, log
     final = progress.close()

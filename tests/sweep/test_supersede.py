@@ -25,7 +25,8 @@ from bench.core.errors import ParamsError
 from bench.core.outcome import failures
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
-from bench.pipeline import open_run, run_collect
+from bench.run import open_run
+from bench.stages import run_collect
 from bench.testing.grids import ROOT, bench, grid, judge, model, prompt, sweep
 
 TOPICS = 4

@@ -356,7 +356,7 @@ def test_provider_start_failure_is_clear() -> None:
         FakeProvider(no_such_key=1).start()
 
 
-def test_batch_schemas_get_one_grade_per_id_and_corrupt_items_go_off_scale(fake):
+def test_packed_schemas_get_one_grade_per_id_and_corrupt_items_go_off_scale(fake):
     import json as _json
     import urllib.request as _rq
 

@@ -5,15 +5,10 @@ anything starts; everything stopped by PID, no process left behind."""
 
 from __future__ import annotations
 
-import os
-import queue
 import re
 import signal
-import socket
 import subprocess
 import sys
-import threading
-import time
 import urllib.request
 import warnings
 from collections.abc import Iterator
@@ -23,61 +18,28 @@ import psutil
 import pytest
 
 from bench.testing.dask_cluster import LoopbackDaskCluster
-from bench.testing.grids import grid, judge, model
+from bench.testing.grids import ROOT, bench, env, grid, judge, model, started, sweep
 from bench.testing.postgres import LoopbackPostgres
+from bench.testing.processes import free_port, listening, read_line, tree
 from bench.tracking.server import TrackingServer
 
-ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "Team-Secret-Pw-4821"  # in the backend URI (trust auth ignores it): it must never be printed or stored
 SWEEP = "team"
 CELLS = {"m1/p@v1", "m2/p@v1"}
 TOPICS = 4
 
 
-def env(tmp: Path, **extra: str) -> dict[str, str]:
-    """The environment of a bench subprocess: its own runs and reports under ``tmp``."""
-    base = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "BENCH_ONLINE_PRICES")}
-    return {**base, "BENCH_RUNS": str(tmp / "runs"), "BENCH_REPORTS": str(tmp / "reports"), "PYTHONUNBUFFERED": "1",
-            **extra}
-
-
-def bench(tmp: Path, *args: str, timeout: float = 600, **extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=ROOT, env=env(tmp, **extra),
-                          capture_output=True, text=True, timeout=timeout)
-
-
 def run_sweep(tmp: Path, params: Path, tracking_uri: str) -> subprocess.CompletedProcess:
     """The sweep of this test: on a real two-worker Dask cluster on loopback, logging to the team server."""
     with LoopbackDaskCluster(2, nthreads=2) as cluster:
-        return bench(tmp, "sweep", str(params), "--no-report", "--cluster", cluster.address,
+        return sweep(tmp, params, "--cluster", cluster.address, track=True, timeout=600,
                      MLFLOW_TRACKING_URI=tracking_uri)
-
-
-def _tree(pid: int | None) -> list[psutil.Process]:
-    """The process ``pid`` and its descendants (empty when it is gone)."""
-    if pid is None:
-        return []
-    try:
-        proc = psutil.Process(pid)
-        return [proc, *proc.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return []
-
-
-def _listening(procs: list[psutil.Process]) -> set:
-    found = set()
-    for p in procs:
-        try:
-            found |= {c.laddr for c in p.net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN}
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
-    return found
 
 
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[LoopbackPostgres]:
     with LoopbackPostgres() as pg:
-        procs = _tree(pg.pid)
+        procs = tree(pg.pid)
         yield pg
     gone, alive = psutil.wait_procs(procs, timeout=30)
     assert alive == [], f"PostgreSQL processes left behind: {alive}"
@@ -89,7 +51,7 @@ def server(postgres, tmp_path_factory) -> Iterator[TrackingServer]:
     backend = postgres.uri.replace(f"{postgres.user}@", f"{postgres.user}:{PASSWORD}@")
     with (tmp / "server.log").open("w") as log:
         with TrackingServer(backend, tmp / "artifacts", port=None, log=log) as srv:
-            procs = _tree(srv.pid)
+            procs = tree(srv.pid)
             yield srv
         gone, alive = psutil.wait_procs(procs, timeout=30)
         assert alive == [], f"tracking server processes left behind: {alive}"
@@ -111,10 +73,10 @@ def _snapshot(client, exp_id: str) -> tuple[list, list]:
 
 
 def test_both_servers_listen_on_loopback_only(postgres, server):
-    pg = _listening(_tree(postgres.pid))
-    assert pg and {a.ip for a in pg} == {"127.0.0.1"} and {a.port for a in pg} == {postgres.port}, pg
-    ml = _listening(_tree(server.pid))
-    assert ml and {a.ip for a in ml} == {"127.0.0.1"}, ml
+    pg = listening(tree(postgres.pid))
+    assert pg and {ip for ip, _ in pg} == {"127.0.0.1"} and {port for _, port in pg} == {postgres.port}, pg
+    ml = listening(tree(server.pid))
+    assert ml and {ip for ip, _ in ml} == {"127.0.0.1"}, ml
     with urllib.request.urlopen(f"{server.uri}/health", timeout=10) as r:
         assert r.status == 200
     assert re.fullmatch(r"http://127\.0\.0\.1:\d+", server.uri)
@@ -158,7 +120,7 @@ def test_a_sweep_logs_to_the_team_server_and_retracking_duplicates_nothing(tmp_p
     logged = {Path(f.path).name for f in client.list_artifacts(parent.info.run_id, "records")}
     assert {"candidates", "judgments"} <= {name.split(".")[0] for name in logged}, logged  # every worker's shard
 
-    again = bench(tmp_path, "track", str(run_dir), MLFLOW_TRACKING_URI=server.uri)
+    again = bench(tmp_path, "track", str(run_dir), timeout=600, MLFLOW_TRACKING_URI=server.uri)
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
     runs2, traces2 = _snapshot(client, exp.experiment_id)
     assert sorted(r.info.run_id for r in runs2) == sorted(r.info.run_id for r in runs)
@@ -177,29 +139,23 @@ def test_credentials_in_the_tracking_uri_never_reach_the_terminal(tmp_path, fake
     with_credentials = server.uri.replace("http://", f"http://team:{PASSWORD}@")
     params = grid(tmp_path / "creds.yaml", fake.url, name="creds", topics=2,
                   models=[model("m1", fake.url), model("m2", fake.url)], judges=[judge("grader", fake.url)])
-    out = bench(tmp_path, "sweep", str(params), "--no-report", MLFLOW_TRACKING_URI=with_credentials)
+    out = sweep(tmp_path, params, track=True, timeout=600, MLFLOW_TRACKING_URI=with_credentials)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "tracking: logged to MLflow at http://***@" in out.stdout, out.stdout[-2000:]
     assert client_of(server.uri).get_experiment_by_name("bench/creds") is not None  # it did log there
     assert PASSWORD not in out.stdout + out.stderr
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.parametrize("form", ["userinfo", "libpq-query", "environment"])
 def test_a_postgres_that_refuses_is_one_line_naming_it_before_anything_starts(tmp_path, form):
     """The password, as user:password@, as libpq's ?password= or in BENCH_BACKEND_STORE_URI, is never printed."""
-    port = _free_port()  # nothing listens there
+    port = free_port()  # nothing listens there
     uri = (f"postgresql://team:{PASSWORD}@127.0.0.1:{port}/mlflow" if form == "userinfo" else
            f"postgresql://team@127.0.0.1:{port}/mlflow?connect_timeout=5&password={PASSWORD}")
     given = {"BENCH_BACKEND_STORE_URI": uri} if form == "environment" else {}
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     out = bench(tmp_path, "tracking-server", *([] if given else ["--backend-store-uri", uri]),
-                "--artifacts-destination", str(tmp_path / "artifacts"), "--port", str(_free_port()), timeout=120,
+                "--artifacts-destination", str(tmp_path / "artifacts"), "--port", str(free_port()), timeout=120,
                 **given)
     assert out.returncode == 2, out.stdout + out.stderr
     lines = out.stderr.strip().splitlines()
@@ -214,50 +170,27 @@ def test_without_postgresql_binaries_the_error_says_how_to_install_them(tmp_path
     code = ("import bench.testing.postgres as pg\n"
             "pg.DEBIAN_BINARIES = '/nonexistent/postgresql/*/bin'\n"
             "try:\n    pg.LoopbackPostgres().start()\nexcept pg.PostgresUnavailable as err:\n    print(err)\n")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**env(tmp_path), "PATH": str(tmp_path)},
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env(tmp_path, PATH=str(tmp_path)),
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "apt-get install postgresql" in out.stdout and "initdb" in out.stdout, out.stdout
-
-
-def _read_line(proc: subprocess.Popen, pattern: str, timeout_s: float) -> tuple[str, str]:
-    """Return (the first stdout line matching ``pattern``, everything read) within ``timeout_s``.
-
-    A thread reads the lines (a select on the pipe would miss lines already in the reader's buffer)."""
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(ln) for ln in iter(proc.stdout.readline, "")], daemon=True).start()
-    seen, deadline = "", time.monotonic() + timeout_s
-    while (left := deadline - time.monotonic()) > 0:
-        try:
-            line = lines.get(timeout=min(left, 1.0))
-        except queue.Empty:
-            if proc.poll() is not None and lines.empty():
-                break
-            continue
-        seen += line
-        if re.search(pattern, line):
-            return line, seen
-    return "", seen
 
 
 def test_bench_tracking_server_prints_the_uri_to_export_and_ctrl_c_stops_it_and_its_children(tmp_path, postgres):
     """With the password in libpq's query form (?password=): never printed, never on a command line."""
     assert "?" not in postgres.uri
     backend = f"{postgres.uri}?password={PASSWORD}"
-    log = (tmp_path / "server.log").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "bench", "tracking-server", "--backend-store-uri", backend,
-                             "--artifacts-destination", str(tmp_path / "artifacts"), "--port", str(_free_port())],
-                            cwd=ROOT, env=env(tmp_path), stdout=subprocess.PIPE, stderr=log, text=True,
-                            start_new_session=True)
-    children: list[psutil.Process] = []
-    try:
-        line, seen = _read_line(proc, r"export MLFLOW_TRACKING_URI=", timeout_s=300)
-        assert line, seen + (tmp_path / "server.log").read_text()[-3000:]
+    log = tmp_path / "server.log"
+    with log.open("w") as err, started(tmp_path, "tracking-server", "--backend-store-uri", backend,
+                                       "--artifacts-destination", str(tmp_path / "artifacts"),
+                                       "--port", str(free_port()), stderr=err) as proc:
+        line, seen = read_line(proc, r"export MLFLOW_TRACKING_URI=", timeout_s=300)
+        assert line, seen + log.read_text()[-3000:]
         uri = re.search(r"MLFLOW_TRACKING_URI=(http://127\.0\.0\.1:\d+)$", line.strip()).group(1)
         with urllib.request.urlopen(f"{uri}/health", timeout=10) as r:
             assert r.status == 200
-        children = _tree(proc.pid)[1:]
-        assert children and {a.ip for a in _listening(children)} == {"127.0.0.1"}
+        children = tree(proc.pid)[1:]
+        assert children and {ip for ip, _ in listening(children)} == {"127.0.0.1"}
         assert all(PASSWORD not in " ".join(p.cmdline()) for p in children)  # not on the server's command line
         proc.send_signal(signal.SIGINT)  # Ctrl-C
         assert proc.wait(timeout=60) == 0
@@ -265,14 +198,4 @@ def test_bench_tracking_server_prints_the_uri_to_export_and_ctrl_c_stops_it_and_
         assert alive == [], alive
         with pytest.raises(OSError):
             urllib.request.urlopen(f"{uri}/health", timeout=5)
-        assert PASSWORD not in seen + (tmp_path / "server.log").read_text()
-    finally:
-        for p in [*_tree(proc.pid)[1:], *children]:
-            try:
-                p.kill()
-            except psutil.NoSuchProcess:
-                pass
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        log.close()
+    assert PASSWORD not in seen + log.read_text()

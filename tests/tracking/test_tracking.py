@@ -6,14 +6,11 @@ bundled price map."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import selectors
 import shutil
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 import warnings
 from datetime import datetime
@@ -24,24 +21,11 @@ import pytest
 
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
-from bench.testing.grids import grid, judge, model
+from bench.testing.grids import bench, env, grid, judge, model, started, sweep
+from bench.testing.processes import fetch_when_up, listening, read_line, tree
 
-ROOT = Path(__file__).resolve().parents[2]
+OWN_PRICES = ("LITELLM_LOCAL_MODEL_COST_MAP",)  # not inherited from the test session: bench must set it itself
 SCOPE = re.compile(r"^(answers\.[a-z0-9_]+|judge\.[a-z]+\.[a-z0-9_]+)$")  # names on both levels
-
-
-def env(tmp: Path, **extra: str) -> dict[str, str]:
-    """The environment of a bench subprocess: its own runs and reports, the run's own MLflow store, no price-map
-    setting inherited from the test session (bench must set it itself)."""
-    base = {k: v for k, v in os.environ.items()
-            if k not in ("MLFLOW_TRACKING_URI", "LITELLM_LOCAL_MODEL_COST_MAP", "BENCH_ONLINE_PRICES")}
-    return {**base, "BENCH_RUNS": str(tmp / "runs"), "BENCH_REPORTS": str(tmp / "reports"), "PYTHONUNBUFFERED": "1",
-            **extra}
-
-
-def bench(tmp: Path, *args: str, timeout: float = 600, **extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=ROOT, env=env(tmp, **extra),
-                          capture_output=True, text=True, timeout=timeout)
 
 
 def params(tmp: Path, url: str, judges: list[dict]) -> Path:
@@ -61,8 +45,8 @@ def tracked(tmp_path_factory, fake_server) -> Path:
     """A sweep of 2 cells × 4 scenarios with a rubric judge and a pairwise judge, tracked; return its run folder."""
     fake_server.reset()
     tmp = tmp_path_factory.mktemp("tracking")
-    out = bench(tmp, "sweep", str(params(tmp, fake_server.url, [judge(GRADER, fake_server.url), arena(fake_server.url)])),
-                "--no-report")
+    grid_file = params(tmp, fake_server.url, [judge(GRADER, fake_server.url), arena(fake_server.url)])
+    out = sweep(tmp, grid_file, track=True, timeout=600, drop=OWN_PRICES)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "tracking: logged to MLflow" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
     return tmp / "runs" / "tk"
@@ -145,14 +129,14 @@ def _assessments(run_dir: Path) -> tuple[int, list[tuple[str, str]]]:
 
 def test_retracking_without_its_state_file_and_with_a_new_judge_duplicates_nothing(tmp_path, fake):
     p = params(tmp_path, fake.url, [judge(GRADER, fake.url)])
-    out = bench(tmp_path, "sweep", str(p), "--no-report")
+    out = sweep(tmp_path, p, track=True, timeout=600, drop=OWN_PRICES)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     run_dir = tmp_path / "runs" / "tk"
     n, first = _assessments(run_dir)
     assert n == 8 and len(first) == 8 * 4 and len(set(first)) == len(first)  # 3 criteria + composite per answer
     (run_dir / ".mlflow-state.json").unlink()  # what was logged where is forgotten (e.g. a copied run folder)
     params(tmp_path, fake.url, [judge(GRADER, fake.url), judge("second", fake.url, name="judge2")])
-    out = bench(tmp_path, "sweep", str(p), "--no-report")
+    out = sweep(tmp_path, p, track=True, timeout=600, drop=OWN_PRICES)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     n, after = _assessments(run_dir)
     assert n == 8  # the same traces, rewritten under the same ids
@@ -164,7 +148,7 @@ def test_retracking_without_its_state_file_and_with_a_new_judge_duplicates_nothi
 def test_tracking_says_what_it_is_doing_while_it_runs(tracked, tmp_path):
     copy = tmp_path / "runs" / "tk"
     shutil.copytree(tracked, copy, ignore=shutil.ignore_patterns("mlflow.db", "mlartifacts", ".mlflow-state.json"))
-    out = bench(tmp_path, "track", str(copy), BENCH_TRACKING_PROGRESS_S="0.3")
+    out = bench(tmp_path, "track", str(copy), timeout=600, drop=OWN_PRICES, BENCH_TRACKING_PROGRESS_S="0.3")
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.splitlines()
     progress = [ln for ln in lines if re.match(r"tracking: (reading the run|opening the MLflow store|runs \d+/\d+|"
@@ -173,74 +157,23 @@ def test_tracking_says_what_it_is_doing_while_it_runs(tracked, tmp_path):
     assert lines[-1].startswith("tracking: logged to MLflow") and lines.index(progress[0]) < len(lines) - 1
 
 
-def _descendants(pid: int) -> list[psutil.Process]:
-    try:
-        return psutil.Process(pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
-
-
-def _read_line(proc: subprocess.Popen, pattern: str, timeout_s: float) -> tuple[str, str]:
-    """Return (the first stdout line matching ``pattern``, everything read) within ``timeout_s``."""
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    seen, deadline = "", time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if sel.select(timeout=0.5):
-            line = proc.stdout.readline()
-            if not line:
-                break
-            seen += line
-            if re.search(pattern, line):
-                return line, seen
-    return "", seen
-
-
 def test_bench_ui_serves_a_run_offline_on_loopback_and_ctrl_c_stops_it_and_its_children(tracked, tmp_path):
-    log = (tmp_path / "ui.log").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "bench", "ui", str(tracked)], cwd=ROOT, env=env(tmp_path),
-                            stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True)
-    children: list[psutil.Process] = []
-    try:
-        line, seen = _read_line(proc, r"MLflow UI: http://127\.0\.0\.1:\d+/", timeout_s=300)
-        assert line, seen + (tmp_path / "ui.log").read_text()[-3000:]
+    log = tmp_path / "ui.log"
+    with log.open("w") as err, started(tmp_path, "ui", str(tracked), stderr=err, drop=OWN_PRICES) as proc:
+        line, seen = read_line(proc, r"MLflow UI: http://127\.0\.0\.1:\d+/", timeout_s=300)
+        assert line, seen + log.read_text()[-3000:]
         url = re.search(r"http://127\.0\.0\.1:\d+/", line).group(0)
-        deadline = time.monotonic() + 60
-        while True:  # the port answers (the line says it already does)
-            try:
-                with urllib.request.urlopen(url, timeout=5) as r:
-                    assert r.status == 200
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, f"{url} never answered"
-                time.sleep(0.2)
-        children = _descendants(proc.pid)
+        fetch_when_up(url, proc, 60, log)  # the port answers (the line says it already does)
+        children = tree(proc.pid)[1:]
         assert children  # the server runs as bench's child
-        listening = {c.laddr for p in children for c in _connections(p) if c.status == psutil.CONN_LISTEN}
-        assert listening and all(addr.ip == "127.0.0.1" for addr in listening), listening
+        addresses = listening(children)
+        assert addresses and {ip for ip, _port in addresses} == {"127.0.0.1"}, addresses
         proc.send_signal(signal.SIGINT)  # Ctrl-C
         assert proc.wait(timeout=60) == 0
         gone, alive = psutil.wait_procs(children, timeout=30)
         assert alive == [], alive
         with pytest.raises(OSError):
             urllib.request.urlopen(url, timeout=5)
-    finally:
-        for p in [*_descendants(proc.pid), *children]:
-            try:
-                p.kill()
-            except psutil.NoSuchProcess:
-                pass
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        log.close()
-
-
-def _connections(p: psutil.Process) -> list:
-    try:
-        return p.net_connections(kind="tcp")
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return []
 
 
 PRICE_MAP = ("import json, os, bench, litellm\n"
@@ -249,8 +182,8 @@ PRICE_MAP = ("import json, os, bench, litellm\n"
 
 
 def test_import_bench_keeps_litellm_on_its_bundled_price_map(tmp_path):
-    out = subprocess.run([sys.executable, "-c", PRICE_MAP], cwd=tmp_path, env=env(tmp_path), capture_output=True,
-                         text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", PRICE_MAP], cwd=tmp_path, env=env(tmp_path, drop=OWN_PRICES),
+                         capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["env"] == "True" and got["source"] == "local" and got["is_env_forced"] is True, got
@@ -259,6 +192,7 @@ def test_import_bench_keeps_litellm_on_its_bundled_price_map(tmp_path):
 
 def test_bench_online_prices_opts_out(tmp_path):
     code = "import os, bench; print(os.environ.get('LITELLM_LOCAL_MODEL_COST_MAP'))"
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env(tmp_path, BENCH_ONLINE_PRICES="1"),
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path,
+                         env=env(tmp_path, drop=OWN_PRICES, BENCH_ONLINE_PRICES="1"), capture_output=True, text=True,
+                         timeout=120)
     assert out.stdout.strip() == "False"

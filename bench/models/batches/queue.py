@@ -33,7 +33,7 @@ from bench.models.batches.ledger import BatchInfo, Ledger, endpoint_id
 from bench.models.batches.lines import Request, charge, item_digest, reply_of
 from bench.models.batches.lookup import META_KEY, lookup, unknown_error
 from bench.models.batches.outputs import Files, odd_lines, read_files, shown
-from bench.models.batches.policy import BatchPolicy
+from bench.models.batch_policy import BatchPolicy
 from bench.models.batches.wire import BatchState, Wire, jsonl_line
 from bench.models.routing import Route
 

@@ -1,8 +1,8 @@
 """A provider's Files + Batch API, through LiteLLM: upload a JSONL file, create a batch, poll it, read its files.
 
-LiteLLM is the authority on which providers have a Batch API (``providers()`` reads the
-providers its ``create_batch`` accepts) and on each provider's wire format. An
-OpenAI-compatible server with an ``api_base`` (``openai/<name>`` or ``hosted_vllm/<name>``
+LiteLLM is the authority on which providers have a Batch API (``batch_vendors()`` reads the
+providers its ``create_batch`` accepts; a route's ``provider.batch_vendor`` answers for it) and on each
+provider's wire format. An OpenAI-compatible server with an ``api_base`` (``openai/<name>`` or ``hosted_vllm/<name>``
 plus ``api_base``) is reached through LiteLLM's OpenAI handler at ``<api_base>/files`` and
 ``<api_base>/batches``; whether such a server has those routes is asked before anything is
 spent (``probe``). Every failure comes back as a ProviderError (its text redacted), never as a
@@ -11,35 +11,22 @@ LiteLLM exception.
 
 from __future__ import annotations
 
-import functools
 import json
-import typing
 from dataclasses import dataclass
 from typing import Any
 
 from bench.core.errors import ProviderError
 from bench.models._litellm import litellm
 from bench.models._transport import RETRYABLE_STATUS, http_error, litellm_error
-from bench.models.routing import Route
+from bench.models.providers import Route, batch_vendors
 
 ENDPOINT = "/v1/chat/completions"
 TERMINAL = ("completed", "failed", "expired", "cancelled")
 
 
-@functools.lru_cache(maxsize=1)
-def providers() -> frozenset[str]:
-    """Return the providers LiteLLM can create batches for (its ``create_batch`` signature says which)."""
-    hints = typing.get_type_hints(litellm().create_batch)
-    return frozenset(typing.get_args(hints.get("custom_llm_provider")) or ("openai",))
-
-
 def provider_of(route: Route) -> str | None:
     """Return the LiteLLM provider that batches ``route``'s requests, or None when it has no Batch API."""
-    if route.transport == "dry" or route.is_local:
-        return None
-    if route.self_hosted or route.provider in ("openai", "hosted_vllm"):
-        return "openai"  # an OpenAI-compatible /files + /batches at its api_base (probe says if it has them)
-    return route.provider if route.provider in providers() else None
+    return route.provider.batch_vendor(route)
 
 
 @dataclass
@@ -211,9 +198,9 @@ def unsupported(route: Route) -> str | None:
     """Return why LiteLLM cannot batch ``route``'s requests (one actionable line), or None when it can."""
     if provider_of(route) is not None:
         return None
-    what = "the embedded model" if route.is_local else "a dry model" if route.transport == "dry" else route.provider
+    what = route.provider.label or route.vendor
     return (f"model {route.spec.model!r}: {what} has no Batch API that LiteLLM supports (it batches for: "
-            f"{', '.join(sorted(providers()))}); drop `batch:` for it")
+            f"{', '.join(sorted(batch_vendors()))}); drop `batch:` for it")
 
 
 def line_error(route: Route, status: int | None, body: Any, error: Any) -> ProviderError:

@@ -13,7 +13,7 @@ Three modules, each importing only the ones before it:
 package is cheap: llama_cpp is only ever imported by the child process.
 """
 
-from bench.models.local._launch import HOST
+from bench.models.local._launch import HOST, logprobs_wanted
 from bench.models.local.llama_format import llama_messages, llama_response_format
 from bench.models.local.manager import ensure, serve_foreground, shutdown
 from bench.models.local.server import LocalEndpoint, LocalServer
@@ -46,6 +46,7 @@ __all__ = [
     "identity",
     "is_local",
     "llama_messages",
+    "logprobs_wanted",
     "llama_response_format",
     "model_file",
     "parse",

@@ -69,7 +69,7 @@ def _cpu_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _logprobs_wanted() -> bool:
+def logprobs_wanted() -> bool:
     """Return whether the embedded server must serve token logprobs (BENCH_LOCAL_LOGPROBS=1)."""
     return os.environ.get("BENCH_LOCAL_LOGPROBS", "").strip().lower() in ("1", "true", "yes")
 
@@ -91,7 +91,7 @@ def server_command(path: Path, port: int, model: LocalModel, n_ctx: int) -> list
         # Default True: keeps a row of vocabulary-wide logits per prompt token (Gemma's 262k vocabulary:
         # 1 MB a token). Measured on a 1510-token judge prompt: 3.0 GB RSS and 20 s with it, 0.53 GB and
         # 4.3 s without. llama-cpp-python serves token logprobs only with it: BENCH_LOCAL_LOGPROBS=1.
-        "--logits_all", "true" if _logprobs_wanted() else "false",
+        "--logits_all", "true" if logprobs_wanted() else "false",
     ]
     if model.chat_format:
         argv += ["--chat_format", model.chat_format]

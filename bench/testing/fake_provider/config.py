@@ -35,7 +35,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "served_models": None,      # None: GET /models lists nothing and any model is answered; a list: /models
                                 # lists these, and a chat request for another model gets a 404
     "list_models": True,        # False: GET /models answers 404 (a server that cannot list its models)
-    "batch_fault": None,        # packed judge replies (not the Batch API): "truncate" (JSON cut in half),
+    "packed_fault": None,       # packed judge replies (not the Batch API): "truncate" (JSON cut in half),
                                 # "partial" (last half of the grades missing), "wrong_ids" (half the grades
                                 # under ids never shown)
     "obey_injections": False,   # a judge that obeys a grade demanded outside the prompt's declared data blocks
@@ -80,7 +80,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "batch_unreadable_lines": 0,  # the first N answered lines are written as broken JSON (custom_id, usage intact)
     "batch_drop_metadata": False,  # batches keep no `metadata` (a provider that ignores it)
 }
-BATCH_FAULTS = (None, "truncate", "partial", "wrong_ids")
+PACKED_FAULTS = (None, "truncate", "partial", "wrong_ids")
 FAULT_KINDS = ("429", "500", "hang", "malformed", "empty", "reset")
 TOKENIZERS = tuple(ENCODING_NAMES)
 BATCH_ROUTES = ("upload", "get_file", "content", "delete_file", "create", "create_lost", "list_batches",
@@ -103,8 +103,8 @@ def validate_config(cfg: dict[str, Any]) -> None:
             raise ValueError(f"{key} must be an integer, got {cfg[key]!r}")
     if not isinstance(cfg["echo_auth"], bool):
         raise ValueError(f"echo_auth must be true or false, got {cfg['echo_auth']!r}")
-    if cfg["batch_fault"] not in BATCH_FAULTS:
-        raise ValueError(f"batch_fault must be one of {BATCH_FAULTS}, got {cfg['batch_fault']!r}")
+    if cfg["packed_fault"] not in PACKED_FAULTS:
+        raise ValueError(f"packed_fault must be one of {PACKED_FAULTS}, got {cfg['packed_fault']!r}")
     validate_batch_config(cfg)
     replies = cfg["replies"]
     if not isinstance(replies, list) or not all(

@@ -2,7 +2,7 @@
 
 A chat reply's content is a ``replies`` match, else JSON valid against the requested schema
 (seeded by the request's hash; a judge's grades follow the quality of the answers it is shown, see
-``quality``; the batch faults of the config applied), else the model's own ``fake answer <tag><hash>``.
+``quality``; the packed faults of the config applied), else the model's own ``fake answer <tag><hash>``.
 Usage counts words as tokens (``tokenizer: "words"``), or OpenAI chat tokens (``"cl100k"``/``"o200k"``:
 tiktoken, with the per-message overhead OpenAI documents, the same count as ``litellm.token_counter``);
 tiktoken is imported only then, and its encoding files come from the copy LiteLLM bundles
@@ -40,7 +40,7 @@ ENCODING_NAMES: dict[str, str | None] = {  # the `tokenizer` config values
     "words": None, "cl100k": "cl100k_base", "o200k": "o200k_base"}
 CHUNK_CHARS = 1024  # litellm.token_counter encodes long text in chunks of this many characters: so does this
 _ENCODINGS: dict[str, Any] = {}
-SHAPE_DEFAULTS = {**QUALITY_DEFAULTS, "obey_injections": False, "corrupt_items": 0.0, "batch_fault": None}
+SHAPE_DEFAULTS = {**QUALITY_DEFAULTS, "obey_injections": False, "corrupt_items": 0.0, "packed_fault": None}
 
 
 def error_payload(status: int, message: str, code: str | None = None) -> dict[str, Any]:
@@ -61,7 +61,7 @@ def schema_reply(schema: dict[str, Any], body: dict[str, Any], fallback: str, cf
 
     A judge's grades follow the quality of the fake answers it is shown (``quality.shape``: ``model_quality``,
     ``judge_bias``, ``noise`` drawn per ``arrival``); then ``obey_injections``, ``corrupt_items`` (the fraction
-    of graded batch items whose first score is put off its scale) and ``batch_fault`` apply (see DEFAULT_CONFIG).
+    of graded packed items whose first score is put off its scale) and ``packed_fault`` apply (see DEFAULT_CONFIG).
     """
     cfg = {**SHAPE_DEFAULTS, **(cfg or {})}
     if schema.get("_json_object"):
@@ -71,22 +71,22 @@ def schema_reply(schema: dict[str, Any], body: dict[str, Any], fallback: str, cf
     value = shape(value, body, message_text(body.get("messages")), cfg, arrival)
     if cfg["obey_injections"]:
         value = obey(value, injected_grade(body.get("messages")), schema)
-    corrupt, batch_fault = cfg["corrupt_items"], cfg["batch_fault"]
+    corrupt, packed_fault = cfg["corrupt_items"], cfg["packed_fault"]
     if corrupt and isinstance(value, dict) and isinstance(value.get("grades"), list):
         rng = random.Random(seed)
         for grade in value["grades"]:
             scores = grade.get("scores") if isinstance(grade, dict) else None
             if isinstance(scores, dict) and scores and rng.random() < corrupt:
                 scores[next(iter(scores))] = 99
-    if batch_fault and isinstance(value, dict) and isinstance(value.get("grades"), list):
+    if packed_fault and isinstance(value, dict) and isinstance(value.get("grades"), list):
         grades = value["grades"]
         half = len(grades) // 2 or 1
-        if batch_fault == "truncate":
+        if packed_fault == "truncate":
             text = json.dumps(value)
             return text[: len(text) // 2]
-        if batch_fault == "partial":
+        if packed_fault == "partial":
             value["grades"] = grades[:-half] if len(grades) > 1 else []
-        if batch_fault == "wrong_ids":
+        if packed_fault == "wrong_ids":
             for n, grade in enumerate(grades[:half]):
                 grade["id"] = f"zz-never-shown-{n}"
     return json.dumps(value)

@@ -87,7 +87,7 @@ class SchemaFaker:
     def _array(self, schema: dict[str, Any], depth: int) -> list[Any]:
         """``minItems``..``maxItems`` items (at least one when allowed, at most minItems+3).
 
-        An array of objects with an enumerated ``id`` (a judge's batch of grades) gets one
+        An array of objects with an enumerated ``id`` (a judge's packed grades) gets one
         item per id, as a well-behaved judge would answer.
         """
         items_schema = schema.get("items")

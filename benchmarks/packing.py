@@ -1,11 +1,11 @@
-"""Model calls per judged item in batch mode, clean and with corrupted batch items.
+"""Model calls per judged item in the packed mode, clean and with corrupted packed items.
 
 500 items are graded on the shipped `tip-v1` rubric by a judge on the fake provider with
-batch_size 1, 5 and 10. "Corrupted" runs have the fake put 10% of the items of every
-batch reply off the scale; only those items are re-graded singly. Target: calls per item
+pack_size 1, 5 and 10. "Corrupted" runs have the fake put 10% of the items of every
+packed reply off the scale; only those items are re-graded singly. Target: calls per item
 <= 1/k + the corrupted fraction. Every judgment must end valid either way.
 
-    python benchmarks/batching.py --items 500 --corrupt 0.1
+    python benchmarks/packing.py --items 500 --corrupt 0.1
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ def items(n: int) -> list[Item]:
 
 
 def run(fake: FakeProvider, k: int, corrupt: float, n: int) -> dict:
-    """Grade n items with batch size k; return calls per item and the validity of every judgment."""
+    """Grade n items with pack size k; return calls per item and the validity of every judgment."""
     fake.reset()
     fake.configure(corrupt_items=corrupt)
-    entry = JudgeEntry(id=f"judge-k{k}", model="openai/judge", api_base=fake.url, rubric="tip-v1", batch_size=k)
+    entry = JudgeEntry(id=f"judge-k{k}", model="openai/judge", api_base=fake.url, rubric="tip-v1", pack_size=k)
     judge = Judge(entry, load_rubric("tip-v1", ROOT))
     out = []
     llm = LLM(Limits(max_concurrency=16, retries=2, backoff_s=0.01, timeout_s=30))

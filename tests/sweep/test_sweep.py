@@ -15,9 +15,9 @@ import pytest
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
 from bench.testing import grids
+from bench.testing.grids import ROOT, bench, env, started, sweep, sweep_args
 from tests.repo import parameterized_copy
 
-ROOT = Path(__file__).resolve().parents[1]
 N_CELLS, N_SCENARIOS = 6, 20
 
 
@@ -40,16 +40,6 @@ def grid(tmp_path, fake):
     return make
 
 
-def env_for(tmp_path):
-    return {**os.environ, "BENCH_RUNS": str(tmp_path / "runs"), "PYTHONUNBUFFERED": "1"}
-
-
-def sweep(tmp_path, params, *args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "bench", "sweep", str(params), "--no-report", "--no-track", *args],
-                          cwd=ROOT,
-                          env=env_for(tmp_path), capture_output=True, text=True, timeout=timeout)
-
-
 def successes(tmp_path):
     recs = [c for c in RunStore(tmp_path / "runs" / "t").read(Candidate) if c.ok]
     return collections.Counter(c.id for c in recs)
@@ -69,8 +59,7 @@ def test_sweep_collects_every_candidate_then_resumes_with_zero_calls(tmp_path, f
     again = sweep(tmp_path, params)
     assert again.returncode == 0 and fake.stats()["requests"] == len(distinct)
     assert "0 new" in again.stdout and "0 model calls" in again.stdout
-    out = subprocess.run([sys.executable, "-m", "bench", "validate", str(params)], cwd=ROOT, env=env_for(tmp_path),
-                         capture_output=True, text=True)
+    out = bench(tmp_path, "validate", str(params))
     total = next(ln.split() for ln in out.stdout.splitlines() if ln.startswith("total "))
     assert total[1:] == ["120", "120", "0", "0", "0"], out.stdout  # items, done, requests, cached, to send
 
@@ -117,15 +106,13 @@ def wait_until_no_kernel_writes(tmp_path, budget_s=120):
 def test_kill_9_mid_sweep_then_resume_gives_every_candidate_exactly_once(tmp_path, fake, grid):
     fake.configure(latency_ms=60)
     params = grid(cap=4)
-    proc = subprocess.Popen([sys.executable, "-m", "bench", "sweep", str(params), "--no-report", "--no-track"],
-                            cwd=ROOT, env=env_for(tmp_path),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     store = tmp_path / "runs/t/candidates.jsonl"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and (not store.exists() or store.read_bytes().count(b"\n") < 20):
-        time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    with started(tmp_path, *sweep_args(params), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as proc:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and (not store.exists() or store.read_bytes().count(b"\n") < 20):
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
     wait_until_no_kernel_writes(tmp_path)  # the kernel dies with the driver (PR_SET_PDEATHSIG)
     partial = len(successes(tmp_path))
     assert 20 <= partial < N_CELLS * N_SCENARIOS
@@ -159,9 +146,7 @@ def test_a_failed_execution_is_reported_and_the_others_finish(tmp_path, fake, gr
 
 
 def test_a_crashed_stage_stops_judging_reporting_and_tracking(tmp_path, fake):
-    from bench.testing.grids import bench, grid, judge
-
-    params = grid(tmp_path / "g.yaml", fake.url, topics=3, judges=[judge("grader", fake.url)])
+    params = grids.grid(tmp_path / "g.yaml", fake.url, topics=3, judges=[grids.judge("grader", fake.url)])
     blocker = tmp_path / "runs/g/candidates.jsonl"
     blocker.parent.mkdir(parents=True)
     blocker.mkdir()  # the collect execution cannot append: it crashes
@@ -171,7 +156,8 @@ def test_a_crashed_stage_stops_judging_reporting_and_tracking(tmp_path, fake):
     assert not (tmp_path / "reports/g").exists() and not (tmp_path / "runs/g/mlflow.db").exists()
     prompts = [{"id": "p", "version": "v1", "user": "One tip about {topic}."},
                {"id": "q", "version": "v1", "user": "Another tip about {topic}."}]
-    both = grid(tmp_path / "h.yaml", fake.url, name="h", topics=3, prompts=prompts, judges=[judge("grader", fake.url)])
+    both = grids.grid(tmp_path / "h.yaml", fake.url, name="h", topics=3, prompts=prompts,
+                      judges=[grids.judge("grader", fake.url)])
     (tmp_path / "runs/h/candidates.job1.jsonl").mkdir(parents=True)  # one of two collect executions crashes
     two = bench(tmp_path, "sweep", str(both), "--jobs", "2")
     assert two.returncode == 1, two.stdout[-2000:]
@@ -191,7 +177,7 @@ def test_collect_notebook_runs_under_nbval(tmp_path, fake, grid):
     target = parameterized_copy(ROOT / "notebooks/01_collect.ipynb", tmp_path / "01_collect.ipynb",
                                 params=str(grid()), grid_cells=["m1/p@v1"], progress="text")
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
-                             str(target)], cwd=ROOT, env=env_for(tmp_path), capture_output=True, text=True,
+                             str(target)], cwd=ROOT, env=env(tmp_path), capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stdout[-3000:]
     assert fake.stats()["requests"] == N_SCENARIOS
@@ -206,8 +192,8 @@ def judged_grid(tmp_path, url, topics=4, cap=8):
 def test_the_terminal_shows_progress_and_stage_lines_not_notebook_output(tmp_path, fake):
     """Of the notebooks' output, only bench's own lines reach the terminal: no table rows, no 'Empty DataFrame'."""
     params = judged_grid(tmp_path, fake.url)
-    first = grids.sweep(tmp_path, params)  # 01_collect, judging as answers arrive
-    judged = grids.sweep(tmp_path, params, "--only-stage", "judge")  # 02_judge
+    first = sweep(tmp_path, params)  # 01_collect, judging as answers arrive
+    judged = sweep(tmp_path, params, "--only-stage", "judge")  # 02_judge
     for out in (first, judged):
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
         assert "Empty DataFrame" not in out.stdout and "Traceback" not in out.stdout + out.stderr
@@ -229,15 +215,13 @@ def test_ctrl_c_prints_one_line_saying_what_was_saved_and_how_to_resume(tmp_path
     left, the command that resumes), no traceback; the command then finishes the work, nothing twice."""
     fake.configure(latency_ms=300)
     params = judged_grid(tmp_path, fake.url, topics=12, cap=2)
-    env = {**env_for(tmp_path), "BENCH_REPORTS": str(tmp_path / "reports")}
-    proc = subprocess.Popen([sys.executable, "-m", "bench", "sweep", str(params), "--no-report", "--no-track"],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not (fake.stats()["in_flight"] and fake.stats()["requests"] >= 3):  # the kernel's stage is on the wire
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
+    with started(tmp_path, *sweep_args(params)) as proc:
+        deadline = time.monotonic() + 120
+        while not (fake.stats()["in_flight"] and fake.stats()["requests"] >= 3):  # the kernel's stage is on the wire
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, out[-2000:] + err[-2000:]
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1 and "Traceback" not in out + err, err
@@ -251,7 +235,7 @@ def test_ctrl_c_prints_one_line_saying_what_was_saved_and_how_to_resume(tmp_path
     assert "FAILED" not in out and "report:" not in out  # an interrupt is not a crash, and renders nothing
 
     fake.configure(latency_ms=0)
-    resumed = grids.sweep(tmp_path, params)
+    resumed = sweep(tmp_path, params)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     ok = [c.id for c in store.read(Candidate) if c.ok]
     assert len(ok) == len(set(ok)) == 12 and len(store.done_ids(Judgment)) == 12
@@ -260,7 +244,7 @@ def test_ctrl_c_prints_one_line_saying_what_was_saved_and_how_to_resume(tmp_path
 def test_judging_before_anything_was_collected_says_how_to_collect(tmp_path, fake):
     """--only-stage judge on an empty run folder: one line saying what to run, exit code 2, no report, no MLflow."""
     params = judged_grid(tmp_path, fake.url)
-    out = grids.bench(tmp_path, "sweep", str(params), "--only-stage", "judge")  # report and tracking on
+    out = bench(tmp_path, "sweep", str(params), "--only-stage", "judge")  # report and tracking on
     assert out.returncode == 2 and out.stdout == "", out.stdout + out.stderr
     lines = out.stderr.splitlines()
     assert len(lines) == 1 and "nothing has been collected in " in lines[0], out.stderr

@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from bench.core.progress import EVERY_ENV, TERMINAL_EVERY_S, _in_kernel, clock, every_for
+from bench.core.progress import EVERY_ENV, TERMINAL_EVERY_S, clock, every_for, in_kernel
 from bench.core.tally import Counts, Planned, StoreTally, progress_line
 from bench.estimate import planned_progress
-from bench.pipeline import Run
+from bench.run import Run
 
 
 class ClusterProgress:
@@ -43,7 +43,7 @@ class ClusterProgress:
                  heartbeat_s: float = 30.0, out: TextIO | None = None):
         self.tally = StoreTally(Path(run_dir))
         self.planned = planned if isinstance(planned, Planned) else Planned(dict(planned), judgments)
-        self.mode = ("notebook" if _in_kernel() else "text") if mode == "auto" else mode
+        self.mode = ("notebook" if in_kernel() else "text") if mode == "auto" else mode
         if self.mode not in ("text", "notebook", "none"):
             raise ValueError(f"progress mode {mode!r}: expected auto, text, notebook or none")
         self.every_s = every_s if every_s is not None else every_for(out or sys.stdout) if self.mode == "text" \

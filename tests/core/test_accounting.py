@@ -14,7 +14,7 @@ from bench.testing.grids import bench, grid, judge, model, sweep
 
 
 def jury(url: str) -> list[dict]:
-    return [judge("rubric", url), judge("packed", url, batch_size=3), judge("checker", url, rubric="tip-checklist"),
+    return [judge("rubric", url), judge("packed", url, pack_size=3), judge("checker", url, rubric="tip-checklist"),
             judge("arena", url, rubric="arena-pairwise", baseline="m1/p@v1"), judge("hybrid", url, rubric="tip-hybrid")]
 
 

@@ -1,7 +1,8 @@
 """What a Dask worker runs for a cluster sweep: the start-up probe, and one papermill execution attempt.
 
-Workers reach these functions by reference (``bench.sweep.remote.execute``), so a worker needs the
-same ``bench`` installed (bench.sweep.probe checks it, before the sweep and before each execution). Each attempt claims its own number in the run folder
+Workers reach these functions by reference (``bench.sweep.cluster.remote.execute``), so a worker needs the
+same ``bench`` installed (bench.sweep.cluster.probe checks it, before the sweep and before each execution).
+Each attempt claims its own number in the run folder
 (``attempts/<execution>.<n>.json``, created exclusively), so no two workers ever write the same
 file: attempt 1 appends to the execution's usual shard and notebook, attempt n to ``<shard>-a<n>``.
 """
@@ -23,8 +24,8 @@ from bench.core.store import atomic_write
 from bench.kernels import first_line, interrupt_kernel, kernel_manager_class, prepare_driver
 from bench.report.render import render_report
 from bench.sweep.halts import halted_exit_code
-from bench.sweep.probe import Expected, check_worker
-from bench.sweep.worker_secrets import kernel_secrets
+from bench.sweep.cluster.probe import Expected, check_worker
+from bench.sweep.cluster.worker_secrets import kernel_secrets
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class Task:
     # for the kernel: the lease server's address, the caps, the cache kind (no secret: a task's arguments are
     # kept by the scheduler and shown to its clients; the token and keys come from the worker plugin)
     env: dict[str, str] = field(default_factory=dict, repr=False)
-    secrets: str = ""  # the worker plugin holding the lease token and the provider keys (bench.sweep.worker_secrets)
+    secrets: str = ""  # the worker plugin with the lease token and the keys (bench.sweep.cluster.worker_secrets)
     driver: str = ""  # pid <n> on <host>: who records this attempt (named if it never does: bench.core.executions)
 
 
@@ -100,13 +101,15 @@ def execute(task: Task) -> dict[str, Any]:
     return record
 
 
-def render(run_dir: str, out: str | None = None) -> str:
-    """Render the run's report on this worker (the analysis notebook, no model call); return its path."""
+def report_task(run_dir: str, out: str | None = None) -> str:
+    """Render the run's report as a task on a cluster worker (the analysis notebook, no model call); return its
+    path (``bench.sweep.cluster.tasks.report_on_cluster`` submits it)."""
     return str(render_report(Path(run_dir), out))
 
 
-def read_attempts(run_dir: str | Path, name: str) -> list[dict[str, Any]]:
-    """Return the attempts recorded for one execution, in attempt order (unreadable files skipped)."""
+def claimed_attempts(run_dir: str | Path, name: str) -> list[dict[str, Any]]:
+    """Return the attempts claimed for one execution (its ``attempts/<execution>.<n>.json`` files), in attempt
+    order (unreadable files skipped); every attempt of a run is in ``bench.core.executions.read_attempts``."""
     out = []
     for path in (Path(run_dir) / ATTEMPTS).glob(f"{name}.*.json"):
         if not path.name.removeprefix(name + ".").removesuffix(".json").isdigit():
@@ -131,7 +134,7 @@ def _claim(run_dir: Path, name: str) -> tuple[int, Path]:
     """Claim the next attempt number of an execution (an exclusive create: two workers never get one number)."""
     folder = run_dir / ATTEMPTS
     folder.mkdir(parents=True, exist_ok=True)
-    n = 1 + len(read_attempts(run_dir, name))
+    n = 1 + len(claimed_attempts(run_dir, name))
     while True:
         path = folder / f"{name}.{n}.json"
         try:

@@ -1,16 +1,16 @@
 """A sweep on a Dask cluster: ``bench sweep PARAMS --cluster ADDRESS`` (or ``DASK_SCHEDULER_ADDRESS``, or ``local:N``).
 
 :class:`ClusterSession` connects to the scheduler (or starts a ``LocalCluster``), starts the sweep's
-lease server, and checks every worker before anything is paid (bench.sweep.probe: the driver's
+lease server, and checks every worker before anything is paid (bench.sweep.cluster.probe: the driver's
 ``bench``, the run and project folders at the same paths, the lease server reachable). The driver
 serves every cap from that one lease server on TCP (bench.models._leases), at the address it uses to
 reach the scheduler, guarded by a per-sweep token. The token and the provider keys reach the workers
-in a worker plugin, never in a task or a worker's environment (bench.sweep.worker_secrets).
+in a worker plugin, never in a task or a worker's environment (bench.sweep.cluster.worker_secrets).
 Kernels on workers cache replies in per-process files (bench.models.shard_cache): no sqlite WAL on a
-network filesystem. How a stage runs as tasks: bench.sweep.tasks.
+network filesystem. How a stage runs as tasks: bench.sweep.cluster.tasks.
 
 Who can enter: ``local:N`` is TLS under a certificate made for the sweep, with no HTTP server
-(bench.sweep.local_cluster). A ``tls://`` scheduler is reached with the certificate files of the params'
+(bench.sweep.cluster.local_cluster). A ``tls://`` scheduler is reached with the certificate files of the params'
 ``cluster:`` section, or of Dask's own configuration. A plain ``tcp://`` one is used as asked, after a
 one-line warning saying what anyone who reaches it could read.
 """
@@ -27,14 +27,15 @@ from typing import Any
 
 from bench.core.addresses import host_of, is_loopback
 from bench.core.errors import BenchError, ParamsError
+from bench.core.paths import CACHE_ENV, SHARDS_ENV
 from bench.core.store import atomic_write, os_reason
 from bench.models import ratelimit
 from bench.models.budget import BUDGET_ENV, sweep_budget
-from bench.pipeline import Run, shown_path
+from bench.run import Run, shown_path
+from bench.sweep.cluster import worker_secrets
+from bench.sweep.cluster.local_cluster import PrivateCluster
+from bench.sweep.cluster.probe import TOKEN_FILE, Expected, check_worker, source_digest, version
 from bench.sweep.executions import STAGES
-from bench.sweep import worker_secrets
-from bench.sweep.local_cluster import PrivateCluster
-from bench.sweep.probe import TOKEN_FILE, Expected, check_worker, source_digest, version
 
 ADDRESS_ENV = "DASK_SCHEDULER_ADDRESS"
 TLS_ENV = "DASK_DISTRIBUTED__COMM__TLS__"  # + CA_FILE, CLIENT__CERT, CLIENT__KEY: Dask's own TLS settings
@@ -61,7 +62,7 @@ class ClusterSession:
     def __init__(self, spec: str, run: Run):
         self.spec, self.run = spec, run
         self.client: Any = None
-        self.local: Any = None  # the PrivateCluster of ``local:N`` (bench.sweep.local_cluster)
+        self.local: Any = None  # the PrivateCluster of ``local:N`` (bench.sweep.cluster.local_cluster)
         self.server: ratelimit.LeaseServer | None = None
         self.workers: dict[str, dict[str, str]] = {}
         self.sweep = secrets.token_hex(6)  # this sweep's id, in each of its attempt files
@@ -119,17 +120,18 @@ class ClusterSession:
 
     def kernel_env(self) -> dict[str, str]:
         """Return the variables every execution's task carries for its kernel: the lease server's address, the caps,
-        the cache kind (no secret: the token and the keys come from the worker plugin, bench.sweep.worker_secrets)."""
+        the cache kind (no secret: the token and the keys come from the worker plugin,
+        bench.sweep.cluster.worker_secrets)."""
         assert self.server is not None and self.server.address
         env = {ratelimit.ADDRESS_ENV: self.server.address,
-               ratelimit.SWEEP_CAP_ENV: str(self.run.sweep.limits.max_concurrency), "BENCH_CACHE_SHARDS": "1"}
+               ratelimit.SWEEP_CAP_ENV: str(self.run.sweep.limits.max_concurrency), SHARDS_ENV: "1"}
         if self.server.budget is not None:  # every kernel reserves its paid requests from the driver's server
             env[BUDGET_ENV] = str(self.server.budget[0])
         for key in PASSED_ON:
             if os.environ.get(key) and (key != "BENCH_LOCAL_API_BASE" or self.loopback):
                 env[key] = os.environ[key]
-        if os.environ.get("BENCH_CACHE", "").endswith("/"):  # a shard folder (a sqlite file is never shared)
-            env["BENCH_CACHE"] = os.environ["BENCH_CACHE"]
+        if os.environ.get(CACHE_ENV, "").endswith("/"):  # a shard folder (a sqlite file is never shared)
+            env[CACHE_ENV] = os.environ[CACHE_ENV]
         return env
 
     def _connect(self) -> None:
@@ -159,7 +161,7 @@ class ClusterSession:
                              f"(dask worker {self.spec}) and run the sweep again; nothing was run") from None
 
     def _probe(self) -> None:
-        """Check every worker (bench.sweep.probe); refuse, naming each worker that cannot run the sweep."""
+        """Check every worker (bench.sweep.cluster.probe); refuse, naming each worker that cannot run the sweep."""
         self.run.dir.mkdir(parents=True, exist_ok=True)
         token = secrets.token_hex(16)
         atomic_write(self.run.dir / TOKEN_FILE, token.encode())
@@ -181,7 +183,7 @@ class ClusterSession:
         if problems:
             raise BenchError("cluster check failed before any model call:\n  " + "\n  ".join(problems) +
                              f"\nevery worker needs the same bench, the project and the run folder {self.run.dir} "
-                             f"at the same paths (writable), and a way to this machine (README, Running on a cluster)")
+                             f"at the same paths (writable), and a way to this machine (docs/cluster.md)")
 
     def _share_secrets(self) -> None:
         """Send every worker the lease token, and over TLS the provider keys, in a worker plugin (each worker keeps
@@ -248,7 +250,7 @@ def plain_tcp_warning(address: str) -> str:
     """Return the one line a sweep prints before using a plain-TCP scheduler: who could read what."""
     return (f"warning: the Dask scheduler at {address} is plain TCP: anyone who can reach it can run code on its "
             f"workers, and so read the sweep's lease token, the provider keys in the workers' environment and "
-            f"every record in the run folder; use a tls:// scheduler (README, Running on a cluster)")
+            f"every record in the run folder; use a tls:// scheduler (docs/cluster.md)")
 
 
 def _quiet_dask() -> None:

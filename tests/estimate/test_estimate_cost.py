@@ -22,7 +22,7 @@ from bench.estimate.cost import REPAIR_TOKENS, TOTALS, needed_budget
 from bench.models.budget import dollars
 from bench.models.routing import ModelSpec, price_per_token, resolve
 from bench.models.tokens import counter_for, output_bound
-from bench.pipeline import open_run
+from bench.run import open_run
 from bench.testing.grids import bench, grid, judge, model, prompt, sweep
 
 PRICE = {"input_per_mtok": 2.0, "output_per_mtok": 8.0}
@@ -34,7 +34,7 @@ STAGE_KEYS = {"stage", "id", "requests", "cached", "input_tokens", "output_token
 
 
 def jury(url: str) -> list[dict]:
-    return [judge("rubric", url, price=PRICE), judge("packed", url, batch_size=3, price=PRICE),
+    return [judge("rubric", url, price=PRICE), judge("packed", url, pack_size=3, price=PRICE),
             judge("checker", url, rubric="tip-checklist", price=PRICE),
             judge("arena", url, rubric="arena-pairwise", baseline="m1/p@v1", price=PRICE),
             judge("hybrid", url, rubric="tip-hybrid", price=PRICE)]
@@ -193,7 +193,7 @@ def test_a_budget_the_expected_cost_passes_refuses_the_sweep_before_anything_is_
     expected = estimate_json(tmp_path, params)["total"]["cost_usd_expected"]
     assert expected > 0.001
     refused = sweep(tmp_path, params)
-    assert refused.returncode == 4, refused.stdout + refused.stderr  # the budget's exit code (README)
+    assert refused.returncode == 4, refused.stdout + refused.stderr  # the budget's exit code (docs/sweeps.md)
     assert fake.stats()["requests"] == 0
     assert "estimate (before anything is sent):" in refused.stdout  # the table came first
     err = refused.stderr
@@ -248,7 +248,7 @@ def test_a_budget_that_is_not_positive_is_refused_naming_the_key(tmp_path, fake,
 
 
 def test_packed_calls_are_counted_as_grading_packs_them(tmp_path, fake):
-    packed = [judge("packed", fake.url, batch_size=3, price=PRICE)]
+    packed = [judge("packed", fake.url, pack_size=3, price=PRICE)]
     params = params_for(tmp_path, fake.url, topics=2, judges=None)
     assert sweep(tmp_path, params).returncode == 0  # 4 answers, no judge yet
     params = params_for(tmp_path, fake.url, topics=4, judges=packed)
@@ -260,7 +260,7 @@ def test_packed_calls_are_counted_as_grading_packs_them(tmp_path, fake):
     assert fake.stats()["by_model"]["packed"] - sent == 4
 
     # another judge (nothing of it cached) in a new run folder
-    other = params_for(tmp_path, fake.url, topics=4, judges=[judge("packed2", fake.url, batch_size=3, price=PRICE)],
+    other = params_for(tmp_path, fake.url, topics=4, judges=[judge("packed2", fake.url, pack_size=3, price=PRICE)],
                        name="cells")
     assert by_stage(estimate_json(tmp_path, other))["packed2"]["to_send"] == 3  # one execution: 8 answers, 3 calls
     ran = sweep(tmp_path, other, "--per-cell")  # one execution per cell packs its own 4: 2 calls each

@@ -1,4 +1,4 @@
-"""A Dask scheduler and worker that serve no HTTP: what ``--cluster local:N`` runs (bench.sweep.local_cluster).
+"""A Dask scheduler and worker that serve no HTTP: what ``--cluster local:N`` runs (bench.sweep.cluster.local_cluster).
 
 Dask starts an HTTP server in every scheduler and worker even with the dashboard off (its health,
 metrics and info pages: the scheduler's on port 8787, each worker's on a random port), reachable by

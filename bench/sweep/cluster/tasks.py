@@ -1,6 +1,6 @@
-"""A stage of a sweep as Dask tasks: one per grid cell (bench.sweep.remote.execute), the report as one more.
+"""A stage of a sweep as Dask tasks: one per grid cell (bench.sweep.cluster.remote.execute), the report as one more.
 
-The driver waits for them showing cluster-wide progress (bench.sweep.progress), then records every
+The driver waits for them showing cluster-wide progress (bench.sweep.cluster.progress), then records every
 attempt in ``executions.jsonl``: an attempt whose worker died under it is ``lost``, one stopped by a
 Ctrl-C ``interrupted``. Attempts are matched to this sweep by its id, never by comparing clocks.
 """
@@ -11,6 +11,7 @@ import secrets
 import shutil
 import warnings
 from concurrent.futures import CancelledError
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +21,12 @@ from bench.core.paths import reports_root
 from bench.core.records import utc_now
 from bench.core.runlock import run_lock
 from bench.core.store import os_reason
-from bench.pipeline import Run, prepare
-from bench.sweep import remote
-from bench.sweep.cluster import ClusterLost, ClusterSession, cluster_address
+from bench.run import Run
+from bench.stages import prepare
+from bench.sweep.cluster import remote
+from bench.sweep.cluster.progress import ClusterProgress
+from bench.sweep.cluster.session import ClusterLost, ClusterSession, cluster_address
 from bench.sweep.executions import STAGES, Execution, close_leftovers, plan_executions, print_executions
-from bench.sweep.progress import ClusterProgress
 
 RETRIES = 2  # a task that raised (its kernel died, the folder went away) runs again, on any worker
 REPORT = "report/index.html"  # where a worker renders the report: in the run folder, which every worker shares
@@ -81,11 +83,32 @@ def run_stage_on_cluster(session: ClusterSession, stage: str, started: str, *, j
     return executions
 
 
-def render_on_cluster(session: ClusterSession) -> Path:
+@dataclass(frozen=True)
+class ClusterStages:
+    """A sweep's stages and its report as Dask tasks on one connected session: what `bench sweep --cluster`
+    hands the local driver in place of its kernels (``bench.sweep.driver.RemoteStages``)."""
+
+    session: ClusterSession
+
+    @property
+    def loopback(self) -> bool:
+        """Whether every worker is on this machine (then the driver serves them the embedded model)."""
+        return self.session.loopback
+
+    def run_stage(self, stage: str, started: str) -> list[Execution]:
+        """Run ``stage`` as one task per cell; return its executions (see :func:`run_stage_on_cluster`)."""
+        return run_stage_on_cluster(self.session, stage, started)
+
+    def report(self) -> Path:
+        """Render the run's report on a worker; return its copy on this machine (see :func:`report_on_cluster`)."""
+        return report_on_cluster(self.session)
+
+
+def report_on_cluster(session: ClusterSession) -> Path:
     """Render the run's report as a task on a worker, into the shared run folder; copy it to this driver's
     reports folder and return that path."""
     rendered = session.run.dir / REPORT
-    future = session.client.submit(remote.render, str(session.run.dir), str(rendered), retries=RETRIES, pure=False)
+    future = session.client.submit(remote.report_task, str(session.run.dir), str(rendered), retries=RETRIES, pure=False)
     _wait(session, [future], None)
     try:
         future.result()
@@ -179,7 +202,7 @@ def _settle_all(session: ClusterSession, executions: list[Execution], futures: d
 
 def _settle(session: ClusterSession, ex: Execution, future: Any, interrupted: bool) -> None:
     """Fill an execution from its attempts and record each in executions.jsonl (a lost worker's included)."""
-    attempts = [a for a in remote.read_attempts(session.run.dir, ex.name) if a.get("sweep") == session.sweep]
+    attempts = [a for a in remote.claimed_attempts(session.run.dir, ex.name) if a.get("sweep") == session.sweep]
     ex.returncode, ex.error = 1, "interrupted" if interrupted else "not finished"
     if future is not None and future.done():
         try:

@@ -3,7 +3,9 @@
 A model or judge with ``batch: true`` (or ``batch: {…}``) in the params file carries one
 ``BatchPolicy`` on its ModelSpec; ``bench sweep --batch`` gives every model and judge the
 default one. The defaults are OpenAI's published limits (50 000 requests, 200 MB per batch
-file) and a 24-hour completion window.
+file) and a 24-hour completion window. It lives beside ``bench.models.batches`` rather than in it:
+``bench.models.routing`` and ``bench.config.entries`` read the settings and the discount without
+loading the Batch API machinery (which itself imports ``routing``).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from typing import Any
 
 from bench.core.store import os_reason
 from bench.models.ratelimit import TOKEN_ENV
-from bench.sweep.worker_secrets import kernel_secrets
+from bench.sweep.cluster.worker_secrets import kernel_secrets
 
 TOKEN_FILE = ".cluster-token"  # written by the driver in the run folder; each worker must read the same token
 
@@ -35,7 +35,7 @@ class Expected:
     token: str  # the content of <run_dir>/.cluster-token
     files: tuple[str, ...]  # what the kernels read from the project: the stage notebooks, the params file
     lease: str = ""  # tcp:<host>:<port> of the driver's lease server
-    secrets: str = ""  # the name of the worker plugin holding its token (bench.sweep.worker_secrets), not the token
+    secrets: str = ""  # the worker plugin's name (bench.sweep.cluster.worker_secrets), never the token itself
 
 
 def version() -> str:
@@ -49,7 +49,7 @@ def version() -> str:
 @functools.cache
 def source_digest() -> str:
     """Return a sha256 over bench's own source files (two installs with one digest run the same code)."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]  # bench/sweep/cluster/probe.py → bench/
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
         digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
@@ -116,5 +116,5 @@ def _lease_server(expected: Expected, worker: Any = None) -> str:
                 raise OSError("no answer")
     except (OSError, ValueError) as exc:
         return (f"cannot reach the driver's lease server at {host}:{port} ({exc}): workers must be able to "
-                f"connect to the machine running `bench sweep` (README, Running on a cluster)")
+                f"connect to the machine running `bench sweep` (docs/cluster.md)")
     return ""

@@ -7,7 +7,7 @@ process without it, or with another one, is refused at the handshake. The worker
 from a folder only this user can open (``bench-dask-<pid>-*`` in the temporary folder, removed at the end;
 a killed driver's is removed by the next sweep, bench.core.processes.remove_stale_folders).
 
-The workers' environment is the driver's without any secret (bench.sweep.worker_secrets): their
+The workers' environment is the driver's without any secret (bench.sweep.cluster.worker_secrets): their
 kernels get the provider keys from the sweep's worker plugin, each in its own environment only.
 No HTTP server is started (Dask starts one even with its dashboard off: the scheduler's on
 127.0.0.1:8787, each worker's on a random port), so the comm ports are the cluster's only ports.
@@ -29,8 +29,8 @@ from bench.core.errors import BenchError
 from bench.core.processes import die_with_parent, remove_stale_folders
 from bench.sweep.executions import CLUSTER_FOLDER as FOLDER_PREFIX  # + the driver's pid: certificate, logs
 
-QUIET_SCHEDULER = "bench.sweep.quiet_dask.QuietScheduler"  # by name: Dask imports them (no HTTP server)
-QUIET_WORKER = "bench.sweep.quiet_dask.QuietWorker"
+QUIET_SCHEDULER = "bench.sweep.cluster.quiet_dask.QuietScheduler"  # by name: Dask imports them (no HTTP server)
+QUIET_WORKER = "bench.sweep.cluster.quiet_dask.QuietWorker"
 READY_S = 120.0  # how long N workers may take to register (a loaded 2-core machine starts them slowly)
 THREADS = 2  # executions at once per worker (each is a papermill kernel: threads mostly wait)
 

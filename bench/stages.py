@@ -1,195 +1,39 @@
-"""A run: one params file opened and validated, with its scenarios, its selected cells and its folder.
+"""The stages driven on a run: `run_collect` and `run_judge`, what notebooks, `bench sweep` and the pilot call.
 
-`open_run` is what notebooks and `bench sweep` call first. It validates everything that
-can be validated without a model call (params, scenarios, template placeholders,
-cells, run folder), so a mistake stops the run before anything is spent.
+A stage run is the same every time: the run folder locked, its contents checked (a cell, judge
+or rubric version changed under its name is refused, or set aside with ``--supersede``), every
+model preflighted, the seam client opened (:func:`make_llm`: the params' caps, the shared cache,
+the budget), the stage itself (``bench.collect``, ``bench.judge``), the client closed. An interrupt
+becomes one line (:class:`Interrupted`): what was saved, what is left, how to resume. The runners live
+above both stage packages because ``run_collect(judge=True)`` hands each new answer to the judges.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import os
 from collections.abc import AsyncIterator, Iterable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
-import yaml
-from pydantic import ValidationError
-
-from bench.collect import CollectResult, answer_counts, collect
-from bench.config.params import Cell, Sweep, load_sweep
+from bench.collect import CollectResult, answer_counts, collect_stage
 from bench.config.rubrics import snapshot_rubric
-from bench.config.scenarios import build, planned_count, write_scenarios
-from bench.core import paths
+from bench.config.scenarios import write_scenarios
 from bench.core.digests import Digest, check_digests, supersede
-from bench.core.errors import ParamsError
 from bench.core.journal import Journal, settle
 from bench.core.migrate import migrate_run
-from bench.core.progress import Progress, _in_kernel, requests_on_the_wire, say
-from bench.core.records import Judgment, Scenario
+from bench.core.progress import Progress, in_kernel, requests_on_the_wire, say
+from bench.core.records import Judgment
 from bench.core.rescue import import_rescued
 from bench.core.runlock import run_lock
 from bench.core.store import RunStore
-from bench.core.writer import BatchWriter, Halt
+from bench.core.writer import Halt, RecordWriter
 from bench.judge.grader import Judge
 from bench.judge.stage import JudgeResult, judge_stage, judgment_counts, load_judges
 from bench.judge.stream import JudgeStream
 from bench.models.budget import Budget
 from bench.models.cache import open_cache
 from bench.models.client import LLM
-from bench.models.dry import dry_model
-from bench.models.genparams import param_problems
 from bench.models.preflight import preflight
-
-
-BATCH_ENV = "BENCH_BATCH"  # "1": every model and judge through its provider's Batch API (bench sweep --batch)
-SUPERSEDE_ENV = "BENCH_SUPERSEDE"  # "1": a changed cell, judge or rubric version sets its earlier records aside
-
-
-@dataclass
-class Run:
-    """Everything a stage needs to know about one sweep run."""
-
-    sweep: Sweep
-    params_path: Path
-    root: Path
-    dir: Path
-    scenarios: list[Scenario]
-    cells: list[Cell]
-    dry_run: bool = False  # every model and judge answered by dry/<id> (bench sweep --dry-run)
-    supersede: bool = False  # a changed cell, judge or rubric version supersedes its records (--supersede)
-
-    @property
-    def store(self) -> RunStore:
-        """Return the run's store (all shards merged when reading)."""
-        return RunStore(self.dir)
-
-    def describe(self) -> str:
-        """Return a short human summary of the grid."""
-        s = self.sweep
-        n = len(self.cells) * len(self.scenarios) * s.samples
-        return (f"sweep {s.name}: {len(self.cells)} cells ({len(s.models)} models × {len(s.prompts)} prompts"
-                f"{', filtered' if len(self.cells) < len(s.cells()) else ''}) × {len(self.scenarios)} scenarios"
-                f" × {s.samples} samples = {n} candidates; run folder {self.dir}")
-
-
-def open_run(params: str | Path, cells: Any = None, run_dir: str | Path | None = None, *,
-             dry_run: bool = False, batch: bool | None = None, supersede: bool | None = None) -> Run:
-    """Return the validated Run of a params file (no model is called); raise ParamsError on any mistake.
-
-    ``dry_run`` swaps every model and judge for its ``dry/`` stand-in (see :func:`dry_sweep`): the whole
-    pipeline runs at no cost, into ``runs/<name>-dry`` (a ``run_dir`` is refused: a dry run never
-    writes where real results are). ``batch`` (default: ``$BENCH_BATCH``, which `bench sweep --batch` sets
-    for its kernels) sends every model's and judge's requests through its provider's Batch API. ``supersede``
-    (default: ``$BENCH_SUPERSEDE``; always for a dry run, which costs nothing) lets a stage give a cell, judge or
-    rubric version of the run folder a new content, setting its earlier records aside (see :func:`check_contents`).
-    """
-    root = paths.project_root()
-    sweep, params_path = load_sweep(paths.resolve(params, root))
-    if (os.environ.get(BATCH_ENV) == "1" if batch is None else batch) and not dry_run:
-        sweep = batched_sweep(sweep, params_path)
-    if dry_run:
-        if run_dir and Path(run_dir).name != dry_name(sweep.name):
-            raise ParamsError(f"--dry-run writes to runs/{sweep.name}-dry, never to another run folder: "
-                              f"drop --run-dir {run_dir}")
-        sweep = dry_sweep(sweep, params_path)
-    problems = param_problems([(f"models[{i}]", m) for i, m in enumerate(sweep.models)]
-                              + [(f"judges[{i}]", j) for i, j in enumerate(sweep.judges)])
-    if problems:
-        raise ParamsError("\n".join(f"{params_path}: {p}" for p in problems))
-    chosen = select_cells(sweep, cells)
-    _check_size(sweep, len(chosen), planned_count(sweep), params_path)  # before a huge grid is built
-    scenarios = build(sweep, params_path, root)
-    _check_size(sweep, len(chosen), len(scenarios), params_path)  # a dataset's size is known once read
-    folder = paths.resolve(run_dir, root) if run_dir else paths.run_dir(sweep.name, root)
-    supersede = os.environ.get(SUPERSEDE_ENV) == "1" if supersede is None else supersede
-    return Run(sweep, params_path, root, folder, scenarios, chosen, dry_run, bool(supersede or dry_run))
-
-
-def batched_sweep(sweep: Sweep, params_path: Path) -> Sweep:
-    """Return ``sweep`` with ``batch: true`` on every model and judge that has no ``batch:`` settings of its own."""
-    data = sweep.model_dump(exclude_none=True)
-    for axis in ("models", "judges"):
-        for entry in data[axis]:
-            entry["batch"] = entry.get("batch") or True
-    try:
-        return Sweep.model_validate(data)
-    except ValidationError as err:  # cannot happen for a valid sweep; said plainly if it does
-        raise ParamsError(f"{params_path}: --batch: {err}") from None
-
-
-def dry_name(name: str) -> str:
-    """Return the name of a sweep's dry run (its run folder, report and MLflow experiment): ``<name>-dry``."""
-    return f"{name[:60]}-dry"
-
-
-def dry_sweep(sweep: Sweep, params_path: Path) -> Sweep:
-    """Return ``sweep`` with every model and judge answered in-process by ``dry/<id>`` (no server, no cost).
-
-    Each entry's model string becomes ``dry/<its id>``, so entries that differ only in endpoint stay
-    distinct; endpoints, keys, rate caps and prices are dropped (a dry reply needs none). Prompts,
-    scenarios, rubrics and modes stay, so every stage, the report and tracking run as they will for real.
-    The sweep is renamed ``<name>-dry``: its run folder, report and MLflow experiment never mix with real ones.
-    """
-    def dry(entry: Any) -> dict[str, Any]:
-        data = entry.model_dump(exclude_none=True)
-        for key in ("api_base", "api_key_env", "transport", "rpm", "tpm", "price", "batch"):
-            data.pop(key, None)
-        return {**data, "model": dry_model(entry.id)}
-
-    data = sweep.model_dump(exclude_none=True)
-    try:
-        return Sweep.model_validate({**data, "name": dry_name(sweep.name), "models": [dry(m) for m in sweep.models],
-                                     "judges": [dry(j) for j in sweep.judges]})
-    except ValidationError as err:  # not expected: the real sweep validated; say which file, never a traceback
-        raise ParamsError(f"{params_path}: --dry-run could not stand in for its models: {err}") from err
-
-
-def _check_size(sweep: Sweep, cells: int, scenarios: int | None, params_path: Path) -> None:
-    """Refuse a grid that plans more answers than ``limits.max_items`` (a typo must not plan 10^8 of them)."""
-    if scenarios is None:
-        return
-    items = max(cells, 1) * scenarios * sweep.samples
-    if items > sweep.limits.max_items:
-        raise ParamsError(f"{params_path}: the grid plans {items:,} answers ({cells} cells × {scenarios:,} scenarios "
-                          f"× {sweep.samples:,} samples), more than limits.max_items = {sweep.limits.max_items:,}; "
-                          f"shrink it, or raise limits.max_items if you mean it")
-
-
-def select_cells(sweep: Sweep, cells: Any) -> list[Cell]:
-    """Return the cells named by ``cells`` (None = all; a list, or a JSON/YAML/comma-separated string).
-
-    A cell is named ``model_id/prompt_id@version``; ``model_id`` alone or ``*/prompt_id@version``
-    select a row or a column of the grid.
-    """
-    every = sweep.cells()
-    if cells is None or cells == "" or cells == []:
-        return every
-    names = _as_list(cells)
-    chosen, unknown = [], []
-    for name in names:
-        hits = [c for c in every if _matches(c, name)]
-        (chosen.extend(hits) if hits else unknown.append(name))
-    if unknown:
-        raise ParamsError(f"unknown cell(s) {', '.join(map(repr, unknown))} for sweep {sweep.name}; "
-                          f"cells are: {', '.join(c.key for c in every)}")
-    return list({c.key: c for c in chosen}.values())
-
-
-def _as_list(cells: Any) -> list[str]:
-    if isinstance(cells, str):
-        text = cells.strip()
-        parsed = yaml.safe_load(text) if text.startswith("[") else [p.strip() for p in text.split(",")]
-        return [str(x) for x in parsed]
-    return [str(x) for x in cells]
-
-
-def _matches(cell: Cell, name: str) -> bool:
-    model, _, prompt = name.partition("/")
-    return (model in ("*", cell.model.id)) and (not prompt or prompt in ("*", cell.prompt.key))
+from bench.run import Run, shown_path
 
 
 def make_llm(run: Run, max_concurrency: int | None = None) -> LLM:
@@ -277,8 +121,7 @@ async def run_collect(run: Run, *, max_concurrency: int | None = None, shard: st
         prepare(run, judges=pipelined)
         async with _stage_llm(run, max_concurrency) as llm:
             if not pipelined:
-                result = await collect(run.sweep, run.dir, run.scenarios, run.cells, llm, shard=shard or None,
-                                       progress=progress)
+                result = await collect_stage(run, llm, shard=shard or None, progress=progress)
             else:
                 result = await _collect_and_judge(run, llm, shard or None, progress)
     if progress != "none":
@@ -290,7 +133,7 @@ async def _collect_and_judge(run: Run, llm: LLM, shard: str | None, progress: st
     judges = load_judges(run)
     store = RunStore(run.dir, shard=shard)
     halt = Halt()  # a failed write of either stage stops both from issuing calls
-    writer = BatchWriter(store, halt=halt)
+    writer = RecordWriter(store, halt=halt)
     # one bar per judge, its total growing as answers arrive; "judging" once collect is done and the rest is graded
     bar = Progress("judge", {j.entry.id: 0 for j in judges}, mode=progress, growing=True,
                    wire=requests_on_the_wire(llm))
@@ -302,8 +145,7 @@ async def _collect_and_judge(run: Run, llm: LLM, shard: str | None, progress: st
     stream = JudgeStream(run, llm, judges, emit, store.done_ids(Judgment), halt=halt, planned=bar.grow)
     writer_task = asyncio.ensure_future(writer.run())
     try:
-        result = await collect(run.sweep, run.dir, run.scenarios, run.cells, llm, shard=shard, progress=progress,
-                               sink=stream.feed, halt=halt)
+        result = await collect_stage(run, llm, shard=shard, progress=progress, sink=stream.feed, halt=halt)
         bar.phase("judging")
         await stream.drain()
     finally:
@@ -314,11 +156,6 @@ async def _collect_and_judge(run: Run, llm: LLM, shard: str | None, progress: st
         writer.flush()
     halt.check()  # one message for both stages: the error, what was saved where, what to do
     return result
-
-
-def cells_json(cells: list[Cell]) -> str:
-    """Return cell keys as a JSON list (how `bench sweep` passes cells to papermill)."""
-    return json.dumps([c.key for c in cells])
 
 
 async def run_judge(run: Run, *, judges: str | Iterable[str] | None = None, max_concurrency: int | None = None,
@@ -363,7 +200,7 @@ def interrupted_line(run: Run, resume: str, *, answers: bool = True, judges: boo
     """
     saved, left = [], []
     if answers and run.sweep.collects:
-        done, planned = answer_counts(run.sweep, run.dir, run.scenarios, run.cells)
+        done, planned = answer_counts(run)
         saved.append(f"{done} of {planned} answers")
         left += [f"{planned - done} answers"] if planned > done else []
     judges = load_judges(run) if judges is True else judges or []
@@ -375,13 +212,6 @@ def interrupted_line(run: Run, resume: str, *, answers: bool = True, judges: boo
             f"{' and '.join(left) or 'nothing'} left; {resume}")
 
 
-def shown_path(path: Path) -> str:
-    """Return ``path`` relative to the working directory when it lies under it (as a user would type it)."""
-    try:
-        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
-
 
 @contextlib.contextmanager
 def _interrupts_say(run: Run, *, answers: bool, judges: bool | list[Judge], stage: str) -> Iterator[None]:
@@ -391,7 +221,7 @@ def _interrupts_say(run: Run, *, answers: bool, judges: bool | list[Judge], stag
     except Interrupted:
         raise
     except (KeyboardInterrupt, asyncio.CancelledError):
-        again = "run this cell again to resume" if _in_kernel() else f"call bench.{stage} again to resume"
+        again = "run this cell again to resume" if in_kernel() else f"call bench.{stage} again to resume"
         try:
             line = interrupted_line(run, again, answers=answers, judges=judges)
         except Exception:  # counting must never hide the interrupt itself

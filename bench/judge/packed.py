@@ -1,5 +1,5 @@
-"""The ``batch`` mode: k items packed in one call; only the items whose grade is missing or invalid are
-re-graded, singly, by the rubric mode (each record keeps its batch id and why)."""
+"""The ``packed`` mode: k items packed in one call; only the items whose grade is missing or invalid are
+re-graded, singly, by the rubric mode (each record keeps its pack id and why)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from bench.core.errors import Halted, JudgeParseError, ProviderError
 from bench.core.records import Judgment, Usage, content_hash
 from bench.core.writer import Halt
 from bench.judge._asking import Spend, finished_before, run_bounded
-from bench.judge._prompts import (BATCH_BLOCK, BATCH_USER, CONTEXT, DATA_NOTE, RESPONSE, clip, content_tag,
+from bench.judge._prompts import (CONTEXT, DATA_NOTE, PACKED_BLOCK, PACKED_USER, RESPONSE, clip, content_tag,
                                   criterion_scales, score_fields, system_message)
 from bench.config.reply_schemas import response_format
 from bench.judge.grader import Emit, Item, Judge
@@ -25,7 +25,7 @@ _SHARED = Usage.model_construct(prompt_tokens=0, completion_tokens=0, cost_usd=0
 
 
 def short_id(item: Item) -> str:
-    """Return an item's stable short id inside a batch (from its candidate ids)."""
+    """Return an item's stable short id inside a packed call (from its candidate ids)."""
     return "i" + content_hash(list(item.ids), length=6)
 
 
@@ -35,53 +35,55 @@ def packed_messages(judge: Judge, order: list[Item], ids: list[str]) -> tuple[li
     for sid, item in zip(ids, order):
         text, notes[sid] = clip(item.texts[0], judge.rubric.max_chars)
         tag = content_tag(item.question, text)
-        blocks.append(BATCH_BLOCK.format(id=sid, context=CONTEXT.format(tag=tag, question=item.question),
+        blocks.append(PACKED_BLOCK.format(id=sid, context=CONTEXT.format(tag=tag, question=item.question),
                                          response=RESPONSE.format(tag=tag, text=text)))
     messages = [{"role": "system", "content": system_message(judge.rubric)},
-                {"role": "user", "content": BATCH_USER.format(k=len(order), blocks="\n\n".join(blocks),
+                {"role": "user", "content": PACKED_USER.format(k=len(order), blocks="\n\n".join(blocks),
                                                               note=DATA_NOTE, fields=score_fields(judge.rubric))}]
     return messages, notes
 
 
-async def grade_batch(judge: Judge, items: list[Item], llm: LLM, seed: int = 0) -> list[Judgment]:
+async def grade_packed(judge: Judge, items: list[Item], llm: LLM, seed: int = 0) -> list[Judgment]:
     """Grade ``items`` in one call; re-grade singly only the items whose grade is missing or invalid."""
     order = sorted(items, key=short_id)
     random.Random(f"{seed}:{judge.entry.id}:{[short_id(i) for i in order]}").shuffle(order)
     ids = [short_id(i) for i in order]
-    batch_id = "b" + content_hash(ids + ([f"repeat{order[0].repeat}"] if order[0].repeat else []), length=10)
+    # "b…": the spelling from before the packed mode was renamed, kept so that a provider Batch API line sent
+    # for this call before then is found again (its label is this id) and old and new records count one call
+    pack_id = "b" + content_hash(ids + ([f"repeat{order[0].repeat}"] if order[0].repeat else []), length=10)
     messages, notes = packed_messages(judge, order, ids)
     timeout = llm.limits.timeout_s * (1 + 0.5 * (len(order) - 1))  # the timeout scales with k
     good, problems, raw, call = {}, {sid: "missing from the reply" for sid in ids}, None, Spend()
     expected: dict[str, dict[str, float]] = {}
     try:
         comp = await llm.complete(judge.entry.spec(), messages, timeout_s=timeout, cache_reply=False,
-                                  attempt=max(i.attempt for i in order), label=batch_id, sample=order[0].repeat,
-                                  response_format=response_format(judge.rubric.batch_schema(ids), "grades"))
+                                  attempt=max(i.attempt for i in order), label=pack_id, sample=order[0].repeat,
+                                  response_format=response_format(judge.rubric.packed_schema(ids), "grades"))
         raw = comp.text
         call.reply(comp.usage)
-        good, problems = _read_batch(comp.text, ids, criterion_scales(judge.rubric))
+        good, problems = _read_pack(comp.text, ids, criterion_scales(judge.rubric))
         expected = packed_expected_scores(comp.text, comp.logprobs, criterion_scales(judge.rubric))
         if good:
             llm.keep(comp)
     except JudgeParseError as err:
-        problems = {sid: f"batch reply unusable: {err}" for sid in ids}
+        problems = {sid: f"packed reply unusable: {err}" for sid in ids}
     except ProviderError as err:
         call.failed(err)
-        problems = {sid: f"batch call failed: {err}" for sid in ids}
+        problems = {sid: f"packed call failed: {err}" for sid in ids}
     out = []
     for n, (sid, item) in enumerate(zip(ids, order)):
-        spend = call if n == 0 else Spend()  # the packed call is counted once: on the batch's first item
+        spend = call if n == 0 else Spend()  # the packed call is counted once: on its first item
         if sid in good:
             scores, obj = good[sid]
             exp = expected.get(sid) or None
             out.append(Judgment(**judge.base(item), scores=scores, score=judge.rubric.composite(scores),
                                 rationale=rationale_of(obj), raw=raw, usage=spend.total() or _SHARED,
-                                batch_id=batch_id, details={**notes[sid], "batch_size": len(order)},
+                                pack_id=pack_id, details={**notes[sid], "pack_size": len(order)},
                                 expected_scores=exp, expected_score=judge.rubric.composite(exp)
                                 if exp and set(exp) == set(scores) else None))
-        else:  # only this item is re-graded, singly; the record keeps its batch and why
+        else:  # only this item is re-graded, singly; the record keeps its pack id and why
             try:
-                out.append(await grade_rubric(judge, item, llm, batch_id=batch_id, spend=spend,
+                out.append(await grade_rubric(judge, item, llm, pack_id=pack_id, spend=spend,
                                               details={"fallback": "single", "reason": problems[sid]}))
             except Halted as stop:  # the budget is reached: the items graded so far are kept, the rest not started
                 finished_before(stop, out)
@@ -105,8 +107,8 @@ def packed_expected_scores(text: str, logprobs: list | None, scales: dict) -> di
     return out
 
 
-def _read_batch(text: str, ids: list[str], scales: dict) -> tuple[dict, dict]:
-    """Return (valid grades by id, problems by id) from a batch reply; unknown and duplicated ids are problems."""
+def _read_pack(text: str, ids: list[str], scales: dict) -> tuple[dict, dict]:
+    """Return (valid grades by id, problems by id) from a packed reply; unknown and duplicated ids are problems."""
     data = extract_json(text)
     grades = data.get("grades") if isinstance(data, dict) else data
     if not isinstance(grades, list):
@@ -130,25 +132,25 @@ def _read_batch(text: str, ids: list[str], scales: dict) -> tuple[dict, dict]:
     return good, problems
 
 
-class BatchGrader:
-    """Grades ``batch_size`` items per call; which items share a call is decided while grading."""
+class PackedGrader:
+    """Grades ``pack_size`` items per call; which items share a call is decided while grading."""
 
     compares = False
     orders = (None,)
     packed = True
 
     def requests_per_item(self, judge: Judge) -> float:
-        return 1.0 / max(1, judge.entry.batch_size)
+        return 1.0 / max(1, judge.entry.pack_size)
 
     def first_requests(self, judge: Judge, item: Item, done: Set[str]) -> None:
         return None  # the messages depend on which items share the call
 
     async def grade(self, judge: Judge, items: list[Item], llm: LLM, emit: Emit, *, seed: int,
                     done: Set[str], halt: Halt | None) -> None:
-        k = max(1, judge.entry.batch_size)
+        k = max(1, judge.entry.pack_size)
         rounds = [[i for i in items if i.repeat == r] for r in sorted({i.repeat for i in items})]  # one repeat per call
         chunks = [part[i:i + k] for part in rounds for i in range(0, len(part), k)]
-        await run_bounded([lambda c=c: grade_batch(judge, c, llm, seed) for c in chunks], emit, llm, halt, judge)
+        await run_bounded([lambda c=c: grade_packed(judge, c, llm, seed) for c in chunks], emit, llm, halt, judge)
 
 
-GRADER = BatchGrader()
+GRADER = PackedGrader()

@@ -1,0 +1,110 @@
+"""The collect stage: every (model, prompt) cell of a run answers every scenario, `samples` times.
+
+Work already done (a successful candidate with the same content id) is skipped, so a
+re-run makes zero calls and an interrupted run continues where it stopped. Failures are
+stored as candidates with ``error`` and redone on the next run. Candidates are appended
+a few hundred at a time (one write + fsync each) as they arrive, and optionally handed to a sink
+(the judge stage, in a pipelined sweep).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar
+
+from bench.collect.answers import WorkItem, answer, plan
+from bench.core.errors import Halted
+from bench.core.progress import Progress, requests_on_the_wire
+from bench.core.records import Candidate
+from bench.core.stage import StageResult
+from bench.core.store import RunStore
+from bench.core.writer import Halt, RecordWriter
+from bench.models.client import LLM
+from bench.run import Run
+
+
+@dataclass
+class CollectResult(StageResult):
+    """What a collect run did: planned answers, skipped (already done), new successes and failures."""
+
+    stage: ClassVar[str] = "collect"
+
+
+def answer_counts(run: Run) -> tuple[int, int]:
+    """Return (answers saved, answers planned) of the run's cells: successful candidates in the run folder, and all."""
+    ids = [it.candidate_id for it in plan(run.sweep, run.scenarios, run.cells)]
+    done = RunStore(run.dir).done_ids(Candidate)
+    return sum(i in done for i in ids), len(ids)
+
+
+async def collect_stage(run: Run, llm: LLM, *, shard: str | None = None, progress: str = "auto",
+                        sink: Callable[[Candidate], None] | None = None, halt: Halt | None = None) -> CollectResult:
+    """Produce every missing candidate of the run's cells; return what was done.
+
+    Concurrency is bounded by ``llm``'s cap (one cap for the whole process). If a write of
+    the stage fails (disk full), no new call starts, calls in flight finish, what could not
+    be written is saved to a rescue file, and StoreError says so once. A call refused because
+    ``limits.budget_usd`` is reached (``Halted``: bench.models.budget) stops it the same way: its
+    item and the items not started get no record, and that Halted is raised once at the end.
+    ``halt``: shared with the caller's writers (a pipelined judge); then the caller raises it, after its own rescue.
+    """
+    t0, calls0 = time.monotonic(), llm.calls
+    store = RunStore(run.dir, shard=shard)
+    store.ensure_writable()
+    items = plan(run.sweep, run.scenarios, run.cells)
+    done_ids = store.done_ids(Candidate)
+    tries = store.attempts(Candidate)
+    pending = [it for it in items if it.candidate_id not in done_ids]
+    result = CollectResult(planned=len(items), skipped=len(items) - len(pending))
+    max_attempts = run.sweep.limits.max_attempts
+    exhausted = [it for it in pending if tries.get(it.candidate_id, 0) >= max_attempts]
+    if exhausted:  # asked max_attempts times already: left failed, reported, never paid for again
+        result.exhausted = len(exhausted)
+        pending = [it for it in pending if tries.get(it.candidate_id, 0) < max_attempts]
+    bar = Progress("collect", _totals(pending), mode=progress, wire=requests_on_the_wire(llm))
+    writer = RecordWriter(store, halt=halt)
+    work = iter(pending)
+
+    async def worker() -> None:
+        for item in work:  # a shared iterator: each item is taken by exactly one worker
+            if writer.halt:  # a write failed: start no new call (the ones in flight finish, and are kept)
+                return
+            try:
+                cand = await answer(item, llm, tries.get(item.candidate_id, 0) + 1)
+            except Halted as stop:  # the budget is reached (or a batch refused): no record, no new item
+                writer.halt.stop(stop)
+                return
+            writer.add(cand)
+            result.done += cand.ok
+            result.failed += not cand.ok
+            bar.update(item.cell.model.id, failed=not cand.ok)
+            if sink is not None and cand.ok:
+                sink(cand)
+
+    try:
+        n_workers = llm.pool(len(pending), {c.model.spec() for c in run.cells})
+        await asyncio.gather(writer.run(), _then(asyncio.gather(*(worker() for _ in range(n_workers))), writer))
+    finally:
+        writer.flush()  # whatever happens (Ctrl-C, a bug, a full disk), nothing already answered is lost
+        bar.close()
+    if halt is None:
+        writer.halt.check()  # one message: the error, what was saved where, what to do
+    result.calls, result.wall_s = llm.calls - calls0, time.monotonic() - t0
+    return result
+
+
+async def _then(task: asyncio.Future, writer: RecordWriter) -> None:
+    try:
+        await task
+    finally:
+        writer.stop()
+
+
+def _totals(items: list[WorkItem]) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for it in items:
+        totals[it.cell.model.id] = totals.get(it.cell.model.id, 0) + 1
+    return totals

@@ -1,0 +1,24 @@
+"""The providers, in order of precedence: the first whose ``matches`` accepts a spec answers for it."""
+
+from __future__ import annotations
+
+from bench.models.providers.contract import ModelSpec, Provider
+from bench.models.providers.inprocess import DryProvider, LocalProvider
+from bench.models.providers.network import LiteLLMProvider, SelfHostedProvider
+
+# dry/ and local/ are bench's own prefixes; an openai/ or hosted_vllm/ name with an api_base is a server
+# reached without LiteLLM; LiteLLM takes every other string (and refuses the ones it cannot place).
+REGISTRY: tuple[Provider, ...] = (DryProvider(), LocalProvider(), SelfHostedProvider(), LiteLLMProvider())
+
+
+def provider_for(spec: ModelSpec) -> Provider:
+    """Return the provider that answers for ``spec`` (the LiteLLM one when no other claims it)."""
+    return next(p for p in REGISTRY if p.matches(spec))
+
+
+def provider_named(name: str) -> Provider:
+    """Return the registered provider called ``name`` (KeyError naming the known ones otherwise)."""
+    for provider in REGISTRY:
+        if provider.name == name:
+            return provider
+    raise KeyError(f"no provider {name!r}; known: {', '.join(p.name for p in REGISTRY)}")

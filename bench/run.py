@@ -1,0 +1,183 @@
+"""A run: one params file opened and validated, with its scenarios, its selected cells and its folder.
+
+`open_run` is what notebooks and `bench sweep` call first. It validates everything that
+can be validated without a model call (params, scenarios, template placeholders,
+cells, run folder), so a mistake stops the run before anything is spent. Driving a
+stage on a run (`run_collect`, `run_judge`): bench.stages.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from bench.config.params import Cell, Sweep, load_sweep
+from bench.config.scenarios import build, planned_count
+from bench.core import paths
+from bench.core.errors import ParamsError
+from bench.core.records import Scenario
+from bench.core.store import RunStore
+from bench.models.dry import dry_model
+from bench.models.genparams import param_problems
+
+
+BATCH_ENV = "BENCH_BATCH"  # "1": every model and judge through its provider's Batch API (bench sweep --batch)
+SUPERSEDE_ENV = "BENCH_SUPERSEDE"  # "1": a changed cell, judge or rubric version sets its earlier records aside
+
+
+@dataclass
+class Run:
+    """Everything a stage needs to know about one sweep run."""
+
+    sweep: Sweep
+    params_path: Path
+    root: Path
+    dir: Path
+    scenarios: list[Scenario]
+    cells: list[Cell]
+    dry_run: bool = False  # every model and judge answered by dry/<id> (bench sweep --dry-run)
+    supersede: bool = False  # a changed cell, judge or rubric version supersedes its records (--supersede)
+
+    @property
+    def store(self) -> RunStore:
+        """Return the run's store (all shards merged when reading)."""
+        return RunStore(self.dir)
+
+    def describe(self) -> str:
+        """Return a short human summary of the grid."""
+        s = self.sweep
+        n = len(self.cells) * len(self.scenarios) * s.samples
+        return (f"sweep {s.name}: {len(self.cells)} cells ({len(s.models)} models × {len(s.prompts)} prompts"
+                f"{', filtered' if len(self.cells) < len(s.cells()) else ''}) × {len(self.scenarios)} scenarios"
+                f" × {s.samples} samples = {n} candidates; run folder {self.dir}")
+
+
+def open_run(params: str | Path, cells: Any = None, run_dir: str | Path | None = None, *,
+             dry_run: bool = False, batch: bool | None = None, supersede: bool | None = None) -> Run:
+    """Return the validated Run of a params file (no model is called); raise ParamsError on any mistake.
+
+    ``dry_run`` swaps every model and judge for its ``dry/`` stand-in (see :func:`dry_sweep`): the whole
+    pipeline runs at no cost, into ``runs/<name>-dry`` (a ``run_dir`` is refused: a dry run never
+    writes where real results are). ``batch`` (default: ``$BENCH_BATCH``, which `bench sweep --batch` sets
+    for its kernels) sends every model's and judge's requests through its provider's Batch API. ``supersede``
+    (default: ``$BENCH_SUPERSEDE``; always for a dry run, which costs nothing) lets a stage give a cell, judge or
+    rubric version of the run folder a new content, setting its earlier records aside
+    (see bench.stages.check_contents).
+    """
+    root = paths.project_root()
+    sweep, params_path = load_sweep(paths.resolve(params, root))
+    if (os.environ.get(BATCH_ENV) == "1" if batch is None else batch) and not dry_run:
+        sweep = batched_sweep(sweep, params_path)
+    if dry_run:
+        if run_dir and Path(run_dir).name != dry_name(sweep.name):
+            raise ParamsError(f"--dry-run writes to runs/{sweep.name}-dry, never to another run folder: "
+                              f"drop --run-dir {run_dir}")
+        sweep = dry_sweep(sweep, params_path)
+    problems = param_problems([(f"models[{i}]", m) for i, m in enumerate(sweep.models)]
+                              + [(f"judges[{i}]", j) for i, j in enumerate(sweep.judges)])
+    if problems:
+        raise ParamsError("\n".join(f"{params_path}: {p}" for p in problems))
+    chosen = select_cells(sweep, cells)
+    _check_size(sweep, len(chosen), planned_count(sweep), params_path)  # before a huge grid is built
+    scenarios = build(sweep, params_path, root)
+    _check_size(sweep, len(chosen), len(scenarios), params_path)  # a dataset's size is known once read
+    folder = paths.resolve(run_dir, root) if run_dir else paths.run_dir(sweep.name, root)
+    supersede = os.environ.get(SUPERSEDE_ENV) == "1" if supersede is None else supersede
+    return Run(sweep, params_path, root, folder, scenarios, chosen, dry_run, bool(supersede or dry_run))
+
+
+def batched_sweep(sweep: Sweep, params_path: Path) -> Sweep:
+    """Return ``sweep`` with ``batch: true`` on every model and judge that has no ``batch:`` settings of its own."""
+    data = sweep.model_dump(exclude_none=True)
+    for axis in ("models", "judges"):
+        for entry in data[axis]:
+            entry["batch"] = entry.get("batch") or True
+    try:
+        return Sweep.model_validate(data)
+    except ValidationError as err:  # cannot happen for a valid sweep; said plainly if it does
+        raise ParamsError(f"{params_path}: --batch: {err}") from None
+
+
+def dry_name(name: str) -> str:
+    """Return the name of a sweep's dry run (its run folder, report and MLflow experiment): ``<name>-dry``."""
+    return f"{name[:60]}-dry"
+
+
+def dry_sweep(sweep: Sweep, params_path: Path) -> Sweep:
+    """Return ``sweep`` with every model and judge answered in-process by ``dry/<id>`` (no server, no cost).
+
+    Each entry's model string becomes ``dry/<its id>``, so entries that differ only in endpoint stay
+    distinct; endpoints, keys, rate caps and prices are dropped (a dry reply needs none). Prompts,
+    scenarios, rubrics and modes stay, so every stage, the report and tracking run as they will for real.
+    The sweep is renamed ``<name>-dry``: its run folder, report and MLflow experiment never mix with real ones.
+    """
+    def dry(entry: Any) -> dict[str, Any]:
+        data = entry.model_dump(exclude_none=True)
+        for key in ("api_base", "api_key_env", "transport", "rpm", "tpm", "price", "batch"):
+            data.pop(key, None)
+        return {**data, "model": dry_model(entry.id)}
+
+    data = sweep.model_dump(exclude_none=True)
+    try:
+        return Sweep.model_validate({**data, "name": dry_name(sweep.name), "models": [dry(m) for m in sweep.models],
+                                     "judges": [dry(j) for j in sweep.judges]})
+    except ValidationError as err:  # not expected: the real sweep validated; say which file, never a traceback
+        raise ParamsError(f"{params_path}: --dry-run could not stand in for its models: {err}") from err
+
+
+def _check_size(sweep: Sweep, cells: int, scenarios: int | None, params_path: Path) -> None:
+    """Refuse a grid that plans more answers than ``limits.max_items`` (a typo must not plan 10^8 of them)."""
+    if scenarios is None:
+        return
+    items = max(cells, 1) * scenarios * sweep.samples
+    if items > sweep.limits.max_items:
+        raise ParamsError(f"{params_path}: the grid plans {items:,} answers ({cells} cells × {scenarios:,} scenarios "
+                          f"× {sweep.samples:,} samples), more than limits.max_items = {sweep.limits.max_items:,}; "
+                          f"shrink it, or raise limits.max_items if you mean it")
+
+
+def select_cells(sweep: Sweep, cells: Any) -> list[Cell]:
+    """Return the cells named by ``cells`` (None = all; a list, or a JSON/YAML/comma-separated string).
+
+    A cell is named ``model_id/prompt_id@version``; ``model_id`` alone or ``*/prompt_id@version``
+    select a row or a column of the grid.
+    """
+    every = sweep.cells()
+    if cells is None or cells == "" or cells == []:
+        return every
+    names = _as_list(cells)
+    chosen, unknown = [], []
+    for name in names:
+        hits = [c for c in every if _matches(c, name)]
+        (chosen.extend(hits) if hits else unknown.append(name))
+    if unknown:
+        raise ParamsError(f"unknown cell(s) {', '.join(map(repr, unknown))} for sweep {sweep.name}; "
+                          f"cells are: {', '.join(c.key for c in every)}")
+    return list({c.key: c for c in chosen}.values())
+
+
+def _as_list(cells: Any) -> list[str]:
+    if isinstance(cells, str):
+        text = cells.strip()
+        parsed = yaml.safe_load(text) if text.startswith("[") else [p.strip() for p in text.split(",")]
+        return [str(x) for x in parsed]
+    return [str(x) for x in cells]
+
+
+def _matches(cell: Cell, name: str) -> bool:
+    model, _, prompt = name.partition("/")
+    return (model in ("*", cell.model.id)) and (not prompt or prompt in ("*", cell.prompt.key))
+
+
+def shown_path(path: Path) -> str:
+    """Return ``path`` relative to the working directory when it lies under it (as a user would type it)."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+

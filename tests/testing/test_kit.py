@@ -1,0 +1,64 @@
+"""The test kit itself: a rubric bench loads, the environment a bench subprocess gets, a started command that
+leaves nothing behind, and records whose defaults say what a test did not."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import psutil
+
+from bench.config.rubrics import load_rubric
+from bench.core.records import Candidate
+from bench.testing.grids import NOT_INHERITED, env, grid, rubric, started, sweep_args
+from bench.testing.processes import tree
+from bench.testing.records import candidate, judgment, scenario
+
+
+def test_a_written_rubric_loads_with_each_criterions_scale(tmp_path):
+    path = rubric(tmp_path / "mixed.md", "quality", ("clarity", {0: "bad", 1: "fair", 2: "good"}))
+    loaded = load_rubric("mixed.md", tmp_path)
+    assert (loaded.id, loaded.version, loaded.mode) == ("mixed", "1", "rubric")
+    assert [(c.id, c.scale) for c in loaded.criteria] == [("quality", (1, 5)), ("clarity", (0, 2))]
+    assert "MARKER-MIXED-RUBRIC: grade the answer." in path.read_text()
+
+
+def test_the_environment_keeps_the_tests_own_and_drops_what_a_run_must_not_inherit(tmp_path, monkeypatch):
+    for name in NOT_INHERITED:
+        monkeypatch.setenv(name, "inherited")
+    monkeypatch.setenv("BENCH_T_KEPT", "kept")
+    monkeypatch.setenv("BENCH_T_DROPPED", "dropped")
+    got = env(tmp_path, drop=("BENCH_T_DROPPED",), MLFLOW_TRACKING_URI="given", BENCH_T_NEW="new")
+    assert not {"BENCH_ONLINE_PRICES", "DASK_SCHEDULER_ADDRESS", "BENCH_T_DROPPED"} & set(got)
+    assert (got["MLFLOW_TRACKING_URI"], got["BENCH_T_KEPT"], got["BENCH_T_NEW"]) == ("given", "kept", "new")
+    assert (got["BENCH_RUNS"], got["BENCH_REPORTS"]) == (str(tmp_path / "runs"), str(tmp_path / "reports"))
+
+
+def test_a_started_sweep_left_running_is_killed_with_its_kernel(tmp_path, fake):
+    fake.configure(latency_ms=300)
+    params = grid(tmp_path / "g.yaml", fake.url, topics=12, limits={"max_concurrency": 1, "timeout_s": 10,
+                                                                    "retries": 0})
+    with started(tmp_path, *sweep_args(params)) as proc:
+        deadline = time.monotonic() + 120
+        while not fake.stats()["in_flight"]:  # its kernel is asking the fake provider
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        family = tree(proc.pid)
+        assert len(family) >= 2
+    assert proc.returncode == -signal.SIGKILL  # killed, not finished
+    gone, alive = psutil.wait_procs(family, timeout=30)
+    assert alive == []
+
+
+def test_records_have_plain_defaults_and_a_failure_has_no_output_or_score():
+    s = scenario({"topic": "sleep"})
+    answer = candidate(s, model_id="m1")
+    assert (answer.scenario_id, answer.model, answer.output) == (s.id, "openai/m1", f"answer to {s.id}")
+    assert candidate(s, model_id="m1").id == answer.id and candidate("s1").id != candidate("s2").id
+    failed = candidate("s1", error="HTTP 500")
+    assert isinstance(failed, Candidate) and not failed.ok and failed.output is None
+    grade = judgment(answer, judge_id="grader")
+    assert (grade.candidate_ids, grade.scenario_id, grade.score, grade.judge_model) == \
+        ([answer.id], s.id, 4.0, "openai/grader")
+    assert judgment(answer, error="unparseable").score is None
+    pair = judgment(mode="pairwise", candidate_ids=["a", "b"], scenario_id="s", order="AB", verdict="A>B")
+    assert pair.score is None and pair.verdict == "A>B"
