@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from bench.config.params import Cell, Sweep, load_sweep
 from bench.config.scenarios import build, planned_count
+from bench.config.vision import check_vision
 from bench.core import paths
 from bench.core.errors import ParamsError
 from bench.core.records import Scenario
@@ -71,6 +72,7 @@ def open_run(params: str | Path, cells: Any = None, run_dir: str | Path | None =
     """
     root = paths.project_root()
     sweep, params_path = load_sweep(paths.resolve(params, root))
+    real = sweep  # a dry run's models stand in for these: they are asked whether they read images
     if (os.environ.get(BATCH_ENV) == "1" if batch is None else batch) and not dry_run:
         sweep = batched_sweep(sweep, params_path)
     if dry_run:
@@ -86,6 +88,8 @@ def open_run(params: str | Path, cells: Any = None, run_dir: str | Path | None =
     _check_size(sweep, len(chosen), planned_count(sweep), params_path)  # before a huge grid is built
     scenarios = build(sweep, params_path, root)
     _check_size(sweep, len(chosen), len(scenarios), params_path)  # a dataset's size is known once read
+    real_cells = select_cells(real, cells) if dry_run else chosen
+    check_vision(real, real_cells, scenarios, params_path, root)  # images, and a model that reads none: refused here
     folder = paths.resolve(run_dir, root) if run_dir else paths.run_dir(sweep.name, root)
     supersede = os.environ.get(SUPERSEDE_ENV) == "1" if supersede is None else supersede
     return Run(sweep, params_path, root, folder, scenarios, chosen, dry_run, bool(supersede or dry_run))

@@ -17,7 +17,9 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from bench.collect import CollectResult, answer_counts, collect_stage
 from bench.config.rubrics import snapshot_rubric
 from bench.config.scenarios import write_scenarios
+from bench.config.vision import store_images
 from bench.core.digests import Digest, check_digests, supersede
+from bench.core.images import IMAGE_FOLDER
 from bench.core.journal import Journal, settle
 from bench.core.migrate import migrate_run
 from bench.core.progress import Progress, in_kernel, requests_on_the_wire, say
@@ -27,7 +29,7 @@ from bench.core.runlock import run_lock
 from bench.core.store import RunStore
 from bench.core.writer import Halt, RecordWriter
 from bench.judge.grader import Judge
-from bench.judge.stage import JudgeResult, judge_stage, judgment_counts, load_judges
+from bench.judge.stage import JudgeResult, judge_specs, judge_stage, judgment_counts, load_judges
 from bench.judge.stream import JudgeStream
 from bench.models.budget import Budget
 from bench.models.cache import open_cache
@@ -43,20 +45,25 @@ def make_llm(run: Run, max_concurrency: int | None = None) -> LLM:
     llm = LLM(lim.model_copy(update={"max_concurrency": cap}), cache=open_cache(root=run.root))  # file or shards
     llm.batch_dir = run.dir / "batches"  # the provider batches of batched models (bench.models.batches.ledger)
     llm.journal = Journal(run.dir)  # the requests on the wire (a file only once one is sent): see bench.core.journal
+    llm.image_folder = run.dir / IMAGE_FOLDER  # the dataset's images, which requests carry (bench.core.images)
     if lim.budget_usd is not None:  # every paid request reserves its worst case first (bench.models.budget)
         llm.budget = Budget(lim.budget_usd, run.dir, shown_path(run.params_path))
     return llm
 
 
 @contextlib.asynccontextmanager
-async def _stage_llm(run: Run, max_concurrency: int | None) -> AsyncIterator[LLM]:
+async def _stage_llm(run: Run, max_concurrency: int | None, images: bool = True) -> AsyncIterator[LLM]:
     """The seam client of one stage: counts what an earlier stop makes this run ask again, closes cleanly.
 
     First the leftover request journals of stopped runs are settled (their uncached
     requests are added to ``repeats.json``); at the end the cache is flushed, the sessions
     closed and this process's journal removed, unless the stage was interrupted (then
-    requests may have been in flight: the journal stays for the next run to count).
+    requests may have been in flight: the journal stays for the next run to count). Before anything, the
+    dataset's images the run folder lacks are stored there (bench.config.vision): requests are built from them.
+    ``images``: whether the stage sends any (False: a judge stage whose rubrics show none, which needs no file).
     """
+    if images:
+        store_images(run.scenarios, run.sweep.scenarios.dataset, [run.params_path.parent, run.root], run.dir)
     llm = make_llm(run, max_concurrency)
     settle(run.dir, llm.cache)
     interrupted = False
@@ -79,8 +86,7 @@ def prepare(run: Run, *, judges: bool = True, log_supersede: bool = True) -> lis
     check comes next), since a logged choice sets the earlier records aside from every analysis."""
     every = load_judges(run)
     changed = check_contents(run, every if judges else [])
-    specs = [c.model.spec() for c in run.cells] + [j.spec() for j in run.sweep.judges]
-    preflight(specs)
+    preflight([c.model.spec() for c in run.cells] + judge_specs(every))
     RunStore(run.dir).ensure_writable()
     if log_supersede:
         supersede(run.dir, changed, shown_path(run.params_path))
@@ -168,12 +174,12 @@ async def run_judge(run: Run, *, judges: str | Iterable[str] | None = None, max_
     (`bench sweep` passes its start, so one sweep asks each item once).
     """
     chosen = load_judges(run, judges)
-    preflight([j.entry.spec() for j in chosen])
+    preflight(judge_specs(chosen))
     with _interrupts_say(run, answers=False, judges=chosen, stage="run_judge"), run_lock(run.dir):
         import_rescued(run.dir)
         rekey(run)
         supersede(run.dir, check_contents(run, chosen), shown_path(run.params_path))  # else refused: exit 2
-        async with _stage_llm(run, max_concurrency) as llm:
+        async with _stage_llm(run, max_concurrency, images=any(j.rubric.images for j in chosen)) as llm:
             result = await judge_stage(run, llm, chosen, shard=shard or None, progress=progress,
                                        failed_since=failed_since)
     if progress != "none":

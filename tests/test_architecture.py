@@ -43,7 +43,7 @@ DASK = {"dask", "distributed"}
 HEAVY = {"litellm", "mlflow", "plotly", "polars", "pandas", "papermill", "nbconvert", "nbformat", "playwright",
          "llama_cpp", "jupyter_client", "ipywidgets", "IPython", "pyarrow", "numpy", "scipy", "opentelemetry",
          "aiohttp", "yaml", "pydantic", "tqdm", "dask", "distributed", "huggingface_hub", "nbclient", "sqlalchemy",
-         "psycopg2", "tiktoken"}
+         "psycopg2", "tiktoken", "PIL"}
 
 
 def module_name(path: Path) -> str:

@@ -1,6 +1,7 @@
 """Analysis of a run folder on polars: leaderboards with bootstrap CIs, paired differences, pairwise
-win rates and Bradley–Terry ratings (also style-controlled), judge reliability and stability, a
-leaderboard calibrated by human reviews (PPI++), and usage; and the record listings and counts the
+win rates and Bradley–Terry ratings (also style-controlled), judge reliability and stability, judge
+accuracy against ground truth (a dataset's labels, reference checks), a leaderboard calibrated by human
+reviews (PPI++), and usage; and the record listings and counts the
 collect and judge notebooks show.
 
 :func:`load_run` is the one loader of a run's records: ``summarize(run_dir)`` computes everything the
@@ -11,6 +12,7 @@ Importing this package imports polars and numpy (``import bench`` alone does not
 
 from __future__ import annotations
 
+from bench.analysis.accuracy import judge_accuracy, label_agreement
 from bench.analysis.agreement import cohen_kappa, complete_pairs, krippendorff_alpha
 from bench.analysis.bootstrap import bootstrap_means, holm, percentile_interval, sign_flip_pvalues
 from bench.analysis.calibrated import calibrated_leaderboard
@@ -30,9 +32,9 @@ __all__ = [
     "COMPOSITE", "RunTables", "Summary", "battle_texts", "battles", "bootstrap_means", "bradley_terry",
     "calibrated_leaderboard", "candidate_listing",
     "cell_counts", "cohen_kappa", "complete_pairs", "composite", "disagreements", "examples", "fit_bradley_terry",
-    "holm", "inter_judge", "item_variance", "judge_counts", "judge_health", "judge_stability", "judge_vs_human",
-    "judgment_listing", "jury_alpha",
-    "krippendorff_alpha", "leaderboard", "load_run",
+    "holm", "inter_judge", "item_variance", "judge_accuracy", "judge_counts", "judge_health", "judge_stability",
+    "judge_vs_human", "judgment_listing", "jury_alpha",
+    "krippendorff_alpha", "label_agreement", "leaderboard", "load_run",
     "packed_vs_single", "paired_differences", "percentile_interval", "position_consistency", "sign_flip_pvalues",
     "stability_leaderboard", "style_battles", "style_controlled_ratings", "summarize", "ties_broken",
     "usage_by_cell", "usage_by_judge", "win_matrix", "win_rates", "with_reviews", "worker_table",

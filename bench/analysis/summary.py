@@ -9,6 +9,7 @@ import polars as pl
 
 from bench.core.outcome import failures
 from bench.config.scenarios import describe
+from bench.analysis.accuracy import judge_accuracy
 from bench.analysis.calibrated import calibrated_leaderboard
 from bench.analysis.scales import judge_scales
 from bench.analysis.judge_stability import item_variance, judge_stability, stability_leaderboard
@@ -49,6 +50,7 @@ class Summary:
     stability_board: pl.DataFrame  # per (judge, cell) of judges with repeats: intervals widened by their noise
     stability_items: pl.DataFrame  # per judge: the 10 answers whose grades varied most across its repeats
     ties: pl.DataFrame  # per judge with logprobs: sampled-score ties the expected score breaks
+    accuracy: pl.DataFrame  # per judge, ground truth and category: agreement with labels / reference checks, with CI
 
 
 def summarize(run: str | Path | RunTables, *, resamples: int = 1000, seed: int = 0, level: float = 0.95,
@@ -82,7 +84,8 @@ def summarize(run: str | Path | RunTables, *, resamples: int = 1000, seed: int =
         stability=judge_stability(t.scores, criteria=[COMPOSITE]),
         stability_board=stability_leaderboard(_repeated(t.scores), resamples=resamples, seed=seed, level=level),
         stability_items=item_variance(t.scores, top=10),
-        ties=ties_broken(t.scores))
+        ties=ties_broken(t.scores),
+        accuracy=judge_accuracy(raw, resamples=resamples, seed=seed, level=level))
 
 
 def _composite_scales(t: RunTables) -> dict[str, tuple[float, float]]:

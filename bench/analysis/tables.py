@@ -23,7 +23,7 @@ COMPOSITE = "composite"  # the criterion name of a judgment's composite score in
 
 _USAGE = {"prompt_tokens": pl.Int64, "completion_tokens": pl.Int64, "cost_usd": pl.Float64,
           "latency_s": pl.Float64, "cached": pl.Boolean, "calls": pl.Int64, "cache_hits": pl.Int64,
-          "schema_version": pl.Int64}
+          "schema_version": pl.Int64, "reasoning_tokens": pl.Int64}  # of completion_tokens: thinking (None: unsaid)
 CANDIDATE_SCHEMA = {"id": pl.Utf8, "model": pl.Utf8, "prompt": pl.Utf8, "cell": pl.Utf8, "scenario": pl.Utf8,
                     "sample": pl.Int64, "output": pl.Utf8, "error": pl.Utf8, "error_kind": pl.Utf8, **_USAGE,
                     "flags": pl.List(pl.Utf8)}
@@ -129,9 +129,9 @@ def _unit_reviews(t: RunTables) -> pl.DataFrame:
 def _usage(rec: Any) -> tuple:
     u = rec.usage
     if u is None:  # a schema-1 failure: it sent at least one request
-        return (None, None, None, None, None, 1 if rec.error else None, 0, rec.schema_version)
+        return (None, None, None, None, None, 1 if rec.error else None, 0, rec.schema_version, None)
     return (u.prompt_tokens, u.completion_tokens, u.cost_usd, u.latency_s, u.cached, u.calls, u.cache_hits,
-            rec.schema_version)
+            rec.schema_version, u.reasoning_tokens)
 
 
 def _candidate_row(c: Candidate) -> tuple:

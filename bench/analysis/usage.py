@@ -7,7 +7,8 @@ replies answered without one. Cost is summed only where every record's price was
 otherwise the row says how many records had no price instead of presenting a partial sum
 as the total. Latency percentiles are over records not served from the response cache (a
 cache hit keeps the original call's usage, so tokens and cost stay those of the original
-call).
+call). ``reasoning_tokens``, the part of ``completion_tokens`` a reasoning model spent thinking (billed
+and priced as output, so already in ``cost_usd``), is a column only when some record reports it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ USAGE_COLS = ["calls", "cache_hits", "error", "prompt_tokens", "completion_token
 
 def _summary(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     fresh = pl.col("latency_s").filter(~pl.col("cached").fill_null(False))
+    thought = "reasoning_tokens" in frame.columns and frame["reasoning_tokens"].is_not_null().any()
     return (frame.group_by(by)
             .agg(pl.col("calls").fill_null(0).sum().alias("calls"),
                  pl.col("cache_hits").fill_null(0).sum().alias("cache_hits"),
@@ -28,6 +30,7 @@ def _summary(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
                  pl.col("prompt_tokens").sum().alias("prompt_tokens"),
                  pl.col("completion_tokens").sum().alias("completion_tokens"),
                  pl.col("completion_tokens").filter(pl.col("error").is_null()).mean().alias("mean_completion_tokens"),
+                 *([pl.col("reasoning_tokens").sum().alias("reasoning_tokens")] if thought else []),
                  pl.when(pl.col("cost_usd").is_null().sum() == 0).then(pl.col("cost_usd").sum()).alias("cost_usd"),
                  pl.col("cost_usd").is_null().sum().alias("unpriced_records"),
                  fresh.quantile(0.5, "linear").alias("latency_p50_s"),

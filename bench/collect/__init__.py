@@ -7,7 +7,8 @@ cap (:func:`collect_stage`), as ``bench.judge.stage`` does for judges. Opening t
 run lock and the interrupt line around a stage: ``bench.stages.run_collect``.
 """
 
-from bench.collect.answers import WorkItem, answer, make_candidate, plan
+from bench.collect.answers import WorkItem, answer, make_candidate, plan, request_messages
 from bench.collect.stage import CollectResult, answer_counts, collect_stage
 
-__all__ = ["CollectResult", "WorkItem", "answer", "answer_counts", "collect_stage", "make_candidate", "plan"]
+__all__ = ["CollectResult", "WorkItem", "answer", "answer_counts", "collect_stage", "make_candidate", "plan",
+           "request_messages"]

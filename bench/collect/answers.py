@@ -16,6 +16,7 @@ from bench.config.params import Cell, Sweep
 from bench.config.templates import fill_prompt
 from bench.core.errors import Halted, ProviderError
 from bench.core.flags import flags
+from bench.core.images import attach_images
 from bench.core.records import Candidate, Scenario, content_hash, failed_usage
 from bench.core.secrets import redact
 from bench.models.client import LLM
@@ -45,15 +46,23 @@ def plan(sweep: Sweep, scenarios: list[Scenario], cells: Iterable[Cell]) -> list
     return [WorkItem(c, s, k) for c in cells for s in scenarios for k in range(sweep.samples)]
 
 
+def request_messages(item: WorkItem) -> list[dict]:
+    """Return the messages a work item asks: its cell's prompt filled with the scenario's fields, then the
+    scenario's images after the user text (bench.core.images; a scenario without images: the filled prompt)."""
+    return attach_images(fill_prompt(item.cell.prompt, item.scenario), item.scenario.images)
+
+
 def make_candidate(item: WorkItem, messages: list[dict], *, output: str | None = None,
-                   error: Exception | None = None, usage=None, attempt: int = 1) -> Candidate:
-    """Return the Candidate record of a finished work item: its answer, or its failure as data."""
+                   error: Exception | None = None, usage=None, attempt: int = 1,
+                   reasoning: str | None = None) -> Candidate:
+    """Return the Candidate record of a finished work item: its answer (its reasoning apart), or its failure."""
     kind = getattr(error, "kind", None) or ("internal" if error is not None else None)
     if error is not None and usage is None:
         usage = failed_usage(error)
     return Candidate(**item._identity(), id=item.candidate_id, model_id=item.cell.model.id, messages=messages,
                      output=output, error=None if error is None else str(error), error_kind=kind, usage=usage,
-                     attempt=attempt, flags=flags(output))
+                     attempt=attempt, flags=flags(output),
+                     reasoning=reasoning if error is None else getattr(error, "reasoning", None))  # a reasoning_cut
 
 
 async def answer(item: WorkItem, llm: LLM, attempt: int = 1) -> Candidate:
@@ -62,7 +71,7 @@ async def answer(item: WorkItem, llm: LLM, attempt: int = 1) -> Candidate:
     ``attempt`` > 1 (a resume asking a failure again) is part of the request's identity, so
     it is a fresh request, never a reply kept for an earlier attempt.
     """
-    messages = fill_prompt(item.cell.prompt, item.scenario)
+    messages = request_messages(item)
     try:
         comp = await llm.complete(item.cell.model.spec(), messages, sample=item.sample, attempt=attempt,
                                   label=item.candidate_id)
@@ -74,4 +83,4 @@ async def answer(item: WorkItem, llm: LLM, attempt: int = 1) -> Candidate:
         warnings.warn(f"collect: unexpected {type(err).__name__} for {item.candidate_id}: {redact(str(err))}",
                       RuntimeWarning)
         return make_candidate(item, messages, error=err, attempt=attempt)
-    return make_candidate(item, messages, output=comp.text, usage=comp.usage, attempt=attempt)
+    return make_candidate(item, messages, output=comp.text, usage=comp.usage, attempt=attempt, reasoning=comp.reasoning)

@@ -6,9 +6,11 @@ Layer 3 (above core and models). It produces:
   its scenario source and its `Limits`, and the grid's `Cell`s;
 - the `Scenario` records of a sweep (`build`), generated from dimensions (`generate`) or read from a
   dataset (`load_dataset`, one reader per format in `READERS`), and the chat messages of a prompt
-  filled with one of them (`fill_prompt`);
+  filled with one of them (`fill_prompt`); a dataset's images (`images:` columns) checked and hashed into
+  refs, the models that must read them (`check_vision`) and the run folder's copy of them (`store_images`);
 - a `Rubric` from a rubric file (`load_rubric`): its scoring and the JSON schemas of a judge's replies;
-- the results of automated `Check`s on a text (`run_checks`, `automated_score`).
+- the results of automated `Check`s on a text (`run_checks`, `automated_score`), some against the scenario's
+  reference answer (`reference_problems` says before any spend what a scenario lacks for them).
 
 Every mistake in a file is a ParamsError naming the file, the key path and what is allowed; one id
 rule (`bench.config.ids`) holds for every id. Nothing here calls a model.
@@ -17,7 +19,9 @@ rule (`bench.config.ids`) holds for every id. Nothing here calls a model.
 from __future__ import annotations
 
 from bench.config.checks import (CHECK_MODELS, KINDS, Check, CheckResult, ContainsCheck, ExcludesCheck, JsonCheck,
-                                 LengthCheck, RegexCheck, automated_score, parse_check, run_check, run_checks)
+                                 LengthCheck, RegexCheck, automated_score, parse_check, checks_with_reference,
+                                 reference_problems, run_check, run_checks)
+from bench.config.reference_checks import ChoiceCheck, ExactMatchCheck, NumericCheck, TokenF1Check
 from bench.config.entries import Endpoint, JudgeEntry, JudgeMode, ModelEntry, Price, PromptEntry, template_fields
 from bench.config.generator import generate, product_size
 from bench.config.ids import ID_HELP, ID_PATTERN, SafeId, check_id, is_id
@@ -26,19 +30,24 @@ from bench.config.readers import READERS, DatasetReader, load_dataset
 from bench.config.reply_schemas import response_format
 from bench.config.rubric_spec import (DEFAULT_LABELS, RUBRIC_MODES, Criterion, HybridWeights, Requirement, RubricMode,
                                       RubricSpec)
-from bench.config.rubrics import Rubric, available_rubrics, load_rubric, parse_rubric, run_rubric, snapshot_rubric
-from bench.config.scenarios import build, describe, planned_count, read_scenarios, write_scenarios
-from bench.config.sources import DatasetSource, Dimension, GenerateSource, Scenarios, SubsetDimension
+from bench.config.rubrics import (Rubric, available_rubrics, check_reference_keys, load_rubric, parse_rubric, run_rubric,
+                                  snapshot_rubric)
+from bench.config.scenarios import (build, describe, planned_count, read_scenarios, reference_source,
+                                    write_scenarios)
+from bench.config.sources import DatasetSource, Dimension, GenerateSource, InlineScenario, Scenarios, SubsetDimension
 from bench.config.templates import check_placeholders, fill_prompt
+from bench.config.vision import check_vision, image_columns, store_images
 from bench.models.limits import Limits
 
 __all__ = [
-    "CHECK_MODELS", "Cell", "Check", "CheckResult", "ContainsCheck", "Criterion", "DEFAULT_LABELS", "DatasetReader",
-    "DatasetSource", "Dimension", "Endpoint", "ExcludesCheck", "GenerateSource", "HybridWeights", "ID_HELP",
-    "ID_PATTERN", "JsonCheck", "JudgeEntry", "JudgeMode", "KINDS", "LengthCheck", "Limits", "ModelEntry", "Price",
-    "PromptEntry", "READERS", "RUBRIC_MODES", "RegexCheck", "Requirement", "Rubric", "RubricMode", "RubricSpec",
-    "SafeId", "Scenarios", "SubsetDimension", "Sweep", "automated_score", "available_rubrics", "build",
-    "check_id", "check_placeholders", "describe", "fill_prompt", "generate", "is_id", "load_dataset", "load_rubric",
-    "load_sweep", "parse_check", "parse_rubric", "planned_count", "product_size", "read_scenarios", "response_format",
+    "CHECK_MODELS", "Cell", "Check", "CheckResult", "ChoiceCheck", "ContainsCheck", "Criterion", "DEFAULT_LABELS", "DatasetReader",
+    "DatasetSource", "Dimension", "Endpoint", "ExactMatchCheck", "ExcludesCheck", "GenerateSource", "HybridWeights", "ID_HELP", "InlineScenario",
+    "ID_PATTERN", "JsonCheck", "JudgeEntry", "JudgeMode", "KINDS", "LengthCheck", "Limits", "ModelEntry", "NumericCheck",
+    "Price", "PromptEntry", "READERS", "RUBRIC_MODES", "RegexCheck", "Requirement", "Rubric", "RubricMode", "RubricSpec",
+    "SafeId", "Scenarios", "SubsetDimension", "Sweep", "TokenF1Check", "automated_score", "available_rubrics", "build",
+    "check_id", "check_placeholders", "check_reference_keys", "reference_source", "describe", "fill_prompt", "generate", "is_id", "load_dataset", "load_rubric",
+    "load_sweep", "parse_check", "parse_rubric", "planned_count", "product_size", "read_scenarios", "checks_with_reference",
+    "reference_problems", "response_format",
     "run_check", "run_checks", "run_rubric", "snapshot_rubric", "template_fields", "write_scenarios",
+    "check_vision", "image_columns", "store_images",  # a dataset's images: models that read them, the run's store
 ]

@@ -3,7 +3,11 @@
 A rubric lists them under ``checks:``; each has an ``id``, a ``kind`` and a ``weight``.
 Kinds: ``regex`` (a pattern must, or must not, match), ``length`` (bounds on characters
 and/or words), ``json`` (the text parses as JSON, optionally an object with given keys),
-``contains`` (all / any of some strings appear) and ``excludes`` (none of them appear).
+``contains`` (all / any of some strings appear) and ``excludes`` (none of them appear);
+and, against the scenario's reference answer (`bench.config.reference_checks`): ``exact_match``,
+``numeric``, ``choice`` and ``token_f1``, and ``regex`` with ``reference:`` instead of ``pattern:``
+(the reference is the pattern). Each check scores 0..1: 1 passed, 0 failed; a token F1 is fractional.
+The text checked is the candidate's answer (its ``output``), never its reasoning.
 
 `run_check` is pure and never raises, whatever the text (None, null bytes, lone
 surrogates, megabytes): a check that cannot be evaluated fails with the reason in
@@ -17,7 +21,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Annotated, Any, Literal, Union
 
@@ -25,6 +30,8 @@ from pydantic import Field, TypeAdapter, field_validator, model_validator
 
 from bench.config._strict import Strict
 from bench.config.ids import SafeId
+from bench.config.reference_checks import (REFERENCE_KINDS, ChoiceCheck, ExactMatchCheck, NumericCheck,
+                                           TokenF1Check, run_reference_check)
 
 _SHOW = 60  # characters of a value or pattern quoted in a detail
 _FENCE = re.compile(r"^```[A-Za-z0-9_-]*[ \t]*\r?\n(.*?)\r?\n?```$", re.DOTALL)
@@ -36,14 +43,23 @@ class _CheckBase(Strict):
 
 
 class RegexCheck(_CheckBase):
-    """Passes when ``pattern`` is found in the text (or, with ``must_match: false``, when it is not)."""
+    """Passes when ``pattern`` is found in the text (or, with ``must_match: false``, when it is not).
+
+    ``reference: <key>`` instead of ``pattern`` takes the pattern from the scenario's reference value.
+    """
 
     kind: Literal["regex"]
-    pattern: str
+    pattern: str | None = None
+    reference: str | None = Field(default=None, min_length=1)
     must_match: bool = True
 
     @model_validator(mode="after")
     def _compiles(self) -> "RegexCheck":
+        if (self.pattern is None) == (self.reference is None):
+            raise ValueError(f"check '{self.id}': give exactly one of pattern (a regular expression) or "
+                             f"reference (the scenario's reference key holding one)")
+        if self.pattern is None:
+            return self
         try:
             re.compile(self.pattern)
         except (re.error, RecursionError, OverflowError) as exc:
@@ -116,13 +132,13 @@ class ExcludesCheck(_CheckBase):
         return _non_empty_values(v)
 
 
-Check = Annotated[Union[RegexCheck, LengthCheck, JsonCheck, ContainsCheck, ExcludesCheck],
-                  Field(discriminator="kind")]
+Check = Annotated[Union[RegexCheck, LengthCheck, JsonCheck, ContainsCheck, ExcludesCheck, ExactMatchCheck,
+                        NumericCheck, ChoiceCheck, TokenF1Check], Field(discriminator="kind")]
 """One automated check: the union of the kinds, chosen by ``kind``."""
 
-CHECK_MODELS: dict[str, type[_CheckBase]] = {
+CHECK_MODELS: dict[str, type[Strict]] = {
     "regex": RegexCheck, "length": LengthCheck, "json": JsonCheck,
-    "contains": ContainsCheck, "excludes": ExcludesCheck,
+    "contains": ContainsCheck, "excludes": ExcludesCheck, **REFERENCE_KINDS,
 }
 KINDS: tuple[str, ...] = tuple(CHECK_MODELS)  # in the order messages list them
 
@@ -136,22 +152,35 @@ def parse_check(data: Any) -> Check:
 
 @dataclass(frozen=True)
 class CheckResult:
-    """The outcome of one check on one text: ``detail`` says why in a few words."""
+    """The outcome of one check on one text: ``detail`` says why in a few words; ``score`` is 0..1
+    (default: 1 passed, 0 failed; a token F1 check's is the F1)."""
 
     id: str
     passed: bool
     detail: str
+    score: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.score is None:
+            object.__setattr__(self, "score", 1.0 if self.passed else 0.0)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the result as a plain dict (for Judgment.details)."""
         return asdict(self)
 
 
-def run_check(check: Check, text: Any) -> CheckResult:
-    """Return the result of one check on ``text``; never raises (an unevaluable check fails)."""
+def run_check(check: Check, text: Any, reference: Mapping[str, Any] | None = None) -> CheckResult:
+    """Return the result of one check on ``text``; never raises (an unevaluable check fails).
+
+    ``reference``: the scenario's reference values, read by a check that names a reference key (one it
+    lacks fails the check, saying so; `reference_problems` finds that before any spend).
+    """
     cid = str(getattr(check, "id", "?"))
     try:
         text = _as_text(text)
+        key = getattr(check, "reference", None)
+        if key is not None:
+            return _against_reference(check, text, key, reference)
         runner = _RUNNERS.get(getattr(check, "kind", None))
         if runner is None:
             return CheckResult(cid, False, f"unknown check kind {getattr(check, 'kind', None)!r}")
@@ -161,13 +190,65 @@ def run_check(check: Check, text: Any) -> CheckResult:
         return CheckResult(cid, False, f"check could not run: {type(exc).__name__}: {_clip(str(exc))}")
 
 
-def run_checks(checks: Sequence[Check], text: Any) -> list[CheckResult]:
-    """Return the result of every check on ``text``, in order; never raises."""
-    return [run_check(c, text) for c in checks]
+def _against_reference(check: Any, text: str, key: str, reference: Mapping[str, Any] | None) -> CheckResult:
+    """Return the result of a check that reads the scenario's reference value ``key``."""
+    if not reference or key not in reference:
+        return CheckResult(check.id, False, f"the scenario has no reference {_show(key)}")
+    expected = reference[key]
+    if check.kind == "regex":
+        error = _regex_error(str(expected))
+        if error is not None:
+            return CheckResult(check.id, False, f"the reference {_show(str(expected))} is no regular expression ({error})")
+        pattern = re.compile(str(expected))
+        passed, detail = _run_regex(check, text, pattern)
+        return CheckResult(check.id, passed, detail)
+    score, passed, detail = run_reference_check(check, text, expected)
+    return CheckResult(check.id, passed, detail, score)
+
+
+def run_checks(checks: Sequence[Check], text: Any, reference: Mapping[str, Any] | None = None) -> list[CheckResult]:
+    """Return the result of every check on ``text`` (``reference``: the scenario's), in order; never raises."""
+    return [run_check(c, text, reference) for c in checks]
+
+
+def checks_with_reference(checks: Sequence[Check]) -> list[Check]:
+    """Return the checks that compare with a scenario's reference value (``reference:``), in order: what judge
+    accuracy takes for ground truth (bench.analysis.accuracy), leaving a length or JSON check out."""
+    return [c for c in checks if getattr(c, "reference", None) is not None]
+
+
+def reference_problems(checks: Sequence[Check], references: Sequence[Mapping[str, Any] | None]) -> list[str]:
+    """Return what keeps ``checks`` from running on scenarios with these ``references`` (one line each): a
+    reference key some scenario lacks (with how many lack it, and the keys they have), a reference used as a
+    pattern that is no regular expression. Empty when every check can run."""
+    problems = []
+    for c in checks_with_reference(checks):
+        key = c.reference  # type: ignore[attr-defined]
+        lacking = [r for r in references if not r or key not in r]
+        if lacking:
+            have = sorted({k for r in references if r for k in r})
+            problems.append(f"check '{c.id}' compares with reference '{key}', which {len(lacking)} of "
+                            f"{len(references)} scenarios lack (their reference keys: {', '.join(have) or 'none'})")
+        elif c.kind == "regex":
+            problems += [f"check '{c.id}': the reference '{key}' {_show(str(r[key]))} is no regular expression "
+                         f"({exc})" for r in references if (exc := _regex_error(str(r[key])))][:3]
+    return problems
+
+
+def _regex_error(pattern: str) -> str | None:
+    """Return why ``pattern`` is no regular expression, or None (a data value: its FutureWarnings are not shown)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            re.compile(pattern)
+        except (re.error, RecursionError, OverflowError) as exc:
+            return str(exc)
+    return None
 
 
 def automated_score(results: Sequence[CheckResult], checks: Sequence[Check]) -> float:
-    """Return the weighted fraction of checks passed, in [0, 1].
+    """Return the weighted mean of the checks' scores, in [0, 1] (with pass/fail checks: the weighted
+    fraction passed).
 
     Each check counts with its ``weight``; a check without a result counts as failed.
     Returns 0.0 when there are no checks or all weights are 0. Raises ValueError for a
@@ -177,11 +258,11 @@ def automated_score(results: Sequence[CheckResult], checks: Sequence[Check]) -> 
     unknown = sorted({r.id for r in results} - ids)
     if unknown:
         raise ValueError(f"results for unknown check(s) {', '.join(unknown)}; expected {', '.join(sorted(ids))}")
-    passed = {r.id for r in results if r.passed}
+    score = {r.id: float(r.score or 0.0) for r in results}
     total = sum(c.weight for c in checks)
     if total <= 0:
         return 0.0
-    return sum(c.weight for c in checks if c.id in passed) / total
+    return sum(c.weight * score.get(c.id, 0.0) for c in checks) / total
 
 
 # -- the kinds ------------------------------------------------------------------------------------------
@@ -193,10 +274,11 @@ def _as_text(text: Any) -> str:
     return text if isinstance(text, str) else str(text)
 
 
-def _run_regex(check: RegexCheck, text: str) -> tuple[bool, str]:
-    m = re.search(check.pattern, text)
+def _run_regex(check: RegexCheck, text: str, pattern: re.Pattern[str] | None = None) -> tuple[bool, str]:
+    m = (pattern or re.compile(check.pattern or "")).search(text)
     if check.must_match:
-        return (True, f"matched at {m.start()}") if m else (False, f"no match for {_show(check.pattern)}")
+        shown = check.pattern if pattern is None else pattern.pattern
+        return (True, f"matched at {m.start()}") if m else (False, f"no match for {_show(shown)}")
     return (False, f"forbidden match at {m.start()}: {_show(m.group(0))}") if m else (True, "no forbidden match")
 
 

@@ -63,6 +63,8 @@ class Endpoint(Strict):
     max_concurrency: int | None = Field(default=None, gt=0)  # this model's own cap on requests in flight
     price: Price | None = None
     batch: bool | BatchSettings = False  # send through the provider's Batch API (half price, hours): docs/batch-apis.md
+    think_end: str | None = Field(default=None, min_length=1)  # where a reply's inline thinking ends (docs/providers.md)
+    images: bool | None = None  # whether the model reads image parts; None: its provider says (docs/params.md#images)
 
     @field_validator("api_key_env")
     @classmethod
@@ -123,7 +125,7 @@ class Endpoint(Strict):
         return ModelSpec(self.model, api_base=self.api_base, api_key_env=self.api_key_env,
                          params=dict(self.params), transport=self.transport, rpm=self.rpm, tpm=self.tpm,
                          price=price, max_concurrency=self.max_concurrency, batch=batch,
-                         batch_discount=self.price.batch_discount if self.price else None)
+                         batch_discount=self.price.batch_discount if self.price else None, think_end=self.think_end)
 
 
 class ModelEntry(Endpoint):

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bench.config._errors import reason
+from bench.config.dataset_images import Sink, row_images
 from bench.config.sources import DatasetSource
 from bench.core.errors import ParamsError
 from bench.core.records import Scenario
@@ -81,13 +82,14 @@ READERS: dict[str, DatasetReader] = {"jsonl": jsonl_rows, "csv": csv_rows, "parq
 """The dataset formats: a file's extension (lower case, without the dot) → its reader."""
 
 
-def load_dataset(source: DatasetSource, base_dirs: list[Path]) -> list[Scenario]:
+def load_dataset(source: DatasetSource, base_dirs: list[Path], sink: Sink | None = None) -> list[Scenario]:
     """Return one scenario per distinct row of a dataset file, read by the `READERS` entry of its extension.
 
     ``fields`` maps template fields to columns and ``reference`` maps ground-truth keys
     to columns; ``limit`` keeps the first N rows. Rows with the same fields and
     reference are the same scenario (ids are content hashes), so they are kept once, in
     first-occurrence order. Every problem is a one-line ParamsError naming the file.
+    ``images`` columns are read and checked by bench.config.dataset_images (``sink`` gets their bytes).
     """
     path = _resolve(source.path, base_dirs)
     reader = READERS.get(path.suffix.lower().removeprefix("."))
@@ -99,7 +101,8 @@ def load_dataset(source: DatasetSource, base_dirs: list[Path]) -> list[Scenario]
     for where, row in itertools.islice(reader(path, source.limit), source.limit):
         fields = _pick(source.fields, row, where, "template field")
         reference = _pick(source.reference, row, where, "reference key") or None
-        scenario = Scenario(fields=fields, reference=reference, source=source.path)
+        images = row_images(source.images, row, path.parent, where, source.max_image_mb, sink) or None
+        scenario = Scenario(fields=fields, reference=reference, images=images, source=source.path)
         out.setdefault(scenario.id, scenario)
     if not out:
         raise ParamsError(f"{path}: the dataset has no rows; add rows or point scenarios.dataset.path "

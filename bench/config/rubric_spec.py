@@ -105,6 +105,26 @@ class RubricSpec(Strict):
     checks: list[Check] = Field(default_factory=list, validate_default=True)
     weights: HybridWeights | None = Field(default=None, validate_default=True)
     max_chars: int = Field(default=20000, gt=0)  # candidate text a judge sees; the judge truncates with a note
+    reference: list[str] = Field(default_factory=list)  # scenario reference keys shown to the judge, in this order
+    solve_first: bool = False  # the judge answers the question itself first (one cached request per question)
+    show_reasoning: bool = False  # the judge also sees the candidate's reasoning (off: only its final answer)
+    images: bool = False  # the judge also sees the scenario's images (scenarios.dataset.images), after the text
+
+    @field_validator("reference")
+    @classmethod
+    def _reference(cls, v: list[str]) -> list[str]:
+        if any(not k.strip() for k in v):
+            raise ValueError("reference keys cannot be empty")
+        refuse_duplicates("reference key", v)
+        return v
+
+    @field_validator("solve_first")
+    @classmethod
+    def _solve_first(cls, v: bool, info: ValidationInfo) -> bool:
+        if v and info.data.get("mode") == "automated":
+            raise ValueError("mode 'automated' calls no judge model, so there is no judge to answer first; "
+                             "remove solve_first or use mode hybrid")
+        return v
 
     @property
     def key(self) -> str:

@@ -4,8 +4,11 @@ A rubric file is YAML front matter between a first line ``---`` and the next ``-
 then a markdown body: the instruction the judge reads. The front matter (`RubricSpec`)
 says how the judge grades (``mode``) and with what: anchored ``criteria`` (rubric, hybrid),
 ``requirements`` (checklist), verdict ``labels`` (pairwise), automated ``checks``
-(automated, hybrid) and the hybrid ``weights``. Every mistake is a ParamsError naming
-the rubric file and the key path. The whole file's text is hashed into ``Rubric.hash``,
+(automated, hybrid) and the hybrid ``weights``; what the judge is shown besides the
+response: the scenario ``reference`` keys it names and, with ``solve_first``, its own
+answer (bench.judge.solutions). Every mistake is a ParamsError naming
+the rubric file and the key path (a reference key the scenarios lack:
+``check_reference_keys``, naming the dataset too). The whole file's text is hashed into ``Rubric.hash``,
 so an edit without a version bump is still recognised as a different rubric.
 
 A `Rubric` scores with `bench.config.scoring` and describes a judge's replies with
@@ -26,7 +29,7 @@ from bench.config._errors import format_errors
 from bench.config._yaml import parse_yaml
 from bench.config.rubric_spec import Criterion, RubricSpec
 from bench.core.errors import ParamsError
-from bench.core.records import content_hash
+from bench.core.records import Scenario, content_hash
 from bench.core.reviewed import scale_of
 from bench.core.store import atomic_write
 
@@ -125,6 +128,21 @@ def run_scales(run_dir: Path | str, judgments: Iterable[Any], root: Path | str |
         except ParamsError:
             continue
     return out
+
+
+def check_reference_keys(rubric: Rubric, scenarios: list[Scenario], source: str) -> None:
+    """Raise ParamsError when ``rubric`` names a reference key (``reference:``) that some scenario lacks,
+    naming the rubric file and the key, and ``source`` (where the scenarios come from) with the reference
+    keys every scenario has. Checked before any call: a judge must never be shown a reference that is not there."""
+    if not rubric.reference:
+        return
+    have = [set(s.reference or {}) for s in scenarios]
+    common = set.intersection(*have) if have else set()
+    missing = [k for k in rubric.reference if k not in common]
+    if missing:
+        keys = ", ".join(sorted(common)) or "none"
+        raise ParamsError(f"{rubric.path}: reference: names {', '.join(missing)}, which the scenarios lack: {source} "
+                          f"gives every scenario the reference keys: {keys}; add it there or remove it from the rubric")
 
 
 def available_rubrics(root: Path | str) -> list[str]:

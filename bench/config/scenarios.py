@@ -1,4 +1,5 @@
-"""Scenarios: the inputs of the grid, generated from named dimensions or read from a dataset.
+"""Scenarios: the inputs of the grid, generated from named dimensions, read from a dataset or listed in the
+params file (``scenarios.inline``, each with its fields and, optionally, its reference).
 
 ``build`` turns a params file's ``scenarios:`` section into a list of ``Scenario`` records
 (deterministic: the same params give the same scenarios, in the same order, in every
@@ -19,6 +20,7 @@ from bench.config._errors import reason
 from bench.config.generator import generate, product_size
 from bench.config.params import Sweep
 from bench.config.readers import load_dataset
+from bench.config.sources import InlineScenario
 from bench.config.templates import check_placeholders
 from bench.core.errors import ParamsError, StoreError
 from bench.core.records import Scenario
@@ -34,6 +36,8 @@ def describe(fields: dict[str, Any], width: int | None = None) -> str:
 
 def planned_count(sweep: Sweep) -> int | None:
     """Return how many scenarios the params will make, without making them (None for a dataset)."""
+    if sweep.scenarios.inline is not None:
+        return len(sweep.scenarios.inline)
     source = sweep.scenarios.generate
     if source is None:
         return None
@@ -55,11 +59,39 @@ def build(sweep: Sweep, params_path: Path, project_root: Path) -> list[Scenario]
             scenarios = generate(source.generate, sweep.seed)
         except ParamsError as exc:
             raise ParamsError(f"{params_path}: {exc}") from None
+    elif source.inline is not None:
+        scenarios = listed_scenarios(source.inline, params_path)
     else:
         assert source.dataset is not None  # Scenarios guarantees exactly one source
         scenarios = load_dataset(source.dataset, [Path(params_path).parent, Path(project_root)])
     check_placeholders(sweep.prompts, scenarios, params_path)
     return scenarios
+
+
+def listed_scenarios(inline: list[InlineScenario], params_path: Path) -> list[Scenario]:
+    """Return the scenarios written in the params file (``scenarios.inline``), in their order; two alike
+    (same fields and reference: one id) are a ParamsError naming both."""
+    out: dict[str, int] = {}
+    scenarios = []
+    for n, entry in enumerate(inline):
+        scenario = Scenario(fields=entry.fields, reference=entry.reference or None, source="inline")
+        first = out.setdefault(scenario.id, n)
+        if first != n:
+            raise ParamsError(f"{params_path}: scenarios.inline[{n}] is the same scenario as scenarios.inline"
+                              f"[{first}] (same fields and reference); remove one")
+        scenarios.append(scenario)
+    return scenarios
+
+
+def reference_source(sweep: Sweep, params_path: Path) -> str:
+    """Return where the sweep's scenarios (and so their ``reference`` values) come from, for a message."""
+    source = sweep.scenarios
+    if source.dataset is not None:
+        return f"the dataset {source.dataset.path} (mapped by scenarios.dataset.reference in {params_path})"
+    if source.inline is not None:
+        return f"scenarios.inline in {params_path} (each scenario's reference)"
+    return (f"scenarios.generate in {params_path} (generated scenarios carry no reference: list them under "
+            f"scenarios.inline, each with its reference, or read a dataset)")
 
 
 def write_scenarios(run_dir: Path, scenarios: list[Scenario]) -> Path:

@@ -56,6 +56,15 @@ class DatasetSource(Strict):
     fields: dict[str, str] = Field(min_length=1)
     reference: dict[str, str] = Field(default_factory=dict)  # ground truth columns (e.g. label)
     limit: int | None = Field(default=None, gt=0)
+    images: list[str] = Field(default_factory=list)  # columns of image paths (relative to the file) or URLs
+    max_image_mb: float = Field(default=20, gt=0)  # a larger image file is refused before anything is sent
+
+
+class InlineScenario(Strict):
+    """One scenario written in the params file: its template fields and, optionally, its ground truth."""
+
+    fields: dict[str, Any] = Field(min_length=1)
+    reference: dict[str, Any] | None = None  # e.g. {answer: "4"}: what a rubric's `reference:` shows the judge
 
 
 class Scenarios(Strict):
@@ -63,9 +72,10 @@ class Scenarios(Strict):
 
     generate: GenerateSource | None = None
     dataset: DatasetSource | None = None
+    inline: list[InlineScenario] | None = Field(default=None, min_length=1)  # scenarios listed in the params file
 
     @model_validator(mode="after")
     def _one(self) -> "Scenarios":
-        if (self.generate is None) == (self.dataset is None):
-            raise ValueError("give exactly one of 'generate' or 'dataset'")
+        if sum(source is not None for source in (self.generate, self.dataset, self.inline)) != 1:
+            raise ValueError("give exactly one of 'generate' or 'dataset' (or 'inline': scenarios listed here)")
         return self

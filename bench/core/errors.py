@@ -42,7 +42,7 @@ class ProviderError(BenchError):
         self.kind = kind
         self.status = status
         self.retryable = retryable
-        self.attempts = attempts  # requests this call sent (0: it shared an identical request in flight)
+        self.attempts = attempts  # requests this call sent (0: it shared one in flight, or failed before sending)
         self.retry_after = retry_after
         self.shared = False  # True: the failure of another call's identical request, shared while in flight
 

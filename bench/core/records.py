@@ -97,7 +97,8 @@ class Usage(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     prompt_tokens: int | None = None
-    completion_tokens: int | None = None
+    completion_tokens: int | None = None  # includes reasoning_tokens: thinking is billed as output
+    reasoning_tokens: int | None = None  # of completion_tokens, the thinking the provider reported (None: not said)
     cost_usd: float | None = None
     latency_s: float | None = None
     attempts: int = 1  # requests sent for the last call (1 + its retries)
@@ -130,6 +131,7 @@ def failed_usage(error: Exception) -> Usage:
     costs = [a.get("cost_usd") for a in paid]
     return Usage.model_construct(
         prompt_tokens=total("prompt_tokens"), completion_tokens=total("completion_tokens"),
+        reasoning_tokens=total("reasoning_tokens") if any(a.get("reasoning_tokens") for a in paid) else None,
         cost_usd=None if any(c is None for c in costs) else round(sum(costs), 12), calls=n, attempts=n,
         cache_hits=int(shared), cached=shared, finish_reason=paid[-1].get("finish_reason") if paid else None,
         over_limit=any(a.get("over_limit") for a in paid), estimated=any(a.get("estimated") for a in paid),
@@ -151,6 +153,7 @@ def add_usage(parts: list[Usage]) -> Usage | None:
     costs = [u.cost_usd for u in parts]
     return Usage.model_construct(
         prompt_tokens=total("prompt_tokens"), completion_tokens=total("completion_tokens"),
+        reasoning_tokens=total("reasoning_tokens"),
         cost_usd=None if any(c is None for c in costs) else round(sum(costs), 12),
         latency_s=None if (lat := total("latency_s")) is None else round(lat, 4),
         attempts=parts[-1].attempts, cached=all(u.cached for u in parts),
@@ -209,10 +212,14 @@ class Scenario(Record):
     fields: dict[str, Any]
     reference: dict[str, Any] | None = None  # e.g. a JudgeBench label; part of the identity
     source: str = ""  # "generate", a dataset path, …: provenance only
+    images: list[dict[str, Any]] | None = None  # the dataset's images: refs to the run folder's store (bench.core.images)
 
     @classmethod
     def identity(cls, data: dict[str, Any]) -> Any:
-        return {"fields": data.get("fields"), "reference": data.get("reference")}
+        ident = {"fields": data.get("fields"), "reference": data.get("reference")}
+        if data.get("images"):  # each image's column and content hash (or URL); absent without images: ids unchanged
+            ident["images"] = [{k: i[k] for k in ("column", "sha256", "url") if i.get(k)} for i in data["images"]]
+        return ident
 
 
 class _Outcome(Record):
@@ -243,6 +250,7 @@ class Candidate(_Outcome):
     messages: list[dict[str, Any]] = Field(default_factory=list)
     output: str | None = None
     flags: list[str] = Field(default_factory=list)  # injection-like text in the output (bench.core.flags)
+    reasoning: str | None = None  # the reply's thinking, kept apart from ``output`` (bench.models.reasoning); no id part
 
     @classmethod
     def identity(cls, data: dict[str, Any]) -> Any:

@@ -176,8 +176,9 @@ def redact(text: str) -> str:
         return text
     pattern, literals = _current()
     # Python's regex engine tries every alternative at every position (about 70 µs per KB here);
-    # substring tests first (5 µs for a 2 KB record line) leave it to the rare text that may hold a secret.
-    if _URL_AT.search(text) or _QUERY_AT.search(text) or any(v in text for v in literals):
+    # substring tests first (5 µs for a 2 KB record line) leave it to the rare text that may hold a secret;
+    # a query parameter needs its "=" (the query test is the slowest: 1.5 µs for a 300-byte cache entry).
+    if _URL_AT.search(text) or ("=" in text and _QUERY_AT.search(text)) or any(v in text for v in literals):
         return pattern.sub(_replace, text)
     lower = text.lower()
     if any(t in lower for t in _TRIGGERS):

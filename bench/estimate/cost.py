@@ -3,11 +3,15 @@
 Per stage (collect per model; each judge with its mode), of the first-turn requests still to send
 (``bench.estimate.work``: the cache's replies and the run folder's records subtracted):
 
-- ``input_tokens``: their prompts counted with the model's tokenizer (``bench.models.tokens``).
+- ``input_tokens``: their prompts counted with the model's tokenizer (``bench.models.tokens``), each image
+  part at ``IMAGE_TOKENS``, a bound above what providers bill per image (``images`` counts them).
   Judge requests of answers not collected yet are built with a stand-in answer as long as that
   answer is expected to be (its cell's observed mean, else that of its model and params, else the mean
   of its model's cached replies, else its model's output bound), clipped at the rubric's ``max_chars``
   like any answer.
+- A reasoning model's thinking is output (billed and priced as such): its tokens are in both output counts
+  (its ``max_tokens`` bounds thinking and answer together; observed replies include the thinking), and a
+  stage whose model declares thinking (``reasoning``) says so in the notes.
 - ``output_tokens_max``: each request's output bound: its ``max_tokens`` (or
   ``max_completion_tokens``, …), else the model's maximum output in LiteLLM's local map, else
   ``DEFAULT_COMPLETION_TOKENS`` (``output_bound_from``: "max_tokens", "model" or "default", flagged).
@@ -38,8 +42,9 @@ from bench.estimate.work import Placeholder, StageWork, stage_work
 from bench.judge.stage import load_judges
 from bench.models.cache import open_cache
 from bench.models.client import LLM
+from bench.models.reasoning import thinks
 from bench.models.routing import Route, price_per_token, resolve
-from bench.models.tokens import counter_for, output_bound
+from bench.models.tokens import counter_for, image_parts, output_bound
 from bench.run import Run
 
 REPAIR_TOKENS = 40  # the repair turn's own message ("Your reply could not be used: <reason>. …") and framing
@@ -81,6 +86,8 @@ class StageEstimate:
     cost_usd_expected_direct: float | None
     cost_usd_expected_batch: float | None
     cost_usd_min: float | None  # the prompts alone (every reply empty)
+    reasoning: bool = False  # the model thinks first: its thinking is in the output tokens (bench.models.reasoning)
+    images: int = 0  # image parts of the requests to send, each in input_tokens at tokens.IMAGE_TOKENS (a bound)
 
     def as_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -166,7 +173,8 @@ def _stage(w: StageWork, route: Route, seen: Observed) -> StageEstimate:
         repairs_max=repairs, repair_rate=round(rate, 4), tokenizer=counter.tokenizer, tokenizer_note=counter.note,
         price_known=at is not None, cost_usd_max=cost(at, worst), cost_usd_expected=cost(at, likely),
         cost_usd_expected_direct=cost(direct, likely), cost_usd_expected_batch=cost(batched, likely),
-        cost_usd_min=cost(at, (input_tokens, 0)))
+        cost_usd_min=cost(at, (input_tokens, 0)), reasoning=thinks(route.spec),
+        images=sum(image_parts(a.messages) for a in w.asks))
 
 
 def _expected(w: StageWork, seen: Observed, bound: int) -> tuple[int, str]:

@@ -6,8 +6,8 @@
   (a new prompt of a model already asked).
 - Judges: the mean completion tokens per reply behind a judge's successful judgments (replies: the
   requests sent and the cache hits, ``usage.calls + usage.cache_hits``), per judge id; and its repair
-  rate: the replies beyond the first-turn requests, over every judgment with a usage (failures
-  included), per first-turn request. Retries of failed requests count as repairs here: the rate errs
+  rate: the replies beyond the first-turn requests (a ``solve_first`` solution request counts as one,
+  on the judgment that paid it), over every judgment with a usage (failures included), per first-turn request. Retries of failed requests count as repairs here: the rate errs
   high, never low.
 """
 
@@ -87,6 +87,7 @@ def observe(store: RunStore, judges: list[Judge], cells: Iterable[Cell] = ()) ->
                 acc2[1] += 1
         else:
             acc2[1] += judge.grader.requests_per_item(judge) / len(judge.grader.orders)
+        acc2[1] += bool(rec.details.get("solution_paid"))  # the judge's own answer it paid for: a first turn too
     out.judge_tokens = {jid: total / n for jid, (total, n) in tokens.items() if n}
     out.repair_rate = {jid: min(1.0, max(0.0, (n - first) / first)) for jid, (n, first) in replies.items() if first}
     return out

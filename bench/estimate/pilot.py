@@ -19,13 +19,13 @@ the pilot's records kept (a re-run with a higher budget continues from them).
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import replace
 
 from bench.config.scenarios import write_scenarios
 from bench.core.spend import recorded_spend
 from bench.estimate.cost import StageEstimate
 from bench.models.budget import dollars
+from bench.models.eventloop import run as run_loop
 from bench.run import Run
 from bench.stages import run_collect, run_judge
 
@@ -61,11 +61,11 @@ def send_pilot(run: Run, stages: list[StageEstimate], only_stage: str | None = N
           f"({', '.join(f'{s.stage} {s.id}' for s in stages)}) before the rest is committed", flush=True)
     try:
         if pilot.cells and pilot.sweep.collects and only_stage != "judge":
-            result = asyncio.run(run_collect(pilot, progress="none"))
+            result = run_loop(run_collect(pilot, progress="none"))  # uvloop where installed
             calls += result.calls
             print(f"pilot: {result}", flush=True)
         if pilot.sweep.judges:
-            result = asyncio.run(run_judge(pilot, progress="none"))
+            result = run_loop(run_judge(pilot, progress="none"))
             calls += result.calls
             print(f"pilot: {result}", flush=True)
     finally:

@@ -6,6 +6,7 @@ from bench.core.outcome import row_format
 from bench.estimate.cost import Estimate, StageEstimate
 from bench.models.budget import dollars
 from bench.models.ratelimit import DEFAULT_COMPLETION_TOKENS
+from bench.models.tokens import IMAGE_TOKENS
 
 FULL = ("stage", "id", "mode", "batch", "requests", "cached", "to send", "input tok", "output tok max",
         "output tok exp", "exp from", "repairs max", "cost max", "cost exp", "exp direct", "exp batch")
@@ -75,6 +76,14 @@ def notes(est: Estimate, *, compact: bool, entries: dict[tuple[str, str], str], 
     if unpriced := [s for s in stages if s.cost_usd_expected is None]:
         out.append(f"? price unknown: set price: {{input_per_mtok: …, output_per_mtok: …}} (USD per million "
                    f"tokens) on {', '.join(f'{where(s)} ({s.id}: {s.model})' for s in unpriced)} in {params}")
+    if thinking := [s for s in stages if s.reasoning and s.to_send]:
+        out.append(f"reasoning: {', '.join(f'{where(s)} ({s.id})' for s in thinking)} think before answering: their "
+                   f"thinking tokens are output tokens, in output tok max (max_tokens bounds thinking and answer "
+                   f"together) and output tok exp, and priced as output")
+    if pictured := [s for s in stages if s.images and s.to_send]:
+        out.append(f"images: {', '.join(f'{where(s)} ({s.id}: {s.images:,})' for s in pictured)} send image parts, "
+                   f"each counted as {IMAGE_TOKENS:,} tokens in input tok: a bound above what providers bill for one "
+                   f"image (gpt-4o-mini aside: docs/budget.md), so their input tokens and costs are upper bounds")
     if unknown := sum(s.unknown for s in stages):
         out.append(f"{unknown:,} judge request(s) grade answers not collected yet: their tokens are estimated with a "
                    f"stand-in answer of the expected length; whether the cache holds them is known once they exist")

@@ -2,7 +2,8 @@
 
 Collect asks one request per answer not yet in the run folder (per model); a judge asks, per item not
 yet graded, both pairwise orders (those not graded yet), one request per checklist requirement, one per
-item (rubric, hybrid), none for automated checks, and for the ``packed`` mode one per packed call,
+item (rubric, hybrid), none for automated checks, plus, for a rubric with ``solve_first``, one solution
+request per question and repeat its pending items share (``_solutions``), and for the ``packed`` mode one per packed call,
 packed as grading packs them: the answers already collected are graded by the judge stage ``pack_size``
 at a time in the run store's order (``bench.judge.packed``), the answers a sweep collects are graded as
 they arrive (``bench.judge.stream``), so each group is packed apart, and each execution of the sweep
@@ -23,15 +24,15 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Iterable, Set
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from bench.collect import WorkItem, make_candidate, plan
+from bench.collect import WorkItem, make_candidate, plan, request_messages
 from bench.config.params import Cell
 from bench.config.reply_schemas import response_format
-from bench.config.templates import fill_prompt
 from bench.core.records import Candidate, Judgment
 from bench.judge.packed import packed_messages, short_id  # the packed call, as grade_packed builds it
 from bench.judge.grader import Item, Judge
+from bench.judge.solutions import solution_messages
 from bench.judge.stage import items_for, load_judges, next_attempts, owns_dataset
 from bench.models.client import LLM
 from bench.models.routing import ModelSpec
@@ -91,7 +92,7 @@ def stage_work(run: Run, llm: LLM, placeholder: Placeholder | None = None, *, on
     stored = {c.id: c for c in store.latest(Candidate).values() if c.ok and c.cell in keys}
     fill = placeholder or (lambda cell, mean: "")
     cached = {w.id: sum(w.replies) / len(w.replies) for w in out if w.replies}  # model id -> cached reply length
-    future = {cid: make_candidate(it, fill_prompt(it.cell.prompt, it.scenario), output=answers[cid] if cid in answers
+    future = {cid: make_candidate(it, request_messages(it), output=answers[cid] if cid in answers
                                   else fill(it.cell, cached.get(it.cell.model.id)))
               for it, cid in work if collects and cid not in stored and tries.get(cid, 0) < limit}
     if only_stage == "collect":  # the judge stage does not run: what was collected earlier waits for it
@@ -120,7 +121,7 @@ def _collect_work(run: Run, llm: LLM, work: list[tuple[WorkItem, str]], seen: se
             continue
         spec = model.spec()
         todo = [(it, cid) for it, cid in mine if cid not in done and tries.get(cid, 0) < limit]
-        messages = [fill_prompt(it.cell.prompt, it.scenario) for it, _cid in todo]
+        messages = [request_messages(it) for it, _cid in todo]
         keys = [llm.request_key(spec, m, sample=it.sample, attempt=tries.get(cid, 0) + 1)
                 for (it, cid), m in zip(todo, messages)]
         hits = cached_keys(llm, keys, seen)
@@ -147,15 +148,18 @@ def _judge_work(run: Run, llm: LLM, judge: Judge, items: list[Item], new: tuple[
     per_item = len(judge.judgment_ids(items[0])) if items else 1
     n_done = len(items) - len(pending) - len(exhausted)
     out = StageWork("judge", judge.entry.id, judge.mode, spec, len(items) * per_item, n_done * per_item)
+    solutions, pending, unsolved, out.held = _solutions(llm, judge, items, pending, exhausted)
+    unknown = lambda item: bool(stand_ins.intersection(item.ids)) or id(item) in unsolved  # noqa: E731
     if grader.packed:
-        out.held = math.ceil(n_done / max(1, judge.entry.pack_size))
-        requests = [(packed_request(judge, chunk, run.sweep.seed), any(stand_ins.intersection(i.ids) for i in chunk))
+        out.held += math.ceil(n_done / max(1, judge.entry.pack_size))
+        requests = [(packed_request(judge, chunk, run.sweep.seed), any(unknown(i) for i in chunk))
                     for chunk in _chunks(judge, pending, future, group)]
     else:
-        out.held = round(grader.requests_per_item(judge) * n_done) + sum(
+        out.held += round(grader.requests_per_item(judge) * n_done) + sum(
             i in done for item in pending for i in judge.judgment_ids(item))  # a pairwise order graded earlier
-        requests = [((messages, rf, item.attempt, item.repeat), bool(stand_ins.intersection(item.ids))) for item in pending
+        requests = [((messages, rf, item.attempt, item.repeat), unknown(item)) for item in pending
                     for messages, rf in grader.first_requests(judge, item, done) or []]
+    requests = solutions + requests
     known = [r for r, unknown in requests if not unknown]
     keys = [llm.request_key(spec, m, response_format=rf, attempt=attempt, sample=repeat)
             for m, rf, attempt, repeat in known]
@@ -170,6 +174,34 @@ def _judge_work(run: Run, llm: LLM, judge: Judge, items: list[Item], new: tuple[
         for key in [k for k, hit in zip(keys, found) if hit][:CACHE_SAMPLE]:
             out.replies += _completion_tokens(llm.cache.get(key))
     return out
+
+
+def _solutions(llm: LLM, judge: Judge, items: list[Item], pending: list[Item], exhausted: list[Item]
+               ) -> tuple[list[tuple[tuple, bool]], list[Item], set[int], int]:
+    """Return, for a ``solve_first`` judge (bench.judge.solutions): its solution requests still to ask (one per
+    distinct request of the pending items: judge × question × repeat), the pending items with their solution,
+    the python ids of those whose solution is a stand-in, and the solution requests of the items already done
+    (held). A solution the response cache holds is the one their grade requests show, so those can be looked
+    up; else the answer being graded stands in for it (as long as an answer to that question), and the grade
+    requests built with it cannot be looked up (``unknown``). Without ``solve_first``: nothing, ``pending``."""
+    if not judge.rubric.solve_first:
+        return [], pending, set(), 0
+    spec, cache = judge.entry.spec(), llm.cache
+    texts: dict[str, str | None] = {}  # request key -> the cached solution (None: not cached)
+    asks, solved, unsolved = {}, [], set()
+    for item in pending:
+        key = llm.request_key(spec, solution_messages(judge, item), sample=item.repeat)
+        if key not in texts:
+            hit = cache.get(key) if cache is not None and cache.contains([key]) else None
+            texts[key] = hit["text"] if hit is not None else None
+            asks[key] = ((solution_messages(judge, item), None, 1, item.repeat), False)
+        solved.append(replace(item, solution=texts[key] if texts[key] is not None else item.texts[0]))
+        if texts[key] is None:
+            unsolved.add(id(solved[-1]))
+    open_items = {(i.ids, i.repeat) for i in [*pending, *exhausted]}
+    held = {llm.request_key(spec, solution_messages(judge, i), sample=i.repeat) for i in items
+            if (i.ids, i.repeat) not in open_items} - set(asks)
+    return list(asks.values()), solved, unsolved, len(held)
 
 
 def _completion_tokens(reply: dict | None) -> list[int]:

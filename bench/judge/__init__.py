@@ -3,7 +3,9 @@
 A judge is a model by role, a versioned rubric and a grading mode (:class:`Judge`). Each
 mode is one module whose grader satisfies the :class:`Grader` contract (``grader.py``);
 ``modes.py`` maps the mode names to them (``GRADERS``). ``replies.py`` turns a judge's reply
-into data (JSON, verdict labels, validated scores) or a reason it cannot; ``stage.py`` runs
+into data (JSON, verdict labels, validated scores) or a reason it cannot; ``solutions.py`` asks a
+``solve_first`` judge its own answer to each question, once, before it grades; ``images.py`` shows a judge
+whose rubric says ``images: true`` each item's scenario images; ``stage.py`` runs
 every judge of a run over its stored answers, ``stream.py`` as answers arrive. A reply that
 cannot be used is stored as a failed Judgment with the prompt, the raw reply and the reason.
 """

@@ -86,7 +86,8 @@ async def run_bounded(tasks: list[Task], emit: Emit, llm: LLM, halt: Halt | None
 
     A worker checks ``halt`` (truthy once a write of the stage failed) before each new task. A task
     that raises ``Halted`` (the budget reached: bench.models.budget) sets it: its item gets no record
-    (the judgments it finished first, ``finished_before``, are emitted) and no new task starts; the
+    (the judgments noted on the stop, ``finished_before``, are emitted: those it finished first, and the
+    failure of an item whose own answer it paid, bench.judge.solutions) and no new task starts; the
     stage raises it once at its end (``halt.check()``; here, when no ``halt`` was given).
     """
     work = iter(tasks)

@@ -4,13 +4,19 @@ and the pieces every mode builds its messages from.
 The templates are part of every request's cache key: change one byte and every
 judgment is asked again. A response is shown between tags derived from its content,
 so it cannot close its own tag, and it is clipped past the rubric's ``max_chars``.
+A rubric's references (the scenario's ``reference`` values it names, the judge's own
+answer with ``solve_first``) follow the question, each in a tagged block of its own
+whose tag the same hash derives (the references included); a rubric with neither
+sends exactly the prompt it sent before they existed.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from bench.config.rubrics import Rubric
+from bench.core.errors import ParamsError
 from bench.core.records import content_hash
 
 CONTEXT = "The model was asked:\n<prompt-{tag}>\n{question}\n</prompt-{tag}>"
@@ -31,6 +37,13 @@ PAIR_USER = ("{context}\n\nResponse A:\n{a}\n\nResponse B:\n{b}\n\n{note}\n\nCom
              "or reply with a JSON object {{\"verdict\": \"...\", \"rationale\": \"...\"}}.")
 REPAIR = ("Your reply could not be used: {reason}. Reply again with only the JSON object in the required "
           "format, and nothing else.")
+# shown after the question, before the response(s), only when the rubric asks (`reference:`, `solve_first`)
+REFERENCE = ("The reference answer to grade against (ground truth, not a response to grade):\n"
+             "<reference-{tag}>\n{text}\n</reference-{tag}>")
+OWN_ANSWER = ("Your own answer to this question, written before you saw any response (a reference to compare "
+              "with, not a response to grade):\n<own-answer-{tag}>\n{text}\n</own-answer-{tag}>")
+SOLVE_SYSTEM = ("Answer the user's request yourself, as well as you can: correctly, completely and concisely. "
+                "Your answer will be the reference that other answers to the same request are compared with.")
 
 
 def clip(text: str, limit: int) -> tuple[str, dict[str, Any]]:
@@ -44,6 +57,37 @@ def clip(text: str, limit: int) -> tuple[str, dict[str, Any]]:
 def content_tag(*texts: str) -> str:
     """Return a delimiter tag derived from the content: a response cannot contain its own closing tag."""
     return content_hash(list(texts), length=10)
+
+
+def references(rubric: Rubric, item: Any) -> list[tuple[str, str]]:
+    """Return the reference blocks the judge sees for ``item`` as (template, text): the scenario's values of
+    the keys the rubric names (``reference:``), then the judge's own answer (``solve_first``); [] for neither,
+    so a rubric that asks for none sends the very prompt it sent before these existed."""
+    out = []
+    if rubric.reference:
+        values = item.scenario.reference or {}
+        missing = [k for k in rubric.reference if k not in values]
+        if missing:  # validated before any call (bench.config.rubrics.check_reference_keys): a bug if reached
+            raise ParamsError(f"{rubric.path}: reference: scenario {item.scenario.id} has no reference "
+                              f"{', '.join(missing)} (it has: {', '.join(values) or 'none'})")
+        text = "\n".join(f"{k}: {_shown(values[k])}" for k in rubric.reference)
+        out.append((REFERENCE, clip(text, rubric.max_chars)[0]))
+    if item.solution is not None:
+        out.append((OWN_ANSWER, clip(item.solution, rubric.max_chars)[0]))
+    return out
+
+
+def framed(question: str, texts: tuple[str, ...], refs: list[tuple[str, str]]) -> tuple[str, str]:
+    """Return (tag, context): the tag derived from the question, the response text(s) and the references
+    (the responses' alone when there is none), and the question followed by each reference block."""
+    tag = content_tag(question, *texts, *(text for _template, text in refs))
+    blocks = [CONTEXT.format(tag=tag, question=question), *(t.format(tag=tag, text=x) for t, x in refs)]
+    return tag, "\n\n".join(blocks)
+
+
+def _shown(value: Any) -> str:
+    """Return a reference value as the judge reads it: a string as is, anything else as JSON."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
 def system_message(rubric: Rubric) -> str:

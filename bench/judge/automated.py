@@ -1,23 +1,43 @@
-"""The ``automated`` mode: the rubric's checks only (no model call); one score per check, 1 passed or 0 failed,
-and their weighted fraction."""
+"""The ``automated`` mode: the rubric's checks only (no model call); one score per check on 0..1 (1 passed, 0
+failed; a token F1 is fractional), and their weighted mean. Checks read the candidate's answer (its ``output``,
+never its reasoning) and the scenario's reference values."""
 
 from __future__ import annotations
 
-from collections.abc import Set
+from collections.abc import Sequence, Set
+from pathlib import Path
 
-from bench.config.checks import automated_score, run_checks
-from bench.core.records import Judgment
+from bench.config.checks import automated_score, reference_problems, run_checks
+from bench.core.errors import ParamsError
+from bench.core.records import Judgment, Scenario, Usage
 from bench.core.writer import Halt
 from bench.judge.grader import Emit, Item, Judge, Request
 from bench.models.client import LLM
 
 
+# what a check costs: no request, no token, no dollar (a known zero, so usage tables sum it, never "unpriced")
+NO_CALL = Usage(prompt_tokens=0, completion_tokens=0, cost_usd=0.0, calls=0, cache_hits=0)
+
+
 def grade_automated(judge: Judge, item: Item) -> Judgment:
-    """Return the checks-only judgment: one score per check (1 passed, 0 failed) and their weighted fraction."""
-    results = run_checks(judge.rubric.checks, item.texts[0])
-    return Judgment(**judge.base(item), scores={r.id: 1.0 if r.passed else 0.0 for r in results},
-                    score=automated_score(results, judge.rubric.checks),
+    """Return the checks-only judgment: one score per check (0..1) and their weighted mean."""
+    results = run_checks(judge.rubric.checks, item.texts[0], item.scenario.reference)
+    return Judgment(**judge.base(item), scores={r.id: float(r.score or 0.0) for r in results},
+                    score=automated_score(results, judge.rubric.checks), usage=NO_CALL,
                     details={"checks": [r.to_dict() for r in results]})
+
+
+def refuse_unrunnable_checks(judges: Sequence[Judge], scenarios: Sequence[Scenario], params_path: Path | str) -> None:
+    """Raise ParamsError (before any spend) naming the judge, rubric file, check and reference key of every check
+    that compares with a reference value some scenario lacks (or whose reference is no regular expression)."""
+    references = [s.reference for s in scenarios]
+    lines = [f"{params_path}: judge '{j.entry.id}' (rubric {j.rubric.path}): {problem}"
+             for j in judges for problem in reference_problems(j.rubric.checks, references)]
+    if lines:
+        sources = sorted({s.source for s in scenarios if s.source}) or ["the generated scenarios"]
+        lines.append(f"map the key to a column in scenarios.dataset.reference (dataset {', '.join(sources)}), "
+                     f"or point the check at a key the scenarios have")
+        raise ParamsError("\n".join(lines))
 
 
 class AutomatedGrader:

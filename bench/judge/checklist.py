@@ -10,12 +10,14 @@ from typing import Any
 from bench.core.errors import Halted, JudgeParseError, ProviderError
 from bench.core.records import Judgment
 from bench.core.writer import Halt
-from bench.judge._asking import Spend, ask_json, run_bounded
-from bench.judge._prompts import (CHECK_USER, CONTEXT, DATA_NOTE, RESPONSE, clip, content_tag,
-                                  system_message)
+from bench.judge._asking import Spend, ask_json, failure, run_bounded
+from bench.judge._prompts import CHECK_USER, DATA_NOTE, clip, framed, references, system_message
 from bench.config.reply_schemas import response_format
+from bench.judge.images import with_images  # a rubric with images: true shows the scenario's images
 from bench.judge.grader import Emit, Item, Judge, Request
+from bench.judge.shown_reasoning import response_block  # the candidate's reasoning, on the rubric's request
 from bench.judge.replies import extract_json, rationale_of
+from bench.judge.solutions import solution_messages, solve, stopped_after_solution
 from bench.models.client import LLM
 
 
@@ -25,14 +27,19 @@ async def grade_checklist(judge: Judge, item: Item, llm: LLM) -> Judgment:
     A failing call marks that requirement unfulfilled with fallback feedback and its error;
     only if every call fails is the item a failure (a judge outage is not a score of 0). A call
     refused for the budget (``Halted``) stops the item: no requirement starts after it, those on
-    the wire finish (their replies are cached, not paid again), and the item gets no record.
+    the wire finish (their replies are cached, not paid again), and the item gets no record, unless
+    its own answer was paid here (``solve_first``): then it is written as failed with what it spent.
     """
     note = clip(item.texts[0], judge.rubric.max_chars)[1]
+    spend = Spend()  # every requirement's calls, repairs and failures count on the item's record
+    try:  # ``solve_first``: the judge's own answer first, shown with every requirement
+        item, solved = await solve(judge, item, llm, spend)
+    except ProviderError as err:
+        return failure(judge.base(item), err, solution_messages(judge, item), None, spend, details=note)
     # a batched judge asks every requirement at once: they wait in one provider batch, not in rounds
     sem = asyncio.Semaphore(len(judge.rubric.requirements) if judge.entry.batch else judge.entry.item_concurrency)
     rf = response_format(judge.rubric.requirement_schema(), "requirement")
-    spend = Spend()  # every requirement's calls, repairs and failures count on the item's record
-    stopped: list[Halted] = []
+    stopped: list[tuple[Halted, list[dict]]] = []  # a refused requirement call: the stop and its messages
 
     async def one(req) -> dict[str, Any] | None:
         messages = _check_messages(judge, item, req)
@@ -47,14 +54,15 @@ async def grade_checklist(judge: Judge, item: Item, llm: LLM) -> Judgment:
                 return {"id": req.id, "fulfilled": False, "error": str(err),
                         "feedback": "fallback: the judge call for this requirement failed; counted as unfulfilled"}
             except Halted as stop:
-                stopped.append(stop)
+                stopped.append((stop, messages))
                 return None
 
     results = await asyncio.gather(*(one(r) for r in judge.rubric.requirements))
-    if stopped:
-        raise stopped[0]
     base = judge.base(item)
-    details = {**note, "requirements": results, "all_fulfilled": all(r["fulfilled"] for r in results)}
+    if stopped:
+        stop, refused = stopped[0]
+        raise stopped_after_solution(stop, base, refused, spend, {**note, **solved})
+    details = {**note, "requirements": results, "all_fulfilled": all(r["fulfilled"] for r in results), **solved}
     if all("error" in r for r in results):
         return Judgment(**base, error="every requirement call failed: " + results[0]["error"],
                         error_kind="checklist", details=details, usage=spend.total())
@@ -65,10 +73,12 @@ async def grade_checklist(judge: Judge, item: Item, llm: LLM) -> Judgment:
 
 def _check_messages(judge: Judge, item: Item, req: Any) -> list[dict]:
     text = clip(item.texts[0], judge.rubric.max_chars)[0]
-    tag = content_tag(item.question, text)
-    user = CHECK_USER.format(context=CONTEXT.format(tag=tag, question=item.question), note=DATA_NOTE,
-                             response=RESPONSE.format(tag=tag, text=text), requirement=req.text)
-    return [{"role": "system", "content": system_message(judge.rubric)}, {"role": "user", "content": user}]
+    tag, context = framed(item.question, (text,), references(judge.rubric, item))
+    user = CHECK_USER.format(context=context, note=DATA_NOTE,
+                             response=response_block(judge, item, 0, tag, text),
+                             requirement=req.text)
+    messages = [{"role": "system", "content": system_message(judge.rubric)}, {"role": "user", "content": user}]
+    return with_images(judge.rubric, messages, [item])
 
 
 def _fulfilled(text: str) -> dict:

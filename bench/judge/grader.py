@@ -33,6 +33,8 @@ class Item:
     ids: tuple[str, ...]  # candidate ids (dataset pairs use "<scenario id>:A" / ":B")
     attempt: int = 1  # > 1: a resume asking an item whose judgment failed again, as a fresh request
     repeat: int = 0  # which of the judge's `repeats` gradings (a distinct request, cached like any other)
+    solution: str | None = None  # ``solve_first``: the judge's own answer to ``question`` (bench.judge.solutions)
+    reasonings: tuple[str | None, ...] = ()  # each response's reasoning, shown only on request (shown_reasoning)
 
 
 class Grader(Protocol):

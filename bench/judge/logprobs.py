@@ -15,15 +15,35 @@ judge was not choosing among scores at that token, so that criterion has no expe
 The composite is the rubric's composite of the expectations, only when every criterion has one.
 A packed reply is read per item: :func:`object_spans` finds each grade's object in the ``grades``
 array, and the values are looked for inside it only.
+
+A provider that returns no logprobs although they were asked for (a server that ignores the field, a
+reasoning model behind a gateway) leaves the sampled score as the grade, never a crash: the judgment's
+details say so (``logprobs``: ``NO_LOGPROBS``) and a warning names the judge once per process.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import warnings
+from typing import Any
 
 MIN_MASS = 0.5
+NO_LOGPROBS = "asked for, but the provider returned none: the sampled score stands (no expected score)"
 _VALUE = re.compile(r"^\s*(\d+)\s*$")
+_warned: set[str] = set()  # judges already warned about in this process
+
+
+def logprob_note(entry: Any, logprobs: list | None) -> dict[str, str]:
+    """Return ``{"logprobs": NO_LOGPROBS}`` for a judgment's details when the judge ``entry`` asked for
+    logprobs and its reply came without any (warning once per judge), else ``{}``."""
+    if logprobs or not entry.params.get("logprobs"):
+        return {}
+    if entry.id not in _warned:
+        _warned.add(entry.id)
+        warnings.warn(f"judge {entry.id} ({entry.model}) asked for logprobs but the provider returned none: its "
+                      f"sampled scores stand, without expected scores", RuntimeWarning, stacklevel=2)
+    return {"logprobs": NO_LOGPROBS}
 
 
 def expected_scores(reply: str, logprobs: list | None, scales: dict[str, tuple[int, int]],

@@ -6,14 +6,17 @@ from __future__ import annotations
 from collections.abc import Set
 from typing import Any
 
-from bench.core.errors import JudgeParseError, ProviderError
+from bench.core.errors import Halted, JudgeParseError, ProviderError
 from bench.core.records import Judgment
 from bench.core.writer import Halt
 from bench.judge._asking import Spend, ask_json, failure, run_bounded
-from bench.judge._prompts import CONTEXT, DATA_NOTE, PAIR_USER, RESPONSE, clip, content_tag, system_message
+from bench.judge._prompts import DATA_NOTE, PAIR_USER, clip, framed, references, system_message
 from bench.config.reply_schemas import response_format
+from bench.judge.images import with_images  # a rubric with images: true shows the scenario's images
 from bench.judge.grader import Emit, Item, Judge, Request
+from bench.judge.shown_reasoning import response_block  # the candidate's reasoning, on the rubric's request
 from bench.judge.replies import MIRROR, extract_json, parse_verdict, rationale_of
+from bench.judge.solutions import solution_messages, solve, stopped_after_solution
 from bench.models.client import LLM
 
 ORDERS = ("AB", "BA")  # as given, and swapped
@@ -21,11 +24,15 @@ ORDERS = ("AB", "BA")  # as given, and swapped
 
 async def grade_pair(judge: Judge, item: Item, llm: LLM, order: str) -> Judgment:
     """Judge A vs B in one order ("AB" as given, "BA" swapped); the verdict is stored in the original order."""
+    base, spend = judge.base(item, order), Spend()
+    try:  # ``solve_first``: the judge's own answer, asked once for both orders (the second finds it cached)
+        item, solved = await solve(judge, item, llm, spend)
+    except ProviderError as err:
+        return failure(base, err, solution_messages(judge, item), None, spend)
     messages, na, nb = _pair_messages(judge, item, order)
     labels = list(judge.rubric.labels)
-    base = judge.base(item, order)
     details = {"truncated_chars": [na.get("truncated_chars", 0), nb.get("truncated_chars", 0)]} if na or nb else {}
-    spend = Spend()
+    details.update(solved)
     try:
         shown, raw = await ask_json(llm, judge, messages, response_format(judge.rubric.pairwise_schema(), "verdict"),
                                     lambda t: parse_verdict(t, labels), spend, item.attempt,
@@ -33,6 +40,8 @@ async def grade_pair(judge: Judge, item: Item, llm: LLM, order: str) -> Judgment
                                     sample=item.repeat)
     except (JudgeParseError, ProviderError) as err:
         return failure(base, err, messages, getattr(err, "raw", None), spend, details=details)
+    except Halted as stop:  # the budget refused the grading: a paid answer is still written, with its spend
+        raise stopped_after_solution(stop, base, messages, spend, details)
     verdict = shown if order == "AB" else MIRROR.get(shown, shown)
     obj = _maybe_json(raw)
     return Judgment(**base, verdict=verdict, rationale=rationale_of(obj) or raw, raw=raw, usage=spend.total(),
@@ -43,11 +52,13 @@ def _pair_messages(judge: Judge, item: Item, order: str) -> tuple[list[dict], di
     """Return the messages of one pairwise order and the truncation notes of the two responses as shown."""
     a, b = item.texts if order == "AB" else item.texts[::-1]
     (a, na), (b, nb) = clip(a, judge.rubric.max_chars), clip(b, judge.rubric.max_chars)
-    tag = content_tag(item.question, a, b)
-    user = PAIR_USER.format(context=CONTEXT.format(tag=tag, question=item.question), note=DATA_NOTE,
-                            a=RESPONSE.format(tag=tag + "a", text=a), b=RESPONSE.format(tag=tag + "b", text=b),
+    tag, context = framed(item.question, (a, b), references(judge.rubric, item))
+    user = PAIR_USER.format(context=context, note=DATA_NOTE,
+                            a=response_block(judge, item, int(order != "AB"), tag + "a", a),
+                            b=response_block(judge, item, int(order == "AB"), tag + "b", b),
                             labels=", ".join(judge.rubric.labels))
-    return [{"role": "system", "content": system_message(judge.rubric)}, {"role": "user", "content": user}], na, nb
+    messages = [{"role": "system", "content": system_message(judge.rubric)}, {"role": "user", "content": user}]
+    return with_images(judge.rubric, messages, [item]), na, nb
 
 
 def _maybe_json(text: str) -> Any:

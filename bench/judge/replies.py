@@ -70,10 +70,11 @@ def parse_verdict(text: str | None, labels: list[str]) -> str:
         data = extract_json(text)
     except JudgeParseError:
         raise JudgeParseError(f"no verdict label like [[A>B]] and no JSON verdict ({_preview(text)})") from None
-    verdict = _normalize(str(data.get("verdict", ""))) if isinstance(data, dict) else ""
-    if verdict not in labels:
-        raise JudgeParseError(f"verdict {verdict or None!r} is not one of {labels}")
-    return verdict
+    given = _normalize(str(data.get("verdict", ""))) if isinstance(data, dict) else ""
+    named = {_normalize(label): label for label in labels}  # a rubric's own label as it spells it ("A is better")
+    if given not in named:
+        raise JudgeParseError(f"verdict {given or None!r} is not one of {labels}")
+    return named[given]
 
 
 def _normalize(label: str) -> str:

@@ -5,35 +5,42 @@ from __future__ import annotations
 from collections.abc import Set
 from typing import Any
 
-from bench.core.errors import JudgeParseError, ProviderError
+from bench.core.errors import Halted, JudgeParseError, ProviderError
 from bench.core.records import Judgment
 from bench.core.writer import Halt
 from bench.judge._asking import Spend, ask_json, failure, run_bounded
-from bench.judge._prompts import (CONTEXT, DATA_NOTE, RESPONSE, RUBRIC_USER, clip, content_tag, criterion_scales,
+from bench.judge._prompts import (DATA_NOTE, RUBRIC_USER, clip, criterion_scales, framed, references,
                                   score_fields, system_message)
 from bench.config.reply_schemas import response_format
+from bench.judge.images import with_images  # a rubric with images: true shows the scenario's images
 from bench.judge.grader import Emit, Item, Judge, Request
-from bench.judge.logprobs import expected_scores
+from bench.judge.shown_reasoning import response_block  # the candidate's reasoning, on the rubric's request
+from bench.judge.logprobs import expected_scores, logprob_note
 from bench.judge.replies import extract_json, rationale_of, validate_scores
+from bench.judge.solutions import solution_messages, solve, stopped_after_solution
 from bench.models.client import LLM
 
 
 def rubric_messages(judge: Judge, item: Item) -> tuple[list[dict], dict]:
     """Return the messages grading one item and the truncation note of its response."""
     text, note = clip(item.texts[0], judge.rubric.max_chars)
-    tag = content_tag(item.question, text)
-    user = RUBRIC_USER.format(context=CONTEXT.format(tag=tag, question=item.question),
-                              response=RESPONSE.format(tag=tag, text=text), note=DATA_NOTE,
-                              fields=score_fields(judge.rubric))
-    return [{"role": "system", "content": system_message(judge.rubric)}, {"role": "user", "content": user}], note
+    tag, context = framed(item.question, (text,), references(judge.rubric, item))
+    user = RUBRIC_USER.format(context=context, response=response_block(judge, item, 0, tag, text),
+                              note=DATA_NOTE, fields=score_fields(judge.rubric))
+    messages = [{"role": "system", "content": system_message(judge.rubric)}, {"role": "user", "content": user}]
+    return with_images(judge.rubric, messages, [item]), note
 
 
 async def grade_rubric(judge: Judge, item: Item, llm: LLM, **extra: Any) -> Judgment:
     """Return one item's rubric judgment (scores per criterion, composite, rationale) or its failure."""
     base = judge.base(item)
+    given, spend = extra.pop("details", {}), extra.pop("spend", None) or Spend()
+    try:  # ``solve_first``: the judge's own answer, asked once per question (a packed fallback brings it)
+        item, solved = await solve(judge, item, llm, spend)
+    except ProviderError as err:
+        return failure(base, err, solution_messages(judge, item), None, spend, details=given, **extra)
     messages, note = rubric_messages(judge, item)
-    details = {**note, **extra.pop("details", {})}
-    spend = extra.pop("spend", None) or Spend()
+    details = {**note, **given, **solved}
     scales = criterion_scales(judge.rubric)
     parse = lambda text: (lambda obj: (validate_scores(obj, scales), obj))(extract_json(text))  # noqa: E731
     try:
@@ -42,7 +49,10 @@ async def grade_rubric(judge: Judge, item: Item, llm: LLM, **extra: Any) -> Judg
                                             sample=item.repeat)
     except (JudgeParseError, ProviderError) as err:
         return failure(base, err, messages, getattr(err, "raw", None), spend, details=details, **extra)
+    except Halted as stop:  # the budget refused the grading: a paid answer is still written, with its spend
+        raise stopped_after_solution(stop, base, messages, spend, details, **extra)
     expected = expected_scores(raw, spend.logprobs, scales)  # with the judge's logprobs only (bench.judge.logprobs)
+    details.update(logprob_note(judge.entry, spend.logprobs))  # asked for and none came: the sampled score stands
     return Judgment(**base, scores=scores, score=judge.rubric.composite(scores), rationale=rationale_of(obj),
                     raw=raw, usage=spend.total(), details=details, expected_scores=expected or None,
                     expected_score=judge.rubric.composite(expected) if expected and set(expected) == set(scores)

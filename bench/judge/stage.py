@@ -16,16 +16,20 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from bench.collect import plan
-from bench.config.rubrics import load_rubric
+from bench.config.rubrics import check_reference_keys, load_rubric
+from bench.config.scenarios import reference_source
 from bench.core.digests import current_candidates
 from bench.core.errors import ParamsError
+from bench.core.images import content_text
 from bench.core.progress import Progress, requests_on_the_wire
 from bench.core.records import Candidate, Judgment, Scenario
 from bench.core.stage import StageResult
 from bench.core.store import RunStore
 from bench.core.writer import RecordWriter
+from bench.judge.automated import refuse_unrunnable_checks
 from bench.judge.grader import Item, Judge, grade_items
 from bench.models.client import LLM
+from bench.models.routing import ModelSpec
 from bench.run import Run
 
 
@@ -35,6 +39,12 @@ class JudgeResult(StageResult):
 
     stage: ClassVar[str] = "judge"
     noun: ClassVar[str] = "judgments"
+
+
+def judge_specs(judges: Iterable[Judge]) -> list[ModelSpec]:
+    """Return the models the judges call: an ``automated`` judge (checks only) calls none, so its model needs no key
+    and no server to pass the preflight."""
+    return [j.entry.spec() for j in judges if j.rubric.mode != "automated"]
 
 
 def load_judges(run: Run, only: str | Iterable[str] | None = None) -> list[Judge]:
@@ -47,12 +57,16 @@ def load_judges(run: Run, only: str | Iterable[str] | None = None) -> list[Judge
             raise ParamsError(f"unknown judge(s) {unknown} in {run.params_path}; judges are "
                               f"{[j.id for j in entries]}")
         entries = [j for j in entries if j.id in wanted]
-    return [Judge(e, load_rubric(e.rubric, run.root, run.params_path.parent)) for e in entries]
+    judges = [Judge(e, load_rubric(e.rubric, run.root, run.params_path.parent)) for e in entries]
+    refuse_unrunnable_checks(judges, run.scenarios, run.params_path)  # a check's reference key: before any spend
+    for judge in judges:  # a reference key the rubric shows its judge: before any spend too
+        check_reference_keys(judge.rubric, run.scenarios, reference_source(run.sweep, run.params_path))
+    return judges
 
 
 def _question(c: Candidate) -> str:
     users = [m.get("content", "") for m in c.messages if m.get("role") == "user"]
-    return str(users[-1]) if users else ""
+    return content_text(users[-1]) if users else ""  # a message with images: its text parts (bench.core.images)
 
 
 def items_for(judge: Judge, scenarios: list[Scenario], candidates: list[Candidate],
@@ -62,8 +76,8 @@ def items_for(judge: Judge, scenarios: list[Scenario], candidates: list[Candidat
         items = _pair_items(judge, scenarios, candidates, owns_dataset)
     else:
         by_scenario = {s.id: s for s in scenarios}
-        items = [Item(by_scenario[c.scenario_id], _question(c), (c.output or "",), (c.id,))
-                 for c in candidates if c.scenario_id in by_scenario]
+        items = [Item(by_scenario[c.scenario_id], _question(c), (c.output or "",), (c.id,),
+                      reasonings=(c.reasoning,)) for c in candidates if c.scenario_id in by_scenario]
     return [replace(item, repeat=r) for r in range(judge.entry.repeats) for item in items]  # `repeats: k`
 
 
@@ -79,7 +93,8 @@ def _pair_items(judge: Judge, scenarios: list[Scenario], candidates: list[Candid
                           f"(baseline: model_id/prompt_id@version) and the scenarios hold no response_A/response_B")
     by_scenario = {s.id: s for s in scenarios}
     base = {(c.scenario_id, c.sample): c for c in candidates if c.cell == base_key}
-    return [Item(by_scenario[c.scenario_id], _question(c), (c.output or "", b.output or ""), (c.id, b.id))
+    return [Item(by_scenario[c.scenario_id], _question(c), (c.output or "", b.output or ""), (c.id, b.id),
+                 reasonings=(c.reasoning, b.reasoning))
             for c in candidates if c.cell != base_key and c.scenario_id in by_scenario
             and (b := base.get((c.scenario_id, c.sample))) is not None]
 

@@ -42,6 +42,16 @@ def loads(data: bytes | str) -> Any:
     return json.loads(data)
 
 
+def dumps_str(text: str) -> str:
+    """Return a string as a JSON string literal (with its quotes)."""
+    if orjson is not None:
+        try:
+            return orjson.dumps(text).decode()
+        except TypeError:  # a lone surrogate
+            pass
+    return json.dumps(text, ensure_ascii=False)
+
+
 def cache_text(value: dict[str, Any]) -> str:
     """Return a reply as the response cache stores it (JSON text that ``json.loads`` reads back equal).
 

@@ -17,4 +17,8 @@ def message_text(message: Any) -> str:
 
 def output_limit(body: dict[str, Any]) -> int | None:
     """Return the request's output-token limit, under whichever name its provider spells it, or None."""
-    return next((body[k] for k in OUTPUT_LIMITS if isinstance(body.get(k), int)), None)
+    for name in OUTPUT_LIMITS:  # a plain loop: every reply asks (a generator costs twice as much)
+        value = body.get(name)
+        if isinstance(value, int):
+            return value
+    return None

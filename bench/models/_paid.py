@@ -6,8 +6,11 @@ empty ``finish_reason=length`` reply that the client retries. Each is counted he
 budget (``bench.models.budget``) and a resume's "spent so far" (``bench.core.spend``) say what was billed:
 
 - no usage in the reply: its prompt and completion tokens are counted from the request's and the reply's
-  text with ``bench.models.tokens.bound_counter`` (the model's tokenizer where LiteLLM has it, else UTF-8
-  bytes, never fewer), priced, and ``estimated`` is set: unknown is never counted as zero;
+  text (its reasoning included: thinking is billed as output) with ``bench.models.tokens.bound_counter``
+  (the model's tokenizer where LiteLLM has it, else UTF-8 bytes, never fewer; an image at ``tokens.IMAGE_TOKENS``),
+  priced, and ``estimated`` is set: unknown is never counted as zero. A model that may think unseen
+  (``reasoning.hides_thinking``) is counted at its output limit (``tokens.output_ceiling``) at least: its text
+  says nothing of the thinking it was billed for;
 - more completion tokens than the request's output limit, by the provider's own usage: ``over_limit`` is set;
 - a call that took several paid replies (an empty reply retried): each is listed in ``paid_attempts``
   and the usage's tokens and cost are their sum; a call that fails for good carries its paid replies on
@@ -23,9 +26,11 @@ from typing import Any
 from bench.core.errors import Halted, ProviderError
 from bench.models._messages import output_limit
 from bench.models.routing import Route, cost_usd
-from bench.models.tokens import bound_counter
+from bench.models.reasoning import hides_thinking
+from bench.models.tokens import bound_counter, output_ceiling
 
-_ITEMIZED = ("prompt_tokens", "completion_tokens", "cost_usd", "finish_reason", "over_limit", "estimated")
+_ITEMIZED = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cost_usd", "finish_reason", "over_limit",
+             "estimated")
 
 
 def reconcile(route: Route, body: dict[str, Any], text: str, usage: dict[str, Any], batch: bool = False) -> None:
@@ -35,7 +40,9 @@ def reconcile(route: Route, body: dict[str, Any], text: str, usage: dict[str, An
     if prompt is None or completion is None or (not prompt and not completion and text):
         counter = bound_counter(route)  # a reply with no usage (or all zeros for a text) was still billed
         usage["prompt_tokens"] = counter.messages(body.get("messages") or []) if not prompt else prompt
-        usage["completion_tokens"] = counter.text(text) if not completion else completion
+        usage["completion_tokens"] = completion or counter.text(text) + counter.text(usage.get("reasoning") or "")
+        if not completion and hides_thinking(route, body):  # its unseen thinking may have taken the whole limit
+            usage["completion_tokens"] = max(usage["completion_tokens"], output_ceiling(route, body))
         usage["estimated"] = True
     limit = output_limit(body)
     if limit is not None and not usage.get("estimated") and usage["completion_tokens"] > max(0, limit):
@@ -58,9 +65,16 @@ def with_paid(usage: dict[str, Any], paid: list[dict[str, Any]], attempt: int) -
     costs = [a.get("cost_usd") for a in every]
     return {**usage, "prompt_tokens": sum(a.get("prompt_tokens") or 0 for a in every),
             "completion_tokens": sum(a.get("completion_tokens") or 0 for a in every),
+            "reasoning_tokens": summed_known(every, "reasoning_tokens"),
             "cost_usd": None if any(c is None for c in costs) else sum(costs),
             "over_limit": any(a.get("over_limit") for a in every), "estimated": any(a.get("estimated") for a in every),
             "paid_attempts": every}
+
+
+def summed_known(attempts: list[dict[str, Any]], name: str) -> int | None:
+    """Return the sum of ``name`` over the paid attempts that report it; None when none does (not said is not 0)."""
+    known = [a[name] for a in attempts if a.get(name) is not None]
+    return sum(known) if known else None
 
 
 class PaidAttempts:

@@ -1,8 +1,9 @@
 """The wire: one request sent (one aiohttp POST, or ``litellm.acompletion``), its reply read into
 ``(text, usage, body)``, or its failure classified as a ProviderError (retryable or final).
 
-The usage dict holds ``prompt_tokens``, ``completion_tokens`` and ``finish_reason``; the client adds
-attempts, latency and cost. Every error message is redacted before it is cut, so no half key leaks.
+The usage dict holds ``prompt_tokens``, ``completion_tokens`` and ``finish_reason`` (and, from a reasoning
+model, ``reasoning_tokens`` and the ``reasoning`` text, which the client takes off: ``thought_apart``); the
+client adds attempts, latency and cost. Every error message is redacted before it is cut, so no half key leaks.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from bench.core.errors import ProviderError
 from bench.core.secrets import redact
 from bench.models._json import body_bytes, loads
 from bench.models._litellm import litellm
+from bench.models.reasoning import billed_completion, reasoning_tokens, separated, trim_logprobs
 from bench.models.routing import Route
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529}
@@ -32,6 +34,8 @@ def open_session(route: Route, timeout_s: float) -> Any:
 
     return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
                                  timeout=aiohttp.ClientTimeout(total=timeout_s),
+                                 cookie_jar=aiohttp.DummyCookieJar(),  # an API keeps no cookies: none filtered per request
+                                 skip_auto_headers=("Accept-Encoding",),  # replies come whole, never to be decompressed
                                  headers={"Content-Type": "application/json",
                                           "Authorization": f"Bearer {route.api_key() or 'not-needed'}"})
 
@@ -84,7 +88,7 @@ def parse_openai(route: Route, status: int, payload: bytes, retry_after: str | N
     u = data.get("usage") or {}
     usage = {"prompt_tokens": u.get("prompt_tokens"), "completion_tokens": u.get("completion_tokens"),
              "finish_reason": choice.get("finish_reason")}
-    return text, usage, data
+    return thought_apart(route, text, choice["message"], usage, u.get("total_tokens"), reasoning_tokens(u), data)
 
 
 def http_error(route: Route, status: int, payload: bytes, retry_after: str | None) -> ProviderError:
@@ -139,7 +143,25 @@ async def send_litellm(route: Route, body: dict, timeout_s: float) -> Reply:
     usage = {"prompt_tokens": getattr(u, "prompt_tokens", None),
              "completion_tokens": getattr(u, "completion_tokens", None),
              "finish_reason": getattr(choice, "finish_reason", None)}
-    return choice.message.content or "", usage, _logprobs_body(getattr(choice, "logprobs", None))
+    return thought_apart(route, choice.message.content or "", choice.message, usage, getattr(u, "total_tokens", None),
+                         reasoning_tokens(u), _logprobs_body(getattr(choice, "logprobs", None)))
+
+
+def thought_apart(route: Route, text: str, message: Any, usage: dict[str, Any], total: int | None,
+                  thinking_tokens: int | None, raw: dict | None) -> Reply:
+    """Return the reply with its reasoning apart (``bench.models.reasoning``): the answer as the text, the thinking
+    (a message field, thinking blocks, inline ``<think>``) under ``usage["reasoning"]`` for the client to take
+    off, its tokens as ``reasoning_tokens`` (priced as output); a plain reply's usage is left as it was."""
+    answer, reasoning, offset = separated(text, message, route.spec.think_end)
+    if offset:
+        trim_logprobs(raw, offset)  # the logprobs read with the answer are the answer's alone
+    if thinking_tokens:
+        usage["reasoning_tokens"] = thinking_tokens
+        usage["completion_tokens"] = billed_completion(usage["prompt_tokens"], usage["completion_tokens"], total,
+                                                       thinking_tokens)
+    if reasoning:
+        usage["reasoning"] = reasoning
+    return answer, usage, raw
 
 
 def _logprobs_body(logprobs: Any) -> dict[str, Any] | None:

@@ -4,8 +4,9 @@ What counts as spent: the run folder's records (``bench.core.spend.recorded_spen
 earlier runs and failed attempts included) plus what this sweep has paid since it started. Before a
 request goes on the wire it reserves its worst-case cost: its prompt, counted with
 ``bench.models.tokens.bound_counter`` (the model's tokenizer where LiteLLM has it, else its UTF-8 bytes:
-never fewer tokens than the model makes), and its whole output limit (``max_tokens``; 1024 tokens when it
-sets none) at the price it is called at (``routing.price_per_token``, the Batch API price for a batched
+never fewer tokens than the model makes; each image at ``tokens.IMAGE_TOKENS``), and its whole output limit
+(``max_tokens``; when it sets none, the model's maximum output for a model that thinks, whose thinking runs to
+thousands of tokens, else 1024 tokens: ``tokens.output_ceiling``) at the price it is called at (``routing.price_per_token``, the Batch API price for a batched
 call). It is granted when spent + reserved + it (and the margin of overruns, ``bench.models._purse``) fits
 the budget; it waits while requests on the wire may settle for less; it is refused with ``BudgetReached``
 when spent + it passes the budget. After the reply the reservation is settled with what the reply was
@@ -38,11 +39,10 @@ from typing import Any
 from bench.core.errors import BenchError, BudgetReached, Halted
 from bench.core.spend import recorded_spend
 from bench.models._leases import ADDRESS_ENV, RemoteLimiter
-from bench.models._messages import output_limit
 from bench.models._purse import Purse
-from bench.models.ratelimit import DEFAULT_COMPLETION_TOKENS, limiter_for
+from bench.models.ratelimit import limiter_for
 from bench.models.routing import Route, price_per_token
-from bench.models.tokens import bound_counter
+from bench.models.tokens import bound_counter, output_ceiling
 
 BUDGET_ENV = "BENCH_BUDGET_USD"  # set by `bench sweep`: its lease server (BENCH_LIMITS_ADDRESS) holds the budget
 
@@ -99,13 +99,11 @@ class Budget:
                                f"spend cannot be capped; nothing was sent to it. Declare it on that entry in "
                                f"{self.params} (price: {{input_per_mtok: …, output_per_mtok: …}}), or remove "
                                f"limits.budget_usd")
-        limit = output_limit(body)
-        out = max(0, DEFAULT_COMPLETION_TOKENS if limit is None else limit)
         if price == (0.0, 0.0):
             return 0.0
-        counter = bound_counter(route)
+        counter = bound_counter(route)  # each image part at its bound (tokens.IMAGE_TOKENS)
         self.counting[route.spec.model] = counter.tokenizer
-        return price[0] * counter.messages(body.get("messages") or []) + price[1] * out
+        return price[0] * counter.messages(body.get("messages") or []) + price[1] * output_ceiling(route, body)
 
     async def reserve(self, route: Route, body: dict[str, Any], *, batch: bool = False) -> Held | None:
         """Reserve the worst-case cost of one request before it is sent; None when it is free.

@@ -1,19 +1,26 @@
 """The response cache: a content-addressed sqlite file, keyed by everything that determines a reply.
 
 An identical request (same model, endpoint identity, messages, generation params, output
-schema and sample index) is answered from here without a call. Only successes are
-cached. Writes are group commits on a writer thread: a commit starts at once for the first
-reply after a pause, then at most every ``COMMIT_EVERY_S`` (50 ms) with the replies of that
-time, long before the stage that asked appends its record (so a resumed run never pays twice
-for a reply it had kept). A kill loses at most those 50 ms of replies: fewer than the requests
-it finds in flight whenever replies take longer than 50 ms, as any model's do (the run's
-request journal counts both). Each commit writes whole pages, one per reply at least (keys
-are hashes): at 500 replies/s, 50 ms groups of about 25 replies cost the writer 0.025 ms of
-CPU a reply, where committing as soon as the commit before ended (groups of 2–5) cost 0.045.
-The event loop never waits on a commit or a WAL checkpoint's fsync: measured, those stalls
-cost 7% of throughput at 200 in flight.
-WAL mode keeps reads concurrent, across processes too; with ``synchronous=NORMAL`` a
-commit does not fsync (a WAL checkpoint does, every few thousand replies).
+schema and sample index) is answered from here without a call. Only successes are cached.
+
+Writes go through a per-process write-ahead log (``bench.models._cache_log``): a writer thread
+appends the replies queued at once, then at most every ``COMMIT_EVERY_S`` (50 ms) those of that
+time, long before the stage that asked appends its record, so a resumed run never pays twice for a
+reply it had kept; a kill loses at most those 50 ms of replies, fewer than the requests in flight
+whenever replies take longer, as any model's do (the run's request journal counts both). The log
+is merged into sqlite in one sorted transaction when it holds ``MERGE_ROWS`` replies, at ``flush``
+(``LLM.aclose``: every stage's end) and at exit; the log of a process that died is merged by the
+next process that opens the cache. Why: an insert into sqlite costs 15–22 µs of CPU (a random page
+of the key index per reply), an append about 1 µs, and a merge of thousands in key order 3–9 µs a
+reply on a cache of up to tens of thousands (more on a larger one); per-reply commits made the cache cost more than the rest of
+the seam (docs/llm-seam.md). Other processes see a reply once it is merged (another process asking
+the same request before then pays for it again, as one asking while it was in flight did before).
+
+Reads answer from this process's queue and log first, then sqlite. A process keeps the stored keys'
+prefixes in memory (``bench.models._key_filter``): a miss, nearly every request of a sweep, needs no
+query. While requests run, the event loop never waits on a write, a merge or a WAL checkpoint's
+fsync; a stage's end (``LLM.aclose``) waits for the last merge. WAL mode keeps reads concurrent,
+across processes too; with ``synchronous=NORMAL`` a commit does not fsync (a WAL checkpoint does).
 
 sqlite's WAL mode breaks on a network filesystem (NFS, Lustre), where cluster workers share the
 run folder: there the cache is a folder of per-process append-only files instead
@@ -39,13 +46,17 @@ from typing import Any
 from bench.core.errors import StoreError
 from bench.core.paths import CACHE_ENV, SHARDS_ENV, cache_location
 from bench.core.secrets import redact
+from bench.models._cache_log import CacheLog, merge_orphans
+from bench.models._cache_log import line as log_line
 from bench.models._json import cache_text, loads
+from bench.models._key_filter import BUILD_AFTER, LOAD_AT_ONCE, KeyFilter, prefix
 from bench.models.shard_cache import ShardCache
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
 _INSERT = "INSERT OR IGNORE INTO responses (key, value, created) VALUES (?, ?, ?)"
 _ROWS = 300  # rows per INSERT of a group commit (3 variables a row: under the 999 of SQLite before 3.32)
-COMMIT_EVERY_S = 0.05  # a group commit starts at most this often: the replies of that time form one group
+COMMIT_EVERY_S = 0.05  # the log is written at most this often: the replies of that time form one group
+MERGE_ROWS = 4096  # a log this long is merged into sqlite at once (else at ``flush``: a stage's end, exit)
 
 
 def request_key(*parts: object) -> str:
@@ -111,25 +122,29 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 
 class ResponseCache:
-    """Maps request keys to stored replies (JSON dicts) in one sqlite file."""
+    """Maps request keys to stored replies (JSON dicts): one sqlite file, and a write-ahead log per process."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = _open_checked(self.path)
+            merge_orphans(self.path, _insert_rows, self._db)  # replies of processes that died before merging
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open the response cache {self.path}: {exc}; fix its permissions, or point "
                              f"{CACHE_ENV} at another file (the cache only saves repeated calls)") from exc
-        self._lock = threading.Lock()  # guards the reader connection between threads
-        self._pending: dict[str, str] = {}  # queued for the next group commit, already answerable
-        self._writing: list[dict[str, str]] = []  # groups the writer thread is committing
+        self._lock = threading.Lock()  # guards the dicts below and the reader connection
+        self._io = threading.Lock()  # one writer of the log and of sqlite at a time (writer thread, or flush)
+        self._pending: dict[str, str] = {}  # queued for the log, already answerable
+        self._logged: dict[str, str] = {}  # in the log, not yet in sqlite: answered from here
+        self._log = CacheLog(self.path)
         self._writer: ThreadPoolExecutor | None = None
         self._draining = False  # a drain is queued or running on the writer thread
-        self._wake = threading.Event()  # set by ``flush``: the drain stops gathering and commits
-        self._flushing = False
-        self._wdb: sqlite3.Connection | None = None  # the writer thread's own connection
-        self._retry_at = 0.0  # after a failed commit (disk full), its group waits in memory until then
+        self._wake = threading.Event()  # set by ``flush``: the drain stops gathering and writes
+        self._wdb: sqlite3.Connection | None = None  # the writer's own connection
+        self._filter: KeyFilter | None = None  # bench.models._key_filter, once BUILD_AFTER misses were asked
+        self._retry_at = 0.0  # after a failed append (disk full), replies wait in memory until then
+        self._merge_retry_at = 0.0  # after a failed merge (sqlite locked, disk full), the next waits until then
         self._warned = False  # a failing cache warns once, not per group
         self._warned_read = False
         atexit.register(self.flush)
@@ -139,12 +154,20 @@ class ResponseCache:
     def get(self, key: str) -> dict[str, Any] | None:
         """Return the stored (or queued) reply for ``key``, or None (and count the hit or miss)."""
         with self._lock:
-            queued = self._pending.get(key)
-            if queued is None and self._writing:
-                queued = next((g[key] for g in self._writing if key in g), None)
-            value = loads(queued) if queued is not None else self._read(key)
+            queued = self._pending.get(key) or self._logged.get(key)
+            if queued is not None:
+                value = loads(queued)
+            elif self._filter is not None and self._filter.absent(key, self._db):
+                value = None
+            else:
+                value = self._read(key)
         if value is None:
             self.misses += 1
+            if self.misses == 1 and self._filter is None:
+                with self._lock:  # a small cache: at once (≤ 20 ms); a large one: later, on the writer thread
+                    self._filter = KeyFilter.load(self._db, limit=LOAD_AT_ONCE)
+            elif self.misses == BUILD_AFTER and self._filter is None:
+                self._submit(self._build_filter)
             return None
         self.hits += 1
         return value
@@ -166,127 +189,181 @@ class ResponseCache:
         """Return how many of ``keys`` are cached (for `bench validate`'s plan); counts nothing."""
         found = 0
         with self._lock:
-            for i in range(0, len(keys), 500):
-                chunk = keys[i:i + 500]
+            stored = [k for k in keys if k not in self._pending and k not in self._logged]
+            found += len(keys) - len(stored)
+            for i in range(0, len(stored), 500):
+                chunk = stored[i:i + 500]
                 q = f"SELECT COUNT(*) FROM responses WHERE key IN ({','.join('?' * len(chunk))})"
                 found += self._db.execute(q, chunk).fetchone()[0]
         return found
 
     def put(self, key: str, value: dict[str, Any]) -> None:
-        """Store a successful reply now (the first one wins; an identical request never overwrites)."""
+        """Store a successful reply in sqlite now (the first one wins; an identical request never overwrites)."""
         with self._lock:
             self._db.execute(_INSERT, (key, redact(cache_text(value)), time.time()))
 
     def put_later(self, key: str, value: dict[str, Any]) -> None:
-        """Queue a reply for the writer thread, which commits it at once (with whatever else is queued).
+        """Queue a reply for the writer thread, which appends it to this process's log at once (with whatever
+        else is queued), and merges the log into sqlite in large groups (bench.models._cache_log).
 
-        The event loop never waits on a commit or a WAL checkpoint. Replies that arrive while
-        a commit runs form the next group, so a kill loses at most the replies of one commit
-        (about a millisecond), like requests still in flight. ``flush`` commits synchronously.
+        The event loop never waits on a write or a commit. Replies that arrive while a write runs
+        form the next group, at most ``COMMIT_EVERY_S`` later, so a kill loses at most those replies,
+        like requests still in flight. ``flush`` writes and merges synchronously.
         """
         encoded = redact(cache_text(value))  # what is stored (and answered) holds no key
         with self._lock:
-            if key in self._pending:
+            if key in self._pending or key in self._logged:
                 return  # the first reply wins, as in the table
             self._pending[key] = encoded
-            if self._draining or time.monotonic() < self._retry_at:  # after a failed commit: retried later
+            if self._draining or time.monotonic() < self._retry_at:  # after a failed write: retried later
                 return
             self._draining = True
+        self._submit(self._drain)
+
+    def _submit(self, job: Any) -> None:
+        """Run ``job`` on the writer thread (started on first use); at interpreter shutdown, here."""
         if self._writer is None:
             self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bench-cache")
         try:
-            self._writer.submit(self._drain)
-        except RuntimeError:  # interpreter shutdown: commit here
-            self._drain()
+            self._writer.submit(job)
+        except RuntimeError:
+            job()
 
     def _drain(self) -> None:
-        """Commit queued groups until none is left (runs on the writer thread)."""
+        """Write queued groups to the log until a wait gathers nothing, merging when it is long (writer thread)."""
         while True:
-            with self._lock:
-                group, self._pending = self._pending, {}
-                if not group:
-                    self._draining = False
-                    return
-                self._writing.append(group)
             started = time.monotonic()
-            if not self._commit(group):  # kept in memory for a later attempt, not retried at once
+            with self._io:
+                written = self._write_pending()
+                if written > 0 and self._log.rows >= MERGE_ROWS:
+                    self._merge()
+            if written <= 0:  # nothing gathered since the last write, or the write failed (retried later)
                 with self._lock:
-                    self._draining = False
-                return
+                    if not self._pending or written < 0:
+                        self._draining = False
+                        return
+                continue  # queued between the write and the check: put_later saw a drain running
             rest = COMMIT_EVERY_S - (time.monotonic() - started)
-            if rest > 0 and not self._flushing:  # a commit writes whole pages: gathering replies makes fewer
+            if rest > 0:  # replies that arrive meanwhile form one group: one write
                 self._wake.wait(rest)  # ``flush`` cuts the wait short
                 self._wake.clear()
 
     def flush(self) -> None:
-        """Commit everything queued now, and wait for the writer thread to finish what it has."""
-        if self._writer is not None:
-            self._flushing = True
-            self._wake.set()  # a drain waiting for its group to gather commits it now, and waits no more
-            try:
-                self._writer.submit(lambda: None).result()  # one worker: this waits for every earlier commit
-            except RuntimeError:
-                pass  # at interpreter exit the executor has already drained and shut down
-            finally:
-                self._flushing = False
+        """Write everything queued and merge the log into sqlite now (the caller waits: a stage's end, exit).
+        When the log cannot be written, the queued replies go straight into sqlite if it can be."""
+        self._wake.set()
+        with self._io:
+            if self._write_pending() >= 0:
+                self._merge(force=True)
+            else:
+                self._insert_pending()
+
+    def _insert_pending(self) -> None:
+        """Insert the queued replies into sqlite directly (the log failed; sqlite may still have room)."""
+        self._store(self._pending)  # on failure: still in memory, answered; warned once already
+
+    def _store(self, held: dict[str, str]) -> BaseException | None:
+        """Insert the replies of ``held`` (queued or logged) into sqlite in one sorted transaction, then drop them
+        from ``held`` (answered from sqlite and the key filter from now on); return the error, if any."""
         with self._lock:
-            group, self._pending = self._pending, {}
-            if group:
-                self._writing.append(group)
-        if group:
-            self._commit(group)
-
-    def _commit(self, group: dict[str, str]) -> bool:
-        """Write one group in one transaction on the writer connection; return whether it was committed.
-
-        A failed commit (disk full, I/O error) keeps the group in memory, still answerable,
-        for the next commit attempt (a later reply after a short pause, or ``flush``); it
-        warns once per cache, not per group.
-        """
+            rows = sorted(held.items())  # in key order: neighbours share index pages
+        if not rows:
+            return None
         now = time.time()
         try:
             if self._wdb is None:
                 self._wdb = _connect(self.path)
-            rows = [(k, v, now) for k, v in group.items()]
-            many = len(rows) > _ROWS  # else one statement, its own transaction: one step, one release of the GIL
-            if many:
-                self._wdb.execute("BEGIN IMMEDIATE")
-            for i in range(0, len(rows), _ROWS):
-                chunk = rows[i:i + _ROWS]
-                self._wdb.execute(_insert(len(chunk)), [field for row in chunk for field in row])
-            if many:
-                self._wdb.execute("COMMIT")
-            self._retry_at = 0.0
-            return True
+            _insert_rows(self._wdb, [(k, v, now) for k, v in rows])
         except (sqlite3.Error, OSError) as exc:
-            try:
-                if self._wdb is not None and self._wdb.in_transaction:
-                    self._wdb.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
-            with self._lock:
-                self._pending = {**self._pending, **group}  # the earlier reply wins, as in the table
+            return exc
+        with self._lock:
+            for k, _ in rows:
+                held.pop(k, None)
+            if self._filter is not None:
+                self._filter.known.update(prefix(k) for k, _ in rows)
+        return None
+
+    def _write_pending(self) -> int:
+        """Append the queued replies to the log; return how many (0: none queued, -1: the write failed)."""
+        with self._lock:
+            group, self._pending = self._pending, {}
+            self._logged.update(group)  # answerable all along: the swap and the move are one step
+        if not group:
+            return 0
+        now = time.time()
+        exc = self._log.append(b"".join([log_line(k, now, v) for k, v in group.items()]), len(group))
+        if exc is None:
+            self._retry_at = 0.0
+            return len(group)
+        with self._lock:
+            for k in group:
+                del self._logged[k]
+            self._pending = {**self._pending, **group}  # the earlier reply wins, as in the table
+        self._failed(exc)
+        return -1
+
+    def _merge(self, *, force: bool = False) -> None:
+        """Insert every logged reply into sqlite in one transaction, then empty the log (under ``_io``); after a
+        failure, only ``force`` (``flush``) tries again before the pause is over."""
+        if not self._logged or (not force and time.monotonic() < self._merge_retry_at):
+            return
+        exc = self._store(self._logged)
+        if exc is not None:
+            self._merge_retry_at = time.monotonic() + 2.0
+            self._failed(exc, pause=False)  # the replies stay in the log and in memory, answered, for the next merge
+            return
+        self._log.emptied()
+        self._merge_retry_at = 0.0
+
+    def _failed(self, exc: BaseException, *, pause: bool = True) -> None:
+        """An append (``pause``: the next waits 2 s, or ``flush``) or a merge failed; warn once per cache."""
+        with self._lock:
+            if pause:
                 self._retry_at = time.monotonic() + 2.0
-                warn, self._warned = not self._warned, True
-            if warn:
-                warnings.warn(f"cannot write the response cache {self.path}: {exc}; replies are kept in memory "
-                              f"and committed when it can be written (this warning is shown once)",
-                              RuntimeWarning, stacklevel=2)
-            return False
-        finally:
-            with self._lock:
-                self._writing.remove(group)
+            warn, self._warned = not self._warned, True
+        if warn:
+            warnings.warn(f"cannot write the response cache {self.path}: {exc}; replies are kept in memory "
+                          f"and committed when it can be written (this warning is shown once)",
+                          RuntimeWarning, stacklevel=3)
+
+    def _build_filter(self) -> None:
+        """Load the stored keys' prefixes (the writer thread): later misses need no query."""
+        try:
+            with self._io:
+                if self._wdb is None:
+                    self._wdb = _connect(self.path)
+                made = KeyFilter.load(self._wdb)
+        except sqlite3.Error:
+            return  # misses keep asking sqlite
+        with self._lock:
+            self._filter = made
 
     def __len__(self) -> int:
         with self._lock:
             return self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
 
     def close(self) -> None:
-        """Close the connection (pending group commits are flushed first)."""
+        """Close the connections (queued replies are written and merged first)."""
         self.flush()
         atexit.unregister(self.flush)
         if self._writer is not None:
             self._writer.shutdown(wait=True)
-        if self._wdb is not None:
-            self._wdb.close()
+        with self._io:
+            self._log.close()
+            if self._wdb is not None:
+                self._wdb.close()
         self._db.close()
+
+
+def _insert_rows(db: sqlite3.Connection, rows: list[tuple[str, str, float]]) -> None:
+    """Insert (key, value, created) rows in one transaction; the first reply of a key wins."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for i in range(0, len(rows), _ROWS):
+            chunk = rows[i:i + _ROWS]
+            db.execute(_insert(len(chunk)), [field for row in chunk for field in row])
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise

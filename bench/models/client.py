@@ -4,7 +4,7 @@ What it guarantees, per process: at most ``max_concurrency`` requests in flight 
 for everything, plus an optional requests-per-minute cap per model); bounded retries
 with exponential backoff and jitter on 429, 5xx, timeouts, dropped connections,
 malformed bodies and empty replies, honouring Retry-After; nothing retried that cannot
-succeed (400, auth, not found); a per-request timeout; an on-disk response cache keyed
+succeed (400, auth, not found, a reply that spent its output limit thinking); a per-request timeout; an on-disk response cache keyed
 by content; usage, latency and cost (None when unknown) on every answer.
 
 OpenAI-compatible endpoints (OpenAI, OpenRouter, vLLM, llama.cpp, Ollama's /v1, the
@@ -25,10 +25,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.core.errors import Halted, LocalModelError, ProviderError
+from bench.core.images import inline_images
 from bench.core.records import canonical_json
 from bench.core.secrets import load_env
 from bench.models import dry
-from bench.models._completion import Completion, cache_entry, join, reused, settle_shared, usage_of
+from bench.models._completion import Completion, cache_entry, join, reused, settle_shared, thought, usage_of
+from bench.models._no_answer import no_answer
 from bench.models._paid import PaidAttempts, lines_cost, reconcile
 from bench.models._transport import (Reply, client_timeout, open_session, send_direct, send_litellm, storable,
                                      token_logprobs)
@@ -61,6 +63,7 @@ class LLM:
 
     journal: Any = None  # a bench.core.journal.Journal (set by bench.stages.make_llm): requests on the wire, per process
     batch_dir: Any = None  # <run folder>/batches (set by bench.stages.make_llm): the ledger of provider batches
+    image_folder: Any = None  # <run folder>/images (set by bench.stages.make_llm): the images requests carry
 
     def __init__(self, limits: Limits | None = None, cache: ResponseCache | str | None = None):
         load_env()
@@ -97,15 +100,15 @@ class LLM:
             route = await self._route(spec)
         merged = {**spec.params, **params} if params else spec.params
         settings = _settings(route, merged, params, response_format)  # also the param memo key
-        key = request_key(route.identity, spec.model, settings, _sample_key(sample, attempt), canonical_json(messages))
+        key = request_key(_identity(route), spec.model, settings, _sample_key(sample, attempt), canonical_json(messages))
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
-            return Completion(hit["text"], reused(hit["usage"]), None, key, hit.get("logprobs"))
+            return Completion(hit["text"], reused(hit["usage"]), None, key, hit.get("logprobs"), hit.get("reasoning"))
         loop = asyncio.get_running_loop()
         flight = (id(loop), key)
         flying = self._flying.get(flight)
         if flying is not None:  # the same request is on the wire: share its reply (or its failure)
             return await join(flying, key)
-        wire_messages = route.provider.wire_messages(messages)
+        wire_messages = route.provider.wire_messages(inline_images(messages, self.image_folder))  # stored → data URL
         body = {"model": route.served_model, "messages": wire_messages,
                 **body_params(route, merged, response_format, settings)}
         done = self._flying[flight] = loop.create_future()  # what identical calls meanwhile wait for
@@ -118,15 +121,15 @@ class LLM:
                     self.journal.arm(key)
                 text, usage, raw = await self._with_retries(route, body, timeout_s or self.limits.timeout_s,
                                                             allow_empty, key)
-            text, lps = storable(text), token_logprobs(raw)
+            text, lps, reasoning = storable(text), token_logprobs(raw), thought(usage)  # bench.models.reasoning
             usage.update(calls=usage["attempts"], cache_hits=0)
-            done.set_result((text, usage, lps))
+            done.set_result((text, usage, lps, reasoning))
         except BaseException as exc:
             settle_shared(done, exc)
             raise
         finally:
             self._flying.pop(flight, None)
-        comp = Completion(text, usage_of(usage), raw, key, lps)
+        comp = Completion(text, usage_of(usage), raw, key, lps, reasoning)
         if cache_reply:
             self.keep(comp)
         return comp
@@ -142,7 +145,7 @@ class LLM:
         route = self._resolved(spec)
         merged = {**spec.params, **params} if params else spec.params
         settings = _settings(route, merged, params, response_format)
-        return request_key(route.identity, spec.model, settings, _sample_key(sample, attempt), canonical_json(messages))
+        return request_key(_identity(route), spec.model, settings, _sample_key(sample, attempt), canonical_json(messages))
 
     async def reserve(self, route: Route, body: dict[str, Any], *, batch: bool) -> Held | None:
         """Reserve a paid request's worst case before sending it (bench.models.budget; raises BudgetReached)."""
@@ -235,10 +238,9 @@ class LLM:
         for attempt in range(lim.retries + 1):
             try:
                 text, usage, raw = await self._attempt(route, body, timeout_s, key)
-                if not text and not allow_empty:
+                if not text and not allow_empty:  # billed; retried unless the model thought (bench.models._no_answer)
                     paid.add(usage, attempt + 1)
-                    raise ProviderError(f"{route.spec.model} returned empty content "
-                                        f"(finish_reason={usage['finish_reason']})", kind="empty", retryable=True)
+                    raise no_answer(route.spec.model, usage)
                 usage = paid.total(usage, attempt + 1)
                 usage["attempts"] = attempt + 1
                 return text, usage, raw
@@ -331,6 +333,14 @@ class LLM:
         if timeout_s == self.limits.timeout_s:
             return None  # else e.g. a packed judge call, whose timeout scales with k
         return self._timeouts.get(timeout_s) or self._timeouts.setdefault(timeout_s, client_timeout(timeout_s))
+
+
+def _identity(route: Route) -> str:
+    """Return the endpoint part of a request's identity: the route's, with the spec's ``think_end`` when it has one
+    (the cache keeps a reply after its thinking is split off, so another marker is another request; a spec
+    without one keeps the key of old caches)."""
+    end = route.spec.think_end
+    return route.identity if end is None else f"{route.identity}\x1fthink_end={end}"
 
 
 def _sample_key(sample: int, attempt: int) -> str | int:

@@ -15,15 +15,25 @@ Which of these a model gets is its provider's ``params`` (bench.models.providers
 
 Every known param's value is also checked for its type (``type_problems``), whatever the provider:
 ``reasoning_effort: [low, high]`` would otherwise be sent as a literal list, never as two settings.
+
+Reasoning models take fewer params than the chat models of their provider: OpenAI's o-series and gpt-5 refuse
+``temperature`` other than 1, ``top_p`` and ``logprobs``, and take their output limit as
+``max_completion_tokens``. LiteLLM knows which (by the model's name, its own rule); where it speaks for a
+model, its translation of the entry's params is run before any call (``param_problems``), and what it refuses
+is named with its reason. A self-hosted ``openai/…`` endpoint is asked only when its model is named like one of
+OpenAI's reasoning families (``REASONING_NAMED``), so a plain vLLM or llama.cpp model never imports LiteLLM;
+such a model's ``max_tokens`` is also sent as ``max_completion_tokens`` when LiteLLM says that is its name
+(``limit_named``), as LiteLLM itself would send it.
 """
 
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Any
 
 from bench.models._litellm import litellm
-from bench.models.providers import ModelSpec, provider_for
+from bench.models.providers import ModelSpec, Route, provider_for
 
 PASS_THROUGH = "extra_body"
 
@@ -62,6 +72,9 @@ PARAM_TYPES: dict[str, tuple[str, ...]] = {
     "tool_choice": (_TEXT, _OBJECT),  # "auto" / "none" / "required", or the tool to call
     "function_call": (_TEXT, _OBJECT),
 }
+# The names LiteLLM maps as OpenAI reasoning models (o1, o3-mini, o4-mini, gpt-5, codex-mini, …): only such a
+# self-hosted name is worth importing LiteLLM for; LiteLLM's answer, not this pattern, decides what is sent.
+REASONING_NAMED = re.compile(r"^(o\d|gpt-5(?!-chat)|codex)", re.IGNORECASE)
 _CHECKS = {_NUMBER: lambda v: isinstance(v, int | float) and not isinstance(v, bool),
            _WHOLE: lambda v: isinstance(v, int) and not isinstance(v, bool),
            _TEXT: lambda v: isinstance(v, str), _FLAG: lambda v: isinstance(v, bool),
@@ -99,15 +112,82 @@ def param_problems(entries: list[tuple[str, Any]]) -> list[str]:
         if key not in memo:
             memo[key] = supported_params(*key)
         allowed = memo[key]
+        before = len(problems)
         for name in names:
             if name in REFUSED:
                 problems.append(f"{where}.params.{name}: {REFUSED[name]}")
             elif allowed is not None and name not in allowed:
                 problems.append(_unknown(where, entry, name, allowed))
+        if len(problems) == before and (refused := translation_problem(entry.model, entry.api_base, entry.params)):
+            named = [n for n in names if re.search(rf"\b{re.escape(n)}\b", refused)]
+            at, what = (f"params.{named[0]}", "it") if len(named) == 1 else ("params", "these params")
+            problems.append(f"{where}.{at}: {entry.model} ({entry.id}) refuses {what}: {refused}")
     return problems
 
 
+def litellm_view(model: str, api_base: str | None) -> tuple[str, str] | None:
+    """Return (model name, provider) as LiteLLM speaks for ``model``, or None where it does not (a self-hosted
+    model not named like an OpenAI reasoning model, the embedded one, a dry one)."""
+    known = provider_for(ModelSpec(model, api_base=api_base)).params
+    vendor, _, name = model.partition("/")
+    if known == "openai" and name and REASONING_NAMED.match(name):
+        return name, vendor
+    if known != "litellm":
+        return None
+    try:
+        name, vendor, _key, _base = litellm().get_llm_provider(model, api_base=api_base)
+    except Exception:  # an unknown model string: the preflight names it
+        return None
+    return name, vendor
+
+
+def translation_problem(model: str, api_base: str | None, params: dict[str, Any]) -> str | None:
+    """Return why LiteLLM refuses to translate ``params`` for ``model`` (its own reason, e.g. "O-series models
+    don't support temperature=0.2"), or None when it takes them or does not speak for the model."""
+    view = litellm_view(model, api_base)
+    wanted = {k: v for k, v in params.items() if k != PASS_THROUGH}
+    if view is None or not wanted:
+        return None
+    litellm()  # configured to stay local and quiet before its utils are imported
+    from litellm.utils import get_optional_params  # noqa: PLC0415 (litellm: seconds to import, only when it speaks)
+
+    try:
+        get_optional_params(model=view[0], custom_llm_provider=view[1], **wanted)
+    except Exception as exc:  # only its UnsupportedParamsError is a refusal; anything else is not ours to judge
+        if type(exc).__name__ != "UnsupportedParamsError":
+            return None
+        text = str(exc).removeprefix("litellm.UnsupportedParamsError: ").splitlines()[0]
+        return re.split(r"\s+(?:To drop|If you want)", text)[0].strip()
+    return None
+
+
+def limit_named(route: Route, params: dict[str, Any]) -> dict[str, Any]:
+    """Return an untranslated request's params with ``max_tokens`` under the name the model takes: as
+    ``max_completion_tokens`` for a self-hosted model LiteLLM maps as an OpenAI reasoning model
+    (``REASONING_NAMED`` names only are asked), else unchanged."""
+    vendor, name = route.vendor, route.served_model
+    if (route.provider.params != "openai" or "max_tokens" not in params or "max_completion_tokens" in params
+            or not REASONING_NAMED.match(name)):
+        return params
+    litellm()  # configured to stay local and quiet before its utils are imported
+    from litellm.utils import get_optional_params  # noqa: PLC0415 (litellm: seconds; only for such a model)
+
+    try:
+        sent = get_optional_params(model=name, custom_llm_provider=vendor, max_tokens=params["max_tokens"])
+    except Exception:  # LiteLLM refuses the limit itself: sent as written, the server says why
+        return params
+    if "max_completion_tokens" not in sent or "max_tokens" in sent:
+        return params
+    out = {k: v for k, v in params.items() if k != "max_tokens"}
+    out["max_completion_tokens"] = params["max_tokens"]
+    return out
+
+
 def _unknown(where: str, entry: Any, name: str, allowed: frozenset[str]) -> str:
+    if name in OPENAI_CHAT:  # a standard param this model refuses (another vendor's, a reasoning model's top_p)
+        return (f"{where}.params.{name}: {entry.model} does not take '{name}' ({entry.id}): LiteLLM's list of the "
+                f"params this model takes leaves it out (reasoning models refuse sampling params such as top_p and "
+                f"logprobs); remove it")
     near = difflib.get_close_matches(name, sorted(allowed), n=1, cutoff=0.6)
     hint = f"did you mean '{near[0]}'? " if near else ""
     return (f"{where}.params.{name}: {entry.model} does not take '{name}' ({entry.id}); {hint}"

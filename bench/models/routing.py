@@ -15,6 +15,7 @@ from typing import Any
 from bench.core.secrets import note_endpoint
 from bench.models._litellm import litellm
 from bench.models.batch_policy import DEFAULT_DISCOUNT
+from bench.models.genparams import limit_named
 from bench.models.providers import (DIRECT_PROVIDERS, SELF_HOSTED_PREFIXES, ModelSpec, Route, Transport,
                                     provider_for)
 
@@ -40,7 +41,7 @@ def body_params(route: Route, params: dict[str, Any], response_format: dict | No
     params = dict(params)
     passed = params.pop("extra_body", None) or {}  # provider-specific fields, sent as given (bench.models.genparams)
     if not route.provider.translates_params:
-        out = dict(params)
+        out = limit_named(route, params)  # max_completion_tokens where LiteLLM says so
         if response_format is not None:
             out["response_format"] = route.provider.wire_response_format(response_format)
     else:

@@ -41,12 +41,20 @@ from typing import Any
 from bench.models._litellm import litellm
 from bench.models._messages import output_limit
 from bench.models.ratelimit import DEFAULT_COMPLETION_TOKENS
+from bench.models.reasoning import hides_thinking
 from bench.models.routing import Route
 
 DEFAULT_ENCODING = "cl100k_base"  # LiteLLM's default tokenizer
 BOUND_MEMO = 4096  # texts a bound counter remembers (it counts every request of a sweep: its memory stays flat)
 BYTES = "UTF-8 bytes"  # the counting of a model whose tokenizer LiteLLM does not have: a bound, never fewer
 PER_MESSAGE, PER_NAME, REPLY_PRIMING = 3, 1, 3  # LiteLLM's token_counter for chat models
+# An image_url part, counted before any reply says what it cost (its bytes or URL are never counted as text): a
+# bound above what the providers bill for one image at its largest. OpenAI's patch models bill up to 1,536 patches
+# times the model's multiplier (o4-mini 1.72: 2,642; gpt-4.1-nano and gpt-5-nano 2.46: 3,779); its tile models
+# (gpt-4o) 85 + 170 per 512 px tile, at most 1,445; Anthropic (w*h)/750, about 1,600 at its 1.15 MP cap; Gemini 258
+# per 768 px tile. Not bounded by it: gpt-4o-mini, which bills images at 33x the tokens of gpt-4o (same dollars),
+# and a self-hosted vision model configured for more (docs/budget.md).
+IMAGE_TOKENS = 4_000
 _ENCODING_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"  # tiktoken's cache key
 
 
@@ -77,8 +85,9 @@ class TokenCounter:
             for key, value in message.items():
                 if isinstance(value, str):
                     total += self.text(value) + (PER_NAME if key == "name" else 0)
-                elif key == "content" and isinstance(value, list):  # text parts (images are not estimated)
-                    total += sum(self.text(str(p.get("text") or "")) for p in value if isinstance(p, dict))
+                elif key == "content" and isinstance(value, list):  # text parts, and each image at its bound
+                    total += sum(IMAGE_TOKENS if p.get("type") == "image_url" else self.text(str(p.get("text") or ""))
+                                 for p in value if isinstance(p, dict))
         return total
 
 
@@ -236,6 +245,23 @@ def output_bound(route: Route) -> tuple[int, str]:
         return max(0, limit), "max_tokens"
     most = max_output_tokens(route)
     return (most, "model") if most else (DEFAULT_COMPLETION_TOKENS, "default")
+
+
+def output_ceiling(route: Route, body: dict[str, Any]) -> int:
+    """Return the most output tokens one request ``body`` to ``route`` can be billed for: its own output limit; else,
+    for a model that may think unseen (``reasoning.hides_thinking``: thinking runs to thousands of tokens), the
+    model's maximum output (``output_bound``); else ``DEFAULT_COMPLETION_TOKENS``. What a budget reserves for the
+    reply, and what a thinking reply without usage is counted at."""
+    limit = output_limit(body)
+    if limit is not None:
+        return max(0, limit)
+    return output_bound(route)[0] if hides_thinking(route, body) else DEFAULT_COMPLETION_TOKENS
+
+
+def image_parts(messages: list[dict[str, Any]]) -> int:
+    """Return how many ``image_url`` parts the messages carry (each counted at ``IMAGE_TOKENS``)."""
+    return sum(1 for m in messages if isinstance(m.get("content"), list)
+               for p in m["content"] if isinstance(p, dict) and p.get("type") == "image_url")
 
 
 def max_output_tokens(route: Route) -> int | None:

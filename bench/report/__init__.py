@@ -3,7 +3,8 @@
 :func:`render_report` (`bench report`) executes ``notebooks/03_analyze.ipynb`` against a run folder and
 writes it, code hidden, as one self-contained HTML file (:mod:`bench.report.render`). The notebook
 displays through :mod:`bench.report.display` (escaped tables and text, plotly.js inline once) and draws
-with :mod:`bench.report.figures` (plotly figures of :class:`bench.analysis.Summary` tables).
+with :mod:`bench.report.figures` (plotly figures of :class:`bench.analysis.Summary` tables); its image
+gallery is :func:`image_gallery` (:mod:`bench.report.thumbnails`).
 
 ``import bench.report`` imports neither plotly nor polars: the figures are imported on first use.
 """
@@ -16,13 +17,14 @@ from typing import Any
 from bench.report.display import (CLIP_CHARS, figure, fmt, heading, note, number, setup, table, table_html,
                                   visible)
 from bench.report.render import NOTEBOOK, render_report, screenshot, shown_outputs, to_html
+from bench.report.thumbnails import image_gallery  # the scenarios' images, downscaled (Pillow on first use)
 
 _FIGURES = ("agreement_matrix", "cost_quality", "criteria_heatmap", "leaderboard_figure", "ratings_figure",
             "score_distributions", "win_rate_matrix")  # bench.report.figures imports plotly and polars (~1 s)
 
 __all__ = [
     "CLIP_CHARS", "NOTEBOOK", "agreement_matrix", "cost_quality", "criteria_heatmap", "figure", "fmt", "heading",
-    "leaderboard_figure", "note", "number", "ratings_figure", "render_report", "score_distributions", "screenshot",
+    "image_gallery", "leaderboard_figure", "note", "number", "ratings_figure", "render_report", "score_distributions", "screenshot",
     "setup", "shown_outputs", "table", "table_html", "to_html", "visible", "win_rate_matrix",
 ]
 

@@ -1,6 +1,7 @@
 """The review panel: an ipywidgets view of a :class:`bench.review.session.ReviewSession`, one item at a time.
 
-Shows the scenario and the answer (both sides for pairwise), and lets a reviewer grade it: a
+Shows the scenario (its images as thumbnails: bench.report.thumbnails) and the answer (both sides for
+pairwise), and lets a reviewer grade it: a
 toggle per criterion bounded by the rubric's scale (or the verdict labels), a note, Save. Alt+N /
 Alt+P / Alt+S are next, previous and save. Blind by default: no judge's grade, verdict or
 rationale is shown, and nothing is pre-selected but the reviewer's own earlier review, until the
@@ -18,6 +19,7 @@ from typing import Any
 from bench.core.errors import BenchError
 from bench.core.flags import flags
 from bench.report.display import visible
+from bench.report.thumbnails import thumbnail_strip
 from bench.review.session import FILTERS, ReviewItem, ReviewSession
 
 KEYS_JS = """
@@ -36,6 +38,7 @@ STYLE = ("<style>.bench-review pre{white-space:pre-wrap;max-height:16em;overflow
          ".bench-review td,.bench-review th{border-bottom:1px solid #ddd;padding:2px 6px;vertical-align:top;"
          "text-align:left}.bench-review .bench-flag{color:#a33;font-size:12px}"
          ".bench-review .bench-review-hidden{color:#666;font-size:12px}</style>")
+PANEL_PX = 320  # the scenario's images, large enough to review an answer about them
 HIDDEN = ("<div class='bench-review-hidden'>Judges' grades hidden until you save: a blind review is the only kind "
           "that calibrates the leaderboard. “Show the judges” reveals them, and your review of this item is then "
           "recorded as not blind.</div>")
@@ -144,7 +147,8 @@ class ReviewPanel:
         sides = ["A", "B"] if it.pairwise else [""]
         answers = "".join(f"<div><b>Answer {s}</b>{_flag_note(t)}<pre>{_e(t)}</pre></div>"
                           for s, t in zip(sides, it.texts))
-        return f"<table>{scen}</table>{answers}"
+        images = thumbnail_strip(self.session.run_dir, it.scenario.images, PANEL_PX) if it.scenario else ""
+        return f"<table>{scen}</table>{images}{answers}"
 
     def _show_judges(self) -> None:
         """Show the judges' grades when :meth:`judges_visible`, else say that they are hidden and why."""

@@ -194,7 +194,8 @@ def test_unknown_key_in_a_model(tmp_path):
     path = write(tmp_path, edit("    params: {temperature", "    temprature: 0.2\n    params: {temperature"))
     message = error_of(path)
     assert message == (f"{path}: models[0].temprature: unknown key 'temprature' (allowed: model, params, "
-                       f"api_base, api_key_env, transport, rpm, tpm, max_concurrency, price, batch, id)")
+                       f"api_base, api_key_env, transport, rpm, tpm, max_concurrency, price, batch, think_end, "
+                       f"images, id)")
 
 
 def test_unknown_key_in_limits(tmp_path):

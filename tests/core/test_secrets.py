@@ -209,7 +209,7 @@ def test_the_response_cache_stores_no_secret(tmp_path, monkeypatch):
     cache.flush()
     assert cache.get("k1")["text"] == "echo [redacted]" and cache.get("k2")["text"] == "Authorization: [redacted]"
     cache.close()
-    assert not any(b"cache-token" in p.read_bytes() for p in tmp_path.iterdir())
+    assert not any(b"cache-token" in p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
 
 
 def test_the_tracking_uri_is_shown_without_credentials():

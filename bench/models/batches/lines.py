@@ -19,6 +19,7 @@ from typing import Any
 from bench.core.errors import ProviderError
 from bench.core.records import canonical_json
 from bench.models._messages import output_limit
+from bench.models._no_answer import no_answer
 from bench.models._paid import itemized, reconcile, with_paid
 from bench.models._transport import Reply, parse_openai
 from bench.models.batches.outputs import Files, shown, usage_of
@@ -94,9 +95,8 @@ def reply_of(route: Route, req: Request, files: Files, status: str | None, batch
         return line_error(route, line[0], line[1], line[2])
     try:
         text, usage, raw = parse_openai(route, 200, json.dumps(line[1]).encode(), None)
-        if not text and not req.allow_empty:
-            raise ProviderError(f"{model} returned empty content in batch {batch_id} "
-                                f"(finish_reason={usage['finish_reason']})", kind="empty", retryable=True)
+        if not text and not req.allow_empty:  # retried, unless it spent its limit thinking (final)
+            raise no_answer(model, usage, f" in batch {batch_id}")
     except ProviderError as err:
         req.paid.append(paid_line(route, req, usage_of(line[1]), f"unusable line: {err.kind}"))
         return err

@@ -6,7 +6,7 @@ images, tools and logprobs. ``contract`` (ModelSpec, Route, Provider), ``inproce
 
 from bench.models.providers.contract import ModelSpec, Provider, Route, Transport
 from bench.models.providers.network import DIRECT_PROVIDERS, SELF_HOSTED_PREFIXES, batch_vendors
-from bench.models.providers.registry import REGISTRY, provider_for, provider_named
+from bench.models.providers.registry import REGISTRY, provider_for, provider_named, takes_images
 
 __all__ = ["DIRECT_PROVIDERS", "REGISTRY", "SELF_HOSTED_PREFIXES", "ModelSpec", "Provider", "Route", "Transport",
-           "batch_vendors", "provider_for", "provider_named"]
+           "batch_vendors", "provider_for", "provider_named", "takes_images"]

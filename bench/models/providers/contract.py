@@ -45,12 +45,14 @@ class ModelSpec:
     max_concurrency: int | None = None  # this model's own cap on requests in flight (server slots, provider limits)
     batch: BatchPolicy | None = None  # send through the provider's Batch API (bench.models.batches)
     batch_discount: float | None = None  # with ``price``: the fraction a batch call takes off (default 0.5)
+    think_end: str | None = None  # the marker ending a reply's inline thinking (bench.models.reasoning)
 
     def __post_init__(self) -> None:  # hashed once: specs key the route table on every request
         object.__setattr__(self, "_hash", hash((self.model, self.api_base, self.api_key_env,
                                                 json.dumps(self.params, sort_keys=True, default=str),
                                                 self.transport, self.rpm, self.tpm, self.price,
-                                                self.max_concurrency, self.batch, self.batch_discount)))
+                                                self.max_concurrency, self.batch, self.batch_discount,
+                                                self.think_end)))
 
     def __hash__(self) -> int:
         return self._hash  # type: ignore[attr-defined]
@@ -96,6 +98,7 @@ class Provider(ABC):
     launches: ClassVar[bool] = False  # a server of ours is started on first use (``launch``)
     probes_api_base: ClassVar[bool] = True  # the preflight asks a spec's api_base whether it answers
     named_in_listing: ClassVar[bool] = True  # the model's name must be among those its api_base lists
+    no_images: ClassVar[str] = "its provider says it reads no images"  # why ``takes_images`` says no, in a refusal
 
     @abstractmethod
     def matches(self, spec: ModelSpec) -> bool:

@@ -51,6 +51,7 @@ class LocalProvider(Provider):
     launches = True
     params = "llama_cpp"  # OpenAI's chat params plus llama.cpp's sampling ones
     named_in_listing = False  # llama.cpp's single-model server lists its own name for whatever it serves
+    no_images = "the embedded model is text-only (served without a vision projector)"
 
     def matches(self, spec: ModelSpec) -> bool:
         return local.is_local(spec.model)

@@ -83,6 +83,7 @@ class LiteLLMProvider(Provider):
     own_tokenizer = "litellm"
     translates_params = True
     params = "litellm"  # LiteLLM's get_supported_openai_params for its provider
+    no_images = "LiteLLM's model map does not say it reads images (supports_vision)"
 
     def matches(self, spec: ModelSpec) -> bool:
         return True  # the last resort: an unknown string is refused by ``route``

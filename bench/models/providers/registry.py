@@ -16,6 +16,14 @@ def provider_for(spec: ModelSpec) -> Provider:
     return next(p for p in REGISTRY if p.matches(spec))
 
 
+def takes_images(spec: ModelSpec) -> bool:
+    """Return whether ``spec``'s model reads image parts, as its provider says (the embedded model: no; a
+    self-hosted server: yes, it refuses what it cannot take; LiteLLM: its map's ``supports_vision``, no where
+    the map is silent). Raises PreflightError (or LocalModelError) when the spec cannot be routed at all."""
+    provider = provider_for(spec)
+    return provider.takes_images(provider.route(spec))
+
+
 def provider_named(name: str) -> Provider:
     """Return the registered provider called ``name`` (KeyError naming the known ones otherwise)."""
     for provider in REGISTRY:

@@ -25,7 +25,9 @@ Endpoints: ``POST /v1/chat/completions`` (and ``/chat/completions``), ``GET /v1/
 
 Modules: ``config`` (the knobs), ``request_body`` (what a request asks for), ``schema_faker``
 and ``replies`` (the bodies it composes, usage counted in words or tiktoken tokens), ``quality`` (each
-model answers in its own words and is graded at its own quality, with optional noise), ``server``
+model answers in its own words and is graded at its own quality, with optional noise), ``thinking`` (a
+reasoning model on demand: ``reasoning_content`` and reasoning tokens, or an inline ``<think>``), ``images``
+(image parts checked, a malformed one refused with a 400, each image's sha256 in the stats), ``server``
 (the aiohttp state and routes), ``batches`` (the files and batches and the task running each),
 ``batch_lines`` (an input file's validation), ``batch_routes`` (the Files + Batch API routes),
 ``serve`` (the process: command line, loopback check, signals), ``handle`` (:class:`FakeProvider`).

@@ -11,6 +11,7 @@ from typing import Any
 
 from bench.testing.fake_provider.quality import validate_quality_config
 from bench.testing.fake_provider.replies import ENCODING_NAMES
+from bench.testing.fake_provider.thinking import THINKING_DEFAULTS, validate_thinking_config
 
 DEFAULT_CONFIG: dict[str, Any] = {
     "latency_ms": 0,            # sleep before answering (the CLI --latency-ms sets the default)
@@ -42,6 +43,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
                                 # (obedient.py: the worst case an injection defence must hold against)
     "logprob_alt": 0.3,         # with `logprobs: true` asked: the probability the reply's logprobs give the
                                 # neighbouring allowed value at each JSON score (token_probs.py)
+    "logprobs_supported": True,  # False: `logprobs: true` is ignored, no reply carries any (a server without them)
     "tokenizer": "words",       # usage: "words" (word counts), "cl100k" or "o200k" (OpenAI chat tokens counted
                                 # with that tiktoken encoding, equal to litellm.token_counter; gpt-4o* use o200k)
     # Spend faults (a provider's bill, which the budget must hold against); every 200 chat reply is billed
@@ -79,6 +81,8 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "batch_unknown_lines": 0,   # N extra answered lines whose custom_id no request has
     "batch_unreadable_lines": 0,  # the first N answered lines are written as broken JSON (custom_id, usage intact)
     "batch_drop_metadata": False,  # batches keep no `metadata` (a provider that ignores it)
+    # A reasoning model (thinking.py): which models think, in `reasoning_content` or inline, and how long.
+    **THINKING_DEFAULTS,
 }
 PACKED_FAULTS = (None, "truncate", "partial", "wrong_ids")
 FAULT_KINDS = ("429", "500", "hang", "malformed", "empty", "reset")
@@ -98,6 +102,7 @@ def validate_config(cfg: dict[str, Any]) -> None:
         raise ValueError(f"served_models must be null or a list of model names, got {served!r}")
     validate_spend_config(cfg)
     validate_quality_config(cfg)
+    validate_thinking_config(cfg)
     for key in ("fail_first", "fail_status", "seed"):
         if not isinstance(cfg[key], int):
             raise ValueError(f"{key} must be an integer, got {cfg[key]!r}")
@@ -140,7 +145,7 @@ def validate_batch_config(cfg: dict[str, Any]) -> None:
         raise ValueError(f"obey_injections must be true or false, got {cfg['obey_injections']!r}")
     if cfg["tokenizer"] not in TOKENIZERS:
         raise ValueError(f"tokenizer must be one of {TOKENIZERS}, got {cfg['tokenizer']!r}")
-    for key in ("batches_supported", "batch_drop_metadata"):
+    for key in ("batches_supported", "batch_drop_metadata", "logprobs_supported"):
         if not isinstance(cfg[key], bool):
             raise ValueError(f"{key} must be true or false, got {cfg[key]!r}")
     delays = cfg["batch_delays_s"]

@@ -28,7 +28,9 @@ from bench.testing.fake_provider.batches import BatchStore
 from bench.testing.fake_provider.config import DEFAULT_CONFIG, FAULT_KINDS, validate_config
 from bench.testing.fake_provider.replies import (MALFORMED_BODY, default_content, error_body, error_payload,
                                                  load_encoding, usage)
+from bench.testing.fake_provider.images import image_digests, image_problem, without_image_data
 from bench.testing.fake_provider.request_body import message_text, request_key, response_schema
+from bench.testing.fake_provider.thinking import assistant, billed_thinking, with_thinking
 from bench.testing.fake_provider.token_probs import fake_logprobs
 
 REQUEST_AUTH: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_auth", default=None)
@@ -99,6 +101,7 @@ class FakeServer:
         self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_MAX)
         self.arrivals: dict[str, int] = {}  # request key -> answers so far (``noise``: a draw per arrival)
         self.billed: dict[str, float] = {"replies": 0, "prompt_tokens": 0, "completion_tokens": 0, "usd": 0.0}
+        self.images: Counter[str] = Counter()  # sha256 of each well-formed image's bytes received (images.py)
 
     def snapshot(self) -> dict[str, Any]:
         """The counters as a JSON-ready dict (the Batch API's under ``batches``: see ``BatchStore.snapshot``)."""
@@ -111,6 +114,7 @@ class FakeServer:
             "by_model": dict(self.by_model),
             "peak_in_flight_by_model": dict(self.peak_in_flight_by_model),
             "recent": list(self.recent),
+            "images": dict(self.images),  # sha256 of an image's bytes (an http(s) one: url:<URL>) → times received
             "billed": dict(self.billed),  # every 200 chat reply's usage (sent or not: omit_usage), USD at bill_per_mtok
             "batches": self.batches.snapshot(),
         }
@@ -161,7 +165,9 @@ class FakeServer:
         auth = request.headers.get("Authorization")
         REQUEST_AUTH.set(auth)  # for `error`, which may echo it (echo_auth); one task per request
         body["_auth"] = auth is not None
-        self.recent.append(body)
+        self.recent.append(without_image_data(body))  # data URLs shortened to their size and hash
+        if image_problem(body.get("messages")) is None:  # a malformed one is refused by `answer` (400)
+            self.images.update(image_digests(body.get("messages")))
         authorized = self.auth_header is None or auth == self.auth_header
         fault = self.draw_fault(body) if authorized else None
         await self.sleep()
@@ -233,14 +239,16 @@ class FakeServer:
                finish_reason: str = "stop") -> tuple[int, dict[str, Any]]:
         """Answer a parsed chat body (a chat request's or a batch line's): (HTTP status, JSON payload).
 
-        404 if ``served_models`` excludes its model; else a ``replies`` match (a status gives that
-        error), else the schema-valid or ``fake answer <hash>`` content (``content`` skips all three);
-        usage counted by ``tokenizer``. Counts nothing: the caller does.
+        404 if ``served_models`` excludes its model; 400 if an image part is malformed (images.py); else a
+        ``replies`` match (a status gives that error), else the schema-valid or ``fake answer <hash>`` content
+        (``content`` skips all three); usage counted by ``tokenizer``. Counts nothing: the caller does.
         """
         refusal = self.model_refusal(body)
         if refusal is not None:
             return refusal
-        messages = body.get("messages")
+        if (malformed := image_problem(body.get("messages"))) is not None:  # images.py: OpenAI's 400
+            return 400, error_payload(400, malformed)
+        messages, thought = body.get("messages"), None  # thought: reasoning_content on demand (thinking.py)
         if content is None:
             match = self.match_reply(message_text(messages))
             if match is not None and "status" in match:
@@ -250,8 +258,9 @@ class FakeServer:
                                                                                   self.arrival(body))
             if self.config["over_limit_tokens"]:  # a provider that ignores max_tokens
                 content = " ".join(["word"] * self.config["over_limit_tokens"])
-        choice = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}
-        if body.get("logprobs"):
+            content, thought = with_thinking(self.config, body, content)
+        choice = {"index": 0, "message": assistant(content, thought), "finish_reason": finish_reason}
+        if body.get("logprobs") and self.config["logprobs_supported"]:
             choice["logprobs"] = fake_logprobs(content, response_schema(body.get("response_format")),
                                                int(request_key(body)[:8], 16), self.config["logprob_alt"])
         return 200, {
@@ -260,7 +269,7 @@ class FakeServer:
             "created": int(time.time()),
             "model": body.get("model") or "fake-model",
             "choices": [choice],
-            "usage": usage(messages, content, self.config["tokenizer"]),
+            "usage": billed_thinking(usage(messages, content, self.config["tokenizer"]), thought, self.config),
         }
 
     def arrival(self, body: dict[str, Any]) -> int:

@@ -1,0 +1,150 @@
+"""Images in records and requests: the run folder's image store, and the image parts of a chat message.
+
+A dataset's image (read and checked by bench.config.dataset_images) is stored once, by the sha256 of its
+bytes, as ``<run folder>/images/<sha256>.<ext>``. A record names it by that relative path (its *ref*:
+column, sha256, mime type, file), never by its bytes. A request carries it as an OpenAI ``image_url``
+content part whose URL is that same path in the record and in the request's cache key, so the content
+hash is part of the request's identity; only the body sent on the wire holds the stored file itself, as a
+``data:`` URL (:func:`inline_images`). An image a dataset gives by http(s) URL passes as that URL: it is
+never fetched, so its identity is the URL's text, not the content behind it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from pathlib import Path
+from typing import Any
+
+from bench.core.errors import ProviderError
+from bench.core.store import atomic_write
+
+IMAGE_FOLDER = "images"  # <run folder>/images/<sha256>.<ext>
+EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}
+KINDS = "PNG, JPEG, GIF or WebP"  # what EXTENSIONS accepts, as messages say it
+_MIMES = {ext: mime for mime, ext in EXTENSIONS.items()}
+_STORED = re.compile(r"images/([0-9a-f]{64})\.(png|jpg|gif|webp)")
+
+
+def sniff(data: bytes) -> str | None:
+    """Return the mime type the bytes' signature says (``image/png``, …), or None for anything else."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data[:6] in (b"GIF87a", b"GIF89a"):
+        return "image/gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def file_ref(column: str, data: bytes, mime: str, origin: str | None = None) -> dict[str, Any]:
+    """Return the ref of an image held in the run folder: its column, content hash, type and stored path.
+
+    ``origin`` is where the dataset had it (a path as written), for messages and captions: never part of
+    an identity, so moving the dataset's files changes no id.
+    """
+    sha = hashlib.sha256(data).hexdigest()
+    ref = {"column": column, "sha256": sha, "mime": mime, "file": f"{IMAGE_FOLDER}/{sha}.{EXTENSIONS[mime]}"}
+    return {**ref, "origin": origin} if origin else ref
+
+
+def url_ref(column: str, url: str) -> dict[str, Any]:
+    """Return the ref of an image given by an http(s) URL (sent as that URL, never fetched)."""
+    return {"column": column, "url": url}
+
+
+def store_image(run_dir: Path, ref: dict[str, Any], data: bytes) -> Path:
+    """Write an image's bytes to its stored path in ``run_dir`` once (atomically; kept if already there)."""
+    path = Path(run_dir) / ref["file"]
+    if not path.is_file():
+        atomic_write(path, data, shared=True)
+    return path
+
+
+def missing_images(run_dir: Path, refs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Return the refs of stored images that ``run_dir`` does not hold yet (one per content)."""
+    out: dict[str, dict[str, Any]] = {}
+    for ref in refs:
+        if ref.get("file") and ref["file"] not in out and not (Path(run_dir) / ref["file"]).is_file():
+            out[ref["file"]] = ref
+    return list(out.values())
+
+
+def image_part(ref: dict[str, Any]) -> dict[str, Any]:
+    """Return an image's ``image_url`` content part as records and cache keys hold it (its stored path or URL)."""
+    return {"type": "image_url", "image_url": {"url": ref.get("file") or ref["url"]}}
+
+
+def attach_images(messages: list[dict[str, Any]], refs: list[dict[str, Any]] | None,
+                  label: str | None = None) -> list[dict[str, Any]]:
+    """Return ``messages`` with the images of ``refs`` after the text of the last user message.
+
+    That message's content becomes parts: its text, then ``label`` (a text part, when given), then one
+    ``image_url`` part per image. Without refs the messages are returned as given (the same list), so a
+    request without images, its cache key and its record are what they were before images existed.
+    """
+    if not refs:
+        return messages
+    at = max((n for n, m in enumerate(messages) if m.get("role") == "user"), default=None)
+    if at is None:
+        raise ValueError("attach_images: the messages have no user message to carry the images")
+    content = messages[at].get("content")
+    parts = list(content) if isinstance(content, list) else [{"type": "text", "text": content or ""}]
+    if label:
+        parts.append({"type": "text", "text": label})
+    parts += [image_part(ref) for ref in refs]
+    return [*messages[:at], {**messages[at], "content": parts}, *messages[at + 1:]]
+
+
+def content_text(content: Any) -> str:
+    """Return a message content's text: the string itself, or the text parts of a list of parts joined."""
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text") or "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return "" if content is None else str(content)
+
+
+def inline_images(messages: list[dict[str, Any]], folder: Path | None) -> list[dict[str, Any]]:
+    """Return the messages as sent: each stored image's part with the file in ``folder`` as a ``data:`` URL.
+
+    Messages with no image part are returned as given (the same list: nothing is copied). The file is
+    checked against the hash its name carries; a missing or altered file raises ProviderError (kind
+    ``image``), so the item is recorded as failed and asked again on resume, never sent without its image.
+    """
+    if not any(isinstance(m.get("content"), list) for m in messages):
+        return messages
+    out = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            message = {**message, "content": [_inlined(part, folder) for part in content]}
+        out.append(message)
+    return out
+
+
+def _inlined(part: Any, folder: Path | None) -> Any:
+    """Return one content part as sent: a stored image's part with its file as a data URL, any other as given."""
+    url = part.get("image_url", {}).get("url") if isinstance(part, dict) and part.get("type") == "image_url" else None
+    found = _STORED.fullmatch(url) if isinstance(url, str) else None
+    if found is None:
+        return part
+    return {**part, "image_url": {**part["image_url"], "url": data_url(folder, found.group(1), found.group(2))}}
+
+
+def data_url(folder: Path | None, sha: str, ext: str) -> str:
+    """Return the stored image ``<sha>.<ext>`` of ``folder`` as a base64 ``data:`` URL, its hash checked."""
+    path = None if folder is None else Path(folder) / f"{sha}.{ext}"
+    try:
+        if path is None:
+            raise FileNotFoundError("no run folder to read it from")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ProviderError(f"image {IMAGE_FOLDER}/{sha}.{ext} is not in the run folder ({exc.strerror or exc}); "
+                            f"run the stage again: it stores the dataset's images before asking",
+                            kind="image", attempts=0) from None  # nothing was sent: its record counts no call
+    if hashlib.sha256(data).hexdigest() != sha:
+        raise ProviderError(f"{path} does not hold the image its name says (its content changed); delete it and "
+                            f"run the stage again: it stores the dataset's image anew", kind="image", attempts=0)
+    return f"data:{_MIMES[ext]};base64,{base64.b64encode(data).decode('ascii')}"

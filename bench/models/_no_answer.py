@@ -1,0 +1,33 @@
+"""The failure of a reply that holds no answer: retried when it is merely empty, final when the model thought.
+
+An empty reply (a provider's hiccup, a ``finish_reason=length`` cut) may come back whole when asked again, so
+it is retried (``kind="empty"``). A reply whose answer is empty but which carries reasoning (its text, inline
+``<think>`` never closed or a field of its own, or its reasoning tokens) spent its output limit thinking:
+asking again spends the same limit on the same thinking, so it fails for good at once (``kind="reasoning_cut"``,
+not retryable) and says to raise the output limit. Either way the reply was billed: the caller counts it as a
+paid attempt (bench.models._paid), and the thinking rides on the error (``reasoning``) for the failed record.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.core.errors import ProviderError
+from bench.models._transport import storable
+
+
+def no_answer(model: str, usage: dict[str, Any], where: str = "") -> ProviderError:
+    """Return the ProviderError of ``model``'s reply with an empty answer (``usage``: the wire's usage dict, its
+    reasoning text still on it); ``where`` adds where it came from (" in batch …")."""
+    finish = usage.get("finish_reason")
+    thought, tokens = usage.get("reasoning"), usage.get("reasoning_tokens")
+    if not (thought or tokens):
+        return ProviderError(f"{model} returned empty content{where} (finish_reason={finish})", kind="empty",
+                             retryable=True)
+    spent = f"{tokens:,} reasoning tokens and no answer" if tokens else "its reply is all reasoning, no answer"
+    err = ProviderError(f"{model} spent its output limit thinking{where}: {spent} (finish_reason="
+                        f"{finish}); asking again would spend the same, so it was not retried. Raise max_tokens "
+                        f"(max_completion_tokens for OpenAI's reasoning models) on its entry, or lower its "
+                        f"reasoning_effort", kind="reasoning_cut", retryable=False)
+    err.reasoning = storable(thought) if thought else None  # type: ignore[attr-defined]  (its failed record keeps it)
+    return err

@@ -1,0 +1,41 @@
+"""A checks-only judge calls no model: its model needs no key to pass the preflight, and its judgments cost a
+known zero (summed in the usage table, never "unpriced")."""
+
+from __future__ import annotations
+
+import json
+
+from bench.analysis import load_run, summarize
+from bench.testing.grids import grid, judge, model, prompt, sweep
+
+CHECKS = """---
+id: exact
+version: "1"
+mode: automated
+checks:
+  - {id: exact, kind: exact_match, reference: answer}
+---
+"""
+
+
+def test_an_automated_judge_needs_no_key_and_costs_a_known_zero(tmp_path, fake):
+    with open(tmp_path / "qa.jsonl", "w") as fh:
+        for q, a in (("capital of France", "Paris"), ("two plus two", "4")):
+            fh.write(json.dumps({"question": q, "answer": a}) + "\n")
+    (tmp_path / "exact.md").write_text(CHECKS)
+    checks = judge("exact", fake.url, rubric=str(tmp_path / "exact.md"))
+    checks.pop("api_base")
+    checks["model"] = "openai/gpt-4o-mini"  # a cloud model whose key is not set: never called
+    fake.configure(replies=[{"match": "France", "content": "Paris"}, {"match": "plus", "content": "five"}])
+    params = grid(tmp_path / "qa.yaml", fake.url, name="qa", models=[model("m1", fake.url)],
+                  prompts=[prompt("ask", "Answer: {question}")],
+                  scenarios={"dataset": {"path": "qa.jsonl", "fields": {"question": "question"},
+                                         "reference": {"answer": "answer"}}},
+                  judges=[checks])
+    done = sweep(tmp_path, params, drop=("OPENAI_API_KEY",))
+    assert done.returncode == 0, done.stderr[-2000:]
+    tables = load_run(tmp_path / "runs" / "qa")
+    usage = summarize(tables).usage_judges.to_dicts()
+    assert [(u["judge"], u["calls"], u["cost_usd"], u["unpriced_records"]) for u in usage] == [("exact", 0, 0.0, 0)]
+    scores = sorted(tables.judgments["score"].to_list())
+    assert scores == [0.0, 1.0]
