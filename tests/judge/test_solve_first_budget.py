@@ -16,18 +16,9 @@ from bench.judge.grader import Item, Judge, grade_items
 from bench.judge.packed import short_id
 from bench.models.budget import Budget
 from bench.models.client import LLM, Limits
+from tests.judge.solve_first_rubrics import RUBRICS
 
 PRICE = 1000.0  # USD per million tokens, in and out: one request's worst case (1000 tokens out) is about $1
-CRITERIA = ("criteria:\n  - {id: relevance, description: on topic, scale: [1, 5], "
-            "anchors: {1: unrelated, 2: weak, 3: partly, 4: mostly, 5: fully}}\n")
-RUBRICS = {
-    "rubric": "mode: rubric\n" + CRITERIA,
-    "packed": "mode: rubric\n" + CRITERIA,
-    "hybrid": "mode: hybrid\n" + CRITERIA + "checks:\n  - {id: short, kind: length, max_chars: 500}\n",
-    "checklist": "mode: checklist\nrequirements:\n  - {id: number, text: gives a number}\n"
-                 "  - {id: unit, text: gives a unit}\n",
-    "pairwise": "mode: pairwise\n",
-}
 QUESTION = "How far is the moon?"
 
 
