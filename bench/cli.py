@@ -8,10 +8,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench.compare.command import compare_command
 from bench.core.errors import BenchError, Halted
 from bench.core.runlock import run_lock
 from bench.core.secrets import redact
 from bench.estimate import estimate_command, validate
+from bench.gates.command import gate_command
 from bench.judgebench import export_run, print_score
 from bench.models import local
 from bench.models.smoke import smoke
@@ -37,7 +39,8 @@ def _sweep(args: argparse.Namespace) -> int:
     return sweep_command(SweepRequest(args.params, cells=args.cells, run_dir=args.run_dir, jobs=args.jobs,
                                       per_cell=args.per_cell, only_stage=args.only_stage, wait=args.wait,
                                       report=not args.no_report, track=not args.no_track, dry_run=args.dry_run,
-                                      cluster=args.cluster, batch=args.batch, supersede=args.supersede))
+                                      cluster=args.cluster, batch=args.batch, supersede=args.supersede,
+                                      junit=args.junit))
 
 
 def _track(args: argparse.Namespace) -> int:
@@ -119,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sweep_command(sub)
 
     _add_run_commands(sub)
+    _add_compare_command(sub)
+    _add_gate_command(sub)
     s = sub.add_parser("judgebench-score", help="score a judge output file in JudgeBench's format (JudgeBench's rule)")
     s.add_argument("file", help="FILE.jsonl: pair records with judge_name and judgments")
     s.add_argument("--json", action="store_true", help="print one JSON object")
@@ -197,6 +202,8 @@ def _add_sweep_command(sub: Any) -> None:
                    help="a cell, judge or rubric version whose content changed under the same name (a template edited "
                         "without a version bump) gets the new content; its earlier records are set aside from every "
                         "analysis and kept in the run folder (docs/records.md, One content per name)")
+    s.add_argument("--junit", default=None, metavar="FILE",
+                   help="write the params file's gates as JUnit XML to FILE (one test case per check; docs/gates.md)")
     s.set_defaults(func=_sweep)
 
 
@@ -239,6 +246,71 @@ def _add_run_commands(sub: Any) -> None:
     a.add_argument("run_dir", help="runs/<sweep>")
     a.add_argument("file", help="FILE.json filled in by a reviewer")
     a.set_defaults(func=_review)
+
+
+def _add_compare_command(sub: Any) -> None:
+    """Add `bench compare`: run B against run A on the items they share (docs/compare.md)."""
+    s = sub.add_parser("compare", help="compare run B with run A on the items they share: paired differences with "
+                                       "CIs and Holm-corrected tests, a diff report, an MLflow run (docs/compare.md)")
+    s.add_argument("run_a", help="runs/<sweep> (or a sweep name): the run compared with, e.g. main's")
+    s.add_argument("run_b", help="runs/<sweep> (or a sweep name): the new run")
+    s.add_argument("--map", action="append", default=[], metavar="A_CELL=B_CELL", type=_cell_pair,
+                   help="pair a cell of run A with a differently named cell of run B (repeatable); cells of the "
+                        "same name pair by themselves")
+    s.add_argument("--json", action="store_true", help="print the comparison as one JSON document (only that on "
+                                                       "stdout)")
+    s.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples of the scenarios (default 2000)")
+    s.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    s.add_argument("--alpha", type=float, default=0.05, help="significance level; intervals are 1 - alpha")
+    s.add_argument("--human-overrides", action="store_true",
+                   help="count each reviewed judgment with its latest human review instead of the judge's grade")
+    s.add_argument("--out", default=None, help="HTML file or folder to write (default reports/<a>-vs-<b>/index.html)")
+    s.add_argument("--no-report", action="store_true", help="do not write the diff report")
+    s.add_argument("--no-track", action="store_true", help="do not log the comparison to MLflow")
+    s.set_defaults(func=lambda args: compare_command(
+        args.run_a, args.run_b, mapping=dict(args.map), seed=args.seed, n_boot=args.resamples, alpha=args.alpha,
+        human_overrides=args.human_overrides, as_json=args.json, out=args.out, report=not args.no_report,
+        track=not args.no_track))
+
+
+def _add_gate_command(sub: Any) -> None:
+    """Add `bench gate`: a run checked against floors and a baseline run; exit 5 when a gate fails."""
+    s = sub.add_parser("gate", help="check a run against floors and a baseline run (exit 5 when a gate fails; "
+                                    "docs/gates.md); prints every check, writes JUnit XML with --junit")
+    s.add_argument("run_dir", help="runs/<sweep> (or a sweep name): the run to check")
+    s.add_argument("--baseline", default=None, metavar="RUN", help="the run folder (or sweep name) to compare with, "
+                                                                     "e.g. main's")
+    s.add_argument("--min", type=float, default=None, metavar="VALUE",
+                   help="floor on every cell's composite mean (per judge, in its composite scale)")
+    s.add_argument("--max-drop", type=float, default=None, metavar="VALUE",
+                   help="largest allowed drop of a matched cell's composite against --baseline")
+    s.add_argument("--strict", action=argparse.BooleanOptionalAction, default=None,
+                   help="the point estimate decides (default: a bound is broken only when its 95%% CI says so); "
+                        "--no-strict overrides a params file's strict: true")
+    s.add_argument("--allow-missing", action=argparse.BooleanOptionalAction, default=None,
+                   help="pass the coverage check though the run lacks answers the baseline has (still listed)")
+    s.add_argument("--map", action="append", default=[], metavar="BASE_CELL=CELL", type=_cell_pair,
+                   help="pair a baseline cell with this run's differently named cell (repeatable)")
+    s.add_argument("--params", default=None, metavar="FILE",
+                   help="take the gates: section of this params file (its baseline is relative to the file); "
+                        "the options above override its keys")
+    s.add_argument("--junit", default=None, metavar="FILE", help="write JUnit XML, one test case per check")
+    s.set_defaults(func=_gate)
+
+
+def _cell_pair(text: str) -> tuple[str, str]:
+    """Return (baseline cell, cell) of ``--map BASE_CELL=CELL``."""
+    a, sep, b = text.partition("=")
+    if not (sep and a.strip() and b.strip()):
+        raise argparse.ArgumentTypeError(f"expected BASE_CELL=CELL (model_id/prompt_id@version on each side), "
+                                         f"got {text!r}")
+    return a.strip(), b.strip()
+
+
+def _gate(args: argparse.Namespace) -> int:
+    return gate_command(args.run_dir, params=args.params, baseline=args.baseline, floor=args.min,
+                        max_drop=args.max_drop, strict=args.strict, junit=args.junit, mapping=dict(args.map),
+                        allow_missing=args.allow_missing)
 
 
 def _reader_gone() -> int:

@@ -25,6 +25,7 @@ from bench.core.records import Scenario
 from bench.core.store import RunStore
 from bench.models.dry import dry_model
 from bench.models.genparams import param_problems
+from bench.models.tools_support import check_tools
 
 
 BATCH_ENV = "BENCH_BATCH"  # "1": every model and judge through its provider's Batch API (bench sweep --batch)
@@ -90,6 +91,7 @@ def open_run(params: str | Path, cells: Any = None, run_dir: str | Path | None =
     _check_size(sweep, len(chosen), len(scenarios), params_path)  # a dataset's size is known once read
     real_cells = select_cells(real, cells) if dry_run else chosen
     check_vision(real, real_cells, scenarios, params_path, root)  # images, and a model that reads none: refused here
+    check_tools(real_cells, params_path)  # a prompt's tools, and a model known to call no functions: refused here
     folder = paths.resolve(run_dir, root) if run_dir else paths.run_dir(sweep.name, root)
     supersede = os.environ.get(SUPERSEDE_ENV) == "1" if supersede is None else supersede
     return Run(sweep, params_path, root, folder, scenarios, chosen, dry_run, bool(supersede or dry_run))
@@ -113,7 +115,8 @@ def dry_name(name: str) -> str:
 
 
 def dry_sweep(sweep: Sweep, params_path: Path) -> Sweep:
-    """Return ``sweep`` with every model and judge answered in-process by ``dry/<id>`` (no server, no cost).
+    """Return ``sweep`` with every model, judge and simulated user answered in-process by ``dry/<id>`` (no server,
+    no cost).
 
     Each entry's model string becomes ``dry/<its id>``, so entries that differ only in endpoint stay
     distinct; endpoints, keys, rate caps and prices are dropped (a dry reply needs none). Prompts,
@@ -127,9 +130,12 @@ def dry_sweep(sweep: Sweep, params_path: Path) -> Sweep:
         return {**data, "model": dry_model(entry.id)}
 
     data = sweep.model_dump(exclude_none=True)
+    prompts = [{**p.model_dump(exclude_none=True), **({"user_simulator": dry(p.user_simulator)}
+                                                      if p.user_simulator is not None else {})}
+               for p in sweep.prompts]  # a simulated user is a model too: dry, never sent
     try:
         return Sweep.model_validate({**data, "name": dry_name(sweep.name), "models": [dry(m) for m in sweep.models],
-                                     "judges": [dry(j) for j in sweep.judges]})
+                                     "judges": [dry(j) for j in sweep.judges], "prompts": prompts})
     except ValidationError as err:  # not expected: the real sweep validated; say which file, never a traceback
         raise ParamsError(f"{params_path}: --dry-run could not stand in for its models: {err}") from err
 

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterable, Iterator
 
-from bench.collect import CollectResult, answer_counts, collect_stage
+from bench.collect import CollectResult, answer_counts, collect_stage, simulator_specs
 from bench.config.rubrics import snapshot_rubric
 from bench.config.scenarios import write_scenarios
 from bench.config.vision import store_images
@@ -86,7 +86,7 @@ def prepare(run: Run, *, judges: bool = True, log_supersede: bool = True) -> lis
     check comes next), since a logged choice sets the earlier records aside from every analysis."""
     every = load_judges(run)
     changed = check_contents(run, every if judges else [])
-    preflight([c.model.spec() for c in run.cells] + judge_specs(every))
+    preflight([c.model.spec() for c in run.cells] + simulator_specs(run.cells) + judge_specs(every))
     RunStore(run.dir).ensure_writable()
     if log_supersede:
         supersede(run.dir, changed, shown_path(run.params_path))

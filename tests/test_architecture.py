@@ -21,18 +21,19 @@ LAYERS: list[tuple[str, ...]] = [
     ("bench.core",),  # the contract: errors, records, the run store, paths, progress
     ("bench.testing.records",),  # records with plain defaults, for tests and benchmarks
     ("bench.models",),  # the one LLM seam
-    ("bench.config",),  # what a researcher writes, validated
+    ("bench.config", "bench.gates.spec"),  # what a researcher writes, validated (a params file's gates: section too)
     ("bench.run",),  # a params file opened as a run: its scenarios, its selected cells, its folder
     ("bench.collect",),  # answers: the same shape as judge (one item's module, stage.py)
     ("bench.judge",),
     ("bench.stages",),  # run_collect / run_judge: a stage driven on a run, for notebooks, the CLI and the sweep
     ("bench.estimate",),
-    ("bench.analysis",),
+    ("bench.analysis", "bench.compare"),  # bench.compare: two runs matched and compared (compare_runs)
     ("bench.kernels",),  # papermill executions, for the report and the sweep
-    ("bench.report",),
+    ("bench.report", "bench.compare.diff_report"),  # the comparison's diff report
     ("bench.tracking",),
     ("bench.review",),
-    ("bench.sweep",),
+    ("bench.gates",),  # regression gates on a run and a baseline run (bench gate, a sweep's end)
+    ("bench.sweep", "bench.compare.command"),  # bench compare: compare, report, log to MLflow
     ("bench.judgebench",),
     ("bench.cli", "bench.__main__", "bench"),  # the CLI, and the package's lazy public surface
 ]
@@ -43,7 +44,7 @@ DASK = {"dask", "distributed"}
 HEAVY = {"litellm", "mlflow", "plotly", "polars", "pandas", "papermill", "nbconvert", "nbformat", "playwright",
          "llama_cpp", "jupyter_client", "ipywidgets", "IPython", "pyarrow", "numpy", "scipy", "opentelemetry",
          "aiohttp", "yaml", "pydantic", "tqdm", "dask", "distributed", "huggingface_hub", "nbclient", "sqlalchemy",
-         "psycopg2", "tiktoken", "PIL"}
+         "psycopg2", "tiktoken", "PIL", "jsonschema"}
 
 
 def module_name(path: Path) -> str:

@@ -6,11 +6,15 @@ collect and judge notebooks show.
 
 :func:`load_run` is the one loader of a run's records: ``summarize(run_dir)`` computes everything the
 report shows from its polars tables, and every piece is also a function of them, so a notebook can
-recompute any of it with other options (or show it with ``.to_pandas()``).
+recompute any of it with other options (or show it with ``.to_pandas()``). :func:`compare_runs` compares two
+runs on the items they share (:mod:`bench.compare`).
 Importing this package imports polars and numpy (``import bench`` alone does not).
 """
 
 from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
 
 from bench.analysis.accuracy import judge_accuracy, label_agreement
 from bench.analysis.agreement import cohen_kappa, complete_pairs, krippendorff_alpha
@@ -26,16 +30,22 @@ from bench.analysis.style_control import battle_texts, style_battles, style_cont
 from bench.analysis.summary import Summary, examples, summarize
 from bench.analysis.tables import COMPOSITE, RunTables, load_run, with_reviews
 from bench.analysis.ties import ties_broken
-from bench.analysis.usage import usage_by_cell, usage_by_judge
+from bench.analysis.usage import run_spend, usage_by_cell, usage_by_judge, usage_by_simulator
 
 __all__ = [
     "COMPOSITE", "RunTables", "Summary", "battle_texts", "battles", "bootstrap_means", "bradley_terry",
-    "calibrated_leaderboard", "candidate_listing",
+    "calibrated_leaderboard", "candidate_listing", "compare_runs",
     "cell_counts", "cohen_kappa", "complete_pairs", "composite", "disagreements", "examples", "fit_bradley_terry",
     "holm", "inter_judge", "item_variance", "judge_accuracy", "judge_counts", "judge_health", "judge_stability",
     "judge_vs_human", "judgment_listing", "jury_alpha",
     "krippendorff_alpha", "label_agreement", "leaderboard", "load_run",
     "packed_vs_single", "paired_differences", "percentile_interval", "position_consistency", "sign_flip_pvalues",
-    "stability_leaderboard", "style_battles", "style_controlled_ratings", "summarize", "ties_broken",
-    "usage_by_cell", "usage_by_judge", "win_matrix", "win_rates", "with_reviews", "worker_table",
+    "run_spend", "stability_leaderboard", "style_battles", "style_controlled_ratings", "summarize", "ties_broken",
+    "usage_by_cell", "usage_by_judge", "usage_by_simulator", "win_matrix", "win_rates", "with_reviews", "worker_table",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "compare_runs":  # two runs compared (bench.compare builds on this package: loaded on first use)
+        return import_module("bench.compare.comparison").compare_runs
+    raise AttributeError(f"module 'bench.analysis' has no attribute {name!r}")

@@ -17,9 +17,9 @@ from bench.analysis.leaderboard import composite, leaderboard, paired_difference
 from bench.analysis.pairwise import battles, bradley_terry, position_consistency, win_matrix, win_rates
 from bench.analysis.reliability import disagreements, inter_judge, judge_health, judge_vs_human, jury_alpha, packed_vs_single
 from bench.analysis.style_control import StyleControl, battle_texts, style_battles, style_controlled_ratings
-from bench.analysis.tables import COMPOSITE, RunTables, load_run, with_reviews
+from bench.analysis.tables import COMPOSITE, SIMULATOR_SCHEMA, RunTables, load_run, with_reviews
 from bench.analysis.ties import ties_broken
-from bench.analysis.usage import usage_by_cell, usage_by_judge
+from bench.analysis.usage import run_spend, usage_by_cell, usage_by_judge, usage_by_simulator
 
 
 @dataclass
@@ -43,6 +43,8 @@ class Summary:
     disagreements: pl.DataFrame  # judge grades that human reviews changed: the next review round
     usage_cells: pl.DataFrame
     usage_judges: pl.DataFrame
+    usage_simulators: pl.DataFrame  # per simulated user (user_simulator.id): its own cost line
+    spend: pl.DataFrame  # what the run paid: answers, simulated users, judges, total (bench.core.spend's sum)
     failures: pl.DataFrame  # items still failed: stage × model/judge × error kind → count, first error
     calibrated: pl.DataFrame  # per (judge, cell): the human-calibrated mean (PPI++) beside judge-only and human-only
     style: StyleControl  # pairwise ratings with and without style control, and the style coefficients
@@ -78,6 +80,9 @@ def summarize(run: str | Path | RunTables, *, resamples: int = 1000, seed: int =
         disagreements=disagreements(raw.scores, raw.reviews),
         usage_cells=usage_by_cell(_every(t.candidate_attempts, t.candidates)),
         usage_judges=usage_by_judge(_every(t.judgment_attempts, t.judgments)),
+        usage_simulators=usage_by_simulator(_simulators(t)),
+        spend=run_spend(_every(t.candidate_attempts, t.candidates), _simulators(t),
+                        _every(t.judgment_attempts, t.judgments)),
         failures=failure_frame(t), calibrated=calibrated_leaderboard(raw.scores, raw.reviews, level=level, scale=_composite_scales(raw)),
         style=style_controlled_ratings(style_battles(t.judgments, battle_texts(t)), resamples=resamples, seed=seed,
                                        level=level),
@@ -108,6 +113,11 @@ def failure_frame(t: RunTables) -> pl.DataFrame:
     """Return the items still failed, grouped as the sweep's closing summary groups them (bench.core.outcome)."""
     rows = [(g.stage, g.who, g.kind, g.count, g.first_error) for g in failures(t.run_dir)] if t.run_dir else []
     return pl.DataFrame(rows, schema=FAILURE_SCHEMA, orient="row")
+
+
+def _simulators(t: RunTables) -> pl.DataFrame:
+    """Return the simulated users' rows (every attempt), empty when the tables have none."""
+    return t.simulator_attempts if t.simulator_attempts is not None else pl.DataFrame(schema=SIMULATOR_SCHEMA)
 
 
 def _every(attempts: pl.DataFrame | None, latest: pl.DataFrame) -> pl.DataFrame:

@@ -6,38 +6,50 @@ with the same columns (tests, benchmarks) goes through exactly the same code.
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from bench.analysis.conversation_scores import per_conversation
 from bench.config.rubrics import run_scales
 from bench.core.digests import SetAside, set_aside
 from bench.core.paths import project_root
 from bench.core.records import Candidate, Judgment, Review, Scenario
 from bench.core.reviewed import Reviewed, reviewed
+from bench.core.spend import paid_cost
 from bench.core.store import RunStore, latest_of
 
 COMPOSITE = "composite"  # the criterion name of a judgment's composite score in the long table
+SIMULATOR = "user-simulator"  # a simulated user's label when its records do not name it (user_simulator.id's default)
 
 _USAGE = {"prompt_tokens": pl.Int64, "completion_tokens": pl.Int64, "cost_usd": pl.Float64,
           "latency_s": pl.Float64, "cached": pl.Boolean, "calls": pl.Int64, "cache_hits": pl.Int64,
-          "schema_version": pl.Int64, "reasoning_tokens": pl.Int64}  # of completion_tokens: thinking (None: unsaid)
+          "schema_version": pl.Int64, "reasoning_tokens": pl.Int64,  # of completion_tokens: thinking (None: unsaid)
+          "paid_usd": pl.Float64}  # what its requests paid now (bench.core.spend.paid_cost: cache hits cost nothing)
 CANDIDATE_SCHEMA = {"id": pl.Utf8, "model": pl.Utf8, "prompt": pl.Utf8, "cell": pl.Utf8, "scenario": pl.Utf8,
                     "sample": pl.Int64, "output": pl.Utf8, "error": pl.Utf8, "error_kind": pl.Utf8, **_USAGE,
-                    "flags": pl.List(pl.Utf8)}
+                    "flags": pl.List(pl.Utf8), "ended": pl.Utf8}  # ended: why a conversation stopped (None: one reply)
+# one row per candidate record with a simulated user: its requests
+SIMULATOR_SCHEMA = {"simulator": pl.Utf8, "cell": pl.Utf8, "scenario": pl.Utf8, "sample": pl.Int64,
+                    "candidate": pl.Utf8, "error": pl.Utf8, **_USAGE}
 JUDGMENT_SCHEMA = {"id": pl.Utf8, "judge": pl.Utf8, "judge_model": pl.Utf8, "mode": pl.Utf8, "rubric": pl.Utf8,
                    "candidate": pl.Utf8, "candidate_b": pl.Utf8, "cell": pl.Utf8, "model": pl.Utf8, "prompt": pl.Utf8,
                    "cell_b": pl.Utf8,
                    "scenario": pl.Utf8, "sample": pl.Int64, "order": pl.Utf8, "score": pl.Float64,
                    "verdict": pl.Utf8, "shown_verdict": pl.Utf8, "rationale": pl.Utf8, "error": pl.Utf8,
                    "error_kind": pl.Utf8, "pack_id": pl.Utf8, **_USAGE,
-                   "repeat": pl.Int64, "expected_score": pl.Float64}
+                   "repeat": pl.Int64, "expected_score": pl.Float64,
+                   "turn": pl.Int64}  # a per_turn judge's graded turn (None: a whole answer)
 SCORE_SCHEMA = {"judge": pl.Utf8, "judge_model": pl.Utf8, "rubric": pl.Utf8, "mode": pl.Utf8, "cell": pl.Utf8, "model": pl.Utf8, "prompt": pl.Utf8,
                 "scenario": pl.Utf8, "sample": pl.Int64, "candidate": pl.Utf8, "judgment": pl.Utf8,
                 "criterion": pl.Utf8, "value": pl.Float64,
-                "repeat": pl.Int64, "expected": pl.Float64}  # the judge's repeat; the probability-weighted value
+                "repeat": pl.Int64, "expected": pl.Float64,  # the judge's repeat; the probability-weighted value
+                "turns": pl.Int64}  # a per_turn judge: the turns its mean is over (bench.analysis.conversation_scores)
 REVIEW_SCHEMA = {"judgment": pl.Utf8, "reviewer": pl.Utf8, "criterion": pl.Utf8, "value": pl.Float64,
                  "verdict": pl.Utf8, "created_at": pl.Utf8}
 RUN_REVIEW_SCHEMA = {**REVIEW_SCHEMA, "blind": pl.Boolean}  # a run's reviews: saved with the judges hidden?
@@ -57,6 +69,7 @@ class RunTables:
     judgment_attempts: pl.DataFrame | None = None  # as judgments, every attempt (what was paid for)
     set_aside: SetAside | None = None  # records of an earlier content of a cell, judge or rubric version: left out
     reviewed: Reviewed | None = None  # the reviews as every count reads them (bench.core.reviewed); damaged: out
+    simulator_attempts: pl.DataFrame | None = None  # every attempt's simulated-user requests (SIMULATOR_SCHEMA)
 
     @property
     def name(self) -> str:
@@ -73,20 +86,54 @@ def load_run(run_dir: str | Path) -> RunTables:
     if not run_dir.is_dir():
         raise FileNotFoundError(f"{run_dir}: no such run folder (run `bench sweep params/<grid>.yaml` first)")
     store = RunStore(run_dir)
-    every_cand, every_judg, aside = set_aside(run_dir, store.read(Candidate), store.read(Judgment))
-    cands, judgments = latest_of(every_cand), latest_of(every_judg)
-    every = latest_of(store.read(Judgment))  # set-aside ones too: the rubric text an older review was saved under
-    reviews = reviewed(judgments, store.read(Review), run_scales(run_dir, every.values(), project_root()), every)
-    scenarios = {s.id: s for s in store.read(Scenario)}
-    cand_rows = {id(c): _candidate_row(c) for c in every_cand}
-    judg_rows = {id(j): _judgment_row(j, cands) for j in every_judg}
-    frame = lambda rows, schema: pl.DataFrame(rows, schema=schema, orient="row")  # noqa: E731
-    return RunTables(run_dir, frame([cand_rows[id(c)] for c in cands.values()], CANDIDATE_SCHEMA),
-                     frame([judg_rows[id(j)] for j in judgments.values()], JUDGMENT_SCHEMA),
-                     frame(_score_rows(judgments.values(), cands), SCORE_SCHEMA),
-                     frame(_review_rows(reviews.latest.values()), RUN_REVIEW_SCHEMA), scenarios,
-                     frame(list(cand_rows.values()), CANDIDATE_SCHEMA),
-                     frame(list(judg_rows.values()), JUDGMENT_SCHEMA), aside, reviews)
+    with _gc_paused():
+        read = store.read(Judgment)  # read once: set-aside ones too (the rubric text an older review was saved under)
+        every_cand, every_judg, aside = set_aside(run_dir, store.read(Candidate), read)
+        cands, judgments, every = latest_of(every_cand), latest_of(every_judg), latest_of(read)
+        reviews = reviewed(judgments, store.read(Review), run_scales(run_dir, every.values(), project_root()), every)
+        scenarios = {s.id: s for s in store.read(Scenario)}
+        cand_all = _frame([_candidate_row(c) for c in every_cand], CANDIDATE_SCHEMA)
+        judg_all = _frame([_judgment_row(j, cands) for j in every_judg], JUDGMENT_SCHEMA)
+        return RunTables(run_dir, cand_all[_rows_of(cands, every_cand)], judg_all[_rows_of(judgments, every_judg)],
+                         _frame(_score_rows(judgments.values(), cands), SCORE_SCHEMA),
+                         _frame(_review_rows(reviews.latest.values()), RUN_REVIEW_SCHEMA), scenarios,
+                         cand_all, judg_all, aside, reviews,
+                         _frame([_simulator_row(c) for c in every_cand if c.simulator_usage is not None],
+                                SIMULATOR_SCHEMA))
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a run folder is read: its hundreds of thousands of new records
+    (no cycles among them) otherwise set off full collections over every one of them, again and again."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _frame(rows: list[tuple], schema: dict[str, Any]) -> pl.DataFrame:
+    """Return row tuples as a frame of ``schema``, built column by column (twice as fast as row by row)."""
+    if not rows:
+        return pl.DataFrame(schema=schema)
+    return pl.DataFrame([_series(name, dtype, column)
+                         for (name, dtype), column in zip(schema.items(), zip(*rows, strict=True))])
+
+
+def _series(name: str, dtype: Any, column: tuple) -> pl.Series:
+    if isinstance(dtype, pl.List):  # built from rows: from a column, polars makes a Series of every row's list
+        return pl.DataFrame([(v,) for v in column], schema={name: dtype}, orient="row").to_series()
+    return pl.Series(name, column, dtype=dtype)
+
+
+def _rows_of(latest: dict[str, Any], records: list[Any]) -> list[int]:
+    """Return the positions in ``records`` (every attempt) of the ``latest`` ones, in ``latest``'s order: the
+    latest table is the attempts table's rows, taken rather than built again."""
+    at = {id(rec): n for n, rec in enumerate(records)}
+    return [at[id(rec)] for rec in latest.values()]
 
 
 def with_reviews(t: RunTables) -> RunTables:
@@ -101,12 +148,15 @@ def with_reviews(t: RunTables) -> RunTables:
                                                                   pl.col("value").alias("human"))
     scores = (t.scores.join(values, on=["judgment", "criterion"], how="left")
               .with_columns(pl.coalesce("human", "value").alias("value")).drop("human"))
-    head = t.judgments.filter(pl.col("mode") != "pairwise").select(
+    first_turn = pl.col("turn").is_null() | (pl.col("turn") == pl.col("turn").min().over(
+        "judge", "rubric", "candidate", "repeat"))  # a conversation's turns: the record standing for them all
+    head = t.judgments.filter((pl.col("mode") != "pairwise") & first_turn).select(
         "judge", "judge_model", "rubric", "mode", "cell", "model", "prompt", "scenario", "sample",
         "candidate", pl.col("id").alias("judgment"), "repeat")
     added = (values.join(t.scores.select("judgment").unique(), on="judgment", how="anti")
              .join(head, on="judgment").rename({"human": "value"})
-             .with_columns(pl.lit(None, pl.Float64).alias("expected")).select(list(SCORE_SCHEMA)))
+             .with_columns(pl.lit(None, pl.Float64).alias("expected"), pl.lit(None, pl.Int64).alias("turns"))
+             .select(list(SCORE_SCHEMA)))
     verdicts = rev.filter(pl.col("verdict").is_not_null()).select(pl.col("judgment").alias("id"),
                                                                   pl.col("verdict").alias("human")).unique("id")
     judgments = (t.judgments.join(verdicts, on="id", how="left")
@@ -114,7 +164,7 @@ def with_reviews(t: RunTables) -> RunTables:
                                pl.when(pl.col("human").is_not_null()).then(None).otherwise(pl.col("error"))
                                .alias("error")).drop("human"))
     return RunTables(t.run_dir, t.candidates, judgments, pl.concat([scores, added]), t.reviews, t.scenarios,
-                     set_aside=t.set_aside, reviewed=t.reviewed)
+                     set_aside=t.set_aside, reviewed=t.reviewed, simulator_attempts=t.simulator_attempts)
 
 
 def _unit_reviews(t: RunTables) -> pl.DataFrame:
@@ -126,17 +176,29 @@ def _unit_reviews(t: RunTables) -> pl.DataFrame:
             .join(keys, on=unit, nulls_equal=True).drop(unit).select(t.reviews.columns))
 
 
-def _usage(rec: Any) -> tuple:
-    u = rec.usage
+def _usage(rec: Any, by: str = "model") -> tuple:
+    """Return the _USAGE columns of a record's usage: the model's (or judge's), or its simulated user's (``by``)."""
+    u = rec.simulator_usage if by == "simulator" else rec.usage
     if u is None:  # a schema-1 failure: it sent at least one request
-        return (None, None, None, None, None, 1 if rec.error else None, 0, rec.schema_version, None)
+        return (None, None, None, None, None, 1 if rec.error else None, 0, rec.schema_version, None, 0.0)
     return (u.prompt_tokens, u.completion_tokens, u.cost_usd, u.latency_s, u.cached, u.calls, u.cache_hits,
-            rec.schema_version, u.reasoning_tokens)
+            rec.schema_version, u.reasoning_tokens, paid_cost(u, getattr(rec, "turns", None), by))
 
 
 def _candidate_row(c: Candidate) -> tuple:
     return (c.id, c.model_id, c.prompt_key, c.cell, c.scenario_id, c.sample, c.output,
-            c.error, c.error_kind, *_usage(c), list(c.flags))
+            c.error, c.error_kind, *_usage(c), list(c.flags), c.ended)
+
+
+def simulator_id(c: Candidate) -> str:
+    """Return the label of a conversation's simulated user: ``user_simulator.id`` as its turns record it
+    (``{"by": "simulator", "simulator": id}``), else the default id."""
+    named = (t.get("simulator") for t in c.turns or () if isinstance(t, dict) and t.get("by") == "simulator")
+    return next((str(n) for n in named if n), SIMULATOR)
+
+
+def _simulator_row(c: Candidate) -> tuple:
+    return (simulator_id(c), c.cell, c.scenario_id, c.sample, c.id, c.error, *_usage(c, "simulator"))
 
 
 def _cell_of(cid: str, cands: dict[str, Any]) -> tuple[str | None, str | None, str | None, int | None]:
@@ -154,20 +216,22 @@ def _judgment_row(j: Judgment, cands: dict[str, Any]) -> tuple:
     cell_b = _cell_of(b, cands)[0] if b else None
     return (j.id, j.judge_id, j.judge_model, j.mode, j.rubric_key, j.candidate_ids[0], b,
             cell, model, prompt, cell_b, j.scenario_id, sample, j.order, j.score, j.verdict, j.details.get("shown_verdict"),
-            j.rationale, j.error, j.error_kind, j.pack_id, *_usage(j), j.repeat, j.expected_score)
+            j.rationale, j.error, j.error_kind, j.pack_id, *_usage(j), j.repeat, j.expected_score, j.turn)
 
 
 def _score_rows(judgments: Any, cands: dict[str, Any]) -> list[tuple]:
+    """Return the long score rows: a whole answer's judgment's, and one conversation's per_turn judgments as one
+    (the mean over its graded turns, with their count: bench.analysis.conversation_scores)."""
     rows = []
-    for j in judgments:
+    for j, turns in per_conversation(judgments):
         if not j.ok or j.mode == "pairwise" or j.score is None:
             continue
         cell, model, prompt, sample = _cell_of(j.candidate_ids[0], cands)
         head = (j.judge_id, j.judge_model, j.rubric_key, j.mode, cell, model, prompt, j.scenario_id, sample, j.candidate_ids[0], j.id)
         expected = j.expected_scores or {}
         for crit, value in (j.scores or {}).items():
-            rows.append((*head, crit, float(value), j.repeat, expected.get(crit)))
-        rows.append((*head, COMPOSITE, float(j.score), j.repeat, j.expected_score))
+            rows.append((*head, crit, float(value), j.repeat, expected.get(crit), turns))
+        rows.append((*head, COMPOSITE, float(j.score), j.repeat, j.expected_score, turns))
     return rows
 
 

@@ -9,6 +9,10 @@ as the total. Latency percentiles are over records not served from the response 
 cache hit keeps the original call's usage, so tokens and cost stay those of the original
 call). ``reasoning_tokens``, the part of ``completion_tokens`` a reasoning model spent thinking (billed
 and priced as output, so already in ``cost_usd``), is a column only when some record reports it.
+
+A conversation's simulated user (``user_simulator``) is a model of its own: its requests are its own line
+(:func:`usage_by_simulator`, by ``user_simulator.id``), never in the answering model's cell. :func:`run_spend`
+is what the run paid, per part and in total, as the budget counts it (``bench.core.spend``).
 """
 
 from __future__ import annotations
@@ -58,3 +62,35 @@ def usage_by_judge(judgments: pl.DataFrame) -> pl.DataFrame:
     legacy = pl.col("pack_id").is_not_null() & (pl.col("schema_version").fill_null(1) < 2)
     packed = judgments.filter(legacy).unique(subset=call, keep="first", maintain_order=True)
     return _summary(pl.concat([judgments.filter(~legacy), packed]), ["judge"])
+
+
+def usage_by_simulator(simulators: pl.DataFrame) -> pl.DataFrame:
+    """Return per simulated user (``user_simulator.id``): requests, cache hits, records, tokens, cost and latency
+    of its turns (``RunTables.simulator_attempts``: every attempt of every conversation it took part in)."""
+    require(simulators, ["simulator", *USAGE_COLS], "usage_by_simulator", "simulators")
+    return _summary(simulators, ["simulator"])
+
+
+SPEND_PARTS = ("answers", "user simulators", "judges")
+
+
+def run_spend(candidates: pl.DataFrame, simulators: pl.DataFrame | None, judgments: pl.DataFrame) -> pl.DataFrame:
+    """Return what the run paid: per part (the answering models, the simulated users, the judges) and in total,
+    the provider requests sent, ``paid_usd`` (what those requests cost: a reply from the response cache costs
+    nothing, a resumed conversation's replayed turns were paid by the attempt that asked them) and the records
+    whose paid requests had no known price (``paid_usd`` is then null, never a partial sum). Pass every attempt;
+    the total is ``bench.core.spend.recorded_spend``'s: what ``limits.budget_usd`` holds."""
+    frames = [candidates, simulators if simulators is not None else candidates.clear(), judgments]
+    rows = []
+    for part, frame in zip(SPEND_PARTS, frames):
+        require(frame, ["calls", "paid_usd"], "run_spend", part)
+        if part == SPEND_PARTS[1] and frame.height == 0:
+            continue
+        unpriced = int(frame.filter(pl.col("calls").fill_null(0) > 0)["paid_usd"].is_null().sum())
+        rows.append((part, int(frame["calls"].fill_null(0).sum()), unpriced,
+                     None if unpriced else round(float(frame["paid_usd"].fill_null(0.0).sum()), 9)))
+    unpriced = sum(r[2] for r in rows)
+    rows.append(("total", sum(r[1] for r in rows), unpriced,
+                 None if unpriced else round(sum(r[3] for r in rows), 9)))
+    return pl.DataFrame(rows, schema={"part": pl.Utf8, "calls": pl.Int64, "unpriced_records": pl.Int64,
+                                      "paid_usd": pl.Float64}, orient="row")

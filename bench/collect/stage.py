@@ -15,7 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
-from bench.collect.answers import WorkItem, answer, plan
+from bench.collect.answers import answer
+from bench.collect.tool_runs import check_functions
+from bench.collect.work_items import WorkItem, plan
 from bench.core.errors import Halted
 from bench.core.progress import Progress, requests_on_the_wire
 from bench.core.records import Candidate
@@ -50,20 +52,15 @@ async def collect_stage(run: Run, llm: LLM, *, shard: str | None = None, progres
     ``limits.budget_usd`` is reached (``Halted``: bench.models.budget) stops it the same way: its
     item and the items not started get no record, and that Halted is raised once at the end.
     ``halt``: shared with the caller's writers (a pipelined judge); then the caller raises it, after its own rescue.
+    A conversation the stop cut short after paying for some of its turns is written, failed, with that spend
+    (bench.collect.conversation). Tools' Python functions are found before anything is sent (ParamsError if not).
     """
     t0, calls0 = time.monotonic(), llm.calls
+    check_functions({c.prompt.key: c.prompt for c in run.cells}.values(), run.params_path)
     store = RunStore(run.dir, shard=shard)
     store.ensure_writable()
-    items = plan(run.sweep, run.scenarios, run.cells)
-    done_ids = store.done_ids(Candidate)
     tries = store.attempts(Candidate)
-    pending = [it for it in items if it.candidate_id not in done_ids]
-    result = CollectResult(planned=len(items), skipped=len(items) - len(pending))
-    max_attempts = run.sweep.limits.max_attempts
-    exhausted = [it for it in pending if tries.get(it.candidate_id, 0) >= max_attempts]
-    if exhausted:  # asked max_attempts times already: left failed, reported, never paid for again
-        result.exhausted = len(exhausted)
-        pending = [it for it in pending if tries.get(it.candidate_id, 0) < max_attempts]
+    result, pending = _pending(run, store, tries)
     bar = Progress("collect", _totals(pending), mode=progress, wire=requests_on_the_wire(llm))
     writer = RecordWriter(store, halt=halt)
     work = iter(pending)
@@ -75,14 +72,19 @@ async def collect_stage(run: Run, llm: LLM, *, shard: str | None = None, progres
             try:
                 cand = await answer(item, llm, tries.get(item.candidate_id, 0) + 1)
             except Halted as stop:  # the budget is reached (or a batch refused): no record, no new item
+                for paid in getattr(stop, "finished", []):  # a conversation's paid turns: failed, with their spend
+                    keep(item, paid)
                 writer.halt.stop(stop)
                 return
-            writer.add(cand)
-            result.done += cand.ok
-            result.failed += not cand.ok
-            bar.update(item.cell.model.id, failed=not cand.ok)
-            if sink is not None and cand.ok:
-                sink(cand)
+            keep(item, cand)
+
+    def keep(item: WorkItem, cand: Candidate) -> None:
+        writer.add(cand)
+        result.done += cand.ok
+        result.failed += not cand.ok
+        bar.update(item.cell.model.id, failed=not cand.ok)
+        if sink is not None and cand.ok:
+            sink(cand)
 
     try:
         n_workers = llm.pool(len(pending), {c.model.spec() for c in run.cells})
@@ -94,6 +96,20 @@ async def collect_stage(run: Run, llm: LLM, *, shard: str | None = None, progres
         writer.halt.check()  # one message: the error, what was saved where, what to do
     result.calls, result.wall_s = llm.calls - calls0, time.monotonic() - t0
     return result
+
+
+def _pending(run: Run, store: RunStore, tries: dict[str, int]) -> tuple[CollectResult, list[WorkItem]]:
+    """Return the stage's result so far (planned, skipped, exhausted) and the items it must still answer."""
+    items = plan(run.sweep, run.scenarios, run.cells)
+    done_ids = store.done_ids(Candidate)
+    pending = [it for it in items if it.candidate_id not in done_ids]
+    result = CollectResult(planned=len(items), skipped=len(items) - len(pending))
+    max_attempts = run.sweep.limits.max_attempts
+    exhausted = [it for it in pending if tries.get(it.candidate_id, 0) >= max_attempts]
+    if exhausted:  # asked max_attempts times already: left failed, reported, never paid for again
+        result.exhausted = len(exhausted)
+        pending = [it for it in pending if tries.get(it.candidate_id, 0) < max_attempts]
+    return result, pending
 
 
 async def _then(task: asyncio.Future, writer: RecordWriter) -> None:

@@ -3,7 +3,8 @@
 Layer 3 (above core and models). It produces:
 
 - a `Sweep` from a params file (`load_sweep`): its entries (`ModelEntry`, `PromptEntry`, `JudgeEntry`),
-  its scenario source and its `Limits`, and the grid's `Cell`s;
+  its scenario source and its `Limits`, and the grid's `Cell`s; a prompt may be a conversation (`PromptMessage`s,
+  a `SimulatorEntry`) that calls the params file's tools (`ToolEntry`);
 - the `Scenario` records of a sweep (`build`), generated from dimensions (`generate`) or read from a
   dataset (`load_dataset`, one reader per format in `READERS`), and the chat messages of a prompt
   filled with one of them (`fill_prompt`); a dataset's images (`images:` columns) checked and hashed into
@@ -22,7 +23,9 @@ from bench.config.checks import (CHECK_MODELS, KINDS, Check, CheckResult, Contai
                                  LengthCheck, RegexCheck, automated_score, parse_check, checks_with_reference,
                                  reference_problems, run_check, run_checks)
 from bench.config.reference_checks import ChoiceCheck, ExactMatchCheck, NumericCheck, TokenF1Check
-from bench.config.entries import Endpoint, JudgeEntry, JudgeMode, ModelEntry, Price, PromptEntry, template_fields
+from bench.config.conversations import ToolEntry
+from bench.config.entries import (Endpoint, JudgeEntry, JudgeMode, ModelEntry, Price, PromptEntry, PromptMessage,
+                                  SimulatorEntry, template_fields)
 from bench.config.generator import generate, product_size
 from bench.config.ids import ID_HELP, ID_PATTERN, SafeId, check_id, is_id
 from bench.config.params import Cell, Sweep, load_sweep
@@ -50,4 +53,5 @@ __all__ = [
     "reference_problems", "response_format",
     "run_check", "run_checks", "run_rubric", "snapshot_rubric", "template_fields", "write_scenarios",
     "check_vision", "image_columns", "store_images",  # a dataset's images: models that read them, the run's store
+    "PromptMessage", "SimulatorEntry", "ToolEntry",  # conversations: a messages prompt, its simulated user, its tools
 ]

@@ -92,7 +92,7 @@ def _allowed_keys(root: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     """Return the keys allowed at a location (for unknown-key errors); empty when it is not a model."""
     members, _disc = _union(_walk(root, loc)[1])
     model = members[0] if len(members) == 1 else None
-    return list(model.model_fields) if _is_model(model) else []
+    return [f.alias or name for name, f in model.model_fields.items()] if _is_model(model) else []  # as written
 
 
 def _union(node: Any) -> tuple[list[Any], str | None]:

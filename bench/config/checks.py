@@ -6,8 +6,10 @@ and/or words), ``json`` (the text parses as JSON, optionally an object with give
 ``contains`` (all / any of some strings appear) and ``excludes`` (none of them appear);
 and, against the scenario's reference answer (`bench.config.reference_checks`): ``exact_match``,
 ``numeric``, ``choice`` and ``token_f1``, and ``regex`` with ``reference:`` instead of ``pattern:``
-(the reference is the pattern). Each check scores 0..1: 1 passed, 0 failed; a token F1 is fractional.
-The text checked is the candidate's answer (its ``output``), never its reasoning.
+(the reference is the pattern); and, on an agent's recorded tool calls (`bench.config.trajectory_checks`):
+``tool_called``, ``tool_order``, ``tool_not_called`` and ``max_steps``. Each check scores 0..1: 1 passed,
+0 failed; a token F1 is fractional. The text checked is the candidate's answer (its ``output``), never its
+reasoning; a trajectory check reads its ``trajectory`` instead (a plain answer has none: no tool was called).
 
 `run_check` is pure and never raises, whatever the text (None, null bytes, lone
 surrogates, megabytes): a check that cannot be evaluated fails with the reason in
@@ -32,6 +34,8 @@ from bench.config._strict import Strict
 from bench.config.ids import SafeId
 from bench.config.reference_checks import (REFERENCE_KINDS, ChoiceCheck, ExactMatchCheck, NumericCheck,
                                            TokenF1Check, run_reference_check)
+from bench.config.trajectory_checks import (TRAJECTORY_KINDS, MaxStepsCheck, ToolCalledCheck, ToolNotCalledCheck,
+                                            ToolOrderCheck, Trajectory, run_trajectory_check)
 
 _SHOW = 60  # characters of a value or pattern quoted in a detail
 _FENCE = re.compile(r"^```[A-Za-z0-9_-]*[ \t]*\r?\n(.*?)\r?\n?```$", re.DOTALL)
@@ -133,12 +137,13 @@ class ExcludesCheck(_CheckBase):
 
 
 Check = Annotated[Union[RegexCheck, LengthCheck, JsonCheck, ContainsCheck, ExcludesCheck, ExactMatchCheck,
-                        NumericCheck, ChoiceCheck, TokenF1Check], Field(discriminator="kind")]
+                        NumericCheck, ChoiceCheck, TokenF1Check, ToolCalledCheck, ToolOrderCheck,
+                        ToolNotCalledCheck, MaxStepsCheck], Field(discriminator="kind")]
 """One automated check: the union of the kinds, chosen by ``kind``."""
 
 CHECK_MODELS: dict[str, type[Strict]] = {
     "regex": RegexCheck, "length": LengthCheck, "json": JsonCheck,
-    "contains": ContainsCheck, "excludes": ExcludesCheck, **REFERENCE_KINDS,
+    "contains": ContainsCheck, "excludes": ExcludesCheck, **REFERENCE_KINDS, **TRAJECTORY_KINDS,
 }
 KINDS: tuple[str, ...] = tuple(CHECK_MODELS)  # in the order messages list them
 
@@ -169,15 +174,19 @@ class CheckResult:
         return asdict(self)
 
 
-def run_check(check: Check, text: Any, reference: Mapping[str, Any] | None = None) -> CheckResult:
+def run_check(check: Check, text: Any, reference: Mapping[str, Any] | None = None,
+              trajectory: Trajectory | None = None) -> CheckResult:
     """Return the result of one check on ``text``; never raises (an unevaluable check fails).
 
     ``reference``: the scenario's reference values, read by a check that names a reference key (one it
-    lacks fails the check, saying so; `reference_problems` finds that before any spend).
+    lacks fails the check, saying so; `reference_problems` finds that before any spend). ``trajectory``: the
+    answer's tool calls and requests, read by a trajectory check (None: a plain answer, no tool called).
     """
     cid = str(getattr(check, "id", "?"))
     try:
         text = _as_text(text)
+        if getattr(check, "kind", None) in TRAJECTORY_KINDS:
+            return CheckResult(cid, *run_trajectory_check(check, trajectory))
         key = getattr(check, "reference", None)
         if key is not None:
             return _against_reference(check, text, key, reference)
@@ -206,9 +215,11 @@ def _against_reference(check: Any, text: str, key: str, reference: Mapping[str, 
     return CheckResult(check.id, passed, detail, score)
 
 
-def run_checks(checks: Sequence[Check], text: Any, reference: Mapping[str, Any] | None = None) -> list[CheckResult]:
-    """Return the result of every check on ``text`` (``reference``: the scenario's), in order; never raises."""
-    return [run_check(c, text, reference) for c in checks]
+def run_checks(checks: Sequence[Check], text: Any, reference: Mapping[str, Any] | None = None,
+               trajectory: Trajectory | None = None) -> list[CheckResult]:
+    """Return the result of every check on ``text`` (``reference``: the scenario's; ``trajectory``: the answer's
+    tool calls), in order; never raises."""
+    return [run_check(c, text, reference, trajectory) for c in checks]
 
 
 def checks_with_reference(checks: Sequence[Check]) -> list[Check]:

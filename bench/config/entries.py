@@ -1,4 +1,5 @@
-"""The entries of a params file's axes: models (and how to reach them), prompt templates, judges.
+"""The entries of a params file's axes: models (and how to reach them), prompt templates (one reply, or a
+conversation with its simulated user), judges. The tools prompts name: `bench.config.conversations`.
 
 Each is a frozen pydantic model whose fields are exactly the YAML keys an entry may use.
 `identity_key` says what makes two entries give different records, so two entries that
@@ -11,7 +12,7 @@ import re
 import string
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from bench.config._strict import Strict
 from bench.config.ids import SafeId
@@ -25,6 +26,7 @@ _KEY_PREFIX = re.compile(r"^(sk|AIza|gsk_|hf_|xai-|pk_|rk_)")  # how provider ke
 _SECRET_PARAMS = frozenset({"api_key", "api_base", "api_key_env", "key", "token", "authorization"})
 _URL_USERINFO = re.compile(r"://[^/@]*@")
 _TEMPLATE_HELP = "placeholders are {name}; write a literal brace as {{ or }}"
+DEFAULT_MAX_STEPS = 8  # model requests per assistant turn of a tool loop: room for a few calls and an answer
 
 
 class Price(Strict):
@@ -139,13 +141,73 @@ class ModelEntry(Endpoint):
         return canonical_json([self.model, self.endpoint, self.params])
 
 
+class PromptMessage(Strict):
+    """One message of a ``messages:`` prompt: its role and its template (the model answers the last, a user turn)."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+    @field_validator("content")
+    @classmethod
+    def _template(cls, v: str) -> str:
+        return checked_template(v)
+
+
+class SimulatorEntry(Endpoint):
+    """``user_simulator:`` on a prompt: a model playing the user, continuing the conversation from its seed message
+    (bench.collect.simulator). Its own endpoint (caps, price, cost line); ``id`` labels it in usage and cost tables."""
+
+    kind: ClassVar[str] = "user simulator"
+    id: SafeId = "user-simulator"
+    instructions: str  # its system message: a template over the scenario's fields ("You are {persona}, …")
+    max_turns: int = Field(default=6, ge=1, le=100)  # assistant turns at most
+    stop_when: str | None = Field(default=None, min_length=1)  # a regex searched in each assistant reply: it ends
+    done: str = Field(default="[DONE]", min_length=1)  # the simulator's reply holding this ends the conversation
+
+    @field_validator("instructions")
+    @classmethod
+    def _template(cls, v: str) -> str:
+        return checked_template(v)
+
+    @field_validator("stop_when")
+    @classmethod
+    def _regex(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                re.compile(v)
+            except re.error as exc:
+                raise ValueError(f"not a valid regular expression ({exc})") from None
+        return v
+
+    def identity(self, seed: int) -> dict[str, Any]:
+        """Return what makes this simulator say something else: its endpoint, instructions and limits, and the
+        sweep's ``seed`` its requests are seeded from (unless its params set one)."""
+        return {"model": self.model, "endpoint": self.endpoint, "params": self.params, "instructions": self.instructions,
+                "max_turns": self.max_turns, "stop_when": self.stop_when, "done": self.done,
+                **({} if "seed" in self.params else {"seed": seed})}
+
+
 class PromptEntry(Strict):
-    """One versioned prompt template; ``{field}`` placeholders are filled from each scenario."""
+    """One versioned prompt template; ``{field}`` placeholders are filled from each scenario.
+
+    One reply to ``user``; or a conversation (bench.collect.conversation): a script of user ``turns``, a
+    ``messages`` history whose last user turn the model answers, or a ``user_simulator`` continuing from the seed
+    ``user`` (or ``messages``). ``tools`` (names from the params file's top-level ``tools:``) let the model call
+    them, up to ``max_steps`` requests per assistant turn (default 8).
+    """
 
     id: SafeId
     version: SafeId
     system: str | None = None
-    user: str
+    user: str | None = None
+    turns: list[str] | None = Field(default=None, min_length=1)
+    messages: list[PromptMessage] | None = Field(default=None, min_length=1)
+    tools: list[str] | None = Field(default=None, min_length=1)
+    max_steps: int | None = Field(default=None, ge=1, le=100)  # None: DEFAULT_MAX_STEPS
+    user_simulator: SimulatorEntry | None = None
+    # set by the sweep (bench.config.conversations.bind_prompts): the ToolEntry of each name, the sweep's seed
+    _tool_entries: tuple[Any, ...] = PrivateAttr(default=())
+    _seed: int = PrivateAttr(default=0)
 
     @property
     def key(self) -> str:
@@ -153,30 +215,106 @@ class PromptEntry(Strict):
         return versioned(self.id, self.version)
 
     @property
+    def is_conversation(self) -> bool:
+        """Return True unless the prompt is one user message and one reply (a transcript is then recorded)."""
+        return bool(self.turns or self.messages or self.tools or self.user_simulator)
+
+    @property
+    def step_limit(self) -> int:
+        """Return the most model requests of one assistant turn (a tool loop): ``max_steps``, default 8."""
+        return self.max_steps or DEFAULT_MAX_STEPS
+
+    @property
+    def tool_entries(self) -> tuple[Any, ...]:
+        """Return the ToolEntry of each of ``tools`` (bound by the sweep that holds this prompt)."""
+        if self.tools and len(self._tool_entries) != len(self.tools):
+            raise ValueError(f"prompt {self.key}: its tools are not bound to a params file's tools: load it with "
+                             f"bench.load_sweep")
+        return self._tool_entries
+
+    @property
+    def sweep_seed(self) -> int:
+        """Return the seed of the sweep holding this prompt (its simulated user's requests are seeded from it)."""
+        return self._seed
+
+    @property
     def content_hash(self) -> str:
-        """Return the hash of the template text (part of every candidate id)."""
-        return content_hash({"system": self.system, "user": self.user})
+        """Return the hash of the template text (part of every candidate id): of ``system`` and ``user`` alone for
+        a one-reply prompt (ids from before conversations unchanged), else of every turn, the tools' definitions
+        (their result templates included), ``max_steps`` and the simulator."""
+        text = {"system": self.system, "user": self.user}
+        if not self.is_conversation:
+            return content_hash(text)
+        more = {"turns": self.turns, "messages": [m.model_dump() for m in self.messages or ()] or None,
+                "tools": [t.model_dump() for t in self.tool_entries] or None,
+                "max_steps": self.step_limit if self.tools else None,
+                "user_simulator": self.user_simulator.identity(self._seed) if self.user_simulator else None}
+        return content_hash({**text, **{k: v for k, v in more.items() if v is not None}})
 
     @field_validator("system", "user")
     @classmethod
     def _template(cls, v: str | None) -> str | None:
         """Refuse unbalanced braces and placeholders that are not plain field names."""
-        if v is not None:
-            problem = _template_problem(v)
-            if problem:
-                raise ValueError(f"invalid template ({problem}); {_TEMPLATE_HELP}")
-        return v
+        return v if v is None else checked_template(v)
+
+    @field_validator("turns")
+    @classmethod
+    def _turn_templates(cls, v: list[str] | None) -> list[str] | None:
+        return v if v is None else [checked_template(t) for t in v]
+
+    @model_validator(mode="after")
+    def _shape(self) -> "PromptEntry":
+        """Refuse a prompt that is not one of the shapes a conversation can take (the message names the prompt)."""
+        problem = _shape_problem(self)
+        if problem:
+            raise ValueError(f"prompt {self.key}: {problem}")
+        return self
+
+    def templates(self) -> list[tuple[str, str]]:
+        """Return (key, template) of every template a scenario fills: system, user, each turn and message, the
+        simulator's instructions (the tools' result templates apart: they also take the call's arguments)."""
+        out = [("system", self.system), ("user", self.user), *((f"turns[{n}]", t) for n, t in enumerate(self.turns or ())),
+               *((f"messages[{n}].content", m.content) for n, m in enumerate(self.messages or ())),
+               ("user_simulator.instructions", self.user_simulator.instructions if self.user_simulator else None)]
+        return [(where, text) for where, text in out if text is not None]
 
     def placeholders(self) -> set[str]:
-        """Return the field names the template needs from a scenario (never raises)."""
+        """Return the field names the templates need from a scenario (never raises)."""
         names = set()
-        for text in (self.system or "", self.user):
+        for _where, text in self.templates():
             try:
                 parsed = template_fields(text)
             except ValueError:
                 continue  # only reachable via model_construct; templates.check_placeholders reports it
             names.update(name.split(".")[0].split("[")[0] for name in parsed)
         return names
+
+
+def _shape_problem(p: PromptEntry) -> str | None:
+    """Return what is wrong with a prompt's combination of keys, or None."""
+    given = [k for k in ("user", "turns", "messages") if getattr(p, k) is not None]
+    if len(given) != 1:
+        return f"give exactly one of user, turns, messages (got {' and '.join(given) or 'none'})"
+    roles = [m.role for m in p.messages or ()]
+    if roles and roles[-1] != "user":
+        return "messages: the last message must be a user turn (the one the model answers)"
+    if "system" in roles[1:] or ("system" in roles and p.system is not None):
+        return "messages: a system message goes first, and not beside the key system"
+    if p.user_simulator is not None and p.turns is not None:
+        return "user_simulator continues from a seed: give user (the seed message) or messages, not turns"
+    if p.max_steps is not None and not p.tools:
+        return "max_steps bounds a tool loop: give tools too"
+    if p.tools and len(set(p.tools)) != len(p.tools):
+        return f"tools: {', '.join(sorted({t for t in p.tools if p.tools.count(t) > 1}))} listed twice"
+    return None
+
+
+def checked_template(text: str) -> str:
+    """Return ``text`` when it is a valid template, else raise ValueError saying what is wrong (a validator)."""
+    problem = _template_problem(text)
+    if problem:
+        raise ValueError(f"invalid template ({problem}); {_TEMPLATE_HELP}")
+    return text
 
 
 def template_fields(text: str) -> list[str]:

@@ -17,12 +17,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from bench.config._errors import format_errors
 from bench.config._strict import Strict, refuse_duplicates
 from bench.config._yaml import parse_yaml
+from bench.config.conversations import ToolEntry, bind_prompts
 from bench.config.entries import JudgeEntry, ModelEntry, PromptEntry
 from bench.config.ids import is_id
 from bench.config.sources import Scenarios
 from bench.core.digests import Digest, cell_digest
 from bench.core.errors import ParamsError
 from bench.core.records import cell_key
+from bench.gates.spec import Gates
 from bench.models.limits import Limits
 
 
@@ -45,11 +47,13 @@ class Sweep(Strict):
     seed: int = 0
     models: list[ModelEntry] = Field(default_factory=list)  # ≥ 1, except for a pairwise dataset
     prompts: list[PromptEntry] = Field(default_factory=list)
+    tools: list[ToolEntry] = Field(default_factory=list)  # what prompts' ``tools:`` name (bench.config.conversations)
     scenarios: Scenarios
     samples: int = Field(default=1, gt=0)
     judges: list[JudgeEntry] = Field(default_factory=list)
     limits: Limits = Field(default_factory=Limits)
     cluster: ClusterTLS | None = None  # a tls:// scheduler's certificates (docs/cluster.md)
+    gates: Gates | None = None  # what the run must keep to pass, checked at the sweep's end (docs/gates.md)
 
     @field_validator("name")
     @classmethod
@@ -99,6 +103,19 @@ class Sweep(Strict):
         """Refuse two prompts with the same id@version."""
         refuse_duplicates("id@version", [p.key for p in v])
         return v
+
+    @field_validator("tools")
+    @classmethod
+    def _unique_tools(cls, v: list[ToolEntry]) -> list[ToolEntry]:
+        """Refuse two tools with the same name (a model calls a tool by its name)."""
+        refuse_duplicates("tool name", [t.name for t in v])
+        return v
+
+    @model_validator(mode="after")
+    def _bind_tools(self) -> "Sweep":
+        """Resolve each prompt's tool names to the declared tools, and give its simulated user the sweep's seed."""
+        bind_prompts(self.prompts, self.tools, self.seed)
+        return self
 
     def cells(self) -> list["Cell"]:
         """Return every (model, prompt) cell in declaration order."""

@@ -1,5 +1,6 @@
 """The front matter of a rubric file, validated: its mode, anchored criteria, requirements, labels,
-automated checks and hybrid weights (`RubricSpec`; `bench.config.rubrics.Rubric` adds the body)."""
+automated checks and hybrid weights, and what the judge is shown (`RubricSpec`; `bench.config.rubrics.Rubric`
+adds the body)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ from bench.core.records import JudgeMode, versioned
 RUBRIC_MODES: tuple[str, ...] = tuple(mode for mode in get_args(JudgeMode) if mode != "packed")
 RubricMode = Literal[RUBRIC_MODES]  # type: ignore[valid-type]
 DEFAULT_LABELS: tuple[str, ...] = ("A>>B", "A>B", "A=B", "B>A", "B>>A")
+# ``per_turn`` grades one conversation's turns one by one: meaningless where two answers are compared (their turns
+# do not pair up) or where no judge reads the conversation (the checks read the whole trajectory)
+PER_TURN_MODES: tuple[str, ...] = ("rubric", "checklist", "hybrid")
 
 
 class Criterion(Strict):
@@ -109,6 +113,7 @@ class RubricSpec(Strict):
     solve_first: bool = False  # the judge answers the question itself first (one cached request per question)
     show_reasoning: bool = False  # the judge also sees the candidate's reasoning (off: only its final answer)
     images: bool = False  # the judge also sees the scenario's images (scenarios.dataset.images), after the text
+    per_turn: bool = False  # one judgment per assistant turn of a conversation, in its context (Judgment.turn)
 
     @field_validator("reference")
     @classmethod
@@ -124,6 +129,14 @@ class RubricSpec(Strict):
         if v and info.data.get("mode") == "automated":
             raise ValueError("mode 'automated' calls no judge model, so there is no judge to answer first; "
                              "remove solve_first or use mode hybrid")
+        return v
+
+    @field_validator("per_turn")
+    @classmethod
+    def _per_turn(cls, v: bool, info: ValidationInfo) -> bool:
+        mode = info.data.get("mode")
+        if v and mode is not None and mode not in PER_TURN_MODES:
+            raise ValueError(per_turn_refusal(mode))
         return v
 
     @property
@@ -190,3 +203,12 @@ class RubricSpec(Strict):
         if v is None and info.data.get("mode") == "hybrid":
             return HybridWeights(llm=1.0, automated=1.0)  # omitted: an even mix
         return v
+
+
+def per_turn_refusal(mode: str) -> str:
+    """Return why ``per_turn: true`` cannot go with ``mode`` and what to do instead."""
+    why = ("compares two answers, whose turns do not pair up" if mode == "pairwise" else
+           "calls no judge: its checks read the whole answer and trajectory" if mode == "automated" else
+           "grades no conversation turn by turn")
+    return (f"grading turn by turn has no meaning in mode '{mode}' (it {why}); remove per_turn, or use mode "
+            f"{', '.join(PER_TURN_MODES[:-1])} or {PER_TURN_MODES[-1]}")

@@ -6,7 +6,7 @@ says how the judge grades (``mode``) and with what: anchored ``criteria`` (rubri
 ``requirements`` (checklist), verdict ``labels`` (pairwise), automated ``checks``
 (automated, hybrid) and the hybrid ``weights``; what the judge is shown besides the
 response: the scenario ``reference`` keys it names and, with ``solve_first``, its own
-answer (bench.judge.solutions). Every mistake is a ParamsError naming
+answer (bench.judge.solutions); and, with ``per_turn``, a conversation graded turn by turn (bench.judge.transcripts). Every mistake is a ParamsError naming
 the rubric file and the key path (a reference key the scenarios lack:
 ``check_reference_keys``, naming the dataset too). The whole file's text is hashed into ``Rubric.hash``,
 so an edit without a version bump is still recognised as a different rubric.

@@ -3,7 +3,9 @@
 every scenario.
 
 Templates follow ``str.format`` rules: ``{field}`` is a scenario's field and a literal brace is
-written doubled (what a valid template is: `bench.config.entries.PromptEntry`).
+written doubled (what a valid template is: `bench.config.entries.PromptEntry`). A conversation fills
+every template the same way: its turns (`later_turns`), its messages, its simulated user's instructions
+(`fill_instructions`) and its tools' results (`fill_result`, from the call's arguments first).
 """
 
 from __future__ import annotations
@@ -12,38 +14,69 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bench.config.conversations import ToolEntry
 from bench.config.entries import PromptEntry, template_fields
 from bench.core.errors import ParamsError
 from bench.core.records import Scenario
 
+TOOL_RESULTS = "tool_results"  # the scenario field overriding tools' results: {tool name: text | value}
+
 
 def fill_prompt(prompt: PromptEntry, scenario: Scenario) -> list[dict[str, str]]:
-    """Return the OpenAI chat messages of a prompt filled with a scenario's fields.
+    """Return the OpenAI chat messages of a prompt's first request, filled with a scenario's fields.
 
-    The messages are an optional ``system`` message, then the ``user`` message. Templates
-    follow ``str.format`` rules: ``{field}`` is replaced by the field's text, and a
-    literal brace is written doubled, ``{{`` or ``}}`` (``{{"a": {x}}}`` is filled as
-    ``{"a": 1}`` for x = 1). A list value is joined with ``", "``, a dict value becomes
-    compact JSON, anything else is ``str(value)``.
+    The messages are an optional ``system`` message, then the ``user`` message (a conversation: its first
+    turn, or every message of ``messages``). Templates follow ``str.format`` rules: ``{field}`` is replaced
+    by the field's text, and a literal brace is written doubled, ``{{`` or ``}}`` (``{{"a": {x}}}`` is
+    filled as ``{"a": 1}`` for x = 1). A list value is joined with ``", "``, a dict value becomes compact
+    JSON, anything else is ``str(value)``.
     """
-    values = {name: _text(value) for name, value in scenario.fields.items()}
-    messages = []
-    for role, template in (("system", prompt.system), ("user", prompt.user)):
-        if template is None:
-            continue
-        try:
-            messages.append({"role": role, "content": template.format_map(values)})
-        except KeyError as exc:
-            raise ParamsError(f"prompt {prompt.key} uses {{{exc.args[0]}}}, which scenario {scenario.id} lacks "
-                              f"(its fields: {', '.join(scenario.fields) or 'none'}); add the field to the "
-                              f"scenarios or fix the template") from None
-    return messages
+    values = field_values(scenario)
+    messages = [] if prompt.system is None else [{"role": "system", "content": _fill(prompt.system, values, prompt,
+                                                                                      scenario)}]
+    if prompt.messages:
+        return messages + [{"role": m.role, "content": _fill(m.content, values, prompt, scenario)}
+                           for m in prompt.messages]
+    first = prompt.user if prompt.user is not None else (prompt.turns or [""])[0]
+    return messages + [{"role": "user", "content": _fill(first, values, prompt, scenario)}]
 
 
-def _text(value: Any) -> str:
+def later_turns(prompt: PromptEntry, scenario: Scenario) -> list[str]:
+    """Return the user turns of a ``turns`` script after the first, filled (none for any other prompt)."""
+    values = field_values(scenario)
+    return [_fill(t, values, prompt, scenario) for t in (prompt.turns or [])[1:]]
+
+
+def fill_instructions(prompt: PromptEntry, scenario: Scenario) -> str:
+    """Return the system message of a prompt's simulated user: its instructions filled with the scenario's fields."""
+    assert prompt.user_simulator is not None
+    return _fill(prompt.user_simulator.instructions, field_values(scenario), prompt, scenario)
+
+
+def fill_result(tool: ToolEntry, arguments: dict[str, Any], scenario: Scenario) -> str:
+    """Return a tool's ``result`` filled with the call's ``arguments``, then the scenario's fields; a placeholder
+    neither holds raises KeyError with its name (the call lacks that argument)."""
+    return (tool.result or "").format_map({**field_values(scenario), **{k: text(v) for k, v in arguments.items()}})
+
+
+def field_values(scenario: Scenario) -> dict[str, str]:
+    """Return a scenario's fields as the text templates show them."""
+    return {name: text(value) for name, value in scenario.fields.items()}
+
+
+def _fill(template: str, values: dict[str, str], prompt: PromptEntry, scenario: Scenario) -> str:
+    try:
+        return template.format_map(values)
+    except KeyError as exc:
+        raise ParamsError(f"prompt {prompt.key} uses {{{exc.args[0]}}}, which scenario {scenario.id} lacks "
+                          f"(its fields: {', '.join(scenario.fields) or 'none'}); add the field to the "
+                          f"scenarios or fix the template") from None
+
+
+def text(value: Any) -> str:
     """Return the text a value takes in a template: lists joined by ", ", dicts as compact JSON."""
     if isinstance(value, (list, tuple)):
-        return ", ".join(_text(v) for v in value)
+        return ", ".join(text(v) for v in value)
     if isinstance(value, dict):
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
     return str(value)
@@ -52,38 +85,69 @@ def _text(value: Any) -> str:
 def check_placeholders(prompts: list[PromptEntry], scenarios: list[Scenario], params_path: Path) -> None:
     """Raise ParamsError, one line per problem, if a prompt needs a field some scenario lacks.
 
-    Checked before any call, so a typo in a template cannot cost a sweep. Scenarios are
-    grouped by their set of fields, so each distinct set is checked once.
+    Checked before any call, so a typo in a template cannot cost a sweep: every template of a prompt (its
+    turns, messages and simulated user's instructions too) and its tools' results (a placeholder that is
+    no argument of the tool is a field each scenario needs, unless its ``tool_results`` overrides that
+    tool). Scenarios are grouped by their set of fields, so each distinct set is checked once.
     """
-    groups: dict[tuple[str, ...], list[Any]] = {}  # field names → [first scenario, how many]
+    groups: dict[tuple[Any, ...], list[Any]] = {}  # field names, overridden tools → [first scenario, how many]
     for scenario in scenarios:
-        group = groups.setdefault(tuple(sorted(scenario.fields)), [scenario, 0])
+        group = groups.setdefault(_shape(scenario), [scenario, 0])
         group[1] += 1
     lines = []
     for prompt in prompts:
         names, problems = _template_names(prompt)
         lines += [f"{params_path}: prompt {prompt.key}: {p}" for p in problems]
         for name in sorted(names):
-            lacking = [group for keys, group in groups.items() if name not in keys]
+            lacking = [group for (keys, _tools), group in groups.items() if name not in keys]
             if lacking:
                 count = sum(n for _first, n in lacking)
                 lines.append(_missing_line(params_path, prompt, name, lacking[0][0], count))
+        lines += _tool_lines(prompt, groups, params_path) if prompt.tools else []
     if lines:
         raise ParamsError("\n".join(lines))
+
+
+def _shape(scenario: Scenario) -> tuple[Any, ...]:
+    """Return what placeholders depend on in a scenario: its field names, and the tools its tool_results names."""
+    given = scenario.fields.get(TOOL_RESULTS)
+    tools = tuple(sorted(given)) if isinstance(given, dict) else None if given is None else "not a mapping"
+    return tuple(sorted(scenario.fields)), tools
+
+
+def _tool_lines(prompt: PromptEntry, groups: dict[tuple[Any, ...], list[Any]], params_path: Path) -> list[str]:
+    """Return one line per tool result of ``prompt`` some scenarios cannot fill (nor override)."""
+    lines = []
+    for (keys, overridden), (first, count) in groups.items():
+        if overridden == "not a mapping":
+            lines.append(f"{params_path}: scenario {first.id}: {TOOL_RESULTS} must map tool names to results, "
+                         f"got {type(first.fields[TOOL_RESULTS]).__name__}")
+            continue
+        for tool in prompt.tool_entries:
+            if tool.name in (overridden or ()):
+                continue
+            others = f" (and {count - 1} other scenarios)" if count > 1 else ""
+            if tool.result is None and tool.function is None:
+                lines.append(f"{params_path}: prompt {prompt.key}: tool {tool.name} has no result or function, and "
+                             f"scenario {first.id}{others} gives none in {TOOL_RESULTS}")
+            lines += [f"{params_path}: prompt {prompt.key}: tool {tool.name}'s result uses {{{name}}}, which is no "
+                      f"argument of the tool and scenario {first.id}{others} lacks; add the field, or "
+                      f"{TOOL_RESULTS}.{tool.name} to the scenario" for name in sorted(tool.result_fields() - set(keys))]
+    return lines
 
 
 def _template_names(prompt: PromptEntry) -> tuple[set[str], list[str]]:
     """Return a prompt's placeholder names and what is wrong with its templates (if anything)."""
     problems = []
-    for role, text in (("system", prompt.system or ""), ("user", prompt.user)):
+    for where, template in prompt.templates():
         try:
-            parsed = template_fields(text)
+            parsed = template_fields(template)
         except ValueError as exc:
-            problems.append(f"invalid {role} template ({exc}); write a literal brace as {{{{ or }}}}")
+            problems.append(f"invalid {where} template ({exc}); write a literal brace as {{{{ or }}}}")
             continue
         for name in parsed:
             if not name or name.isdigit() or "." in name or "[" in name:
-                problems.append(f"the {role} template uses {{{name}}}; placeholders are field names like "
+                problems.append(f"the {where} template uses {{{name}}}; placeholders are field names like "
                                 f"{{question}} (no positions, attributes or indexes); write a literal brace "
                                 f"as {{{{ or }}}}")
     return (prompt.placeholders() if not problems else set()), problems

@@ -132,13 +132,17 @@ class RunDigests:
 
 
 def _digests_memo(rec: Record, memo: dict[tuple, list[Digest]]) -> list[Digest]:
-    """Return :func:`digests_of` ``rec``, computed once per distinct content (a run repeats a few contents many times)."""
+    """Return :func:`digests_of` ``rec``, computed once per distinct content (a run repeats a few contents many times).
+
+    The memo's key spells params with ``repr``, not canonical JSON (a fifth of the cost, on every record of a
+    folder): equal spellings are equal params, and equal params spelled apart (keys in another order) only cost
+    one more :func:`digests_of`, which hashes them canonically.
+    """
     if isinstance(rec, Candidate):
-        key = ("c", rec.cell, rec.model, rec.endpoint, json.dumps(rec.params, sort_keys=True, default=str),
-               rec.prompt_hash)
+        key = ("c", rec.cell, rec.model, rec.endpoint, repr(rec.params), rec.prompt_hash)
     elif isinstance(rec, Judgment):
-        key = ("j", rec.judge_id, rec.judge_model, rec.judge_endpoint,
-               json.dumps(rec.judge_params, sort_keys=True, default=str), rec.mode, rec.rubric_key, rec.rubric_hash)
+        key = ("j", rec.judge_id, rec.judge_model, rec.judge_endpoint, repr(rec.judge_params), rec.mode,
+               rec.rubric_key, rec.rubric_hash)
     else:
         return []
     if key not in memo:

@@ -9,8 +9,10 @@ file opened with O_APPEND), so executions running side by side never interleave 
 While an attempt runs, ``runs/<sweep>/attempts/`` holds its open record (status ``running``): a cluster
 worker's numbered file (bench.sweep.cluster.remote), or a local execution's ``<execution>.local-<pid>.json``. A driver
 killed with ``kill -9`` records nothing, so the next sweep of the folder (it holds the run lock: that driver is
-gone) closes what it left open with :func:`close_abandoned`: each such attempt gets its line, status ``lost``,
-with the ``reason``.
+gone) closes what it left with :func:`close_abandoned`: each attempt of another sweep that has no line yet gets
+one, status ``lost``, with the ``reason``. That includes an attempt its worker ended after the driver died (the
+kernel, its lease server gone, ends the notebook with its items failed, and the file then says ``ok``), or just
+before (the driver died before recording it): only the driver that started it could have vouched for it.
 """
 
 from __future__ import annotations
@@ -112,23 +114,29 @@ def local_marker(run_dir: str | Path, attempt: ExecutionAttempt, sweep: str) -> 
 
 
 def close_abandoned(run_dir: str | Path, sweep: str) -> int:
-    """Record as ``lost`` every attempt another sweep left ``running``; return how many.
+    """Record as ``lost`` every attempt another sweep left without its line in executions.jsonl; return how many.
 
-    Call it holding the run folder's lock: the driver of any other sweep is then gone, and an attempt it
-    left open would otherwise stay ``running`` forever (and be missing from executions.jsonl). A cluster
-    attempt's file is rewritten with the status (it numbers the attempts); a local marker is removed.
+    Call it holding the run folder's lock: the driver of any other sweep is then gone, and an attempt it never
+    recorded would otherwise be missing from executions.jsonl for good. That is not only one still ``running``:
+    a worker may end the attempt after its driver died (its file then says how), or the driver may die between
+    the end and the line. An attempt is matched to its line by name, number, worker and start, so one recorded
+    already is never recorded twice. A cluster attempt's file is rewritten with the status (it numbers the
+    attempts); a local marker is removed.
     """
+    recorded = {_identity(a) for a in read_attempts(run_dir)}
     closed = 0
     for path in sorted((Path(run_dir) / ATTEMPTS).glob("*.json")):
         try:
             a = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        if not isinstance(a, dict) or a.get("status") != "running" or a.get("sweep") == sweep:
+        if not isinstance(a, dict) or a.get("sweep") == sweep or _identity(a) in recorded:
             continue
-        reason = (f"its sweep's driver ({a.get('driver') or 'pid unknown'}) stopped before recording it; "
+        status = a.get("status")
+        said = "" if status == "running" else f"; its worker had ended it {status} at {a.get('ended')}"
+        reason = (f"its sweep's driver ({a.get('driver') or 'pid unknown'}) stopped before recording it{said}; "
                   f"closed by the next sweep of this folder")
-        a.update(status="lost", ended=utc_now(), reason=reason)
+        a.update(status="lost", ended=a.get("ended") or utc_now(), reason=reason)
         keys = ("stage", "name", "cells", "started", "ended", "status", "worker", "hostname", "attempt", "reason")
         record_attempt(run_dir, ExecutionAttempt(**{k: a[k] for k in keys if a.get(k) is not None}))
         try:
@@ -137,6 +145,11 @@ def close_abandoned(run_dir: str | Path, sweep: str) -> int:
             else:
                 atomic_write(path, json.dumps(a).encode())
         except OSError:
-            pass  # recorded; a file that cannot be closed is closed again (one more line) by the next sweep
+            pass  # recorded: its line keeps the next sweep from recording it again
         closed += 1
     return closed
+
+
+def _identity(attempt: dict) -> tuple:
+    """Return what tells one attempt from every other of the folder: its execution, number, worker and start."""
+    return attempt.get("name"), attempt.get("attempt", 1), attempt.get("worker"), attempt.get("started")

@@ -251,6 +251,18 @@ class Candidate(_Outcome):
     output: str | None = None
     flags: list[str] = Field(default_factory=list)  # injection-like text in the output (bench.core.flags)
     reasoning: str | None = None  # the reply's thinking, kept apart from ``output`` (bench.models.reasoning); no id part
+    # A conversation or an agent loop (bench.collect.conversation; None for one prompt, one reply). No id part: the
+    # prompt's content hash covers its turns, tools and simulator. ``transcript``: every message in order, OpenAI-style
+    # (system, user, assistant with ``tool_calls``, ``tool`` results, the simulated user's turns), ``output`` being the
+    # last assistant message's text; ``turns``: one entry per model request ({"turn", "step", "by": "model" |
+    # "simulator", "usage"}); ``trajectory``: one entry per tool call ({"turn", "step", "id", "name", "arguments",
+    # "raw_arguments", "result", "outcome"}); ``ended``: why the conversation stopped; ``simulator_usage``: what the
+    # simulated user's requests took (its own cost line; ``usage`` is the answering model's, over every turn).
+    transcript: list[dict[str, Any]] | None = None
+    turns: list[dict[str, Any]] | None = None
+    trajectory: list[dict[str, Any]] | None = None
+    ended: str | None = None
+    simulator_usage: Usage | None = None
 
     @classmethod
     def identity(cls, data: dict[str, Any]) -> Any:
@@ -292,6 +304,7 @@ class Judgment(_Outcome):
     scenario_id: str
     order: Literal["AB", "BA"] | None = None  # pairwise: the order shown to the judge
     repeat: int = 0  # the judge's `repeats: k`: which of the k gradings of this item (a distinct request)
+    turn: int | None = None  # a ``per_turn`` judge: the assistant turn graded (1-based), in its conversation's context
     scores: dict[str, float] | None = None  # per criterion
     score: float | None = None  # composite on the rubric's scale
     expected_scores: dict[str, float] | None = None  # per criterion: the mean over the score tokens' probabilities
@@ -313,6 +326,8 @@ class Judgment(_Outcome):
             ident["judge_endpoint"] = data["judge_endpoint"]
         if data.get("repeat"):  # absent for the first grading: ids from before `repeats` are unchanged
             ident["repeat"] = data["repeat"]
+        if data.get("turn") is not None:  # a per_turn judge's turn; absent otherwise: ids unchanged
+            ident["turn"] = data["turn"]
         return ident
 
     @model_validator(mode="before")

@@ -6,14 +6,19 @@ call's cost, which was paid once, by whoever made that call); every other record
 replies: ``Usage.paid_attempts``), and, for a reply that carried no usage, the cost of its estimated
 tokens (``Usage.estimated``: a bound, never zero). A record whose price was unknown counts nothing and is
 reported apart, so a budget (``limits.budget_usd``) never treats an unpriced call as free without saying so.
+
+A conversation (``Candidate.turns``) counts its answering model's and its simulated user's requests
+(``simulator_usage``) alike, less the turns the response cache answered (a resumed conversation replays its
+finished turns from the cache: the attempt that paid them counted them already).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from bench.core.records import Candidate, Judgment
+from bench.core.records import Candidate, Judgment, Usage
 from bench.core.store import RunStore
 
 
@@ -39,18 +44,49 @@ class RunSpend:
 
 
 def recorded_spend(run_dir: str | Path) -> RunSpend:
-    """Return what the records of ``run_dir`` say was paid (every attempt of every candidate and judgment)."""
+    """Return what the records of ``run_dir`` say was paid (every attempt of every candidate and judgment,
+    a conversation's simulated user included)."""
     store, usd, unpriced, flagged = RunStore(Path(run_dir)), 0.0, 0, [0, 0, 0]
     for kind in (Candidate, Judgment):
         for rec in store.iter(kind):
-            usage = rec.usage
-            if usage is None or usage.cached or not usage.calls:
-                continue
-            if usage.cost_usd is None:
-                unpriced += 1
-            else:
-                usd += usage.cost_usd
-            flagged[0] += usage.over_limit
-            flagged[1] += usage.estimated
-            flagged[2] += bool(usage.paid_attempts)
+            for usage, by in _parts(rec):
+                cost = paid_cost(usage, getattr(rec, "turns", None), by)
+                if cost is None:
+                    unpriced += 1
+                else:
+                    usd += cost
+                if usage is not None and not usage.cached and usage.calls:
+                    flagged[0] += usage.over_limit
+                    flagged[1] += usage.estimated
+                    flagged[2] += bool(usage.paid_attempts)
     return RunSpend(round(usd, 9), unpriced, *flagged)
+
+
+def _parts(rec: Candidate | Judgment) -> list[tuple[Usage | None, str]]:
+    """Return a record's usages and whose requests each counts: the model's (or judge's), the simulated user's."""
+    simulated = getattr(rec, "simulator_usage", None)
+    return [(rec.usage, "model")] + ([(simulated, "simulator")] if simulated is not None else [])
+
+
+def paid_cost(usage: Usage | None, turns: list[dict[str, Any]] | None = None, by: str = "model") -> float | None:
+    """Return the USD a record's ``usage`` paid now: 0.0 when it sent no request (every reply from the response
+    cache), None when some paid reply had no known price. ``turns`` (a conversation's requests, each with
+    its usage, ``by`` the model or the simulator) take out the cost of the turns the cache answered: a
+    resumed conversation's usage adds its replayed turns at their original cost, paid by an earlier attempt."""
+    if usage is None or usage.cached or not usage.calls:
+        return 0.0
+    if usage.cost_usd is None:
+        return None
+    replayed = sum(float(u.get("cost_usd") or 0.0) for u in _turn_usages(turns, by) if _from_cache(u))
+    return max(0.0, usage.cost_usd - replayed)
+
+
+def _turn_usages(turns: list[dict[str, Any]] | None, by: str) -> list[dict[str, Any]]:
+    """Return the usage dicts of the ``by`` requests of a conversation's ``turns``."""
+    return [t["usage"] for t in turns or () if isinstance(t, dict) and t.get("by", "model") == by
+            and isinstance(t.get("usage"), dict)]
+
+
+def _from_cache(usage: dict[str, Any]) -> bool:
+    """Return whether a turn's reply came without a paid request (the response cache, or a request in flight)."""
+    return bool(usage.get("cached")) or not usage.get("calls", 1)

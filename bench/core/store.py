@@ -27,6 +27,9 @@ from bench.core.records import RECORD_TYPES, Record
 from bench.core.secrets import redact  # every record line is redacted as it is written: no key ever reaches a run folder
 
 
+# the error kinds of a failed record that a stop wrote for the spend of work it interrupted (bench.collect.conversation,
+# bench.judge.solutions): no try of that work (``RunStore.attempts``)
+INTERRUPTED = frozenset({"budget", "stopped"})
 _KINDS = {"scenario": "scenarios", "candidate": "candidates", "judgment": "judgments", "review": "reviews"}
 
 
@@ -260,12 +263,19 @@ class RunStore:
         return {rec.id for rec in self.iter(kind) if rec.ok}
 
     def attempts(self, kind: str | type[Record]) -> dict[str, int]:
-        """Return, per id that never succeeded, how many times it was tried (its latest ``attempt``)."""
+        """Return, per id that never succeeded, how many times it was tried (its latest ``attempt``).
+
+        A record of work a stop interrupted (``error_kind`` "budget" or "stopped": a conversation's paid turns, a
+        judge's paid solution, kept for their spend) is no try: raising the budget and re-running continues it,
+        whatever ``max_attempts`` says, as it continues an item the stop kept from starting.
+        """
         out: dict[str, int] = {}
         done: set[str] = set()
         for rec in self.iter(kind):
             if rec.ok:
                 done.add(rec.id)
+            elif getattr(rec, "error_kind", None) in INTERRUPTED:
+                continue
             else:
                 out[rec.id] = max(out.get(rec.id, 0) + 1, getattr(rec, "attempt", 1) or 1)  # schema 1: count
         return {i: n for i, n in out.items() if i not in done}

@@ -23,6 +23,7 @@ from bench.core.store import RunStore
 
 CHUNK = 8 << 20  # bytes read at a time: a first refresh of a large run folder never holds a whole file
 CHECK = 32  # bytes before the offset read again to check the file is still the one counted (not cut and rewritten)
+HEAD = 64  # bytes of the last counted line's start read again with them: a record's id is in its first 64
 
 
 @dataclass
@@ -55,6 +56,8 @@ class _File:
     offset: int = 0  # bytes consumed: every complete line before it has been counted
     inode: int = -1  # another file at the same path (replaced, not appended to) is read from its start
     tail: bytes = b""  # the last CHECK bytes before ``offset``, as counted
+    head: bytes = b""  # the first HEAD bytes of the last line counted (its record id: records' tails can be alike)
+    head_at: int = 0  # where that line starts
     seen: tuple[int, int] = (-1, -1)  # (size, mtime_ns) when last read: unchanged means nothing to read
 
 
@@ -122,11 +125,15 @@ class StoreTally:
         with open(path, "rb") as fh:
             read = 0
             if state.tail:  # the bytes before the offset must be the ones counted: a file cut back and grown
-                fh.seek(state.offset - len(state.tail))
-                read = len(check := fh.read(len(state.tail)))
-                if check != state.tail:  # again past the offset (a failed write undone, then others) is read anew
-                    state.offset, state.tail = 0, b""
+                fh.seek(state.offset - len(state.tail))  # again past the offset (a failed write undone, then
+                read = len(check := fh.read(len(state.tail)))  # others) is read anew; the last line's start
+                fh.seek(state.head_at)  # holds its record's id, where every record of a kind may end alike
+                read += len(head := fh.read(len(state.head)))
+                if check != state.tail or head != state.head:
+                    state.offset, state.tail, state.head, state.head_at = 0, b"", b"", 0
                     fh.seek(0)
+                else:
+                    fh.seek(state.offset)
             read += self._read_lines(fh, state, st, kind)
         return read
 
@@ -140,6 +147,8 @@ class StoreTally:
             for line in data[:end].split(b"\n")[:-1]:
                 self._count(kind, line)
             if end:
+                start = data.rfind(b"\n", 0, end - 1) + 1  # the last complete line's start (0: it began in rest)
+                state.head_at, state.head = state.offset + start, data[start:min(end - 1, start + HEAD)]
                 state.offset += end
                 state.tail = data[end - CHECK:end] if end >= CHECK else (state.tail + data[:end])[-CHECK:]
             rest = data[end:]

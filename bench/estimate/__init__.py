@@ -1,7 +1,8 @@
 """What a sweep will send and cost, stage by stage, before anything is sent.
 
-``work`` lists each stage's first-turn requests (collect per model; each judge with its mode) with
-their messages, less what the run folder and the response cache already hold; ``plan`` counts them
+``work`` lists each stage's first-turn requests (collect per model; each simulated user; each judge with its
+mode) with their messages, less what the run folder and the response cache already hold, a conversation's and
+an agent loop's bounded by its turns and steps (``bounds``); ``plan`` counts them
 for `bench validate` and a sweep's progress totals; ``observed`` reads earlier records' reply lengths
 and repair rates; ``cost`` turns them into tokens and dollars (`bench estimate`); ``show`` prints the
 table; ``verdict`` holds the expected cost to ``limits.budget_usd`` (start, pilot first, or refuse);

@@ -116,7 +116,11 @@ def check_budget(run: Run, est: Estimate, verdict: Verdict | None = None, *, aft
 
 
 def entries(run: Run) -> dict[tuple[str, str], str]:
-    """Return each stage's entry in the params file: ("collect", model id) -> "models[i]", judges likewise."""
+    """Return each stage's entry in the params file: ("collect", model id) -> "models[i]", judges likewise, a
+    simulated user ("simulator", its id) -> "prompts[i].user_simulator"."""
     out = {("collect", m.id): f"models[{i}]" for i, m in enumerate(run.sweep.models)}
     out.update({("judge", j.id): f"judges[{i}]" for i, j in enumerate(run.sweep.judges)})
+    for i, p in enumerate(run.sweep.prompts):
+        if p.user_simulator is not None:
+            out.setdefault(("simulator", p.user_simulator.id), f"prompts[{i}].user_simulator")
     return out

@@ -1,14 +1,17 @@
 """The tokens and dollars of the next sweep, per stage, before anything is sent (`bench estimate`).
 
-Per stage (collect per model; each judge with its mode), of the first-turn requests still to send
-(``bench.estimate.work``: the cache's replies and the run folder's records subtracted):
+Per stage (collect per model; each simulated user; each judge with its mode), of the requests still to send
+(``bench.estimate.work``: the cache's replies and the run folder's records subtracted; a conversation's and an
+agent loop's bounded by its turns and steps: ``bench.estimate.bounds``, ``bounded_by`` says by what):
 
 - ``input_tokens``: their prompts counted with the model's tokenizer (``bench.models.tokens``), each image
   part at ``IMAGE_TOKENS``, a bound above what providers bill per image (``images`` counts them).
   Judge requests of answers not collected yet are built with a stand-in answer as long as that
   answer is expected to be (its cell's observed mean, else that of its model and params, else the mean
   of its model's cached replies, else its model's output bound), clipped at the rubric's ``max_chars``
-  like any answer.
+  like any answer. A conversation's later request also holds the replies before it, counted at their output
+  bound (the expected cost takes them at their expected length), its tool results at their bound and the
+  tool definitions it carries.
 - A reasoning model's thinking is output (billed and priced as such): its tokens are in both output counts
   (its ``max_tokens`` bounds thinking and answer together; observed replies include the thinking), and a
   stage whose model declares thinking (``reasoning``) says so in the notes.
@@ -27,16 +30,18 @@ Per stage (collect per model; each judge with its mode), of the first-turn reque
 - Costs at the price the stage is called at (the Batch API price for a ``batch:`` entry:
   ``routing.price_per_token``), and the expected cost ``_direct`` and ``_batch`` (without and with
   the Batch API). An unknown price gives None, unless the stage sends nothing (then it costs 0).
-  ``cost_usd_min``: the prompts alone, as if every reply were empty: what no reply length can lower.
+  ``cost_usd_min``: the prompts alone, as if every reply were empty: what no reply length can lower (a
+  conversation's bounded requests all counted: one that ends early asks fewer).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 
 from bench.config.params import Cell
+from bench.estimate.bounds import SIMULATED, Ask
 from bench.estimate.observed import Observed, observe
 from bench.estimate.work import Placeholder, StageWork, stage_work
 from bench.judge.stage import load_judges
@@ -44,7 +49,7 @@ from bench.models.cache import open_cache
 from bench.models.client import LLM
 from bench.models.reasoning import thinks
 from bench.models.routing import Route, price_per_token, resolve
-from bench.models.tokens import counter_for, image_parts, output_bound
+from bench.models.tokens import PER_MESSAGE, TokenCounter, counter_for, image_parts, output_bound
 from bench.run import Run
 
 REPAIR_TOKENS = 40  # the repair turn's own message ("Your reply could not be used: <reason>. …") and framing
@@ -88,6 +93,7 @@ class StageEstimate:
     cost_usd_min: float | None  # the prompts alone (every reply empty)
     reasoning: bool = False  # the model thinks first: its thinking is in the output tokens (bench.models.reasoning)
     images: int = 0  # image parts of the requests to send, each in input_tokens at tokens.IMAGE_TOKENS (a bound)
+    bounded_by: str = ""  # its conversations' bounds: "support@v1 bounded by max_turns 6 and max_steps 8" ("": none)
 
     def as_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -124,7 +130,8 @@ def estimate(run: Run, llm: LLM | None = None, *, only_stage: str | None = None,
     llm = llm or LLM(run.sweep.limits, cache=open_cache(root=run.root))
     try:
         seen = observe(run.store, load_judges(run), run.sweep.cells())
-        work = stage_work(run, llm, _placeholders(seen), only_stage=only_stage, groups=groups)
+        work = stage_work(run, llm, _placeholders(seen), only_stage=only_stage, groups=groups,
+                          simulated=_simulated(seen))
         return Estimate([_stage(w, resolve(w.spec), seen) for w in work])
     finally:
         if own and llm.cache is not None:
@@ -148,10 +155,36 @@ def _placeholders(seen: Observed) -> Placeholder:
     return placeholder
 
 
+def _simulated(seen: Observed) -> Callable[[Cell], str]:
+    """Return the stand-in of a simulated user's turn in a cell not collected yet: as many words as its turns are
+    expected to take (observed in the cell), else its simulator's output bound."""
+    def simulated(cell: Cell) -> str:
+        sim = cell.prompt.user_simulator
+        n = seen.tokens(cell.key + SIMULATED)
+        n = n if n is not None else output_bound(resolve(sim.spec()))[0] if sim is not None else 0
+        return " ".join([PLACEHOLDER_WORD] * max(1, round(n)))
+
+    return simulated
+
+
+def _input(counter: TokenCounter, ask: Ask, mean: Callable[[str], float | None] | None = None) -> float:
+    """Return an ask's input tokens: its messages, its tool definitions, and the earlier replies its history
+    holds, each at its bound, or (``mean``) at the observed mean of whose reply it is when there is one."""
+    tokens = counter.messages(ask.messages) + (counter.text(ask.tools) if ask.tools else 0)
+    for source, count, bound in ask.history:
+        observed = mean(source) if mean is not None and source is not None else None
+        tokens += count * (PER_MESSAGE + (bound if observed is None else observed))
+    return tokens
+
+
 def _stage(w: StageWork, route: Route, seen: Observed) -> StageEstimate:
     counter = counter_for(route)
     n = len(w.asks)
-    input_tokens = sum(counter.messages(a.messages) for a in w.asks)
+    input_tokens = sum(_input(counter, a) for a in w.asks)
+    input_likely = sum(_input(counter, a, seen.tokens) for a in w.asks) if any(a.history for a in w.asks) \
+        else input_tokens
+    input_floor = sum(_input(counter, a, lambda _source: 0.0) for a in w.asks) if input_likely != input_tokens \
+        else input_tokens  # every reply empty: a conversation's earlier replies too
     bound, bound_from = output_bound(route)
     expected, expected_from = _expected(w, seen, bound)
     judge = w.stage == "judge"
@@ -161,7 +194,7 @@ def _stage(w: StageWork, route: Route, seen: Observed) -> StageEstimate:
     # request, its reply and the repair message; output: the bound again); expected: at the observed rate
     repair_input = input_tokens + n * REPAIR_TOKENS if repairs else 0
     worst = (input_tokens + repair_input + repairs * bound, (n + repairs) * bound)
-    likely = (input_tokens + rate * (repair_input + expected), expected * (1 + rate))
+    likely = (input_likely + rate * (repair_input + expected), expected * (1 + rate))
     at, direct, batched = price_per_token(route), price_per_token(route, False), price_per_token(route, True)
     cost = lambda price, tokens: _usd(price, tokens, n)  # noqa: E731
     return StageEstimate(
@@ -173,8 +206,9 @@ def _stage(w: StageWork, route: Route, seen: Observed) -> StageEstimate:
         repairs_max=repairs, repair_rate=round(rate, 4), tokenizer=counter.tokenizer, tokenizer_note=counter.note,
         price_known=at is not None, cost_usd_max=cost(at, worst), cost_usd_expected=cost(at, likely),
         cost_usd_expected_direct=cost(direct, likely), cost_usd_expected_batch=cost(batched, likely),
-        cost_usd_min=cost(at, (input_tokens, 0)), reasoning=thinks(route.spec),
-        images=sum(image_parts(a.messages) for a in w.asks))
+        cost_usd_min=cost(at, (input_floor, 0)), reasoning=thinks(route.spec),
+        images=sum(image_parts(a.messages) for a in w.asks),
+        bounded_by="; ".join(f"{key} bounded by {words}" for key, words in w.bounds.items()))
 
 
 def _expected(w: StageWork, seen: Observed, bound: int) -> tuple[int, str]:

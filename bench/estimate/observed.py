@@ -3,7 +3,9 @@
 - Answers: the mean completion tokens of a cell's successful candidates (every attempt kept in the
   store), per cell key; and per model and params (the LiteLLM model string, its endpoint and its
   resolved generation params, as a candidate records them), for a cell with no answer of its own yet
-  (a new prompt of a model already asked).
+  (a new prompt of a model already asked). A conversation's are per request of its model (its
+  ``turns``), and its simulated user's per request of the simulator, per cell (key: the cell key +
+  ``bench.estimate.bounds.SIMULATED``).
 - Judges: the mean completion tokens per reply behind a judge's successful judgments (replies: the
   requests sent and the cache hits, ``usage.calls + usage.cache_hits``), per judge id; and its repair
   rate: the replies beyond the first-turn requests (a ``solve_first`` solution request counts as one,
@@ -21,6 +23,7 @@ from typing import Any
 from bench.config.params import Cell
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
+from bench.estimate.bounds import SIMULATED
 from bench.judge.grader import Judge
 
 
@@ -50,6 +53,14 @@ def model_key(model: str, endpoint: str | None, params: dict[str, Any] | None) -
     return json.dumps([model, endpoint, params or {}], sort_keys=True, default=str)
 
 
+def _requests(cand: Candidate, by: str) -> int:
+    """Return the requests behind a candidate's ``by`` usage: its conversation's turns of ``by`` ("model" or
+    "simulator"), else one (a one-reply answer)."""
+    if cand.turns is None:
+        return int(by == "model")
+    return sum(isinstance(t, dict) and t.get("by", "model") == by for t in cand.turns) or int(by == "model")
+
+
 def observe(store: RunStore, judges: list[Judge], cells: Iterable[Cell] = ()) -> Observed:
     """Return the means of the records in ``store`` (every attempt of every candidate and judgment); ``cells``:
     the run's cells, whose model entries name the answers of the same model and params."""
@@ -63,7 +74,13 @@ def observe(store: RunStore, judges: list[Judge], cells: Iterable[Cell] = ()) ->
             for acc in (sums.setdefault(cand.cell, [0, 0]),
                         by_model.setdefault(model_key(cand.model, cand.endpoint, cand.params), [0, 0])):
                 acc[0] += usage.completion_tokens
-                acc[1] += 1
+                acc[1] += _requests(cand, "model")
+        simulated = cand.simulator_usage
+        asked = _requests(cand, "simulator")
+        if cand.ok and simulated is not None and simulated.completion_tokens is not None and asked:
+            acc = sums.setdefault(cand.cell + SIMULATED, [0, 0])
+            acc[0] += simulated.completion_tokens
+            acc[1] += asked
     out.answer_tokens = {cell: total / n for cell, (total, n) in sums.items() if n}
     out.model_tokens = {key: total / n for key, (total, n) in by_model.items() if n}
     by_id = {j.entry.id: j for j in judges}

@@ -6,7 +6,7 @@ outcome "pilot"), `bench sweep` first sends, in the driver, through the same sea
 request (each reserves its worst case first):
 
 - collect: the first ``limits.pilot`` scenarios (first sample) of the first cell of each model to
-  measure; the judges to measure grade those answers (a pairwise judge also gets its baseline cell and
+  measure (a simulated user to measure: of the first cell whose prompt has it); the judges to measure grade those answers (a pairwise judge also gets its baseline cell and
   one other cell, so it has pairs to grade). When only judges are to be measured, the first cell's
   answers are collected (or reused) for them to grade.
 - judge: each judge to measure grades those answers (its requests per item: both pairwise orders, one
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from bench.config.params import Cell
 from bench.config.scenarios import write_scenarios
 from bench.core.spend import recorded_spend
 from bench.estimate.cost import StageEstimate
@@ -40,6 +41,9 @@ def pilot_run(run: Run, stages: list[StageEstimate]) -> Run:
         first.setdefault(cell.model.id, cell)
     models = {s.id for s in stages if s.stage == "collect"}
     cells = [c for m, c in first.items() if m in models]
+    simulated = {s.id for s in stages if s.stage == "simulator"}  # measured by a conversation of a cell of theirs
+    cells += [next(c for c in run.cells if _simulator(c) == sid) for sid in simulated
+              if any(_simulator(c) == sid for c in run.cells)]
     if judges and not cells:
         cells = list(first.values())[:1]
     every = {c.key: c for c in run.sweep.cells()}
@@ -49,6 +53,12 @@ def pilot_run(run: Run, stages: list[StageEstimate]) -> Run:
     cells = list({c.key: c for c in cells}.values())
     sweep = run.sweep.model_copy(update={"samples": 1, "judges": judges})
     return replace(run, sweep=sweep, cells=cells, scenarios=run.scenarios[:run.sweep.limits.pilot])
+
+
+def _simulator(cell: Cell) -> str | None:
+    """Return the id of a cell's simulated user (None: its prompt has none)."""
+    sim = cell.prompt.user_simulator
+    return sim.id if sim is not None else None
 
 
 def send_pilot(run: Run, stages: list[StageEstimate], only_stage: str | None = None) -> str:

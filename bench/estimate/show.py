@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bench.core.outcome import row_format
+from bench.estimate.bounds import CALLABLE_RESULT_TOKENS
 from bench.estimate.cost import Estimate, StageEstimate
 from bench.models.budget import dollars
 from bench.models.ratelimit import DEFAULT_COMPLETION_TOKENS
@@ -59,7 +60,7 @@ def notes(est: Estimate, *, compact: bool, entries: dict[tuple[str, str], str], 
     stages = est.stages
     where = lambda s: entries.get((s.stage, s.id), f"{s.stage} {s.id}")  # noqa: E731
     out = ["cached: held by the run folder or answered by the response cache; to send = requests - cached "
-           "(first turns; repair turns and retries come on top)"]
+           "(first turns, and a conversation's requests to its bound; repair turns and retries come on top)"]
     if not compact:
         out.append("output tok max: each request's max_tokens, else the model's maximum output (LiteLLM's map); "
                    "output tok exp: the mean of earlier replies (exp from: run folder = its records of the cell, "
@@ -69,6 +70,14 @@ def notes(est: Estimate, *, compact: bool, entries: dict[tuple[str, str], str], 
                    "the expected tokens (at the judge's observed repair rate); at the price each stage is called at "
                    "(batch: yes = the Batch API price); exp direct / exp batch: the expected cost without / with "
                    "the Batch API")
+    if bounded := [s for s in stages if s.bounded_by]:
+        out.append(f"conversations: {'; '.join(f'{where(s)} ({s.id}): {s.bounded_by}' for s in bounded)}. "
+                   f"Their requests are bounded: a turns script by its turns, a simulated user by max_turns "
+                   f"(max_turns model requests and max_turns - 1 of the simulator, on its own line), a tool loop by "
+                   f"max_steps requests per assistant turn (each step adding one tool call and its result: a "
+                   f"template filled, a Python tool's at {CALLABLE_RESULT_TOKENS} tokens); a later request's input "
+                   f"holds the replies before it at their output bound (input tok, cost max; cost exp: at their "
+                   f"expected length); what the response cache holds is replayed, not counted")
     if flagged := [s for s in stages if s.output_bound_from == "default" and s.to_send]:
         out.append(f"* no max_tokens set and the model's maximum output is unknown: {DEFAULT_COMPLETION_TOKENS} "
                    f"tokens per request assumed for {', '.join(f'{where(s)} ({s.id})' for s in flagged)}; set "

@@ -9,6 +9,12 @@ at a time in the run store's order (``bench.judge.packed``), the answers a sweep
 they arrive (``bench.judge.stream``), so each group is packed apart, and each execution of the sweep
 (``--jobs``, ``--per-cell``, a cluster's tasks) packs its own cells apart too.
 
+A conversation or an agent loop (a prompt with ``turns``, ``messages``, ``tools`` or a ``user_simulator``)
+asks more than one request, replayed through the cache then bounded by its turns and steps
+(``bench.estimate.bounds``); its simulated user's requests are a stage of their own ("simulator", by
+``user_simulator.id``), priced on the simulator's model. Judges grade a conversation not collected yet
+through a stand-in transcript of its bound (every turn of it, for a ``per_turn`` rubric).
+
 A request whose reply the response cache holds, or the same as one counted before it (a reply shared
 in flight), is counted as cached, not sent. Judge requests of answers this sweep collects are built
 with the answer the response cache holds for its request when it does (a grid re-run under another
@@ -30,35 +36,30 @@ from bench.collect import WorkItem, make_candidate, plan, request_messages
 from bench.config.params import Cell
 from bench.config.reply_schemas import response_format
 from bench.core.records import Candidate, Judgment
+from bench.estimate.bounds import Ask, bound_of, conversation, stand_in
 from bench.judge.packed import packed_messages, short_id  # the packed call, as grade_packed builds it
 from bench.judge.grader import Item, Judge
 from bench.judge.solutions import solution_messages
 from bench.judge.stage import items_for, load_judges, next_attempts, owns_dataset
 from bench.models.client import LLM
-from bench.models.routing import ModelSpec
+from bench.models.routing import ModelSpec, resolve
+from bench.models.tokens import output_bound
 from bench.run import Run
 
 # the stand-in answer of a cell whose answer is not collected yet, given the mean length (tokens) of its model's
 # replies the response cache holds for this grid (None: none)
 Placeholder = Callable[[Cell, float | None], str]
 CACHE_SAMPLE = 64  # cached judge replies read per judge for their length: enough for a mean, cheap on a big grid
-
-
-@dataclass
-class Ask:
-    """One first-turn request to send: its messages and whose observed reply length estimates its output."""
-
-    messages: list[dict]
-    source: str  # collect: the cell key; judge: the judge id (bench.estimate.observed)
+SIMULATOR = "simulator"  # the stage of a conversation's simulated user (its mode too)
 
 
 @dataclass
 class StageWork:
-    """What one model (collect) or one judge will ask in the next sweep."""
+    """What one model (collect), one simulated user or one judge will ask in the next sweep."""
 
-    stage: str  # "collect" or "judge"
-    id: str  # model id or judge id
-    mode: str  # "collect", or the judge's grading mode
+    stage: str  # "collect", "simulator" or "judge"
+    id: str  # model id, user_simulator.id or judge id
+    mode: str  # "collect", "simulator", or the judge's grading mode
     spec: ModelSpec
     items: int  # answers to produce / grades to make (pairwise: one per order)
     done: int  # of ``items``, already in the run folder (succeeded, or failed max_attempts times)
@@ -68,32 +69,38 @@ class StageWork:
     unknown: int = 0  # of ``requests``, of answers not collected yet: the cache cannot be checked for them
     asks: list[Ask] = field(default_factory=list)  # the requests to send: ``requests - cached`` of them
     replies: list[int] = field(default_factory=list)  # completion tokens of the cached replies read (evidence)
+    bounds: dict[str, str] = field(default_factory=dict)  # prompt key -> what bounds its conversations, in words
 
 
 def stage_work(run: Run, llm: LLM, placeholder: Placeholder | None = None, *, only_stage: str | None = None,
-               groups: list[Iterable[str]] | None = None) -> list[StageWork]:
-    """Return one StageWork per model (collect) and per judge of ``run``; sends nothing.
+               groups: list[Iterable[str]] | None = None,
+               simulated: Callable[[Cell], str] | None = None) -> list[StageWork]:
+    """Return one StageWork per model (collect), per simulated user and per judge of ``run``; sends nothing.
 
     ``only_stage`` as ``bench sweep --only-stage``: "collect" (the judges grade only the new answers, as
     they arrive) or "judge" (only the answers already collected). ``groups``: the cell keys of each
-    execution of the sweep (default: one execution for every cell).
+    execution of the sweep (default: one execution for every cell). ``placeholder`` and ``simulated``: the
+    stand-ins of an answer and of a simulated user's turn not collected yet (their expected lengths).
     """
     work = [(it, it.candidate_id) for it in plan(run.sweep, run.scenarios, run.cells)]  # each id hashed once
     store = run.store
     tries, limit = store.attempts(Candidate), run.sweep.limits.max_attempts
     seen: set[str] = set()
-    answers: dict[str, str] = {}  # candidate id -> the answer the response cache holds for its request
+    answers: dict[str, dict] = {}  # candidate id -> the answer the response cache holds (make_candidate's keywords)
     collects = run.sweep.collects and only_stage != "judge"
-    out = _collect_work(run, llm, work, seen, answers) if collects else []
+    talks = any(c.prompt.is_conversation for c in run.cells)
+    latest = store.latest(Candidate) if talks and collects else {}
+    out = _collect_work(run, llm, work, seen, answers, latest) if collects else []
     judges = load_judges(run)
     if not judges:
         return out
     keys = {c.key for c in run.cells} | {j.entry.baseline for j in judges if j.entry.baseline}
-    stored = {c.id: c for c in store.latest(Candidate).values() if c.ok and c.cell in keys}
+    stored = {c.id: c for c in (latest or store.latest(Candidate)).values() if c.ok and c.cell in keys}
     fill = placeholder or (lambda cell, mean: "")
-    cached = {w.id: sum(w.replies) / len(w.replies) for w in out if w.replies}  # model id -> cached reply length
-    future = {cid: make_candidate(it, request_messages(it), output=answers[cid] if cid in answers
-                                  else fill(it.cell, cached.get(it.cell.model.id)))
+    user = simulated or (lambda cell: "")
+    cached = {w.id: sum(w.replies) / len(w.replies) for w in out if w.replies and w.stage == "collect"}
+    future = {cid: make_candidate(it, request_messages(it), **(answers.get(cid) or _stand_in(
+        it, fill(it.cell, cached.get(it.cell.model.id)), user)))
               for it, cid in work if collects and cid not in stored and tries.get(cid, 0) < limit}
     if only_stage == "collect":  # the judge stage does not run: what was collected earlier waits for it
         stored = {}
@@ -108,34 +115,99 @@ def stage_work(run: Run, llm: LLM, placeholder: Placeholder | None = None, *, on
     return out
 
 
+def _stand_in(item: WorkItem, reply: str, user: Callable[[Cell], str]) -> dict:
+    """Return make_candidate's keywords of an answer not collected yet: ``reply`` (a conversation: its bound of
+    turns, each answered by ``reply``, the simulated user's by ``user``'s stand-in)."""
+    return stand_in(item, reply, user(item.cell)) if item.cell.prompt.is_conversation else {"output": reply}
+
+
 def _collect_work(run: Run, llm: LLM, work: list[tuple[WorkItem, str]], seen: set[str],
-                  answers: dict[str, str]) -> list[StageWork]:
-    """Return each model's collect work; ``answers`` gets the cached answer of each request the cache holds."""
+                  answers: dict[str, dict], latest: dict[str, Candidate]) -> list[StageWork]:
+    """Return each model's collect work, then each simulated user's; ``answers`` gets the cached answer of each
+    item the cache answers whole."""
     store = run.store
     done, tries = store.done_ids(Candidate), store.attempts(Candidate)
     limit = run.sweep.limits.max_attempts
-    out = []
+    out: list[StageWork] = []
+    simulators: dict[str, StageWork] = {}
     for model in run.sweep.models:
         mine = [(it, cid) for it, cid in work if it.cell.model.id == model.id]
         if not mine:
             continue
-        spec = model.spec()
         todo = [(it, cid) for it, cid in mine if cid not in done and tries.get(cid, 0) < limit]
-        messages = [request_messages(it) for it, _cid in todo]
-        keys = [llm.request_key(spec, m, sample=it.sample, attempt=tries.get(cid, 0) + 1)
-                for (it, cid), m in zip(todo, messages)]
-        hits = cached_keys(llm, keys, seen)
-        asks = [Ask(m, it.cell.key) for (it, _cid), m, hit in zip(todo, messages, hits) if not hit]
-        replies = []
-        for (_it, cid), key, hit in zip(todo, keys, hits):
-            reply = llm.cache.get(key) if hit and llm.cache is not None else None
-            if reply is not None:  # the judges will grade this very answer: their requests can be looked up
-                answers[cid] = reply["text"]
-                replies += _completion_tokens(reply)
-        held = sum(cid in done for _it, cid in mine)
-        out.append(StageWork("collect", model.id, "collect", spec, len(mine), len(mine) - len(todo), held,
-                             len(todo), sum(hits), 0, asks, replies))
-    return out
+        stage = StageWork("collect", model.id, "collect", model.spec(), len(mine), len(mine) - len(todo),
+                          sum(_held(latest.get(cid), "model") for _it, cid in mine if cid in done))
+        _single_work(stage, llm, [(it, cid) for it, cid in todo if not it.cell.prompt.is_conversation], tries,
+                     seen, answers)
+        talks = [(it, cid) for it, cid in mine if it.cell.prompt.is_conversation]
+        stage.bounds = {it.cell.prompt.key: bound_of(it.cell.prompt).words for it, _cid in talks}
+        bounds: dict[str, tuple[int, int]] = {}
+        for it, cid in talks:
+            sim = _simulator_stage(simulators, it) if it.cell.prompt.user_simulator else None
+            if sim is not None:
+                sim.items += 1
+                sim.done += cid in done or tries.get(cid, 0) >= limit
+                sim.held += _held(latest.get(cid), SIMULATOR) if cid in done else 0
+            if cid in done or tries.get(cid, 0) >= limit:
+                continue
+            if it.cell.key not in bounds:
+                bounds[it.cell.key] = _reply_bounds(it)
+            talk = conversation(it, llm, bounds[it.cell.key], lambda keys: cached_keys(llm, keys, seen))
+            stage.requests += talk.model_requests
+            stage.cached += talk.model_cached
+            stage.asks += talk.model
+            stage.replies += talk.replies
+            if sim is not None:
+                sim.requests += talk.simulator_requests
+                sim.cached += talk.simulator_cached
+                sim.asks += talk.simulator
+            if talk.transcript is not None:  # the judges will grade this very conversation
+                answers[cid] = {"output": talk.output, "transcript": talk.transcript, "turns": talk.turns}
+        out.append(stage)
+    return out + list(simulators.values())
+
+
+def _single_work(stage: StageWork, llm: LLM, todo: list[tuple[WorkItem, str]], tries: dict[str, int],
+                 seen: set[str], answers: dict[str, dict]) -> None:
+    """Add the one-reply items ``todo`` to a model's collect work: one request each, less what the cache holds."""
+    messages = [request_messages(it) for it, _cid in todo]
+    keys = [llm.request_key(stage.spec, m, sample=it.sample, attempt=tries.get(cid, 0) + 1)
+            for (it, cid), m in zip(todo, messages)]
+    hits = cached_keys(llm, keys, seen)
+    stage.asks += [Ask(m, it.cell.key) for (it, _cid), m, hit in zip(todo, messages, hits) if not hit]
+    for (_it, cid), key, hit in zip(todo, keys, hits):
+        reply = llm.cache.get(key) if hit and llm.cache is not None else None
+        if reply is not None:  # the judges will grade this very answer: their requests can be looked up
+            answers[cid] = {"output": reply["text"]}
+            stage.replies += _completion_tokens(reply)
+    stage.requests += len(todo)
+    stage.cached += sum(hits)
+
+
+def _simulator_stage(simulators: dict[str, StageWork], item: WorkItem) -> StageWork:
+    """Return the simulator stage of ``item``'s simulated user: one per ``user_simulator.id`` (a second model under
+    the same id gets its own, named by its model too)."""
+    sim = item.cell.prompt.user_simulator
+    spec = sim.spec()
+    name = sim.id
+    if name in simulators and simulators[name].spec != spec:
+        name = f"{sim.id} ({sim.model})"
+    return simulators.setdefault(name, StageWork(SIMULATOR, name, SIMULATOR, spec, 0, 0))
+
+
+def _reply_bounds(item: WorkItem) -> tuple[int, int]:
+    """Return the output bound (tokens per reply) of ``item``'s model and of its simulated user (0: none)."""
+    sim = item.cell.prompt.user_simulator
+    return (output_bound(resolve(item.cell.model.spec()))[0],
+            output_bound(resolve(sim.spec()))[0] if sim is not None else 0)
+
+
+def _held(cand: Candidate | None, by: str) -> int:
+    """Return the requests a done item made as ``by`` ("model" or "simulator"): its conversation's turns say;
+    one model request for a one-reply answer."""
+    if cand is None or cand.turns is None:
+        return int(by == "model")
+    return sum(isinstance(t, dict) and t.get("by", "model") == by for t in cand.turns)
 
 
 def _judge_work(run: Run, llm: LLM, judge: Judge, items: list[Item], new: tuple[Set[str], Set[str]],

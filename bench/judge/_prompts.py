@@ -7,7 +7,9 @@ so it cannot close its own tag, and it is clipped past the rubric's ``max_chars`
 A rubric's references (the scenario's ``reference`` values it names, the judge's own
 answer with ``solve_first``) follow the question, each in a tagged block of its own
 whose tag the same hash derives (the references included); a rubric with neither
-sends exactly the prompt it sent before they existed.
+sends exactly the prompt it sent before they existed. A conversation (a candidate with a transcript) is
+shown whole in the response's tagged block, after a line saying what it is (``CONVERSATION``, or ``TURN`` for a
+``per_turn`` judge); a plain answer is shown exactly as it was before conversations existed.
 """
 
 from __future__ import annotations
@@ -35,6 +37,14 @@ CHECK_USER = ("{context}\n\nThe response:\n{response}\n\n{note}\n\nRequirement: 
 PAIR_USER = ("{context}\n\nResponse A:\n{a}\n\nResponse B:\n{b}\n\n{note}\n\nCompare the two responses. Explain "
              "briefly, then give your verdict as one of {labels}, written in double brackets, e.g. [[A>B]]; "
              "or reply with a JSON object {{\"verdict\": \"...\", \"rationale\": \"...\"}}.")
+# before a response's tagged block when the response is a conversation (bench.judge.transcripts)
+CONVERSATION = ("The whole conversation, in order: the model under test speaks as the assistant, and its last "
+                "assistant message is its final response. Each message starts with a line naming its role in "
+                "brackets, its own lines indented below; tool calls and their results are shown as they happened.\n")
+TURN = ("The conversation up to the turn to grade: the model under test speaks as the assistant. Grade only its "
+        "turn {turn}, the last assistant turn shown; the turns before it are context. Each message starts with a "
+        "line naming its role in brackets, its own lines indented below; tool calls and their results are shown as "
+        "they happened.\n")
 REPAIR = ("Your reply could not be used: {reason}. Reply again with only the JSON object in the required "
           "format, and nothing else.")
 # shown after the question, before the response(s), only when the rubric asks (`reference:`, `solve_first`)
@@ -52,6 +62,16 @@ def clip(text: str, limit: int) -> tuple[str, dict[str, Any]]:
         return text, {}
     cut = len(text) - limit
     return text[:limit] + f"\n[… {cut} more characters truncated for the judge]", {"truncated_chars": cut}
+
+
+def clip_middle(text: str, limit: int) -> tuple[str, dict[str, Any]]:
+    """Return a conversation as a judge sees it: past ``limit``, its middle cut out with a visible note (its start
+    and its end, the final answer, are kept), and the note as data."""
+    if len(text) <= limit:
+        return text, {}
+    cut, head = len(text) - limit, limit // 2
+    return (f"{text[:head]}\n[… {cut} characters of the conversation omitted for the judge …]\n"
+            f"{text[len(text) - (limit - head):]}", {"truncated_chars": cut})
 
 
 def content_tag(*texts: str) -> str:

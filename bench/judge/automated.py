@@ -1,6 +1,7 @@
 """The ``automated`` mode: the rubric's checks only (no model call); one score per check on 0..1 (1 passed, 0
 failed; a token F1 is fractional), and their weighted mean. Checks read the candidate's answer (its ``output``,
-never its reasoning) and the scenario's reference values."""
+never its reasoning), the scenario's reference values and the answer's tool calls (trajectory checks; of one
+turn, for a ``per_turn`` hybrid judge)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ NO_CALL = Usage(prompt_tokens=0, completion_tokens=0, cost_usd=0.0, calls=0, cac
 
 def grade_automated(judge: Judge, item: Item) -> Judgment:
     """Return the checks-only judgment: one score per check (0..1) and their weighted mean."""
-    results = run_checks(judge.rubric.checks, item.texts[0], item.scenario.reference)
+    results = run_checks(judge.rubric.checks, item.texts[0], item.scenario.reference,
+                         item.trajectories[0] if item.trajectories else None)
     return Judgment(**judge.base(item), scores={r.id: float(r.score or 0.0) for r in results},
                     score=automated_score(results, judge.rubric.checks), usage=NO_CALL,
                     details={"checks": [r.to_dict() for r in results]})

@@ -11,13 +11,14 @@ from bench.core.errors import Halted, JudgeParseError, ProviderError
 from bench.core.records import Judgment
 from bench.core.writer import Halt
 from bench.judge._asking import Spend, ask_json, failure, run_bounded
-from bench.judge._prompts import CHECK_USER, DATA_NOTE, clip, framed, references, system_message
+from bench.judge._prompts import CHECK_USER, DATA_NOTE, framed, references, system_message
 from bench.config.reply_schemas import response_format
 from bench.judge.images import with_images  # a rubric with images: true shows the scenario's images
 from bench.judge.grader import Emit, Item, Judge, Request
 from bench.judge.shown_reasoning import response_block  # the candidate's reasoning, on the rubric's request
 from bench.judge.replies import extract_json, rationale_of
 from bench.judge.solutions import solution_messages, solve, stopped_after_solution
+from bench.judge.transcripts import shown_text  # the answer, or its whole conversation
 from bench.models.client import LLM
 
 
@@ -30,7 +31,7 @@ async def grade_checklist(judge: Judge, item: Item, llm: LLM) -> Judgment:
     the wire finish (their replies are cached, not paid again), and the item gets no record, unless
     its own answer was paid here (``solve_first``): then it is written as failed with what it spent.
     """
-    note = clip(item.texts[0], judge.rubric.max_chars)[1]
+    note = shown_text(judge, item, 0)[1]
     spend = Spend()  # every requirement's calls, repairs and failures count on the item's record
     try:  # ``solve_first``: the judge's own answer first, shown with every requirement
         item, solved = await solve(judge, item, llm, spend)
@@ -72,7 +73,7 @@ async def grade_checklist(judge: Judge, item: Item, llm: LLM) -> Judgment:
 
 
 def _check_messages(judge: Judge, item: Item, req: Any) -> list[dict]:
-    text = clip(item.texts[0], judge.rubric.max_chars)[0]
+    text = shown_text(judge, item, 0)[0]
     tag, context = framed(item.question, (text,), references(judge.rubric, item))
     user = CHECK_USER.format(context=context, note=DATA_NOTE,
                              response=response_block(judge, item, 0, tag, text),

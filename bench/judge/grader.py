@@ -12,6 +12,7 @@ from collections.abc import Callable, Set
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from bench.config.checks import Trajectory
 from bench.config.entries import JudgeEntry
 from bench.config.rubrics import Rubric
 from bench.core.digests import Digest, judge_digest, rubric_digest
@@ -25,7 +26,8 @@ Emit = Callable[[Judgment], None]  # takes each Judgment as soon as it is made
 
 @dataclass(frozen=True)
 class Item:
-    """What a judge grades: one response (or two, A and B, for pairwise) to one scenario."""
+    """What a judge grades: one response (or two, A and B, for pairwise) to one scenario; of a conversation, its
+    whole transcript, or (a ``per_turn`` judge) one of its assistant turns in the context of the turns before."""
 
     scenario: Scenario
     question: str  # what the model was asked (the filled user prompt, or the dataset question)
@@ -35,6 +37,11 @@ class Item:
     repeat: int = 0  # which of the judge's `repeats` gradings (a distinct request, cached like any other)
     solution: str | None = None  # ``solve_first``: the judge's own answer to ``question`` (bench.judge.solutions)
     reasonings: tuple[str | None, ...] = ()  # each response's reasoning, shown only on request (shown_reasoning)
+    # each response's conversation as the judge reads it, shown instead of ``texts`` (bench.judge.transcripts;
+    # None: a plain answer, shown as it always was); ``texts`` stay what checks read: the (turn's) final answer
+    transcripts: tuple[str | None, ...] = ()
+    trajectories: tuple[Trajectory | None, ...] = ()  # each response's tool calls, read by trajectory checks
+    turn: int | None = None  # a ``per_turn`` judge: the assistant turn graded (1-based); None: the whole answer
 
 
 class Grader(Protocol):
@@ -101,7 +108,7 @@ class Judge:
         return {"judge_id": self.entry.id, "judge_model": self.entry.model, "judge_endpoint": self.entry.endpoint,
                 "judge_params": self.params, "rubric_id": r.id, "rubric_version": r.version, "rubric_hash": r.hash,
                 "mode": self.mode, "candidate_ids": list(item.ids), "scenario_id": item.scenario.id, "order": order,
-                "attempt": item.attempt, "repeat": item.repeat}
+                "attempt": item.attempt, "repeat": item.repeat, "turn": item.turn}
 
     @property
     def digests(self) -> list[Digest]:

@@ -13,7 +13,7 @@ from bench.core.errors import Halted, JudgeParseError, ProviderError
 from bench.core.records import Judgment, Usage, content_hash
 from bench.core.writer import Halt
 from bench.judge._asking import Spend, failure, finished_before, run_bounded
-from bench.judge._prompts import (DATA_NOTE, PACKED_BLOCK, PACKED_USER, clip, criterion_scales, framed,
+from bench.judge._prompts import (DATA_NOTE, PACKED_BLOCK, PACKED_USER, criterion_scales, framed,
                                   references, score_fields, system_message)
 from bench.config.reply_schemas import response_format
 from bench.judge.images import with_images  # a rubric with images: true shows the scenario's images
@@ -23,6 +23,7 @@ from bench.judge.logprobs import expected_scores, logprob_note, object_spans
 from bench.judge.replies import extract_json, rationale_of, validate_scores
 from bench.judge.rubric import grade_rubric
 from bench.judge.solutions import solution_messages, solve, stopped_after_solution
+from bench.judge.transcripts import shown_text  # the answer, or its whole conversation
 from bench.models.client import LLM
 
 _SHARED = Usage.model_construct(prompt_tokens=0, completion_tokens=0, cost_usd=0.0, calls=0, cache_hits=0,
@@ -30,15 +31,16 @@ _SHARED = Usage.model_construct(prompt_tokens=0, completion_tokens=0, cost_usd=0
 
 
 def short_id(item: Item) -> str:
-    """Return an item's stable short id inside a packed call (from its candidate ids)."""
-    return "i" + content_hash(list(item.ids), length=6)
+    """Return an item's stable short id inside a packed call (from its candidate ids, and its turn for a
+    ``per_turn`` judge: two turns of one conversation may share a call)."""
+    return "i" + content_hash(list(item.ids) + ([f"turn{item.turn}"] if item.turn is not None else []), length=6)
 
 
 def packed_messages(judge: Judge, order: list[Item], ids: list[str]) -> tuple[list[dict], dict[str, dict]]:
     """Return the messages of one packed call and the truncation note of each item by short id."""
     blocks, notes = [], {}
     for sid, item in zip(ids, order):
-        text, notes[sid] = clip(item.texts[0], judge.rubric.max_chars)
+        text, notes[sid] = shown_text(judge, item, 0)
         tag, context = framed(item.question, (text,), references(judge.rubric, item))
         blocks.append(PACKED_BLOCK.format(id=sid, context=context,
                                           response=response_block(judge, item, 0, tag, text)))

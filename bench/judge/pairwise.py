@@ -10,13 +10,14 @@ from bench.core.errors import Halted, JudgeParseError, ProviderError
 from bench.core.records import Judgment
 from bench.core.writer import Halt
 from bench.judge._asking import Spend, ask_json, failure, run_bounded
-from bench.judge._prompts import DATA_NOTE, PAIR_USER, clip, framed, references, system_message
+from bench.judge._prompts import DATA_NOTE, PAIR_USER, framed, references, system_message
 from bench.config.reply_schemas import response_format
 from bench.judge.images import with_images  # a rubric with images: true shows the scenario's images
 from bench.judge.grader import Emit, Item, Judge, Request
 from bench.judge.shown_reasoning import response_block  # the candidate's reasoning, on the rubric's request
 from bench.judge.replies import MIRROR, extract_json, parse_verdict, rationale_of
 from bench.judge.solutions import solution_messages, solve, stopped_after_solution
+from bench.judge.transcripts import shown_text  # each answer, or its whole conversation
 from bench.models.client import LLM
 
 ORDERS = ("AB", "BA")  # as given, and swapped
@@ -50,12 +51,12 @@ async def grade_pair(judge: Judge, item: Item, llm: LLM, order: str) -> Judgment
 
 def _pair_messages(judge: Judge, item: Item, order: str) -> tuple[list[dict], dict, dict]:
     """Return the messages of one pairwise order and the truncation notes of the two responses as shown."""
-    a, b = item.texts if order == "AB" else item.texts[::-1]
-    (a, na), (b, nb) = clip(a, judge.rubric.max_chars), clip(b, judge.rubric.max_chars)
+    first, second = (0, 1) if order == "AB" else (1, 0)
+    (a, na), (b, nb) = shown_text(judge, item, first), shown_text(judge, item, second)
     tag, context = framed(item.question, (a, b), references(judge.rubric, item))
     user = PAIR_USER.format(context=context, note=DATA_NOTE,
-                            a=response_block(judge, item, int(order != "AB"), tag + "a", a),
-                            b=response_block(judge, item, int(order == "AB"), tag + "b", b),
+                            a=response_block(judge, item, first, tag + "a", a),
+                            b=response_block(judge, item, second, tag + "b", b),
                             labels=", ".join(judge.rubric.labels))
     messages = [{"role": "system", "content": system_message(judge.rubric)}, {"role": "user", "content": user}]
     return with_images(judge.rubric, messages, [item]), na, nb

@@ -9,8 +9,8 @@ from bench.core.errors import Halted, JudgeParseError, ProviderError
 from bench.core.records import Judgment
 from bench.core.writer import Halt
 from bench.judge._asking import Spend, ask_json, failure, run_bounded
-from bench.judge._prompts import (DATA_NOTE, RUBRIC_USER, clip, criterion_scales, framed, references,
-                                  score_fields, system_message)
+from bench.judge._prompts import (DATA_NOTE, RUBRIC_USER, criterion_scales, framed, references, score_fields,
+                                  system_message)
 from bench.config.reply_schemas import response_format
 from bench.judge.images import with_images  # a rubric with images: true shows the scenario's images
 from bench.judge.grader import Emit, Item, Judge, Request
@@ -18,12 +18,13 @@ from bench.judge.shown_reasoning import response_block  # the candidate's reason
 from bench.judge.logprobs import expected_scores, logprob_note
 from bench.judge.replies import extract_json, rationale_of, validate_scores
 from bench.judge.solutions import solution_messages, solve, stopped_after_solution
+from bench.judge.transcripts import shown_text  # the answer, or its whole conversation
 from bench.models.client import LLM
 
 
 def rubric_messages(judge: Judge, item: Item) -> tuple[list[dict], dict]:
     """Return the messages grading one item and the truncation note of its response."""
-    text, note = clip(item.texts[0], judge.rubric.max_chars)
+    text, note = shown_text(judge, item, 0)
     tag, context = framed(item.question, (text,), references(judge.rubric, item))
     user = RUBRIC_USER.format(context=context, response=response_block(judge, item, 0, tag, text),
                               note=DATA_NOTE, fields=score_fields(judge.rubric))

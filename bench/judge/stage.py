@@ -1,8 +1,9 @@
 """The judge stage: every judge of a run (a jury, concurrently, under one cap) grades its items.
 
-Items come from the run's successful candidates (one per candidate; for pairwise, each
-cell's answer against the judge's ``baseline`` cell on the same scenario and sample) or,
-for pairwise datasets such as JudgeBench, from the scenarios' ``response_A``/``response_B``.
+Items come from the run's successful candidates (one per candidate, or one per assistant turn of it for a
+``per_turn`` rubric: bench.judge.transcripts; for pairwise, each cell's answer against the judge's ``baseline``
+cell on the same scenario and sample) or, for pairwise datasets such as JudgeBench, from the scenarios'
+``response_A``/``response_B``.
 Judgments already done are skipped; failures are redone on the next run; records are
 appended a few hundred at a time as they are made (``bench.core.writer``).
 """
@@ -16,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from bench.collect import plan
+from bench.config.rubric_spec import PER_TURN_MODES, per_turn_refusal
 from bench.config.rubrics import check_reference_keys, load_rubric
 from bench.config.scenarios import reference_source
 from bench.core.digests import current_candidates
@@ -28,6 +30,7 @@ from bench.core.store import RunStore
 from bench.core.writer import RecordWriter
 from bench.judge.automated import refuse_unrunnable_checks
 from bench.judge.grader import Item, Judge, grade_items
+from bench.judge.transcripts import answer_items, asked, transcript_text, turn_count
 from bench.models.client import LLM
 from bench.models.routing import ModelSpec
 from bench.run import Run
@@ -58,6 +61,10 @@ def load_judges(run: Run, only: str | Iterable[str] | None = None) -> list[Judge
                               f"{[j.id for j in entries]}")
         entries = [j for j in entries if j.id in wanted]
     judges = [Judge(e, load_rubric(e.rubric, run.root, run.params_path.parent)) for e in entries]
+    for judge in judges:  # a judge entry's own mode may not grade turn by turn what its rubric would
+        if judge.rubric.per_turn and judge.mode not in (*PER_TURN_MODES, "packed"):
+            raise ParamsError(f"{run.params_path}: judge '{judge.entry.id}' (mode: {judge.mode}), rubric "
+                              f"{judge.rubric.path} (per_turn: true): {per_turn_refusal(judge.mode)}")
     refuse_unrunnable_checks(judges, run.scenarios, run.params_path)  # a check's reference key: before any spend
     for judge in judges:  # a reference key the rubric shows its judge: before any spend too
         check_reference_keys(judge.rubric, run.scenarios, reference_source(run.sweep, run.params_path))
@@ -65,6 +72,9 @@ def load_judges(run: Run, only: str | Iterable[str] | None = None) -> list[Judge
 
 
 def _question(c: Candidate) -> str:
+    said = asked(c)  # a conversation: the user message its last turn answers (None for a plain answer)
+    if said is not None:
+        return said
     users = [m.get("content", "") for m in c.messages if m.get("role") == "user"]
     return content_text(users[-1]) if users else ""  # a message with images: its text parts (bench.core.images)
 
@@ -76,8 +86,8 @@ def items_for(judge: Judge, scenarios: list[Scenario], candidates: list[Candidat
         items = _pair_items(judge, scenarios, candidates, owns_dataset)
     else:
         by_scenario = {s.id: s for s in scenarios}
-        items = [Item(by_scenario[c.scenario_id], _question(c), (c.output or "",), (c.id,),
-                      reasonings=(c.reasoning,)) for c in candidates if c.scenario_id in by_scenario]
+        items = [item for c in candidates if c.scenario_id in by_scenario
+                 for item in answer_items(judge, by_scenario[c.scenario_id], c, _question(c))]
     return [replace(item, repeat=r) for r in range(judge.entry.repeats) for item in items]  # `repeats: k`
 
 
@@ -94,9 +104,14 @@ def _pair_items(judge: Judge, scenarios: list[Scenario], candidates: list[Candid
     by_scenario = {s.id: s for s in scenarios}
     base = {(c.scenario_id, c.sample): c for c in candidates if c.cell == base_key}
     return [Item(by_scenario[c.scenario_id], _question(c), (c.output or "", b.output or ""), (c.id, b.id),
-                 reasonings=(c.reasoning, b.reasoning))
+                 reasonings=(c.reasoning, b.reasoning), transcripts=(_shown(c), _shown(b)))
             for c in candidates if c.cell != base_key and c.scenario_id in by_scenario
             and (b := base.get((c.scenario_id, c.sample))) is not None]
+
+
+def _shown(c: Candidate) -> str | None:
+    """Return a pairwise side's conversation as its judge reads it (None: a plain answer, shown as it was)."""
+    return transcript_text(c) if c.transcript is not None else None
 
 
 def next_attempts(judge: Judge, items: list[Item], done: Set[str], tries: dict[str, int], max_attempts: int,
@@ -210,8 +225,9 @@ def judgment_counts(run: Run, judges: list[Judge] | None = None) -> tuple[int, i
             baseline = [c for c in every if c.key == base]
             slots = {(it.scenario.id, it.sample) for it in plan(run.sweep, run.scenarios, baseline)}
             planned += k * orders * sum(it.cell.key != base and (it.scenario.id, it.sample) in slots for it in work)
-        else:
-            planned += k * len(work)
+        else:  # per_turn: one per turn of each answer collected, one per answer still to collect
+            extra = sum(turn_count(c) - 1 for c in candidates) if judge.rubric.per_turn else 0
+            planned += k * (len(work) + extra)
     return saved, planned
 
 

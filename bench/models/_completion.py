@@ -27,6 +27,7 @@ class Completion:
     key: str | None = None  # the request's cache key (``LLM.keep`` stores a checked reply under it)
     logprobs: list | None = None  # [[token, [[alternative, logprob], …]], …] when asked for (kept in the cache)
     reasoning: str | None = None  # the reply's thinking, apart from ``text`` (bench.models.reasoning; cached)
+    tool_calls: list[dict] | None = None  # [{"id", "type": "function", "function": {"name", "arguments"}}] (cached)
 
 
 _FIELDS = frozenset(Usage.model_fields)
@@ -62,12 +63,14 @@ def reused(stored: dict[str, Any]) -> Usage:
 
 
 def cache_entry(comp: Completion) -> dict[str, Any]:
-    """Return what the response cache stores of a reply: its text, the ``KEPT`` usage, its logprobs and its
-    reasoning if any (an entry written before ``reasoning_tokens`` existed reads as None: ``usage_of``)."""
+    """Return what the response cache stores of a reply: its text, the ``KEPT`` usage, its logprobs, its
+    reasoning and its tool calls if any (an entry written before ``reasoning_tokens`` existed reads as None:
+    ``usage_of``)."""
     usage = comp.usage.__dict__  # the plain values model_dump(include=KEPT) returns
     return {"text": comp.text, "usage": {k: usage[k] for k in KEPT},
             **({"logprobs": comp.logprobs} if comp.logprobs else {}),
-            **({"reasoning": comp.reasoning} if comp.reasoning else {})}
+            **({"reasoning": comp.reasoning} if comp.reasoning else {}),
+            **({"tool_calls": comp.tool_calls} if comp.tool_calls else {})}
 
 
 def thought(usage: dict[str, Any]) -> str | None:
@@ -92,9 +95,9 @@ def settle_shared(fut: asyncio.Future, exc: BaseException) -> None:
 async def join(flying: asyncio.Future, key: str) -> Completion:
     """Wait for an identical request already in flight and share its reply; no request of our own."""
     try:
-        text, usage, lps, reasoning = await asyncio.shield(flying)
+        text, usage, lps, reasoning, calls = await asyncio.shield(flying)
     except ProviderError as err:
         shared = ProviderError(str(err), kind=err.kind, status=err.status, retryable=err.retryable, attempts=0)
         shared.shared = True
         raise shared from None
-    return Completion(text, reused(usage), None, key, lps, reasoning)
+    return Completion(text, reused(usage), None, key, lps, reasoning, calls)

@@ -88,6 +88,8 @@ def parse_openai(route: Route, status: int, payload: bytes, retry_after: str | N
     u = data.get("usage") or {}
     usage = {"prompt_tokens": u.get("prompt_tokens"), "completion_tokens": u.get("completion_tokens"),
              "finish_reason": choice.get("finish_reason")}
+    if calls := choice["message"].get("tool_calls"):  # the client takes them off (Completion.tool_calls)
+        usage["tool_calls"] = wire_calls(calls)
     return thought_apart(route, text, choice["message"], usage, u.get("total_tokens"), reasoning_tokens(u), data)
 
 
@@ -143,8 +145,27 @@ async def send_litellm(route: Route, body: dict, timeout_s: float) -> Reply:
     usage = {"prompt_tokens": getattr(u, "prompt_tokens", None),
              "completion_tokens": getattr(u, "completion_tokens", None),
              "finish_reason": getattr(choice, "finish_reason", None)}
+    if calls := getattr(choice.message, "tool_calls", None):  # LiteLLM's objects, as OpenAI's wire form
+        usage["tool_calls"] = wire_calls(calls)
     return thought_apart(route, choice.message.content or "", choice.message, usage, getattr(u, "total_tokens", None),
                          reasoning_tokens(u), _logprobs_body(getattr(choice, "logprobs", None)))
+
+
+def wire_calls(calls: list[Any]) -> list[dict[str, Any]]:
+    """Return a reply's tool calls in OpenAI's wire form, ``[{"id", "type": "function", "function": {"name",
+    "arguments"}}]``, from plain dicts (the direct transport) or LiteLLM's objects; the arguments stay the text the
+    model wrote (a dict some servers send is written as JSON), for the caller to parse and judge."""
+    out = []
+    for call in calls:
+        plain = call.model_dump() if hasattr(call, "model_dump") else call
+        if not isinstance(plain, dict):
+            continue
+        fn = plain.get("function") if isinstance(plain.get("function"), dict) else {}
+        args = fn.get("arguments")
+        out.append({"id": str(plain.get("id") or f"call_{len(out)}"), "type": "function",
+                    "function": {"name": str(fn.get("name") or ""),
+                                 "arguments": args if isinstance(args, str) else json.dumps(args or {})}})
+    return out
 
 
 def thought_apart(route: Route, text: str, message: Any, usage: dict[str, Any], total: int | None,

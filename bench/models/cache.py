@@ -248,6 +248,15 @@ class ResponseCache:
                 self._wake.wait(rest)  # ``flush`` cuts the wait short
                 self._wake.clear()
 
+    def persist(self) -> None:
+        """Append the queued replies to the log now, without merging (the caller waits: a conversation, before its
+        next turn's request, so a kill during that request never loses the turns it answered)."""
+        with self._lock:
+            if not self._pending:
+                return
+        with self._io:
+            self._write_pending()
+
     def flush(self) -> None:
         """Write everything queued and merge the log into sqlite now (the caller waits: a stage's end, exit).
         When the log cannot be written, the queued replies go straight into sqlite if it can be."""

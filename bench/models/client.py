@@ -43,6 +43,7 @@ from bench.models.cache import ResponseCache, request_key
 from bench.models.limits import Limits
 from bench.models.ratelimit import SWEEP_KEY, Caps, Limiter, estimate_tokens, limiter_for, limits_of, sweep_cap
 from bench.models.routing import ModelSpec, Route, body_params, resolve
+from bench.models.tools_support import calls_text, with_tools
 
 
 @dataclass
@@ -79,10 +80,11 @@ class LLM:
         self.budget: Budget | None = None  # limits.budget_usd (set by bench.stages.make_llm): bench.models.budget
 
     # -- public -------------------------------------------------------------------------
-    async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], *,
-                       params: dict[str, Any] | None = None, response_format: dict | None = None,
-                       timeout_s: float | None = None, sample: int = 0, attempt: int = 1,
-                       allow_empty: bool = False, cache_reply: bool = True, label: str | None = None) -> Completion:
+    async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], *, tools: list[dict] | None = None,
+                       tool_choice: Any = None, params: dict[str, Any] | None = None,
+                       response_format: dict | None = None, timeout_s: float | None = None, sample: int = 0,
+                       attempt: int = 1, allow_empty: bool = False, cache_reply: bool = True,
+                       label: str | None = None) -> Completion:
         """Return the model's answer to ``messages``, from the cache when possible.
 
         ``params`` override the spec's generation params; ``sample`` separates repeats of
@@ -90,19 +92,21 @@ class LLM:
         (both key the cache, never the wire). ``cache_reply=False`` leaves the reply out of
         the cache until the caller has checked it and calls ``keep``: a judge reply that
         cannot be parsed is never answered from the cache again. An identical request
-        already in flight is not sent twice: this call waits for it and shares its reply. A model with
-        ``batch`` goes through its provider's Batch API (bench.models.batches); ``label`` names the item
-        the request answers in the run folder's batch ledger.
+        already in flight is not sent twice: this call waits for it and shares its reply. ``tools`` (OpenAI tool
+        definitions) and ``tool_choice`` key the request; its calls are ``Completion.tool_calls`` (bench.models.
+        tools_support). A model with ``batch`` goes through its provider's Batch API (bench.models.batches);
+        ``label`` names the item the request answers in the run folder's batch ledger.
         Raises ProviderError once retries are spent or for a failure that cannot succeed.
         """
         route = self._routes.get(spec)
         if route is None or route.api_base is None:
             route = await self._route(spec)
         merged = {**spec.params, **params} if params else spec.params
-        settings = _settings(route, merged, params, response_format)  # also the param memo key
+        settings = _settings(route, merged, params, response_format, tools, tool_choice)  # also the param memo key
         key = request_key(_identity(route), spec.model, settings, _sample_key(sample, attempt), canonical_json(messages))
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
-            return Completion(hit["text"], reused(hit["usage"]), None, key, hit.get("logprobs"), hit.get("reasoning"))
+            return Completion(hit["text"], reused(hit["usage"]), None, key, hit.get("logprobs"), hit.get("reasoning"),
+                              hit.get("tool_calls"))
         loop = asyncio.get_running_loop()
         flight = (id(loop), key)
         flying = self._flying.get(flight)
@@ -111,6 +115,8 @@ class LLM:
         wire_messages = route.provider.wire_messages(inline_images(messages, self.image_folder))  # stored → data URL
         body = {"model": route.served_model, "messages": wire_messages,
                 **body_params(route, merged, response_format, settings)}
+        if tools or tool_choice is not None:  # in OpenAI's form: LiteLLM translates them once, when it sends them
+            body, merged = with_tools(body, tools, tool_choice), with_tools(merged, tools, tool_choice)
         done = self._flying[flight] = loop.create_future()  # what identical calls meanwhile wait for
         try:
             if route.spec.batch is not None:
@@ -122,14 +128,15 @@ class LLM:
                 text, usage, raw = await self._with_retries(route, body, timeout_s or self.limits.timeout_s,
                                                             allow_empty, key)
             text, lps, reasoning = storable(text), token_logprobs(raw), thought(usage)  # bench.models.reasoning
+            calls = usage.pop("tool_calls", None) if tools or tool_choice is not None else None
             usage.update(calls=usage["attempts"], cache_hits=0)
-            done.set_result((text, usage, lps, reasoning))
+            done.set_result((text, usage, lps, reasoning, calls))
         except BaseException as exc:
             settle_shared(done, exc)
             raise
         finally:
             self._flying.pop(flight, None)
-        comp = Completion(text, usage_of(usage), raw, key, lps, reasoning)
+        comp = Completion(text, usage_of(usage), raw, key, lps, reasoning, calls)
         if cache_reply:
             self.keep(comp)
         return comp
@@ -139,12 +146,13 @@ class LLM:
         if self.cache is not None and comp.key is not None and not comp.usage.cached:
             self.cache.put_later(comp.key, cache_entry(comp))
 
-    def request_key(self, spec: ModelSpec, messages: list[dict[str, Any]], *, params: dict | None = None,
-                    response_format: dict | None = None, sample: int = 0, attempt: int = 1) -> str:
+    def request_key(self, spec: ModelSpec, messages: list[dict[str, Any]], *, tools: list[dict] | None = None,
+                    tool_choice: Any = None, params: dict | None = None, response_format: dict | None = None,
+                    sample: int = 0, attempt: int = 1) -> str:
         """Return the cache key ``complete`` would use for this request (no server is started, nothing sent)."""
         route = self._resolved(spec)
         merged = {**spec.params, **params} if params else spec.params
-        settings = _settings(route, merged, params, response_format)
+        settings = _settings(route, merged, params, response_format, tools, tool_choice)
         return request_key(_identity(route), spec.model, settings, _sample_key(sample, attempt), canonical_json(messages))
 
     async def reserve(self, route: Route, body: dict[str, Any], *, batch: bool) -> Held | None:
@@ -238,7 +246,7 @@ class LLM:
         for attempt in range(lim.retries + 1):
             try:
                 text, usage, raw = await self._attempt(route, body, timeout_s, key)
-                if not text and not allow_empty:  # billed; retried unless the model thought (bench.models._no_answer)
+                if not text and not allow_empty and "tool_calls" not in usage:  # billed; retried unless it thought
                     paid.add(usage, attempt + 1)
                     raise no_answer(route.spec.model, usage)
                 usage = paid.total(usage, attempt + 1)
@@ -315,7 +323,7 @@ class LLM:
             finally:
                 st.in_flight -= 1
         usage["latency_s"] = round(time.perf_counter() - t0, 4)
-        reconcile(route, body, text, usage)  # no usage: estimated, never zero; over max_tokens: flagged; priced
+        reconcile(route, body, text or calls_text(usage), usage)  # no usage: estimated, never zero; priced
         usage["cached"] = False
         self.settle(held, usage)
         return text, usage, raw
@@ -348,8 +356,13 @@ def _sample_key(sample: int, attempt: int) -> str | int:
     return sample if attempt <= 1 else f"{sample}#attempt{attempt}"
 
 
-def _settings(route: Route, merged: dict, params: dict | None, response_format: dict | None) -> str:
-    """Return the canonical spelling of (params, response_format), memoized for the spec's own params."""
+def _settings(route: Route, merged: dict, params: dict | None, response_format: dict | None,
+              tools: list[dict] | None = None, tool_choice: Any = None) -> str:
+    """Return the canonical spelling of (params, response_format), memoized for the spec's own params, and of
+    (tools, tool_choice) after them when there are any (a request without tools keeps the key of old caches)."""
+    if tools or tool_choice is not None:
+        return "\x1f".join((canonical_json(merged), canonical_json(response_format), canonical_json(tools or None),
+                             canonical_json(tool_choice)))
     if params or response_format is not None:
         return canonical_json(merged) + "\x1f" + canonical_json(response_format)
     if route.base_settings is None:

@@ -4,7 +4,9 @@
 writes it, code hidden, as one self-contained HTML file (:mod:`bench.report.render`). The notebook
 displays through :mod:`bench.report.display` (escaped tables and text, plotly.js inline once) and draws
 with :mod:`bench.report.figures` (plotly figures of :class:`bench.analysis.Summary` tables); its image
-gallery is :func:`image_gallery` (:mod:`bench.report.thumbnails`).
+gallery is :func:`image_gallery` (:mod:`bench.report.thumbnails`); its conversations (counts per cell and
+transcripts with their tool calls folded) are :func:`conversations` (:mod:`bench.report.conversation_listing`,
+:mod:`bench.report.transcripts`, which the review panel shows too).
 
 ``import bench.report`` imports neither plotly nor polars: the figures are imported on first use.
 """
@@ -18,18 +20,23 @@ from bench.report.display import (CLIP_CHARS, figure, fmt, heading, note, number
                                   visible)
 from bench.report.render import NOTEBOOK, render_report, screenshot, shown_outputs, to_html
 from bench.report.thumbnails import image_gallery  # the scenarios' images, downscaled (Pillow on first use)
+from bench.report.transcripts import candidate_transcript_html, transcript_html
 
 _FIGURES = ("agreement_matrix", "cost_quality", "criteria_heatmap", "leaderboard_figure", "ratings_figure",
             "score_distributions", "win_rate_matrix")  # bench.report.figures imports plotly and polars (~1 s)
+_CONVERSATIONS = ("Conversations", "conversations")  # bench.report.conversation_listing imports polars
 
 __all__ = [
-    "CLIP_CHARS", "NOTEBOOK", "agreement_matrix", "cost_quality", "criteria_heatmap", "figure", "fmt", "heading",
+    "CLIP_CHARS", "NOTEBOOK", "Conversations", "agreement_matrix", "candidate_transcript_html", "conversations",
+    "cost_quality", "criteria_heatmap", "figure", "fmt", "heading",
     "image_gallery", "leaderboard_figure", "note", "number", "ratings_figure", "render_report", "score_distributions", "screenshot",
-    "setup", "shown_outputs", "table", "table_html", "to_html", "visible", "win_rate_matrix",
+    "setup", "shown_outputs", "table", "table_html", "to_html", "transcript_html", "visible", "win_rate_matrix",
 ]
 
 
 def __getattr__(name: str) -> Any:
+    if name in _CONVERSATIONS:
+        return getattr(import_module("bench.report.conversation_listing"), name)
     if name not in _FIGURES:
         raise AttributeError(f"module 'bench.report' has no attribute {name!r}")
     return getattr(import_module("bench.report.figures"), name)

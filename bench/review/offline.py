@@ -2,7 +2,8 @@
 
 An exported file lists each item once: an answer (or an A/B pair) on one rubric version, whichever
 judges and repeats graded it (``bench.core.reviewed``). By default it is *blind*: it holds the
-scenario, the answers and the rubric's scales, and no judge's grade, verdict or rationale, and the
+scenario, the answers (a conversation's also as its ``transcript``, with why it ``ended``) and the
+rubric's scales, and no judge's grade, verdict or rationale, and the
 reviews applied from it are recorded as blind (only those calibrate the leaderboard).
 ``show_judges`` (`--show-judges`) adds every judgment of each item; its reviews are recorded as not
 blind. A file from before (format ``bench-review/1``, one entry per judgment, with the judges'
@@ -93,6 +94,7 @@ def _entry(session: Any, it: Any, show_judges: bool) -> dict[str, Any]:
              "scale": {c.id: list(c.scale) for c in rubric.criteria} or None,
              "labels": list(rubric.labels) if j.mode == "pairwise" else None,
              "scenario": it.scenario.fields if it.scenario else None, "answers": it.texts,
+             **_conversations(it),
              "latest_review": latest.model_dump(include={"reviewer", "scores", "verdict", "note", "created_at",
                                                          "blind"}) if latest else None}
     if show_judges:
@@ -101,6 +103,16 @@ def _entry(session: Any, it: Any, show_judges: bool) -> dict[str, Any]:
                             "error": g.error} for g in it.judgments]
     entry["review"] = None
     return entry
+
+
+def _conversations(it: Any) -> dict[str, Any]:
+    """Return an item's transcripts and why each conversation ended, as ``answers`` lists its texts; nothing
+    when none of its answers is a conversation."""
+    records = [c if c is not None and c.transcript else None for c in getattr(it, "answers", None) or ()]
+    if not any(records):
+        return {}
+    return {"transcripts": [c.transcript if c else None for c in records], "ended": [c.ended if c else None
+                                                                                    for c in records]}
 
 
 def apply_file(session: Any, path: Path) -> Applied:

@@ -1,7 +1,8 @@
 """The review panel: an ipywidgets view of a :class:`bench.review.session.ReviewSession`, one item at a time.
 
 Shows the scenario (its images as thumbnails: bench.report.thumbnails) and the answer (both sides for
-pairwise), and lets a reviewer grade it: a
+pairwise; a conversation's whole transcript, its tool calls folded: bench.report.transcripts), and lets a
+reviewer grade it: a
 toggle per criterion bounded by the rubric's scale (or the verdict labels), a note, Save. Alt+N /
 Alt+P / Alt+S are next, previous and save. Blind by default: no judge's grade, verdict or
 rationale is shown, and nothing is pre-selected but the reviewer's own earlier review, until the
@@ -20,6 +21,7 @@ from bench.core.errors import BenchError
 from bench.core.flags import flags
 from bench.report.display import visible
 from bench.report.thumbnails import thumbnail_strip
+from bench.report.transcripts import CSS as TRANSCRIPT_CSS, candidate_transcript_html
 from bench.review.session import FILTERS, ReviewItem, ReviewSession
 
 KEYS_JS = """
@@ -52,6 +54,14 @@ def _flag_note(text: str) -> str:
     """A warning beside an answer whose text looks like a verdict or an instruction to the judge."""
     found = flags(text)
     return f' <span class="bench-flag">⚠ {_e(", ".join(found))}</span>' if found else ""
+
+
+def _answer_html(text: str, cand: Any) -> str:
+    """Return an answer as the panel shows it: a conversation's transcript (roles, tool calls folded), else the
+    answer's text."""
+    if cand is not None and cand.transcript:
+        return candidate_transcript_html(cand, css=False)
+    return f"<pre>{_e(text)}</pre>"
 
 
 class ReviewPanel:
@@ -145,10 +155,12 @@ class ReviewPanel:
         scen = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in fields.items()
                        if k not in ("response_A", "response_B"))
         sides = ["A", "B"] if it.pairwise else [""]
-        answers = "".join(f"<div><b>Answer {s}</b>{_flag_note(t)}<pre>{_e(t)}</pre></div>"
-                          for s, t in zip(sides, it.texts))
+        records = it.answers or [None] * len(it.texts)
+        answers = "".join(f"<div><b>{'Conversation' if c is not None and c.transcript else 'Answer'} {s}</b>"
+                          f"{_flag_note(t)}{_answer_html(t, c)}</div>" for s, t, c in zip(sides, it.texts, records))
         images = thumbnail_strip(self.session.run_dir, it.scenario.images, PANEL_PX) if it.scenario else ""
-        return f"<table>{scen}</table>{images}{answers}"
+        style = TRANSCRIPT_CSS if any(c is not None and c.transcript for c in records) else ""
+        return f"{style}<table>{scen}</table>{images}{answers}"
 
     def _show_judges(self) -> None:
         """Show the judges' grades when :meth:`judges_visible`, else say that they are hidden and why."""

@@ -56,6 +56,8 @@ class ReviewItem:
     texts: list[str]
     judgments: list[Judgment]
     reviews: list[Review] = field(default_factory=list)  # usable reviews of the item, oldest first
+    answers: list[Candidate | None] = field(default_factory=list)  # as ``texts``: each answer's record (None: a
+    # dataset's response), whose transcript the panel shows when it is a conversation
 
     @property
     def unit(self) -> Unit:
@@ -151,7 +153,7 @@ class ReviewSession:
             js.sort(key=lambda j: (j.judge_id, j.repeat, j.order or ""))
             scenario = scenarios.get(js[0].scenario_id)
             self.items.append(ReviewItem(key, rubric, scenario, [_text(cid, cands, scenario) for cid in key], js,
-                                         history.get((key, rubric), [])))
+                                         history.get((key, rubric), []), [cands.get(cid) for cid in key]))
         self.items.sort(key=lambda it: (it.judgments[0].scenario_id, it.key, it.rubric))
         self._by_unit = {it.unit: it for it in self.items}
 

@@ -2,8 +2,8 @@
 
 How a sweep ends (docs/sweeps.md): exit 0, 1 (an execution crashed), 2 (bad input),
 3 (items still failed), 4 (``limits.budget_usd`` reached: the items not started have no record; the report
-and MLflow still follow; the summary says what was spent and how to continue) or 130 (Ctrl-C, with one line
-saying how to resume).
+and MLflow still follow; the summary says what was spent and how to continue), 5 (a gate of the params file's
+``gates:`` failed, the run otherwise complete: bench.gates) or 130 (Ctrl-C, with one line saying how to resume).
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from bench import tracking  # its track_run loads polars on first use, not at import
-from bench.core.errors import BenchError
+from bench.core.errors import BenchError, ParamsError
 from bench.core.outcome import (EXIT_CRASHED, EXIT_FAILED_ITEMS, EXIT_INTERRUPTED, failures, repeats_since,
                                 retry_command, summary)
 from bench.core.runlock import run_lock
+from bench.gates.command import check_baseline, sweep_gates
 from bench.models.batches import summary_line
 from bench.run import BATCH_ENV, Run, open_run, shown_path
 from bench.stages import interrupted_line
@@ -47,6 +48,7 @@ class SweepRequest:
     cluster: str | None = None  # --cluster (else $DASK_SCHEDULER_ADDRESS): a Dask scheduler, or local:N
     batch: bool = False  # --batch: every model and judge through its provider's Batch API
     supersede: bool = False  # --supersede: a cell, judge or rubric version edited under its name sets aside its records
+    junit: str | None = None  # --junit FILE: the params file's gates as JUnit XML
 
     def retry(self, **override: Any) -> str:
         """Return the command that resumes this sweep."""
@@ -68,6 +70,11 @@ def sweep_command(req: SweepRequest) -> int:
         os.environ[BATCH_ENV] = "1"
     run = open_run(req.params, cells=req.cells, run_dir=req.run_dir, dry_run=req.dry_run, batch=req.batch or None,
                    supersede=req.supersede or None)  # a changed content is refused before any call (run_sweep)
+    if req.junit and run.sweep.gates is None:
+        raise ParamsError(f"{run.params_path}: --junit writes the gates' results, and this file has no gates: "
+                          f"section (docs/gates.md)")
+    if not _gates_skipped(req):  # a gate's missing baseline is refused before anything is spent
+        check_baseline(run.sweep.gates, run.params_path)
     try:
         with run_lock(run.dir, wait=req.wait):  # one sweep per run folder: a second one refuses (or waits)
             address = cluster_address(req.cluster)
@@ -104,9 +111,33 @@ def _summarize(run: Run, result: SweepResult, req: SweepRequest, code: int, repo
         print(spent, flush=True)
     if halted := [ex for ex in result.executions if ex.halted]:  # the budget reached (exit 4): how to continue
         print(stopped_summary(run, halted, req.retry()), flush=True)
+    code = _gates(run, result, req, code)
     if report is not None:
         print(f"report: {report}")  # the last line: where to look
     return code
+
+
+def _gates(run: Run, result: SweepResult, req: SweepRequest, code: int) -> int:
+    """Apply the params file's gates to the finished run; return 5 when one failed and the sweep's code was 0.
+
+    Not after a crash (the run is incomplete), a collect-only sweep (nothing graded yet) or a dry run (its
+    grades are stand-ins); an earlier code (failed items, the budget) wins: the run is not finished yet.
+    """
+    if run.sweep.gates is None:
+        return code
+    if skipped := _gates_skipped(req) or ("the run is incomplete (an execution failed)"
+                                          if crashed(result.executions) else None):
+        print(f"gates: skipped, {skipped}", flush=True)
+        return code
+    gated = sweep_gates(run, req.junit)  # printed (and written) whatever the code: the table is worth reading
+    return code or gated
+
+
+def _gates_skipped(req: SweepRequest) -> str | None:
+    """Return why this sweep applies no gate whatever happens (a dry run, a collect-only sweep), or None."""
+    if req.dry_run:
+        return "a dry run's grades are stand-ins"
+    return "nothing was graded (--only-stage collect)" if req.only_stage == "collect" else None
 
 
 def _attempts_line(ex: Any) -> str:

@@ -53,13 +53,13 @@ class Execution:
 
 
 def close_leftovers(run: Run, sweep: str) -> None:
-    """Close what a killed driver left: its attempts still ``running`` (recorded as lost, bench.core.executions;
-    the caller holds the run lock, so that driver is gone) and this user's private temporary folders whose
-    owner is dead (a lease server's socket, a ``local:N`` cluster's certificate)."""
+    """Close what a killed driver left: its attempts it never recorded, running or ended since (recorded as lost,
+    bench.core.executions; the caller holds the run lock, so that driver is gone) and this user's private
+    temporary folders whose owner is dead (a lease server's socket, a ``local:N`` cluster's certificate)."""
     LeaseServer.remove_stale()
     remove_stale_folders(CLUSTER_FOLDER)
     if closed := close_abandoned(run.dir, sweep):
-        print(f"{closed} execution attempt(s) left running by a stopped sweep are now recorded as lost "
+        print(f"{closed} execution attempt(s) a stopped sweep never recorded are now recorded as lost "
               f"(executions.jsonl)", flush=True)
 
 

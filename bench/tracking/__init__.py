@@ -2,7 +2,8 @@
 
 :func:`track_run` (`bench track`, and the end of `bench sweep`) logs a parent MLflow run per sweep and
 a child run per cell with params, metrics and artifacts, each answer as a trace with the judges'
-scores as assessments; :func:`log_reviews` adds human reviews to those traces; :func:`serve`
+scores as assessments; :func:`log_reviews` adds human reviews to those traces; :func:`log_comparison`
+logs `bench compare`'s comparison of two runs, linked to both (:mod:`bench.tracking.comparisons`); :func:`serve`
 (`bench ui`) shows a run's store in MLflow's UI on loopback, offline; :func:`tracking_server`
 (`bench tracking-server`, or :class:`TrackingServer` in the background) runs a team's MLflow server on
 PostgreSQL that every worker logs to through ``MLFLOW_TRACKING_URI``. The store and what was logged
@@ -22,9 +23,10 @@ from bench.tracking.reviews import log_reviews
 from bench.tracking.ui import find_store, serve
 
 _HEAVY = {"track_run": "bench.tracking.runs",  # imports bench.analysis (polars, numpy: ~1 s)
+          "log_comparison": "bench.tracking.comparisons",  # `bench compare`'s MLflow run (polars)
           "TrackingServer": "bench.tracking.server", "tracking_server": "bench.tracking.server"}  # on first use
 
-__all__ = ["STATE", "TrackingServer", "find_store", "log_reviews", "serve", "shown_uri", "track_run",
+__all__ = ["STATE", "TrackingServer", "find_store", "log_comparison", "log_reviews", "serve", "shown_uri", "track_run",
            "tracking_server", "tracking_uri"]
 
 

@@ -1,7 +1,8 @@
 """The metrics tracking logs, from a run's :class:`bench.analysis.Summary`: the same names on both levels.
 
 ``answers.<metric>`` (n, failure_rate and the usage in :data:`USAGE`) and ``judge.<id>.<metric>`` (n,
-failure_rate, the same usage, parse_failure_rate, null_rate); a cell adds
+failure_rate, the same usage, parse_failure_rate, null_rate), ``simulator.<id>.<metric>`` (a conversation's
+simulated user: the same usage); a cell adds
 ``judge.<id>.<criterion>.mean|ci_low|ci_high|n`` and ``judge.<id>.win_rate[.ci_low|.ci_high]``; the
 sweep adds ``failed_items`` and ``failed.<stage>.<who>.<kind>``.
 """
@@ -15,7 +16,7 @@ import polars as pl
 
 from bench.analysis.reliability import judge_health
 from bench.analysis.summary import Summary
-from bench.analysis.usage import usage_by_cell, usage_by_judge
+from bench.analysis.usage import usage_by_cell, usage_by_judge, usage_by_simulator
 
 USAGE = ("calls", "cache_hits", "failed_records", "prompt_tokens", "completion_tokens", "cost_usd", "latency_p50_s",
          "latency_p95_s")
@@ -51,6 +52,10 @@ def _scope_metrics(s: Summary, cell: str | None) -> dict[str, Any]:
     for r in usage_by_judge(judged(t.judgment_attempts if t.judgment_attempts is not None else t.judgments)
                             ).iter_rows(named=True):
         m.update({f"judge.{r['judge']}.{k}": r[k] for k in USAGE})
+    sims = t.simulator_attempts  # a conversation's simulated user: its own usage, by user_simulator.id
+    if sims is not None and in_cell(sims).height:
+        for r in usage_by_simulator(in_cell(sims)).iter_rows(named=True):
+            m.update({f"simulator.{r['simulator']}.{k}": r[k] for k in USAGE})
     for r in judge_health(judgments).iter_rows(named=True):
         m[f"judge.{r['judge']}.parse_failure_rate"] = r["parse_failure_rate"]
         m[f"judge.{r['judge']}.null_rate"] = r["null_rate"]

@@ -173,7 +173,7 @@ def test_unknown_key_lists_allowed_keys(tmp_path: Path) -> None:
     path = write(tmp_path, "demo", RUBRIC.replace("mode: rubric\n", "mode: rubric\ncolour: red\n"))
     msg = error_of(tmp_path, "demo")
     assert msg == (f"{path}: colour: unknown key 'colour' (allowed: id, version, mode, criteria, requirements, "
-                   f"labels, checks, weights, max_chars, reference, solve_first, show_reasoning, images)")
+                   f"labels, checks, weights, max_chars, reference, solve_first, show_reasoning, images, per_turn)")
 
 
 def test_unknown_nested_keys_list_allowed_keys(tmp_path: Path) -> None:
@@ -200,7 +200,8 @@ def test_check_kind_errors(tmp_path: Path) -> None:
                                 "  - {id: x, kind: jsn}\n  - {id: y}\n  - {id: z, kind: length}\n---\n")
     lines = error_of(tmp_path, "a").splitlines()
     assert lines[0] == f"{path}: checks[0].kind: unknown check kind 'jsn' (one of: regex, length, json, " \
-                       f"contains, excludes, exact_match, numeric, choice, token_f1)"
+                       f"contains, excludes, exact_match, numeric, choice, token_f1, tool_called, tool_order, " \
+                       f"tool_not_called, max_steps)"
     assert lines[1].startswith(f"{path}: checks[1].kind: required key is missing")
     assert "give at least one of min_chars" in lines[2]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from bench.core.records import Candidate
 from bench.core.store import RunStore
-from bench.core.tally import CHECK, Counts, Planned, StoreTally, progress_line
+from bench.core.tally import CHECK, HEAD, Counts, Planned, StoreTally, progress_line
 from bench.testing.records import candidate, judgment
 
 
@@ -48,13 +48,13 @@ def test_a_torn_line_is_counted_once_it_is_whole(tmp_path):
     path = store.path(Candidate)
     with open(path, "ab") as fh:  # a writer in the middle of its write
         fh.write(line[:40])
-    assert tally.refresh() == CHECK + 40  # (the bytes before the offset are read again to check them)
+    assert tally.refresh() == CHECK + HEAD + 40  # (the bytes before the offset, the last line's start: checked)
     assert tally.by_model() == {"m": Counts(2, 0)} and tally.unreadable == 0  # not counted, not "unreadable"
     assert tally.refresh() == 0  # the half line is not read again while it does not change
 
     with open(path, "ab") as fh:
         fh.write(line[40:])
-    assert tally.refresh() == CHECK + len(line)  # the whole line, from its start
+    assert tally.refresh() == CHECK + HEAD + len(line)  # the whole line, from its start
     assert tally.by_model() == {"m": Counts(3, 0)} and tally.unreadable == 0
 
 
@@ -94,8 +94,9 @@ def test_a_shard_that_appears_later_is_read_and_nothing_changed_reads_nothing(tm
     assert tally.refresh() == new  # only the new shard: the old one is not read again
     assert tally.by_model() == {"m": Counts(2, 0), "other": Counts(1, 0)}
     RunStore(tmp_path, shard="a").append([candidate("s2")])
-    assert tally.refresh() == CHECK + len(candidate("s2").model_dump_json()) + 1  # only what was appended
-    assert tally.refresh() == 0 and tally.bytes_read == sum(p.stat().st_size for p in tmp_path.glob("*.jsonl")) + CHECK
+    assert tally.refresh() == CHECK + HEAD + len(candidate("s2").model_dump_json()) + 1  # only what was appended
+    size = sum(p.stat().st_size for p in tmp_path.glob("*.jsonl"))
+    assert tally.refresh() == 0 and tally.bytes_read == size + CHECK + HEAD
 
 
 def test_a_file_cut_back_is_read_again_and_counts_each_id_once(tmp_path):
@@ -188,5 +189,5 @@ def test_two_writer_processes_counted_while_they_write(tmp_path):
     tally.refresh()
     assert tally.by_model() == {"gpt-x": Counts(ok=360, failed=40), "llama": Counts(ok=360, failed=40)}
     size = sum(p.stat().st_size for p in tmp_path.glob("*.jsonl"))
-    assert size <= tally.bytes_read <= size + 2 * CHECK * (refreshes + 1)  # each byte once, and the checks
+    assert size <= tally.bytes_read <= size + 2 * (CHECK + HEAD) * (refreshes + 1)  # each byte once, and the checks
     assert tally.refresh() == 0 and refreshes >= 1

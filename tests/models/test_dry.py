@@ -208,3 +208,23 @@ def test_a_dry_reply_honours_the_output_limit_under_any_providers_name(limit) ->
     """The rate limiter's estimate and the dry reply read the same output limit (bench.models._messages)."""
     text, usage, _raw = dry.answer({"messages": QUESTION, limit: 4}, seed="s")
     assert usage["finish_reason"] == "length" and usage["completion_tokens"] <= 5, (limit, text)
+
+
+def test_a_dry_run_answers_the_simulated_user_in_process_too(tmp_path) -> None:
+    """A prompt's user_simulator is a model like the others: --dry-run swaps it for dry/<its id>, never sends it."""
+    params = tmp_path / "sim.yaml"
+    params.write_text(yaml.safe_dump({
+        "name": "sim", "seed": 1,
+        "models": [{"id": "vllm", "model": "openai/llama", "api_base": "http://127.0.0.1:9/v1"}],
+        "prompts": [{"id": "p", "version": "v1", "user": "Hi, I need help with {topic}.",
+                     "user_simulator": {"id": "customer", "model": "openai/gpt-4o", "api_base": "http://127.0.0.1:8/v1",
+                                        "instructions": "You are a customer asking about {topic}.", "max_turns": 3}}],
+        "scenarios": {"generate": {"dimensions": {"topic": ["sleep", "focus"]}}},
+    }))
+    out = bench(tmp_path, "sweep", str(params), "--dry-run", "--no-report", "--no-track")
+    assert out.returncode == 0, out.stdout + out.stderr
+    cands = list(RunStore(tmp_path / "runs" / "sim-dry").latest(Candidate).values())
+    assert len(cands) == 2 and all(c.ok and c.ended in ("max_turns", "user_done") for c in cands), cands
+    simulated = [t for c in cands for t in c.turns if t["by"] == "simulator"]
+    assert simulated and all(t["usage"]["cost_usd"] == 0 for t in simulated)
+    assert all(c.simulator_usage.calls >= 1 for c in cands)

@@ -58,8 +58,9 @@ def keyed_env(tmp_dir: str) -> dict[str, str]:
     return {KEY_VAR: KEY, "TMPDIR": tmp_dir}
 
 
-def wait_running(run_dir: Path, proc: subprocess.Popen) -> dict:
-    """Return an attempt record once an execution runs on a worker and has written a record (files: readiness)."""
+def wait_running(run_dir: Path, proc: subprocess.Popen, fake: object = None) -> dict:
+    """Return an attempt record once an execution runs on a worker and has written a record (files: readiness);
+    with ``fake``, once a request is on the wire too (what a kill "mid-sweep" means)."""
     deadline = time.monotonic() + BUDGET_S
     while time.monotonic() < deadline:
         assert proc.poll() is None, f"the sweep ended first: {proc.stdout.read()[-3000:]}{proc.stderr.read()[-2000:]}"
@@ -68,10 +69,27 @@ def wait_running(run_dir: Path, proc: subprocess.Popen) -> dict:
                 a = json.loads(path.read_text())
             except (OSError, ValueError):
                 continue
-            if a.get("status") == "running" and any(run_dir.glob("candidates.*.jsonl")):
+            if (a.get("status") == "running" and any(run_dir.glob("candidates.*.jsonl"))
+                    and (fake is None or fake.stats()["in_flight"] > 0)):
                 return a
         time.sleep(0.05)  # polling files another process writes
     raise AssertionError("no execution started on the cluster")
+
+
+def wait_ended(run_dir: Path, attempt: dict, workers: list[subprocess.Popen]) -> dict:
+    """Return an attempt's record once its worker has ended it in its file (status no longer ``running``)."""
+    path = run_dir / "attempts" / f"{attempt['name']}.{attempt['attempt']}.json"
+    deadline = time.monotonic() + BUDGET_S
+    while time.monotonic() < deadline:
+        assert all(w.poll() is None for w in workers), "a worker died: nobody can end the attempt"
+        try:
+            a = json.loads(path.read_text())
+        except (OSError, ValueError):
+            a = {}
+        if a.get("status") not in (None, "running"):
+            return a
+        time.sleep(0.05)  # polling a file another process writes
+    raise AssertionError(f"{path} still says running")
 
 
 def environ(proc: psutil.Process) -> bytes:
@@ -202,7 +220,7 @@ def test_a_driver_killed_mid_sweep_leaves_nothing_open_for_the_next_sweep(tmp_pa
     params = keyed_grid(tmp_path, fake.url)
     run_dir = tmp_path / "runs" / "s"
     with started_sweep(tmp_path, params, "--cluster", "local:2", "--no-report", **keyed_env(tmp_dir)) as proc:
-        running = wait_running(run_dir, proc)
+        running = wait_running(run_dir, proc, fake)
         procs = tree(proc.pid)
         tmp = Path(tmp_dir)
         left = sorted(p.name for p in tmp.iterdir() if p.name.startswith(("bench-limits-", "bench-dask-")))
@@ -222,6 +240,38 @@ def test_a_driver_killed_mid_sweep_leaves_nothing_open_for_the_next_sweep(tmp_pa
     open_now = [p for p in (run_dir / "attempts").glob("*.json") if json.loads(p.read_text())["status"] == "running"]
     assert not open_now
     assert not [n for n in left if (tmp / n).exists()], left  # the dead driver's folders are gone
+
+
+def test_an_attempt_its_worker_ends_after_the_driver_was_killed_is_recorded_as_lost_by_the_next_sweep(
+        tmp_path, tmp_dir, fake):
+    # the workers of a scheduler of its own outlive a killed driver: the attempt goes on, its kernel (the lease
+    # server gone) fails the items left, and the worker ends the attempt in its file. No longer running, it was
+    # recorded by nobody (what a local:N worker slow to die with its driver also leaves)
+    fake.configure(latency_ms=2500, require_key=KEY)
+    params = keyed_grid(tmp_path, fake.url)
+    run_dir = tmp_path / "runs" / "s"
+    with LoopbackDaskCluster(1, nthreads=2, env=keyed_env(tmp_dir)) as c:
+        with started_sweep(tmp_path, params, "--cluster", c.address, "--no-report", **keyed_env(tmp_dir)) as proc:
+            running = wait_running(run_dir, proc, fake)
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=60)
+        ended = wait_ended(run_dir, running, c.workers)
+    assert not (run_dir / "executions.jsonl").exists()  # the killed driver recorded nothing
+    result = sweep(tmp_path, params, "--no-report", **keyed_env(tmp_dir))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "recorded as lost" in result.stdout
+    lines = [json.loads(ln) for ln in (run_dir / "executions.jsonl").read_text().splitlines()]
+    closed = [a for a in lines if a["name"] == running["name"] and a["attempt"] == running["attempt"]]
+    assert len(closed) == 1 and closed[0]["status"] == "lost", lines
+    assert f"pid {proc.pid} on" in closed[0]["reason"]
+    assert f"its worker had ended it {ended['status']}" in closed[0]["reason"]
+    left = [json.loads(p.read_text()) for p in (run_dir / "attempts").glob("*.json")]
+    killed = [(a["name"], a["attempt"]) for a in left if a["sweep"] == running["sweep"]]
+    assert sorted((a["name"], a["attempt"]) for a in lines if a["status"] == "lost") == sorted(killed)
+    again = sweep(tmp_path, params, "--no-report", **keyed_env(tmp_dir))  # each is recorded once, never again
+    assert again.returncode == 0 and "recorded as lost" not in again.stdout, again.stdout[-3000:]
+    assert [json.loads(ln) for ln in (run_dir / "executions.jsonl").read_text().splitlines()][:len(lines)] == lines
+    assert len((run_dir / "executions.jsonl").read_text().splitlines()) == len(lines) + 1  # the new sweep's own
 
 
 def test_a_local_driver_killed_mid_sweep_has_its_execution_recorded_as_lost_by_the_next(tmp_path, tmp_dir, fake):

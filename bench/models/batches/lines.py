@@ -26,6 +26,7 @@ from bench.models.batches.outputs import Files, shown, usage_of
 from bench.models.batches.wire import line_error
 from bench.models.routing import Route
 from bench.models.tokens import output_bound
+from bench.models.tools_support import calls_text
 
 
 @dataclass
@@ -95,12 +96,12 @@ def reply_of(route: Route, req: Request, files: Files, status: str | None, batch
         return line_error(route, line[0], line[1], line[2])
     try:
         text, usage, raw = parse_openai(route, 200, json.dumps(line[1]).encode(), None)
-        if not text and not req.allow_empty:  # retried, unless it spent its limit thinking (final)
+        if not text and not req.allow_empty and "tool_calls" not in usage:  # retried, unless it thought (final)
             raise no_answer(model, usage, f" in batch {batch_id}")
     except ProviderError as err:
         req.paid.append(paid_line(route, req, usage_of(line[1]), f"unusable line: {err.kind}"))
         return err
-    reconcile(route, req.body, text, usage, batch=True)  # the batch price; a missing usage estimated
+    reconcile(route, req.body, text or calls_text(usage), usage, batch=True)  # the batch price; no usage: estimated
     usage = with_paid(usage, req.paid, req.tries)
     usage.update(latency_s=round(time.monotonic() - req.t0, 4), cached=False, attempts=req.tries, batch_id=batch_id)
     return text, usage, raw

@@ -7,7 +7,8 @@ or ``{"recordId", "modelInput", "error": {"errorCode", "errorMessage"}}``, where
 the model's InvokeModel reply: Anthropic's Messages format, or the Converse format of Nova and the
 other Converse models. Those are turned into an OpenAI chat completion body here, so the queue
 answers every provider's lines the same way. A JSON-mode answer given as a forced tool call
-(``json_tool_call``) becomes the content, as LiteLLM does for a direct call.
+(``json_tool_call``) becomes the content, as LiteLLM does for a direct call; a call of any other tool (a
+request with ``tools``) becomes one of the message's ``tool_calls``, in OpenAI's wire form.
 
 ``read_files`` reads a finished batch's two files against the requests it holds, trusting no line: a
 ``custom_id`` that comes twice with different replies is a conflict (both kept, neither used), one no
@@ -23,6 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+JSON_TOOL = "json_tool_call"  # the tool LiteLLM asks a JSON-mode answer through (its RESPONSE_FORMAT_TOOL_NAME)
 Line = tuple[str, int | None, Any, Any]  # custom_id, HTTP status, body, error
 Reply = tuple[int | None, Any, Any]  # a line less its custom_id: HTTP status, body, error
 _CUSTOM_ID = re.compile(rb'"(?:custom_id|recordId)"\s*:\s*"([^"\\]{1,200})"')
@@ -145,20 +147,26 @@ def _bedrock(line: dict[str, Any]) -> Line:
     if "output" in out:  # Converse: {"output": {"message": {"content": [...]}}, "stopReason", "usage"}
         parts = ((out.get("output") or {}).get("message") or {}).get("content") or []
         texts = [p["text"] for p in parts if "text" in p]
-        tools = [p["toolUse"].get("input") for p in parts if "toolUse" in p]
+        uses = [(u.get("toolUseId"), u.get("name"), u.get("input")) for p in parts
+                if isinstance(u := p.get("toolUse"), dict)]
         usage = out.get("usage") or {}
         tokens = usage.get("inputTokens"), usage.get("outputTokens")
         stop = out.get("stopReason")
     else:  # Anthropic Messages: {"content": [...], "stop_reason", "usage"}
         parts = out.get("content") or []
         texts = [p.get("text", "") for p in parts if p.get("type") == "text"]
-        tools = [p.get("input") for p in parts if p.get("type") == "tool_use"]
+        uses = [(p.get("id"), p.get("name"), p.get("input")) for p in parts if p.get("type") == "tool_use"]
         usage = out.get("usage") or {}
         tokens = usage.get("input_tokens"), usage.get("output_tokens")
         stop = out.get("stop_reason")
+    tools = [given for _id, name, given in uses if name in (None, JSON_TOOL)]  # JSON mode's answer, as a tool's input
+    calls = [{"id": str(use_id or f"call_{n}"), "type": "function",
+              "function": {"name": name, "arguments": json.dumps(given if given is not None else {})}}
+             for n, (use_id, name, given) in enumerate(uses) if name not in (None, JSON_TOOL)]
     text = "".join(texts) or (json.dumps(tools[0]) if len(tools) == 1 else "")
-    finish = {"end_turn": "stop", "max_tokens": "length", "tool_use": "stop", "stop_sequence": "stop"}.get(stop, stop)
-    body = {"object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                                      "finish_reason": finish}],
+    finish = {"end_turn": "stop", "max_tokens": "length", "tool_use": "tool_calls" if calls else "stop",
+              "stop_sequence": "stop"}.get(stop, stop)
+    message = {"role": "assistant", "content": text, **({"tool_calls": calls} if calls else {})}
+    body = {"object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": {"prompt_tokens": tokens[0], "completion_tokens": tokens[1]}}
     return rid, 200, body, None

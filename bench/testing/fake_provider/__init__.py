@@ -27,7 +27,8 @@ Modules: ``config`` (the knobs), ``request_body`` (what a request asks for), ``s
 and ``replies`` (the bodies it composes, usage counted in words or tiktoken tokens), ``quality`` (each
 model answers in its own words and is graded at its own quality, with optional noise), ``thinking`` (a
 reasoning model on demand: ``reasoning_content`` and reasoning tokens, or an inline ``<think>``), ``images``
-(image parts checked, a malformed one refused with a 400, each image's sha256 in the stats), ``server``
+(image parts checked, a malformed one refused with a 400, each image's sha256 in the stats), ``tool_calls``
+(scripted tool calls, ``tools_supported``, a multi-turn request's history echoed in its answer), ``server``
 (the aiohttp state and routes), ``batches`` (the files and batches and the task running each),
 ``batch_lines`` (an input file's validation), ``batch_routes`` (the Files + Batch API routes),
 ``serve`` (the process: command line, loopback check, signals), ``handle`` (:class:`FakeProvider`).

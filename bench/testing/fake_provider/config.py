@@ -12,6 +12,7 @@ from typing import Any
 from bench.testing.fake_provider.quality import validate_quality_config
 from bench.testing.fake_provider.replies import ENCODING_NAMES
 from bench.testing.fake_provider.thinking import THINKING_DEFAULTS, validate_thinking_config
+from bench.testing.fake_provider.tool_calls import TOOL_DEFAULTS, validate_tools_config
 
 DEFAULT_CONFIG: dict[str, Any] = {
     "latency_ms": 0,            # sleep before answering (the CLI --latency-ms sets the default)
@@ -83,6 +84,8 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "batch_drop_metadata": False,  # batches keep no `metadata` (a provider that ignores it)
     # A reasoning model (thinking.py): which models think, in `reasoning_content` or inline, and how long.
     **THINKING_DEFAULTS,
+    # A tool-using model (tool_calls.py): scripted tool calls, and whether a request may carry `tools` at all.
+    **TOOL_DEFAULTS,
 }
 PACKED_FAULTS = (None, "truncate", "partial", "wrong_ids")
 FAULT_KINDS = ("429", "500", "hang", "malformed", "empty", "reset")
@@ -103,6 +106,7 @@ def validate_config(cfg: dict[str, Any]) -> None:
     validate_spend_config(cfg)
     validate_quality_config(cfg)
     validate_thinking_config(cfg)
+    validate_tools_config(cfg)
     for key in ("fail_first", "fail_status", "seed"):
         if not isinstance(cfg[key], int):
             raise ValueError(f"{key} must be an integer, got {cfg[key]!r}")

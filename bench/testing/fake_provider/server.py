@@ -32,6 +32,7 @@ from bench.testing.fake_provider.images import image_digests, image_problem, wit
 from bench.testing.fake_provider.request_body import message_text, request_key, response_schema
 from bench.testing.fake_provider.thinking import assistant, billed_thinking, with_thinking
 from bench.testing.fake_provider.token_probs import fake_logprobs
+from bench.testing.fake_provider.tool_calls import call_reply, scripted_call, tools_refusal, turn_echo
 
 REQUEST_AUTH: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_auth", default=None)
 RECENT_MAX = 200
@@ -239,23 +240,26 @@ class FakeServer:
                finish_reason: str = "stop") -> tuple[int, dict[str, Any]]:
         """Answer a parsed chat body (a chat request's or a batch line's): (HTTP status, JSON payload).
 
-        404 if ``served_models`` excludes its model; 400 if an image part is malformed (images.py); else a
-        ``replies`` match (a status gives that error), else the schema-valid or ``fake answer <hash>`` content
-        (``content`` skips all three); usage counted by ``tokenizer``. Counts nothing: the caller does.
+        404 if ``served_models`` excludes its model; 400 if an image part is malformed (images.py) or ``tools``
+        are sent to a server without them; else a scripted tool call (tool_calls.py), a ``replies`` match (a status
+        gives that error), else the schema-valid or ``fake answer <hash>`` content, a multi-turn request's history
+        echoed (``content`` skips all four); usage counted by ``tokenizer``. Counts nothing: the caller does.
         """
-        refusal = self.model_refusal(body)
+        refusal = self.model_refusal(body) or tools_refusal(body, self.config)
         if refusal is not None:
             return refusal
         if (malformed := image_problem(body.get("messages"))) is not None:  # images.py: OpenAI's 400
             return 400, error_payload(400, malformed)
         messages, thought = body.get("messages"), None  # thought: reasoning_content on demand (thinking.py)
+        if content is None and (call := scripted_call(body, self.config, message_text(messages))) is not None:
+            return 200, call_reply(body, call, completion_id or f"chatcmpl-fake-{self.requests}", self.config)
         if content is None:
             match = self.match_reply(message_text(messages))
             if match is not None and "status" in match:
                 status = int(match["status"])
                 return status, error_payload(status, f"fake reply status for match {match['match']!r}")
             content = match["content"] if match is not None else default_content(body, self.config,
-                                                                                  self.arrival(body))
+                                                                                  self.arrival(body)) + turn_echo(body)
             if self.config["over_limit_tokens"]:  # a provider that ignores max_tokens
                 content = " ".join(["word"] * self.config["over_limit_tokens"])
             content, thought = with_thinking(self.config, body, content)

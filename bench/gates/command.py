@@ -1,0 +1,90 @@
+"""`bench gate RUN` and the gates at a sweep's end: evaluate, print the table, write JUnit, return the exit code.
+
+`bench gate` takes its gates from the options, over a params file's ``gates:`` section when ``--params``
+names one; a sweep takes its params file's section. Either exits 5 (`EXIT_GATE_FAILED`) when a check
+failed and 0 when all passed; a missing baseline or a bad section is a params or bench error (exit 2).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+from bench.config.params import load_sweep
+from bench.core import paths
+from bench.core.errors import BenchError, ParamsError
+from bench import gates as gate_api  # its evaluation, table and JUnit load polars on first use (bench.cli stays cheap)
+from bench.gates.spec import Gates, merge
+from bench.run import Run, shown_path
+
+
+def gate_command(run_dir: str, *, params: str | None = None, baseline: str | None = None, floor: float | None = None,
+                 max_drop: float | None = None, strict: bool | None = None, junit: str | None = None,
+                 mapping: dict[str, str] | None = None, allow_missing: bool | None = None) -> int:
+    """Run `bench gate`: print every check of the run's gates, write ``junit`` if asked; return 0 or 5.
+
+    ``strict`` and ``allow_missing``: None keeps the params file's setting (else False), True or False sets it
+    (``--strict``/``--no-strict``, ``--allow-missing``/``--no-allow-missing``)."""
+    file_gates, params_path = None, None
+    if params:
+        sweep, params_path = load_sweep(paths.resolve(params))
+        file_gates = sweep.gates
+    try:
+        gates = merge(file_gates, min=floor, max_drop=max_drop, baseline=baseline, map=mapping,
+                      strict=strict, allow_missing=allow_missing)
+    except ValueError as err:
+        where = f" (nor a gates: section in {params_path})" if params_path and file_gates is None else ""
+        raise BenchError(f"{err}{where}") from None
+    if baseline:
+        base = _folder(baseline)
+    else:
+        base = file_gates.baseline_dir(params_path) if file_gates is not None else None
+        if params_path is not None:
+            check_baseline(gates, params_path)
+    report = gate_api.evaluate_gates(_folder(run_dir), gates, base)
+    return _show(report, junit)
+
+
+def _folder(arg: str) -> Path:
+    """Return the run folder ``arg`` names: a path, else a sweep name under ``runs/`` (as `bench compare` reads it)."""
+    path = paths.resolve(arg)
+    if not path.is_dir() and "/" not in arg and paths.run_dir(arg).is_dir():
+        return paths.run_dir(arg)
+    return path
+
+
+def check_baseline(gates: Gates | None, params_path: Path) -> None:
+    """Raise ParamsError when a params file's ``gates.baseline`` names no run folder (before a sweep spends)."""
+    base = gates.baseline_dir(params_path) if gates is not None else None
+    if base is not None and not base.is_dir():
+        raise ParamsError(f"{params_path}: gates.baseline: {base} is not a run folder (relative to the params "
+                          f"file's folder; a run of the baseline's params, e.g. main's, kept or restored from a cache)")
+
+
+def sweep_gates(run: Run, junit: str | None = None) -> int:
+    """Apply a sweep's ``gates:`` to its run folder at its end: print the table, write ``junit``; return 0 or 5.
+
+    Only the params' current cells are gated (``run.cells``): a reused run folder's cells of an earlier grid (a
+    prompt version since replaced) are not. A gate that cannot be evaluated (a baseline with no records, …)
+    fails, saying why: it was asked for.
+    """
+    gates = run.sweep.gates
+    if gates is None:
+        return 0
+    base = gates.baseline_dir(run.params_path)
+    try:
+        report = gate_api.evaluate_gates(run.dir, gates, base, cells=[c.key for c in run.cells])
+    except (BenchError, OSError, ValueError) as err:
+        print(f"gates: could not be evaluated: {err}", file=sys.stderr, flush=True)
+        why = gate_api.GateResult("evaluation", "(every gate)", math.nan, None, None, None, 0, False,
+                                  f"not evaluated: {err}")
+        report = gate_api.GateReport(run.dir, base, gates.strict, [why])
+    return _show(report, junit)
+
+
+def _show(report: gate_api.GateReport, junit: str | None) -> int:
+    print(gate_api.gate_table(report), flush=True)
+    if junit:
+        print(f"junit: {shown_path(gate_api.write_junit(report, junit))}", flush=True)
+    return report.exit_code

@@ -1,0 +1,276 @@
+"""Each gate of a run: its value, its confidence interval and its verdict, with the reason in words.
+
+One result per thing a gate checks: ``min`` per scoring judge and cell with answers (the composite mean,
+from the run's leaderboard), ``max_drop`` per matched cell and judge the baseline graded (the composite's
+difference from the baseline, from :func:`bench.analysis.compare_runs`), ``coverage`` once per comparison
+(the baseline's answers this run lacks), ``win_rate_min`` per row of the comparison's pairwise win rates,
+``agreement_min`` per judge (kappa with human reviews, :mod:`bench.gates.agreement`). The checks come from
+what must exist, not from what was scored: a cell whose answers or judgments all failed fails its checks.
+
+Without ``strict``, a bound is broken only when the confidence interval says so: a floor fails when
+the whole interval lies below it, a drop larger than ``max_drop`` is a regression only when the
+interval of the difference excludes zero. With ``strict: true`` the point estimate decides. A gate
+with nothing to check (no composite score, no matched cell, no review) fails: a bound that was asked
+for is never passed unseen. docs/gates.md says all this with examples.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from bench.analysis import COMPOSITE, RunTables, compare_runs, composite, leaderboard, load_run
+from bench.core.errors import BenchError
+from bench.gates.agreement import human_agreement
+from bench.gates.spec import Gates
+
+EXIT_GATE_FAILED = 5  # `bench gate` and `bench sweep` (docs/sweeps.md, How a sweep ends): a gate failed
+SHOWN_MISSING = 10  # missing answers a coverage check names (bench compare --json lists all)
+RESAMPLES = 2000  # bootstrap resamples of every interval a gate reads (the comparison's, the leaderboard's)
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """One check of one gate: ``value`` with its interval against ``bound``, and whether it passed, and why."""
+
+    gate: str  # min, max_drop, coverage, win_rate_min or agreement_min ("evaluation": could not be evaluated)
+    subject: str  # what was checked: "judge · cell", "judge · baseline cell → cell", …
+    bound: float
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n: int  # scenarios (min, max_drop), baseline answers (coverage), pairs (win_rate_min), reviewed judgments
+    passed: bool
+    reason: str
+
+
+@dataclass
+class GateReport:
+    """Every gate's results for one run, and what the comparison with the baseline said first."""
+
+    run_dir: Path
+    baseline: Path | None
+    strict: bool
+    results: list[GateResult]
+    warnings: list[str] = field(default_factory=list)  # the comparison's: versions that differ, unpaired items
+
+    @property
+    def failed(self) -> list[GateResult]:
+        return [r for r in self.results if not r.passed]
+
+    @property
+    def exit_code(self) -> int:
+        """Return 0 when every gate passed, else EXIT_GATE_FAILED (5)."""
+        return EXIT_GATE_FAILED if self.failed else 0
+
+    def line(self) -> str:
+        """Return the closing line: how many gates passed or failed."""
+        n = len(self.results)
+        if self.failed:
+            return f"gates: {len(self.failed)} of {n} check(s) FAILED (exit {EXIT_GATE_FAILED})"
+        return f"gates: all {n} check(s) passed"
+
+
+def evaluate_gates(run_dir: str | Path, gates: Gates, baseline: str | Path | None = None, *, seed: int = 0,
+                   resamples: int = RESAMPLES, cells: Collection[str] | None = None) -> GateReport:
+    """Return every gate's results for the run folder ``run_dir`` (``baseline``: the baseline run folder, already
+    resolved; needed by ``max_drop`` and ``win_rate_min``). ``cells`` (the params' current cell keys, at a sweep's
+    end): the run's other cells (a prompt version the params no longer have) are left out, so a stale cell of a
+    reused folder is never gated. Raises BenchError when a folder is missing."""
+    run_dir = Path(run_dir)
+    base = Path(baseline) if baseline is not None else None
+    _check_folders(run_dir, base, gates)
+    t = current_cells(load_run(run_dir), cells)
+    results: list[GateResult] = []
+    report = GateReport(run_dir, base, gates.strict, results)
+    if gates.min is not None:
+        board = composite(leaderboard(t.scores, resamples=resamples, seed=seed))
+        results += min_results(board.to_dicts(), gates.min, gates.strict, expected=scoring_cells(t))
+    if gates.compares and base is not None:
+        cmp = compare_runs(base, t, mapping=dict(gates.map), seed=seed, n_boot=resamples)
+        report.warnings = list(cmp.warnings)
+        results.append(coverage_result(cmp.only_in_a, _answers(cmp.tables_a), gates.allow_missing))
+        if gates.max_drop is not None:
+            results += drop_results(cmp.rows.to_dicts(), gates.max_drop, gates.strict)
+        if gates.win_rate_min is not None:
+            results += win_rate_results(cmp.pairwise.to_dicts(), gates.win_rate_min, gates.strict)
+    if gates.agreement_min is not None:
+        agreement = human_agreement(t, seed=seed)
+        results += agreement_results(agreement.to_dicts(), gates.agreement_min, gates.strict)
+    return report
+
+
+def _check_folders(run_dir: Path, base: Path | None, gates: Gates) -> None:
+    """Refuse a missing run or baseline folder, a comparison with no baseline, and a run compared with itself."""
+    if not run_dir.is_dir():
+        raise BenchError(f"{run_dir}: no such run folder (run `bench sweep params/<grid>.yaml` first)")
+    if gates.compares and base is None:
+        raise BenchError("max_drop and win_rate_min compare with a baseline run: give --baseline RUN "
+                         "(or baseline: in the params file's gates section)")
+    if base is not None and not base.is_dir():
+        raise BenchError(f"{base}: the baseline run folder does not exist (a run of the baseline's params, e.g. "
+                         f"main's, kept or restored from a CI cache)")
+    if base is not None and base.resolve() == run_dir.resolve():
+        raise BenchError(f"{run_dir}: the baseline is the run itself; compare with another run folder")
+
+
+def current_cells(t: RunTables, cells: Collection[str] | None) -> RunTables:
+    """Return the run's tables without the answers and judgments of its cells not in ``cells`` (None: all kept).
+
+    Only cells with answers are dropped, so a pairwise judgment against a dataset's answers stays."""
+    if cells is None:
+        return t
+    stale = set(t.candidates["cell"].drop_nulls().unique().to_list()) - set(cells)
+    if not stale:
+        return t
+    keep = lambda *cols: pl.all_horizontal(~pl.col(c).is_in(list(stale)).fill_null(False) for c in cols)  # noqa: E731
+    return dataclasses.replace(t, candidates=t.candidates.filter(keep("cell")), scores=t.scores.filter(keep("cell")),
+                               judgments=t.judgments.filter(keep("cell", "cell_b")))
+
+
+def scoring_cells(t: RunTables) -> list[tuple[str, str]]:
+    """Return every (scoring judge, cell with answers) of a run: what a ``min`` must check, graded or not."""
+    judges = t.judgments.filter(pl.col("mode") != "pairwise")["judge"].drop_nulls().unique().sort().to_list()
+    cells = t.candidates["cell"].drop_nulls().unique().sort().to_list()
+    return [(j, c) for j in judges for c in cells]
+
+
+def _answers(t: RunTables | None) -> int:
+    return 0 if t is None else t.candidates.select("cell", "scenario", "sample").unique().height
+
+
+def min_results(board: Iterable[dict[str, Any]], floor: float, strict: bool,
+                expected: Iterable[tuple[str, str]] = ()) -> list[GateResult]:
+    """Return the ``min`` check of each (judge, cell) composite row of a leaderboard (mean, ci_low, ci_high, n),
+    and a failed one for each ``expected`` (judge, cell) the leaderboard has no row of (its answers or judgments
+    all failed)."""
+    rows = list(board)
+    out = [_floor("min", f"{r['judge']} · {r['cell']}", floor, r["mean"], r["ci_low"], r["ci_high"], r["n"],
+                  strict, "mean") for r in rows]
+    seen = {(r["judge"], r["cell"]) for r in rows}
+    out += [GateResult("min", f"{j} · {c}", floor, None, None, None, 0, False, "no composite score: no answer of "
+                       "this cell has a grade of this judge (its answers or judgments failed)")
+            for j, c in expected if (j, c) not in seen]
+    return out or [_nothing("min", floor, "no cell has a composite score (does the grid have a scoring judge, "
+                                          "and did its judge stage run?)")]
+
+
+def coverage_result(missing: list[dict[str, Any]], baseline_answers: int, allow_missing: bool) -> GateResult:
+    """Return the ``coverage`` check: the run has every answer the baseline has (cell, scenario, sample), unless
+    ``allow_missing``. A matched-only comparison cannot see lost items (hard scenarios dropped, a partial run)."""
+    n = max(baseline_answers, len(missing))
+    share = 1.0 - len(missing) / n if n else 1.0
+    if not missing:
+        return GateResult("coverage", "baseline answers", 1.0, share, None, None, n, True,
+                          f"all {n} answer(s) of the baseline are in this run")
+    shown = ", ".join(f"{x['cell']} {x['scenario_id']}#{x['sample']}" for x in missing[:SHOWN_MISSING])
+    more = f", … ({len(missing) - SHOWN_MISSING} more: bench compare --json lists all)" \
+        if len(missing) > SHOWN_MISSING else ""
+    what = f"{len(missing)} of {n} answer(s) of the baseline missing from this run: {shown}{more}"
+    if allow_missing:
+        return GateResult("coverage", "baseline answers", 1.0, share, None, None, n, True,
+                          f"{what} (allowed: allow_missing)")
+    return GateResult("coverage", "baseline answers", 1.0, share, None, None, n, False,
+                      f"{what} (allow_missing: true / --allow-missing accepts it)")
+
+
+def win_rate_results(rows: Iterable[dict[str, Any]], floor: float, strict: bool) -> list[GateResult]:
+    """Return the ``win_rate_min`` check of each row of a comparison's pairwise win rates."""
+    out = [_floor("win_rate_min", f"{r['judge']} · {_pair(r)}", floor, r["win_rate_b"], r["ci_low"], r["ci_high"],
+                  r["n"], strict, "win rate") for r in rows]
+    return out or [_nothing("win_rate_min", floor, "no pairwise judge judged the same pairs in both runs")]
+
+
+def agreement_results(rows: Iterable[dict[str, Any]], floor: float, strict: bool) -> list[GateResult]:
+    """Return the ``agreement_min`` check of each judge's row of :func:`~bench.gates.agreement.human_agreement`."""
+    out = []
+    for r in rows:
+        subject = f"{r['judge']} · {r['criterion']} vs humans"
+        if _missing(r["kappa"]):
+            out.append(GateResult("agreement_min", subject, floor, None, None, None, r["n"], False,
+                                  f"kappa unknown: {r['note'] or 'no pair of grades'}"))
+        else:
+            out.append(_floor("agreement_min", subject, floor, r["kappa"], r["ci_low"], r["ci_high"], r["n"],
+                              strict, "kappa"))
+    return out or [_nothing("agreement_min", floor, "the run has no judge")]
+
+
+def drop_results(rows: Iterable[dict[str, Any]], max_drop: float, strict: bool) -> list[GateResult]:
+    """Return the ``max_drop`` check of each composite row (cell_a, cell_b, judge, diff = B − A, ci_low, ci_high,
+    n_matched) of a comparison, A the baseline: a regression when the drop −diff exceeds ``max_drop`` and, unless
+    ``strict``, the interval of the difference excludes zero (lies wholly below it)."""
+    out = []
+    for r in (r for r in rows if r["criterion"] == COMPOSITE):
+        diff, lo, hi = r["diff"], r["ci_low"], r["ci_high"]
+        subject = f"{r['judge']} · {_pair(r)}"
+        if _missing(diff):
+            why = (f"no graded item in this run: none of its {r['n_unscored']} answer(s) has a grade of this judge "
+                   f"(failed answers or judgments)" if not r["n_matched"] else
+                   "no matched item with a composite score in both runs")
+            out.append(GateResult("max_drop", subject, max_drop, None, _num(lo), _num(hi), r["n_matched"], False,
+                                  why))
+            continue
+        drop, ci = -diff, _ci(lo, hi)
+        if drop <= max_drop:
+            moved = f"dropped {drop:.3g}" if drop > 0 else f"rose {-drop:.3g}" if drop < 0 else "unchanged"
+            reason = f"{moved}, within max_drop {max_drop:g}"
+            passed = True
+        elif strict:
+            reason, passed = f"dropped {drop:.3g} > max_drop {max_drop:g} (strict: the point estimate decides)", False
+        elif not _missing(hi) and hi < 0:
+            reason, passed = f"dropped {drop:.3g} > max_drop {max_drop:g}, and the CI of the difference {ci} " \
+                             f"excludes 0: a regression", False
+        else:
+            reason, passed = f"dropped {drop:.3g} > max_drop {max_drop:g}, but the CI of the difference {ci} " \
+                             f"includes 0: within noise (strict: true would fail it)", True
+        out.append(GateResult("max_drop", subject, max_drop, diff, lo, hi, r["n_matched"], passed, reason))
+    return out or [_nothing("max_drop", max_drop, "no cell matched between the runs (same cell names, or map: "
+                                                  "baseline cell -> cell)")]
+
+
+def _floor(gate: str, subject: str, floor: float, value: Any, lo: Any, hi: Any, n: Any, strict: bool,
+           what: str) -> GateResult:
+    """Return a floor's check: without ``strict``, it fails only when the whole interval lies below the floor."""
+    ci = _ci(lo, hi)
+    if _missing(value):
+        return GateResult(gate, subject, floor, None, lo, hi, int(n or 0), False, f"no {what}: nothing to check")
+    if value >= floor:
+        passed, reason = True, f"{what} {value:.3g} ≥ {floor:g}"
+    elif strict:
+        passed, reason = False, f"{what} {value:.3g} < {floor:g} (strict: the point estimate decides)"
+    elif _missing(hi):
+        passed, reason = False, f"{what} {value:.3g} < {floor:g}, and it has no interval to give it the benefit " \
+                                f"of the doubt"
+    elif hi < floor:
+        passed, reason = False, f"{what} {value:.3g} < {floor:g} with its whole CI {ci} below it"
+    else:
+        passed, reason = True, f"{what} {value:.3g} < {floor:g}, but its CI {ci} reaches it: within noise " \
+                               f"(strict: true would fail it)"
+    return GateResult(gate, subject, floor, float(value), _num(lo), _num(hi), int(n or 0), passed, reason)
+
+
+def _nothing(gate: str, bound: float, why: str) -> GateResult:
+    return GateResult(gate, "(nothing to check)", bound, None, None, None, 0, False, why)
+
+
+def _pair(r: dict[str, Any]) -> str:
+    """Return a matched cell's name: one name when both runs call it alike, else ``baseline cell → cell``."""
+    return r["cell_b"] if r["cell_a"] == r["cell_b"] else f"{r['cell_a']} → {r['cell_b']}"
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _num(v: Any) -> float | None:
+    return None if _missing(v) else float(v)
+
+
+def _ci(lo: Any, hi: Any) -> str:
+    return "n/a" if _missing(lo) or _missing(hi) else f"[{lo:.3g}, {hi:.3g}]"

@@ -1,0 +1,99 @@
+"""Tools through the one seam: a request's tool definitions among its params, a reply's tool calls counted as
+its output, and which models are refused tools before anything is sent.
+
+``LLM.complete(..., tools=[...], tool_choice=...)`` puts OpenAI tool definitions into the request key and,
+through ``with_tools``, into the body in OpenAI's form: the direct transport sends them so, and
+``litellm.acompletion`` translates them for a provider whose wire is not OpenAI's. They are not translated
+beforehand with the other params (``routing.body_params``): LiteLLM would translate them twice, and Gemini's
+tools come out of a second ``get_optional_params`` empty. The reply's calls come back in OpenAI's wire form as
+``Completion.tool_calls`` (``_transport.wire_calls``).
+
+``check_tools`` refuses, at ``open_run`` (``bench validate``, ``bench sweep``, a notebook), each model of the
+chosen cells whose prompt gives it tools when it is known not to call functions (``tools_refusal``): a model
+LiteLLM's map says does not (``supports_function_calling: false``), or one whose provider says so (the
+embedded model). A model the map is silent on, or one at an ``api_base``, is not refused here: its server
+answers for itself, and a 400 is a final ProviderError of the request (never retried).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from bench.core.errors import BenchError, ParamsError
+from bench.models._litellm import litellm
+from bench.models.providers import provider_for
+from bench.models.routing import ModelSpec, Route
+
+
+def with_tools(fields: dict[str, Any], tools: list[dict] | None, tool_choice: Any) -> dict[str, Any]:
+    """Return a copy of a request's body (or its OpenAI-form params) with ``tools`` and ``tool_choice`` in it."""
+    out = dict(fields)
+    if tools:
+        out["tools"] = tools
+    if tool_choice is not None:
+        out["tool_choice"] = tool_choice
+    return out
+
+
+def calls_text(usage: dict[str, Any]) -> str:
+    """Return what a reply's tool calls wrote (each name and its arguments), "" without calls: the text its output
+    tokens are counted from when the provider reports no usage (a reply of calls only is billed, never zero)."""
+    calls = usage.get("tool_calls") or ()
+    return " ".join(f"{c['function']['name']} {c['function']['arguments']}" for c in calls)
+
+
+def tools_refusal(spec: ModelSpec) -> str | None:
+    """Return why ``spec``'s model cannot be given tools, or None when it can (or cannot be told before a call).
+
+    Refused: a model LiteLLM's model map lists with ``supports_function_calling: false`` (LiteLLM's word), and
+    a model whose provider says it calls no functions (the embedded model: no function-calling chat format).
+    Not refused: a model the map is silent on, any model at an ``api_base`` (the server answers a tools request
+    it cannot take with a 400), a dry model, and a spec that cannot be routed at all (the preflight says why).
+    """
+    provider = provider_for(spec)
+    try:
+        route = provider.route(spec)
+        if provider.takes_tools(route):
+            return None
+    except BenchError:
+        return None
+    if provider.in_model_map(route):
+        said = _mapped(route)
+        return (f"does not call functions: LiteLLM's model map says so for {said[0]} (supports_function_calling: "
+                f"false)") if said is not None and said[1] is False else None
+    if spec.api_base:
+        return None
+    return f"does not call functions: {provider.label or provider.name} is served without a function-calling format"
+
+
+def _mapped(route: Route) -> tuple[str, Any] | None:
+    """Return (the model map's entry name, its ``supports_function_calling`` value as written, None when absent)
+    for the route's model, or None when the map has no entry for it."""
+    cost = litellm().model_cost
+    bare = route.spec.model.split("/", 1)[-1]
+    for name in (route.spec.model, route.served_model, f"{route.vendor}/{route.served_model}", bare):
+        entry = cost.get(name)
+        if entry:
+            return name, entry.get("supports_function_calling")
+    return None
+
+
+def check_tools(cells: Iterable[Any], params_path: Path) -> None:
+    """Raise ParamsError, one line per model, when a model of ``cells`` is given tools by a prompt (its
+    ``tools``) and is known not to call functions (``tools_refusal``); a user simulator is given no tools."""
+    given: dict[str, tuple[Any, list[str]]] = {}
+    for cell in cells:
+        if getattr(cell.prompt, "tools", None):
+            prompts = given.setdefault(cell.model.id, (cell.model, []))[1]
+            if cell.prompt.id not in prompts:
+                prompts.append(cell.prompt.id)
+    lines = []
+    for model, prompts in given.values():
+        if why := tools_refusal(model.spec()):
+            lines.append(f"{params_path}: model {model.id} ({model.model}) {why}, but prompt "
+                         f"{', '.join(prompts)} gives it tools; leave it out of the grid (--cells), or give "
+                         f"those prompts to a model that calls functions")
+    if lines:
+        raise ParamsError("\n".join(lines))

@@ -1,0 +1,111 @@
+"""The fake provider as a tool-using model and a conversation partner: scripted tool calls, echoes of the history.
+
+- ``tool_calls``: ``[{"match": str, "model": str | None, "name": str, "arguments": dict | str, "until": int}]``.
+  A request carrying ``tools`` whose prompt text (every message's content) contains ``match`` (and whose model
+  is ``model`` when set), and whose messages hold fewer than ``until`` (default 1) ``role: "tool"`` messages,
+  is answered with one call of tool ``name``: content null, ``finish_reason: "tool_calls"``, the arguments as
+  ``json.dumps(dict)`` or the string as given (a malformed-arguments test). The first matching script wins
+  (so scripts with ``until`` 1, 2, … call one tool after another); otherwise the request gets a normal reply.
+  The call's arguments are its output: usage counts them (``tokenizer``), never zero.
+- ``tools_supported`` (default true); false: a request with ``tools`` gets HTTP 400 ("tools are not supported").
+- The multi-turn echo: a default answer (not a ``replies`` match, not a schema's JSON) to a request with more
+  than one user message, or with tool messages, ends with `` [turn N: <the last user message's first 40
+  characters>]`` (N: the user messages) and, when tool results are there, `` [tools: <their contents joined by
+  "; ">]``: a test sees the history and the tool results were sent. A single-turn request answers as before.
+
+Like the rest of the server half, it imports only the standard library and the fake provider's own modules.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from typing import Any
+
+from bench.testing.fake_provider.replies import usage
+from bench.testing.fake_provider.request_body import response_schema
+
+TOOL_DEFAULTS: dict[str, Any] = {
+    "tool_calls": [],           # [{"match", "model", "name", "arguments", "until"}]: scripted tool calls (above)
+    "tools_supported": True,    # False: a request with `tools` gets a 400 (a server without function calling)
+}
+_SCRIPT_KEYS = {"match", "model", "name", "arguments", "until"}
+
+
+def validate_tools_config(cfg: dict[str, Any]) -> None:
+    """Raise ValueError when ``tool_calls`` or ``tools_supported`` has the wrong shape."""
+    if not isinstance(cfg["tools_supported"], bool):
+        raise ValueError(f"tools_supported must be true or false, got {cfg['tools_supported']!r}")
+    scripts = cfg["tool_calls"]
+    if not isinstance(scripts, list):
+        raise ValueError(f"tool_calls must be a list of scripts, got {scripts!r}")
+    for n, script in enumerate(scripts):
+        if not (isinstance(script, dict) and set(script) <= _SCRIPT_KEYS and isinstance(script.get("match"), str)
+                and isinstance(script.get("name"), str) and script["name"]
+                and isinstance(script.get("arguments", {}), (dict, str))
+                and isinstance(script.get("model"), (str, type(None)))
+                and isinstance(script.get("until", 1), int) and not isinstance(script.get("until", 1), bool)
+                and script.get("until", 1) >= 1):
+            raise ValueError(f'tool_calls[{n}] must be {{"match": str, "name": str, "arguments": dict | str, '
+                             f'"until": int >= 1, "model": str | null}}, got {script!r}')
+
+
+def tools_refusal(body: dict[str, Any], cfg: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+    """Return the 400 of a request with ``tools`` when ``tools_supported`` is false (None otherwise)."""
+    if cfg["tools_supported"] or not body.get("tools"):
+        return None
+    return 400, {"error": {"message": "tools are not supported by this server (fake provider)",
+                           "type": "invalid_request_error", "param": "tools", "code": "bad_request"}}
+
+
+def scripted_call(body: dict[str, Any], cfg: dict[str, Any], prompt: str) -> dict[str, Any] | None:
+    """Return the tool call (OpenAI's wire form) the first matching ``tool_calls`` script makes for this request
+    (``prompt``: its messages' text), or None: no tools asked, no script matches, or its ``until`` is reached."""
+    if not body.get("tools") or not cfg["tool_calls"]:
+        return None
+    messages = body.get("messages") if isinstance(body.get("messages"), list) else []
+    results = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "tool")
+    for script in cfg["tool_calls"]:
+        if script["match"] not in prompt or script.get("model") not in (None, body.get("model")):
+            continue
+        if results >= script.get("until", 1):
+            continue  # this script is done: a later one may match (call X, then Y), else a normal answer
+        args = script.get("arguments", {})
+        text = args if isinstance(args, str) else json.dumps(args)
+        tag = hashlib.sha256(f"{script['name']}\x1f{text}\x1f{results}".encode()).hexdigest()[:12]
+        return {"id": f"call_{tag}", "type": "function", "function": {"name": script["name"], "arguments": text}}
+    return None
+
+
+def call_reply(body: dict[str, Any], call: dict[str, Any], completion_id: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    """Return the reply payload that makes ``call``: no content, ``finish_reason: "tool_calls"``, its arguments
+    counted as the output tokens (by ``tokenizer``; at least 1)."""
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    return {"id": completion_id, "object": "chat.completion", "created": int(time.time()),
+            "model": body.get("model") or "fake-model",
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+            "usage": usage(body.get("messages"), call["function"]["arguments"], cfg["tokenizer"])}
+
+
+def turn_echo(body: dict[str, Any]) -> str:
+    """Return what a default answer ends with to show the history it was sent ("" for a single-turn request,
+    and for one asking for a schema: its answer stays valid JSON)."""
+    if response_schema(body.get("response_format")) is not None:
+        return ""
+    messages = body.get("messages") if isinstance(body.get("messages"), list) else []
+    users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    tools = [m for m in messages if isinstance(m, dict) and m.get("role") == "tool"]
+    if len(users) <= 1 and not tools:
+        return ""
+    last = _text(users[-1]) if users else ""
+    echo = f" [turn {len(users)}: {last[:40]}]"
+    return echo + (f" [tools: {'; '.join(_text(m) for m in tools)}]" if tools else "")
+
+
+def _text(message: dict[str, Any]) -> str:
+    """Return a message's text: its string content, or its text parts joined."""
+    content = message.get("content")
+    if isinstance(content, list):
+        return " ".join(str(p.get("text") or "") for p in content if isinstance(p, dict))
+    return content if isinstance(content, str) else ""

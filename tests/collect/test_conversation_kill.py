@@ -1,0 +1,53 @@
+"""A sweep killed (SIGKILL) while a later turn of a conversation is on the wire resumes at the first unanswered turn
+of each conversation: no completed turn is paid twice, and the journal counts the turn that was in flight."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+from bench.core.journal import recorded_repeats
+from bench.core.records import Candidate
+from bench.core.store import RunStore
+from bench.testing import grids
+from bench.testing.grids import started, sweep_args
+from tests.collect.dialogues import inline
+from tests.sweep.test_sweep import wait_until_no_kernel_writes
+
+N_CONVERSATIONS, N_TURNS = 4, 3
+
+
+def test_a_killed_conversation_resumes_without_paying_a_finished_turn_again(tmp_path, fake):
+    fake.configure(latency_ms=300)
+    chat = {"id": "chat", "version": "v1", "system": "be brief",
+            "turns": ["Hi, I am {persona}.", "Give me one tip.", "Make it shorter."]}
+    params = grids.grid(tmp_path / "k.yaml", fake.url, name="k", prompts=[chat],
+                        scenarios=inline(*({"persona": f"p{n}"} for n in range(N_CONVERSATIONS))),
+                        limits={"max_concurrency": 2, "timeout_s": 10, "retries": 0})
+    with started(tmp_path, *sweep_args(params), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as proc:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # turns answered, a later one on the wire (its history: in the cache's log)
+            stats = fake.stats()
+            if stats["requests"] >= 3 and stats["in_flight"]:
+                break
+            time.sleep(0.02)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    wait_until_no_kernel_writes(tmp_path)
+    assert 3 <= fake.stats()["requests"] < N_CONVERSATIONS * N_TURNS
+    fake.configure(latency_ms=0)
+    resumed = grids.sweep(tmp_path, params)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    run_dir = tmp_path / "runs" / "k"
+    done = [c for c in RunStore(run_dir).latest(Candidate).values() if c.ok]
+    assert len(done) == N_CONVERSATIONS and all(c.ended == "turns_done" and len(c.turns) == N_TURNS for c in done)
+    replayed = sum(t["usage"]["cached"] for c in done for t in c.turns)
+    assert replayed >= 1  # a turn answered before the kill was replayed from the response cache
+    # every distinct turn request paid once, plus those in flight at the kill (the journal counts them as repaid)
+    repaid = recorded_repeats(run_dir)
+    assert fake.stats()["requests"] == N_CONVERSATIONS * N_TURNS + repaid
+    # the requests on the wire at the kill (the cap: two), and any that ended between the last look and the kill
+    assert 1 <= repaid <= 2 * 2
+

@@ -1,0 +1,62 @@
+"""The verdict rules on rows as the leaderboard and the comparison give them: the interval decides unless strict."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bench.gates.evaluate import agreement_results, drop_results, min_results, win_rate_results
+
+
+def drop_row(diff: float, lo: float, hi: float, cell_b: str = "m1/p@v1") -> dict:
+    return {"cell_a": "m1/p@v1", "cell_b": cell_b, "judge": "grader", "criterion": "composite", "n_matched": 8,
+            "diff": diff, "ci_low": lo, "ci_high": hi}
+
+
+@pytest.mark.parametrize(("diff", "lo", "hi", "strict", "passed", "said"), [
+    (-0.5, -0.9, -0.1, False, False, "excludes 0: a regression"),   # a drop over the bound, beyond noise
+    (-0.5, -0.9, 0.1, False, True, "includes 0: within noise"),     # over the bound, within noise
+    (-0.5, -0.9, 0.1, True, False, "strict: the point estimate"),   # strict: the same drop fails
+    (-0.1, -0.3, -0.05, False, True, "within max_drop"),            # beyond noise, but within the bound
+    (-0.1, -0.3, -0.05, True, True, "within max_drop"),
+    (0.4, 0.1, 0.7, True, True, "rose 0.4"),                        # better is never a regression
+])
+def test_a_drop_is_a_regression_only_when_its_ci_excludes_zero_unless_strict(diff, lo, hi, strict, passed, said):
+    [result] = drop_results([drop_row(diff, lo, hi)], max_drop=0.2, strict=strict)
+    assert (result.passed, result.value, result.ci_low, result.ci_high) == (passed, diff, lo, hi)
+    assert said in result.reason and result.subject == "grader · m1/p@v1" and result.n == 8
+
+
+def test_only_composite_rows_are_gated_and_renamed_cells_read_as_a_pair():
+    rows = [drop_row(-0.5, -0.9, -0.1, cell_b="m1/p@v2"), {**drop_row(-3.0, -4.0, -2.0), "criterion": "clarity"}]
+    [result] = drop_results(rows, max_drop=0.2, strict=False)
+    assert result.subject == "grader · m1/p@v1 → m1/p@v2" and not result.passed
+
+
+@pytest.mark.parametrize(("mean", "lo", "hi", "strict", "passed"), [
+    (3.0, 2.7, 3.4, False, True),   # below the floor, its CI reaches it: within noise
+    (3.0, 2.7, 3.4, True, False),   # strict: the mean decides
+    (3.0, 2.6, 3.2, False, False),  # the whole CI below the floor
+    (3.6, 3.2, 4.0, True, True),
+])
+def test_a_floor_fails_when_its_whole_ci_is_below_it_unless_strict(mean, lo, hi, strict, passed):
+    board = [{"judge": "grader", "cell": "m1/p@v1", "mean": mean, "ci_low": lo, "ci_high": hi, "n": 8}]
+    [result] = min_results(board, 3.3, strict)
+    assert result.passed is passed and result.bound == 3.3 and result.subject == "grader · m1/p@v1"
+    [rate] = win_rate_results([{"judge": "arena", "cell_a": "c", "cell_b": "c", "n": 8, "win_rate_b": mean / 10,
+                                "ci_low": lo / 10, "ci_high": hi / 10}], 0.33, strict)
+    assert rate.passed is passed and rate.subject == "arena · c"
+
+
+def test_a_gate_with_nothing_to_check_fails_saying_why():
+    for results in (min_results([], 3.0, False), drop_results([], 0.2, False), win_rate_results([], 0.5, False),
+                    agreement_results([], 0.5, False)):
+        [result] = results
+        assert not result.passed and result.value is None and result.reason
+    [unreviewed] = agreement_results([{"judge": "grader", "criterion": "composite", "n": 0, "kappa": None,
+                                       "ci_low": None, "ci_high": None, "note": "no human review of its judgments"}],
+                                     0.5, False)
+    assert not unreviewed.passed and "no human review" in unreviewed.reason
+    [nan] = drop_results([drop_row(math.nan, math.nan, math.nan)], 0.2, False)
+    assert not nan.passed and "no matched item" in nan.reason
