@@ -34,6 +34,7 @@ _EXPORTS = {
     "register_tool": "collect.tool_runs",  # a tool's Python function, by name (bench.config.conversations)
     "load_sweep": "config.params", "Sweep": "config.params",
     "run_on_cluster": "sweep.cluster",
+    "status": "monitor.document",  # bench.status(run_dir): a run's state and progress, read from its folder
 }
 
 __all__ = sorted(_EXPORTS)

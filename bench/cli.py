@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench.align.command import align_command
 from bench.compare.command import compare_command
 from bench.core.errors import BenchError, Halted
 from bench.core.runlock import run_lock
@@ -15,8 +16,10 @@ from bench.core.secrets import redact
 from bench.estimate import estimate_command, validate
 from bench.gates.command import gate_command
 from bench.judgebench import export_run, print_score
+from bench.judges.command import judges_command
 from bench.models import local
 from bench.models.smoke import smoke
+from bench.monitor.command import add_status_command
 from bench.report.render import screenshot
 from bench.review.session import ReviewSession
 from bench.sweep import SweepRequest, report_command, sweep_command, track
@@ -120,10 +123,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_estimate_command(sub)
     _add_sweep_command(sub)
+    add_status_command(sub)
 
     _add_run_commands(sub)
     _add_compare_command(sub)
     _add_gate_command(sub)
+    _add_judges_command(sub)
+    _add_align_command(sub)
     s = sub.add_parser("judgebench-score", help="score a judge output file in JudgeBench's format (JudgeBench's rule)")
     s.add_argument("file", help="FILE.jsonl: pair records with judge_name and judgments")
     s.add_argument("--json", action="store_true", help="print one JSON object")
@@ -296,6 +302,39 @@ def _add_gate_command(sub: Any) -> None:
                         "the options above override its keys")
     s.add_argument("--junit", default=None, metavar="FILE", help="write JUnit XML, one test case per check")
     s.set_defaults(func=_gate)
+
+
+def _add_judges_command(sub: Any) -> None:
+    """Add `bench judges`: each judge's agreement with human reviews and its bias audit (docs/judges.md)."""
+    s = sub.add_parser("judges", help="how far each judge can be trusted: agreement with human reviews (kappa, exact, "
+                                      "adjacent, with CIs), confusion, bias by grade, the reviewers' own agreement and "
+                                      "a bias audit (docs/judges.md)")
+    s.add_argument("run_dir", help="runs/<sweep> (or a sweep name)")
+    s.add_argument("--json", action="store_true", help="print one JSON document (only that on stdout)")
+    s.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples of the items (default 2000)")
+    s.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    s.add_argument("--min-reviews", type=int, default=10, metavar="N",
+                   help="reviewed answers a judge needs before its agreement is given (default 10)")
+    s.set_defaults(func=lambda args: judges_command(args.run_dir, as_json=args.json, resamples=args.resamples,
+                                                    seed=args.seed, min_reviews=args.min_reviews))
+
+
+def _add_align_command(sub: Any) -> None:
+    """Add `bench align`: a judge aligned to a run's blind reviews, written as a new rubric version (docs/align.md)."""
+    s = sub.add_parser("align", help="align a judge to a run's blind human reviews: few-shot and anchor-rewrite "
+                                     "variants scored by k-fold cross-validation, the best written as a new rubric "
+                                     "version (docs/align.md)")
+    s.add_argument("run_dir", help="runs/<sweep> (or a sweep name)")
+    s.add_argument("--judge", required=True, metavar="ID", help="the judge to align (a rubric-mode judge of the run)")
+    s.add_argument("--k", type=int, default=None, help="folds of the cross-validation (default: align.k, else 5)")
+    s.add_argument("--params", default=None, metavar="FILE",
+                   help="the params file the run was swept with (default: params/<run name>.yaml)")
+    s.add_argument("--dry-run", action="store_true", help="print the estimate and stop: nothing is sent")
+    s.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples of the answers (default 2000)")
+    s.add_argument("--no-track", action="store_true", help="do not log the alignment to MLflow")
+    s.set_defaults(func=lambda args: align_command(args.run_dir, judge=args.judge, k=args.k, params=args.params,
+                                                   dry_run=args.dry_run, resamples=args.resamples,
+                                                   track=not args.no_track))
 
 
 def _cell_pair(text: str) -> tuple[str, str]:

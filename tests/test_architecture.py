@@ -33,7 +33,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("bench.tracking",),
     ("bench.review",),
     ("bench.gates",),  # regression gates on a run and a baseline run (bench gate, a sweep's end)
+    ("bench.judges",),  # bench judges: each judge's agreement with human reviews and its bias audit
+    ("bench.align",),  # bench align: a judge aligned to a run's reviews, written as a new rubric version
     ("bench.sweep", "bench.compare.command"),  # bench compare: compare, report, log to MLflow
+    ("bench.monitor",),  # bench status: a run's state from its folder alone (marks a crashed run's MLflow run)
     ("bench.judgebench",),
     ("bench.cli", "bench.__main__", "bench"),  # the CLI, and the package's lazy public surface
 ]

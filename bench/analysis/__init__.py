@@ -1,8 +1,10 @@
 """Analysis of a run folder on polars: leaderboards with bootstrap CIs, paired differences, pairwise
 win rates and Bradley–Terry ratings (also style-controlled), judge reliability and stability, judge
 accuracy against ground truth (a dataset's labels, reference checks), a leaderboard calibrated by human
-reviews (PPI++), and usage; and the record listings and counts the
-collect and judge notebooks show.
+reviews (PPI++), each judge's agreement with human reviews (kappa, exact and adjacent agreement, the confusion
+matrix, bias by human grade, the reviewers' own agreement as the ceiling), each judge's bias audit (position,
+length, self-preference, score collapse, jury disagreement: :func:`judge_audit`), and usage; and the record
+listings and counts the collect and judge notebooks show.
 
 :func:`load_run` is the one loader of a run's records: ``summarize(run_dir)`` computes everything the
 report shows from its polars tables, and every piece is also a function of them, so a notebook can
@@ -20,9 +22,13 @@ from bench.analysis.accuracy import judge_accuracy, label_agreement
 from bench.analysis.agreement import cohen_kappa, complete_pairs, krippendorff_alpha
 from bench.analysis.bootstrap import bootstrap_means, holm, percentile_interval, sign_flip_pvalues
 from bench.analysis.calibrated import calibrated_leaderboard
+from bench.analysis.human_agreement import (JudgeAgreement, bias_by_level, confusion, human_agreement, judge_agreement,
+                                            reviewer_ceiling)
+from bench.analysis.judge_audit import audit_table, judge_audit
 from bench.analysis.judge_stability import item_variance, judge_stability, stability_leaderboard
 from bench.analysis.leaderboard import composite, leaderboard, paired_differences
 from bench.analysis.listings import candidate_listing, cell_counts, judge_counts, judgment_listing
+from bench.analysis.model_family import model_family
 from bench.analysis.provenance import worker_table
 from bench.analysis.pairwise import battles, bradley_terry, fit_bradley_terry, position_consistency, win_matrix, win_rates
 from bench.analysis.reliability import disagreements, inter_judge, judge_health, judge_vs_human, jury_alpha, packed_vs_single
@@ -33,13 +39,14 @@ from bench.analysis.ties import ties_broken
 from bench.analysis.usage import run_spend, usage_by_cell, usage_by_judge, usage_by_simulator
 
 __all__ = [
-    "COMPOSITE", "RunTables", "Summary", "battle_texts", "battles", "bootstrap_means", "bradley_terry",
+    "COMPOSITE", "JudgeAgreement", "RunTables", "Summary", "audit_table", "battle_texts", "battles", "bias_by_level", "bootstrap_means", "bradley_terry",
     "calibrated_leaderboard", "candidate_listing", "compare_runs",
-    "cell_counts", "cohen_kappa", "complete_pairs", "composite", "disagreements", "examples", "fit_bradley_terry",
-    "holm", "inter_judge", "item_variance", "judge_accuracy", "judge_counts", "judge_health", "judge_stability",
+    "cell_counts", "cohen_kappa", "complete_pairs", "composite", "confusion", "disagreements", "examples", "fit_bradley_terry",
+    "holm", "human_agreement", "inter_judge", "item_variance", "judge_accuracy", "judge_agreement", "judge_audit", "judge_counts", "judge_health", "judge_stability",
     "judge_vs_human", "judgment_listing", "jury_alpha",
-    "krippendorff_alpha", "label_agreement", "leaderboard", "load_run",
-    "packed_vs_single", "paired_differences", "percentile_interval", "position_consistency", "sign_flip_pvalues",
+    "krippendorff_alpha", "label_agreement", "leaderboard", "load_run", "model_family",
+    "packed_vs_single", "paired_differences", "percentile_interval", "position_consistency", "reviewer_ceiling",
+    "sign_flip_pvalues",
     "run_spend", "stability_leaderboard", "style_battles", "style_controlled_ratings", "summarize", "ties_broken",
     "usage_by_cell", "usage_by_judge", "usage_by_simulator", "win_matrix", "win_rates", "with_reviews", "worker_table",
 ]

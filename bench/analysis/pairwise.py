@@ -194,6 +194,20 @@ def bradley_terry(battle: pl.DataFrame, *, anchor: str | None = None, resamples:
     return pl.concat(out).sort(["judge", "rating"], descending=[False, True])
 
 
+def position_pairs(battle: pl.DataFrame) -> pl.DataFrame:
+    """Return one row per pair a judge was asked (judge, scenario, sample, a, b, and repeat when given): ``first``
+    its decisive verdicts won by the answer shown first, ``decisive`` its decisive verdicts (ties left out),
+    ``orders`` the orders it was seen in, ``signs`` the distinct winners (A, tie, B) it got: the one frame
+    :func:`position_consistency` and the bias audit's position measures read."""
+    require(battle, ["judge", "scenario", "sample", "a", "b", "order", "outcome"], "position_pairs", "battle")
+    decisive = pl.col("outcome") != 0.5
+    first_won = ((pl.col("outcome") == 1.0) == (pl.col("order") != "BA")) & decisive
+    pair = ["judge", "scenario", "sample", "a", "b"] + (["repeat"] if "repeat" in battle.columns else [])
+    return battle.group_by(pair, maintain_order=True).agg(
+        first_won.sum().cast(pl.Int64).alias("first"), decisive.sum().cast(pl.Int64).alias("decisive"),
+        pl.col("order").n_unique().alias("orders"), pl.col("outcome").sub(0.5).sign().n_unique().alias("signs"))
+
+
 def position_consistency(battle: pl.DataFrame) -> pl.DataFrame:
     """Return per judge: pairs seen in both orders, the share whose two verdicts agree (ties agree only
     with ties), and how often a decisive verdict favoured the response shown first (0.5 = no bias).
@@ -201,15 +215,12 @@ def position_consistency(battle: pl.DataFrame) -> pl.DataFrame:
     With a judge's ``repeats``, a pair is one repeat's two orders: repeats disagreeing with each other is
     test–retest noise (``judge_stability``), not position bias."""
     require(battle, ["judge", "scenario", "sample", "a", "b", "order", "outcome"], "position_consistency", "battle")
-    sign = pl.col("outcome").sub(0.5).sign()
-    pair = ["judge", "scenario", "sample", "a", "b"] + (["repeat"] if "repeat" in battle.columns else [])
-    both = (battle.group_by(pair)
-            .agg(sign.n_unique().alias("signs"), pl.col("order").n_unique().alias("orders"))
-            .filter(pl.col("orders") == 2)
+    per = position_pairs(battle)
+    both = (per.filter(pl.col("orders") == 2)
             .group_by("judge").agg(pl.len().alias("pairs"), (pl.col("signs") == 1).mean().alias("consistency")))
-    first = (battle.filter(pl.col("outcome") != 0.5)
-             .with_columns(((pl.col("outcome") == 1.0) == (pl.col("order") != "BA")).alias("first_won"))
-             .group_by("judge").agg(pl.col("first_won").mean().alias("first_position_wins"),
-                                    pl.len().alias("decisive")))
+    first = (per.group_by("judge").agg(pl.col("first").sum(), pl.col("decisive").sum())
+             .filter(pl.col("decisive") > 0)
+             .select("judge", (pl.col("first") / pl.col("decisive")).alias("first_position_wins"),
+                     pl.col("decisive").cast(pl.UInt32)))
     return (battle.group_by("judge").agg(pl.len().alias("battles"))
             .join(both, on="judge", how="left").join(first, on="judge", how="left").sort("judge"))

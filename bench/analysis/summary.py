@@ -11,11 +11,13 @@ from bench.core.outcome import failures
 from bench.config.scenarios import describe
 from bench.analysis.accuracy import judge_accuracy
 from bench.analysis.calibrated import calibrated_leaderboard
+from bench.analysis.human_agreement import JudgeAgreement, judge_agreement
+from bench.analysis.judge_audit import judge_audit
 from bench.analysis.scales import judge_scales
 from bench.analysis.judge_stability import item_variance, judge_stability, stability_leaderboard
 from bench.analysis.leaderboard import composite, leaderboard, paired_differences
 from bench.analysis.pairwise import battles, bradley_terry, position_consistency, win_matrix, win_rates
-from bench.analysis.reliability import disagreements, inter_judge, judge_health, judge_vs_human, jury_alpha, packed_vs_single
+from bench.analysis.reliability import disagreements, inter_judge, judge_health, jury_alpha, packed_vs_single
 from bench.analysis.style_control import StyleControl, battle_texts, style_battles, style_controlled_ratings
 from bench.analysis.tables import COMPOSITE, SIMULATOR_SCHEMA, RunTables, load_run, with_reviews
 from bench.analysis.ties import ties_broken
@@ -34,12 +36,11 @@ class Summary:
     win_rates: pl.DataFrame
     ratings: pl.DataFrame  # Bradley–Terry
     win_matrix: pl.DataFrame
-    position: pl.DataFrame
+    position: pl.DataFrame  # per pairwise judge: pairs in both orders, consistency, first-seat wins (the audit's frame)
     health: pl.DataFrame
     agreement: pl.DataFrame  # inter-judge, per rubric and criterion
     alpha: pl.DataFrame
     packed: pl.DataFrame
-    human: pl.DataFrame
     disagreements: pl.DataFrame  # judge grades that human reviews changed: the next review round
     usage_cells: pl.DataFrame
     usage_judges: pl.DataFrame
@@ -53,6 +54,8 @@ class Summary:
     stability_items: pl.DataFrame  # per judge: the 10 answers whose grades varied most across its repeats
     ties: pl.DataFrame  # per judge with logprobs: sampled-score ties the expected score breaks
     accuracy: pl.DataFrame  # per judge, ground truth and category: agreement with labels / reference checks, with CI
+    judges: JudgeAgreement  # each judge against the human reviews: kappa, confusion, bias by grade, the ceiling
+    audit: dict[str, dict[str, dict]]  # judge -> measure -> value, CI, state, verdict (bench.analysis.judge_audit)
 
 
 def summarize(run: str | Path | RunTables, *, resamples: int = 1000, seed: int = 0, level: float = 0.95,
@@ -76,7 +79,6 @@ def summarize(run: str | Path | RunTables, *, resamples: int = 1000, seed: int =
                               seed=seed, level=level, strong_weight=strong_weight),
         win_matrix=win_matrix(b), position=position_consistency(b), health=judge_health(t.judgments),
         agreement=inter_judge(t.scores), alpha=jury_alpha(t.scores), packed=packed_vs_single(t.scores),
-        human=judge_vs_human(raw.scores, raw.judgments, raw.reviews),
         disagreements=disagreements(raw.scores, raw.reviews),
         usage_cells=usage_by_cell(_every(t.candidate_attempts, t.candidates)),
         usage_judges=usage_by_judge(_every(t.judgment_attempts, t.judgments)),
@@ -90,7 +92,9 @@ def summarize(run: str | Path | RunTables, *, resamples: int = 1000, seed: int =
         stability_board=stability_leaderboard(_repeated(t.scores), resamples=resamples, seed=seed, level=level),
         stability_items=item_variance(t.scores, top=10),
         ties=ties_broken(t.scores),
-        accuracy=judge_accuracy(raw, resamples=resamples, seed=seed, level=level))
+        accuracy=judge_accuracy(raw, resamples=resamples, seed=seed, level=level),
+        judges=judge_agreement(raw, resamples=resamples, seed=seed, level=level),
+        audit=judge_audit(raw, resamples=resamples, seed=seed, level=level))
 
 
 def _composite_scales(t: RunTables) -> dict[str, tuple[float, float]]:

@@ -15,17 +15,18 @@ from typing import Any
 
 import polars as pl
 
+from bench.analysis import row_frames as rf
 from bench.analysis.conversation_scores import per_conversation
+from bench.analysis.row_frames import COMPOSITE, frame_of, simulator_of
 from bench.config.rubrics import run_scales
-from bench.core.digests import SetAside, set_aside
+from bench.core.columns import read_rows
+from bench.core.digests import SetAside, made_rows, set_aside, set_aside_made
 from bench.core.paths import project_root
 from bench.core.records import Candidate, Judgment, Review, Scenario
 from bench.core.reviewed import Reviewed, reviewed
 from bench.core.spend import paid_cost
 from bench.core.store import RunStore, latest_of
 
-COMPOSITE = "composite"  # the criterion name of a judgment's composite score in the long table
-SIMULATOR = "user-simulator"  # a simulated user's label when its records do not name it (user_simulator.id's default)
 
 _USAGE = {"prompt_tokens": pl.Int64, "completion_tokens": pl.Int64, "cost_usd": pl.Float64,
           "latency_s": pl.Float64, "cached": pl.Boolean, "calls": pl.Int64, "cache_hits": pl.Int64,
@@ -33,7 +34,8 @@ _USAGE = {"prompt_tokens": pl.Int64, "completion_tokens": pl.Int64, "cost_usd": 
           "paid_usd": pl.Float64}  # what its requests paid now (bench.core.spend.paid_cost: cache hits cost nothing)
 CANDIDATE_SCHEMA = {"id": pl.Utf8, "model": pl.Utf8, "prompt": pl.Utf8, "cell": pl.Utf8, "scenario": pl.Utf8,
                     "sample": pl.Int64, "output": pl.Utf8, "error": pl.Utf8, "error_kind": pl.Utf8, **_USAGE,
-                    "flags": pl.List(pl.Utf8), "ended": pl.Utf8}  # ended: why a conversation stopped (None: one reply)
+                    "flags": pl.List(pl.Utf8), "ended": pl.Utf8,  # ended: why a conversation stopped (None: one reply)
+                    "model_string": pl.Utf8}  # the LiteLLM model string (the judge audit reads its model family)
 # one row per candidate record with a simulated user: its requests
 SIMULATOR_SCHEMA = {"simulator": pl.Utf8, "cell": pl.Utf8, "scenario": pl.Utf8, "sample": pl.Int64,
                     "candidate": pl.Utf8, "error": pl.Utf8, **_USAGE}
@@ -80,11 +82,47 @@ def load_run(run_dir: str | Path) -> RunTables:
     """Read a run folder (``runs/<sweep>``) into :class:`RunTables`; raise if it holds no records.
 
     Records of a cell, judge or rubric version's earlier content (superseded, or mixed in before bench
-    refused that) are left out of every table and counted in ``set_aside`` (bench.core.digests).
+    refused that) are left out of every table and counted in ``set_aside`` (bench.core.digests). The records
+    are read as dicts checked a column at a time (bench.core.columns) and the frames built from their columns
+    (bench.analysis.row_frames): the tables :func:`load_run_records` builds one pydantic record at a time.
     """
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise FileNotFoundError(f"{run_dir}: no such run folder (run `bench sweep params/<grid>.yaml` first)")
+    run_dir = _run_folder(run_dir)
+    with _gc_paused():  # and the rows freed before it ends: no full collection over them when it is resumed
+        return _tables_of_rows(run_dir, RunStore(run_dir))
+
+
+def _tables_of_rows(run_dir: Path, store: RunStore) -> RunTables:
+    """Return :func:`load_run`'s tables of the run's records read as rows (positions into them pick each table)."""
+    cand_rows, read = read_rows(store, Candidate), read_rows(store, Judgment)  # read: set-aside ones too
+    kept_c, kept_j, aside = set_aside_made(run_dir, made_rows("candidate", cand_rows), made_rows("judgment", read))
+    cand_at, judg_at = rf.latest_at(cand_rows, kept_c), rf.latest_at(read, kept_j)  # positions in the rows read
+    graded = rf.GradedRows(read, judg_at)
+    every = rf.GradedRows(read, rf.latest_at(read, range(len(read)))) if len(kept_j) < len(read) else graded
+    scales = run_scales(run_dir, every.by_rubric(), project_root())
+    reviews = reviewed(graded, store.read(Review), scales, every, graded.units())
+    cells = rf.cells_of(cand_rows, cand_at)
+    cand_all, judg_all = rf.candidate_frame(cand_rows, CANDIDATE_SCHEMA), rf.judgment_frame(read, cells, JUDGMENT_SCHEMA)
+    latest = _taken(judg_all, judg_at)
+    return RunTables(run_dir, _taken(cand_all, cand_at), latest,
+                     rf.score_frame(latest, read if len(judg_at) == len(read) else [read[n] for n in judg_at], cells,
+                                    SCORE_SCHEMA),
+                     _frame(_review_rows(reviews.latest.values()), RUN_REVIEW_SCHEMA),
+                     {s.id: s for s in store.read(Scenario)},
+                     cand_all[kept_c] if len(kept_c) < len(cand_rows) else cand_all,  # the set-aside rows left out
+                     judg_all[kept_j] if len(kept_j) < len(read) else judg_all, aside, reviews,
+                     rf.simulator_frame(cand_rows, kept_c, SIMULATOR_SCHEMA))
+
+
+def _taken(frame: pl.DataFrame, at: list[int]) -> pl.DataFrame:
+    """Return the rows of ``frame`` at positions ``at`` (the frame itself when they are all of its rows, in order:
+    positions of distinct ids in the order they came)."""
+    return frame if len(at) == frame.height else frame[at]
+
+
+def load_run_records(run_dir: str | Path) -> RunTables:
+    """Return :func:`load_run`'s tables built one pydantic record at a time (``RunStore.read``): the reference
+    the column-wise reader is tested against, and the plain way to read what it reads."""
+    run_dir = _run_folder(run_dir)
     store = RunStore(run_dir)
     with _gc_paused():
         read = store.read(Judgment)  # read once: set-aside ones too (the rubric text an older review was saved under)
@@ -100,6 +138,13 @@ def load_run(run_dir: str | Path) -> RunTables:
                          cand_all, judg_all, aside, reviews,
                          _frame([_simulator_row(c) for c in every_cand if c.simulator_usage is not None],
                                 SIMULATOR_SCHEMA))
+
+
+def _run_folder(run_dir: str | Path) -> Path:
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"{run_dir}: no such run folder (run `bench sweep params/<grid>.yaml` first)")
+    return run_dir
 
 
 @contextmanager
@@ -119,14 +164,7 @@ def _frame(rows: list[tuple], schema: dict[str, Any]) -> pl.DataFrame:
     """Return row tuples as a frame of ``schema``, built column by column (twice as fast as row by row)."""
     if not rows:
         return pl.DataFrame(schema=schema)
-    return pl.DataFrame([_series(name, dtype, column)
-                         for (name, dtype), column in zip(schema.items(), zip(*rows, strict=True))])
-
-
-def _series(name: str, dtype: Any, column: tuple) -> pl.Series:
-    if isinstance(dtype, pl.List):  # built from rows: from a column, polars makes a Series of every row's list
-        return pl.DataFrame([(v,) for v in column], schema={name: dtype}, orient="row").to_series()
-    return pl.Series(name, column, dtype=dtype)
+    return frame_of(zip(*rows, strict=True), schema)
 
 
 def _rows_of(latest: dict[str, Any], records: list[Any]) -> list[int]:
@@ -187,14 +225,13 @@ def _usage(rec: Any, by: str = "model") -> tuple:
 
 def _candidate_row(c: Candidate) -> tuple:
     return (c.id, c.model_id, c.prompt_key, c.cell, c.scenario_id, c.sample, c.output,
-            c.error, c.error_kind, *_usage(c), list(c.flags), c.ended)
+            c.error, c.error_kind, *_usage(c), list(c.flags), c.ended, c.model)
 
 
 def simulator_id(c: Candidate) -> str:
     """Return the label of a conversation's simulated user: ``user_simulator.id`` as its turns record it
     (``{"by": "simulator", "simulator": id}``), else the default id."""
-    named = (t.get("simulator") for t in c.turns or () if isinstance(t, dict) and t.get("by") == "simulator")
-    return next((str(n) for n in named if n), SIMULATOR)
+    return simulator_of(c.turns)
 
 
 def _simulator_row(c: Candidate) -> tuple:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from bench.config._errors import format_errors
 from bench.config._strict import Strict, refuse_duplicates
 from bench.config._yaml import parse_yaml
+from bench.config.align import AlignSettings
 from bench.config.conversations import ToolEntry, bind_prompts
 from bench.config.entries import JudgeEntry, ModelEntry, PromptEntry
 from bench.config.ids import is_id
@@ -54,6 +55,7 @@ class Sweep(Strict):
     limits: Limits = Field(default_factory=Limits)
     cluster: ClusterTLS | None = None  # a tls:// scheduler's certificates (docs/cluster.md)
     gates: Gates | None = None  # what the run must keep to pass, checked at the sweep's end (docs/gates.md)
+    align: AlignSettings | None = None  # how `bench align` builds and scores judge variants (docs/align.md)
 
     @field_validator("name")
     @classmethod

@@ -114,6 +114,7 @@ class RubricSpec(Strict):
     show_reasoning: bool = False  # the judge also sees the candidate's reasoning (off: only its final answer)
     images: bool = False  # the judge also sees the scenario's images (scenarios.dataset.images), after the text
     per_turn: bool = False  # one judgment per assistant turn of a conversation, in its context (Judgment.turn)
+    provenance: dict[str, Any] | None = None  # where this version came from (`bench align` writes it); never shown
 
     @field_validator("reference")
     @classmethod

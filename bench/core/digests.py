@@ -17,13 +17,14 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from bench.core.errors import ParamsError
-from bench.core.records import Candidate, Judgment, Record, content_hash, hashed_mode, utc_now
+from bench.core.records import (Candidate, Judgment, Record, cell_key, content_hash, hashed_mode, utc_now,
+                                versioned)
 from bench.core.store import RunStore
 
 LOG = Path("digests") / "supersede.jsonl"  # append-only: one line per name a sweep superseded
@@ -104,14 +105,32 @@ class RunDigests:
     @classmethod
     def of(cls, run_dir: Path, records: Iterable[Record]) -> RunDigests:
         """Return the digests of ``records`` (a run folder's candidates and judgments) with its supersede log."""
-        held: dict[Name, dict[str, Held]] = {}
         memo: dict[tuple, list[Digest]] = {}
-        for rec in records:
-            for d in _digests_memo(rec, memo):
+        return cls.made(run_dir, ((_digests_memo(rec, memo), rec.created_at) for rec in records))
+
+    @classmethod
+    def made(cls, run_dir: Path, made: Iterable[tuple[list[Digest], str]]) -> RunDigests:
+        """Return the digests of records given as (the digests each was made under, its ``created_at``).
+
+        Records of one content share one digests list (a memo's): they are tallied per list, then per digest, in
+        the order each first came; a digest's parts are those of its last record of the latest ``created_at``."""
+        tally: dict[int, list] = {}  # id(digests) -> [digests, records, latest created_at, position of its last]
+        for n, (digests, created_at) in enumerate(made):
+            t = tally.get(id(digests))
+            if t is None:
+                tally[id(digests)] = [digests, 1, created_at, n]
+                continue
+            t[1] += 1
+            if created_at >= t[2]:
+                t[2], t[3] = created_at, n
+        held: dict[Name, dict[str, Held]] = {}
+        last: dict[tuple[Name, str], int] = {}
+        for digests, records, latest, at in tally.values():
+            for d in digests:
                 h = held.setdefault(d.name, {}).setdefault(d.value, Held())
-                h.records += 1
-                if rec.created_at >= h.latest:
-                    h.latest, h.parts = rec.created_at, d.parts
+                h.records += records
+                if (latest, at) >= (h.latest, last.get((d.name, d.value), -1)):
+                    h.latest, h.parts, last[(d.name, d.value)] = latest, d.parts, at
         return cls(held, {(e["what"], e["key"]): e["digest"] for e in read_log(run_dir)})
 
     def current(self, name: Name) -> str | None:
@@ -148,6 +167,32 @@ def _digests_memo(rec: Record, memo: dict[tuple, list[Digest]]) -> list[Digest]:
     if key not in memo:
         memo[key] = digests_of(rec)
     return memo[key]
+
+
+_ROW_KEYS = {"candidate": (("model_id", "prompt_id", "prompt_version", "model", "endpoint", "prompt_hash"), "params"),
+             "judgment": (("judge_id", "judge_model", "judge_endpoint", "mode", "rubric_id", "rubric_version",
+                           "rubric_hash"), "judge_params")}
+
+
+def made_rows(kind: str, rows: Any) -> Made:
+    """Return :func:`set_aside_made`'s input for records given as dicts of their fields (``bench.core.columns.Rows``):
+    their digests computed once per distinct content (the memo key spells params with ``repr``, as
+    :func:`_digests_memo` does), looked up for each row in C loops."""
+    fields, params = _ROW_KEYS[kind]
+    keys = list(zip(*map(rows.column, fields), map(repr, rows.column(params))))
+    groups: dict[tuple, int] = {}
+    group = list(map(groups.setdefault, keys, range(len(keys))))  # each row's content: its first row's position
+    memo = {n: _row_digests(kind, rows[n]) for n in groups.values()}
+    of = rows.column("candidate_ids") if kind == "judgment" else [()] * len(rows)
+    return Made(rows.column("id"), list(map(memo.__getitem__, group)), rows.column("created_at"), of)
+
+
+def _row_digests(kind: str, row: dict[str, Any]) -> list[Digest]:
+    if kind == "candidate":
+        return [cell_digest(cell_key(row["model_id"], row["prompt_id"], row["prompt_version"]), row["model"],
+                            row["endpoint"], row["params"], row["prompt_hash"])]
+    return [judge_digest(row["judge_id"], row["judge_model"], row["judge_endpoint"], row["judge_params"], row["mode"]),
+            rubric_digest(versioned(row["rubric_id"], row["rubric_version"]), row["rubric_hash"])]
 
 
 def read_log(run_dir: Path) -> list[dict[str, Any]]:
@@ -256,30 +301,70 @@ def set_aside(run_dir: Path, candidates: list[Candidate], judgments: list[Judgme
     is set aside. Counts are distinct ids (answers, judgments). A name mixed without a supersede line (a
     folder written before the rule) is warned about (MixedRunWarning) and analysed on its latest digest.
     """
-    digests = RunDigests.of(Path(run_dir), [*candidates, *judgments])
     memo: dict[tuple, list[Digest]] = {}
+    kept_c, kept_j, aside = set_aside_made(
+        run_dir, Made([c.id for c in candidates], [_digests_memo(c, memo) for c in candidates],
+                      [c.created_at for c in candidates], [()] * len(candidates)),
+        Made([j.id for j in judgments], [_digests_memo(j, memo) for j in judgments],
+             [j.created_at for j in judgments], [j.candidate_ids for j in judgments]))
+    return [candidates[i] for i in kept_c], [judgments[i] for i in kept_j], aside
+
+
+class Made(NamedTuple):
+    """Records as :func:`set_aside_made` reads them, a column each (records, or ``bench.core.columns`` rows)."""
+
+    ids: Sequence[str]
+    digests: Sequence[list[Digest]]  # the digests each was made under: one list per content, shared
+    created_at: Sequence[str]
+    of: Sequence[Any]  # the candidate ids each judgment grades (() for a candidate)
+
+
+def set_aside_made(run_dir: Path, candidates: Made, judgments: Made) -> tuple[list[int], list[int], SetAside]:
+    """Return the positions of the candidates and judgments :func:`set_aside` keeps, and what it sets aside.
+
+    When every name holds one digest and the supersede log chose no other, nothing is set aside and no record
+    need be looked at one by one: the answer comes from the few distinct contents."""
+    made = [*candidates.digests, *judgments.digests]
+    values: dict[Name, set[str]] = {}
+    for digests in dict(zip(map(id, made), made)).values():
+        for d in digests:
+            values.setdefault(d.name, set()).add(d.value)
+    chosen = {(e["what"], e["key"]): e["digest"] for e in read_log(Path(run_dir))}
+    if all(len(v) == 1 and chosen.get(n, next(iter(v))) in v for n, v in values.items()):
+        return list(range(len(candidates.ids))), list(range(len(judgments.ids))), SetAside()
+    digests = RunDigests.made(Path(run_dir), zip(made, [*candidates.created_at, *judgments.created_at]))
     aside = SetAside(mixed=[n for n, held in digests.held.items() if len(held) > 1 and n not in digests.chosen])
-    stale = lambda rec: [d.name for d in _digests_memo(rec, memo) if digests.current(d.name) != d.value]  # noqa: E731
+    current = {name: digests.current(name) for name in digests.held}
+    stale_of: dict[int, list[Name]] = {}  # per digests list (shared by the records of one content)
+
+    def stale(made: list[Digest]) -> list[Name]:
+        if id(made) not in stale_of:
+            stale_of[id(made)] = [d.name for d in made if current[d.name] != d.value]
+        return stale_of[id(made)]
     dropped: dict[str, Name] = {}
-    for c in candidates:
-        if names := stale(c):
-            dropped.setdefault(c.id, names[0])
+    for cid, made_under in zip(candidates.ids, candidates.digests, strict=True):
+        if names := stale(made_under):
+            dropped.setdefault(cid, names[0])
     kept_j, dropped_j = [], {}
-    for j in judgments:
-        names = stale(j) or [dropped[c] for c in j.candidate_ids if c in dropped]
+    for n, (jid, made_under, of) in enumerate(zip(judgments.ids, judgments.digests, judgments.of, strict=True)):
+        names = stale(made_under) or [dropped[c] for c in of if c in dropped]
         if names:
-            dropped_j.setdefault(j.id, names[0])
+            dropped_j.setdefault(jid, names[0])
         else:
-            kept_j.append(j)
+            kept_j.append(n)
     for counts, ids in ((aside.answers, dropped), (aside.judgments, dropped_j)):
         for name in ids.values():
             counts[name] = counts.get(name, 0) + 1
+    _warn_mixed(run_dir, digests, aside)
+    return [n for n, cid in enumerate(candidates.ids) if cid not in dropped], kept_j, aside
+
+
+def _warn_mixed(run_dir: Path, digests: RunDigests, aside: SetAside) -> None:
     for what, key in aside.mixed:
         held = digests.held[(what, key)]
         warnings.warn(f"{run_dir}: {what} {key} holds records of {len(held)} contents (" + ", ".join(
             f"digest {d}: {h.records} record(s)" for d, h in held.items()) + f"), written before bench refused "
-            f"that; analysed on the latest ({digests.current((what, key))}) only", MixedRunWarning, stacklevel=3)
-    return [c for c in candidates if c.id not in dropped], kept_j, aside
+            f"that; analysed on the latest ({digests.current((what, key))}) only", MixedRunWarning, stacklevel=5)
 
 
 def set_aside_ids(run_dir: Path) -> set[str]:

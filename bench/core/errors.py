@@ -20,7 +20,9 @@ class PreflightError(BenchError):
     """
 
     def __init__(self, problems: list[str]):
-        self.problems = [redact(p) for p in problems]  # an api_base's user:password@ is never echoed
+        # an api_base's user:password@ is never echoed; a finding two specs share (one model string as answerer
+        # and judge, other params) is said once
+        self.problems = list(dict.fromkeys(redact(p) for p in problems))
         if len(self.problems) == 1:  # one problem: one line
             super().__init__(f"preflight: {self.problems[0]} (nothing was called)")
             return

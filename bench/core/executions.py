@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bench.core.records import utc_now
-from bench.core.store import atomic_write, os_reason, write_all
+from bench.core.store import append_line, atomic_write, os_reason
 
 FILE = "executions.jsonl"
 ATTEMPTS = "attempts"  # <run folder>/attempts/: the open record of each attempt while it runs
@@ -61,13 +61,7 @@ def record_attempt(run_dir: str | Path, attempt: ExecutionAttempt) -> None:
     line = (json.dumps({**fields, "cell": attempt.cell}, sort_keys=True) + "\n").encode()
     path = Path(run_dir) / FILE
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            _done, err = write_all(fd, line)
-        finally:
-            os.close(fd)
-        if err is not None:
-            raise err
+        append_line(path, line)
     except OSError as exc:  # provenance is never worth a crashed sweep: say so and go on
         warnings.warn(f"{path}: could not record execution {attempt.name} ({os_reason(exc)})", RuntimeWarning,
                       stacklevel=2)

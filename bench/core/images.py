@@ -113,7 +113,10 @@ def inline_images(messages: list[dict[str, Any]], folder: Path | None) -> list[d
     checked against the hash its name carries; a missing or altered file raises ProviderError (kind
     ``image``), so the item is recorded as failed and asked again on resume, never sent without its image.
     """
-    if not any(isinstance(m.get("content"), list) for m in messages):
+    for message in messages:  # a plain loop: every request asks (a generator costs an allocation)
+        if isinstance(message.get("content"), list):
+            break
+    else:
         return messages
     out = []
     for message in messages:

@@ -41,6 +41,11 @@ def review_unit(r: Review, judgments: Mapping[str, Judgment]) -> Unit | None:
     return None
 
 
+def current_units(judgments: Iterable[Judgment]) -> dict[Unit, str]:
+    """Return the units ``judgments`` grade (a pair once: its AB order) with the rubric hash of the last of each."""
+    return {judgment_unit(j): j.rubric_hash for j in judgments if j.order in (None, "AB")}
+
+
 def scale_of(rubric: Any) -> dict[str, tuple[float, float]]:
     """Return a rubric's scales (each criterion's, and the composite's) as plain data, for :func:`off_scale`."""
     out = {c.id: (float(c.scale[0]), float(c.scale[1])) for c in rubric.criteria}
@@ -106,7 +111,7 @@ class Reviewed:
 
 
 def reviewed(judgments: Mapping[str, Judgment], reviews: Iterable[Review], scales: Mapping[str, Scale],
-             every: Mapping[str, Judgment] | None = None) -> Reviewed:
+             every: Mapping[str, Judgment] | None = None, units: Mapping[Unit, str] | None = None) -> Reviewed:
     """Return the run's reviews as :class:`Reviewed`: each reviewer's latest usable review of each unit.
 
     ``judgments``: the latest judgment of each id, of the run's current contents (bench.core.digests);
@@ -115,8 +120,9 @@ def reviewed(judgments: Mapping[str, Judgment], reviews: Iterable[Review], scale
     (:func:`damaged_review`) is set aside before "latest" is decided, so it never hides a sound earlier
     review. Only the run's current units count: a review of no such unit (its answer superseded), or saved
     under an earlier text of the same rubric version, is left out, so no count passes the number of units.
+    ``units``: :func:`current_units` of ``judgments``, when the caller has it (a column-wise reader).
     """
-    current = {judgment_unit(j): j.rubric_hash for j in judgments.values() if j.order in (None, "AB")}
+    current = current_units(judgments.values()) if units is None else units
     out = Reviewed(units=len(current))
     for r in sorted(reviews, key=lambda r: r.created_at):
         own = judgments.get(r.judgment_id) or (every or {}).get(r.judgment_id)

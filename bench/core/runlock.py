@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from bench.core.errors import BenchError
 from bench.core.records import utc_now
@@ -77,3 +78,46 @@ def holder(run_dir: Path) -> str:
         return f"host {info['host']}, PID {info['pid']}, since {info['since']}"
     except (OSError, ValueError, KeyError):
         return "a process that has not written its name yet"
+
+
+PROC_LOCKS = Path("/proc/locks")  # every flock on this machine: who holds the lock, read without taking it
+
+
+def lock_holder(run_dir: Path) -> dict[str, Any]:
+    """Return what is known of the run folder's lock without taking it: ``holder`` (the lock file's line: host,
+    pid, since, command; None without one), ``held`` (True/False; None when it cannot be told from this machine:
+    the lock was last taken on another host, /proc/locks unreadable), ``pid`` (who holds it) and ``how``.
+
+    Read from /proc/locks, never by taking the lock (a sweep starting at that moment would find it held and
+    refuse): the kernel drops a dead holder's ``flock``, so a folder whose driver was killed (``kill -9``)
+    reads as not held. What watches a sweep from outside asks this (`bench status`, and bench.tracking.live's
+    ``mark_crashed``).
+    """
+    path = Path(run_dir) / ".lock"
+    try:
+        st = path.stat()
+    except OSError:
+        return {"holder": None, "held": False, "pid": None, "how": "no lock file"}
+    try:  # a holder still writing its line: who it is is unknown, whether it holds the lock is not
+        holder = json.loads(path.read_text() or "null")
+    except (OSError, ValueError):
+        holder = None
+    holder = holder if isinstance(holder, dict) else None
+    if holder and holder.get("host") not in (None, socket.gethostname()):
+        return {"holder": holder, "held": None, "pid": None,
+                "how": f"last taken on host {holder.get('host')}: a lock held by another host cannot be probed here"}
+    me = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        lines = PROC_LOCKS.read_text().splitlines()
+    except OSError:
+        return {"holder": holder, "held": None, "pid": None, "how": f"{PROC_LOCKS} cannot be read"}
+    for parts in (line.split() for line in lines):
+        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] == me:  # "->" lines (waiters) shift the fields
+            return {"holder": holder, "held": True, "pid": int(parts[4]), "how": str(PROC_LOCKS)}
+    return {"holder": holder, "held": False, "pid": None, "how": str(PROC_LOCKS)}
+
+
+def is_held(run_dir: Path) -> bool | None:
+    """Return whether a live process holds the run folder's lock; None when that cannot be told from this
+    machine (:func:`lock_holder`)."""
+    return lock_holder(run_dir)["held"]

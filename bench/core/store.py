@@ -93,6 +93,18 @@ def write_all(fd: int, data: bytes) -> tuple[int, OSError | None]:
     return done, None
 
 
+def append_line(path: Path, line: bytes) -> None:
+    """Append ``line`` to ``path`` (created 0644) with one ``O_APPEND`` write, looping over short writes, so that
+    lines appended by several processes never interleave; raise the OSError of a write that fails."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        _done, err = write_all(fd, line)
+    finally:
+        os.close(fd)
+    if err is not None:
+        raise err
+
+
 def os_reason(exc: OSError) -> str:
     """Return an OS error as ``no space left on device (ENOSPC)``."""
     name = errno.errorcode.get(exc.errno or 0)
@@ -128,6 +140,20 @@ def latest_of(records: Iterable[Record]) -> dict[str, Record]:
         if prev is None or rec.ok or not prev.ok:
             out[rec.id] = rec
     return out
+
+
+def parse_line(cls: type[Record], path: Path, lineno: int, line: bytes, last: bool) -> Record | None:
+    """Return the record a line of a run file holds, validated by its pydantic model; None for a line that is
+    not one (a torn or hand-broken line), with a warning naming the file and line (once per process)."""
+    try:
+        return cls.model_validate_json(line)
+    except ValidationError as exc:
+        if (path, lineno, len(line)) not in _WARNED:  # a run reads its files several times: say it once
+            _WARNED.add((path, lineno, len(line)))
+            where = "torn last line" if last else "unreadable line"
+            warnings.warn(f"{path}:{lineno}: skipped a {where} ({exc.errors()[0]['msg']})",
+                          TornRecordWarning, stacklevel=4)
+        return None
 
 
 class RunStore:
@@ -233,22 +259,19 @@ class RunStore:
     def iter(self, kind: str | type[Record]) -> Iterator[Record]:
         """Yield every readable record of ``kind`` in file order, skipping torn lines with a warning."""
         cls = RECORD_TYPES[_kind_of(kind)]
+        for path, lineno, line, last in self.lines(kind):
+            rec = parse_line(cls, path, lineno, line, last)
+            if rec is not None:
+                yield rec
+
+    def lines(self, kind: str | type[Record]) -> Iterator[tuple[Path, int, bytes, bool]]:
+        """Yield each non-blank line of every ``kind`` file in file order: (file, line number, bytes, is it the
+        file's last line): what ``iter`` validates, in the order bench.core.columns reads them too."""
         for path in self.files(kind):
-            data = path.read_bytes()
-            lines = data.split(b"\n")
+            lines = path.read_bytes().split(b"\n")
             for lineno, line in enumerate(lines, 1):
-                if not line.strip():
-                    continue
-                last = lineno == len(lines)
-                try:
-                    yield cls.model_validate_json(line)
-                except ValidationError as exc:
-                    if (path, lineno, len(line)) in _WARNED:
-                        continue  # a run reads its files several times: say it once
-                    _WARNED.add((path, lineno, len(line)))
-                    where = "torn last line" if last else "unreadable line"
-                    warnings.warn(f"{path}:{lineno}: skipped a {where} ({exc.errors()[0]['msg']})",
-                                  TornRecordWarning, stacklevel=2)
+                if line.strip():
+                    yield path, lineno, line, lineno == len(lines)
 
     def read(self, kind: str | type[Record]) -> list[Record]:
         """Return every readable record of ``kind`` (all attempts, failures included)."""

@@ -22,11 +22,11 @@ from bench.gates.spec import GATE_KEYS, Gates, merge
 
 _LAZY = {"evaluate_gates": "evaluate", "GateReport": "evaluate", "GateResult": "evaluate",
          "EXIT_GATE_FAILED": "evaluate", "gate_table": "table", "write_junit": "junit", "junit_xml": "junit",
-         "human_agreement": "agreement", "gate_command": "command", "sweep_gates": "command",
+         "gate_agreement": "agreement", "gate_command": "command", "sweep_gates": "command",
          "check_baseline": "command"}
 
 __all__ = ["EXIT_GATE_FAILED", "GATE_KEYS", "GateReport", "GateResult", "Gates", "check_baseline", "evaluate_gates",
-           "gate_command", "gate_table", "human_agreement", "junit_xml", "merge", "sweep_gates", "write_junit"]
+           "gate_agreement", "gate_command", "gate_table", "junit_xml", "merge", "sweep_gates", "write_junit"]
 
 
 def __getattr__(name: str) -> Any:

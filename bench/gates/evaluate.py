@@ -27,7 +27,7 @@ import polars as pl
 
 from bench.analysis import COMPOSITE, RunTables, compare_runs, composite, leaderboard, load_run
 from bench.core.errors import BenchError
-from bench.gates.agreement import human_agreement
+from bench.gates.agreement import gate_agreement
 from bench.gates.spec import Gates
 
 EXIT_GATE_FAILED = 5  # `bench gate` and `bench sweep` (docs/sweeps.md, How a sweep ends): a gate failed
@@ -101,7 +101,7 @@ def evaluate_gates(run_dir: str | Path, gates: Gates, baseline: str | Path | Non
         if gates.win_rate_min is not None:
             results += win_rate_results(cmp.pairwise.to_dicts(), gates.win_rate_min, gates.strict)
     if gates.agreement_min is not None:
-        agreement = human_agreement(t, seed=seed)
+        agreement = gate_agreement(t, seed=seed)
         results += agreement_results(agreement.to_dicts(), gates.agreement_min, gates.strict)
     return report
 
@@ -188,7 +188,7 @@ def win_rate_results(rows: Iterable[dict[str, Any]], floor: float, strict: bool)
 
 
 def agreement_results(rows: Iterable[dict[str, Any]], floor: float, strict: bool) -> list[GateResult]:
-    """Return the ``agreement_min`` check of each judge's row of :func:`~bench.gates.agreement.human_agreement`."""
+    """Return the ``agreement_min`` check of each judge's row of :func:`~bench.gates.agreement.gate_agreement`."""
     out = []
     for r in rows:
         subject = f"{r['judge']} · {r['criterion']} vs humans"

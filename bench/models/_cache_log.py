@@ -38,9 +38,16 @@ def log_dir(cache_path: Path) -> Path:
     return cache_path.with_name(cache_path.name + SUFFIX)
 
 
-def line(key: str, created: float, encoded: str) -> bytes:
-    """Return the log line of one reply (``encoded``: its JSON text, already redacted)."""
-    return f'{{"k":{dumps_str(key)},"t":{created:.3f},"v":{encoded}}}\n'.encode("utf-8", "surrogatepass")
+def lines(group: dict[str, str], created: float) -> bytes:
+    """Return the log lines of a group of replies (key → JSON text, already redacted), written at ``created``."""
+    when = f"{created:.3f}"
+    return "".join([text_line(k, when, v) for k, v in group.items()]).encode("utf-8", "surrogatepass")
+
+
+def text_line(key: str, when: str, encoded: str) -> str:
+    """Return one log line as text; a request key (hex digits) needs no JSON escaping, any other key gets it."""
+    quoted = f'"{key}"' if key.isalnum() and key.isascii() else dumps_str(key)
+    return f'{{"k":{quoted},"t":{when},"v":{encoded}}}\n'
 
 
 class CacheLog:
@@ -152,7 +159,7 @@ def read_lines(fd: int) -> list[tuple[str, str, float]]:
     return rows
 
 
-def merge_orphans(cache_path: Path, insert: Callable[[sqlite3.Connection, list], None],
+def merge_orphans(cache_path: Path, insert: Callable[[sqlite3.Connection, list], object],
                   db: sqlite3.Connection) -> int:
     """Merge every log of a dead process into ``db`` (first reply wins) and remove it; return the replies.
     A log its process died creating (still named ``.new`` a minute on; it holds no reply) is removed."""

@@ -4,15 +4,18 @@ standard library, with one meaning either way.
 Per request the seam encodes a body, decodes a reply and encodes the reply it caches. For a small chat
 completion orjson does each in 0.2–1 µs where ``json`` takes 3–5 µs, a tenth of what the seam adds to a
 bare HTTP client. What orjson refuses goes to ``json`` unchanged: a lone surrogate or an integer past
-64 bits in a body, ``NaN`` or a lone surrogate escape in a reply. Identities never come from here: a
-request's cache key and a record's id stay ``bench.core.records.canonical_json`` (orjson spells some
-floats differently: ``1e-05`` as ``0.00001``).
+64 bits in a body, ``NaN`` or a lone surrogate escape in a reply. Identities keep
+``bench.core.records.canonical_json``'s spelling (orjson spells some floats differently: ``1e-05`` as
+``0.00001``): ``messages_json`` lets orjson spell only messages whose every value is a string, which both
+spell alike (tests/models/test_request_keys.py holds them equal).
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+from bench.core.records import canonical_json
 
 try:  # the `perf` extra
     import orjson
@@ -64,3 +67,21 @@ def cache_text(value: dict[str, Any]) -> str:
         except TypeError:
             pass
     return _CACHE_JSON.encode(value)
+
+
+def messages_json(messages: list[dict[str, Any]]) -> str:
+    """Return ``canonical_json(messages)``: by orjson (0.3 µs where ``json`` takes 2–3) when every message is a
+    plain dict of strings, which orjson spells the same (sorted keys, no spaces, UTF-8, the same escapes),
+    else by ``canonical_json`` itself (numbers, nested parts, a lone surrogate)."""
+    if orjson is not None:
+        for message in messages:
+            if type(message) is not dict:
+                return canonical_json(messages)
+            for value in message.values():
+                if type(value) is not str:
+                    return canonical_json(messages)
+        try:
+            return orjson.dumps(messages, option=orjson.OPT_SORT_KEYS).decode()
+        except TypeError:  # a key that is not a string, a lone surrogate
+            pass
+    return canonical_json(messages)

@@ -9,7 +9,8 @@ a one-in-2^64 collision) is looked up as before.
 Other processes add replies meanwhile: before answering "absent", a filter older than
 ``FRESH_S`` reads the rows added since (by rowid: the table only grows, and sqlite gives a new row a
 rowid above all others), so a reply another process committed is found within 50 ms, as a group
-commit made it visible before.
+commit made it visible before. The rows this process merges are added as it commits them (``stored``),
+never read back.
 """
 
 from __future__ import annotations
@@ -56,6 +57,16 @@ class KeyFilter:
         if rows:
             self.known.update(prefix(k) for _, k in rows)
             self.high = rows[-1][0]
+
+    def stored(self, prefixes: list[int | str], before: int, after: int, kept: bool = True) -> None:
+        """Add the prefixes of rows this process is storing, which take the rowids after ``before`` up to ``after``
+        (told just before their commit): when the filter had read every row up to ``before``, it need not read
+        these back. ``kept=False``: the commit failed, and rowids past ``before`` may go to other rows."""
+        self.known.update(prefixes)  # a prefix too many only costs a query
+        if kept and self.high == before:
+            self.high = after
+        elif not kept and self.high == after:
+            self.high = before
 
     def absent(self, key: str, db: sqlite3.Connection) -> bool:
         """Return whether ``key`` is surely not stored (reading newer rows first when the filter is stale)."""

@@ -80,6 +80,8 @@ def summed_known(attempts: list[dict[str, Any]], name: str) -> int | None:
 class PaidAttempts:
     """The replies one call was billed for and could not use (empty ones retried), in order."""
 
+    __slots__ = ("model", "items")  # one per call: no __dict__ to make
+
     def __init__(self, model: str) -> None:
         self.model = model
         self.items: list[dict[str, Any]] = []

@@ -18,7 +18,7 @@ from bench.core.errors import ProviderError
 from bench.core.secrets import redact
 from bench.models._json import body_bytes, loads
 from bench.models._litellm import litellm
-from bench.models.reasoning import billed_completion, reasoning_tokens, separated, trim_logprobs
+from bench.models.reasoning import billed_completion, plain, reasoning_tokens, separated, trim_logprobs
 from bench.models.routing import Route
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529}
@@ -53,9 +53,10 @@ async def send_direct(session: Any, route: Route, body: dict, timeout_s: float, 
     connection is a restart, worth retrying) and gains this one when it answers."""
     import aiohttp  # noqa: PLC0415 (0.4 s: only the direct transport needs it, not every importer of bench.models)
 
-    extra = {"timeout": timeout} if timeout is not None else {}
+    url = f"{route.api_base}/chat/completions"
     try:
-        async with session.post(f"{route.api_base}/chat/completions", data=body_bytes(body), **extra) as resp:
+        async with (session.post(url, data=body_bytes(body)) if timeout is None else
+                    session.post(url, data=body_bytes(body), timeout=timeout)) as resp:
             payload = await resp.read()
             status = resp.status
             retry_after = resp.headers.get("Retry-After") if status != 200 else None
@@ -90,7 +91,8 @@ def parse_openai(route: Route, status: int, payload: bytes, retry_after: str | N
              "finish_reason": choice.get("finish_reason")}
     if calls := choice["message"].get("tool_calls"):  # the client takes them off (Completion.tool_calls)
         usage["tool_calls"] = wire_calls(calls)
-    return thought_apart(route, text, choice["message"], usage, u.get("total_tokens"), reasoning_tokens(u), data)
+    thinking = reasoning_tokens(u) if u.get("completion_tokens_details") else None  # most replies: none
+    return thought_apart(route, text, choice["message"], usage, u.get("total_tokens"), thinking, data)
 
 
 def http_error(route: Route, status: int, payload: bytes, retry_after: str | None) -> ProviderError:
@@ -173,6 +175,8 @@ def thought_apart(route: Route, text: str, message: Any, usage: dict[str, Any], 
     """Return the reply with its reasoning apart (``bench.models.reasoning``): the answer as the text, the thinking
     (a message field, thinking blocks, inline ``<think>``) under ``usage["reasoning"]`` for the client to take
     off, its tokens as ``reasoning_tokens`` (priced as output); a plain reply's usage is left as it was."""
+    if not thinking_tokens and plain(text, message, route.spec.think_end):
+        return text, usage, raw  # most replies: nothing to take apart
     answer, reasoning, offset = separated(text, message, route.spec.think_end)
     if offset:
         trim_logprobs(raw, offset)  # the logprobs read with the answer are the answer's alone
@@ -212,6 +216,8 @@ def litellm_error(route: Route, exc: Exception) -> ProviderError:
 def storable(text: str) -> str:
     """Return ``text`` as valid Unicode: a lone surrogate (a provider's invalid UTF-8, escaped in its
     JSON) becomes visible ``\\udcxx`` text instead of making every later write of the record fail."""
+    if text.isascii():
+        return text  # the common reply: checked without a copy
     try:
         text.encode("utf-8")
         return text

@@ -32,7 +32,6 @@ cluster workers) selects the folder kind (see ``bench.core.paths.cache_location`
 from __future__ import annotations
 
 import atexit
-import functools
 import hashlib
 import os
 import sqlite3
@@ -47,14 +46,12 @@ from bench.core.errors import StoreError
 from bench.core.paths import CACHE_ENV, SHARDS_ENV, cache_location
 from bench.core.secrets import redact
 from bench.models._cache_log import CacheLog, merge_orphans
-from bench.models._cache_log import line as log_line
+from bench.models._cache_log import lines as log_lines
+from bench.models._cache_table import INSERT, connect, insert_read, insert_rows, open_checked, parameters
 from bench.models._json import cache_text, loads
 from bench.models._key_filter import BUILD_AFTER, LOAD_AT_ONCE, KeyFilter, prefix
 from bench.models.shard_cache import ShardCache
 
-_SCHEMA = "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
-_INSERT = "INSERT OR IGNORE INTO responses (key, value, created) VALUES (?, ?, ?)"
-_ROWS = 300  # rows per INSERT of a group commit (3 variables a row: under the 999 of SQLite before 3.32)
 COMMIT_EVERY_S = 0.05  # the log is written at most this often: the replies of that time form one group
 MERGE_ROWS = 4096  # a log this long is merged into sqlite at once (else at ``flush``: a stage's end, exit)
 
@@ -80,47 +77,6 @@ def open_cache(path: str | os.PathLike[str] | None = None, *,
     return ShardCache(where) if shards else ResponseCache(where)
 
 
-def _open_checked(path: Path) -> sqlite3.Connection:
-    """Open the cache, checking it first (sqlite's quick_check): a damaged file is moved aside with a
-    warning naming both files, and a fresh cache is started; the damaged one is kept for inspection."""
-    db: sqlite3.Connection | None = None
-    try:
-        db = _connect(path)
-        db.execute(_SCHEMA)
-        verdict = db.execute("PRAGMA quick_check").fetchone()
-        if verdict and verdict[0] == "ok":
-            return db
-        problem = str(verdict[0] if verdict else "no verdict")
-    except sqlite3.DatabaseError as exc:  # "file is not a database", "database disk image is malformed"
-        if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-            raise
-        problem = str(exc)
-    if db is not None:
-        db.close()
-    aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
-    for suffix in ("", "-wal", "-shm"):
-        if Path(f"{path}{suffix}").exists():
-            os.replace(f"{path}{suffix}", f"{aside}{suffix}")
-    warnings.warn(f"response cache {path} is damaged ({problem}); moved it to {aside} and started a fresh one: "
-                  f"replies it held will be asked again", RuntimeWarning, stacklevel=3)
-    db = _connect(path)
-    db.execute(_SCHEMA)
-    return db
-
-
-@functools.lru_cache(maxsize=64)
-def _insert(rows: int) -> str:
-    """Return the INSERT of ``rows`` replies in one statement (the first reply of a key wins, as in the table)."""
-    return _INSERT + ", (?, ?, ?)" * (rows - 1)
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a committed entry survives a killed process
-    return db
-
-
 class ResponseCache:
     """Maps request keys to stored replies (JSON dicts): one sqlite file, and a write-ahead log per process."""
 
@@ -128,8 +84,8 @@ class ResponseCache:
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = _open_checked(self.path)
-            merge_orphans(self.path, _insert_rows, self._db)  # replies of processes that died before merging
+            self._db = open_checked(self.path)
+            merge_orphans(self.path, insert_read, self._db)  # replies of processes that died before merging
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open the response cache {self.path}: {exc}; fix its permissions, or point "
                              f"{CACHE_ENV} at another file (the cache only saves repeated calls)") from exc
@@ -200,7 +156,7 @@ class ResponseCache:
     def put(self, key: str, value: dict[str, Any]) -> None:
         """Store a successful reply in sqlite now (the first one wins; an identical request never overwrites)."""
         with self._lock:
-            self._db.execute(_INSERT, (key, redact(cache_text(value)), time.time()))
+            self._db.execute(INSERT, (key, redact(cache_text(value)), time.time()))
 
     def put_later(self, key: str, value: dict[str, Any]) -> None:
         """Queue a reply for the writer thread, which appends it to this process's log at once (with whatever
@@ -273,23 +229,40 @@ class ResponseCache:
 
     def _store(self, held: dict[str, str]) -> BaseException | None:
         """Insert the replies of ``held`` (queued or logged) into sqlite in one sorted transaction, then drop them
-        from ``held`` (answered from sqlite and the key filter from now on); return the error, if any."""
-        with self._lock:
-            rows = sorted(held.items())  # in key order: neighbours share index pages
-        if not rows:
-            return None
+        from ``held`` (answered from sqlite and the key filter from now on); return the error, if any.
+
+        The logged replies change only here and in ``_write_pending`` (both under ``_io``), so they are sorted and
+        their key prefixes made without ``_lock``: requests asking the cache meanwhile never wait for that."""
         now = time.time()
+        logged = held is self._logged
+        if logged:
+            keys = sorted(held)  # in key order: neighbours share index pages
+            flat = parameters(keys, held, now)
+        else:
+            with self._lock:
+                keys = sorted(held)
+                flat = parameters(keys, held, now)
+        if not keys:
+            return None
+        known = [prefix(k) for k in keys]
+
+        def in_filter(before: int, after: int, kept: bool) -> None:  # before the commit: never read back
+            with self._lock:
+                if self._filter is not None:
+                    self._filter.stored(known, before, after, kept)
+
         try:
             if self._wdb is None:
-                self._wdb = _connect(self.path)
-            _insert_rows(self._wdb, [(k, v, now) for k, v in rows])
+                self._wdb = connect(self.path)
+            insert_rows(self._wdb, flat, in_filter)
         except (sqlite3.Error, OSError) as exc:
             return exc
         with self._lock:
-            for k, _ in rows:
-                held.pop(k, None)
-            if self._filter is not None:
-                self._filter.known.update(prefix(k) for k, _ in rows)
+            if logged:
+                self._logged = {}  # all of it was stored (nothing else adds to it meanwhile)
+            else:
+                for k in keys:
+                    held.pop(k, None)
         return None
 
     def _write_pending(self) -> int:
@@ -300,7 +273,7 @@ class ResponseCache:
         if not group:
             return 0
         now = time.time()
-        exc = self._log.append(b"".join([log_line(k, now, v) for k, v in group.items()]), len(group))
+        exc = self._log.append(log_lines(group, now), len(group))
         if exc is None:
             self._retry_at = 0.0
             return len(group)
@@ -340,7 +313,7 @@ class ResponseCache:
         try:
             with self._io:
                 if self._wdb is None:
-                    self._wdb = _connect(self.path)
+                    self._wdb = connect(self.path)
                 made = KeyFilter.load(self._wdb)
         except sqlite3.Error:
             return  # misses keep asking sqlite
@@ -362,17 +335,3 @@ class ResponseCache:
             if self._wdb is not None:
                 self._wdb.close()
         self._db.close()
-
-
-def _insert_rows(db: sqlite3.Connection, rows: list[tuple[str, str, float]]) -> None:
-    """Insert (key, value, created) rows in one transaction; the first reply of a key wins."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        for i in range(0, len(rows), _ROWS):
-            chunk = rows[i:i + _ROWS]
-            db.execute(_insert(len(chunk)), [field for row in chunk for field in row])
-        db.execute("COMMIT")
-    except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        raise

@@ -26,12 +26,13 @@ from typing import Any
 
 from bench.core.errors import Halted, LocalModelError, ProviderError
 from bench.core.images import inline_images
-from bench.core.records import canonical_json
 from bench.core.secrets import load_env
 from bench.models import dry
-from bench.models._completion import Completion, cache_entry, join, reused, settle_shared, thought, usage_of
+from bench.models._completion import (Completion, cache_entry, completion, join, reused, settle_shared, thought,
+                                      usage_of)
 from bench.models._no_answer import no_answer
 from bench.models._paid import PaidAttempts, lines_cost, reconcile
+from bench.models._request_keys import KeyMaker, settings_of
 from bench.models._transport import (Reply, client_timeout, open_session, send_direct, send_litellm, storable,
                                      token_logprobs)
 from bench.models.batches.ledger import Ledger
@@ -39,7 +40,7 @@ from bench.models.batch_policy import BATCH_POOL
 from bench.models.batches.queue import Batcher
 from bench.models.batches.wire import close_clients, line_body
 from bench.models.budget import Budget, Held
-from bench.models.cache import ResponseCache, request_key
+from bench.models.cache import ResponseCache
 from bench.models.limits import Limits
 from bench.models.ratelimit import SWEEP_KEY, Caps, Limiter, estimate_tokens, limiter_for, limits_of, sweep_cap
 from bench.models.routing import ModelSpec, Route, body_params, resolve
@@ -57,6 +58,8 @@ class _LoopState:
     in_flight: int = 0
     peak: int = 0
     shared: int | None = None  # a cluster sweep's global cap (bench.models.ratelimit.sweep_cap), read once per loop
+    flying: dict[str, asyncio.Future | None] = field(default_factory=dict)  # request key → the request on the wire
+    # (None until an identical call asks to share it: most requests have no twin, and no future is made for them)
 
 
 class LLM:
@@ -75,7 +78,7 @@ class LLM:
         self._reached: set[str] = set()  # api_bases that answered at least once in this process
         self.calls = 0  # requests actually sent (attempts), for tests and progress
         self._timeouts: dict[float, Any] = {}  # aiohttp.ClientTimeout per value
-        self._flying: dict[tuple[int, str], asyncio.Future] = {}  # (loop, request key) → the request on the wire
+        self._keys = KeyMaker()  # request keys, from a hasher per model and settings (bench.models._request_keys)
         self.ledger: Ledger | None = None  # the batch ledger, read on the first batched request
         self.budget: Budget | None = None  # limits.budget_usd (set by bench.stages.make_llm): bench.models.budget
 
@@ -102,22 +105,21 @@ class LLM:
         if route is None or route.api_base is None:
             route = await self._route(spec)
         merged = {**spec.params, **params} if params else spec.params
-        settings = _settings(route, merged, params, response_format, tools, tool_choice)  # also the param memo key
-        key = request_key(_identity(route), spec.model, settings, _sample_key(sample, attempt), canonical_json(messages))
+        settings = settings_of(route, merged, params, response_format, tools, tool_choice)  # also the param memo key
+        key = self._keys.key(route, settings, sample, attempt, messages)
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
-            return Completion(hit["text"], reused(hit["usage"]), None, key, hit.get("logprobs"), hit.get("reasoning"),
+            return completion(hit["text"], reused(hit["usage"]), None, key, hit.get("logprobs"), hit.get("reasoning"),
                               hit.get("tool_calls"))
-        loop = asyncio.get_running_loop()
-        flight = (id(loop), key)
-        flying = self._flying.get(flight)
-        if flying is not None:  # the same request is on the wire: share its reply (or its failure)
+        flying = self._state().flying
+        if key in flying:  # the same request is on the wire: share its reply (or its failure)
             return await join(flying, key)
         wire_messages = route.provider.wire_messages(inline_images(messages, self.image_folder))  # stored → data URL
         body = {"model": route.served_model, "messages": wire_messages,
                 **body_params(route, merged, response_format, settings)}
-        if tools or tool_choice is not None:  # in OpenAI's form: LiteLLM translates them once, when it sends them
+        tooled = tools or tool_choice is not None
+        if tooled:  # in OpenAI's form: LiteLLM translates them once, when it sends them
             body, merged = with_tools(body, tools, tool_choice), with_tools(merged, tools, tool_choice)
-        done = self._flying[flight] = loop.create_future()  # what identical calls meanwhile wait for
+        flying[key] = None  # an identical call meanwhile puts a future here, and waits for it
         try:
             if route.spec.batch is not None:
                 line = line_body(route, body, merged, response_format)  # OpenAI's form, for LiteLLM to translate
@@ -128,15 +130,14 @@ class LLM:
                 text, usage, raw = await self._with_retries(route, body, timeout_s or self.limits.timeout_s,
                                                             allow_empty, key)
             text, lps, reasoning = storable(text), token_logprobs(raw), thought(usage)  # bench.models.reasoning
-            calls = usage.pop("tool_calls", None) if tools or tool_choice is not None else None
-            usage.update(calls=usage["attempts"], cache_hits=0)
-            done.set_result((text, usage, lps, reasoning, calls))
+            calls = usage.pop("tool_calls", None) if tooled else None
+            usage["calls"], usage["cache_hits"] = usage["attempts"], 0
         except BaseException as exc:
-            settle_shared(done, exc)
+            settle_shared(flying.pop(key, None), exc)
             raise
-        finally:
-            self._flying.pop(flight, None)
-        comp = Completion(text, usage_of(usage), raw, key, lps, reasoning, calls)
+        if (shared := flying.pop(key, None)) is not None:  # identical calls waited for it
+            shared.set_result((text, usage, lps, reasoning, calls))
+        comp = completion(text, usage_of(usage), raw, key, lps, reasoning, calls)
         if cache_reply:
             self.keep(comp)
         return comp
@@ -152,8 +153,8 @@ class LLM:
         """Return the cache key ``complete`` would use for this request (no server is started, nothing sent)."""
         route = self._resolved(spec)
         merged = {**spec.params, **params} if params else spec.params
-        settings = _settings(route, merged, params, response_format, tools, tool_choice)
-        return request_key(_identity(route), spec.model, settings, _sample_key(sample, attempt), canonical_json(messages))
+        settings = settings_of(route, merged, params, response_format, tools, tool_choice)
+        return self._keys.key(route, settings, sample, attempt, messages)
 
     async def reserve(self, route: Route, body: dict[str, Any], *, batch: bool) -> Held | None:
         """Reserve a paid request's worst case before sending it (bench.models.budget; raises BudgetReached)."""
@@ -242,20 +243,24 @@ class LLM:
     async def _with_retries(self, route: Route, body: dict, timeout_s: float, allow_empty: bool, key: str) -> Reply:
         lim = self.limits
         start = time.monotonic()
-        paid = PaidAttempts(route.spec.model)  # replies billed, not used (empty): each counted (bench.models._paid)
+        paid = None  # the billed replies not used (empty): a PaidAttempts (bench.models._paid), made at the first
         for attempt in range(lim.retries + 1):
             try:
-                text, usage, raw = await self._attempt(route, body, timeout_s, key)
+                reply = await self._attempt(route, body, timeout_s, key)
+                text, usage, raw = reply
                 if not text and not allow_empty and "tool_calls" not in usage:  # billed; retried unless it thought
+                    if paid is None:
+                        paid = PaidAttempts(route.spec.model)
                     paid.add(usage, attempt + 1)
                     raise no_answer(route.spec.model, usage)
-                usage = paid.total(usage, attempt + 1)
-                usage["attempts"] = attempt + 1
-                return text, usage, raw
+                if paid is not None:
+                    reply = text, paid.total(usage, attempt + 1), raw
+                reply[1]["attempts"] = attempt + 1
+                return reply
             except Halted as stop:  # the budget refused a retry: fail with what was paid, never unrecorded
-                raise paid.refused(stop) from None
+                raise (stop if paid is None else paid.refused(stop)) from None
             except ProviderError as err:
-                err.attempts, err.paid = attempt + 1, paid.items
+                err.attempts, err.paid = attempt + 1, [] if paid is None else paid.items
                 if not err.retryable or attempt == lim.retries:
                     raise
                 delay = min(lim.backoff_max_s, lim.backoff_s * 2 ** attempt) * random.uniform(0.5, 1.0)
@@ -304,29 +309,32 @@ class LLM:
             budget = self.budget  # reserved under the cap: only what is about to be sent
             held = None if budget is None else await budget.reserve(route, body, batch=False)
             st.in_flight += 1
-            st.peak = max(st.peak, st.in_flight)
+            if st.in_flight > st.peak:
+                st.peak = st.in_flight
             self.calls += 1
             if self.journal is not None:  # on the wire now: a kill from here on may repay it
                 self.journal.sent()
             t0 = time.perf_counter()
             try:
                 if route.transport == "direct":
-                    text, usage, raw = await send_direct(self._session(st, route), route, body, timeout_s,
-                                                         self._reached, self._timeout(timeout_s))
+                    reply = await send_direct(self._session(st, route), route, body, timeout_s, self._reached,
+                                              self._timeout(timeout_s))
                 elif route.provider.answers_in_process:
-                    text, usage, raw = dry.answer(body, seed=key)  # in-process: the request key seeds the reply
+                    reply = dry.answer(body, seed=key)  # in-process: the request key seeds the reply
                 else:
-                    text, usage, raw = await send_litellm(route, body, timeout_s)
+                    reply = await send_litellm(route, body, timeout_s)
             except BaseException:
                 self.settle(held, 0.0)  # a failed request is not billed (its record counts nothing)
                 raise
             finally:
                 st.in_flight -= 1
+        text, usage, _raw = reply  # completed in place: the reply goes back as it came
         usage["latency_s"] = round(time.perf_counter() - t0, 4)
         reconcile(route, body, text or calls_text(usage), usage)  # no usage: estimated, never zero; priced
         usage["cached"] = False
-        self.settle(held, usage)
-        return text, usage, raw
+        if held is not None:
+            self.settle(held, usage)
+        return reply
 
     # -- HTTP sessions ------------------------------------------------------------------
     def _session(self, st: _LoopState, route: Route) -> Any:
@@ -341,33 +349,6 @@ class LLM:
         if timeout_s == self.limits.timeout_s:
             return None  # else e.g. a packed judge call, whose timeout scales with k
         return self._timeouts.get(timeout_s) or self._timeouts.setdefault(timeout_s, client_timeout(timeout_s))
-
-
-def _identity(route: Route) -> str:
-    """Return the endpoint part of a request's identity: the route's, with the spec's ``think_end`` when it has one
-    (the cache keeps a reply after its thinking is split off, so another marker is another request; a spec
-    without one keeps the key of old caches)."""
-    end = route.spec.think_end
-    return route.identity if end is None else f"{route.identity}\x1fthink_end={end}"
-
-
-def _sample_key(sample: int, attempt: int) -> str | int:
-    """Return the repeat part of a request's identity (the first attempt keeps the spelling of old caches)."""
-    return sample if attempt <= 1 else f"{sample}#attempt{attempt}"
-
-
-def _settings(route: Route, merged: dict, params: dict | None, response_format: dict | None,
-              tools: list[dict] | None = None, tool_choice: Any = None) -> str:
-    """Return the canonical spelling of (params, response_format), memoized for the spec's own params, and of
-    (tools, tool_choice) after them when there are any (a request without tools keeps the key of old caches)."""
-    if tools or tool_choice is not None:
-        return "\x1f".join((canonical_json(merged), canonical_json(response_format), canonical_json(tools or None),
-                             canonical_json(tool_choice)))
-    if params or response_format is not None:
-        return canonical_json(merged) + "\x1f" + canonical_json(response_format)
-    if route.base_settings is None:
-        route.base_settings = canonical_json(merged) + "\x1f" + canonical_json(None)
-    return route.base_settings
 
 
 # -- the process-wide default client ------------------------------------------------------

@@ -81,12 +81,18 @@ def message_reasoning(message: Any) -> str | None:
     return None
 
 
+def plain(text: str, message: Any, think_end: str | None) -> bool:
+    """Return whether a reply surely holds no thinking: no marker configured, none opening its text, no leading
+    whitespace and no reasoning field in its message (a plain dict). Most replies; asked first, on every one."""
+    return (think_end is None and not text.startswith(THINK_START) and not text[:1].isspace()
+            and isinstance(message, dict) and _APART.isdisjoint(message))
+
+
 def separated(text: str, message: Any, think_end: str | None) -> tuple[str, str | None, int]:
     """Return (answer, reasoning or None, offset of the answer in ``text``) of a reply's content and message: the
     thinking of its own field and its inline thinking, joined. After thinking, the answer's leading whitespace
     is dropped (LiteLLM, splitting ``<think>`` itself, leaves it), so both transports give one answer."""
-    if (think_end is None and not text.startswith(THINK_START) and not text[:1].isspace()
-            and isinstance(message, dict) and not _APART.intersection(message)):
+    if plain(text, message, think_end):
         return text, None, 0  # the common reply, no thinking anywhere: answered without copies
     answer, inline, offset = split_think(text, think_end)
     apart = message_reasoning(message)

@@ -30,6 +30,8 @@ from bench.sweep.cluster import ClusterSession, ClusterStages, cluster_address  
 from bench.sweep.driver import SweepResult, run_sweep
 from bench.sweep.executions import crashed, print_executions
 from bench.sweep.halts import spend_line, stopped_summary
+from bench.sweep.ledger import sweep_ledger
+from bench.tracking.live import LiveRun, live_run
 
 @dataclass
 class SweepRequest:
@@ -76,15 +78,18 @@ def sweep_command(req: SweepRequest) -> int:
     if not _gates_skipped(req):  # a gate's missing baseline is refused before anything is spent
         check_baseline(run.sweep.gates, run.params_path)
     try:
-        with run_lock(run.dir, wait=req.wait):  # one sweep per run folder: a second one refuses (or waits)
+        with run_lock(run.dir, wait=req.wait), \
+                sweep_ledger(run, req.retry(only_stage=req.only_stage), req.only_stage) as ledger, \
+                live_run(run, enabled=req.track) as live:  # sweeps.jsonl; the parent MLflow run, from the stages' start
             address = cluster_address(req.cluster)
             with ClusterSession(address, run) if address else contextlib.nullcontext() as session:
                 cluster = ClusterStages(session) if session is not None else None  # else: kernels on this machine
                 result = run_sweep(run, jobs=req.jobs, per_cell=req.per_cell, only_stage=req.only_stage,
-                                   cluster=cluster)
-                code, report = _finish(result, req, cluster)
-        return _summarize(run, result, req, code, report)
-    except KeyboardInterrupt:  # Ctrl-C: one line, no report, no MLflow run
+                                   cluster=cluster, on_start=live.begin)
+                code, report = _finish(result, req, cluster, live)
+            code = _summarize(run, result, req, code, report)
+            return ledger.ended(live.ended(code))  # the MLflow run's end, then the ledger's, before the lock goes
+    except KeyboardInterrupt:  # Ctrl-C: one line, no report; the live MLflow run ends KILLED
         resume = "resume with: " + req.retry(only_stage=req.only_stage)
         try:
             line = interrupted_line(run, resume)
@@ -147,8 +152,10 @@ def _attempts_line(ex: Any) -> str:
                                       f"{a.get('worker')}" for a in ex.attempts)
 
 
-def _finish(result: SweepResult, req: SweepRequest, cluster: ClusterStages | None = None) -> tuple[int, Path | None]:
-    """Print each execution; render the report and log to MLflow unless an execution crashed."""
+def _finish(result: SweepResult, req: SweepRequest, cluster: ClusterStages | None = None,
+            live: LiveRun | None = None) -> tuple[int, Path | None]:
+    """Print each execution; render the report and log to MLflow (into the ``live`` run) unless an execution
+    crashed."""
     code = print_executions(result.executions, result.run_dir)
     report = None
     if crashed(result.executions):  # the run is broken, and a report or an MLflow run would hide it (a budget
@@ -164,7 +171,7 @@ def _finish(result: SweepResult, req: SweepRequest, cluster: ClusterStages | Non
             return EXIT_CRASHED, None
     if req.track:
         track(result.run_dir, report, {e.name: f"stopped ({e.halted})" if e.halted else "ok"
-                                       for e in result.executions})
+                                       for e in result.executions}, live.parent() if live else None)
     return code, report
 
 
@@ -185,9 +192,10 @@ def report_command(run_dir: Path, out: str | None = None, **options: Any) -> Pat
     return path
 
 
-def track(run_dir: Path, report: Path | None, status: dict[str, str]) -> None:
-    """Log a run to MLflow, saying where (`bench track`, and a sweep's end); tracking never fails a sweep."""
+def track(run_dir: Path, report: Path | None, status: dict[str, str], parent: str | None = None) -> None:
+    """Log a run to MLflow, saying where (`bench track`, and a sweep's end: into its live run ``parent``);
+    tracking never fails a sweep."""
     t0 = time.monotonic()
-    if tracking.track_run(run_dir, status=status, report=report):
+    if tracking.track_run(run_dir, status=status, report=report, parent=parent):
         print(f"tracking: logged to MLflow at {tracking.shown_uri(tracking.tracking_uri(run_dir))} in "
               f"{time.monotonic() - t0:.1f}s (see it with: bench ui {run_dir})", flush=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -50,11 +51,12 @@ class SweepResult:
 
 def run_sweep(run: Run | str, *, jobs: int = 1, per_cell: bool = False, cells=None,
               only_stage: str | None = None, run_dir: str | None = None,
-              cluster: RemoteStages | None = None) -> SweepResult:
+              cluster: RemoteStages | None = None, on_start: Callable[[], None] | None = None) -> SweepResult:
     """Run the sweep's stages; return the run folder and every execution with its exit code.
 
     The caller holds the run folder's lock (bench.core.runlock) for as long as it writes there.
     On a ``cluster`` every stage runs as one task per cell there (bench.sweep.cluster), which serves the caps.
+    ``on_start`` is called once nothing refused the sweep, as its stages start (its live MLflow run appears then).
     """
     threading.Thread(target=_import_papermill, daemon=True).start()  # 2 s of imports, overlapped with prep
     started = utc_now()  # items that fail from now on are asked again by the next sweep, not by this one
@@ -68,6 +70,8 @@ def run_sweep(run: Run | str, *, jobs: int = 1, per_cell: bool = False, cells=No
     # server holds the budget already: no pilot there); over limits.budget_usd (or a budget with a model's price
     # unknown): BenchError here, before anything (more than the pilot) is sent
     supersede(run.dir, changed, shown_path(run.params_path))  # only now: a refused sweep sets nothing aside
+    if on_start is not None:
+        on_start()
     stages = [only_stage] if only_stage else [s for s in STAGES if (s != "judge" or run.sweep.judges)
                                               and (s != "collect" or run.sweep.collects)]
     for stage in stages:

@@ -35,17 +35,22 @@ from bench.tracking.mlflow_store import mlflow_client
 
 
 def track_run(run_dir: str | Path, *, status: dict[str, str] | None = None, report: str | Path | None = None,
-              resamples: int = 1000) -> str | None:
-    """Log a run folder to MLflow; return the parent MLflow run id, or None if tracking failed (warned)."""
+              resamples: int = 1000, parent: str | None = None) -> str | None:
+    """Log a run folder to MLflow; return the parent MLflow run id, or None if tracking failed (warned).
+
+    ``parent``: the sweep's live run (bench.tracking.live), which then gets the sweep-level logging and the
+    cells' runs, and is left for its sweep to end (its status says how the sweep ended, not that tracking did).
+    """
     run_dir = Path(run_dir)
     try:
-        return _track_run(run_dir, status or {}, Path(report) if report else None, resamples)
+        return _track_run(run_dir, status or {}, Path(report) if report else None, resamples, parent)
     except Exception as err:  # tracking is never fatal
         warn(f"MLflow logging of {run_dir}", err)
         return None
 
 
-def _track_run(run_dir: Path, status: dict[str, str], report: Path | None, resamples: int) -> str:
+def _track_run(run_dir: Path, status: dict[str, str], report: Path | None, resamples: int,
+               live: str | None = None) -> str:
     with TrackingProgress() as progress:
         progress.begin("reading the run and opening the MLflow store")
         with ThreadPoolExecutor(1, thread_name_prefix="bench-tracking-store") as pool:
@@ -59,12 +64,17 @@ def _track_run(run_dir: Path, status: dict[str, str], report: Path | None, resam
         grid = _grid(t, rec)
         runs = _runs(client, exp_id, t.name, grid["hash"])
         stages = {f"bench.stage.{k}": v for k, v in status.items()}
-        parent = runs.get(None) or _create_run(
-            client, exp_id, {"bench.sweep": t.name, "bench.level": "sweep", "bench.grid": grid["hash"]}, t.name,
-            grid["params"], rec.start_ms(None))
+        sweep_tags = {"bench.sweep": t.name, "bench.level": "sweep", "bench.grid": grid["hash"]}
+        if live is not None:  # the sweep's live run: its grid, tagged now (a re-track finds it by it)
+            _log_params(client, live, sweep_tags, grid["params"])
+        parent = live or runs.get(None) or _create_run(client, exp_id, sweep_tags, t.name, grid["params"],
+                                                       rec.start_ms(None))
+        # a sweep's live run keeps how its sweep ended (status, end time), also when tracked again later
+        live = live or (parent if client.get_run(parent).data.tags.get("bench.live") == "1" else None)
         _log_run(client, parent, sweep_metrics(s),
                  {**stages, "bench.outcome": "failed items" if not s.failures.is_empty() else "ok",
-                  **({"bench.workers": str(len(ran_on))} if (ran_on := workers(run_dir)) else {})}, rec.end_ms(None))
+                  **({"bench.workers": str(len(ran_on))} if (ran_on := workers(run_dir)) else {})},
+                 None if live else rec.end_ms(None))
         progress.add(1)
         for cell in cells:
             child = runs.get(cell) or _create_run(
@@ -72,7 +82,7 @@ def _track_run(run_dir: Path, status: dict[str, str], report: Path | None, resam
                                  "bench.grid": grid["hash"], "mlflow.parentRunId": parent}, cell,
                 {**grid["params"], **_cell_params(rec, cell)}, rec.start_ms(cell))
             runs[cell] = child
-            _log_run(client, child, cell_metrics(s, cell), stages, rec.end_ms(cell))
+            _log_run(client, child, cell_metrics(s, cell), {**stages, "mlflow.parentRunId": parent}, rec.end_ms(cell))
             progress.add(1)
         progress.begin("artifacts")
         _log_artifacts(client, parent, run_dir, report)
@@ -106,14 +116,24 @@ def _create_run(client: Any, exp_id: str, tags: dict[str, str], name: str, param
     return run_id
 
 
-def _log_run(client: Any, run_id: str, metrics: dict[str, float], tags: dict[str, str], end_ms: int) -> None:
-    """Log a run's metrics and tags in one batch (mlflow splits it at its limits) and end it at ``end_ms``."""
+def _log_params(client: Any, run_id: str, tags: dict[str, str], params: dict[str, Any]) -> None:
+    """Log tags and params on an existing run (a sweep's live run) in one batch."""
+    from mlflow.entities import Param, RunTag  # noqa: PLC0415 (mlflow: loaded meanwhile, see _track_run)
+
+    client.log_batch(run_id, params=[Param(k, _param(v)) for k, v in params.items()],
+                     tags=[RunTag(k, v) for k, v in tags.items()])
+
+
+def _log_run(client: Any, run_id: str, metrics: dict[str, float], tags: dict[str, str], end_ms: int | None) -> None:
+    """Log a run's metrics and tags in one batch (mlflow splits it at its limits) and end it at ``end_ms``
+    (None: left running, for its sweep to end: bench.tracking.live)."""
     from mlflow.entities import Metric, RunTag  # noqa: PLC0415 (mlflow: loaded meanwhile, see _track_run)
 
     now = int(time.time() * 1000)
     client.log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in metrics.items()],
                      tags=[RunTag(k, str(v)) for k, v in tags.items()])
-    client.set_terminated(run_id, "FINISHED", end_time=end_ms)
+    if end_ms is not None:
+        client.set_terminated(run_id, "FINISHED", end_time=end_ms)
 
 
 def _param(v: Any) -> str:

@@ -173,7 +173,8 @@ def test_unknown_key_lists_allowed_keys(tmp_path: Path) -> None:
     path = write(tmp_path, "demo", RUBRIC.replace("mode: rubric\n", "mode: rubric\ncolour: red\n"))
     msg = error_of(tmp_path, "demo")
     assert msg == (f"{path}: colour: unknown key 'colour' (allowed: id, version, mode, criteria, requirements, "
-                   f"labels, checks, weights, max_chars, reference, solve_first, show_reasoning, images, per_turn)")
+                   f"labels, checks, weights, max_chars, reference, solve_first, show_reasoning, images, per_turn, "
+                   f"provenance)")
 
 
 def test_unknown_nested_keys_list_allowed_keys(tmp_path: Path) -> None:

@@ -8,9 +8,10 @@ import shutil
 from pathlib import Path
 
 from bench.analysis import judge_vs_human, load_run
-from bench.gates import human_agreement
+from bench.gates import gate_agreement
 from bench.testing.grids import bench
 from tests.gates.gate_runs import cases, failed, params
+from tests.judges.reviewed_run import judge_grades
 
 
 def test_a_regression_fails_the_gate_with_exit_5_and_junit_xml(runs):
@@ -77,7 +78,7 @@ def test_win_rate_and_agreement_floors_from_a_params_file(runs, tmp_path, fake_s
     win = cases(tmp_path / "bad.xml")[("win_rate_min", "arena · m1/p@v1")].find("failure").get("message")
     assert win.startswith("win rate ") and "with its whole CI" in win  # bad's answers lose where good's won
     arena = cases(tmp_path / "bad.xml")[("agreement_min", "arena · verdict vs humans")]
-    assert "no human review of its judgments" in arena.find("failure").get("message")
+    assert "no blind human review of its judgments" in arena.find("failure").get("message")
     good = bench(tmp_path, "gate", f"{tmp_path}/runs/good", "--params", str(path), "--baseline",
                  f"{tmp_path}/runs/peer", "--junit", f"{tmp_path}/good.xml")
     assert failed(tmp_path / "good.xml") == {("agreement_min", "arena · verdict vs humans")}, good.stdout
@@ -89,7 +90,7 @@ def test_the_agreement_is_the_reports_kappa_with_an_interval_around_it(runs, tmp
     shutil.copytree(runs / "runs" / "bad", tmp_path / "runs" / "bad")
     review(tmp_path, "bad", agree=False, every=2)
     t = load_run(tmp_path / "runs" / "bad")
-    [row] = [r for r in human_agreement(t, resamples=200).to_dicts() if r["judge"] == "grader"]
+    [row] = [r for r in gate_agreement(t, resamples=200).to_dicts() if r["judge"] == "grader"]
     [report] = [r for r in judge_vs_human(t.scores, t.judgments, t.reviews).to_dicts()
                 if (r["judge"], r["criterion"]) == ("grader", "composite")]
     assert (row["n"], row["kappa"]) == (report["n"], report["kappa"]) and row["n"] == 6
@@ -97,17 +98,18 @@ def test_the_agreement_is_the_reports_kappa_with_an_interval_around_it(runs, tmp
 
 
 def review(tmp: Path, run: str, *, agree: bool, every: int = 1) -> None:
-    """Review the grader's answers of ``tmp/runs/<run>`` through `bench review export/apply`: each criterion as
-    the judge graded it (``agree``), or mirrored on its scale; every ``every``-th entry; pairwise entries left
-    unreviewed."""
+    """Review the grader's answers of ``tmp/runs/<run>`` blind through `bench review export/apply` (only blind
+    reviews measure agreement): each criterion as the judge graded it (``agree``, read from the run's records), or
+    mirrored on its scale; every ``every``-th entry; pairwise entries left unreviewed."""
     folder, file = tmp / "runs" / run, tmp / f"{run}-review.json"
-    out = bench(tmp, "review", "export", str(folder), str(file), "--show-judges")
+    out = bench(tmp, "review", "export", str(folder), str(file))
     assert out.returncode == 0, out.stderr
     doc = json.loads(file.read_text())
     doc["reviewer"] = "ann"
+    grader = judge_grades(folder, "grader")
     graded = [e for e in doc["entries"] if e["mode"] != "pairwise"]
     for e in graded[::every]:
-        scores = next(g["scores"] for g in e["judges"] if g["judge"] == "grader" and g["scores"])
+        scores = grader[tuple(e["answer"])]
         e["review"] = {"scores": {c: v if agree else e["scale"][c][0] + e["scale"][c][1] - v
                                   for c, v in scores.items()}}
     file.write_text(json.dumps(doc))

@@ -187,3 +187,30 @@ def test_a_failed_merge_waits_its_pause_even_while_appends_succeed(tmp_path, mon
         assert len(cache) == 6
     finally:
         cache.close()
+
+
+def test_replies_this_process_merges_are_in_its_filter_without_reading_them_back(tmp_path):
+    path = tmp_path / "c.sqlite"
+    other = ResponseCache(path)
+    cache = ResponseCache(path)
+    try:
+        assert cache.get("0" * 64) is None  # the first miss loads the filter of the (empty) cache
+        other.put_later("d" * 64, {"text": "another process's"})
+        other.flush()  # a row this process's filter has not read yet
+        for i in range(1, 30):
+            cache.put_later(f"{i:064x}", {"text": str(i)})
+        cache.flush()
+        top = cache._db.execute("SELECT MAX(rowid) FROM responses").fetchone()[0]
+        assert cache._filter.high < top  # the other's row came first: its rows are read, ours with them
+        time.sleep(0.06)  # past the filter's freshness (50 ms): a miss reads the rows stored since
+        assert cache.get("d" * 64) == {"text": "another process's"}
+        assert cache._filter.high == top
+        for i in range(30, 60):
+            cache.put_later(f"{i:064x}", {"text": str(i)})
+        time.sleep(0.06)  # the filter is stale now: a miss would read newer rows
+        cache.flush()
+        assert cache._filter.high == cache._db.execute("SELECT MAX(rowid) FROM responses").fetchone()[0]
+        assert all(cache.get(f"{i:064x}") == {"text": str(i)} for i in range(1, 60))  # stored: never a miss
+    finally:
+        cache.close()
+        other.close()

@@ -75,3 +75,13 @@ def test_notebook_frames_show_scenarios_by_their_fields(tmp_path, fake):
     cands, judgments = candidate_listing(tmp_path / "runs/g").to_pandas(), judgment_listing(tmp_path / "runs/g").to_pandas()
     assert sorted(cands["scenario"]) == ["topic: t0", "topic: t1"] and cands["scenario_id"].str.startswith("s").all()
     assert sorted(judgments["scenario"]) == ["topic: t0", "topic: t1"]
+
+
+def test_a_missing_key_shared_by_a_model_and_a_judge_is_named_once(tmp_path, fake):
+    # the same model string as answerer and as judge (other params: two specs) lacks the same key: one line, not two
+    same = {"name": "shared", "api_key_env": "BENCH_TEST_NEVER_SET_KEY"}
+    params = grid(tmp_path / "g.yaml", fake.url, models=[model("m1", fake.url, **same)],
+                  judges=[judge("j1", fake.url, **same, params={"temperature": 0})])
+    out = bench(tmp_path, "validate", str(params))
+    assert out.returncode == 2 and fake.stats()["requests"] == 0, out.stderr
+    assert out.stderr.count("BENCH_TEST_NEVER_SET_KEY") == 1, out.stderr

@@ -230,13 +230,7 @@ def test_a_driver_killed_mid_sweep_leaves_nothing_open_for_the_next_sweep(tmp_pa
     _, still = psutil.wait_procs(procs[1:], timeout=BUDGET_S)  # the driver's workers and kernels die with it
     assert not still, still
     assert all(p.exists() for p in (tmp / n for n in left))  # a SIGKILL leaves them: the next sweep must clean up
-    result = sweep(tmp_path, params, "--no-report", **keyed_env(tmp_dir))
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "recorded as lost" in result.stdout
-    lines = [json.loads(ln) for ln in (run_dir / "executions.jsonl").read_text().splitlines()]
-    closed = [a for a in lines if a["name"] == running["name"] and a["attempt"] == running["attempt"]]
-    assert len(closed) == 1 and closed[0]["status"] == "lost", lines
-    assert f"pid {proc.pid} on" in closed[0]["reason"]
+    lines, closed = resumed_after_kill(tmp_path, params, tmp_dir, running, proc.pid)
     open_now = [p for p in (run_dir / "attempts").glob("*.json") if json.loads(p.read_text())["status"] == "running"]
     assert not open_now
     assert not [n for n in left if (tmp / n).exists()], left  # the dead driver's folders are gone
@@ -257,13 +251,7 @@ def test_an_attempt_its_worker_ends_after_the_driver_was_killed_is_recorded_as_l
             proc.wait(timeout=60)
         ended = wait_ended(run_dir, running, c.workers)
     assert not (run_dir / "executions.jsonl").exists()  # the killed driver recorded nothing
-    result = sweep(tmp_path, params, "--no-report", **keyed_env(tmp_dir))
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "recorded as lost" in result.stdout
-    lines = [json.loads(ln) for ln in (run_dir / "executions.jsonl").read_text().splitlines()]
-    closed = [a for a in lines if a["name"] == running["name"] and a["attempt"] == running["attempt"]]
-    assert len(closed) == 1 and closed[0]["status"] == "lost", lines
-    assert f"pid {proc.pid} on" in closed[0]["reason"]
+    lines, closed = resumed_after_kill(tmp_path, params, tmp_dir, running, proc.pid)
     assert f"its worker had ended it {ended['status']}" in closed[0]["reason"]
     left = [json.loads(p.read_text()) for p in (run_dir / "attempts").glob("*.json")]
     killed = [(a["name"], a["attempt"]) for a in left if a["sweep"] == running["sweep"]]
@@ -294,3 +282,17 @@ def test_a_local_driver_killed_mid_sweep_has_its_execution_recorded_as_lost_by_t
     assert len(lost) == 1 and f"pid {proc.pid} on" in lost[0]["reason"] and lost[0]["worker"] == f"local:{proc.pid}"
     assert [a["status"] for a in lines if a not in lost] == ["ok"]
     assert not list((run_dir / "attempts").glob("*.json"))  # nothing left open
+
+
+def resumed_after_kill(tmp_path, params, tmp_dir, running, pid):
+    """Sweep again after the driver ``pid`` was killed mid-attempt ``running``; check the new sweep recorded that
+    attempt as lost exactly once, naming the dead driver. Return executions.jsonl's lines and that attempt's."""
+    run_dir = tmp_path / "runs" / "s"
+    result = sweep(tmp_path, params, "--no-report", **keyed_env(tmp_dir))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "recorded as lost" in result.stdout
+    lines = [json.loads(ln) for ln in (run_dir / "executions.jsonl").read_text().splitlines()]
+    closed = [a for a in lines if a["name"] == running["name"] and a["attempt"] == running["attempt"]]
+    assert len(closed) == 1 and closed[0]["status"] == "lost", lines
+    assert f"pid {pid} on" in closed[0]["reason"]
+    return lines, closed

@@ -25,7 +25,8 @@ Endpoints: ``POST /v1/chat/completions`` (and ``/chat/completions``), ``GET /v1/
 
 Modules: ``config`` (the knobs), ``request_body`` (what a request asks for), ``schema_faker``
 and ``replies`` (the bodies it composes, usage counted in words or tiktoken tokens), ``quality`` (each
-model answers in its own words and is graded at its own quality, with optional noise), ``thinking`` (a
+model answers in its own words and is graded at its own quality, with optional noise), ``biases`` (judges
+scripted with a known bias: the first slot, long answers, one model's answers), ``thinking`` (a
 reasoning model on demand: ``reasoning_content`` and reasoning tokens, or an inline ``<think>``), ``images``
 (image parts checked, a malformed one refused with a 400, each image's sha256 in the stats), ``tool_calls``
 (scripted tool calls, ``tools_supported``, a multi-turn request's history echoed in its answer), ``server``

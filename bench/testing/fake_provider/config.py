@@ -1,4 +1,5 @@
-"""The fake provider's knobs: latency, faults, canned replies, auth, served models, model quality, the Batch API.
+"""The fake provider's knobs: latency, faults, canned replies, auth, served models, model quality, scripted
+judge biases, the Batch API.
 
 :data:`DEFAULT_CONFIG` lists every key with its default; :func:`validate_config` rejects a
 config whose values have the wrong shape. ``POST /_admin/config`` merges keys over the
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.testing.fake_provider.alignment import validate_alignment_config
+from bench.testing.fake_provider.biases import validate_bias_config
 from bench.testing.fake_provider.quality import validate_quality_config
 from bench.testing.fake_provider.replies import ENCODING_NAMES
 from bench.testing.fake_provider.thinking import THINKING_DEFAULTS, validate_thinking_config
@@ -61,6 +64,14 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "judge_bias": {},           # {judge model name: -1..1}: a shift of all its grades, as a share of the scale
     "noise": 0.0,               # sd (share of the scale) of a per-arrival draw: an identical request (a judge's
                                 # repeat, a sample) answers differently, reproducibly; 0: same request, same reply
+    # Judges with a known bias (biases.py), keyed by the judge model's name, for the bias audit's tests:
+    "position_bias": {},        # {judge: p}: with probability p a pairwise verdict is turned to favour the first slot
+    "length_bias": {},          # {judge: {"over_chars": N, "bonus": b}}: an answer over N characters (as shown)
+                                # gets b more levels on every score; a pairwise verdict moves b labels towards it
+    "favour_model": {},         # {judge: {"model": name, "bonus": b}}: that model's answers likewise get b levels
+    "pad_answers": {},          # {model: W}: its default answer gets 0..W filler words (hashed): varied lengths
+    "misread_anchor": {},       # {judge: {"criterion", "value", "as", "unless"}}: it says `as` for the true `value`
+                                # unless an `unless` text is in its prompt (alignment.py: what `bench align` fixes)
     # The Files + Batch API (/v1/files, /v1/batches); each batch line is answered like a chat request
     # (served_models, replies incl. status matches, tokenizer), never counted in `requests`.
     "batches_supported": True,  # False: every /files and /batches route answers 404 (like vLLM, llama.cpp)
@@ -105,6 +116,8 @@ def validate_config(cfg: dict[str, Any]) -> None:
         raise ValueError(f"served_models must be null or a list of model names, got {served!r}")
     validate_spend_config(cfg)
     validate_quality_config(cfg)
+    validate_bias_config(cfg)
+    validate_alignment_config(cfg)
     validate_thinking_config(cfg)
     validate_tools_config(cfg)
     for key in ("fail_first", "fail_status", "seed"):

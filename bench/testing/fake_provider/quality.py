@@ -28,8 +28,9 @@ from typing import Any
 QUALITY_DEFAULTS: dict[str, Any] = {"model_quality": {}, "judge_bias": {}, "noise": 0.0, "seed": 0}
 ANSWER = re.compile(r"fake answer ([0-9a-f]{8})\b")  # the whole hash: its first three digits are the model's tag
 _ITEM = re.compile(r"^Item (\S+)\.$", re.M)  # a packed judge prompt's item header (bench.judge._prompts)
-# a judge prompt's reference blocks (bench.judge._prompts): a fake answer in one is not an answer to grade
-_REFERENCES = re.compile(r"<(reference|own-answer)-(\w+)>.*?</\1-\2>", re.S)
+# a judge prompt's reference blocks (bench.judge._prompts) and few-shot examples (bench.align): a fake answer in
+# one is not an answer to grade
+_REFERENCES = re.compile(r"<(reference|own-answer|example)-(\w+)>.*?</\1-\2>", re.S)
 ITEM_SPREAD = 0.15  # sd of an item's own difficulty (scale fraction): answers of one model vary
 READING_SPREAD = 0.05  # sd of one judge's own reading of an item: two judges agree, but not exactly
 CRITERION_SPREAD = 0.05  # sd of an item's criterion-to-criterion differences

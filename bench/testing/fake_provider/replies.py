@@ -18,6 +18,8 @@ import random
 from pathlib import Path
 from typing import Any
 
+from bench.testing.fake_provider.alignment import ALIGNMENT_DEFAULTS, misread
+from bench.testing.fake_provider.biases import BIAS_DEFAULTS, biased, padded
 from bench.testing.fake_provider.obedient import injected_grade, obey
 from bench.testing.fake_provider.quality import QUALITY_DEFAULTS, answer_text, shape
 from bench.testing.fake_provider.request_body import compact_json, message_text, request_key, response_schema
@@ -40,7 +42,8 @@ ENCODING_NAMES: dict[str, str | None] = {  # the `tokenizer` config values
     "words": None, "cl100k": "cl100k_base", "o200k": "o200k_base"}
 CHUNK_CHARS = 1024  # litellm.token_counter encodes long text in chunks of this many characters: so does this
 _ENCODINGS: dict[str, Any] = {}
-SHAPE_DEFAULTS = {**QUALITY_DEFAULTS, "obey_injections": False, "corrupt_items": 0.0, "packed_fault": None}
+SHAPE_DEFAULTS = {**QUALITY_DEFAULTS, **BIAS_DEFAULTS, **ALIGNMENT_DEFAULTS, "obey_injections": False,
+                  "corrupt_items": 0.0, "packed_fault": None}
 
 
 def error_payload(status: int, message: str, code: str | None = None) -> dict[str, Any]:
@@ -60,15 +63,18 @@ def schema_reply(schema: dict[str, Any], body: dict[str, Any], fallback: str, cf
     """The JSON text of a value valid against ``schema``, seeded by the request's hash.
 
     A judge's grades follow the quality of the fake answers it is shown (``quality.shape``: ``model_quality``,
-    ``judge_bias``, ``noise`` drawn per ``arrival``); then ``obey_injections``, ``corrupt_items`` (the fraction
-    of graded packed items whose first score is put off its scale) and ``packed_fault`` apply (see DEFAULT_CONFIG).
+    ``judge_bias``, ``noise`` drawn per ``arrival``), moved by its scripted biases (``biases.biased``); then
+    ``obey_injections``, ``corrupt_items`` (the fraction of graded packed items whose first score is put off its
+    scale) and ``packed_fault`` apply (see DEFAULT_CONFIG).
     """
     cfg = {**SHAPE_DEFAULTS, **(cfg or {})}
     if schema.get("_json_object"):
         return json.dumps({"answer": fallback})
     seed = int(request_key(body)[:16], 16)
     value = SchemaFaker(schema, seed).value(schema)
-    value = shape(value, body, message_text(body.get("messages")), cfg, arrival)
+    text = message_text(body.get("messages"))
+    value = biased(shape(value, body, text, cfg, arrival), body, text, cfg, arrival)  # biases.py: scripted biases
+    value = misread(value, body, text, cfg)  # alignment.py: a misread anchor, unless the prompt shows it
     if cfg["obey_injections"]:
         value = obey(value, injected_grade(body.get("messages")), schema)
     corrupt, packed_fault = cfg["corrupt_items"], cfg["packed_fault"]
@@ -94,8 +100,9 @@ def schema_reply(schema: dict[str, Any], body: dict[str, Any], fallback: str, cf
 
 def default_content(body: dict[str, Any], cfg: dict[str, Any] | None = None, arrival: int = 0) -> str:
     """Schema-valid JSON when a schema is requested, else the model's own ``fake answer <tag><hash>``
-    (``quality.answer_text``); ``arrival`` counts earlier arrivals of the same request (only with ``noise``)."""
-    text = answer_text(str(body.get("model") or "fake-model"), compact_json(body.get("messages")), arrival)
+    (``quality.answer_text``, with ``pad_answers`` filler words: ``biases.padded``); ``arrival`` counts earlier arrivals of the same request (only with ``noise``)."""
+    model = str(body.get("model") or "fake-model")
+    text = padded(answer_text(model, compact_json(body.get("messages")), arrival), model, cfg)
     schema = response_schema(body.get("response_format"))
     return text if schema is None else schema_reply(schema, body, text, cfg, arrival)
 

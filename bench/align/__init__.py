@@ -1,0 +1,33 @@
+"""Judges aligned to human reviews: `bench align RUN --judge ID` builds judge variants from a run's blind reviews,
+scores each on held-out reviews by k-fold cross-validation and writes the best as a new rubric version.
+
+``reviews`` reads the reviewed answers of one judge; ``folds`` splits them by answer (and checks that no review
+both builds and scores a variant); ``variants`` writes variants as rubric files (few-shot examples in tagged data
+blocks, rewritten anchors); ``optimizer`` asks a model for anchor rewrites; ``heldout`` measures agreement (pooled
+quadratic kappa with a bootstrap CI); ``crossval`` runs the folds; ``cost`` estimates and holds the budget;
+``rubric_writer`` writes the chosen version with its provenance; ``alignment`` is the whole of `bench align`, and
+``command`` its cheap entry from the CLI (docs/align.md). Only the command is cheap to import: the rest loads
+polars and is imported on first use.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_LAZY = {"align_command": "bench.align.command", "align": "bench.align.alignment",
+         "make_folds": "bench.align.folds", "check_no_leak": "bench.align.folds",
+         "check_built_apart": "bench.align.folds",
+         "Fold": "bench.align.folds", "FoldLeak": "bench.align.folds", "TooFewReviews": "bench.align.folds",
+         "agreement": "bench.align.heldout", "Agreement": "bench.align.heldout",
+         "reviewed_answers": "bench.align.reviews", "ReviewedAnswer": "bench.align.reviews",
+         "variant_text": "bench.align.variants", "cross_validate": "bench.align.crossval"}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'bench.align' has no attribute {name!r}")
+    return getattr(import_module(module), name)

@@ -1,0 +1,16 @@
+"""`bench align RUN --judge ID [--k K] [--params FILE] [--dry-run]`: the command, cheap to import.
+
+The work (reading the run, cross-validating, writing the rubric) loads polars and is imported on first use, so
+``bench.cli`` stays light; it is :func:`bench.align.alignment.align`. docs/align.md says how to read what it prints.
+"""
+
+from __future__ import annotations
+
+from bench import align as api  # its alignment loads polars on first use (bench.cli stays cheap)
+
+
+def align_command(run: str, *, judge: str, k: int | None = None, params: str | None = None, dry_run: bool = False,
+                  resamples: int = 2000, track: bool = True) -> int:
+    """Align judge ``judge`` of run folder (or sweep name) ``run`` to its blind reviews; return the exit status (0;
+    a refusal is a BenchError: exit 2, or 4 for the budget)."""
+    return api.align(run, judge=judge, k=k, params=params, dry_run=dry_run, resamples=resamples, track=track)

@@ -1,0 +1,98 @@
+"""Bootstrap draws of the agreement between two raters (a judge and a human): weighted Cohen's kappa, exact and
+adjacent agreement, and a mean difference, all from the same resamples.
+
+The unit resampled is the *item* (an answer, or an A/B pair, on one rubric version), not the pair of grades: one
+item reviewed by two reviewers, or graded by a judge's repeats, gives several pairs that stand or fall together,
+and resampling them one by one would make the interval too narrow. Each item's pairs are summed into one row (its
+confusion counts, its exact and adjacent matches, its pair count), so a resample is one matrix product
+(:func:`bench.analysis.bootstrap.bootstrap_ratios`) and every statistic of a resample is read off its sums.
+With one pair per item this is the ordinary bootstrap of the pairs. The regression gates' ``agreement_min``
+(bench.gates.agreement) and `bench judges` read their intervals from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from bench.analysis.agreement import _kappa_weights
+from bench.analysis.bootstrap import bootstrap_ratios, percentile_interval
+
+
+@dataclass(frozen=True)
+class AgreementDraws:
+    """Bootstrap resamples of each statistic (1-d arrays of ``resamples`` values; NaN where undefined)."""
+
+    kappa: np.ndarray
+    exact: np.ndarray
+    adjacent: np.ndarray | None  # None when ``within`` was not given (nominal labels with no order)
+
+    def interval(self, name: str, level: float = 0.95) -> tuple[float | None, float | None]:
+        """Return the percentile interval of one statistic's draws, or (None, None) when no resample defines it."""
+        draws = getattr(self, name)
+        if draws is None or draws.size == 0 or np.isnan(draws).all():
+            return None, None
+        lo, hi = percentile_interval(draws, level)
+        return float(lo), float(hi)
+
+
+def agreement_draws(x: np.ndarray, y: np.ndarray, items: np.ndarray, *, weights: str | None,
+                    within: np.ndarray | None = None, resamples: int = 2000, seed: int = 0) -> AgreementDraws:
+    """Return bootstrap draws of kappa (``weights``: None, "linear" or "quadratic"), exact agreement and, when
+    ``within`` says which pairs are adjacent (e.g. ``|x − y| ≤ 1``), adjacent agreement, resampling ``items``.
+
+    ``x``, ``y``: the paired grades (numbers for weighted kappa; any labels for nominal), no missing value;
+    ``items``: each pair's item (any hashable labels): pairs of one item are drawn together.
+    """
+    x, y, items = np.asarray(x), np.asarray(y), np.asarray(items)
+    if not x.shape == y.shape == items.shape == (x.shape if within is None else np.shape(within)) or x.ndim != 1:
+        raise ValueError("agreement_draws needs equally long 1-d arrays of grades, items (and within)")
+    if x.size == 0:
+        empty = np.full(resamples, np.nan)
+        return AgreementDraws(empty, empty, None if within is None else empty)
+    values, codes = np.unique(np.concatenate([x, y]), return_inverse=True)
+    k = values.size
+    cell = codes[: x.size] * k + codes[x.size:]
+    columns = [np.eye(k * k)[cell], (x == y)[:, None], np.ones((x.size, 1))]
+    if within is not None:
+        columns.insert(2, np.asarray(within, dtype=bool)[:, None])
+    per_pair = np.hstack(columns).astype(np.float64)
+    _labels, group = np.unique(items, return_inverse=True)
+    per_item = np.zeros((group.max() + 1, per_pair.shape[1]))
+    np.add.at(per_item, group, per_pair)
+    sums = bootstrap_ratios(per_item, None, resamples, seed)  # each resample's column sums over its items / items
+    pairs = sums[:, -1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        exact = sums[:, k * k] / pairs
+        adjacent = None if within is None else sums[:, k * k + 1] / pairs
+    weight = _kappa_weights(values if weights is None else values.astype(np.float64), weights)
+    return AgreementDraws(kappa_of_counts(sums[:, : k * k].reshape(-1, k, k), weight), exact, adjacent)
+
+
+def kappa_of_counts(counts: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """Return Cohen's kappa of each (k × k) confusion matrix in ``counts`` (… × k × k; rows the first rater)
+    under the disagreement ``weight`` (k × k, 0 on the diagonal); NaN where chance agreement is perfect.
+
+    A row or column of zeros (a value absent from a resample) adds nothing, so this equals
+    :func:`bench.analysis.cohen_kappa` of the resample's pairs."""
+    total = counts.sum(axis=(-2, -1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        observed = counts / total[..., None, None]
+        expected = observed.sum(axis=-1)[..., :, None] * observed.sum(axis=-2)[..., None, :]
+        chance = (weight * expected).sum(axis=(-2, -1))
+        kappa = 1.0 - (weight * observed).sum(axis=(-2, -1)) / chance
+    return np.where(chance > 0, kappa, np.nan)
+
+
+def mean_draws(values: np.ndarray, items: np.ndarray, *, resamples: int = 2000, seed: int = 0) -> np.ndarray:
+    """Return bootstrap draws of the mean of ``values`` (e.g. judge − human), resampling ``items`` as above."""
+    values, items = np.asarray(values, dtype=np.float64), np.asarray(items)
+    if values.size == 0:
+        return np.full(resamples, np.nan)
+    _labels, group = np.unique(items, return_inverse=True)
+    per_item = np.zeros((group.max() + 1, 2))
+    np.add.at(per_item, group, np.column_stack([values, np.ones(values.size)]))
+    sums = bootstrap_ratios(per_item, None, resamples, seed)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return sums[:, 0] / sums[:, 1]

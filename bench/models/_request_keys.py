@@ -1,0 +1,69 @@
+"""A request's cache key: sha256 over its identity parts, the part that stays the same for a model made once.
+
+The key is ``bench.models.cache.request_key(identity, model, settings, sample, messages)``: the endpoint's
+identity, the model string, the canonical (params, response_format[, tools, tool_choice]), the repeat and
+the canonical messages, joined by ``\\x1e``. Every part but the messages is the same for all requests of one
+model and settings, so a hasher fed those parts is made once (``KeyMaker``) and each request copies it and
+feeds only its messages: the key is the same hex digest, at a third of the cost (docs/llm-seam.md).
+The messages' canonical JSON comes from orjson when it spells them as ``canonical_json`` does
+(``bench.models._json.messages_json``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from bench.core.records import canonical_json
+from bench.models._json import messages_json
+from bench.models.providers import Route
+
+
+def identity(route: Route) -> str:
+    """Return the endpoint part of a request's identity: the route's, with the spec's ``think_end`` when it has one
+    (the cache keeps a reply after its thinking is split off, so another marker is another request; a spec
+    without one keeps the key of old caches)."""
+    end = route.spec.think_end
+    return route.identity if end is None else f"{route.identity}\x1fthink_end={end}"
+
+
+def sample_key(sample: int, attempt: int) -> str | int:
+    """Return the repeat part of a request's identity (the first attempt keeps the spelling of old caches)."""
+    return sample if attempt <= 1 else f"{sample}#attempt{attempt}"
+
+
+def settings_of(route: Route, merged: dict, params: dict | None, response_format: dict | None,
+                tools: list[dict] | None = None, tool_choice: Any = None) -> str:
+    """Return the canonical spelling of (params, response_format), memoized for the spec's own params, and of
+    (tools, tool_choice) after them when there are any (a request without tools keeps the key of old caches)."""
+    if tools or tool_choice is not None:
+        return "\x1f".join((canonical_json(merged), canonical_json(response_format), canonical_json(tools or None),
+                             canonical_json(tool_choice)))
+    if params or response_format is not None:
+        return canonical_json(merged) + "\x1f" + canonical_json(response_format)
+    if route.base_settings is None:
+        route.base_settings = canonical_json(merged) + "\x1f" + canonical_json(None)
+    return route.base_settings
+
+
+class KeyMaker:
+    """Request keys of one client: a hasher per (route, settings, repeat), fed those parts once."""
+
+    def __init__(self) -> None:
+        self._prefixes: dict[int, dict[str, Any]] = {}  # id(route) → settings (and repeat) → fed hasher
+
+    def key(self, route: Route, settings: str, sample: int, attempt: int, messages: list[dict[str, Any]]) -> str:
+        """Return ``cache.request_key(identity(route), model, settings, sample_key(sample, attempt),
+        canonical_json(messages))``, the same hex digest, from the route's fed hasher."""
+        repeat = sample_key(sample, attempt)
+        memo = settings if repeat == 0 else f"{settings}\x1e{repeat}"
+        made = self._prefixes.get(id(route))  # routes live as long as the client: their ids stay theirs
+        if made is None:
+            made = self._prefixes[id(route)] = {}
+        fed = made.get(memo)
+        if fed is None:
+            head = "\x1e".join((identity(route), route.spec.model, settings, str(repeat), ""))
+            fed = made[memo] = hashlib.sha256(head.encode("utf-8", "surrogatepass"))
+        hasher = fed.copy()
+        hasher.update(messages_json(messages).encode("utf-8", "surrogatepass"))
+        return hasher.hexdigest()

@@ -1,0 +1,68 @@
+"""`bench status RUN [--json] [--watch]`: a run's state and progress, from its run folder alone.
+
+It reads only (bench.monitor.state: no lock is taken, nothing in the run folder is written). One write
+may follow, outside the run folder, and only for a run found crashed: its live MLflow run, which still says
+RUNNING, is marked KILLED there (``bench.tracking.live.mark_crashed``, which checks the lock its own way).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+from bench.core.errors import BenchError
+from bench.core.paths import resolve, run_dir
+from bench.monitor.document import Status, status
+from bench.monitor.watch import watch
+
+LIVE = "bench.tracking.live"  # the live MLflow run of a sweep (its mark_crashed ends a crashed one's)
+
+
+def status_command(run: str, *, as_json: bool = False, watch_it: bool = False, every_s: float | None = None) -> int:
+    """Print the status of ``run`` (a run folder or a sweep name) as a table or one JSON document; return 0."""
+    folder = run_folder(run)
+    if watch_it:
+        return watch(folder, as_json=as_json, every_s=every_s, seen=mark_if_crashed)
+    st = status(folder)
+    mark_if_crashed(st)
+    print(json.dumps(st.doc, indent=1, sort_keys=True) if as_json else str(st), flush=True)
+    return 0
+
+
+def run_folder(arg: str) -> Path:
+    """Return the run folder ``arg`` names: a path, else a sweep name under ``runs/``; BenchError if neither."""
+    path = resolve(arg)
+    if path.is_dir():
+        return path
+    if "/" not in arg and run_dir(arg).is_dir():
+        return run_dir(arg)
+    raise BenchError(f"{arg}: no such run folder (give runs/<sweep> or a sweep name; `bench sweep` makes one)")
+
+
+def mark_if_crashed(st: Status) -> bool:
+    """Mark a crashed run's live MLflow run KILLED (once: mark_crashed leaves a run no longer RUNNING alone);
+    return whether it was marked. Without bench.tracking.live there is nothing to mark."""
+    if st.state != "crashed" or importlib.util.find_spec(LIVE) is None:
+        return False
+    return bool(importlib.import_module(LIVE).mark_crashed(Path(st.doc["run_dir"])))
+
+
+def add_status_command(sub: Any) -> None:
+    """Add `bench status` to the `bench` command's subparsers."""
+    s = sub.add_parser("status", help="a run's state (running, finished, failed, interrupted, crashed) and progress, "
+                                      "read from its run folder alone")
+    s.add_argument("run", help="runs/<sweep> (or a sweep name), on this machine or a shared folder")
+    s.add_argument("--json", action="store_true", help="print one JSON document (its schema: bench.monitor.SCHEMA)")
+    s.add_argument("--watch", action="store_true", help="refresh until the sweep ends: in place on a terminal, "
+                                                        "one line every few seconds into a pipe")
+    s.add_argument("--every", type=float, default=None, metavar="S", help="seconds between two looks with --watch "
+                                                                         "(default 2 on a terminal, 5 in a pipe)")
+    s.set_defaults(func=_status)
+
+
+def _status(args: argparse.Namespace) -> int:
+    return status_command(args.run, as_json=args.json, watch_it=args.watch, every_s=args.every)

@@ -1,0 +1,80 @@
+"""A sweep's own lines in ``sweeps.jsonl`` (bench.core.sweeps): its start, what it plans, its end and exit code.
+
+`bench sweep` opens the ledger once it holds the run lock and closes it before letting the lock go, so a
+reader never sees a sweep that ended without its end line unless its driver died (`bench status`: crashed).
+The plan (answers per cell, judgments per judge) is what `bench status` measures progress against, read from
+the run folder alone: a teammate's machine has the shared folder, not the params file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from bench.core.errors import BenchError, Halted
+from bench.core.outcome import EXIT_BAD_INPUT, EXIT_CRASHED, EXIT_INTERRUPTED
+from bench.core.sweeps import record_end, record_plan, record_start
+from bench.judge.stage import judgment_counts, load_judges
+from bench.run import Run
+
+
+@dataclass
+class Ledger:
+    """The open ledger of one sweep: its id, and the exit code its end line will carry."""
+
+    run: Run
+    sweep: str
+    code: int = 0
+
+    def ended(self, code: int) -> int:
+        """Set the sweep's exit code (written as the ledger closes); return it."""
+        self.code = code
+        return code
+
+
+@contextlib.contextmanager
+def sweep_ledger(run: Run, command: str, only_stage: str | None = None) -> Iterator[Ledger]:
+    """Record the sweep's start and plan; on leaving, its end: ``ledger.code``, or what an exception means
+    (Ctrl-C 130, a ``Halted`` its own code, a bench error 2, anything else 1). Call it holding the run lock."""
+    s = run.sweep
+    stages = [only_stage] if only_stage else [st for st, on in (("collect", s.collects), ("judge", s.judges)) if on]
+    ledger = Ledger(run, record_start(run.dir, command=command, budget_usd=s.limits.budget_usd, stages=stages))
+    _record_plan(ledger, stages)
+    try:
+        yield ledger
+    except KeyboardInterrupt:
+        record_end(run.dir, ledger.sweep, EXIT_INTERRUPTED)
+        raise
+    except Halted as err:
+        record_end(run.dir, ledger.sweep, err.exit_code)
+        raise
+    except BenchError:
+        record_end(run.dir, ledger.sweep, EXIT_BAD_INPUT)
+        raise
+    except BaseException:
+        record_end(run.dir, ledger.sweep, EXIT_CRASHED)
+        raise
+    record_end(run.dir, ledger.sweep, ledger.code)
+
+
+def _record_plan(ledger: Ledger, stages: list[str]) -> None:
+    """Record the answers planned per cell and the judgments per judge (of the stages this sweep runs).
+
+    A plan that cannot be worked out here is said and left out (the sweep itself then says why, with its
+    own message, as it starts): `bench status` shows the counts without their totals."""
+    run = ledger.run
+    try:
+        each = len(run.scenarios) * run.sweep.samples  # collect plans every cell × scenario × sample
+        cells = {c.key: each for c in run.cells} if "collect" in stages else {}
+        judges = load_judges(run) if "judge" in stages else []
+        per_judge: dict[str, int] = {}
+        for judge in judges:
+            per_judge[judge.entry.id] = per_judge.get(judge.entry.id, 0) + judgment_counts(run, [judge])[1]
+    except (BenchError, OSError, ValueError) as err:
+        warnings.warn(f"sweeps.jsonl: the plan of this sweep is not recorded ({err}); `bench status` shows its "
+                      f"counts without totals", RuntimeWarning, stacklevel=2)
+        return
+    record_plan(run.dir, ledger.sweep, cells=cells, judges=per_judge,
+                rubrics=[(j.entry.id, j.rubric.key) for j in judges])

@@ -1,0 +1,133 @@
+"""Judges with a known bias, scripted: the first slot, long answers, one model's answers; and answers of varied length.
+
+The bias audit (``bench.analysis.judge_audit``) must find these biases at the rates they were put in, so the fake
+provider can put them in. Each knob is keyed by a judge model's name as the fake provider sees it (``judge`` for
+the LiteLLM string ``openai/judge``) and acts on the grades ``quality.shape`` gave (its knobs apply first):
+
+- ``position_bias`` ``{judge: p}``: on a pairwise request, with probability ``p`` (drawn per request, seeded) the
+  judge prefers the answer shown first: a verdict that does not already favour it becomes the mildest label that
+  does (``A>B``); otherwise it judges as usual. Its first slot thus wins ``p + (1 − p)·q`` of the time, q being its
+  usual share; as bench asks both orders, a pair whose better answer is shown second flips with probability ``p``.
+- ``length_bias`` ``{judge: {"over_chars": N, "bonus": b}}``: an answer over N characters (the text of its
+  response block as shown) gets ``b`` levels added to every score (kept on the scale); in a pairwise verdict with
+  exactly one answer over N, the verdict moves ``b`` labels towards that one.
+- ``favour_model`` ``{judge: {"model": name, "bonus": b}}``: the answers of model ``name`` (known by their tag)
+  get ``b`` levels, and in a pairwise verdict ``b`` labels, likewise.
+- ``pad_answers`` ``{model: W}``: the model's default answer gets 0 to W filler words after it, the count hashed
+  from the answer (not from its quality): answers of varied length, for ``length_bias`` to act on.
+
+Checklist verdicts (``fulfilled``) are left as they are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from typing import Any
+
+from bench.testing.fake_provider.quality import ANSWER, _items, _levels, model_tag
+
+BIAS_DEFAULTS: dict[str, Any] = {"position_bias": {}, "length_bias": {}, "favour_model": {}, "pad_answers": {}}
+FILLER = "more"  # a padded answer's filler word
+_BLOCK = re.compile(r"<response-(\w+)>\n(.*?)\n</response-\1>", re.S)  # a response as bench.judge._prompts shows it
+
+
+def padded(text: str, model: str, cfg: dict[str, Any] | None) -> str:
+    """Return a default answer with its filler words (``pad_answers``; unchanged when its model has none)."""
+    most = (cfg or {}).get("pad_answers", {}).get(model, 0)
+    if not most:
+        return text
+    words = int(hashlib.sha256(f"pad\n{text}".encode()).hexdigest()[:8], 16) % (most + 1)
+    return " ".join([text, *[FILLER] * words])
+
+
+def biased(value: Any, body: dict[str, Any], text: str, cfg: dict[str, Any], arrival: int) -> Any:
+    """Return a judge's shaped ``value`` with its judge model's biases applied (unchanged when it has none)."""
+    judge = str(body.get("model"))
+    if not isinstance(value, dict) or not any(judge in cfg.get(k, {}) for k in
+                                              ("position_bias", "length_bias", "favour_model")):
+        return value
+    chars = answer_chars(text)
+    if isinstance(value.get("grades"), list):
+        chunks = _items(text)
+        for grade in value["grades"]:
+            answers = ANSWER.findall(chunks.get(str(grade.get("id")), "")) if isinstance(grade, dict) else []
+            if answers and isinstance(grade.get("scores"), dict):
+                _raise_scores(grade["scores"], _bonus(answers[-1], judge, chars, cfg), body)
+        return value
+    answers = ANSWER.findall(text)
+    if answers and isinstance(value.get("scores"), dict):
+        _raise_scores(value["scores"], _bonus(answers[-1], judge, chars, cfg), body)
+    if isinstance(value.get("verdict"), str) and len(answers) >= 2:
+        value["verdict"] = _verdict(value["verdict"], answers[0], answers[-1], judge, chars, cfg, body, arrival)
+    return value
+
+
+def answer_chars(text: str) -> dict[str, int]:
+    """Return each fake answer's (its hash's) length as shown: the characters of the response block holding it."""
+    return {answer: len(block) for _, block in _BLOCK.findall(text) for answer in ANSWER.findall(block)}
+
+
+def _bonus(answer: str, judge: str, chars: dict[str, int], cfg: dict[str, Any]) -> int:
+    """Return the levels (labels) ``judge`` adds for ``answer``: its length bonus and its favoured-model bonus."""
+    bonus = 0
+    length = cfg.get("length_bias", {}).get(judge)
+    if length and chars.get(answer, len(f"fake answer {answer}")) > length["over_chars"]:
+        bonus += length["bonus"]
+    favour = cfg.get("favour_model", {}).get(judge)
+    if favour and answer[:3] == model_tag(favour["model"]):
+        bonus += favour["bonus"]
+    return bonus
+
+
+def _raise_scores(scores: dict[str, Any], bonus: int, body: dict[str, Any]) -> None:
+    """Move every score ``bonus`` levels up its criterion's scale (the schema's enum), kept on the scale."""
+    for criterion, score in list(scores.items()):
+        levels = _levels(body, criterion)
+        if bonus and levels and score in levels:
+            scores[criterion] = levels[min(len(levels) - 1, max(0, levels.index(score) + bonus))]
+
+
+def _verdict(label: str, first: str, second: str, judge: str, chars: dict[str, int], cfg: dict[str, Any],
+             body: dict[str, Any], arrival: int) -> str:
+    """Return the verdict moved towards the answer its bonuses favour, then (with ``position_bias``) to the first."""
+    labels = _levels(body, "verdict") or []
+    if label not in labels:
+        return label
+    at, last = labels.index(label), len(labels) - 1  # labels run from "first much better" to "second much better"
+    at = min(last, max(0, at - _bonus(first, judge, chars, cfg) + _bonus(second, judge, chars, cfg)))
+    p, mildest = cfg.get("position_bias", {}).get(judge, 0.0), (last - 1) // 2  # the first-favouring label nearest a tie
+    if p and mildest >= 0 and at > mildest and _draw(body, cfg, arrival) < p:
+        at = mildest
+    return labels[at]
+
+
+def _draw(body: dict[str, Any], cfg: dict[str, Any], arrival: int) -> float:
+    """Return this request's position draw in [0, 1): seeded by the request (and its arrival, with ``noise``)."""
+    key = repr((body.get("model"), body.get("messages"), arrival if cfg.get("noise") else 0, cfg.get("seed", 0)))
+    return random.Random(hashlib.sha256(f"position\n{key}".encode()).hexdigest()).random()
+
+
+def validate_bias_config(cfg: dict[str, Any]) -> None:
+    """Raise ValueError when ``position_bias``, ``length_bias``, ``favour_model`` or ``pad_answers`` is malformed."""
+    def number(v: Any) -> bool:
+        return isinstance(v, int | float) and not isinstance(v, bool)
+
+    def integer(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    checks = {
+        "position_bias": (lambda v: number(v) and 0 <= v <= 1, "probabilities in [0, 1]"),
+        "length_bias": (lambda v: isinstance(v, dict) and set(v) == {"over_chars", "bonus"}
+                        and integer(v["over_chars"]) and v["over_chars"] >= 0 and integer(v["bonus"]),
+                        '{"over_chars": N ≥ 0, "bonus": integer levels}'),
+        "favour_model": (lambda v: isinstance(v, dict) and set(v) == {"model", "bonus"}
+                         and isinstance(v["model"], str) and integer(v["bonus"]),
+                         '{"model": name, "bonus": integer levels}'),
+        "pad_answers": (lambda v: integer(v) and v >= 0, "a non-negative number of filler words"),
+    }
+    for key, (ok, what) in checks.items():
+        value = cfg[key]
+        if not (isinstance(value, dict) and all(isinstance(k, str) and ok(v) for k, v in value.items())):
+            raise ValueError(f"{key} must map model names to {what}, got {value!r}")
