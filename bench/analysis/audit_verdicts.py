@@ -100,6 +100,15 @@ def _length(e: Estimate, *_: object) -> str:
         f"better, so compare with human scores of the same answers, and anchor the rubric against padding"))
 
 
+def _length_gap(e: Estimate, *_: object) -> str:
+    shown = (f"{e.value:+.2f} points on the longer half of the answers against the other judges, relative to the "
+             f"shorter half, over {e.n} answers ({_ci(e)}); 0 is length-blind")
+    return _signed(e, 0.0, "length bias against the jury", shown, lambda side: (
+        f"gives {'longer' if side > 0 else 'shorter'} answers more than the other judges do: {shown}: the others "
+        f"grade the same answers, so this is its own lean, not the answers' worth; anchor the rubric against "
+        f"padding or leave it out of the jury"))
+
+
 def _style(e: Estimate, *_: object) -> str:
     shown = (f"log-odds {e.value:+.2f} per sd of length difference over {e.n} battles ({_ci(e)}); 0 is "
              f"length-blind")
@@ -151,5 +160,5 @@ def _jury(e: Estimate, _: str | None, pairwise: bool) -> str:
 
 
 _WORDS = {"first_slot_preference": _first_slot, "flip_rate": _flips, "length_correlation": _length,
-          "style_length_coefficient": _style, "self_preference": _self, "modal_share": _modal, "entropy": _entropy,
+          "length_gap": _length_gap, "style_length_coefficient": _style, "self_preference": _self, "modal_share": _modal, "entropy": _entropy,
           "jury_disagreement": _jury}

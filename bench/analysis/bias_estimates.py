@@ -118,15 +118,17 @@ def _average_ranks(values: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def reference_gap(own: np.ndarray, other: np.ndarray, *, resamples: int, seed: int, level: float) -> Estimate:
+def reference_gap(own: np.ndarray, other: np.ndarray, *, resamples: int, seed: int, level: float,
+                  groups: tuple[str, str] = ("answers of its own family", "of others")) -> Estimate:
     """Return the mean over reference columns of (column mean on ``own`` rows − column mean on ``other`` rows):
     ``own`` and ``other`` are units × references matrices of differences (NaN where that reference does not
     serve for that unit). Each reference is compared with itself on both groups, so its own leniency cancels;
-    references lacking either group are left out. Rows are resampled within their group (stratified)."""
+    references lacking either group are left out. Rows are resampled within their group (stratified);
+    ``groups`` names the two kinds of rows in the not-enough-data reason."""
     own, other = np.asarray(own, float), np.asarray(other, float)
     n = own.shape[0] + other.shape[0]
     if min(own.shape[0], other.shape[0]) < MIN_UNITS // 2 or n < MIN_UNITS:
-        return not_enough(f"{own.shape[0]} answers of its own family and {other.shape[0]} of others (at least "
+        return not_enough(f"{own.shape[0]} {groups[0]} and {other.shape[0]} {groups[1]} (at least "
                           f"{MIN_UNITS // 2} of each and {MIN_UNITS} in all are needed)", n)
     point = _reference_gaps(own[None], other[None])[0]
     rng, draws = np.random.default_rng(seed), []

@@ -9,7 +9,11 @@ it on a run's tables, per judge:
   0.5 is unbiased. ``flip_rate``: the share of pairs seen in both orders whose verdict (A, tie or B) changes with
   the seats. Units: pairs (both orders drawn together).
 - ``length_correlation`` (scoring judges): Spearman's correlation of its composite score with the answer's length
-  in characters (units: answers). ``style_length_coefficient`` (pairwise judges): the length coefficient of the
+  in characters (units: answers). ``length_gap`` (scoring judges in a jury): how many more points it gives than
+  each other judge of its rubric on the answers longer than the median length, minus the same on the rest,
+  averaged over the others (as ``self_preference``'s difference in differences: what the answers are worth
+  cancels, since every judge grades the same ones); a length bias of the whole jury does not show in it.
+  ``style_length_coefficient`` (pairwise judges): the length coefficient of the
   style-controlled Bradley–Terry fit (:mod:`bench.analysis.style_control`, units: scenarios), log-odds per standard
   deviation of the normalised length difference (its interval from at most ``STYLE_RESAMPLES`` resamples). A judge
   of one kind gets the other's as not applicable.
@@ -45,7 +49,7 @@ from bench.analysis.scales import judge_scales
 from bench.analysis.style_control import battle_texts, style_battles, style_controlled_ratings
 from bench.analysis.tables import COMPOSITE, RunTables
 
-MEASURES = ("first_slot_preference", "flip_rate", "length_correlation", "style_length_coefficient",
+MEASURES = ("first_slot_preference", "flip_rate", "length_correlation", "length_gap", "style_length_coefficient",
             "self_preference", "modal_share", "entropy", "jury_disagreement")
 STYLE_RESAMPLES = 500  # each resample of the style coefficient is two logistic fits: its interval stops here
 AUDIT_SCHEMA = {  # n: the measure's units (pairs, answers, battles), but grades for modal_share and entropy
@@ -106,6 +110,7 @@ def _pairwise_measures(t: RunTables, judge: str, opts: dict) -> dict[str, Estima
                                        unit="pairs with a decisive verdict", **opts),
         "flip_rate": mean((both["signs"] > 1).cast(pl.Float64).to_numpy(), unit="pairs seen in both orders", **opts),
         "length_correlation": not_applicable("a pairwise judge gives no scores: see style_length_coefficient"),
+        "length_gap": not_applicable("a pairwise judge gives no scores: see style_length_coefficient"),
         "style_length_coefficient": _style_length(t, judge, opts),
         "self_preference": not_applicable("measured on scoring judges only (a pairwise judge gives no scores)"),
     }
@@ -144,9 +149,30 @@ def _scored_measures(t: RunTables, judge: str, opts: dict) -> dict[str, Estimate
         "first_slot_preference": not_applicable(seats), "flip_rate": not_applicable(seats),
         "length_correlation": spearman(scored["chars"].to_numpy(), scored["value"].to_numpy(),
                                        unit="graded answers", **opts),
+        "length_gap": _length_gap(t, judge, scored, opts),
         "style_length_coefficient": not_applicable("a scoring judge has no pairwise battles: see length_correlation"),
         "self_preference": _self_preference(t, judge, opts),
     }
+
+
+def _length_gap(t: RunTables, judge: str, scored: pl.DataFrame, opts: dict) -> Estimate:
+    """Return how many more points the judge gives than each other judge of its rubric on answers longer than the
+    median of those it graded, minus the same on the rest, averaged over the other judges; ``scored``: its
+    composites with each answer's length (candidate, value, chars)."""
+    rubric = _rubric(t, judge)
+    comp = _composite(t).filter((pl.col("rubric") == rubric) & (pl.col("judge") != judge))
+    if comp.is_empty():
+        return not_applicable(f"no other judge graded with {rubric}: the gap is measured against the rest of a jury")
+    wide = scored.select("candidate", "value", "chars").join(comp.pivot("judge", index="candidate", values="value", aggregate_function="first"),
+                       on="candidate")
+    names = [j for j in comp["judge"].unique().sort().to_list() if j in wide.columns]
+    split = wide["chars"].median() if not wide.is_empty() else None
+    long, short = wide.filter(pl.col("chars") > split), wide.filter(pl.col("chars") <= split)
+    if long.is_empty() or short.is_empty():
+        return not_applicable("the answers it and the other judges graded are all of one length")
+    diffs = [np.column_stack([(rows["value"] - rows[j]).to_numpy().astype(float) for j in names])
+             for rows in (long, short)]
+    return reference_gap(*diffs, groups=(f"answers longer than {split:.0f} characters", "not longer"), **opts)
 
 
 def _families(t: RunTables) -> pl.DataFrame:

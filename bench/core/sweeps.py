@@ -1,7 +1,8 @@
 """How each sweep of a run folder started and ended: ``runs/<sweep>/sweeps.jsonl``, the record `bench status` reads.
 
-A sweep appends a ``start`` line once it holds the run lock (its id, driver pid and host, when, the command,
-the budget), a ``plan`` line once it knows what it plans (answers per cell, judgments per judge, the cells and
+A sweep appends a ``start`` line once its stages start, holding the run lock (its id, driver pid and host, when,
+the command, the budget; a sweep refused before, by bad input, a failed preflight or its estimate, writes
+nothing), a ``plan`` line once it knows what it plans (answers per cell, judgments per judge, the cells and
 rubric versions whose records count), and an ``end`` line as it lets the lock go (its exit code, the state that
 code means, why). Lines are appended whole (one ``write`` on a file opened with O_APPEND), as executions.jsonl's
 are. A driver killed with ``kill -9`` leaves a ``start`` with no ``end``: `bench status` then finds its driver

@@ -91,7 +91,7 @@ def _audit(s: Summary) -> None:
     """Display the bias audit: one row per judge and measure with its value, interval, state and verdict."""
     table = audit_table(s.audit)
     about = ("Where each judge is biased, whatever the reviews: position (`first_slot_preference`, `flip_rate`), "
-             "length (`length_correlation`, `style_length_coefficient`), self-preference, score collapse "
+             "length (`length_correlation`, `length_gap`, `style_length_coefficient`), self-preference, score collapse "
              "(`modal_share`, `entropy`) and disagreement with the rest of the jury; each with a 95% interval and a "
              "one-line verdict. A measure that does not apply to a judge (no pairwise battles, no jury) says so in "
              "`state`.")

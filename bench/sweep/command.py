@@ -85,7 +85,7 @@ def sweep_command(req: SweepRequest) -> int:
             with ClusterSession(address, run) if address else contextlib.nullcontext() as session:
                 cluster = ClusterStages(session) if session is not None else None  # else: kernels on this machine
                 result = run_sweep(run, jobs=req.jobs, per_cell=req.per_cell, only_stage=req.only_stage,
-                                   cluster=cluster, on_start=live.begin)
+                                   cluster=cluster, on_start=lambda: (ledger.begin(), live.begin()))
                 code, report = _finish(result, req, cluster, live)
             code = _summarize(run, result, req, code, report)
             return ledger.ended(live.ended(code))  # the MLflow run's end, then the ledger's, before the lock goes

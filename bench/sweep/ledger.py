@@ -1,6 +1,7 @@
 """A sweep's own lines in ``sweeps.jsonl`` (bench.core.sweeps): its start, what it plans, its end and exit code.
 
-`bench sweep` opens the ledger once it holds the run lock and closes it before letting the lock go, so a
+`bench sweep` opens the ledger once it holds the run lock, writes the start and plan as the stages start (a
+sweep refused before started nothing and writes no line) and the end before letting the lock go, so a
 reader never sees a sweep that ended without its end line unless its driver died (`bench status`: crashed).
 The plan (answers per cell, judgments per judge) is what `bench status` measures progress against, read from
 the run folder alone: a teammate's machine has the shared folder, not the params file.
@@ -21,45 +22,61 @@ from bench.run import Run
 
 
 @dataclass
-class Ledger:
-    """The open ledger of one sweep: its id, and the exit code its end line will carry."""
+class SweepLedger:
+    """The ledger of one sweep: its id once its stages started (None before), and the exit code its end line will
+    carry."""
 
     run: Run
-    sweep: str
+    command: str
+    stages: list[str]
+    sweep: str | None = None
     code: int = 0
+
+    def begin(self) -> None:
+        """Record the sweep's start and plan, once nothing refused it (its stages start): a sweep refused before
+        (bad input, a failed preflight, an estimate over the budget) started nothing and writes no line."""
+        if self.sweep is None:
+            self.sweep = record_start(self.run.dir, command=self.command,
+                                      budget_usd=self.run.sweep.limits.budget_usd, stages=self.stages)
+            _record_plan(self, self.stages)
 
     def ended(self, code: int) -> int:
         """Set the sweep's exit code (written as the ledger closes); return it."""
         self.code = code
         return code
 
+    def close(self, code: int) -> None:
+        """Record the sweep's end with ``code``, if it started."""
+        if self.sweep is not None:
+            record_end(self.run.dir, self.sweep, code)
+
 
 @contextlib.contextmanager
-def sweep_ledger(run: Run, command: str, only_stage: str | None = None) -> Iterator[Ledger]:
-    """Record the sweep's start and plan; on leaving, its end: ``ledger.code``, or what an exception means
-    (Ctrl-C 130, a ``Halted`` its own code, a bench error 2, anything else 1). Call it holding the run lock."""
+def sweep_ledger(run: Run, command: str, only_stage: str | None = None) -> Iterator[SweepLedger]:
+    """Yield the sweep's ledger (:meth:`SweepLedger.begin` records its start and plan as its stages start); on leaving,
+    record its end: ``ledger.code``, or what an exception means (Ctrl-C 130, a ``Halted`` its own code, a bench
+    error 2, anything else 1). Call it holding the run lock."""
     s = run.sweep
     stages = [only_stage] if only_stage else [st for st, on in (("collect", s.collects), ("judge", s.judges)) if on]
-    ledger = Ledger(run, record_start(run.dir, command=command, budget_usd=s.limits.budget_usd, stages=stages))
-    _record_plan(ledger, stages)
+    ledger = SweepLedger(run, command, stages)
     try:
         yield ledger
     except KeyboardInterrupt:
-        record_end(run.dir, ledger.sweep, EXIT_INTERRUPTED)
+        ledger.close(EXIT_INTERRUPTED)
         raise
     except Halted as err:
-        record_end(run.dir, ledger.sweep, err.exit_code)
+        ledger.close(err.exit_code)
         raise
     except BenchError:
-        record_end(run.dir, ledger.sweep, EXIT_BAD_INPUT)
+        ledger.close(EXIT_BAD_INPUT)
         raise
     except BaseException:
-        record_end(run.dir, ledger.sweep, EXIT_CRASHED)
+        ledger.close(EXIT_CRASHED)
         raise
-    record_end(run.dir, ledger.sweep, ledger.code)
+    ledger.close(ledger.code)
 
 
-def _record_plan(ledger: Ledger, stages: list[str]) -> None:
+def _record_plan(ledger: SweepLedger, stages: list[str]) -> None:
     """Record the answers planned per cell and the judgments per judge (of the stages this sweep runs).
 
     A plan that cannot be worked out here is said and left out (the sweep itself then says why, with its

@@ -22,9 +22,10 @@ from bench.testing.grids import generate, grid, judge, model, prompt, sweep
 
 P_FIRST = 0.3  # gemma-first's position bias
 BONUS = 1  # gpt-judge's favour of gpt-cand's answers, in levels of every criterion (so of the composite)
+BONUS_LENGTH = 1  # claude-judge's bonus, in levels of every criterion, on answers over 95 characters
 QUALITY = {"gpt-cand": 0.35, "mistral-cand": 0.35, "phi-strong": 1.0}  # two alike, one far better (decisive pairs)
 BIASES = {"favour_model": {"gpt-judge": {"model": "gpt-cand", "bonus": BONUS}},
-          "length_bias": {"claude-judge": {"over_chars": 95, "bonus": 1}, "llama-long": {"over_chars": 95, "bonus": 2}},
+          "length_bias": {"claude-judge": {"over_chars": 95, "bonus": BONUS_LENGTH}, "llama-long": {"over_chars": 95, "bonus": 2}},
           "position_bias": {"gemma-first": P_FIRST}}
 
 
@@ -48,12 +49,17 @@ def _sweep(tmp: Path, biased: bool) -> RunTables:
 
 
 @pytest.fixture(scope="module")
-def audits(tmp_path_factory):
-    """The audit of the grid run with the biases and without them (the two sweeps run side by side)."""
+def audited_runs(tmp_path_factory):
+    """The tables of the grid run with the biases and without them (the two sweeps run side by side)."""
     dirs = [tmp_path_factory.mktemp(name) for name in ("biased", "unbiased")]
     with ThreadPoolExecutor(2) as pool:
-        tables = list(pool.map(_sweep, dirs, (True, False)))
-    return [judge_audit(t, resamples=500, seed=0) for t in tables]
+        return list(pool.map(_sweep, dirs, (True, False)))
+
+
+@pytest.fixture(scope="module")
+def audits(audited_runs):
+    """The audit of the biased run and of the unbiased one."""
+    return [judge_audit(t, resamples=500, seed=0) for t in audited_runs]
 
 
 def _covers(found: dict, value: float) -> bool:
@@ -84,6 +90,36 @@ def test_length_bias_shows_in_the_score_correlation_and_the_style_coefficient(au
         assert _covers(unbiased[judge_id]["length_correlation"], 0.0), judge_id
     assert _covers(biased["gpt-judge"]["length_correlation"], 0.0), "only claude-judge was made to like length"
     assert _covers(unbiased["llama-long"]["style_length_coefficient"], 0.0)
+
+
+def test_length_gap_recovers_the_injected_bonus_against_the_rest_of_the_jury(audits, audited_runs):
+    # claude-judge adds one level to every criterion of an answer over 95 characters (short of the scale's top):
+    # the bonus each answer got is its composite in the biased run minus the same judge's in the unbiased one (the
+    # same requests, the same replies but for the bias). Against the other judges, the audit must find the mean
+    # bonus of the answers longer than the median length less that of the rest, knowing neither bonus nor 95
+    biased, unbiased = audits
+    found = biased["claude-judge"]["length_gap"]
+    got = [t.scores.filter((pl.col("judge") == "claude-judge") & (pl.col("criterion") == "composite"))
+           .group_by("candidate").agg(pl.col("value").mean())
+           .join(t.candidates.select(pl.col("id").alias("candidate"), "cell", "scenario", "sample",
+                                     pl.col("output").str.len_chars()), on="candidate")
+           .drop("candidate") for t in audited_runs]  # answer ids differ between runs: matched by what they answer
+    bonus = got[0].join(got[1].drop("output"), on=["cell", "scenario", "sample"], suffix="_unbiased")
+    assert bonus.height == got[0].height == got[1].height, "both runs graded the same answers"
+    bonus = bonus.with_columns((pl.col("value") - pl.col("value_unbiased")).alias("bonus"))
+    median = bonus["output"].median()
+    expected = (bonus.filter(pl.col("output") > median)["bonus"].mean()
+                - bonus.filter(pl.col("output") <= median)["bonus"].mean())
+    assert expected > 0.3, "the padding must put answers on both sides of 95 characters"
+    assert bonus.filter(pl.col("output") <= 95)["bonus"].abs().max() == 0, "no bonus under 95 characters"
+    assert _covers(found, expected) and found["ci_low"] > 0, (found, expected)
+    assert found["verdict"].startswith("gives longer answers more than the other judges do")
+    for judge_id in ("gpt-judge", "mistral-judge"):  # the others' gaps hold claude-judge's bonus against them
+        assert biased[judge_id]["length_gap"]["ci_high"] < 0, biased[judge_id]["length_gap"]
+        assert _covers(unbiased[judge_id]["length_gap"], 0.0), judge_id
+    assert _covers(unbiased["claude-judge"]["length_gap"], 0.0)
+    assert unbiased["claude-judge"]["length_gap"]["verdict"].startswith("no length bias against the jury shown")
+    assert biased["gemma-first"]["length_gap"]["state"] == "not_applicable"
 
 
 def test_self_preference_recovers_the_injected_bonus_against_the_other_families(audits):

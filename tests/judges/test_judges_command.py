@@ -18,7 +18,7 @@ from bench.judges.document import plain
 from bench.testing.grids import bench
 from tests.judges.reviewed_run import reviewed_run
 
-AUDIT_MEASURES = {"first_slot_preference", "flip_rate", "length_correlation", "style_length_coefficient",
+AUDIT_MEASURES = {"first_slot_preference", "flip_rate", "length_correlation", "length_gap", "style_length_coefficient",
                   "self_preference", "modal_share", "entropy", "jury_disagreement"}
 
 
