@@ -21,16 +21,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench.core.digests import set_aside_ids
+from bench.core.exit_codes import ExitCode
 from bench.core.journal import read_repeats
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
 
-EXIT_OK = 0
-EXIT_CRASHED = 1  # an execution (a notebook) raised: see its executed notebook
-EXIT_BAD_INPUT = 2  # nothing started: params, preflight, a locked run folder, …
-EXIT_FAILED_ITEMS = 3  # the sweep ran to its end, but some items are still failed: re-run to retry them
-EXIT_BUDGET = 4  # limits.budget_usd reached: no paid call started after it; raise it and re-run to continue
-EXIT_INTERRUPTED = 130  # Ctrl-C: what was answered is kept
+# the codes, with their meanings, are bench.core.exit_codes.ExitCode: these names are its values, as plain ints
+EXIT_OK = int(ExitCode.OK)
+EXIT_CRASHED = int(ExitCode.CRASHED)
+EXIT_BAD_INPUT = int(ExitCode.BAD_INPUT)
+EXIT_FAILED_ITEMS = int(ExitCode.FAILED_ITEMS)
+EXIT_BUDGET = int(ExitCode.BUDGET)
+EXIT_INTERRUPTED = int(ExitCode.INTERRUPTED)
 
 
 @dataclass(frozen=True)

@@ -27,10 +27,12 @@ import polars as pl
 
 from bench.analysis import COMPOSITE, RunTables, compare_runs, composite, leaderboard, load_run
 from bench.core.errors import BenchError
+from bench.core.exit_codes import ExitCode
 from bench.gates.agreement import gate_agreement
 from bench.gates.spec import Gates
 
-EXIT_GATE_FAILED = 5  # `bench gate` and `bench sweep` (docs/sweeps.md, How a sweep ends): a gate failed
+# `bench gate` and `bench sweep` (docs/sweeps.md, How a sweep ends): a gate failed
+EXIT_GATE_FAILED = int(ExitCode.GATE_FAILED)
 SHOWN_MISSING = 10  # missing answers a coverage check names (bench compare --json lists all)
 RESAMPLES = 2000  # bootstrap resamples of every interval a gate reads (the comparison's, the leaderboard's)
 
