@@ -1,59 +1,57 @@
-"""The `bench` command. Each subcommand is a thin call into the package."""
+"""The `bench` command. Each subcommand is a thin call into the package.
+
+Each command's module is imported when that command runs (:func:`_lazy`): `bench sweep` does not load the
+comparison, tracking and report code that other commands need.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
-from bench.align.command import align_command
-from bench.compare.command import compare_command
 from bench.core.errors import BenchError, Halted
-from bench.core.runlock import run_lock
 from bench.core.secrets import redact
-from bench.estimate import estimate_command, validate
-from bench.gates.command import gate_command
-from bench.judgebench import export_run, print_score
-from bench.judges.command import judges_command
-from bench.models import local
-from bench.models.smoke import smoke
 from bench.monitor.command import add_status_command
-from bench.report.render import screenshot
-from bench.review.session import ReviewSession
-from bench.sweep import SweepRequest, report_command, sweep_command, track
-from bench.tracking.server import BACKEND_ENV, tracking_server
-from bench.tracking.ui import serve
+from bench.tracking.server import BACKEND_ENV
+
+
+def _lazy(module: str, name: str) -> Any:
+    """Return ``name`` of ``module``, imported now: only the command that runs loads its modules."""
+    return getattr(import_module(module), name)
+
 
 def _smoke(args: argparse.Namespace) -> int:
-    return smoke(args.model, args.api_base, args.runs)
+    return _lazy("bench.models.smoke", "smoke")(args.model, args.api_base, args.runs)
 
 
 def _validate(args: argparse.Namespace) -> int:
-    return validate(args.params, args.cells)
+    return _lazy("bench.estimate", "validate")(args.params, args.cells)
 
 
 def _estimate(args: argparse.Namespace) -> int:
-    return estimate_command(args.params, args.cells, args.run_dir, as_json=args.json)
+    return _lazy("bench.estimate", "estimate_command")(args.params, args.cells, args.run_dir, as_json=args.json)
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    return sweep_command(SweepRequest(args.params, cells=args.cells, run_dir=args.run_dir, jobs=args.jobs,
-                                      per_cell=args.per_cell, only_stage=args.only_stage, wait=args.wait,
-                                      report=not args.no_report, track=not args.no_track, dry_run=args.dry_run,
-                                      cluster=args.cluster, batch=args.batch, supersede=args.supersede,
-                                      junit=args.junit))
+    request = _lazy("bench.sweep", "SweepRequest")(
+        args.params, cells=args.cells, run_dir=args.run_dir, jobs=args.jobs, per_cell=args.per_cell,
+        only_stage=args.only_stage, wait=args.wait, report=not args.no_report, track=not args.no_track,
+        dry_run=args.dry_run, cluster=args.cluster, batch=args.batch, supersede=args.supersede, junit=args.junit)
+    return _lazy("bench.sweep", "sweep_command")(request)
 
 
 def _track(args: argparse.Namespace) -> int:
-    with run_lock(Path(args.run_dir), wait=True):  # never beside a sweep logging the same run
-        track(Path(args.run_dir), Path(args.report) if args.report else None, {})
+    with _lazy("bench.core.runlock", "run_lock")(Path(args.run_dir), wait=True):  # never beside a sweep logging it
+        _lazy("bench.sweep", "track")(Path(args.run_dir), Path(args.report) if args.report else None, {})
     return 0
 
 
 def _review(args: argparse.Namespace) -> int:
-    session = ReviewSession(args.run_dir, reviewer=getattr(args, "reviewer", None))
+    session = _lazy("bench.review.session", "ReviewSession")(args.run_dir, reviewer=getattr(args, "reviewer", None))
     if session.reviewed.damaged:
         print(f"bench review: {session.reviewed.note()}", file=sys.stderr)
     if args.action == "export":
@@ -70,31 +68,32 @@ def _review(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     baseline = None if args.baseline == "none" else args.baseline
-    path = report_command(Path(args.run_dir), args.out, resamples=args.resamples, seed=args.seed, compare=args.compare,
-                  baseline=baseline, strong_weight=args.strong_weight, human_overrides=args.human_overrides)
+    path = _lazy("bench.sweep", "report_command")(
+        Path(args.run_dir), args.out, resamples=args.resamples, seed=args.seed, compare=args.compare,
+        baseline=baseline, strong_weight=args.strong_weight, human_overrides=args.human_overrides)
     print(f"report: {path}")
     if args.screenshot:
-        print(f"screenshot: {screenshot(path, args.screenshot)}")
+        print(f"screenshot: {_lazy('bench.report.render', 'screenshot')(path, args.screenshot)}")
     return 0
 
 
 def _judgebench_score(args: argparse.Namespace) -> int:
-    return print_score(args.file, as_json=args.json)
+    return _lazy("bench.judgebench", "print_score")(args.file, as_json=args.json)
 
 
 def _judgebench_export(args: argparse.Namespace) -> int:
-    n, judge, path = export_run(args.run_dir, args.file, args.judge)
+    n, judge, path = _lazy("bench.judgebench", "export_run")(args.run_dir, args.file, args.judge)
     print(f"wrote {n} pairs judged by {judge} to {path}")
     return 0
 
 
 def _serve_local(args: argparse.Namespace) -> int:
-    local.serve_foreground(args.model, port=args.port)
+    _lazy("bench.models.local", "serve_foreground")(args.model, port=args.port)
     return 0
 
 
 def _ui(args: argparse.Namespace) -> int:
-    return serve(args.run, port=args.port)
+    return _lazy("bench.tracking.ui", "serve")(args.run, port=args.port)
 
 
 def _tracking_server(args: argparse.Namespace) -> int:
@@ -102,7 +101,8 @@ def _tracking_server(args: argparse.Namespace) -> int:
     if not uri:
         raise BenchError(f"bench tracking-server: give the backend store as --backend-store-uri URI or in "
                          f"{BACKEND_ENV} (the variable keeps a password off every command line)")
-    return tracking_server(uri, args.artifacts_destination, host=args.host, port=args.port)
+    return _lazy("bench.tracking.server", "tracking_server")(uri, args.artifacts_destination, host=args.host,
+                                                             port=args.port)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -273,10 +273,14 @@ def _add_compare_command(sub: Any) -> None:
     s.add_argument("--out", default=None, help="HTML file or folder to write (default reports/<a>-vs-<b>/index.html)")
     s.add_argument("--no-report", action="store_true", help="do not write the diff report")
     s.add_argument("--no-track", action="store_true", help="do not log the comparison to MLflow")
-    s.set_defaults(func=lambda args: compare_command(
+    s.set_defaults(func=_compare)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    return _lazy("bench.compare.command", "compare_command")(
         args.run_a, args.run_b, mapping=dict(args.map), seed=args.seed, n_boot=args.resamples, alpha=args.alpha,
         human_overrides=args.human_overrides, as_json=args.json, out=args.out, report=not args.no_report,
-        track=not args.no_track))
+        track=not args.no_track)
 
 
 def _add_gate_command(sub: Any) -> None:
@@ -315,8 +319,12 @@ def _add_judges_command(sub: Any) -> None:
     s.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
     s.add_argument("--min-reviews", type=int, default=10, metavar="N",
                    help="reviewed answers a judge needs before its agreement is given (default 10)")
-    s.set_defaults(func=lambda args: judges_command(args.run_dir, as_json=args.json, resamples=args.resamples,
-                                                    seed=args.seed, min_reviews=args.min_reviews))
+    s.set_defaults(func=_judges)
+
+
+def _judges(args: argparse.Namespace) -> int:
+    return _lazy("bench.judges.command", "judges_command")(args.run_dir, as_json=args.json, resamples=args.resamples,
+                                                           seed=args.seed, min_reviews=args.min_reviews)
 
 
 def _add_align_command(sub: Any) -> None:
@@ -332,9 +340,13 @@ def _add_align_command(sub: Any) -> None:
     s.add_argument("--dry-run", action="store_true", help="print the estimate and stop: nothing is sent")
     s.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples of the answers (default 2000)")
     s.add_argument("--no-track", action="store_true", help="do not log the alignment to MLflow")
-    s.set_defaults(func=lambda args: align_command(args.run_dir, judge=args.judge, k=args.k, params=args.params,
-                                                   dry_run=args.dry_run, resamples=args.resamples,
-                                                   track=not args.no_track))
+    s.set_defaults(func=_align)
+
+
+def _align(args: argparse.Namespace) -> int:
+    return _lazy("bench.align.command", "align_command")(args.run_dir, judge=args.judge, k=args.k, params=args.params,
+                                                         dry_run=args.dry_run, resamples=args.resamples,
+                                                         track=not args.no_track)
 
 
 def _cell_pair(text: str) -> tuple[str, str]:
@@ -347,9 +359,9 @@ def _cell_pair(text: str) -> tuple[str, str]:
 
 
 def _gate(args: argparse.Namespace) -> int:
-    return gate_command(args.run_dir, params=args.params, baseline=args.baseline, floor=args.min,
-                        max_drop=args.max_drop, strict=args.strict, junit=args.junit, mapping=dict(args.map),
-                        allow_missing=args.allow_missing)
+    return _lazy("bench.gates.command", "gate_command")(
+        args.run_dir, params=args.params, baseline=args.baseline, floor=args.min, max_drop=args.max_drop,
+        strict=args.strict, junit=args.junit, mapping=dict(args.map), allow_missing=args.allow_missing)
 
 
 def _reader_gone() -> int:

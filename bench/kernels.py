@@ -28,6 +28,16 @@ from bench.core.processes import die_with_parent, pid_alive
 from bench.core.progress import EVERY_ENV, MARK, STREAM_ENV, every_for
 
 KERNEL_DIR_PREFIX = "bench-kernels-"
+# What a stage notebook imports, loaded by its kernel while it starts (ipykernel's exec_lines), before its first
+# cell: a kernel started ahead of need (bench.sweep.prestart) has done them by the time the sweep releases it.
+PRELOAD = ("bench.stages", "bench.run", "bench.analysis", "pandas")
+
+
+def preload_arguments(modules: tuple[str, ...] = PRELOAD) -> list[str]:
+    """Return the kernel arguments that make it import ``modules`` while it starts (imports only: no name is
+    left in the notebook's namespace) and keep its input history in memory, as papermill's own kernels do."""
+    line = f"import importlib as _bench_il; [_bench_il.import_module(m) for m in {list(modules)!r}]; del _bench_il"
+    return [f"--IPKernelApp.exec_lines={line}", "--HistoryManager.hist_file=:memory:"]
 
 
 def kernel_manager_class(execution: Any = None, stop: threading.Event | None = None) -> type:
@@ -50,6 +60,12 @@ def kernel_manager_class(execution: Any = None, stop: threading.Event | None = N
             # the connection file (it holds the kernel's HMAC key) goes there too, not loose in /tmp
             kw.setdefault("connection_file", os.path.join(_ipc_dir(), f"kernel-{name}.json"))
             super().__init__(*args, **kw)
+            self.clients: list[Any] = []  # papermill's, left open on a kernel it did not start (end_kernel closes)
+
+        def client(self, *args: Any, **kw: Any) -> Any:
+            kc = super().client(*args, **kw)
+            self.clients.append(kc)
+            return kc
 
         async def _async_interrupt_kernel(self) -> None:
             if self.shutting_down:  # jupyter_client interrupts every kernel it shuts down; papermill shuts one
@@ -67,6 +83,31 @@ def kernel_manager_class(execution: Any = None, stop: threading.Event | None = N
             return await super()._async_launch_kernel(kernel_cmd, **kw)
 
     return DieWithDriver
+
+
+def start_kernel(km: Any, cwd: str) -> None:
+    """Start ``km``'s kernel in ``cwd``, importing what the stage notebooks import (:func:`preload_arguments`).
+
+    Call it on the thread that will run the execution: jupyter keeps one event loop per thread.
+    """
+    from jupyter_client.utils import run_sync  # noqa: PLC0415 (jupyter_client: only executions need it)
+
+    run_sync(km.start_kernel)(extra_arguments=preload_arguments(), cwd=cwd)
+
+
+def end_kernel(km: Any) -> None:
+    """Close the clients papermill opened on ``km`` and kill its kernel at once (papermill does neither for a
+    kernel it did not start). Only once the execution is over: everything it wrote is durable by then (its
+    records, response cache and request journal are written before its stage's cell ends), so a graceful
+    shutdown would only add the kernel's own teardown."""
+    from jupyter_client.utils import run_sync  # noqa: PLC0415 (jupyter_client: only executions need it)
+
+    for kc in getattr(km, "clients", []):
+        kc.stop_channels()
+    if km.has_kernel:
+        run_sync(km.shutdown_kernel)(now=True)
+    else:
+        run_sync(km.cleanup_resources)()
 
 
 def interrupt_kernel(ex: Any) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -25,6 +25,8 @@ from bench.core.stage import StageResult
 from bench.core.store import RunStore
 from bench.core.writer import Halt, RecordWriter
 from bench.models.client import LLM
+from bench.models.ratelimit import URGENCY, endpoint_key
+from bench.models.routing import ModelSpec
 from bench.run import Run
 
 
@@ -46,7 +48,8 @@ async def collect_stage(run: Run, llm: LLM, *, shard: str | None = None, progres
                         sink: Callable[[Candidate], None] | None = None, halt: Halt | None = None) -> CollectResult:
     """Produce every missing candidate of the run's cells; return what was done.
 
-    Concurrency is bounded by ``llm``'s cap (one cap for the whole process). If a write of
+    Concurrency is bounded by ``llm``'s cap (one cap for the whole process); each endpoint works in its own lane
+    (``lanes``), so the cells of different models run side by side. If a write of
     the stage fails (disk full), no new call starts, calls in flight finish, what could not
     be written is saved to a rescue file, and StoreError says so once. A call refused because
     ``limits.budget_usd`` is reached (``Halted``: bench.models.budget) stops it the same way: its
@@ -63,10 +66,12 @@ async def collect_stage(run: Run, llm: LLM, *, shard: str | None = None, progres
     result, pending = _pending(run, store, tries)
     bar = Progress("collect", _totals(pending), mode=progress, wire=requests_on_the_wire(llm))
     writer = RecordWriter(store, halt=halt)
-    work = iter(pending)
 
-    async def worker() -> None:
-        for item in work:  # a shared iterator: each item is taken by exactly one worker
+    async def worker(lane: Lane) -> None:
+        for item in lane.items:  # a lane's shared iterator: each item is taken by exactly one worker
+            lane.left -= 1
+            URGENCY.set((lane.left + 1) / lane.workers)  # rounds this lane still needs: a full shared cap serves
+            # the lane that bounds the stage first (bench.models.ratelimit.URGENCY)
             if writer.halt:  # a write failed: start no new call (the ones in flight finish, and are kept)
                 return
             try:
@@ -87,8 +92,8 @@ async def collect_stage(run: Run, llm: LLM, *, shard: str | None = None, progres
             sink(cand)
 
     try:
-        n_workers = llm.pool(len(pending), {c.model.spec() for c in run.cells})
-        await asyncio.gather(writer.run(), _then(asyncio.gather(*(worker() for _ in range(n_workers))), writer))
+        workers = [worker(lane) for lane in lanes(pending, llm) for _ in range(lane.workers)]
+        await asyncio.gather(writer.run(), _then(asyncio.gather(*workers), writer))
     finally:
         writer.flush()  # whatever happens (Ctrl-C, a bug, a full disk), nothing already answered is lost
         bar.close()
@@ -110,6 +115,44 @@ def _pending(run: Run, store: RunStore, tries: dict[str, int]) -> tuple[CollectR
         result.exhausted = len(exhausted)
         pending = [it for it in pending if tries.get(it.candidate_id, 0) < max_attempts]
     return result, pending
+
+
+@dataclass
+class Lane:
+    """One endpoint's work in a stage: its items (in plan order), how many workers take them, how many are left."""
+
+    items: Iterator[WorkItem]
+    workers: int
+    left: int
+
+
+def lanes(items: list[WorkItem], llm: LLM) -> list[Lane]:
+    """Return the stage's lanes: one per endpoint, its items (in plan order) and how many workers take them.
+
+    Each endpoint works on its own items, so no endpoint waits behind another's cap: a capped endpoint gets as many
+    workers as its ``max_concurrency`` (it can never have more in flight), every other one what ``llm.pool`` gives
+    (twice the process cap, or a batch's worth when batched). Models on one endpoint share a lane, as they share
+    its caps. The process cap (and a sweep's, through its lease server) still bounds all lanes together; when it is
+    full, the lane with the most rounds left is served first (each worker says so in URGENCY), so the model that
+    bounds the stage keeps its cap while the others fill what is left.
+    """
+    by_endpoint: dict[str, list[WorkItem]] = {}
+    specs: dict[str, ModelSpec] = {}
+    keys: dict[int, str] = {}  # a model entry's endpoint key, worked out once per entry
+    for it in items:
+        key = keys.get(id(it.cell.model))
+        if key is None:
+            spec = it.cell.model.spec()
+            key = keys[id(it.cell.model)] = endpoint_key(spec)
+            specs.setdefault(key, spec)
+        by_endpoint.setdefault(key, []).append(it)
+    out = []
+    for key, work in by_endpoint.items():
+        spec = specs[key]
+        pool = llm.pool(len(work), [spec])
+        n = min(pool, spec.max_concurrency) if spec.max_concurrency and spec.batch is None else pool
+        out.append(Lane(iter(work), n, len(work)))
+    return out
 
 
 async def _then(task: asyncio.Future, writer: RecordWriter) -> None:

@@ -17,6 +17,7 @@ from bench.core.writer import Halt
 from bench.judge._prompts import REPAIR
 from bench.judge.grader import Emit, Judge
 from bench.models.client import LLM
+from bench.models.ratelimit import URGENCY
 
 Task = Callable[[], Awaitable[Judgment | list[Judgment]]]  # grades one item (or one packed call's items) when called
 
@@ -93,11 +94,18 @@ async def run_bounded(tasks: list[Task], emit: Emit, llm: LLM, halt: Halt | None
     work = iter(tasks)
     own = halt is None
     halt = Halt() if halt is None else halt
+    specs = [judge.entry.spec()] if judge is not None else []  # on a Batch API: every task at once, one batch
+    n_workers = llm.pool(len(tasks), specs)
+    left, inherited = len(tasks), URGENCY.get()  # pipelined: the urgency of the collect lane whose answer this grades
 
     async def worker() -> None:
+        nonlocal left
         for make in work:
             if halt:  # a write failed or the budget is reached: start nothing new (tasks in flight finish, are kept)
                 return
+            left -= 1
+            URGENCY.set(max(inherited, (left + 1) / n_workers))  # rounds left, as a collect lane says
+            # (bench.collect.stage.lanes): a full shared cap serves the most urgent waiting request first
             try:
                 result = await make()
             except Halted as stop:
@@ -108,8 +116,7 @@ async def run_bounded(tasks: list[Task], emit: Emit, llm: LLM, halt: Halt | None
             for j in result if isinstance(result, list) else [result]:
                 emit(j)
 
-    specs = [judge.entry.spec()] if judge is not None else []  # on a Batch API: every task at once, one batch
-    await asyncio.gather(*(worker() for _ in range(llm.pool(len(tasks), specs))))
+    await asyncio.gather(*(worker() for _ in range(n_workers)))
     if own:
         halt.check()
 

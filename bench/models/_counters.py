@@ -36,7 +36,7 @@ class _Lease:
 
 
 class _Gate:
-    """The counters of one endpoint, and the requests waiting for them (first come, first served)."""
+    """The counters of one endpoint, and the requests waiting for them (most urgent first, then first come)."""
 
     __slots__ = ("window_s", "windowed", "in_flight", "entries", "tokens", "waiters", "timer")
 
@@ -46,7 +46,7 @@ class _Gate:
         self.in_flight = 0
         self.entries: deque[list] = deque()  # [start time, tokens charged, still in the window]
         self.tokens = 0  # tokens charged by the entries still in the window
-        self.waiters: deque[tuple[asyncio.Future, Caps, int]] = deque()
+        self.waiters: deque[tuple[asyncio.Future, Caps, int, float]] = deque()  # by rank, descending
         self.timer: asyncio.TimerHandle | None = None
 
     def wait_for(self, caps: Caps, estimate: int, now: float) -> float:
@@ -86,7 +86,7 @@ class _Gate:
         now = time.monotonic()
         waiters = self.waiters
         while waiters:
-            fut, caps, estimate = waiters[0]
+            fut, caps, estimate, _rank = waiters[0]
             if fut.done():  # given up (cancelled)
                 waiters.popleft()
                 continue
@@ -97,6 +97,14 @@ class _Gate:
                 return
             waiters.popleft()
             fut.set_result(self.take(caps, estimate, now))
+
+    def wait_in_line(self, fut: asyncio.Future, caps: Caps, estimate: int, rank: float) -> None:
+        """Queue a request behind every waiter at least as urgent (a request that claims no urgency: at the end)."""
+        waiters = self.waiters
+        i = len(waiters)
+        while i and rank > waiters[i - 1][3]:  # from the end: most requests join behind the last one
+            i -= 1
+        waiters.insert(i, (fut, caps, estimate, rank))
 
     def _arm(self, delay: float) -> None:
         loop = asyncio.get_running_loop()
@@ -119,7 +127,7 @@ class LocalLimiter:
         self.window_s = window_s
         self.gates: dict[str, _Gate] = {}
 
-    async def acquire(self, key: str, caps: Caps, estimate: int = 0) -> _Lease:
+    async def acquire(self, key: str, caps: Caps, estimate: int = 0, rank: float = 0.0) -> _Lease:
         gate = self.gates.get(key)
         if gate is None:
             gate = self.gates[key] = _Gate(self.window_s)
@@ -132,7 +140,7 @@ class LocalLimiter:
             if not gate.wait_for(caps, estimate, now):
                 return gate.take(caps, estimate, now)
         fut = asyncio.get_running_loop().create_future()
-        gate.waiters.append((fut, caps, estimate))
+        gate.wait_in_line(fut, caps, estimate, rank)
         gate.pump()
         try:
             return await fut
@@ -142,6 +150,25 @@ class LocalLimiter:
             elif gate.waiters:
                 gate.pump()  # the next in line may fit now
             raise
+
+    async def acquire_pair(self, key: str, caps: Caps, estimate: int, shared_key: str, shared_caps: Caps,
+                           rank: float = 0.0) -> tuple[_Lease, _Lease]:
+        """Take a lease on endpoint ``key``, then one on a shared cap (the sweep's or the process's), most ``rank``
+        first; return both (end them with ``release_pair``). One call, so a remote client pays one round trip."""
+        first = await self.acquire(key, caps, estimate)
+        try:
+            return first, await self.acquire(shared_key, shared_caps, rank=rank)
+        except BaseException:
+            self.release(first)
+            raise
+
+    def release_pair(self, pair: tuple[_Lease, _Lease], tokens: int | None = None) -> None:
+        """End both leases of ``acquire_pair``. The shared slot is freed one loop turn after the endpoint's: the
+        request of that endpoint admitted now then waits for it already, so the slot goes to the most urgent
+        request, never to whichever happened to wait first (a model at its cap keeps its share of the sweep)."""
+        first, second = pair
+        self.release(first, tokens)
+        asyncio.get_running_loop().call_soon(self.release, second)
 
     def release(self, lease: _Lease, tokens: int | None = None) -> None:
         gate, entry = lease.gate, lease.entry

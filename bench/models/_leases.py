@@ -36,7 +36,7 @@ from typing import Any
 from bench.core.errors import BenchError
 from bench.core.processes import remove_stale_folders
 from bench.models._counters import Caps, LocalLimiter
-from bench.models._purse import Purse
+from bench.models._purse import Purse, Spending
 
 ADDRESS_ENV = "BENCH_LIMITS_ADDRESS"  # "unix:<path>" or "tcp:<host>:<port>" of the sweep's lease server; unset: per-process caps
 TOKEN_ENV = "BENCH_LIMITS_TOKEN"  # the token a TCP lease server asks of every connection (a cluster sweep's)
@@ -106,14 +106,25 @@ class RemoteLimiter:
                 fut.set_exception(BenchError(self.broken))
         self.pending.clear()
 
-    async def acquire(self, key: str, caps: Caps, estimate: int = 0) -> int:
-        lease, _answer = await self._ask({"op": "acquire", "key": key,
-                                          "caps": [caps.max_concurrency, caps.rpm, caps.tpm], "est": estimate},
-                                         give_up={"op": "release", "tokens": None})
+    async def acquire(self, key: str, caps: Caps, estimate: int = 0, rank: float = 0.0) -> int:
+        ask = {"op": "acquire", "key": key, "caps": [caps.max_concurrency, caps.rpm, caps.tpm], "est": estimate}
+        if rank:
+            ask["rank"] = rank
+        lease, _answer = await self._ask(ask, give_up={"op": "release", "tokens": None})
+        return lease
+
+    async def acquire_pair(self, key: str, caps: Caps, estimate: int, shared_key: str, shared_caps: Caps,
+                           rank: float = 0.0) -> int:
+        """Both leases of ``LocalLimiter.acquire_pair`` in one round trip; one id ends both (``release_pair``)."""
+        ask = {"op": "acquire", "key": key, "caps": [caps.max_concurrency, caps.rpm, caps.tpm], "est": estimate,
+               "also": [shared_key, shared_caps.max_concurrency], "rank": rank}
+        lease, _answer = await self._ask(ask, give_up={"op": "release", "tokens": None})
         return lease
 
     def release(self, lease: int, tokens: int | None = None) -> None:
         self._send({"op": "release", "id": lease, "tokens": tokens})
+
+    release_pair = release  # the server knows the id holds two leases
 
     async def reserve(self, usd: float) -> tuple[int, dict[str, Any]]:
         """Reserve ``usd`` of the sweep's budget (waiting while reservations on the wire may make room); return
@@ -284,7 +295,7 @@ class LeaseServer:
         self._clients[me] = writer
         held: dict[int, Any] = {}
         waiting: dict[int, asyncio.Task] = {}
-        spending = _Spending(self.purse, writer)
+        spending = Spending(self.purse, writer)
 
         def granted(lease_id: int, task: asyncio.Task) -> None:
             if waiting.pop(lease_id, None) is None or task.cancelled():
@@ -305,17 +316,15 @@ class LeaseServer:
                 elif msg["op"] in ("reserve", "settle"):
                     spending.handle(msg["op"], lease_id, msg.get("usd"))
                 elif msg["op"] == "acquire":
-                    cmax, rpm, tpm = (int(v) if v else None for v in msg["caps"])
-                    task = asyncio.ensure_future(limiter.acquire(str(msg["key"]), Caps(cmax, rpm, tpm),
-                                                                 int(msg["est"])))
+                    task = asyncio.ensure_future(_acquire(limiter, msg))
                     waiting[lease_id] = task
                     task.add_done_callback(functools.partial(granted, lease_id))
                 elif lease_id in held:
                     tokens = msg.get("tokens")
-                    limiter.release(held.pop(lease_id), int(tokens) if tokens is not None else None)
+                    _end(limiter, held.pop(lease_id), int(tokens) if tokens is not None else None)
                 elif (task := waiting.pop(lease_id, None)) is not None:
                     if task.done() and not task.cancelled():
-                        limiter.release(task.result())
+                        _end(limiter, task.result())
                     else:
                         task.cancel()
         except (OSError, ValueError, KeyError, TypeError):
@@ -324,66 +333,31 @@ class LeaseServer:
             for lease_id, task in list(waiting.items()):
                 waiting.pop(lease_id)
                 if task.done() and not task.cancelled():
-                    limiter.release(task.result())
+                    _end(limiter, task.result())
                 else:
                     task.cancel()
             for lease in held.values():
-                limiter.release(lease)
+                _end(limiter, lease)
             held.clear()
             spending.close()
             writer.close()
             self._clients.pop(me, None)
 
 
-class _Spending:
-    """One connection's reservations of the sweep's budget: granted, or waiting for room in the purse."""
+def _acquire(limiter: LocalLimiter, msg: dict[str, Any]) -> Any:
+    """Return the wait for what an ``acquire`` message asks: one lease, or (with ``also``) an endpoint's and a shared
+    cap's together (``LocalLimiter.acquire_pair``)."""
+    cmax, rpm, tpm = (int(v) if v else None for v in msg["caps"])
+    key, caps, estimate, rank = str(msg["key"]), Caps(cmax, rpm, tpm), int(msg["est"]), float(msg.get("rank") or 0.0)
+    if msg.get("also"):
+        shared_key, shared_cap = msg["also"]
+        return limiter.acquire_pair(key, caps, estimate, str(shared_key), Caps(max_concurrency=int(shared_cap)), rank)
+    return limiter.acquire(key, caps, estimate, rank)
 
-    def __init__(self, purse: Purse | None, writer: asyncio.StreamWriter):
-        self.purse, self.writer = purse, writer
-        self.held: dict[int, float] = {}  # reservation id -> USD reserved
-        self.waiting: dict[int, tuple[asyncio.Task, float]] = {}
 
-    def handle(self, op: str, rid: int, usd: Any) -> None:
-        purse = self.purse
-        if op == "reserve" and purse is None:
-            self._answer({"id": rid, "ok": False, "error": "the sweep's limit server holds no budget"})
-        elif op == "reserve":
-            amount = max(0.0, float(usd))
-            task = asyncio.ensure_future(purse.reserve(amount))
-            self.waiting[rid] = (task, amount)
-            task.add_done_callback(functools.partial(self._decided, rid))
-        elif purse is not None and rid in self.held:  # settle
-            purse.settle(self.held.pop(rid), None if usd is None else float(usd))
-        elif purse is not None and (entry := self.waiting.pop(rid, None)) is not None:  # given up while waiting
-            task, amount = entry
-            if task.done() and not task.cancelled() and task.result():
-                purse.settle(amount, 0.0)
-            else:
-                task.cancel()
-
-    def _decided(self, rid: int, task: asyncio.Task) -> None:
-        entry = self.waiting.pop(rid, None)
-        if entry is None or task.cancelled():
-            return  # given up meanwhile (the settle ended what was granted)
-        purse = self.purse
-        assert purse is not None
-        if task.result():
-            self.held[rid] = entry[1]
-            self._answer({"id": rid, "ok": True})
-        else:
-            self._answer({"id": rid, "ok": False, **purse.report()})  # spent, limit, what is on the wire
-
-    def _answer(self, message: dict[str, Any]) -> None:
-        self.writer.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
-
-    def close(self) -> None:
-        """The connection ended: waits are dropped, and what was on the wire counts as spent (it may have been paid)."""
-        for task, amount in self.waiting.values():
-            if task.done() and not task.cancelled() and task.result():
-                self.purse.settle(amount, None)  # type: ignore[union-attr]
-            else:
-                task.cancel()
-        self.waiting.clear()
-        for amount in self.held.values():
-            self.purse.settle(amount, None)  # type: ignore[union-attr]
-        self.held.clear()
+def _end(limiter: LocalLimiter, lease: Any, tokens: int | None = None) -> None:
+    """End a lease the server granted (a pair of them: both)."""
+    if isinstance(lease, tuple):
+        limiter.release_pair(lease, tokens)
+    else:
+        limiter.release(lease, tokens)

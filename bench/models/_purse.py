@@ -19,7 +19,10 @@ their costs, which pass their reservations plus that margin by at most their sur
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
 from collections import deque
+from typing import Any
 
 
 class Purse:
@@ -115,3 +118,58 @@ class Purse:
             fut, usd = alive.popleft()
             self._take(usd)
             fut.set_result(True)
+
+
+class Spending:
+    """One lease-server connection's reservations of the sweep's budget: granted, or waiting for room in the purse
+    (bench.models._leases serves them)."""
+
+    def __init__(self, purse: Purse | None, writer: asyncio.StreamWriter):
+        self.purse, self.writer = purse, writer
+        self.held: dict[int, float] = {}  # reservation id -> USD reserved
+        self.waiting: dict[int, tuple[asyncio.Task, float]] = {}
+
+    def handle(self, op: str, rid: int, usd: Any) -> None:
+        purse = self.purse
+        if op == "reserve" and purse is None:
+            self._answer({"id": rid, "ok": False, "error": "the sweep's limit server holds no budget"})
+        elif op == "reserve":
+            amount = max(0.0, float(usd))
+            task = asyncio.ensure_future(purse.reserve(amount))
+            self.waiting[rid] = (task, amount)
+            task.add_done_callback(functools.partial(self._decided, rid))
+        elif purse is not None and rid in self.held:  # settle
+            purse.settle(self.held.pop(rid), None if usd is None else float(usd))
+        elif purse is not None and (entry := self.waiting.pop(rid, None)) is not None:  # given up while waiting
+            task, amount = entry
+            if task.done() and not task.cancelled() and task.result():
+                purse.settle(amount, 0.0)
+            else:
+                task.cancel()
+
+    def _decided(self, rid: int, task: asyncio.Task) -> None:
+        entry = self.waiting.pop(rid, None)
+        if entry is None or task.cancelled():
+            return  # given up meanwhile (the settle ended what was granted)
+        purse = self.purse
+        assert purse is not None
+        if task.result():
+            self.held[rid] = entry[1]
+            self._answer({"id": rid, "ok": True})
+        else:
+            self._answer({"id": rid, "ok": False, **purse.report()})  # spent, limit, what is on the wire
+
+    def _answer(self, message: dict[str, Any]) -> None:
+        self.writer.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+
+    def close(self) -> None:
+        """The connection ended: waits are dropped, and what was on the wire counts as spent (it may have been paid)."""
+        for task, amount in self.waiting.values():
+            if task.done() and not task.cancelled() and task.result():
+                self.purse.settle(amount, None)  # type: ignore[union-attr]
+            else:
+                task.cancel()
+        self.waiting.clear()
+        for amount in self.held.values():
+            self.purse.settle(amount, None)  # type: ignore[union-attr]
+        self.held.clear()

@@ -42,7 +42,8 @@ from bench.models.batches.wire import close_clients, line_body
 from bench.models.budget import Budget, Held
 from bench.models.cache import ResponseCache
 from bench.models.limits import Limits
-from bench.models.ratelimit import SWEEP_KEY, Caps, Limiter, estimate_tokens, limiter_for, limits_of, sweep_cap
+from bench.models.ratelimit import (SWEEP_KEY, URGENCY, Caps, Limiter, LocalLimiter, estimate_tokens, limiter_for,
+                                    limits_of, sweep_cap)
 from bench.models.routing import ModelSpec, Route, body_params, resolve
 from bench.models.tools_support import calls_text, with_tools
 
@@ -288,21 +289,30 @@ class LLM:
         limiter = st.limiter
         if limiter is None:  # in-process counters, or the sweep's lease server (BENCH_LIMITS_ADDRESS)
             limiter = st.limiter = limiter_for(self.limits.rate_window_s)
-        leases: list[Any] = []
+        leases: list[tuple[Any, Any]] = []  # (how to end it, the lease)
         tokens = None
-        try:  # the model's own caps first, so waiting never holds a global slot
+        try:  # the model's own caps first, so waiting never holds a shared slot; the shared cap most urgent first
             if capped is not None:
                 endpoint, caps = capped
-                leases.append(await limiter.acquire(endpoint, caps, estimate_tokens(body) if caps.tpm else 0))
-            if shared is not None:
-                leases.append(await limiter.acquire(SWEEP_KEY, Caps(max_concurrency=shared)))
+                estimate = estimate_tokens(body) if caps.tpm else 0
+                if shared is None and isinstance(limiter, LocalLimiter):
+                    shared = self.limits.max_concurrency  # the process cap, held in the same queue (st.sem is FIFO)
+                if shared is not None:  # one call for both (one round trip to a lease server)
+                    pair = await limiter.acquire_pair(endpoint, caps, estimate, SWEEP_KEY if st.shared else
+                                                      PROCESS_KEY, Caps(max_concurrency=shared), rank=URGENCY.get())
+                    leases.append((limiter.release_pair, pair))
+                else:  # another process's lease server without a sweep cap: the process cap stays st.sem's
+                    leases.append((limiter.release, await limiter.acquire(endpoint, caps, estimate)))
+            elif shared is not None:  # the sweep's cap alone (a model without caps of its own)
+                leases.append((limiter.release, await limiter.acquire(SWEEP_KEY, Caps(max_concurrency=shared),
+                                                                      rank=URGENCY.get())))
             text, usage, raw = await self._send_capped(st, route, body, timeout_s, key)
             if usage.get("prompt_tokens") is not None and usage.get("completion_tokens") is not None:
                 tokens = usage["prompt_tokens"] + usage["completion_tokens"]  # the estimate, corrected
             return text, usage, raw
         finally:
-            for i, lease in enumerate(leases):
-                limiter.release(lease, tokens if i == 0 and capped is not None else None)
+            for i, (end, lease) in enumerate(leases):
+                end(lease, tokens if i == 0 and capped is not None else None)
 
     async def _send_capped(self, st: _LoopState, route: Route, body: dict, timeout_s: float, key: str) -> Reply:
         async with st.sem:
@@ -349,6 +359,10 @@ class LLM:
         if timeout_s == self.limits.timeout_s:
             return None  # else e.g. a packed judge call, whose timeout scales with k
         return self._timeouts.get(timeout_s) or self._timeouts.setdefault(timeout_s, client_timeout(timeout_s))
+
+
+PROCESS_KEY = "(process)"  # the process cap's gate in a process's own counters: capped requests wait there, most
+# urgent first, before st.sem (which they then always find open)
 
 
 # -- the process-wide default client ------------------------------------------------------

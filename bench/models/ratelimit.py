@@ -33,6 +33,7 @@ The counters live in ``bench.models._counters``, the lease server and its client
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import os
 import weakref
@@ -42,10 +43,14 @@ from bench.models._counters import Caps, LocalLimiter
 from bench.models._leases import ADDRESS_ENV, TOKEN_ENV, WINDOW_ENV, LeaseServer, RemoteLimiter
 from bench.models._messages import message_text, output_limit
 
-__all__ = ["ADDRESS_ENV", "CHARS_PER_TOKEN", "DEFAULT_COMPLETION_TOKENS", "SWEEP_CAP_ENV", "SWEEP_KEY", "TOKEN_ENV",
+__all__ = ["ADDRESS_ENV", "CHARS_PER_TOKEN", "DEFAULT_COMPLETION_TOKENS", "SWEEP_CAP_ENV", "SWEEP_KEY", "TOKEN_ENV", "URGENCY",
            "WINDOW_ENV", "Caps", "LeaseServer", "Limiter", "LocalLimiter", "RemoteLimiter", "endpoint_key",
            "estimate_tokens", "limiter_for", "limits_of", "sweep_cap"]
 
+# how long the caller's work still needs at its cap (its items left per worker: bench.collect.stage.lanes): when a
+# shared cap (the sweep's, or the process's) is full, the most urgent waiting request gets the next slot, so the
+# model that bounds the sweep never waits behind one that will finish early anyway (0: claims no urgency)
+URGENCY: contextvars.ContextVar[float] = contextvars.ContextVar("bench_urgency", default=0.0)
 SWEEP_CAP_ENV = "BENCH_SWEEP_CAP"  # a cluster sweep's limits.max_concurrency, held by its lease server
 SWEEP_KEY = "(sweep)"  # the lease server's counter of every request of the sweep
 DEFAULT_COMPLETION_TOKENS = 1024  # the completion part of a tpm estimate when a request sets no max_tokens
@@ -55,11 +60,19 @@ CHARS_PER_TOKEN = 4
 class Limiter(Protocol):
     """The per-model caps of some scope (an event loop, a sweep, a cluster)."""
 
-    async def acquire(self, key: str, caps: Caps, estimate: int = 0) -> Any:
-        """Wait until a request to endpoint ``key`` fits ``caps`` (charging ``estimate`` tokens); return a lease."""
+    async def acquire(self, key: str, caps: Caps, estimate: int = 0, rank: float = 0.0) -> Any:
+        """Wait until a request to endpoint ``key`` fits ``caps`` (charging ``estimate`` tokens); return a lease.
+        Waiting requests are admitted most ``rank`` (URGENCY) first, in arrival order among equals."""
 
     def release(self, lease: Any, tokens: int | None = None) -> None:
         """End a lease at once (never waits); ``tokens`` replaces its estimate when the reply said how many."""
+
+    async def acquire_pair(self, key: str, caps: Caps, estimate: int, shared_key: str, shared_caps: Caps,
+                           rank: float = 0.0) -> Any:
+        """Take a lease on endpoint ``key`` and then one on the shared cap ``shared_key`` (most ``rank`` first)."""
+
+    def release_pair(self, lease: Any, tokens: int | None = None) -> None:
+        """End both leases of ``acquire_pair``; the endpoint's next request is in line for the shared slot first."""
 
 
 def endpoint_key(spec: Any) -> str:

@@ -24,6 +24,7 @@ from bench.core.digests import supersede
 from bench.run import Run, open_run, shown_path
 from bench.stages import prepare
 from bench.sweep.executions import STAGES, Execution, plan_executions, run_stage
+from bench.sweep.prestart import SweepStart
 from bench.sweep.shared import SharedLimits, SharedLocalServer
 
 
@@ -35,8 +36,11 @@ class RemoteStages(Protocol):
     def loopback(self) -> bool:
         """Whether every worker is on this machine (then the driver serves them the embedded model)."""
 
+    def slots(self) -> int:
+        """Return how many executions run at once there (a group of cells per slot)."""
+
     def run_stage(self, stage: str, started: str) -> list[Execution]:
-        """Run ``stage`` as one execution per cell, to its end; return them, as a local stage does."""
+        """Run ``stage`` as one execution per group of cells, to its end; return them, as a local stage does."""
 
 
 @dataclass
@@ -55,7 +59,8 @@ def run_sweep(run: Run | str, *, jobs: int = 1, per_cell: bool = False, cells=No
     """Run the sweep's stages; return the run folder and every execution with its exit code.
 
     The caller holds the run folder's lock (bench.core.runlock) for as long as it writes there.
-    On a ``cluster`` every stage runs as one task per cell there (bench.sweep.cluster), which serves the caps.
+    On a ``cluster`` every stage runs as one task per group of cells there, a group per worker thread
+    (bench.sweep.cluster), and the driver serves the caps.
     ``on_start`` is called once nothing refused the sweep, as its stages start (its live MLflow run appears then).
     """
     threading.Thread(target=_import_papermill, daemon=True).start()  # 2 s of imports, overlapped with prep
@@ -63,38 +68,49 @@ def run_sweep(run: Run | str, *, jobs: int = 1, per_cell: bool = False, cells=No
     run = run if isinstance(run, Run) else open_run(run, cells=cells, run_dir=run_dir)
     check_stage(run, only_stage)  # a stage in the wrong order: one line saying what to run instead
     print(run.describe(), flush=True)
-    changed = prepare(run, log_supersede=False)  # preflight + scenarios.jsonl: nothing spent on a run that cannot finish
-    executions = plan_executions(run, "collect", jobs, per_cell or cluster is not None)  # a cluster: a task per cell
-    before_sweep(run, only_stage=only_stage, groups=[[c.key for c in ex.cells] for ex in executions],
-                 pilot=cluster is None, changed=changed)  # the estimate (and the pilot, when a budget needs it; a cluster's lease
-    # server holds the budget already: no pilot there); over limits.budget_usd (or a budget with a model's price
-    # unknown): BenchError here, before anything (more than the pilot) is sent
-    supersede(run.dir, changed, shown_path(run.params_path))  # only now: a refused sweep sets nothing aside
-    if on_start is not None:
-        on_start()
     stages = [only_stage] if only_stage else [s for s in STAGES if (s != "judge" or run.sweep.judges)
                                               and (s != "collect" or run.sweep.collects)]
     for stage in stages:
         if stage not in STAGES:
             raise BenchError(f"unknown stage {stage!r}; stages are: {', '.join(STAGES)}")
-    done: list[Execution] = []
     model = SharedLocalServer(run) if cluster is None or cluster.loopback else contextlib.nullcontext()
-    with model, SharedLimits(run, jobs, per_cell) if cluster is None else contextlib.nullcontext():
-        for stage in stages:
-            if halted := [e for e in done if e.halted]:  # e.g. the budget is reached: no paid call would start
-                print(f"{stage}: not started, because {halted[0].name} stopped ({halted[0].halted}): "
-                      f"see the summary at the end", flush=True)
-                break
-            if failed := [e.name for e in done if e.returncode != 0]:  # a later stage would work on a partial run
-                print(f"{stage}: not started, because {', '.join(failed)} failed (see the notebook named below); "
-                      f"fix it and run the sweep again", flush=True)
-                break
-            if stage == "judge" and only_stage is None and _judged_during_collect(run, started):
-                print("judge: nothing pending (every candidate was graded as it arrived)", flush=True)
-                continue
-            done += (cluster.run_stage(stage, started) if cluster is not None
-                     else run_stage(run, stage, jobs, per_cell, started))
+    limits = SharedLimits(run, jobs, per_cell) if cluster is None else contextlib.nullcontext()
+    first = stages[0] if stages and cluster is None else None  # its kernels start now, beside the preparation
+    with SweepStart(run, [model, limits], first, jobs, per_cell) as start:
+        changed = prepare(run, log_supersede=False)  # preflight + scenarios.jsonl: nothing spent on a run that fails
+        executions = (plan_executions(run, "collect", jobs, per_cell) if cluster is None  # a cluster: a task per slot
+                      else plan_executions(run, "collect", cluster.slots(), False, by_cell_name=True))
+        before_sweep(run, only_stage=only_stage, groups=[[c.key for c in ex.cells] for ex in executions],
+                     pilot=cluster is None, changed=changed)  # the estimate (and the pilot, when a budget needs it;
+        # a cluster's lease server holds the budget already: no pilot there); over limits.budget_usd (or a budget with
+        # a model's price unknown): BenchError here, before anything (more than the pilot) is sent
+        supersede(run.dir, changed, shown_path(run.params_path))  # only now: a refused sweep sets nothing aside
+        if on_start is not None:
+            on_start()
+        start.open()  # the shared servers: entered now, or their lines (held back so far) printed
+        done = _run_stages(run, stages, jobs, per_cell, started, cluster, start, only_stage)
     return SweepResult(run.dir, done, run, started)
+
+
+def _run_stages(run: Run, stages: list[str], jobs: int, per_cell: bool, started: str, cluster: RemoteStages | None,
+                start: SweepStart, only_stage: str | None) -> list[Execution]:
+    """Run ``stages`` in order, each to its end; a stage after one that failed or stopped does not start."""
+    done: list[Execution] = []
+    for stage in stages:
+        if halted := [e for e in done if e.halted]:  # e.g. the budget is reached: no paid call would start
+            print(f"{stage}: not started, because {halted[0].name} stopped ({halted[0].halted}): "
+                  f"see the summary at the end", flush=True)
+            break
+        if failed := [e.name for e in done if e.returncode != 0]:  # a later stage would work on a partial run
+            print(f"{stage}: not started, because {', '.join(failed)} failed (see the notebook named below); "
+                  f"fix it and run the sweep again", flush=True)
+            break
+        if stage == "judge" and only_stage is None and _judged_during_collect(run, started):
+            print("judge: nothing pending (every candidate was graded as it arrived)", flush=True)
+            continue
+        done += (cluster.run_stage(stage, started) if cluster is not None
+                 else run_stage(run, stage, jobs, per_cell, started, start.take(stage)))
+    return done
 
 
 def check_stage(run: Run, stage: str | None) -> None:

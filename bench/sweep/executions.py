@@ -9,6 +9,8 @@ on purpose: its return code is that exception's ``exit_code`` and it is reported
 
 from __future__ import annotations
 
+import functools
+import os
 import secrets
 import threading
 import time
@@ -21,8 +23,9 @@ from bench.core.executions import ExecutionAttempt, close_abandoned, local_marke
 from bench.core.outcome import failed_by_cell
 from bench.core.processes import remove_stale_folders
 from bench.core.records import utc_now
-from bench.kernels import first_line, interrupt_kernel, kernel_manager_class, prepare_driver
-from bench.models.ratelimit import LeaseServer
+from bench.kernels import (end_kernel, first_line, interrupt_kernel, kernel_manager_class, preload_arguments,
+                           prepare_driver)
+from bench.models.ratelimit import SWEEP_CAP_ENV, LeaseServer
 from bench.run import Run
 from bench.sweep.halts import halted_exit_code
 
@@ -63,24 +66,52 @@ def close_leftovers(run: Run, sweep: str) -> None:
               f"(executions.jsonl)", flush=True)
 
 
-def plan_executions(run: Run, stage: str, jobs: int, per_cell: bool) -> list[Execution]:
-    """Return the executions of a stage: one, ``jobs`` groups of cells, or one per cell."""
+def plan_executions(run: Run, stage: str, jobs: int, per_cell: bool, by_cell_name: bool = False) -> list[Execution]:
+    """Return the executions of a stage: one, ``jobs`` groups of cells (``group_cells``), or one per cell.
+
+    ``by_cell_name``: groups of one cell each are named by their cell, as ``per_cell``'s are (a cluster with a slot
+    per cell runs the executions it ran before grouping); other groups are ``job1``, ``job2``…"""
     cells = run.cells
     if per_cell:
         groups = [[c] for c in cells]
-        shards = _unique([_slug(c.key) for c in cells])
     elif jobs <= 1 or len(cells) <= 1:  # a pair dataset has no cells: one execution judges it
-        groups, shards = [cells], [None]
+        groups = [cells]
     else:
-        n = min(jobs, len(cells))
-        groups = [cells[i::n] for i in range(n)]
-        shards = [f"job{i + 1}" for i in range(n)]
+        groups = group_cells(cells, jobs)
+    if len(groups) == 1 and not per_cell:
+        shards: list[str | None] = [None]
+    elif per_cell or (by_cell_name and all(len(g) == 1 for g in groups)):
+        shards = list(_unique([_slug(g[0].key) for g in groups]))
+    else:
+        shards = [f"job{i + 1}" for i in range(len(groups))]
     out = []
     for group, shard in zip(groups, shards):
         ex = Execution(stage, group, shard)
         ex.notebook = run.dir / "notebooks" / f"{Path(STAGES[stage]).stem}{'.' + shard if shard else ''}.ipynb"
         out.append(ex)
     return out
+
+
+def group_cells(cells: list[Cell], n: int) -> list[list[Cell]]:
+    """Deal ``cells`` into at most ``n`` groups (a group per slot), each model's cells in turn across the groups.
+
+    The deal goes on where the previous model's cells stopped, so groups differ by at most one cell and each carries
+    as many models as it can: an execution then keeps several endpoints busy at once (its lanes, bench.collect.stage),
+    and a model's cells in several executions share its cap through the sweep's lease server. The number of
+    executions is bounded by the slots, not by the cells; a killed execution still loses only its requests in flight
+    (every answer is written as it arrives)."""
+    n = max(1, min(n, len(cells)))
+    by_model: dict[str, list[Cell]] = {}
+    for c in cells:
+        by_model.setdefault(c.model.id, []).append(c)
+    groups: list[list[Cell]] = [[] for _ in range(n)]
+    dealt = 0
+    # the model that needs longest at its cap first: its cells are the ones spread most evenly over the slots
+    for model_cells in sorted(by_model.values(), key=lambda mc: -len(mc) / (mc[0].model.max_concurrency or 1e9)):
+        for c in model_cells:
+            groups[dealt % n].append(c)
+            dealt += 1
+    return groups
 
 
 def _unique(names: list[str]) -> list[str]:
@@ -97,21 +128,31 @@ def _slug(key: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_.@" else "_" for ch in key).replace("@", "-")
 
 
-def run_stage(run: Run, stage: str, jobs: int, per_cell: bool, started: str | None = None) -> list[Execution]:
+def run_stage(run: Run, stage: str, jobs: int, per_cell: bool, started: str | None = None,
+              early: Any = None) -> list[Execution]:
+    """Run a stage's executions, ``parallel`` at a time, to their end; return them. ``early``: its executions
+    planned with kernels started ahead of need (bench.sweep.prestart.Prestart), run first."""
     sweep = secrets.token_hex(6)  # this stage's id in the open records of its attempts
     close_leftovers(run, sweep)
-    executions = plan_executions(run, stage, jobs, per_cell)
+    executions = early.executions if early is not None else plan_executions(run, stage, jobs, per_cell)
     for ex in executions:
         ex.failed_since = started
     cap = run.sweep.limits.max_concurrency
     parallel = max(1, min(jobs if per_cell else len(executions), len(executions), cap))
-    share = max(1, cap // parallel)  # the sweep as a whole never exceeds the cap
-    print(f"{stage}: {len(executions)} execution(s), {parallel} at a time, cap {share} each", flush=True)
+    if os.environ.get(SWEEP_CAP_ENV) and parallel > 1:  # the lease server holds the cap for all of them at once
+        share = cap
+        print(f"{stage}: {len(executions)} execution(s), {parallel} at a time, cap {cap} across all of them",
+              flush=True)
+    else:
+        share = max(1, cap // parallel)  # the sweep as a whole never exceeds the cap
+        print(f"{stage}: {len(executions)} execution(s), {parallel} at a time, cap {share} each", flush=True)
     sem = threading.Semaphore(parallel)
     prepare_driver()
-    stop = threading.Event()
+    stop = early.stop if early is not None else threading.Event()
+    released = {id(ex) for ex in (early.release(sem, functools.partial(_guarded, sem, run, cap=share, stop=stop,
+                                                                         sweep=sweep)) if early is not None else [])}
     threads = [threading.Thread(target=_guarded, args=(sem, run, ex, share, stop, sweep), daemon=True)
-               for ex in executions]
+               for ex in executions if id(ex) not in released]
     for t in threads:
         t.start()
     try:  # events, not Thread.join: a join interrupted by Ctrl-C marks a running thread as stopped (bpo-45274)
@@ -143,20 +184,32 @@ def _stop(executions: list[Execution], stop: threading.Event, grace_s: float = 3
 
 
 def _guarded(sem: threading.Semaphore, run: Run, ex: Execution, cap: int, stop: threading.Event | None = None,
-             sweep: str = "") -> None:
+             sweep: str = "", km: Any = None, held: bool = False) -> None:
+    """Run ``ex`` in this thread once it has a slot of ``sem`` (``held``: taken for it already), unless the sweep
+    was stopped. ``km``: its kernel manager, started ahead of need (bench.sweep.prestart); its kernel is ended
+    here whether or not the execution ran."""
     try:
-        with sem:
+        if not held:
+            sem.acquire()
+        try:
             if stop is None or not stop.is_set():  # an interrupted sweep starts no further execution
-                _execute(run, ex, cap, stop, sweep)
+                _execute(run, ex, cap, stop, sweep, km)
+            elif km is not None:
+                end_kernel(km)
+        finally:
+            sem.release()
     finally:
         ex.finished.set()
 
 
-def _execute(run: Run, ex: Execution, cap: int, stop: threading.Event | None = None, sweep: str = "") -> None:
+def _execute(run: Run, ex: Execution, cap: int, stop: threading.Event | None = None, sweep: str = "",
+             km: Any = None) -> None:
     """Run one papermill execution in this thread (papermill is imported once per sweep, not per execution).
 
-    Each execution still gets its own kernel process; its cell output is streamed to the
-    terminal prefixed with the execution's name.
+    Each execution gets its own kernel process: ``km``'s, started ahead of need on this thread, or one
+    papermill starts. Either imports the notebook's modules while it starts (bench.kernels.preload_arguments)
+    and is killed as soon as the notebook is saved: what the stage wrote is durable by the end of its cell.
+    Its cell output is streamed to the terminal prefixed with the execution's name.
     """
     import papermill as pm  # noqa: PLC0415 (2 s of imports: paid once by the driver)
 
@@ -171,13 +224,18 @@ def _execute(run: Run, ex: Execution, cap: int, stop: threading.Event | None = N
     t0, started = time.monotonic(), utc_now()
     cells = [c.key for c in ex.cells]
     marker = local_marker(run.dir, ExecutionAttempt(ex.stage, ex.name, cells, started, "", "running"), sweep)
+    kernel = ({"km": km} if km is not None else  # papermill neither starts nor ends a kernel it is given
+              {"kernel_manager_class": kernel_manager_class(ex, stop), "extra_arguments": preload_arguments(),
+               "shutdown_kernel": "immediate"})
     try:
         pm.execute_notebook(str(run.root / "notebooks" / STAGES[ex.stage]), str(ex.notebook), parameters=params,
-                            kernel_name="python3", log_output=True, progress_bar=False, cwd=str(run.root),
-                            kernel_manager_class=kernel_manager_class(ex, stop))
+                            kernel_name="python3", log_output=True, progress_bar=False, cwd=str(run.root), **kernel)
         ex.returncode = 0
     except Exception as err:  # the executed notebook (saved by papermill) shows the failing cell
         stopped(ex, err)
+    finally:
+        if km is not None:
+            end_kernel(km)
     ex.seconds = time.monotonic() - t0
     status = ("ok" if ex.returncode == 0 else "interrupted" if ex.halted or (stop is not None and stop.is_set())
               else "failed")

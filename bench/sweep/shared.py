@@ -46,7 +46,8 @@ class SharedLimits:
 
     Each kernel inherits BENCH_LIMITS_ADDRESS and takes a lease per request, so a judge's
     ``max_concurrency: 3`` stays 3 under ``--jobs 3``, and ``rpm``/``tpm`` windows span
-    every execution (also consecutive ones: ``--per-cell``, or collect then judge).
+    every execution (also consecutive ones: ``--per-cell``, or collect then judge). Executions side by side
+    also hold ``limits.max_concurrency`` there (BENCH_SWEEP_CAP), as a cluster sweep's do.
     """
 
     def __init__(self, run: Run, jobs: int, per_cell: bool):
@@ -56,7 +57,11 @@ class SharedLimits:
         windows = any(e.rpm or e.tpm for e in entries)  # a window spans the collect and judge executions too
         self.run, self.budget = run, run.sweep.limits.budget_usd  # a budget spans every execution (and stage)
         self.caps = (capped and several) or windows
-        self.wanted = (self.caps or self.budget is not None) and not os.environ.get(ratelimit.ADDRESS_ENV)
+        # executions side by side share limits.max_concurrency through the server, never a fixed slice of it each:
+        # an execution whose models still have work uses the slots another one no longer needs
+        self.sweep_cap = run.sweep.limits.max_concurrency if several and jobs > 1 else None
+        self.wanted = ((self.caps or self.budget is not None or self.sweep_cap is not None)
+                       and not os.environ.get(ratelimit.ADDRESS_ENV))
         self.server: ratelimit.LeaseServer | None = None
 
     def __enter__(self) -> "SharedLimits":
@@ -64,6 +69,8 @@ class SharedLimits:
             held = sweep_budget(self.budget, self.run.dir)  # (budget, the run folder's spend now) or None
             self.server = ratelimit.LeaseServer(budget=held)
             os.environ[ratelimit.ADDRESS_ENV] = self.server.start()  # inherited by every kernel started later
+            if self.sweep_cap is not None:
+                os.environ[ratelimit.SWEEP_CAP_ENV] = str(self.sweep_cap)
             if self.caps:
                 print("model caps: one lease server for all executions (max_concurrency, rpm, tpm hold sweep-wide)",
                       flush=True)
@@ -78,5 +85,6 @@ class SharedLimits:
             print(budget_line(self.server.purse.report()), flush=True)
         if self.server is not None:
             os.environ.pop(ratelimit.ADDRESS_ENV, None)
+            os.environ.pop(ratelimit.SWEEP_CAP_ENV, None)
             os.environ.pop(BUDGET_ENV, None)
             self.server.stop()

@@ -150,6 +150,40 @@ def test_a_worker_killed_mid_sweep_reruns_elsewhere_with_the_same_records(tmp_pa
     assert asked_twice == 0 or (said and int(said.group(1)) >= asked_twice), (asked_twice, out[-2000:])
 
 
+def test_a_grouped_execution_killed_mid_way_asks_again_only_what_was_in_flight(tmp_path, fake):
+    # two slots (2 workers × 1 thread) for 4 cells: 2 executions of 2 cells each, every one carrying both models
+    fake.configure(latency_ms=300)
+    params = cluster_grid(tmp_path, fake.url, topics=10)  # 20 scenarios × 4 cells = 80 answers
+    run_dir = tmp_path / "runs" / "c"
+    with LoopbackDaskCluster(2, nthreads=1) as c:
+        with started_sweep(tmp_path, params, "--cluster", c.address, "--no-report", stderr=subprocess.STDOUT) as proc:
+            victim, shard = _wait_for_running_attempt(run_dir, c, proc, records=10, with_shard=True)
+            answered = _answers_in(run_dir, shard)  # written before the kill (more may be on their way)
+            os.kill(victim.pid, signal.SIGKILL)
+            out, _ = proc.communicate(timeout=BUDGET_S)
+    assert proc.returncode == 0, out[-4000:]
+    lines = [a for a in attempts(run_dir) if a["stage"] == "collect"]  # then judge: what the lost kernel left
+    assert {a["name"] for a in lines} == {"collect.job1", "collect.job2"}, lines
+    assert all(len(a["cells"]) == 2 and len({cell.split("/")[0] for cell in a["cells"]}) == 2 for a in lines)
+    lost = [a for a in lines if a["status"] == "lost"]
+    assert len(lost) == 1 and answered >= 10
+    cands, judged = ids(run_dir, Candidate), ids(run_dir, Judgment)
+    assert len(cands) == 80 and set(cands.values()) == {1} and len(judged) == 80 and set(judged.values()) == {1}
+    asked = _answers_asked(fake.stats())
+    asked_twice = asked - 80
+    # at most what the killed kernel had on the wire (limits.max_concurrency 6 across the sweep), never the answers
+    # it had already received: those are in the response cache, and its retry took them from there
+    assert 0 <= asked_twice <= 6, (asked, out[-2000:])
+    said = re.search(r"up to (\d+) request\(s\) were on the wire when an execution stopped", out)
+    assert asked_twice == 0 or (said and int(said.group(1)) >= asked_twice), out[-2000:]
+
+
+def _answers_in(run_dir: Path, shard: str) -> int:
+    """The answers an execution's shard holds now."""
+    path = run_dir / f"candidates.{shard}.jsonl"
+    return sum(1 for line in path.read_text().splitlines() if line.strip()) if path.exists() else 0
+
+
 def test_a_scheduler_gone_mid_sweep_is_one_message_and_a_rerun_resumes(tmp_path, fake, local_ids):
     fake.configure(latency_ms=400)
     params = cluster_grid(tmp_path, fake.url)
@@ -171,8 +205,10 @@ def test_a_scheduler_gone_mid_sweep_is_one_message_and_a_rerun_resumes(tmp_path,
     assert (cands, judged) == local_ids and set(cands.values()) == {1}
 
 
-def _wait_for_running_attempt(run_dir: Path, c: LoopbackDaskCluster, proc: subprocess.Popen):
-    """Return a worker process that runs an execution which has already written a record (readiness: files)."""
+def _wait_for_running_attempt(run_dir: Path, c: LoopbackDaskCluster, proc: subprocess.Popen, records: int = 1,
+                              with_shard: bool = False):
+    """Return a worker process that runs an execution which has already written ``records`` answers (readiness:
+    files); with ``with_shard``, also the shard that execution writes."""
     from distributed import Client
 
     with Client(c.address, timeout="30s") as client:
@@ -185,10 +221,13 @@ def _wait_for_running_attempt(run_dir: Path, c: LoopbackDaskCluster, proc: subpr
                 a = json.loads(path.read_text())
             except (OSError, ValueError):
                 continue
-            shard_has_records = any(run_dir.glob("candidates.*.jsonl"))
-            if a.get("status") == "running" and shard_has_records:
+            shard = Path(a.get("notebook", "")).stem.partition(".")[2]  # 01_collect.<shard>: the shard it writes
+            enough = (_answers_in(run_dir, shard) >= records if records > 1
+                      else any(run_dir.glob("candidates.*.jsonl")))
+            if a.get("status") == "running" and enough:
                 name = names[a["worker"]]
-                return next(p for p in c.workers if f"--name {name} " in " ".join(map(str, p.args)) + " ")
+                worker = next(p for p in c.workers if f"--name {name} " in " ".join(map(str, p.args)) + " ")
+                return (worker, shard) if with_shard else worker
         time.sleep(0.05)  # polling files another process writes
     raise AssertionError("no execution started on the cluster")
 

@@ -306,6 +306,24 @@ def test_counters_and_peak_in_flight(fake: FakeProvider) -> None:
     assert len(stats["recent"]) == 20 and all(r["_auth"] is False for r in stats["recent"])
 
 
+
+def test_timeline_gives_each_requests_model_and_span_and_a_reset_clears_it(fake: FakeProvider) -> None:
+    fake.configure(latency_ms=200)
+    before = time.time()
+    bodies = [chat_body(f"q{i}", model="m-a" if i < 3 else "m-b") for i in range(5)]
+    assert asyncio.run(concurrent_posts(fake.url, bodies)) == [200] * 5
+    after = time.time()
+    timeline = fake.timeline()
+    assert timeline["dropped"] == 0
+    spans = timeline["spans"]
+    assert sorted(m for m, _s, _e in spans) == ["m-a", "m-a", "m-a", "m-b", "m-b"]
+    assert all(before <= start and start + 0.19 <= end <= after for _m, start, end in spans)  # epoch, latency inside
+    assert max(s for _m, s, _e in spans) < min(e for _m, _s, e in spans)  # all 5 in flight together, as the peak says
+    assert fake.stats()["peak_in_flight_by_model"] == {"m-a": 3, "m-b": 2}
+    fake.reset()
+    assert fake.timeline() == {"spans": [], "dropped": 0}
+
+
 def test_recent_keeps_the_last_200_newest_last(fake: FakeProvider) -> None:
     connection = http.client.HTTPConnection("127.0.0.1", fake.port, timeout=5)  # one keep-alive connection
     for i in range(205):

@@ -5,7 +5,7 @@ Dask cluster adds, and the local path never imports it (bench.sweep.command alon
 :mod:`~bench.sweep.cluster.session` connects (or starts ``local:N``: :mod:`~bench.sweep.cluster.local_cluster`,
 :mod:`~bench.sweep.cluster.quiet_dask`) and serves the caps; :mod:`~bench.sweep.cluster.probe` checks every
 worker; :mod:`~bench.sweep.cluster.worker_secrets` hands them the token and the keys in confidence;
-:mod:`~bench.sweep.cluster.tasks` runs a stage as one task per cell (what a worker runs:
+:mod:`~bench.sweep.cluster.tasks` runs a stage as one task per group of cells, a group per slot (what a worker runs:
 :mod:`~bench.sweep.cluster.remote`) and :mod:`~bench.sweep.cluster.progress` shows overall and per-model
 progress from the shared run folder.
 """

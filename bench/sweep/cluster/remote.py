@@ -21,7 +21,7 @@ from typing import Any
 from bench.core.executions import ATTEMPTS  # attempts/<execution>.<n>.json: one file per attempt, by its worker
 from bench.core.records import utc_now
 from bench.core.store import atomic_write
-from bench.kernels import first_line, interrupt_kernel, kernel_manager_class, prepare_driver
+from bench.kernels import first_line, interrupt_kernel, kernel_manager_class, preload_arguments, prepare_driver
 from bench.report.render import render_report
 from bench.sweep.halts import halted_exit_code
 from bench.sweep.cluster.probe import Expected, check_worker
@@ -82,7 +82,8 @@ def execute(task: Task) -> dict[str, Any]:
     try:
         pm.execute_notebook(task.notebook_in, str(notebook), parameters={**task.params, "shard": shard},
                             kernel_name="python3", log_output=False, progress_bar=False, cwd=task.root,
-                            kernel_manager_class=kernel_manager_class(kernel))
+                            kernel_manager_class=kernel_manager_class(kernel),
+                            extra_arguments=preload_arguments())  # the notebook's imports, while the kernel starts
         record["status"] = "ok"
     except pm.PapermillExecutionError as err:  # a cell failed (or the sweep's Ctrl-C interrupted it)
         status = "interrupted" if stopped.is_set() else "failed"

@@ -118,6 +118,13 @@ class ClusterSession:
                     pass
         self.client = self.local = self.server = None
 
+    def slots(self) -> int:
+        """Return the executions the cluster runs at once: its workers' threads (at least 1)."""
+        try:
+            return max(1, sum(self.client.nthreads().values()))
+        except (OSError, TimeoutError):  # the scheduler went away: the stage's own wait says so
+            return 1
+
     def kernel_env(self) -> dict[str, str]:
         """Return the variables every execution's task carries for its kernel: the lease server's address, the caps,
         the cache kind (no secret: the token and the keys come from the worker plugin,

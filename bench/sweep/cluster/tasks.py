@@ -54,13 +54,14 @@ def run_on_cluster(run: Run, stage: str, cluster: str | None = None, *, judge: b
 
 def run_stage_on_cluster(session: ClusterSession, stage: str, started: str, *, judge: bool | None = None,
                          judges: list[str] | None = None) -> list[Execution]:
-    """Run a stage as one Dask task per cell on the cluster; return its executions (as a local stage does).
+    """Run a stage as Dask tasks on the cluster, one per group of cells with at most one group per worker thread
+    (bench.sweep.executions.group_cells); return its executions (as a local stage does).
 
     A pair dataset (no grid cells) is one task. Every attempt is recorded, whatever ends the stage.
     """
     run = session.run
     close_leftovers(run, session.sweep)  # what a killed driver left open
-    executions = plan_executions(run, stage, 0, True) if run.cells else plan_executions(run, stage, 1, False)
+    executions = plan_executions(run, stage, session.slots(), False, by_cell_name=True)  # one per slot at most
     executions = _round_robin(executions)
     futures: dict[str, Any] = {}
     try:
@@ -95,8 +96,12 @@ class ClusterStages:
         """Whether every worker is on this machine (then the driver serves them the embedded model)."""
         return self.session.loopback
 
+    def slots(self) -> int:
+        """Return how many executions the cluster runs at once (its workers' threads)."""
+        return self.session.slots()
+
     def run_stage(self, stage: str, started: str) -> list[Execution]:
-        """Run ``stage`` as one task per cell; return its executions (see :func:`run_stage_on_cluster`)."""
+        """Run ``stage`` as one task per group of cells; return its executions (see :func:`run_stage_on_cluster`)."""
         return run_stage_on_cluster(self.session, stage, started)
 
     def report(self) -> Path:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from typing import Any
 
 from bench.core.secrets import KNOWN_KEY_VARS, SECRET_SUFFIXES
@@ -67,7 +68,10 @@ class WorkerSecrets:
         self.values = dict(values)
 
     def setup(self, worker: Any) -> None:
-        """Nothing to do: the values arrived with the plugin (pickled over the scheduler's comm)."""
+        """Warm the worker: import what its first execution imports (papermill and jupyter's client: about 2 s)
+        in a thread, now, while the driver checks the workers, instead of in that execution. The
+        values arrived with the plugin (pickled over the scheduler's comm)."""
+        threading.Thread(target=_warm_imports, name="bench-warm-imports", daemon=True).start()
 
     def teardown(self, worker: Any) -> None:
         """The sweep ended (the plugin is unregistered, or the worker closes): forget every value."""
@@ -75,6 +79,16 @@ class WorkerSecrets:
 
     def __repr__(self) -> str:
         return f"WorkerSecrets({self.name!r}, {len(self.values)} value(s))"
+
+
+def _warm_imports() -> None:
+    """Import an execution's modules (each once per worker process; Python's import lock makes a task that
+    imports them meanwhile wait for this, never import twice)."""
+    try:
+        import jupyter_client.manager  # noqa: F401, PLC0415 (heavy: what starts an execution's kernel)
+        import papermill  # noqa: F401, PLC0415 (heavy: 2 s of imports, what runs an execution)
+    except Exception:  # a worker without them: the sweep's check names what is missing
+        pass
 
 
 def register(client: Any, name: str, values: dict[str, str]) -> None:

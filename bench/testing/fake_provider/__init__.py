@@ -18,7 +18,7 @@ Endpoints: ``POST /v1/chat/completions`` (and ``/chat/completions``), ``GET /v1/
 (and ``/models``), OpenAI's Files + Batch API (``POST /v1/files``, ``GET /v1/files/{id}[/content]``,
 ``DELETE /v1/files/{id}``, ``POST /v1/batches``, ``GET /v1/batches[/{id}]``,
 ``POST /v1/batches/{id}/cancel``; each also without ``/v1``), ``POST /_admin/config``,
-``GET /_admin/stats``, ``POST /_admin/reset``. The config keys and their defaults are in
+``GET /_admin/stats``, ``GET /_admin/timeline`` (each chat request's model, start and end), ``POST /_admin/reset``. The config keys and their defaults are in
 :data:`DEFAULT_CONFIG`; the order in which a chat request is decided is documented on
 ``FakeServer.chat``; a batch's lifecycle on the ``batches`` module. ``fake.url`` is the
 ``api_base`` for LiteLLM's chat and its files/batches functions (``custom_llm_provider="openai"``).
@@ -32,7 +32,8 @@ reasoning model on demand: ``reasoning_content`` and reasoning tokens, or an inl
 (scripted tool calls, ``tools_supported``, a multi-turn request's history echoed in its answer), ``server``
 (the aiohttp state and routes), ``batches`` (the files and batches and the task running each),
 ``batch_lines`` (an input file's validation), ``batch_routes`` (the Files + Batch API routes),
-``serve`` (the process: command line, loopback check, signals), ``handle`` (:class:`FakeProvider`).
+``timeline`` (requests in flight per model, their peak and spans), ``serve`` (the process: command line, loopback
+check, signals), ``handle`` (:class:`FakeProvider`).
 The server half imports only the standard library and aiohttp (and tiktoken, lazily, for the
 ``tokenizer: "cl100k"``/``"o200k"`` usage), never the rest of bench; importing this package does
 not import aiohttp.

@@ -127,6 +127,11 @@ class FakeProvider:
         """The server's counters (see ``GET /_admin/stats``; the Batch API's under ``"batches"``)."""
         return self._admin("GET", "/_admin/stats")
 
+    def timeline(self) -> dict[str, Any]:
+        """Each chat request since the last reset as ``[model, start, end]`` (epoch seconds) under ``"spans"``,
+        oldest first, and ``"dropped"``: older spans let go (see ``GET /_admin/timeline``)."""
+        return self._admin("GET", "/_admin/timeline")
+
     def reset(self) -> None:
         """Counters and config back to the defaults (the start-up latency included); every file and batch dropped."""
         self._admin("POST", "/_admin/reset", {})

@@ -2,8 +2,8 @@
 
 ``FakeServer`` holds the config and the counters and answers every endpoint; :func:`build_app`
 routes ``POST /v1/chat/completions`` (and ``/chat/completions``), ``GET /v1/models`` (and
-``/models``), ``POST /_admin/config``, ``GET /_admin/stats`` and ``POST /_admin/reset`` to it, and
-the Files and Batch API routes (``batch_routes``) to its :class:`BatchStore` (``batches``).
+``/models``), ``POST /_admin/config``, ``GET /_admin/stats``, ``GET /_admin/timeline`` and ``POST /_admin/reset``
+to it, and the Files and Batch API routes (``batch_routes``) to its :class:`BatchStore` (``batches``).
 The order in which a chat request is decided is documented on :meth:`FakeServer.chat`;
 :meth:`FakeServer.answer` answers a parsed chat body, for a chat request and a batch line alike.
 """
@@ -31,6 +31,7 @@ from bench.testing.fake_provider.replies import (MALFORMED_BODY, default_content
 from bench.testing.fake_provider.images import image_digests, image_problem, without_image_data
 from bench.testing.fake_provider.request_body import message_text, request_key, response_schema
 from bench.testing.fake_provider.thinking import assistant, billed_thinking, with_thinking
+from bench.testing.fake_provider.timeline import ModelLoad
 from bench.testing.fake_provider.token_probs import fake_logprobs
 from bench.testing.fake_provider.tool_calls import call_reply, scripted_call, tools_refusal, turn_echo
 
@@ -97,8 +98,7 @@ class FakeServer:
         self.statuses: Counter[int] = Counter()
         self.faults: Counter[str] = Counter({kind: 0 for kind in (*FAULT_KINDS, "fail_first")})
         self.by_model: Counter[str] = Counter()
-        self.in_flight_by_model: Counter[str] = Counter()
-        self.peak_in_flight_by_model: Counter[str] = Counter()
+        self.load = ModelLoad()  # in flight per model, its peak, each request's span (GET /_admin/timeline)
         self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_MAX)
         self.arrivals: dict[str, int] = {}  # request key -> answers so far (``noise``: a draw per arrival)
         self.billed: dict[str, float] = {"replies": 0, "prompt_tokens": 0, "completion_tokens": 0, "usd": 0.0}
@@ -113,7 +113,7 @@ class FakeServer:
             "statuses": {str(k): v for k, v in sorted(self.statuses.items())},
             "faults": dict(self.faults),
             "by_model": dict(self.by_model),
-            "peak_in_flight_by_model": dict(self.peak_in_flight_by_model),
+            "peak_in_flight_by_model": dict(self.load.peak),
             "recent": list(self.recent),
             "images": dict(self.images),  # sha256 of an image's bytes (an http(s) one: url:<URL>) → times received
             "billed": dict(self.billed),  # every 200 chat reply's usage (sent or not: omit_usage), USD at bill_per_mtok
@@ -144,15 +144,13 @@ class FakeServer:
             except ValueError:
                 pass
             if model is not None:
-                self.in_flight_by_model[model] += 1
-                if self.in_flight_by_model[model] > self.peak_in_flight_by_model[model]:
-                    self.peak_in_flight_by_model[model] = self.in_flight_by_model[model]
+                began = self.load.begin(model)
             return await self._answer(request)
         finally:
             if generation == self.generation:
                 self.in_flight -= 1
                 if model is not None:
-                    self.in_flight_by_model[model] -= 1
+                    self.load.end(model, began)
 
     async def _answer(self, request: web.Request) -> web.Response:
         """The body of :meth:`chat`, without the in-flight bookkeeping."""
@@ -364,6 +362,10 @@ class FakeServer:
         """``GET /_admin/stats``."""
         return web.json_response(self.snapshot())
 
+    async def admin_timeline(self, request: web.Request) -> web.Response:
+        """``GET /_admin/timeline``: each chat request's ``[model, start, end]`` since the last reset (timeline.py)."""
+        return web.json_response(self.load.timeline())
+
     async def admin_reset(self, request: web.Request) -> web.Response:
         """``POST /_admin/reset``: counters and config back to defaults; every file and batch dropped."""
         self.reset_counters()
@@ -391,6 +393,7 @@ def build_app(server: FakeServer) -> web.Application:
     app.router.add_get("/models", server.models)
     app.router.add_post("/_admin/config", server.admin_config)
     app.router.add_get("/_admin/stats", server.admin_stats)
+    app.router.add_get("/_admin/timeline", server.admin_timeline)
     app.router.add_post("/_admin/reset", server.admin_reset)
     BatchRoutes(server.batches, server.batch_gate).add_to(app)
     return app
