@@ -28,15 +28,23 @@ from bench.core.processes import die_with_parent, pid_alive
 from bench.core.progress import EVERY_ENV, MARK, STREAM_ENV, every_for
 
 KERNEL_DIR_PREFIX = "bench-kernels-"
-# What a stage notebook imports, loaded by its kernel while it starts (ipykernel's exec_lines), before its first
-# cell: a kernel started ahead of need (bench.sweep.prestart) has done them by the time the sweep releases it.
-PRELOAD = ("bench.stages", "bench.run", "bench.analysis", "pandas")
+# What a stage notebook's stage cell imports, loaded by its kernel while it starts (ipykernel's exec_lines), before
+# its first cell: a kernel started ahead of need (bench.sweep.prestart) has done them by the time it is released.
+PRELOAD = ("bench.stages", "bench.run", "aiohttp")  # aiohttp: the first request's (0.2 s, its TLS contexts included)
+# What only its Outputs cells import (polars, pandas: about 1 s): loaded on a thread once the kernel is up, while the
+# stage cell waits on the network, instead of delaying the kernel's readiness or the execution's end
+PRELOAD_LATER = ("bench.analysis", "pandas")
 
 
-def preload_arguments(modules: tuple[str, ...] = PRELOAD) -> list[str]:
-    """Return the kernel arguments that make it import ``modules`` while it starts (imports only: no name is
-    left in the notebook's namespace) and keep its input history in memory, as papermill's own kernels do."""
-    line = f"import importlib as _bench_il; [_bench_il.import_module(m) for m in {list(modules)!r}]; del _bench_il"
+def preload_arguments(modules: tuple[str, ...] = PRELOAD, later: tuple[str, ...] = PRELOAD_LATER) -> list[str]:
+    """Return the kernel arguments that make it import ``modules`` while it starts, and ``later`` on a thread after
+    (imports only: no name is left in the notebook's namespace; an import the notebook asks for meanwhile waits
+    for the thread's, Python's import lock sees to that), and keep its input history in memory, as papermill's
+    own kernels do."""
+    line = (f"import importlib as _bench_il, threading as _bench_th; "
+            f"[_bench_il.import_module(m) for m in {list(modules)!r}]; "
+            f"_bench_th.Thread(target=lambda il=_bench_il: [il.import_module(m) for m in {list(later)!r}], "
+            f"name='bench-preload', daemon=True).start(); del _bench_il, _bench_th")
     return [f"--IPKernelApp.exec_lines={line}", "--HistoryManager.hist_file=:memory:"]
 
 
@@ -173,6 +181,33 @@ class _PrefixedLog(logging.Handler):
                 print(f"[{record.threadName}] {line[len(MARK):]}", flush=True)
             elif loud and line.strip() and not line.startswith(self.SKIP):
                 print(f"[{record.threadName}] {line}", flush=True)
+
+
+# Optional imports papermill's own import would make, none of which an execution uses: jsonschema's IRI format
+# checker (via nbformat; it builds a grammar on import) and papermill's remote-storage handlers (S3, Azure, GCS,
+# HDFS, GitHub: bench executes notebooks from and to local paths only)
+SKIPPED_ON_IMPORT = ("rfc3987_syntax", "boto3", "pyarrow", "gcsfs", "github", "azure")
+
+
+@functools.cache
+def papermill() -> Any:
+    """Return papermill, imported without the optional modules of SKIPPED_ON_IMPORT.
+
+    Measured here: ``import papermill`` took 2.2 s, 1.3 of them in jsonschema's IRI checker and 0.3 in the
+    storage handlers' packages, on the critical path of every execution's start (the driver's, a Dask worker's).
+    Each module not already imported is made unimportable while papermill imports, and importable again after:
+    only the optional features registered at that import stay off in this process (jsonschema's ``iri`` format,
+    papermill's remote paths), never a later import of the module itself."""
+    blocked = [name for name in SKIPPED_ON_IMPORT if name not in sys.modules]
+    for name in blocked:
+        sys.modules[name] = None  # type: ignore[assignment]  (an import of it raises ImportError)
+    try:
+        import papermill as pm  # noqa: PLC0415 (0.3 s of imports: only an execution needs it)
+    finally:
+        for name in blocked:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
+    return pm
 
 
 def prepare_driver() -> None:

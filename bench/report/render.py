@@ -25,7 +25,7 @@ from bench.core.paths import project_root, reports_root
 from bench.core.records import Candidate, Judgment, Review
 from bench.core.reviewed import reviewed
 from bench.core.store import RunStore, atomic_write
-from bench.kernels import first_line, kernel_manager_class, prepare_driver
+from bench.kernels import first_line, kernel_manager_class, papermill, prepare_driver
 
 NOTEBOOK = "03_analyze.ipynb"
 # nbconvert's templates load require.js and MathJax from a CDN; the report needs neither (plotly.js is
@@ -67,7 +67,7 @@ def _check_run(run: Path) -> None:
 
 
 def _execute(source: Path, executed: Path, params: dict[str, Any]) -> None:
-    import papermill as pm  # noqa: PLC0415 (2 s of imports: only `bench report` executes a notebook)
+    pm = papermill()  # only `bench report` executes a notebook
 
     prepare_driver()
     t0 = time.monotonic()

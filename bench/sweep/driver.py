@@ -8,6 +8,7 @@ stopped on purpose (``limits.budget_usd`` reached: bench.sweep.halts).
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from bench.core.records import Candidate, utc_now
 from bench.judge.stage import pending_judgments
 from bench.estimate import before_sweep
 from bench.core.digests import supersede
+from bench.kernels import papermill
 from bench.run import Run, open_run, shown_path
 from bench.stages import prepare
 from bench.sweep.executions import STAGES, Execution, plan_executions, run_stage
@@ -41,6 +43,10 @@ class RemoteStages(Protocol):
 
     def run_stage(self, stage: str, started: str) -> list[Execution]:
         """Run ``stage`` as one execution per group of cells, to its end; return them, as a local stage does."""
+
+    def start_ahead(self, stage: str, started: str) -> contextlib.AbstractContextManager[object]:
+        """Submit ``stage``'s executions now, their kernels starting, to run once :meth:`run_stage` is called;
+        leaving the context before that ends them (nothing recorded)."""
 
 
 @dataclass
@@ -76,7 +82,7 @@ def run_sweep(run: Run | str, *, jobs: int = 1, per_cell: bool = False, cells=No
     model = SharedLocalServer(run) if cluster is None or cluster.loopback else contextlib.nullcontext()
     limits = SharedLimits(run, jobs, per_cell) if cluster is None else contextlib.nullcontext()
     first = stages[0] if stages and cluster is None else None  # its kernels start now, beside the preparation
-    with SweepStart(run, [model, limits], first, jobs, per_cell) as start:
+    with _ahead_on(cluster, stages, started, model), SweepStart(run, [model, limits], first, jobs, per_cell) as start:
         changed = prepare(run, log_supersede=False)  # preflight + scenarios.jsonl: nothing spent on a run that fails
         executions = (plan_executions(run, "collect", jobs, per_cell) if cluster is None  # a cluster: a task per slot
                       else plan_executions(run, "collect", cluster.slots(), False, by_cell_name=True))
@@ -90,6 +96,20 @@ def run_sweep(run: Run | str, *, jobs: int = 1, per_cell: bool = False, cells=No
         start.open()  # the shared servers: entered now, or their lines (held back so far) printed
         done = _run_stages(run, stages, jobs, per_cell, started, cluster, start, only_stage)
     return SweepResult(run.dir, done, run, started)
+
+
+def _ahead_on(cluster: RemoteStages | None, stages: list[str], started: str,
+              model: object) -> contextlib.AbstractContextManager[object]:
+    """Return the context in which a cluster's first stage starts its kernels beside the preparation (else none).
+
+    Not when the driver launches the embedded model when the preparation passed: a kernel needs its address
+    (bench.sweep.prestart.can_start_ahead). A budget is no reason: a cluster's lease server counts the spend from
+    the start of its session, before the preparation either way, and no pilot runs on a cluster.
+    """
+    launches = bool(getattr(model, "models", None)) and not os.environ.get("BENCH_LOCAL_API_BASE")
+    if cluster is None or not stages or launches:
+        return contextlib.nullcontext()
+    return cluster.start_ahead(stages[0], started)
 
 
 def _run_stages(run: Run, stages: list[str], jobs: int, per_cell: bool, started: str, cluster: RemoteStages | None,
@@ -157,4 +177,4 @@ def _judged_during_collect(run: Run, started: str) -> bool:
 
 
 def _import_papermill() -> None:
-    import papermill  # noqa: F401, PLC0415 (2 s of imports, overlapped with the sweep's preparation)
+    papermill()  # its imports, overlapped with the sweep's preparation

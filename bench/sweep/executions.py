@@ -23,8 +23,8 @@ from bench.core.executions import ExecutionAttempt, close_abandoned, local_marke
 from bench.core.outcome import failed_by_cell
 from bench.core.processes import remove_stale_folders
 from bench.core.records import utc_now
-from bench.kernels import (end_kernel, first_line, interrupt_kernel, kernel_manager_class, preload_arguments,
-                           prepare_driver)
+from bench.kernels import (end_kernel, first_line, interrupt_kernel, kernel_manager_class, papermill,
+                           preload_arguments, prepare_driver)
 from bench.models.ratelimit import SWEEP_CAP_ENV, LeaseServer
 from bench.run import Run
 from bench.sweep.halts import halted_exit_code
@@ -211,7 +211,7 @@ def _execute(run: Run, ex: Execution, cap: int, stop: threading.Event | None = N
     and is killed as soon as the notebook is saved: what the stage wrote is durable by the end of its cell.
     Its cell output is streamed to the terminal prefixed with the execution's name.
     """
-    import papermill as pm  # noqa: PLC0415 (2 s of imports: paid once by the driver)
+    pm = papermill()  # imported once by the driver
 
     threading.current_thread().name = ex.name
     ex.notebook.parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,5 @@
-"""A stage of a sweep as Dask tasks: one per grid cell (bench.sweep.cluster.remote.execute), the report as one more.
+"""A stage of a sweep as Dask tasks: one per group of cells, a group per worker thread
+(bench.sweep.executions.group_cells; what a worker runs: bench.sweep.cluster.remote.execute), the report as one more.
 
 The driver waits for them showing cluster-wide progress (bench.sweep.cluster.progress), then records every
 attempt in ``executions.jsonl``: an attempt whose worker died under it is ``lost``, one stopped by a
@@ -11,7 +12,7 @@ import secrets
 import shutil
 import warnings
 from concurrent.futures import CancelledError
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,22 +54,23 @@ def run_on_cluster(run: Run, stage: str, cluster: str | None = None, *, judge: b
 
 
 def run_stage_on_cluster(session: ClusterSession, stage: str, started: str, *, judge: bool | None = None,
-                         judges: list[str] | None = None) -> list[Execution]:
+                         judges: list[str] | None = None, ahead: StageAhead | None = None) -> list[Execution]:
     """Run a stage as Dask tasks on the cluster, one per group of cells with at most one group per worker thread
     (bench.sweep.executions.group_cells); return its executions (as a local stage does).
 
-    A pair dataset (no grid cells) is one task. Every attempt is recorded, whatever ends the stage.
+    ``ahead``: the stage's tasks, submitted before the driver's preparation (their kernels started): released
+    here. A pair dataset (no grid cells) is one task. Every attempt is recorded, whatever ends the stage.
     """
     run = session.run
     close_leftovers(run, session.sweep)  # what a killed driver left open
-    executions = plan_executions(run, stage, session.slots(), False, by_cell_name=True)  # one per slot at most
-    executions = _round_robin(executions)
+    executions: list[Execution] = ahead.executions if ahead is not None else []
     futures: dict[str, Any] = {}
     try:
-        for i, ex in enumerate(executions):  # in that order: with fewer slots than cells, every model gets some
-            futures[ex.name] = session.client.submit(remote.execute, _task(session, ex, started, judge, judges),
-                                                     key=f"bench-{ex.name}-{secrets.token_hex(4)}",
-                                                     retries=RETRIES, pure=False, priority=len(executions) - i)
+        if ahead is not None:
+            futures = ahead.release()
+        else:
+            executions = plan_stage(session, stage)
+            submit_stage(session, executions, started, futures, judge=judge, judges=judges)
         print(f"{stage}: {len(executions)} execution(s) on the cluster at {session.address} "
               f"({len(session.workers)} worker(s)); cap {run.sweep.limits.max_concurrency} across all of them",
               flush=True)
@@ -84,12 +86,92 @@ def run_stage_on_cluster(session: ClusterSession, stage: str, started: str, *, j
     return executions
 
 
-@dataclass(frozen=True)
+def plan_stage(session: ClusterSession, stage: str) -> list[Execution]:
+    """Return a stage's executions on the cluster: a group of cells per slot at most, one cell per model in turn."""
+    return _round_robin(plan_executions(session.run, stage, session.slots(), False, by_cell_name=True))
+
+
+def submit_stage(session: ClusterSession, executions: list[Execution], started: str, futures: dict[str, Any], *,
+                 judge: bool | None = None, judges: list[str] | None = None, go: str = "") -> None:
+    """Submit one task per execution, in order (with fewer slots than cells, every model gets some), into
+    ``futures`` (by execution name: a Ctrl-C mid-way still finds those submitted); ``go``: see remote.Task."""
+    for i, ex in enumerate(executions):
+        task = replace(_task(session, ex, started, judge, judges), go=go)
+        futures[ex.name] = session.client.submit(remote.execute, task, key=f"bench-{ex.name}-{secrets.token_hex(4)}",
+                                                 retries=RETRIES, pure=False, priority=len(executions) - i)
+
+
+class StageAhead:
+    """A cluster sweep's first stage submitted before the driver's preparation (a context), so its kernels start
+    beside it: each task starts its kernel at once, then waits for the sweep's go (bench.sweep.cluster.remote._park)
+    before it claims an attempt or writes anything.
+
+    :meth:`release` says go (the stage then runs as any other); leaving the context without it (the sweep was
+    refused, or interrupted during its preparation) sets the sweep's stop event, then go: every task ends its
+    kernel and returns, and the driver waits for them (at most ``WAIT_S``) so no kernel outlives the sweep.
+    """
+
+    WAIT_S = 30.0
+
+    def __init__(self, session: ClusterSession, stage: str, started: str):
+        self.session, self.stage, self.started = session, stage, started
+        self.go = f"bench-go-{session.sweep}"
+        self.executions: list[Execution] = []
+        self.futures: dict[str, Any] = {}
+        self.released = False
+
+    def __enter__(self) -> "StageAhead":
+        try:
+            self.executions = plan_stage(self.session, self.stage)
+            submit_stage(self.session, self.executions, self.started, self.futures, go=self.go)
+        except Exception:  # the scheduler went away: the stage submits its tasks when it starts, and says so
+            self._cancel()
+            self.executions, self.futures = [], {}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.released:
+            self._cancel()
+
+    def release(self) -> dict[str, Any]:
+        """Say go; return the stage's futures by execution name. A task that gave up waiting (longer than
+        remote.PARK_S) is submitted again without waiting."""
+        from distributed import Event  # noqa: PLC0415 (distributed: imported by the session already)
+
+        self.released = True
+        Event(self.go, client=self.session.client).set()
+        expired = [ex for ex in self.executions if _not_started(self.futures[ex.name])]
+        submit_stage(self.session, expired, self.started, self.futures)
+        return self.futures
+
+    def _cancel(self) -> None:
+        if not self.futures:
+            return
+        from distributed import Event, wait  # noqa: PLC0415 (distributed: imported by the session already)
+
+        try:
+            Event(self.session.stop, client=self.session.client).set()  # first: go alone would run them
+            Event(self.go, client=self.session.client).set()
+            wait(list(self.futures.values()), timeout=self.WAIT_S)
+        except (KeyboardInterrupt, TimeoutError, OSError, CancelledError):
+            pass
+
+
+def _not_started(future: Any) -> bool:
+    """Whether a task ended without starting its execution (a parked task that gave up waiting)."""
+    try:
+        return future.done() and future.status == "finished" and future.result()["status"] == "interrupted"
+    except Exception:
+        return False
+
+
+@dataclass
 class ClusterStages:
     """A sweep's stages and its report as Dask tasks on one connected session: what `bench sweep --cluster`
     hands the local driver in place of its kernels (``bench.sweep.driver.RemoteStages``)."""
 
     session: ClusterSession
+    ahead: StageAhead | None = None  # the first stage, submitted before the driver's preparation
 
     @property
     def loopback(self) -> bool:
@@ -100,9 +182,18 @@ class ClusterStages:
         """Return how many executions the cluster runs at once (its workers' threads)."""
         return self.session.slots()
 
+    def start_ahead(self, stage: str, started: str) -> StageAhead:
+        """Return ``stage``'s tasks to submit now, before the driver's preparation (a context: see StageAhead);
+        :meth:`run_stage` releases them."""
+        self.ahead = StageAhead(self.session, stage, started)
+        return self.ahead
+
     def run_stage(self, stage: str, started: str) -> list[Execution]:
         """Run ``stage`` as one task per group of cells; return its executions (see :func:`run_stage_on_cluster`)."""
-        return run_stage_on_cluster(self.session, stage, started)
+        ahead, self.ahead = self.ahead, None
+        if ahead is None or ahead.stage != stage or not ahead.futures:
+            ahead = None
+        return run_stage_on_cluster(self.session, stage, started, ahead=ahead)
 
     def report(self) -> Path:
         """Render the run's report on a worker; return its copy on this machine (see :func:`report_on_cluster`)."""

@@ -29,6 +29,7 @@ import threading
 from typing import Any
 
 from bench.core.secrets import KNOWN_KEY_VARS, SECRET_SUFFIXES
+from bench.kernels import papermill
 from bench.models.ratelimit import TOKEN_ENV
 
 PLUGIN_PREFIX = "bench-secrets-"  # + the sweep's id: the plugin's name on every worker
@@ -68,7 +69,7 @@ class WorkerSecrets:
         self.values = dict(values)
 
     def setup(self, worker: Any) -> None:
-        """Warm the worker: import what its first execution imports (papermill and jupyter's client: about 2 s)
+        """Warm the worker: import what its first execution imports (papermill and jupyter's client: about 1 s)
         in a thread, now, while the driver checks the workers, instead of in that execution. The
         values arrived with the plugin (pickled over the scheduler's comm)."""
         threading.Thread(target=_warm_imports, name="bench-warm-imports", daemon=True).start()
@@ -86,7 +87,8 @@ def _warm_imports() -> None:
     imports them meanwhile wait for this, never import twice)."""
     try:
         import jupyter_client.manager  # noqa: F401, PLC0415 (heavy: what starts an execution's kernel)
-        import papermill  # noqa: F401, PLC0415 (heavy: 2 s of imports, what runs an execution)
+
+        papermill()  # what runs an execution
     except Exception:  # a worker without them: the sweep's check names what is missing
         pass
 
