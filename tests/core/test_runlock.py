@@ -57,7 +57,7 @@ def test_wait_queues_behind_the_holder_and_a_killed_holder_leaves_no_stuck_lock(
     fake.configure(latency_ms=0)
     resumed = sweep(tmp_path, params)
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
-    fake.configure(latency_ms=200)
+    fake.configure(latency_ms=1500)  # the holder keeps the lock ~6 s: longer than the waiter takes to ask for it
     params = grid(tmp_path / "g.yaml", fake.url, topics=16,  # a grown grid: 4 new items, one at a time
                   limits={"max_concurrency": 1, "timeout_s": 10, "retries": 0})
     with started(tmp_path, *sweep_args(params)) as third:
