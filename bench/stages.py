@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import warnings
 from collections.abc import AsyncIterator, Iterable, Iterator
 
 from bench.collect import CollectResult, answer_counts, collect_stage, simulator_specs
@@ -19,6 +20,7 @@ from bench.config.rubrics import snapshot_rubric
 from bench.config.scenarios import write_scenarios
 from bench.config.vision import store_images
 from bench.core.digests import Digest, check_digests, supersede
+from bench.core.errors import CacheWriteWarning, WritesFailed
 from bench.core.images import IMAGE_FOLDER
 from bench.core.journal import Journal, settle
 from bench.core.migrate import migrate_run
@@ -66,14 +68,20 @@ async def _stage_llm(run: Run, max_concurrency: int | None, images: bool = True)
         store_images(run.scenarios, run.sweep.scenarios.dataset, [run.params_path.parent, run.root], run.dir)
     llm = make_llm(run, max_concurrency)
     settle(run.dir, llm.cache)
-    interrupted = False
+    interrupted = writes_failed = False
     try:
         yield llm
     except (KeyboardInterrupt, asyncio.CancelledError):
         interrupted = True
         raise
+    except WritesFailed:
+        writes_failed = True
+        raise
     finally:
-        await llm.aclose()
+        with warnings.catch_warnings():
+            if writes_failed:  # the disk that stopped the stage stops the cache too: one message says it
+                warnings.simplefilter("ignore", CacheWriteWarning)
+            await llm.aclose()
         llm.journal.close(keep=interrupted)
 
 

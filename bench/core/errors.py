@@ -57,6 +57,22 @@ class StoreError(BenchError):
     """The run store cannot be read or written (permissions, corrupt records in the middle)."""
 
 
+class WritesFailed(StoreError):
+    """A stage stopped because its records could not be written (disk full, file size limit, quota).
+
+    Its message is the stage's one message: the error, what was saved where, what to do
+    (``bench.core.writer.Halt``). The response cache, which fails for the same reason as the
+    stage closes, adds no second one (``bench.stages``: its ``CacheWriteWarning`` is not shown).
+    """
+
+
+class CacheWriteWarning(RuntimeWarning):
+    """The response cache could not be written: its replies stay in memory (and in its log) until it can be.
+
+    Only calls are at stake, never records: a reply the cache lost is asked again on a re-run
+    unless its record was written or rescued."""
+
+
 class JudgeParseError(BenchError):
     """A judge reply could not be turned into a valid judgment."""
 

@@ -12,7 +12,7 @@ import asyncio
 import errno
 from pathlib import Path
 
-from bench.core.errors import Halted, StoreError
+from bench.core.errors import Halted, StoreError, WritesFailed
 from bench.core.records import Record
 from bench.core.rescue import save
 from bench.core.store import RunStore, StoreWriteError
@@ -81,9 +81,9 @@ class Halt:
         return "; ".join(parts)
 
     def check(self) -> None:
-        """Raise StoreError with ``message()`` if a write of the stage failed, else the Halted that stopped it."""
+        """Raise WritesFailed with ``message()`` if a write of the stage failed, else the Halted that stopped it."""
         if self.error is not None:
-            raise StoreError(self.message()) from None
+            raise WritesFailed(self.message()) from None
         if self.halted is not None:
             raise self.halted.with_traceback(None) from None
 

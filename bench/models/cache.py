@@ -42,7 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from bench.core.errors import StoreError
+from bench.core.errors import CacheWriteWarning, StoreError
 from bench.core.paths import CACHE_ENV, SHARDS_ENV, cache_location
 from bench.core.secrets import redact
 from bench.models._cache_log import CacheLog, merge_orphans
@@ -306,7 +306,7 @@ class ResponseCache:
         if warn:
             warnings.warn(f"cannot write the response cache {self.path}: {exc}; replies are kept in memory "
                           f"and committed when it can be written (this warning is shown once)",
-                          RuntimeWarning, stacklevel=3)
+                          CacheWriteWarning, stacklevel=3)
 
     def _build_filter(self) -> None:
         """Load the stored keys' prefixes (the writer thread): later misses need no query."""

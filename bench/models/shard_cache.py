@@ -63,7 +63,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from bench.core.errors import StoreError
+from bench.core.errors import CacheWriteWarning, StoreError
 from bench.core.secrets import redact
 from bench.core.store import os_reason, write_all
 
@@ -356,7 +356,7 @@ class ShardCache:
             self._warned = True
             warnings.warn(f"cannot write the response cache {self.path}: {os_reason(exc)}; replies are kept in "
                           f"memory and written when it can be written (this warning is shown once)",
-                          RuntimeWarning, stacklevel=4)
+                          CacheWriteWarning, stacklevel=4)
 
     def close(self) -> None:
         """Write what is kept in memory (if it can be), then close every file."""

@@ -114,7 +114,8 @@ def assert_one_clear_message(proc):
     assert proc.returncode == 2, err[-3000:]
     assert err.count("EFBIG") == 1 and err.lower().count("file too large") == 1, err[-3000:]
     assert "stopped issuing calls" in err and "paid replies saved to" in err, err[-3000:]
-    for noise in ("Session is closed", "Unclosed", "Traceback", "dictionary changed size", "never awaited"):
+    for noise in ("Session is closed", "Unclosed", "Traceback", "dictionary changed size", "never awaited",
+                  "cannot write the response cache"):
         assert noise not in err, err[-3000:]
 
 
@@ -153,6 +154,17 @@ def test_a_full_disk_stops_the_stage_at_once_and_keeps_every_paid_reply(tmp_path
         assert len(done) == N_ITEMS and set(done.values()) == {1}
     assert fake.stats()["requests"] == N_ITEMS * len(kinds)  # no reply paid twice
     assert not outside_rescue(run_dir)
+
+
+def test_a_cache_that_cannot_be_written_either_adds_no_second_message(tmp_path, fake, driver_env):
+    # the cache's merges always fail here (as the full disk makes them fail when its WAL grows past the limit,
+    # which depends on timing): the stage still ends with its one message
+    cache = ResponseCache(tmp_path / "runs" / ".cache" / "responses.sqlite")
+    cache._db.execute("CREATE TRIGGER full BEFORE INSERT ON responses BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+    cache.close()
+    fake.configure(latency_ms=20)
+    first = drive(full_grid(tmp_path, fake), driver_env, "collect", limit=40_000)
+    assert_one_clear_message(first)
 
 
 def test_a_short_write_is_detected_and_leaves_no_torn_line(tmp_path):
