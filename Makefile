@@ -18,6 +18,7 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip wheel
 	$(BIN)/python -m pip install --quiet -e '.[local,dev,cluster,perf]'
+	@$(BIN)/python -m compileall -q bench  # what pip does for a package it installs (not an editable one)
 	@touch $(STAMP)
 
 # Debian's Chromium, for the test that opens the HTML report in a headless browser (Playwright

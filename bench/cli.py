@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.core.errors import BenchError, Halted
+from bench.core.paths import BACKEND_ENV
 from bench.core.secrets import redact
-from bench.monitor.command import add_status_command
-from bench.tracking.server import BACKEND_ENV
+from bench.cli_status import add_status_command
 
 
 def _lazy(module: str, name: str) -> Any:
@@ -37,6 +37,8 @@ def _estimate(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
+    if not (args.cluster or os.environ.get("DASK_SCHEDULER_ADDRESS")):  # local kernels start now (kernel_threads)
+        _lazy("bench.kernel_threads", "start_early")(max(1, args.jobs))
     request = _lazy("bench.sweep", "SweepRequest")(
         args.params, cells=args.cells, run_dir=args.run_dir, jobs=args.jobs, per_cell=args.per_cell,
         only_stage=args.only_stage, wait=args.wait, report=not args.no_report, track=not args.no_track,

@@ -31,21 +31,27 @@ KERNEL_DIR_PREFIX = "bench-kernels-"
 # What a stage notebook's stage cell imports, loaded by its kernel while it starts (ipykernel's exec_lines), before
 # its first cell: a kernel started ahead of need (bench.sweep.prestart) has done them by the time it is released.
 PRELOAD = ("bench.stages", "bench.run", "aiohttp")  # aiohttp: the first request's (0.2 s, its TLS contexts included)
-# What only its Outputs cells import (polars, pandas: about 1 s): loaded on a thread once the kernel is up, while the
-# stage cell waits on the network, instead of delaying the kernel's readiness or the execution's end
+# What only its Outputs cells import (polars, pandas: about 1 s): loaded on a thread once the first cell runs, while
+# the stage cell waits on the network, instead of delaying the kernel's readiness or the execution's end
 PRELOAD_LATER = ("bench.analysis", "pandas")
 
 
 def preload_arguments(modules: tuple[str, ...] = PRELOAD, later: tuple[str, ...] = PRELOAD_LATER) -> list[str]:
-    """Return the kernel arguments that make it import ``modules`` while it starts, and ``later`` on a thread after
-    (imports only: no name is left in the notebook's namespace; an import the notebook asks for meanwhile waits
-    for the thread's, Python's import lock sees to that), and keep its input history in memory, as papermill's
-    own kernels do."""
-    line = (f"import importlib as _bench_il, threading as _bench_th; "
-            f"[_bench_il.import_module(m) for m in {list(modules)!r}]; "
-            f"_bench_th.Thread(target=lambda il=_bench_il: [il.import_module(m) for m in {list(later)!r}], "
-            f"name='bench-preload', daemon=True).start(); del _bench_il, _bench_th")
-    return [f"--IPKernelApp.exec_lines={line}", "--HistoryManager.hist_file=:memory:"]
+    """Return the kernel arguments that make it import ``modules`` while it starts, and ``later`` on a thread once
+    its first cell runs (imports only: no name is left in the notebook's namespace; an import the notebook asks for
+    meanwhile waits for the thread's, Python's import lock sees to that), and keep its input history in memory, as
+    papermill's own kernels do. Not before the first cell: a sweep's kernels start beside the driver's preparation
+    and each other, on the same cores, and those imports would slow both."""
+    lines = ("import importlib as _bench_il, threading as _bench_th",
+             f"[_bench_il.import_module(m) for m in {list(modules)!r}]",
+             "def _bench_later(*_, _once=[], _il=_bench_il, _th=_bench_th):",
+             "    if not _once:",
+             "        _once.append(True)",
+             f"        _th.Thread(target=lambda: [_il.import_module(m) for m in {list(later)!r}], "
+             f"name='bench-preload', daemon=True).start()",
+             "get_ipython().events.register('pre_run_cell', _bench_later)",
+             "del _bench_il, _bench_th, _bench_later")
+    return [f"--IPKernelApp.exec_lines={chr(10).join(lines)}", "--HistoryManager.hist_file=:memory:"]
 
 
 def kernel_manager_class(execution: Any = None, stop: threading.Event | None = None) -> type:
@@ -68,9 +74,16 @@ def kernel_manager_class(execution: Any = None, stop: threading.Event | None = N
             # the connection file (it holds the kernel's HMAC key) goes there too, not loose in /tmp
             kw.setdefault("connection_file", os.path.join(_ipc_dir(), f"kernel-{name}.json"))
             super().__init__(*args, **kw)
+            self.client_factory = _answered_client_class()
             self.clients: list[Any] = []  # papermill's, left open on a kernel it did not start (end_kernel closes)
+            # a client already connected that saw the kernel answer (bench.kernel_threads.catch_up), handed to the
+            # next caller (papermill), which then need not wait for the kernel (0.2 s at least: see Answered)
+            self.answered: Any = None
 
         def client(self, *args: Any, **kw: Any) -> Any:
+            if self.answered is not None:
+                kc, self.answered = self.answered, None
+                return kc
             kc = super().client(*args, **kw)
             self.clients.append(kc)
             return kc
@@ -91,6 +104,22 @@ def kernel_manager_class(execution: Any = None, stop: threading.Event | None = N
             return await super()._async_launch_kernel(kernel_cmd, **kw)
 
     return DieWithDriver
+
+
+@functools.cache
+def _answered_client_class() -> type:
+    """Return the kernel client class whose ``wait_for_ready`` returns at once once its kernel answered it
+    (bench.kernel_threads.catch_up); else it reads IOPub until 0.2 s pass without a message, each execution."""
+    from jupyter_client.asynchronous import AsyncKernelClient  # noqa: PLC0415 (jupyter_client: only executions
+
+    class Answered(AsyncKernelClient):  # need it)
+        answered = False
+
+        async def wait_for_ready(self, timeout: float | None = None) -> None:
+            if not self.answered:
+                await super().wait_for_ready(timeout)
+
+    return Answered
 
 
 def start_kernel(km: Any, cwd: str) -> None:
@@ -183,10 +212,11 @@ class _PrefixedLog(logging.Handler):
                 print(f"[{record.threadName}] {line}", flush=True)
 
 
-# Optional imports papermill's own import would make, none of which an execution uses: jsonschema's IRI format
-# checker (via nbformat; it builds a grammar on import) and papermill's remote-storage handlers (S3, Azure, GCS,
-# HDFS, GitHub: bench executes notebooks from and to local paths only)
-SKIPPED_ON_IMPORT = ("rfc3987_syntax", "boto3", "pyarrow", "gcsfs", "github", "azure")
+# Optional imports papermill's own import would make, none of which an execution uses: jsonschema's format checkers
+# (via nbformat; the IRI one builds a grammar on import; a notebook's schema checks no format) and papermill's
+# remote-storage handlers (S3, Azure, GCS, HDFS, GitHub: bench executes notebooks from and to local paths only)
+SKIPPED_ON_IMPORT = ("rfc3987_syntax", "rfc3986_validator", "rfc3339_validator", "isoduration", "webcolors",
+                     "uri_template", "fqdn", "jsonpointer", "boto3", "pyarrow", "gcsfs", "github", "azure")
 
 
 @functools.cache

@@ -42,6 +42,7 @@ The last line is one JSON object for scripts: {"targets", "ratios": {"main": {"l
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import shutil
@@ -59,7 +60,7 @@ from _cluster_profile import executions, print_profile, profile  # noqa: E402
 from bench.core.records import cell_key  # noqa: E402
 from bench.testing.dask_cluster import LoopbackDaskCluster  # noqa: E402
 from bench.testing.fake_provider import FakeProvider  # noqa: E402
-from bench.testing.grids import generate, grid, model, prompt, sweep  # noqa: E402
+from bench.testing.grids import ROOT, generate, grid, model, prompt, sweep  # noqa: E402
 
 MODELS = (("m1", "fake-a", 2), ("m2", "fake-b", 3), ("m3", "fake-c", 4), ("m4", "fake-d", 6))  # id, name, cap
 GLOBAL_CAP = 12
@@ -296,6 +297,9 @@ def main() -> None:
     if min(a.scenarios, a.tiny_prompts, a.nthreads, a.tasks, a.rounds) < 1 or a.latency_ms <= 0 or a.big_scenarios < 0:
         ap.error("--scenarios, --tiny-prompts, --nthreads, --tasks and --rounds must be ≥ 1, --latency-ms > 0, "
                  "--big-scenarios ≥ 0")
+    # bench's bytecode, as pip writes it when it installs a package (not for an editable install): under
+    # PYTHONDONTWRITEBYTECODE=1 every process (the driver, each kernel) would compile bench from source (0.1-0.2 s)
+    compileall.compile_dir(str(ROOT / "bench"), quiet=1)
     with FakeProvider(latency_ms=a.latency_ms) as fake, tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
         out = measure(a, fake, Path(tmp))
     figures = report(a, out)

@@ -28,7 +28,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("bench.stages",),  # run_collect / run_judge: a stage driven on a run, for notebooks, the CLI and the sweep
     ("bench.estimate",),
     ("bench.analysis", "bench.compare"),  # bench.compare: two runs matched and compared (compare_runs)
-    ("bench.kernels",),  # papermill executions, for the report and the sweep
+    ("bench.kernels", "bench.kernel_threads"),  # papermill executions, for the report and the sweep; kernels started
+    # before their executions are known
     ("bench.report", "bench.compare.diff_report"),  # the comparison's diff report
     ("bench.tracking",),
     ("bench.review",),
@@ -38,7 +39,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("bench.sweep", "bench.compare.command"),  # bench compare: compare, report, log to MLflow
     ("bench.monitor",),  # bench status: a run's state from its folder alone (marks a crashed run's MLflow run)
     ("bench.judgebench",),
-    ("bench.cli", "bench.__main__", "bench"),  # the CLI, and the package's lazy public surface
+    ("bench.cli", "bench.cli_status", "bench.__main__", "bench"),  # the CLI, and the package's lazy public surface
 ]
 STAGES = ("collect", "judge")  # each a package of the same shape, driven by bench.stages.run_<stage>
 SWEEP_CHOOSER = "bench.sweep.command"  # the one module of the local sweep that may choose a Dask cluster instead
@@ -47,7 +48,7 @@ DASK = {"dask", "distributed"}
 HEAVY = {"litellm", "mlflow", "plotly", "polars", "pandas", "papermill", "nbconvert", "nbformat", "playwright",
          "llama_cpp", "jupyter_client", "ipywidgets", "IPython", "pyarrow", "numpy", "scipy", "opentelemetry",
          "aiohttp", "yaml", "pydantic", "tqdm", "dask", "distributed", "huggingface_hub", "nbclient", "sqlalchemy",
-         "psycopg2", "tiktoken", "PIL", "jsonschema"}
+         "psycopg2", "tiktoken", "tiktoken_ext", "PIL", "jsonschema"}
 
 
 def module_name(path: Path) -> str:

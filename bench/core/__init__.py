@@ -8,14 +8,28 @@
 and secrets are redacted from everything written (:mod:`~bench.core.secrets`).
 """
 
-from bench.core.errors import (BenchError, JudgeParseError, LocalModelError, ParamsError, PreflightError,
-                               ProviderError, StoreError)
-from bench.core.outcome import EXIT_BAD_INPUT, EXIT_CRASHED, EXIT_FAILED_ITEMS, EXIT_INTERRUPTED, EXIT_OK
-from bench.core.records import SCHEMA_VERSION, Candidate, Judgment, Record, Review, Scenario, Usage
-from bench.core.secrets import redact
-from bench.core.stage import StageResult
-from bench.core.store import RunStore, atomic_write
-from bench.core.writer import Halt, RecordWriter
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "BenchError": "errors", "JudgeParseError": "errors", "LocalModelError": "errors", "ParamsError": "errors",
+    "PreflightError": "errors", "ProviderError": "errors", "StoreError": "errors",
+    "EXIT_BAD_INPUT": "outcome", "EXIT_CRASHED": "outcome", "EXIT_FAILED_ITEMS": "outcome",
+    "EXIT_INTERRUPTED": "outcome", "EXIT_OK": "outcome",
+    "SCHEMA_VERSION": "records", "Candidate": "records", "Judgment": "records", "Record": "records",
+    "Review": "records", "Scenario": "records", "Usage": "records",
+    "redact": "secrets", "StageResult": "stage", "RunStore": "store", "atomic_write": "store",
+    "Halt": "writer", "RecordWriter": "writer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import what ``name`` needs when it is first used: ``bench.core.errors`` alone stays cheap to import
+    (the CLI's start, a sweep's kernels launched before its records are needed)."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'bench.core' has no attribute {name!r}")
+    return getattr(import_module(f"bench.core.{_EXPORTS[name]}"), name)
+
 
 __all__ = [
     "EXIT_BAD_INPUT", "EXIT_CRASHED", "EXIT_FAILED_ITEMS", "EXIT_INTERRUPTED", "EXIT_OK", "SCHEMA_VERSION",

@@ -52,6 +52,8 @@ def reports_root(root: Path | None = None) -> Path:
 
 CACHE_ENV = "BENCH_CACHE"  # the response cache: a sqlite file, or a folder of shard files (ending with /)
 SHARDS_ENV = "BENCH_CACHE_SHARDS"  # 1: a folder of shard files (cluster workers on a network filesystem)
+BACKEND_ENV = "BENCH_BACKEND_STORE_URI"  # `bench tracking-server`'s backend URI, when a password must stay off
+# bench's own command line (bench.tracking.server)
 
 
 def cache_location(root: Path | None = None) -> tuple[Path, bool]:

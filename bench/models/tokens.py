@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +39,7 @@ from typing import Any
 
 from bench.models._litellm import litellm
 from bench.models._messages import output_limit
+from bench.models.encodings import load_encoding
 from bench.models.ratelimit import DEFAULT_COMPLETION_TOKENS
 from bench.models.reasoning import hides_thinking
 from bench.models.routing import Route
@@ -199,7 +199,7 @@ def _bundled_counter(name: str) -> TokenCounter:
     if chosen is None or folder is None:
         return byte_counter(f"{name}: counted as UTF-8 bytes (a bound), because no tokenizer file bundled with "
                             f"LiteLLM was found")
-    encoding = _load(chosen, folder)
+    encoding = load_encoding(chosen, _bundled_file(folder, chosen))
     note = None if chosen == wanted else f"{name}: counted with {chosen}, because {wanted} is not bundled with LiteLLM"
     return TokenCounter(chosen, note, lambda text: len(encoding.encode(text, disallowed_special=())))
 
@@ -216,21 +216,6 @@ def _bundled_folder() -> Path | None:
 def _bundled_file(folder: Path, encoding: str) -> Path:
     """Return where ``encoding``'s file sits in a tiktoken cache folder (named by the SHA-1 of its public URL)."""
     return folder / hashlib.sha1(_ENCODING_URL.format(name=encoding).encode()).hexdigest()
-
-
-def _load(encoding: str, folder: Path) -> Any:
-    """Return a tiktoken encoding read from ``folder`` (the file is there: tiktoken never downloads it)."""
-    import tiktoken  # noqa: PLC0415 (heavy for `import bench`: only a prompt to count needs it)
-
-    before = os.environ.get("TIKTOKEN_CACHE_DIR")
-    os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)  # where LiteLLM itself points tiktoken when it is imported
-    try:
-        return tiktoken.get_encoding(encoding)
-    finally:
-        if before is None:
-            os.environ.pop("TIKTOKEN_CACHE_DIR", None)
-        else:
-            os.environ["TIKTOKEN_CACHE_DIR"] = before
 
 
 def output_bound(route: Route) -> tuple[int, str]:

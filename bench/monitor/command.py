@@ -7,12 +7,10 @@ RUNNING, is marked KILLED there (``bench.tracking.live.mark_crashed``, which che
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import importlib.util
 import json
 from pathlib import Path
-from typing import Any
 
 from bench.core.errors import BenchError
 from bench.core.paths import resolve, run_dir
@@ -49,20 +47,3 @@ def mark_if_crashed(st: Status) -> bool:
     if st.state != "crashed" or importlib.util.find_spec(LIVE) is None:
         return False
     return bool(importlib.import_module(LIVE).mark_crashed(Path(st.doc["run_dir"])))
-
-
-def add_status_command(sub: Any) -> None:
-    """Add `bench status` to the `bench` command's subparsers."""
-    s = sub.add_parser("status", help="a run's state (running, finished, failed, interrupted, crashed) and progress, "
-                                      "read from its run folder alone")
-    s.add_argument("run", help="runs/<sweep> (or a sweep name), on this machine or a shared folder")
-    s.add_argument("--json", action="store_true", help="print one JSON document (its schema: bench.monitor.SCHEMA)")
-    s.add_argument("--watch", action="store_true", help="refresh until the sweep ends: in place on a terminal, "
-                                                        "one line every few seconds into a pipe")
-    s.add_argument("--every", type=float, default=None, metavar="S", help="seconds between two looks with --watch "
-                                                                         "(default 2 on a terminal, 5 in a pipe)")
-    s.set_defaults(func=_status)
-
-
-def _status(args: argparse.Namespace) -> int:
-    return status_command(args.run, as_json=args.json, watch_it=args.watch, every_s=args.every)

@@ -8,7 +8,6 @@ stopped on purpose (``limits.budget_usd`` reached: bench.sweep.halts).
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from bench.kernels import papermill
 from bench.run import Run, open_run, shown_path
 from bench.stages import prepare
 from bench.sweep.executions import STAGES, Execution, plan_executions, run_stage
-from bench.sweep.prestart import SweepStart
+from bench.sweep.prestart import SweepStart, launches_local_model
 from bench.sweep.shared import SharedLimits, SharedLocalServer
 
 
@@ -69,7 +68,7 @@ def run_sweep(run: Run | str, *, jobs: int = 1, per_cell: bool = False, cells=No
     (bench.sweep.cluster), and the driver serves the caps.
     ``on_start`` is called once nothing refused the sweep, as its stages start (its live MLflow run appears then).
     """
-    threading.Thread(target=_import_papermill, daemon=True).start()  # 2 s of imports, overlapped with prep
+    threading.Thread(target=_import_papermill, daemon=True).start()  # 0.3 s of imports, overlapped with prep
     started = utc_now()  # items that fail from now on are asked again by the next sweep, not by this one
     run = run if isinstance(run, Run) else open_run(run, cells=cells, run_dir=run_dir)
     check_stage(run, only_stage)  # a stage in the wrong order: one line saying what to run instead
@@ -103,11 +102,10 @@ def _ahead_on(cluster: RemoteStages | None, stages: list[str], started: str,
     """Return the context in which a cluster's first stage starts its kernels beside the preparation (else none).
 
     Not when the driver launches the embedded model when the preparation passed: a kernel needs its address
-    (bench.sweep.prestart.can_start_ahead). A budget is no reason: a cluster's lease server counts the spend from
+    (bench.sweep.prestart.launches_local_model). A budget is no reason: a cluster's lease server counts the spend from
     the start of its session, before the preparation either way, and no pilot runs on a cluster.
     """
-    launches = bool(getattr(model, "models", None)) and not os.environ.get("BENCH_LOCAL_API_BASE")
-    if cluster is None or not stages or launches:
+    if cluster is None or not stages or launches_local_model(model):
         return contextlib.nullcontext()
     return cluster.start_ahead(stages[0], started)
 

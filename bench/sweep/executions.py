@@ -23,6 +23,7 @@ from bench.core.executions import ExecutionAttempt, close_abandoned, local_marke
 from bench.core.outcome import failed_by_cell
 from bench.core.processes import remove_stale_folders
 from bench.core.records import utc_now
+from bench.kernel_threads import Prestart, end_unused
 from bench.kernels import (end_kernel, first_line, interrupt_kernel, kernel_manager_class, papermill,
                            preload_arguments, prepare_driver)
 from bench.models.ratelimit import SWEEP_CAP_ENV, LeaseServer
@@ -131,10 +132,13 @@ def _slug(key: str) -> str:
 def run_stage(run: Run, stage: str, jobs: int, per_cell: bool, started: str | None = None,
               early: Any = None) -> list[Execution]:
     """Run a stage's executions, ``parallel`` at a time, to their end; return them. ``early``: its executions
-    planned with kernels started ahead of need (bench.sweep.prestart.Prestart), run first."""
+    planned with kernels started ahead of need (bench.kernel_threads.Prestart), run first; without one, the
+    kernels left of those `bench sweep` started as it began are adopted."""
     sweep = secrets.token_hex(6)  # this stage's id in the open records of its attempts
     close_leftovers(run, sweep)
     executions = early.executions if early is not None else plan_executions(run, stage, jobs, per_cell)
+    if early is None:  # no head start of its own: the kernels `bench sweep` started as it began, if any are left
+        early = Prestart(executions, len(executions), str(run.root), launch=False)
     for ex in executions:
         ex.failed_since = started
     cap = run.sweep.limits.max_concurrency
@@ -148,9 +152,10 @@ def run_stage(run: Run, stage: str, jobs: int, per_cell: bool, started: str | No
         print(f"{stage}: {len(executions)} execution(s), {parallel} at a time, cap {share} each", flush=True)
     sem = threading.Semaphore(parallel)
     prepare_driver()
-    stop = early.stop if early is not None else threading.Event()
-    released = {id(ex) for ex in (early.release(sem, functools.partial(_guarded, sem, run, cap=share, stop=stop,
-                                                                         sweep=sweep)) if early is not None else [])}
+    stop = early.stop
+    released = {id(ex) for ex in early.release(sem, functools.partial(_guarded, sem, run, cap=share, stop=stop,
+                                                                        sweep=sweep))}
+    end_unused(wait_s=0)  # more kernels than executions: the rest end now (the next stage starts its own)
     threads = [threading.Thread(target=_guarded, args=(sem, run, ex, share, stop, sweep), daemon=True)
                for ex in executions if id(ex) not in released]
     for t in threads:
@@ -186,7 +191,7 @@ def _stop(executions: list[Execution], stop: threading.Event, grace_s: float = 3
 def _guarded(sem: threading.Semaphore, run: Run, ex: Execution, cap: int, stop: threading.Event | None = None,
              sweep: str = "", km: Any = None, held: bool = False) -> None:
     """Run ``ex`` in this thread once it has a slot of ``sem`` (``held``: taken for it already), unless the sweep
-    was stopped. ``km``: its kernel manager, started ahead of need (bench.sweep.prestart); its kernel is ended
+    was stopped. ``km``: its kernel manager, started ahead of need (bench.kernel_threads); its kernel is ended
     here whether or not the execution ran."""
     try:
         if not held:

@@ -6,82 +6,21 @@ their kernels need in their environment (bench.sweep.shared) are entered, and ea
 once gets its own thread: it starts the execution's kernel (on the thread that will run it: jupyter keeps one
 event loop per thread) and parks. The driver then releases each thread with its execution, or cancels it (a
 refused or interrupted sweep): its kernel is shut down, and nothing was recorded. One kernel per execution, as
-without a head start: the executions share nothing but the time.
+without a head start: the executions share nothing but the time. The kernels `bench sweep` started as its
+arguments parsed (bench.kernel_threads.start_early) are taken first; a new one starts only for an execution
+beyond them.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
 import os
-import threading
-import time
-from collections.abc import Callable
 from typing import Any
 
-from bench.kernels import end_kernel, kernel_manager_class, prepare_driver, start_kernel
+from bench.kernel_threads import Prestart, end_unused
 from bench.run import Run
-from bench.sweep.executions import Execution, plan_executions
-
-
-class Parked:
-    """One execution's thread: starts its kernel, then waits for the execution (or for none: then ends it)."""
-
-    def __init__(self, ex: Execution, stop: threading.Event, cwd: str):
-        self.ex = ex
-        self.task: Callable[[Execution, Any], None] | None = None
-        self.wake = threading.Event()
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self._run, args=(stop, cwd), name=ex.name, daemon=True)
-
-    def _run(self, stop: threading.Event, cwd: str) -> None:
-        try:
-            km = kernel_manager_class(self.ex, stop)(kernel_name="python3")
-            with contextlib.suppress(Exception):  # cancelled first, or no kernel could start: papermill then
-                start_kernel(km, cwd)  # starts it as without a head start, and reports why it cannot
-            self.wake.wait()
-            if self.task is None:
-                end_kernel(km)
-            else:
-                self.task(self.ex, km=km)
-        finally:
-            self.done.set()
-
-
-class Prestart:
-    """A stage's executions, the first ``count`` of them parked on threads with their kernels starting."""
-
-    def __init__(self, run: Run, executions: list[Execution], count: int):
-        self.executions = executions
-        self.stop = threading.Event()  # the stage's: set by a cancel or a Ctrl-C, no kernel starts any more
-        self.parked = [Parked(ex, self.stop, str(run.root)) for ex in executions[:count]]
-
-    def start(self) -> None:
-        prepare_driver()  # the variables every kernel inherits, and papermill's log lines
-        for p in self.parked:
-            p.thread.start()
-
-    def release(self, sem: threading.Semaphore, run_one: Callable[..., None]) -> list[Execution]:
-        """Run ``run_one(ex, km=…, held=…)`` on each parked thread (``held``: a slot of ``sem`` was free and is
-        taken for it here, so the executions whose kernels started run first); return those executions."""
-        released, self.parked = self.parked, []
-        for p in released:
-            p.task = functools.partial(run_one, held=sem.acquire(blocking=False))
-            p.wake.set()
-        return [p.ex for p in released]
-
-    def cancel(self, wait_s: float = 15.0) -> None:
-        """End every kernel still parked and wait (at most ``wait_s``) until each is gone."""
-        cancelled, self.parked = self.parked, []
-        if not cancelled:
-            return
-        self.stop.set()
-        for p in cancelled:
-            p.wake.set()
-        deadline = time.monotonic() + wait_s
-        for p in cancelled:
-            p.done.wait(max(0.0, deadline - time.monotonic()))
+from bench.sweep.executions import plan_executions
 
 
 class SweepStart:
@@ -100,7 +39,8 @@ class SweepStart:
             # the executions run_stage starts at once (its ``parallel``)
             count = max(1, min(jobs if per_cell else len(executions), len(executions),
                                run.sweep.limits.max_concurrency))
-            self.early = Prestart(run, executions, count)
+            self.early = Prestart(executions, count, str(run.root))
+            end_unused(wait_s=0)  # kernels `bench sweep` started for more executions than the stage has
         self._stack = contextlib.ExitStack()
         self._held = ""
 
@@ -148,5 +88,10 @@ def can_start_ahead(run: Run, model: Any) -> bool:
     preflight, its own errors would replace the preflight's message), nor under ``limits.budget_usd`` (the lease
     server counts the run folder's spend when it starts: before the pilot, it would not count the pilot's).
     """
-    launches = bool(getattr(model, "models", None)) and not os.environ.get("BENCH_LOCAL_API_BASE")
-    return not launches and run.sweep.limits.budget_usd is None
+    return not launches_local_model(model) and run.sweep.limits.budget_usd is None
+
+
+def launches_local_model(model: Any) -> bool:
+    """Whether the driver launches the embedded model (``model``: its bench.sweep.shared.SharedLocalServer) once
+    the preparation passed: a kernel or task started before then cannot be given its address at start."""
+    return bool(getattr(model, "models", None)) and not os.environ.get("BENCH_LOCAL_API_BASE")

@@ -30,12 +30,12 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from bench.core.addresses import is_loopback
 from bench.core.errors import BenchError
+from bench.core.paths import BACKEND_ENV
 from bench.core.processes import die_with_parent
 from bench.core.secrets import add_secret, redact
 from bench.tracking.ui import STORE_ENV, answers, server_env, stop
 
 READY_TIMEOUT_S = float(os.environ.get("BENCH_TRACKING_SERVER_TIMEOUT_S", "300"))  # first start migrates the schema
-BACKEND_ENV = "BENCH_BACKEND_STORE_URI"  # the backend URI, when a password must stay off bench's own command line
 CONNECT_TIMEOUT_S = 5  # libpq's connect_timeout for the check before starting (whole seconds)
 SCHEMES = ("postgresql", "postgresql+psycopg2")  # accepted; libpq gets postgresql://, mlflow postgresql+psycopg2://
 WILDCARDS = ("0.0.0.0", "::", "")  # every interface: probed on loopback, shown by this machine's name

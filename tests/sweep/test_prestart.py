@@ -82,11 +82,21 @@ def test_a_sweep_refused_by_its_preflight_leaves_no_kernel_and_no_attempt(tmp_pa
     assert not (run_dir / "executions.jsonl").exists() and not (run_dir / "notebooks").exists()
 
 
+def probing(pid: int, url: str) -> bool:
+    """Whether process ``pid`` holds a connection to ``url``'s port (its preflight is asking it)."""
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    try:
+        return any(c.raddr and c.raddr.port == port for c in psutil.Process(pid).net_connections("tcp"))
+    except psutil.NoSuchProcess:
+        return False
+
+
 def test_ctrl_c_while_the_kernels_start_leaves_nothing(tmp_path, fake):
     with silent_server() as silent:
         params = two_models(tmp_path, fake.url, silent)
         with started(tmp_path, *sweep_args(params, "--jobs", "2")) as proc:
-            seen = watch(proc, until=bool)  # a kernel is up: the driver is in its 3 s preflight
+            # the kernels started as the command began: Ctrl-C once the driver is in its 3 s preflight
+            seen = watch(proc, until=lambda seen: bool(seen) and probing(proc.pid, silent))
             proc.send_signal(signal.SIGINT)
             out, err = proc.communicate(timeout=120)
     assert seen and proc.returncode == 130, out + err
