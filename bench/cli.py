@@ -38,7 +38,7 @@ def _estimate(args: argparse.Namespace) -> int:
 
 def _sweep(args: argparse.Namespace) -> int:
     if not (args.cluster or os.environ.get("DASK_SCHEDULER_ADDRESS")):  # local kernels start now (kernel_threads)
-        _lazy("bench.kernel_threads", "start_early")(max(1, args.jobs))
+        _lazy("bench.kernel_threads", "start_early")(max(1, min(args.jobs, os.cpu_count() or 1)))
     request = _lazy("bench.sweep", "SweepRequest")(
         args.params, cells=args.cells, run_dir=args.run_dir, jobs=args.jobs, per_cell=args.per_cell,
         only_stage=args.only_stage, wait=args.wait, report=not args.no_report, track=not args.no_track,

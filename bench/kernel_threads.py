@@ -2,12 +2,13 @@
 
 A kernel takes about a second to start and import what a stage notebook imports; a local sweep's driver takes
 about as long to import its own modules, open the params file and prepare (preflight, the estimate). So
-`bench sweep` starts ``--jobs`` kernels the moment its arguments parse (:func:`start_early`), and the first
-stage's executions adopt them (:func:`take`): the two seconds overlap instead of adding up.
+`bench sweep` starts ``--jobs`` kernels (at most one per core) the moment its arguments parse
+(:func:`start_early`), and the first stage's executions adopt them (:func:`take`): the two seconds overlap
+instead of adding up.
 
 A kernel inherits the driver's environment as it was when it started. When an execution adopts it, the
-variables the driver set or removed since (the lease server's address and token, the sweep cap, the embedded
-model's address) and the run's working folder reach it in one silent request over the kernel's own
+variables the driver set or removed since (the lease server's address, the sweep cap, the budget, the embedded
+model's address: none exists before the params file is read) and the run's working folder reach it in one silent request over the kernel's own
 authenticated socket (:func:`catch_up`): never through a file, the notebook or a command line. A kernel that
 cannot be caught up is ended, and papermill starts the execution's kernel as without a head start.
 
@@ -51,7 +52,7 @@ class KernelThread:
         self.task: Callable[..., None] | None = None
         self.km: Any = None
         self.launched: dict[str, str] = {}  # the environment the kernel started with
-        self.launched_at = threading.Event()  # its process was spawned (or could not be)
+        self.spawned = threading.Event()  # set once its process was spawned (or could not be)
         self.wake = threading.Event()
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._run, args=(stop, cwd), name=name, daemon=True)
@@ -66,7 +67,7 @@ class KernelThread:
                 self.km = kernel_manager_class(self.execution or _Unassigned(), stop)(kernel_name="python3")
                 self.launched = {**os.environ, STREAM_ENV: "1", **(getattr(self.execution, "env", None) or {})}
                 start_kernel(self.km, cwd or os.getcwd())  # starts it as without a head start, and says why not
-            self.launched_at.set()
+            self.spawned.set()
             self.wake.wait()
             if self.task is None:
                 if self.km is not None:
@@ -74,18 +75,23 @@ class KernelThread:
             else:
                 self.task(km=self.km)
         finally:
-            self.launched_at.set()
+            self.spawned.set()
             self.done.set()
 
-    def adopt(self, execution: Any, task: Callable[..., None], cwd: str) -> None:
+    def adopt(self, execution: Any, task: Callable[..., None], cwd: str, stop: threading.Event | None = None) -> None:
         """Run ``task(execution, km=…)`` on this thread, the kernel first caught up with the driver's environment
         and moved to ``cwd`` (:func:`catch_up`: also when it was started for this execution, which leaves a
-        connected client for papermill)."""
+        connected client for papermill). ``stop`` set (the stage was interrupted): no waiting for the kernel."""
         self.execution = execution
 
         def run(km: Any) -> None:
             if km is not None:
-                km = catch_up(km, self.launched, cwd, getattr(execution, "env", None))
+                try:
+                    km = catch_up(km, self.launched, cwd, getattr(execution, "env", None), stop)
+                except Exception:  # noqa: BLE001 (whatever failed, the task runs: papermill starts a fresh kernel)
+                    with contextlib.suppress(Exception):
+                        end_kernel(km)
+                    km = None
             if km is not None:
                 execution.kernel = km  # an interrupt reaches it (bench.kernels.interrupt_kernel)
             task(execution, km=km)
@@ -99,13 +105,16 @@ class KernelThread:
         self.wake.set()
 
 
-def catch_up(km: Any, launched: dict[str, str], cwd: str, extra: dict[str, str] | None) -> Any:
+def catch_up(km: Any, launched: dict[str, str], cwd: str, extra: dict[str, str] | None,
+             stop: threading.Event | None = None) -> Any:
     """Give ``km``'s running kernel the environment a kernel started now would get (the driver's, with the
     execution's own ``extra``) and ``cwd`` as its working folder; return ``km``, or None when the kernel cannot
     be reached (it is ended: papermill starts a fresh one with the right environment).
 
-    The client that asked is left connected for papermill (the kernel manager's ``answered``). The request is sent
-    again each second until answered (a kernel still starting may not take the first): it only sets values."""
+    The client that asked is left connected for papermill (the kernel manager's ``answered``) once it has seen the
+    kernel's reply and an IOPub message of its request (so its IOPub socket has joined: papermill reads the first
+    cell's output there). The request is sent again each second until both came (a kernel still starting may not
+    take the first): it only sets values. ``stop`` set: the kernel is ended at once."""
     from jupyter_client.utils import run_sync  # noqa: PLC0415 (jupyter_client: only executions need it)
 
     now = {**os.environ, STREAM_ENV: "1", **(extra or {})}
@@ -117,19 +126,25 @@ def catch_up(km: Any, launched: dict[str, str], cwd: str, extra: dict[str, str] 
     async def send(kc: Any) -> bool:
         deadline = time.monotonic() + CATCH_UP_TIMEOUT_S
         asked: set[str] = set()
-        while time.monotonic() < deadline and await km.is_alive():
+        replied = published = False
+        while time.monotonic() < deadline and (stop is None or not stop.is_set()) and await km.is_alive():
             asked.add(kc.execute(code, silent=True, store_history=False))
             try:
-                while True:
+                while not replied:
                     reply = await kc.get_shell_msg(timeout=1.0)
                     if reply["parent_header"].get("msg_id") in asked:
-                        return reply["content"]["status"] == "ok"
+                        if reply["content"]["status"] != "ok":
+                            return False
+                        replied = True
+                while not published:
+                    published = (await kc.get_iopub_msg(timeout=1.0))["parent_header"].get("msg_id") in asked
+                return True
             except queue.Empty:
                 continue
         return False
 
-    kc = km.client()
     try:
+        kc = km.client()
         kc.start_channels(hb=False)  # papermill starts the heartbeat when it takes this client (a thread starts once)
         if run_sync(send)(kc):
             kc.answered = True
@@ -165,7 +180,7 @@ class Prestart:
         taken for it here, so the executions whose kernels started run first); return those executions."""
         released, self.kernels = self.kernels, []
         for ex, k in zip(self.executions, released):
-            k.adopt(ex, functools.partial(run_one, held=sem.acquire(blocking=False)), self.cwd)
+            k.adopt(ex, functools.partial(run_one, held=sem.acquire(blocking=False)), self.cwd, self.stop)
         return self.executions[:len(released)]
 
     def cancel(self, wait_s: float = 15.0) -> None:
@@ -197,7 +212,7 @@ def start_early(count: int, wait_s: float = LAUNCH_WAIT_S) -> None:
     atexit.register(end_unused)
     deadline = time.monotonic() + wait_s
     for k in started:
-        k.launched_at.wait(max(0.0, deadline - time.monotonic()))
+        k.spawned.wait(max(0.0, deadline - time.monotonic()))
 
 
 def take(count: int) -> list[KernelThread]:

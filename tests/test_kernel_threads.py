@@ -63,7 +63,7 @@ def test_an_adopted_kernel_runs_the_notebook_with_the_environment_and_folder_of_
     start_early(1)
     try:
         [kernel] = take(1)
-        assert kernel.launched_at.wait(WAIT_S) and kernel.km is not None
+        assert kernel.spawned.wait(WAIT_S) and kernel.km is not None
         started_pid = kernel_pid(kernel.km)
         monkeypatch.setenv("BENCH_T_LATE", "set once it was starting")  # e.g. the lease server's address
         monkeypatch.delenv("BENCH_T_GONE")
@@ -94,7 +94,7 @@ def test_a_kernel_that_died_before_its_execution_is_replaced_by_a_fresh_start(tm
     start_early(1)
     try:
         [kernel] = take(1)
-        assert kernel.launched_at.wait(WAIT_S) and kernel.km is not None
+        assert kernel.spawned.wait(WAIT_S) and kernel.km is not None
         pid = kernel_pid(kernel.km)
         os.kill(pid, signal.SIGKILL)
         assert gone(pid)

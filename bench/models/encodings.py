@@ -3,7 +3,7 @@
 tiktoken parses an encoding's file (base64 lines, 100,000 of them for cl100k_base) each time a process first
 uses it: 0.3 s of CPU, on the critical path of every `bench sweep` and `bench estimate` (a sweep's kernels start
 at the same moment on the same cores). The parsed ranks are kept in bench's cache folder (``marshal``: read in a
-few ms, and unable to run code), named by the SHA-256 of the file they come from: a changed file is parsed again.
+few ms, and unable to run code), named by the SHA-256 of the file they come from and tiktoken's version: either changed, the file is parsed again.
 A copy that cannot be read or written is no error: the file is parsed, as without one.
 """
 
@@ -30,9 +30,10 @@ def load_encoding(name: str, source: Path) -> Any:
         digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
     except OSError:
         digest = None
-    copy = cache_dir() / "encodings" / f"{name}-{digest}.marshal"
+    version = getattr(tiktoken, "__version__", "")  # its pattern and special tokens come from tiktoken's own code
+    copy = cache_dir() / "encodings" / f"{name}-{digest}-{version}.marshal"
     if digest is not None:
-        with contextlib.suppress(OSError, ValueError, EOFError, TypeError, KeyError):
+        with contextlib.suppress(Exception):  # any copy that does not make an encoding is parsed anew
             return tiktoken.Encoding(**marshal.loads(copy.read_bytes()))
     spec = _parse(name, source.parent)
     if digest is not None:
