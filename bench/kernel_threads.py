@@ -3,14 +3,15 @@
 A kernel takes about a second to start and import what a stage notebook imports; a local sweep's driver takes
 about as long to import its own modules, open the params file and prepare (preflight, the estimate). So
 `bench sweep` starts ``--jobs`` kernels (at most one per core) the moment its arguments parse
-(:func:`start_early`), and the first stage's executions adopt them (:func:`take`): the two seconds overlap
+(:func:`start_early`), and the first stage's executions adopt them (:func:`take_early`): the two seconds overlap
 instead of adding up.
 
 A kernel inherits the driver's environment as it was when it started. When an execution adopts it, the
 variables the driver set or removed since (the lease server's address, the sweep cap, the budget, the embedded
-model's address: none exists before the params file is read) and the run's working folder reach it in one silent request over the kernel's own
-authenticated socket (:func:`catch_up`): never through a file, the notebook or a command line. A kernel that
-cannot be caught up is ended, and papermill starts the execution's kernel as without a head start.
+model's address: none exists before the params file is read) and the run's working folder reach it in one
+silent request over the kernel's own authenticated socket (:func:`catch_up`): never through a file, the
+notebook or a command line. A kernel that cannot be caught up is ended, and papermill starts the execution's
+kernel as without a head start.
 
 jupyter keeps one event loop per thread, so a kernel is started on the thread that runs its execution. Kernels
 no execution adopts are ended by :func:`end_unused` (a stage has started its executions) or at exit; each one
@@ -164,7 +165,7 @@ class Prestart:
     def __init__(self, executions: list[Any], count: int, cwd: str, *, launch: bool = True):
         self.executions, self.cwd = executions, cwd
         self.stop = threading.Event()  # the stage's: set by a cancel or a Ctrl-C, no kernel starts any more
-        self.kernels = take(min(count, len(executions)))
+        self.kernels = take_early(min(count, len(executions)))
         self._new = ([KernelThread(ex.name, self.stop, ex, cwd) for ex in executions[len(self.kernels):count]]
                      if launch else [])
         self.kernels += self._new
@@ -215,7 +216,7 @@ def start_early(count: int, wait_s: float = LAUNCH_WAIT_S) -> None:
         k.spawned.wait(max(0.0, deadline - time.monotonic()))
 
 
-def take(count: int) -> list[KernelThread]:
+def take_early(count: int) -> list[KernelThread]:
     """Return up to ``count`` of the kernels :func:`start_early` started (each once)."""
     with _early_lock:
         taken, _early[:] = _early[:count], _early[count:]
@@ -224,7 +225,7 @@ def take(count: int) -> list[KernelThread]:
 
 def end_unused(wait_s: float = 15.0) -> None:
     """End the kernels no execution took, and wait (at most ``wait_s``) until each is gone."""
-    left = take(len(_early))
+    left = take_early(len(_early))
     for k in left:
         k.cancel()
     for k in left:

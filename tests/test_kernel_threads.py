@@ -11,8 +11,9 @@ from types import SimpleNamespace
 import nbformat
 import psutil
 
-from bench.kernel_threads import end_unused, start_early, take
+from bench.kernel_threads import end_unused, start_early, take_early
 from bench.kernels import end_kernel, papermill
+from tests.sweep.test_prestart import alive, kernels
 
 WAIT_S = 120  # a kernel's start on a loaded 2-core machine
 
@@ -40,18 +41,6 @@ def gone(pid: int) -> bool:
     return not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 
-def kernels_here() -> set[int]:
-    """Return the PIDs of the Jupyter kernels this process started (and that still run)."""
-    found = set()
-    for proc in psutil.Process().children(recursive=True):
-        try:
-            if any("ipykernel" in part for part in proc.cmdline()) and proc.status() != psutil.STATUS_ZOMBIE:
-                found.add(proc.pid)
-        except psutil.NoSuchProcess:
-            continue
-    return found
-
-
 def adopt(kernel, execution, task, cwd) -> None:
     """Hand ``kernel`` its execution and wait until the task ran."""
     kernel.adopt(execution, task, str(cwd))
@@ -62,7 +51,7 @@ def test_an_adopted_kernel_runs_the_notebook_with_the_environment_and_folder_of_
     monkeypatch.setenv("BENCH_T_GONE", "set before the kernel started")
     start_early(1)
     try:
-        [kernel] = take(1)
+        [kernel] = take_early(1)
         assert kernel.spawned.wait(WAIT_S) and kernel.km is not None
         started_pid = kernel_pid(kernel.km)
         monkeypatch.setenv("BENCH_T_LATE", "set once it was starting")  # e.g. the lease server's address
@@ -93,7 +82,7 @@ def test_an_adopted_kernel_runs_the_notebook_with_the_environment_and_folder_of_
 def test_a_kernel_that_died_before_its_execution_is_replaced_by_a_fresh_start(tmp_path):
     start_early(1)
     try:
-        [kernel] = take(1)
+        [kernel] = take_early(1)
         assert kernel.spawned.wait(WAIT_S) and kernel.km is not None
         pid = kernel_pid(kernel.km)
         os.kill(pid, signal.SIGKILL)
@@ -106,12 +95,12 @@ def test_a_kernel_that_died_before_its_execution_is_replaced_by_a_fresh_start(tm
 
 
 def test_kernels_no_execution_takes_are_ended():
-    before = kernels_here()
+    before = alive(kernels(os.getpid()))
     start_early(2)  # returns once both are spawned
     try:
-        started = kernels_here() - before
+        started = alive(kernels(os.getpid())) - before
         assert len(started) == 2
     finally:
         end_unused()
     assert all(gone(p) for p in started)
-    assert take(1) == []
+    assert take_early(1) == []
