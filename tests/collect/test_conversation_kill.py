@@ -45,9 +45,10 @@ def test_a_killed_conversation_resumes_without_paying_a_finished_turn_again(tmp_
     assert len(done) == N_CONVERSATIONS and all(c.ended == "turns_done" and len(c.turns) == N_TURNS for c in done)
     replayed = sum(t["usage"]["cached"] for c in done for t in c.turns)
     assert replayed >= 1  # a turn answered before the kill was replayed from the response cache
-    # every distinct turn request paid once, plus those in flight at the kill (the journal counts them as repaid)
+    # every distinct turn request paid once, plus those in flight at the kill: the journal counts them as repaid, an
+    # upper bound (a reply that came back just before the kill and was kept is counted, yet not asked again)
     repaid = recorded_repeats(run_dir)
-    assert fake.stats()["requests"] == N_CONVERSATIONS * N_TURNS + repaid
+    assert N_CONVERSATIONS * N_TURNS <= fake.stats()["requests"] <= N_CONVERSATIONS * N_TURNS + repaid
     # the requests on the wire at the kill (the cap: two), and any that ended between the last look and the kill
     assert 1 <= repaid <= 2 * 2
 
