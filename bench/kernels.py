@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.core.errors import BenchError
-from bench.core.processes import die_with_parent, pid_alive
+from bench.core.processes import die_with_parent, pid_alive, socket_base, socket_bases
 from bench.core.progress import EVERY_ENV, MARK, STREAM_ENV, every_for
 
 KERNEL_DIR_PREFIX = "bench-kernels-"
@@ -69,7 +69,7 @@ def kernel_manager_class(execution: Any = None, stop: threading.Event | None = N
             # unix sockets next to the connection file, readable by this user only, instead of loopback
             # TCP that any local user can reach (and that makes ipykernel warn about it on every start)
             kw.setdefault("transport", "ipc")
-            name = uuid.uuid4().hex
+            name = uuid.uuid4().hex[:16]  # 64 random bits in a private folder; short: a socket path has 107 bytes
             kw.setdefault("ip", os.path.join(_ipc_dir(), name))  # one socket prefix per kernel
             # the connection file (it holds the kernel's HMAC key) goes there too, not loose in /tmp
             kw.setdefault("connection_file", os.path.join(_ipc_dir(), f"kernel-{name}.json"))
@@ -163,16 +163,19 @@ def _ipc_dir() -> str:
     when the next sweep starts (they hold the kernels' HMAC keys).
     """
     _remove_stale_kernel_dirs()
-    path = tempfile.mkdtemp(prefix=f"{KERNEL_DIR_PREFIX}{os.getpid()}-")
+    prefix = f"{KERNEL_DIR_PREFIX}{os.getpid()}-"
+    path = tempfile.mkdtemp(prefix=prefix, dir=socket_base(len(f"/{prefix}12345678") + _SOCKET_NAME))
     atexit.register(shutil.rmtree, path, True)
     return path
 
+
+_SOCKET_NAME = len("/0123456789abcdef-99")  # a kernel's socket in its folder: its name and jupyter's "-<channel>"
 
 
 def _remove_stale_kernel_dirs() -> int:
     """Remove this user's kernel folders whose sweep is gone (killed before its exit handler ran)."""
     removed = 0
-    for folder in Path(tempfile.gettempdir()).glob(f"{KERNEL_DIR_PREFIX}*"):
+    for folder in (found for base in socket_bases() for found in Path(base).glob(f"{KERNEL_DIR_PREFIX}*")):
         pid = folder.name.removeprefix(KERNEL_DIR_PREFIX).split("-", 1)[0]
         try:
             if folder.stat().st_uid != os.getuid() or (pid.isdigit() and pid_alive(int(pid))):
@@ -182,7 +185,6 @@ def _remove_stale_kernel_dirs() -> int:
         shutil.rmtree(folder, ignore_errors=True)
         removed += 1
     return removed
-
 
 
 def first_line(err: Exception) -> str:

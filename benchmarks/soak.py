@@ -22,6 +22,7 @@ import collections
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -97,8 +98,8 @@ def kill_at(proc: subprocess.Popen, delay: float, victim: str) -> str:
     return "driver"
 
 
-def trial(n: int, rng: random.Random, files: dict[str, Path], ref: dict, fake, cap: int) -> dict:
-    runs = Path(tempfile.mkdtemp(prefix=f"bench-soak-{n}-"))
+def trial(n: int, rng: random.Random, files: dict[str, Path], ref: dict, fake, cap: int, work: Path) -> dict:
+    runs = Path(tempfile.mkdtemp(prefix=f"trial-{n}-", dir=work))
     stage = rng.choice(["collect", "judge"])
     victim = rng.choice(["driver", "kernel"])
     fake.reset()
@@ -125,8 +126,8 @@ def trial(n: int, rng: random.Random, files: dict[str, Path], ref: dict, fake, c
             "duplicates": sum(v > 1 for v in final.values()), "paid_twice": paid_twice, "ok": ok}
 
 
-def reference(files: dict[str, Path], fake) -> dict:
-    runs = Path(tempfile.mkdtemp(prefix="bench-soak-ref-"))
+def reference(files: dict[str, Path], fake, work: Path) -> dict:
+    runs = Path(tempfile.mkdtemp(prefix="ref-", dir=work))
     fake.reset()
     t0 = time.monotonic()
     sweep(files["collect_only"], runs).wait()
@@ -136,7 +137,7 @@ def reference(files: dict[str, Path], fake) -> dict:
     judge_s = time.monotonic() - t1
     answered = fake.stats()["statuses"].get("200", 0) + fake.stats()["statuses"].get(200, 0)
     fake.reset()
-    full = Path(tempfile.mkdtemp(prefix="bench-soak-ref2-"))
+    full = Path(tempfile.mkdtemp(prefix="ref2-", dir=work))
     t2 = time.monotonic()
     assert sweep(files["full"], full).wait() == 0
     ids = set(successes(full / "soak"))
@@ -146,27 +147,40 @@ def reference(files: dict[str, Path], fake) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.testing.fake_provider import FakeProvider  # noqa: PLC0415
-
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--latency-ms", type=float, default=150)
     ap.add_argument("--cap", type=int, default=8)
+    ap.add_argument("--keep", action="store_true", help="keep the run folders (else removed at the end)")
     a = ap.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="bench-soak-"))  # every run folder, removed at the end unless --keep
+    try:
+        return _trials(a, work)
+    finally:
+        if a.keep:
+            print(f"run folders kept in {work}", flush=True)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _trials(a: argparse.Namespace, work: Path) -> int:
+    from bench.testing.fake_provider import FakeProvider  # noqa: PLC0415
+
     rng = random.Random(a.seed)
-    folder = Path(tempfile.mkdtemp(prefix="bench-soak-params-"))
+    folder = work / "params"
+    folder.mkdir()
     with FakeProvider(latency_ms=a.latency_ms) as fake:
         files = {"full": folder / "full" / "soak.yaml", "collect_only": folder / "collect" / "soak.yaml"}
         for key, judged in (("full", True), ("collect_only", False)):
             files[key].parent.mkdir()
             write_soak(files[key], fake.url, a.cap, judged)
-        ref = reference(files, fake)
+        ref = reference(files, fake, work)
         print(f"reference: {len(ref['ids'])} successes in {ref['wall_s']:.1f} s "
               f"({ref['answered']} requests answered)", flush=True)
         results = []
         for n in range(1, a.trials + 1):
-            r = trial(n, rng, files, ref, fake, a.cap)
+            r = trial(n, rng, files, ref, fake, a.cap, work)
             results.append(r)
             print(f"trial {n:>2}: kill {r['killed']:<24} in {r['stage']:<7} at {r['at_s']:>5.2f}s; analysis saw "
                   f"{r['records_seen_after_kill'][0]} answers, {r['records_seen_after_kill'][1]} judgments; resumed "

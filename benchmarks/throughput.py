@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import statistics
@@ -98,13 +99,15 @@ def measure(factory, url: str, n: int, conc: int, cache_dir: str, loop: str) -> 
     """Return (requests/s, client CPU ms per request) in steady state, on a new event loop of kind ``loop``.
 
     Each client warms up (imports, connections, first-call costs) with 2×concurrency
-    requests in the same event loop, then sends the n timed requests; all clients are
+    requests in the same event loop, then (after a full garbage collection, so that no client pays
+    for the garbage of the one measured before it) sends the n timed requests; all clients are
     measured the same way. CPU is the process's (every thread: the cache's writer included), up to
     and including the client's close (the cache's merge of its log into sqlite).
     """
     async def run() -> tuple[float, float]:
         send, close = factory(url, conc, cache_dir)
         await asyncio.gather(*(send(-1 - i) for i in range(2 * conc)))
+        gc.collect()  # each client starts from an empty young generation: none pays for the one measured before it
         wall0, cpu0 = time.perf_counter(), time.process_time()
         await asyncio.gather(*(send(i) for i in range(n)))
         wall = time.perf_counter() - wall0

@@ -16,6 +16,8 @@ import sys
 import tempfile
 from collections.abc import Callable
 
+from bench.core.errors import BenchError
+
 _PR_SET_PDEATHSIG = 1
 
 
@@ -67,11 +69,17 @@ def remove_stale_folders(prefix: str, socket_name: str = "") -> list[str]:
     ``socket_name`` and nothing listens on that unix socket any more.
     """
     removed = []
-    tmp = tempfile.gettempdir()
-    try:
-        names = [n for n in os.listdir(tmp) if n.startswith(prefix)]
-    except OSError:
-        return removed
+    for tmp in socket_bases():
+        try:
+            names = [n for n in os.listdir(tmp) if n.startswith(prefix)]
+        except OSError:
+            continue
+        removed += _remove_stale(tmp, names, prefix, socket_name)
+    return removed
+
+
+def _remove_stale(tmp: str, names: list[str], prefix: str, socket_name: str) -> list[str]:
+    removed = []
     for name in names:
         path = os.path.join(tmp, name)
         pid, sep, _rest = name[len(prefix):].partition("-")
@@ -101,3 +109,28 @@ def _nobody_listens(path: str) -> bool:
     except OSError:
         return False
     return False
+
+
+SOCKET_PATH_MAX = 107  # the bytes of a Unix socket's path on Linux (sockaddr_un.sun_path, less its NUL)
+
+
+def socket_bases() -> list[str]:
+    """Return where bench makes its private folders, in order of preference: the temporary folder, then (for the
+    folders that hold Unix sockets, when its path is too long) $XDG_RUNTIME_DIR and /tmp."""
+    found = []
+    for base in (tempfile.gettempdir(), os.environ.get("XDG_RUNTIME_DIR"), "/tmp"):
+        if base and base not in found and os.path.isdir(base):
+            found.append(base)
+    return found
+
+
+def socket_base(below: int) -> str:
+    """Return the first of ``socket_bases`` this user can write to where a Unix socket ``below`` bytes further down
+    (its private folder's name and the socket's) still fits in a socket path: a long TMPDIR (a cluster job's, a
+    test's) would leave a server or a kernel unable to bind its socket."""
+    for base in socket_bases():
+        if len(os.fsencode(base)) + below <= SOCKET_PATH_MAX and os.access(base, os.W_OK | os.X_OK):
+            return base
+    raise BenchError(f"no folder for bench's Unix sockets: the temporary folder {tempfile.gettempdir()} has too long "
+                     f"a path (a socket's path holds at most {SOCKET_PATH_MAX} bytes) and neither $XDG_RUNTIME_DIR nor "
+                     f"/tmp can be written to; set TMPDIR to a shorter folder you can write to")

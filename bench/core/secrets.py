@@ -68,8 +68,9 @@ class _Redactor:
     names: set[str] = field(default_factory=lambda: set(KNOWN_KEY_VARS))  # variables whose values are secret
     extra: set[str] = field(default_factory=set)  # values registered directly (api_base credentials, keys sent)
     values: frozenset[str] | None = None  # the secret values the pattern was built from
-    pattern: re.Pattern[str] | None = None
-    literals: tuple[str, ...] = ()  # how those values can appear in text (raw, JSON-escaped)
+    # the pattern, and how those values can appear in text (raw, JSON-escaped): one tuple, so that a thread never
+    # reads the pattern of one scan with the literals of another
+    built: tuple[re.Pattern[str], tuple[str, ...]] | None = None
     next_scan: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -135,14 +136,17 @@ def _build(values: frozenset[str]) -> tuple[re.Pattern[str], tuple[str, ...]]:
 
 
 def _current() -> tuple[re.Pattern[str], tuple[str, ...]]:
+    """Return the pattern and literals of the secrets known now (the environment scanned at most once a second,
+    and at once after ``add_secret`` or ``refresh``; the record writers and the cache's writer thread ask too)."""
     now = time.monotonic()
-    if now >= _R.next_scan or _R.pattern is None:
+    if now >= _R.next_scan or _R.built is None:
         with _R.lock:
-            _R.next_scan = now + RESCAN_S
-            values = _scan()
-            if values != _R.values or _R.pattern is None:
-                (_R.pattern, _R.literals), _R.values = _build(values), values
-    return _R.pattern, _R.literals  # type: ignore[return-value]
+            if now >= _R.next_scan or _R.built is None:  # not rescanned by another thread meanwhile
+                values = _scan()
+                if values != _R.values or _R.built is None:
+                    _R.built, _R.values = _build(values), values
+                _R.next_scan = now + RESCAN_S  # only once the pattern holds what was scanned
+    return _R.built  # type: ignore[return-value]
 
 
 def _replace(m: re.Match[str]) -> str:
@@ -172,20 +176,27 @@ def redact(text: str) -> str:
     regex, rebuilt only when the set of secret values changes; safe on JSON text (a redacted
     record line stays valid JSON).
     """
-    if not text:
+    if not text or not may_hold_secret(text):
         return text
-    pattern, literals = _current()
-    # Python's regex engine tries every alternative at every position (about 70 µs per KB here);
-    # substring tests first (5 µs for a 2 KB record line) leave it to the rare text that may hold a secret;
-    # a query parameter needs its "=" (the query test is the slowest: 1.5 µs for a 300-byte cache entry).
-    # Plain loops, not any(generator): every cache entry and record line asks.
+    return _current()[0].sub(_replace, text)
+
+
+def may_hold_secret(text: str) -> bool:
+    """Return whether ``redact`` may change ``text``: False means it holds nothing ``redact`` removes.
+
+    Python's regex engine tries every alternative at every position (about 70 µs per KB here);
+    substring tests first (5 µs for a 2 KB record line) leave it to the rare text that may hold a secret;
+    a query parameter needs its "=" (the query test is the slowest: 1.5 µs for a 300-byte cache entry).
+    Plain loops, not any(generator): every record line asks, and the response cache asks once per group of
+    replies (their texts joined: a reply never continues on the next one's line, so the tests never join two).
+    """
     if _URL_AT.search(text) or ("=" in text and _QUERY_AT.search(text)):
-        return pattern.sub(_replace, text)
-    for value in literals:
+        return True
+    for value in _current()[1]:
         if value in text:
-            return pattern.sub(_replace, text)
+            return True
     lower = text.lower()
     for trigger in _TRIGGERS:
         if trigger in lower:
-            return pattern.sub(_replace, text)
-    return text
+            return True
+    return False

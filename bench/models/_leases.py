@@ -34,7 +34,7 @@ import threading
 from typing import Any
 
 from bench.core.errors import BenchError
-from bench.core.processes import remove_stale_folders
+from bench.core.processes import remove_stale_folders, socket_base
 from bench.models._counters import Caps, LocalLimiter
 from bench.models._purse import Purse, Spending
 
@@ -210,7 +210,8 @@ class LeaseServer:
     def start(self) -> str:
         """Start serving; return the address to put in BENCH_LIMITS_ADDRESS."""
         self.remove_stale()
-        self.folder = tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-")  # 0700: this user only
+        prefix = f"{FOLDER_PREFIX}{os.getpid()}-"  # 0700: this user only; short enough for its socket's path
+        self.folder = tempfile.mkdtemp(prefix=prefix, dir=socket_base(len(f"/{prefix}12345678/limits.sock")))
         atexit.register(shutil.rmtree, self.folder, True)
         path = os.path.join(self.folder, "limits.sock")
         ready = threading.Event()

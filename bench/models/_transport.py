@@ -35,8 +35,10 @@ def open_session(route: Route, timeout_s: float) -> Any:
     return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
                                  timeout=aiohttp.ClientTimeout(total=timeout_s),
                                  cookie_jar=aiohttp.DummyCookieJar(),  # an API keeps no cookies: none filtered per request
-                                 skip_auto_headers=("Accept-Encoding",),  # replies come whole, never to be decompressed
                                  headers={"Content-Type": "application/json",
+                                          # replies come whole, never to be decompressed; said as a header, not with
+                                          # skip_auto_headers, which makes aiohttp copy every request's headers
+                                          "Accept-Encoding": "identity",
                                           "Authorization": f"Bearer {route.api_key() or 'not-needed'}"})
 
 

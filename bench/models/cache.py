@@ -44,7 +44,7 @@ from typing import Any
 
 from bench.core.errors import CacheWriteWarning, StoreError
 from bench.core.paths import CACHE_ENV, SHARDS_ENV, cache_location
-from bench.core.secrets import redact
+from bench.core.secrets import may_hold_secret, redact
 from bench.models._cache_log import CacheLog, merge_orphans
 from bench.models._cache_log import lines as log_lines
 from bench.models._cache_table import INSERT, connect, insert_read, insert_rows, open_checked, parameters
@@ -59,6 +59,35 @@ MERGE_ROWS = 4096  # a log this long is merged into sqlite at once (else at ``fl
 def request_key(*parts: object) -> str:
     """Return the cache key (sha256 hex) of a request's identity parts (canonical strings and numbers)."""
     return hashlib.sha256("\x1e".join(map(str, parts)).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def stored_text(value: dict[str, Any]) -> str:
+    """Return a reply as the cache stores (and answers) it: JSON text holding no secret (``redact``)."""
+    return redact(cache_text(value))
+
+
+def _answer(queued: dict[str, Any]) -> dict[str, Any] | None:
+    """Return a queued reply as the cache will answer it once stored (None: it cannot be stored)."""
+    try:
+        return loads(stored_text(queued))
+    except (TypeError, ValueError):
+        return None
+
+
+def stored_texts(group: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Return each reply of a group as ``stored_text`` does, testing the group's texts for a secret once (joined
+    by newlines, which no test reads across) instead of once per reply: nearly every group holds none. A reply
+    that cannot be encoded is left out, with a warning (it is asked again), instead of stopping the writer."""
+    texts = {}
+    for k, v in group.items():
+        try:
+            texts[k] = cache_text(v)
+        except Exception as exc:  # a value JSON cannot hold (too deep, a set): never in a reply the seam builds
+            warnings.warn(f"response cache: a reply cannot be stored ({exc}); it will be asked again",
+                          CacheWriteWarning, stacklevel=2)
+    if may_hold_secret("\n".join(texts.values())):
+        return {k: redact(v) for k, v in texts.items()}
+    return texts
 
 
 def open_cache(path: str | os.PathLike[str] | None = None, *,
@@ -91,8 +120,9 @@ class ResponseCache:
                              f"{CACHE_ENV} at another file (the cache only saves repeated calls)") from exc
         self._lock = threading.Lock()  # guards the dicts below and the reader connection
         self._io = threading.Lock()  # one writer of the log and of sqlite at a time (writer thread, or flush)
-        self._pending: dict[str, str] = {}  # queued for the log, already answerable
-        self._logged: dict[str, str] = {}  # in the log, not yet in sqlite: answered from here
+        self._pending: dict[str, dict[str, Any]] = {}  # queued for the log (not yet encoded), already answerable
+        self._moving: dict[str, dict[str, Any]] = {}  # taken off the queue, being encoded for the log: answerable
+        self._logged: dict[str, str] = {}  # in the log, not yet in sqlite (encoded, redacted): answered from here
         self._log = CacheLog(self.path)
         self._writer: ThreadPoolExecutor | None = None
         self._draining = False  # a drain is queued or running on the writer thread
@@ -110,9 +140,11 @@ class ResponseCache:
     def get(self, key: str) -> dict[str, Any] | None:
         """Return the stored (or queued) reply for ``key``, or None (and count the hit or miss)."""
         with self._lock:
-            queued = self._pending.get(key) or self._logged.get(key)
-            if queued is not None:
-                value = loads(queued)
+            logged = self._logged.get(key)
+            if logged is not None:
+                value = loads(logged)
+            elif (queued := self._pending.get(key, self._moving.get(key))) is not None:
+                value = _answer(queued)  # as the log will hold it (and answer it)
             elif self._filter is not None and self._filter.absent(key, self._db):
                 value = None
             else:
@@ -145,7 +177,7 @@ class ResponseCache:
         """Return how many of ``keys`` are cached (for `bench validate`'s plan); counts nothing."""
         found = 0
         with self._lock:
-            stored = [k for k in keys if k not in self._pending and k not in self._logged]
+            stored = [k for k in keys if k not in self._pending and k not in self._moving and k not in self._logged]
             found += len(keys) - len(stored)
             for i in range(0, len(stored), 500):
                 chunk = stored[i:i + 500]
@@ -159,18 +191,19 @@ class ResponseCache:
             self._db.execute(INSERT, (key, redact(cache_text(value)), time.time()))
 
     def put_later(self, key: str, value: dict[str, Any]) -> None:
-        """Queue a reply for the writer thread, which appends it to this process's log at once (with whatever
-        else is queued), and merges the log into sqlite in large groups (bench.models._cache_log).
+        """Queue a reply (``value`` is the cache's own from here: not changed after) for the writer thread, which
+        encodes and appends it to this process's log at once (with whatever else is queued), and merges the log
+        into sqlite in large groups (bench.models._cache_log).
 
-        The event loop never waits on a write or a commit. Replies that arrive while a write runs
-        form the next group, at most ``COMMIT_EVERY_S`` later, so a kill loses at most those replies,
-        like requests still in flight. ``flush`` writes and merges synchronously.
+        The event loop never waits on a write or a commit, nor encodes a reply: the writer encodes a group
+        (``stored_texts``: one test for secrets per group). Replies that arrive while a write runs form the next
+        group, at most ``COMMIT_EVERY_S`` later, so a kill loses at most those replies, like requests still in
+        flight. ``flush`` writes and merges synchronously.
         """
-        encoded = redact(cache_text(value))  # what is stored (and answered) holds no key
         with self._lock:
-            if key in self._pending or key in self._logged:
+            if key in self._pending or key in self._moving or key in self._logged:
                 return  # the first reply wins, as in the table
-            self._pending[key] = encoded
+            self._pending[key] = value
             if self._draining or time.monotonic() < self._retry_at:  # after a failed write: retried later
                 return
             self._draining = True
@@ -186,7 +219,16 @@ class ResponseCache:
             job()
 
     def _drain(self) -> None:
-        """Write queued groups to the log until a wait gathers nothing, merging when it is long (writer thread)."""
+        """Write queued groups to the log until a wait gathers nothing, merging when it is long (writer thread);
+        whatever stops it, the next ``put_later`` starts another (the queued replies stay queued)."""
+        try:
+            self._drain_groups()
+        except BaseException:
+            with self._lock:
+                self._draining = False
+            raise
+
+    def _drain_groups(self) -> None:
         while True:
             started = time.monotonic()
             with self._io:
@@ -196,7 +238,7 @@ class ResponseCache:
             if written <= 0:  # nothing gathered since the last write, or the write failed (retried later)
                 with self._lock:
                     if not self._pending or written < 0:
-                        self._draining = False
+                        self._draining = False  # in the same hold as the check: a reply queued after it starts a drain
                         return
                 continue  # queued between the write and the check: put_later saw a drain running
             rest = COMMIT_EVERY_S - (time.monotonic() - started)
@@ -208,8 +250,8 @@ class ResponseCache:
         """Append the queued replies to the log now, without merging (the caller waits: a conversation, before its
         next turn's request, so a kill during that request never loses the turns it answered)."""
         with self._lock:
-            if not self._pending:
-                return
+            if not self._pending and not self._draining:
+                return  # nothing queued, and no group being written (the writer holds ``_io`` until it is appended)
         with self._io:
             self._write_pending()
 
@@ -224,26 +266,26 @@ class ResponseCache:
                 self._insert_pending()
 
     def _insert_pending(self) -> None:
-        """Insert the queued replies into sqlite directly (the log failed; sqlite may still have room)."""
-        self._store(self._pending)  # on failure: still in memory, answered; warned once already
+        """Insert the queued replies into sqlite directly (the log failed; sqlite may still have room); on failure
+        they stay queued, in memory and answered (warned once already)."""
+        with self._lock:
+            group = dict(self._pending)
+        if group and self._store(stored_texts(group)) is None:
+            with self._lock:
+                for k in group:
+                    self._pending.pop(k, None)
 
     def _store(self, held: dict[str, str]) -> BaseException | None:
-        """Insert the replies of ``held`` (queued or logged) into sqlite in one sorted transaction, then drop them
-        from ``held`` (answered from sqlite and the key filter from now on); return the error, if any.
+        """Insert the encoded replies of ``held`` into sqlite in one sorted transaction (answered from sqlite and the
+        key filter from then on); return the error, if any.
 
-        The logged replies change only here and in ``_write_pending`` (both under ``_io``), so they are sorted and
-        their key prefixes made without ``_lock``: requests asking the cache meanwhile never wait for that."""
-        now = time.time()
-        logged = held is self._logged
-        if logged:
-            keys = sorted(held)  # in key order: neighbours share index pages
-            flat = parameters(keys, held, now)
-        else:
-            with self._lock:
-                keys = sorted(held)
-                flat = parameters(keys, held, now)
+        ``held`` is the logged replies, which change only in ``_merge`` and ``_write_pending`` (both under ``_io``),
+        or a copy: it is sorted and its key prefixes made without ``_lock``, so requests asking the cache meanwhile
+        never wait for that."""
+        keys = sorted(held)  # in key order: neighbours share index pages
         if not keys:
             return None
+        flat = parameters(keys, held, time.time())
         known = [prefix(k) for k in keys]
 
         def in_filter(before: int, after: int, kept: bool) -> None:  # before the commit: never read back
@@ -257,30 +299,34 @@ class ResponseCache:
             insert_rows(self._wdb, flat, in_filter)
         except (sqlite3.Error, OSError) as exc:
             return exc
-        with self._lock:
-            if logged:
-                self._logged = {}  # all of it was stored (nothing else adds to it meanwhile)
-            else:
-                for k in keys:
-                    held.pop(k, None)
         return None
 
     def _write_pending(self) -> int:
-        """Append the queued replies to the log; return how many (0: none queued, -1: the write failed)."""
+        """Encode the queued replies and append them to the log; return how many (0: none queued, -1: the write
+        failed)."""
         with self._lock:
+            if not self._pending:
+                return 0
             group, self._pending = self._pending, {}
-            self._logged.update(group)  # answerable all along: the swap and the move are one step
-        if not group:
-            return 0
-        now = time.time()
-        exc = self._log.append(log_lines(group, now), len(group))
+            self._moving = group  # answerable all along: from the queue, while encoded, then from the log
+        try:
+            encoded = stored_texts(group)
+        except BaseException:  # e.g. a warning turned into an error: the group goes back to the queue's head
+            with self._lock:
+                self._pending, self._moving = {**group, **self._pending}, {}
+            raise
+        with self._lock:
+            self._logged.update(encoded)
+            self._moving = {}
+        exc = self._log.append(log_lines(encoded, time.time()), len(encoded))
         if exc is None:
             self._retry_at = 0.0
-            return len(group)
+            return len(encoded)
         with self._lock:
-            for k in group:
+            for k in encoded:
                 del self._logged[k]
-            self._pending = {**self._pending, **group}  # the earlier reply wins, as in the table
+            self._pending = {**{k: group[k] for k in encoded}, **self._pending}  # back at the queue's head (put_later
+            # refused their keys meanwhile); a reply that could not be encoded stays dropped
         self._failed(exc)
         return -1
 
@@ -294,6 +340,8 @@ class ResponseCache:
             self._merge_retry_at = time.monotonic() + 2.0
             self._failed(exc, pause=False)  # the replies stay in the log and in memory, answered, for the next merge
             return
+        with self._lock:
+            self._logged = {}  # all of it was stored (nothing else adds to it meanwhile: under ``_io``)
         self._log.emptied()
         self._merge_retry_at = 0.0
 

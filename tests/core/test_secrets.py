@@ -212,6 +212,30 @@ def test_the_response_cache_stores_no_secret(tmp_path, monkeypatch):
     assert not any(b"cache-token" in p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
 
 
+def test_one_secret_in_a_group_of_replies_is_redacted_in_every_answer_and_the_log(tmp_path, monkeypatch):
+    """The cache tests a group of queued replies for secrets at once (bench.models.cache.stored_texts): the one
+    reply that holds a key is still redacted, whether it is answered queued, logged or merged."""
+    monkeypatch.setenv("BENCH_T_CACHE_TOKEN", "group-token-7c7c7c7c")
+    secrets.refresh()
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    texts = {f"k{i}": f"plain reply {i}" for i in range(200)}
+    texts["k137"] = "the key is group-token-7c7c7c7c, and a url https://user:pw-9@host.example/x"
+    for key, text in texts.items():
+        cache.put_later(key, {"text": text, "usage": {}})
+        assert "group-token" not in cache.get(key)["text"]  # queued, being encoded or logged: as stored
+    cache.persist()  # in the log, not yet in sqlite
+    logs = list((tmp_path / "c.sqlite.log").glob("*.log"))
+    assert logs and not any(b"group-token" in p.read_bytes() or b"pw-9" in p.read_bytes() for p in logs)
+    answered = cache.get("k137")["text"]
+    assert answered == "the key is [redacted], and a url https://***@host.example/x"
+    assert cache.get("k5")["text"] == "plain reply 5"
+    cache.close()
+    reopened = ResponseCache(tmp_path / "c.sqlite")
+    assert reopened.get("k137")["text"] == answered and len(reopened) == 200
+    reopened.close()
+    assert not any(b"group-token" in p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
+
+
 def test_the_tracking_uri_is_shown_without_credentials():
     from bench.tracking import shown_uri
 
