@@ -20,11 +20,10 @@ import sys
 import tempfile
 import threading
 import uuid
-from pathlib import Path
 from typing import Any
 
 from bench.core.errors import BenchError
-from bench.core.processes import die_with_parent, pid_alive, socket_base, socket_bases
+from bench.core.processes import die_with_parent, remove_stale_folders, socket_base
 from bench.core.progress import EVERY_ENV, MARK, STREAM_ENV, every_for
 
 KERNEL_DIR_PREFIX = "bench-kernels-"
@@ -162,7 +161,7 @@ def _ipc_dir() -> str:
     Its name carries the driver's PID, so the folders a killed sweep left behind are removed
     when the next sweep starts (they hold the kernels' HMAC keys).
     """
-    _remove_stale_kernel_dirs()
+    remove_stale_folders(KERNEL_DIR_PREFIX)  # this user's, of sweeps that are gone (killed before their exit)
     prefix = f"{KERNEL_DIR_PREFIX}{os.getpid()}-"
     path = tempfile.mkdtemp(prefix=prefix, dir=socket_base(len(f"/{prefix}12345678") + _SOCKET_NAME))
     atexit.register(shutil.rmtree, path, True)
@@ -170,21 +169,6 @@ def _ipc_dir() -> str:
 
 
 _SOCKET_NAME = len("/0123456789abcdef-99")  # a kernel's socket in its folder: its name and jupyter's "-<channel>"
-
-
-def _remove_stale_kernel_dirs() -> int:
-    """Remove this user's kernel folders whose sweep is gone (killed before its exit handler ran)."""
-    removed = 0
-    for folder in (found for base in socket_bases() for found in Path(base).glob(f"{KERNEL_DIR_PREFIX}*")):
-        pid = folder.name.removeprefix(KERNEL_DIR_PREFIX).split("-", 1)[0]
-        try:
-            if folder.stat().st_uid != os.getuid() or (pid.isdigit() and pid_alive(int(pid))):
-                continue
-        except OSError:
-            continue
-        shutil.rmtree(folder, ignore_errors=True)
-        removed += 1
-    return removed
 
 
 def first_line(err: Exception) -> str:

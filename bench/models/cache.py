@@ -188,7 +188,7 @@ class ResponseCache:
     def put(self, key: str, value: dict[str, Any]) -> None:
         """Store a successful reply in sqlite now (the first one wins; an identical request never overwrites)."""
         with self._lock:
-            self._db.execute(INSERT, (key, redact(cache_text(value)), time.time()))
+            self._db.execute(INSERT, (key, stored_text(value), time.time()))
 
     def put_later(self, key: str, value: dict[str, Any]) -> None:
         """Queue a reply (``value`` is the cache's own from here: not changed after) for the writer thread, which
