@@ -19,8 +19,7 @@ from bench.models._transport import storable
 
 @dataclass(frozen=True)
 class Completion:
-    """One model answer: its text and what it cost. Read-only, its lists too: the response cache's queue shares
-    them until its writer thread encodes the reply (``LLM.keep``)."""
+    """One model answer: its text and what it cost. Read-only."""
 
     text: str
     usage: Usage

@@ -6,7 +6,7 @@ the canonical messages, joined by ``\\x1e``. Every part but the messages is the 
 model and settings, so a hasher fed those parts is made once (``KeyMaker``) and each request copies it and
 feeds only its messages: the key is the same hex digest, at a third of the cost (docs/llm-seam.md).
 The messages' canonical JSON comes from orjson when it spells them as ``canonical_json`` does
-(``bench.models._json.messages_json``).
+(``bench.models._json.messages_bytes``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import hashlib
 from typing import Any
 
 from bench.core.records import canonical_json
-from bench.models._json import messages_json
+from bench.models._json import messages_bytes
 from bench.models.providers import Route
 
 
@@ -65,5 +65,5 @@ class KeyMaker:
             head = "\x1e".join((identity(route), route.spec.model, settings, str(repeat), ""))
             fed = made[memo] = hashlib.sha256(head.encode("utf-8", "surrogatepass"))
         hasher = fed.copy()
-        hasher.update(messages_json(messages).encode("utf-8", "surrogatepass"))
+        hasher.update(messages_bytes(messages))
         return hasher.hexdigest()

@@ -4,10 +4,11 @@ An identical request (same model, endpoint identity, messages, generation params
 schema and sample index) is answered from here without a call. Only successes are cached.
 
 Writes go through a per-process write-ahead log (``bench.models._cache_log``): a writer thread
-appends the replies queued at once, then at most every ``COMMIT_EVERY_S`` (50 ms) those of that
-time, long before the stage that asked appends its record, so a resumed run never pays twice for a
-reply it had kept; a kill loses at most those 50 ms of replies, fewer than the requests in flight
-whenever replies take longer, as any model's do (the run's request journal counts both). The log
+appends the replies queued at once, then those of one window at a time: as long as replies take to come
+(at least ``COMMIT_EVERY_S``, 50 ms, at most ``LONGEST_WINDOW_S``, 250 ms), long before the stage that
+asked appends its record, so a resumed run never pays twice for a reply it had kept; a kill loses at
+most the replies of one window, which (replies taking that long) are about as many as the requests in
+flight it loses too (the run's request journal counts both). The log
 is merged into sqlite in one sorted transaction when it holds ``MERGE_ROWS`` replies, at ``flush``
 (``LLM.aclose``: every stage's end) and at exit; the log of a process that died is merged by the
 next process that opens the cache. Why: an insert into sqlite costs 15–22 µs of CPU (a random page
@@ -53,6 +54,7 @@ from bench.models._key_filter import BUILD_AFTER, LOAD_AT_ONCE, KeyFilter, prefi
 from bench.models.shard_cache import ShardCache
 
 COMMIT_EVERY_S = 0.05  # the log is written at most this often: the replies of that time form one group
+LONGEST_WINDOW_S = 0.25  # ... or as long as replies take (``put_later``'s ``took``), up to this
 MERGE_ROWS = 4096  # a log this long is merged into sqlite at once (else at ``flush``: a stage's end, exit)
 
 
@@ -66,28 +68,13 @@ def stored_text(value: dict[str, Any]) -> str:
     return redact(cache_text(value))
 
 
-def _answer(queued: dict[str, Any]) -> dict[str, Any] | None:
-    """Return a queued reply as the cache will answer it once stored (None: it cannot be stored)."""
-    try:
-        return loads(stored_text(queued))
-    except (TypeError, ValueError):
-        return None
-
-
-def stored_texts(group: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """Return each reply of a group as ``stored_text`` does, testing the group's texts for a secret once (joined
-    by newlines, which no test reads across) instead of once per reply: nearly every group holds none. A reply
-    that cannot be encoded is left out, with a warning (it is asked again), instead of stopping the writer."""
-    texts = {}
-    for k, v in group.items():
-        try:
-            texts[k] = cache_text(v)
-        except Exception as exc:  # a value JSON cannot hold (too deep, a set): never in a reply the seam builds
-            warnings.warn(f"response cache: a reply cannot be stored ({exc}); it will be asked again",
-                          CacheWriteWarning, stacklevel=2)
-    if may_hold_secret("\n".join(texts.values())):
-        return {k: redact(v) for k, v in texts.items()}
-    return texts
+def stored_texts(group: dict[str, str]) -> dict[str, str]:
+    """Return each queued reply of a group (``cache_text``, not yet redacted) as ``stored_text`` does, testing the
+    group's texts for a secret once (joined by newlines, which no test reads across) instead of once per reply:
+    nearly every group holds none."""
+    if may_hold_secret("\n".join(group.values())):
+        return {k: redact(v) for k, v in group.items()}
+    return group
 
 
 def open_cache(path: str | os.PathLike[str] | None = None, *,
@@ -120,13 +107,14 @@ class ResponseCache:
                              f"{CACHE_ENV} at another file (the cache only saves repeated calls)") from exc
         self._lock = threading.Lock()  # guards the dicts below and the reader connection
         self._io = threading.Lock()  # one writer of the log and of sqlite at a time (writer thread, or flush)
-        self._pending: dict[str, dict[str, Any]] = {}  # queued for the log (not yet encoded), already answerable
-        self._moving: dict[str, dict[str, Any]] = {}  # taken off the queue, being encoded for the log: answerable
+        self._pending: dict[str, str] = {}  # queued for the log (encoded, not yet redacted), already answerable
+        self._moving: dict[str, str] = {}  # taken off the queue, being redacted and appended: answerable
         self._logged: dict[str, str] = {}  # in the log, not yet in sqlite (encoded, redacted): answered from here
         self._log = CacheLog(self.path)
         self._writer: ThreadPoolExecutor | None = None
         self._draining = False  # a drain is queued or running on the writer thread
         self._wake = threading.Event()  # set by ``flush``: the drain stops gathering and writes
+        self._window = COMMIT_EVERY_S  # how long a group gathers: as long as replies take (``put_later``)
         self._wdb: sqlite3.Connection | None = None  # the writer's own connection
         self._filter: KeyFilter | None = None  # bench.models._key_filter, once BUILD_AFTER misses were asked
         self._retry_at = 0.0  # after a failed append (disk full), replies wait in memory until then
@@ -144,7 +132,7 @@ class ResponseCache:
             if logged is not None:
                 value = loads(logged)
             elif (queued := self._pending.get(key, self._moving.get(key))) is not None:
-                value = _answer(queued)  # as the log will hold it (and answer it)
+                value = loads(redact(queued))  # as the log will hold it (and answer it)
             elif self._filter is not None and self._filter.absent(key, self._db):
                 value = None
             else:
@@ -190,24 +178,40 @@ class ResponseCache:
         with self._lock:
             self._db.execute(INSERT, (key, stored_text(value), time.time()))
 
-    def put_later(self, key: str, value: dict[str, Any]) -> None:
-        """Queue a reply (``value`` is the cache's own from here: not changed after) for the writer thread, which
-        encodes and appends it to this process's log at once (with whatever else is queued), and merges the log
-        into sqlite in large groups (bench.models._cache_log).
+    def put_later(self, key: str, value: dict[str, Any], took: float | None = None) -> None:
+        """Queue a reply for the writer thread, which appends it to this process's log at once (with whatever else
+        is queued) and merges the log into sqlite in large groups (bench.models._cache_log). ``took``: how long the
+        reply took to come (seconds), which sets how long the writer's groups gather (below).
 
-        The event loop never waits on a write or a commit, nor encodes a reply: the writer encodes a group
-        (``stored_texts``: one test for secrets per group). Replies that arrive while a write runs form the next
-        group, at most ``COMMIT_EVERY_S`` later, so a kill loses at most those replies, like requests still in
-        flight. ``flush`` writes and merges synchronously.
+        The event loop never waits on a write or a commit: it encodes the reply (1 µs, where the writer thread,
+        woken with cold caches, took 3–4), and the writer tests a group for secrets at once (``stored_texts``).
+        Replies that arrive while a write runs form the next group, one window later: ``COMMIT_EVERY_S``, or as
+        long as replies take (a running mean of ``took``) up to ``LONGEST_WINDOW_S``; a kill loses at most one
+        window of replies, about as many as the requests in flight it loses too (the journal counts both), and
+        slower replies need fewer wakes and writes. ``flush`` writes and merges synchronously.
+        A value JSON cannot hold (a set; never in a reply the seam builds) is left out with a warning.
         """
+        try:
+            text = cache_text(value)
+        except Exception as exc:
+            warnings.warn(f"response cache: a reply cannot be stored ({exc}); it will be asked again",
+                          CacheWriteWarning, stacklevel=2)
+            return
+        if took is not None:  # a lost update between threads only delays the mean: no lock
+            self._window += (min(LONGEST_WINDOW_S, max(COMMIT_EVERY_S, took)) - self._window) * 0.125
         with self._lock:
             if key in self._pending or key in self._moving or key in self._logged:
                 return  # the first reply wins, as in the table
-            self._pending[key] = value
+            self._pending[key] = text
             if self._draining or time.monotonic() < self._retry_at:  # after a failed write: retried later
                 return
             self._draining = True
         self._submit(self._drain)
+
+    @property
+    def window_s(self) -> float:
+        """How long the writer gathers a group of replies before one append (see ``put_later``)."""
+        return self._window
 
     def _submit(self, job: Any) -> None:
         """Run ``job`` on the writer thread (started on first use); at interpreter shutdown, here."""
@@ -241,7 +245,7 @@ class ResponseCache:
                         self._draining = False  # in the same hold as the check: a reply queued after it starts a drain
                         return
                 continue  # queued between the write and the check: put_later saw a drain running
-            rest = COMMIT_EVERY_S - (time.monotonic() - started)
+            rest = self._window - (time.monotonic() - started)
             if rest > 0:  # replies that arrive meanwhile form one group: one write
                 self._wake.wait(rest)  # ``flush`` cuts the wait short
                 self._wake.clear()
@@ -302,13 +306,13 @@ class ResponseCache:
         return None
 
     def _write_pending(self) -> int:
-        """Encode the queued replies and append them to the log; return how many (0: none queued, -1: the write
-        failed)."""
+        """Append the queued replies to the log (redacted: ``stored_texts``); return how many (0: none queued, -1: the
+        write failed)."""
         with self._lock:
             if not self._pending:
                 return 0
             group, self._pending = self._pending, {}
-            self._moving = group  # answerable all along: from the queue, while encoded, then from the log
+            self._moving = group  # answerable all along: from the queue, while written, then from the log
         try:
             encoded = stored_texts(group)
         except BaseException:  # e.g. a warning turned into an error: the group goes back to the queue's head
@@ -325,8 +329,7 @@ class ResponseCache:
         with self._lock:
             for k in encoded:
                 del self._logged[k]
-            self._pending = {**{k: group[k] for k in encoded}, **self._pending}  # back at the queue's head (put_later
-            # refused their keys meanwhile); a reply that could not be encoded stays dropped
+            self._pending = {**group, **self._pending}  # back at the queue's head (put_later refused their keys)
         self._failed(exc)
         return -1
 

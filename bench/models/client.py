@@ -57,6 +57,7 @@ class _LoopState:
     limiter: Limiter | None = None  # per-model caps (bench.models.ratelimit), made on the first capped request
     batchers: dict[int, Batcher] = field(default_factory=dict)  # a batched route's queue (bench.models.batches)
     in_flight: int = 0
+    waiting: int = 0  # requests waiting for a slot under the process cap
     peak: int = 0
     shared: int | None = None  # a cluster sweep's global cap (bench.models.ratelimit.sweep_cap), read once per loop
     flying: dict[str, asyncio.Future | None] = field(default_factory=dict)  # request key → the request on the wire
@@ -91,17 +92,19 @@ class LLM:
                        label: str | None = None) -> Completion:
         """Return the model's answer to ``messages``, from the cache when possible.
 
-        ``params`` override the spec's generation params; ``sample`` separates repeats of
-        the same request and ``attempt`` > 1 a resume's fresh try of an item that failed
-        (both key the cache, never the wire). ``cache_reply=False`` leaves the reply out of
-        the cache until the caller has checked it and calls ``keep``: a judge reply that
-        cannot be parsed is never answered from the cache again. An identical request
+        ``params`` override the spec's generation params; ``sample`` separates repeats of the same request and
+        ``attempt`` > 1 a resume's fresh try of an item that failed (both key the cache, never the wire).
+        ``cache_reply=False`` leaves the reply out of the cache until the caller has checked it and calls ``keep``:
+        a judge reply that cannot be parsed is never answered from the cache again. An identical request
         already in flight is not sent twice: this call waits for it and shares its reply. ``tools`` (OpenAI tool
         definitions) and ``tool_choice`` key the request; its calls are ``Completion.tool_calls`` (bench.models.
         tools_support). A model with ``batch`` goes through its provider's Batch API (bench.models.batches);
         ``label`` names the item the request answers in the run folder's batch ledger.
         Raises ProviderError once retries are spent or for a failure that cannot succeed.
         """
+        st = self._state()
+        if st.waiting or st.in_flight >= self.limits.max_concurrency:  # it would wait for a slot: the requests
+            await asyncio.sleep(0)  # being sent go on the wire before this one's key, lookup and body (docs/llm-seam.md)
         route = self._routes.get(spec)
         if route is None or route.api_base is None:
             route = await self._route(spec)
@@ -111,7 +114,7 @@ class LLM:
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
             return completion(hit["text"], reused(hit["usage"]), None, key, hit.get("logprobs"), hit.get("reasoning"),
                               hit.get("tool_calls"))
-        flying = self._state().flying
+        flying = st.flying
         if key in flying:  # the same request is on the wire: share its reply (or its failure)
             return await join(flying, key)
         wire_messages = route.provider.wire_messages(inline_images(messages, self.image_folder))  # stored → data URL
@@ -146,7 +149,7 @@ class LLM:
     def keep(self, comp: Completion) -> None:
         """Store a checked reply in the response cache (``complete(..., cache_reply=False)`` left it out)."""
         if self.cache is not None and comp.key is not None and not comp.usage.cached:
-            self.cache.put_later(comp.key, cache_entry(comp))
+            self.cache.put_later(comp.key, cache_entry(comp), comp.usage.latency_s)
 
     def request_key(self, spec: ModelSpec, messages: list[dict[str, Any]], *, tools: list[dict] | None = None,
                     tool_choice: Any = None, params: dict | None = None, response_format: dict | None = None,
@@ -315,7 +318,12 @@ class LLM:
                 end(lease, tokens if i == 0 and capped is not None else None)
 
     async def _send_capped(self, st: _LoopState, route: Route, body: dict, timeout_s: float, key: str) -> Reply:
-        async with st.sem:
+        st.waiting += 1
+        try:
+            await st.sem.acquire()  # not ``async with``: one coroutine less to make and step through per request
+        finally:
+            st.waiting -= 1
+        try:
             budget = self.budget  # reserved under the cap: only what is about to be sent
             held = None if budget is None else await budget.reserve(route, body, batch=False)
             st.in_flight += 1
@@ -338,6 +346,8 @@ class LLM:
                 raise
             finally:
                 st.in_flight -= 1
+        finally:
+            st.sem.release()
         text, usage, _raw = reply  # completed in place: the reply goes back as it came
         usage["latency_s"] = round(time.perf_counter() - t0, 4)
         reconcile(route, body, text or calls_text(usage), usage)  # no usage: estimated, never zero; priced

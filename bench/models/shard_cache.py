@@ -293,8 +293,9 @@ class ShardCache:
             if time.monotonic() >= self._retry_at:
                 self._write_memory()
 
-    def put_later(self, key: str, value: dict[str, Any]) -> None:
-        """Store a reply; as ``put``: one append of a few microseconds, no thread (see the module docstring)."""
+    def put_later(self, key: str, value: dict[str, Any], took: float | None = None) -> None:
+        """Store a reply; as ``put``: one append of a few microseconds, no thread (see the module docstring), so
+        ``took`` (how long the reply took: ``ResponseCache`` groups writes by it) changes nothing here."""
         self.put(key, value)
 
     def flush(self) -> None:

@@ -233,3 +233,20 @@ def test_a_reply_that_cannot_be_encoded_is_left_out_and_the_writer_goes_on(tmp_p
     reopened = ResponseCache(tmp_path / "c.sqlite")
     assert len(reopened) == 51 and reopened.get("later")["text"] == "after"
     reopened.close()
+
+
+def test_the_writer_gathers_a_group_as_long_as_replies_take_within_its_bounds(tmp_path):
+    """A kill loses at most one group of replies: 50 ms of them, or as many as take one reply's time (about the
+    requests in flight, which a kill loses too) up to 250 ms; slow replies need fewer wakes and writes."""
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    assert cache.window_s == cache_mod.COMMIT_EVERY_S
+    keys = iter(f"{i:064x}" for i in range(1000))
+    for took, expected in ((0.12, 0.12), (40.0, cache_mod.LONGEST_WINDOW_S), (0.002, cache_mod.COMMIT_EVERY_S)):
+        for _ in range(80):
+            cache.put_later(next(keys), {"text": "a reply", "usage": {}}, took)
+        assert cache.window_s == pytest.approx(expected, rel=0.01)
+    cache.put_later(next(keys), {"text": "a cached reply's time is not a reply's", "usage": {}}, None)
+    assert cache.window_s == pytest.approx(cache_mod.COMMIT_EVERY_S, rel=0.01)
+    cache.flush()
+    assert len(cache) == 241
+    cache.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench.core.records import canonical_json
-from bench.models._json import messages_json
+from bench.models._json import messages_bytes
 from bench.models._request_keys import KeyMaker, identity, sample_key, settings_of
 from bench.models.cache import request_key
 from bench.models.routing import ModelSpec, resolve
@@ -24,8 +24,8 @@ MESSAGES = [
 
 
 @pytest.mark.parametrize("messages", MESSAGES)
-def test_messages_json_is_canonical_json(messages):
-    assert messages_json(messages) == canonical_json(messages)
+def test_messages_bytes_are_canonical_json(messages):
+    assert messages_bytes(messages) == canonical_json(messages).encode("utf-8", "surrogatepass")
 
 
 @pytest.mark.parametrize("sample,attempt", [(0, 1), (3, 1), (0, 2), (2, 5)])
