@@ -7,8 +7,8 @@ Writes go through a per-process write-ahead log (``bench.models._cache_log``): a
 appends the replies queued at once, then those of one window at a time: as long as replies take to come
 (at least ``COMMIT_EVERY_S``, 50 ms, at most ``LONGEST_WINDOW_S``, 250 ms), long before the stage that
 asked appends its record, so a resumed run never pays twice for a reply it had kept; a kill loses at
-most the replies of one window, which (replies taking that long) are about as many as the requests in
-flight it loses too (the run's request journal counts both). The log
+most the replies of one window, which (replies taking that long) are at most about as many as the requests
+in flight it loses too (fewer when replies take longer than ``LONGEST_WINDOW_S``) (the run's request journal counts both). The log
 is merged into sqlite in one sorted transaction when it holds ``MERGE_ROWS`` replies, at ``flush``
 (``LLM.aclose``: every stage's end) and at exit; the log of a process that died is merged by the
 next process that opens the cache. Why: an insert into sqlite costs 15–22 µs of CPU (a random page
@@ -183,14 +183,16 @@ class ResponseCache:
         is queued) and merges the log into sqlite in large groups (bench.models._cache_log). ``took``: how long the
         reply took to come (seconds), which sets how long the writer's groups gather (below).
 
-        The event loop never waits on a write or a commit: it encodes the reply (1 µs, where the writer thread,
-        woken with cold caches, took 3–4), and the writer tests a group for secrets at once (``stored_texts``).
-        Replies that arrive while a write runs form the next group, one window later: ``COMMIT_EVERY_S``, or as
-        long as replies take (a running mean of ``took``) up to ``LONGEST_WINDOW_S``; a kill loses at most one
-        window of replies, about as many as the requests in flight it loses too (the journal counts both), and
-        slower replies need fewer wakes and writes. ``flush`` writes and merges synchronously.
+        The event loop never waits on a write or a commit: it encodes the reply (1 µs without logprobs, where the
+        writer thread, woken with cold caches, took 3–4), and the writer tests a group for secrets at once
+        (``stored_texts``). Replies that arrive while a write runs form the next group, one window later:
+        ``COMMIT_EVERY_S``, or as long as replies take (a running mean of ``took``) up to ``LONGEST_WINDOW_S``; a
+        kill loses at most one window of replies, at most about as many as the requests in flight it loses too
+        (the journal counts both), and slower replies need fewer wakes and writes. ``flush`` writes and merges synchronously.
         A value JSON cannot hold (a set; never in a reply the seam builds) is left out with a warning.
         """
+        if key in self._pending or key in self._moving or key in self._logged:
+            return  # the first reply wins, as in the table (checked again under the lock, below)
         try:
             text = cache_text(value)
         except Exception as exc:
@@ -201,7 +203,7 @@ class ResponseCache:
             self._window += (min(LONGEST_WINDOW_S, max(COMMIT_EVERY_S, took)) - self._window) * 0.125
         with self._lock:
             if key in self._pending or key in self._moving or key in self._logged:
-                return  # the first reply wins, as in the table
+                return
             self._pending[key] = text
             if self._draining or time.monotonic() < self._retry_at:  # after a failed write: retried later
                 return

@@ -34,10 +34,9 @@ indexed first (files in name order, lines in file order).
 
 Writes are synchronous, ``put_later`` included: one ``os.write`` of a line to the page cache
 takes 2–5 µs for a 1 KB reply (measured on a local disk), less than handing it to a thread would.
-Measured per 1 KB reply (2 busy cores): ``put_later`` 16–23 µs here against 10–20 µs for the
-sqlite cache (most of both is JSON encoding and redaction), but then nothing is left to commit (the
-sqlite writer thread spends another 8–17 µs a reply); a hit 7–12 µs against 16–26 µs, a miss
-1 µs against 6–11 µs; an idle re-scan of 1,000 files 9 ms.
+Measured per 1 KB reply (2 busy cores, before the sqlite cache's log and key filter): ``put_later`` 16–23
+µs here, a hit 7–12 µs, a miss 1 µs, an idle re-scan of 1,000 files 9 ms. The sqlite cache now queues a
+reply in a few µs and leaves its redaction and writing to its writer thread (docs/llm-seam.md).
 There is no fsync: a killed process keeps its page-cache writes, and only a host that crashes
 loses its last replies (asked again then, like requests in flight). A write that fails (disk
 full, quota, a read-only folder) is cut back (no torn line stays behind), warns once, and keeps

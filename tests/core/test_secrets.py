@@ -222,7 +222,7 @@ def test_one_secret_in_a_group_of_replies_is_redacted_in_every_answer_and_the_lo
     texts["k137"] = "the key is group-token-7c7c7c7c, and a url https://user:pw-9@host.example/x"
     for key, text in texts.items():
         cache.put_later(key, {"text": text, "usage": {}})
-        assert "group-token" not in cache.get(key)["text"]  # queued, being encoded or logged: as stored
+        assert "group-token" not in cache.get(key)["text"]  # queued, being written or logged: as stored
     cache.persist()  # in the log, not yet in sqlite
     logs = list((tmp_path / "c.sqlite.log").glob("*.log"))
     assert logs and not any(b"group-token" in p.read_bytes() or b"pw-9" in p.read_bytes() for p in logs)

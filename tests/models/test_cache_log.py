@@ -218,8 +218,8 @@ def test_replies_this_process_merges_are_in_its_filter_without_reading_them_back
 
 
 def test_a_reply_that_cannot_be_encoded_is_left_out_and_the_writer_goes_on(tmp_path):
-    """The writer thread encodes queued replies a group at a time: one it cannot encode is dropped with a warning
-    (asked again later), never stopping the writer nor failing the stage's flush."""
+    """A reply JSON cannot hold is dropped as it is queued, with a warning (asked again later), never stopping the
+    writer thread nor failing the stage's flush."""
     cache = ResponseCache(tmp_path / "c.sqlite")
     with pytest.warns(cache_mod.CacheWriteWarning, match="cannot be stored"):
         cache.put_later("bad", {"text": "x", "usage": {}, "odd": {1, 2}})  # a set: JSON cannot hold it
