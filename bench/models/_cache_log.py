@@ -4,7 +4,7 @@ Inserting a reply into the sqlite cache costs 15–22 µs of CPU (its key is a h
 random page of the key index, and a group commit writes each such page whole), more than all the rest of
 a request's bookkeeping. Appending the reply as one line to a file this process owns costs about 1 µs,
 and a killed process keeps what it wrote (the kernel holds it). So replies go to the log within
-one writer's window (50–250 ms: bench.models.cache), and into sqlite in large groups: when the log holds
+one writer's group (gathered for 50–250 ms: bench.models.cache), and into sqlite in large groups: when the log holds
 ``MERGE_ROWS`` replies, at ``flush`` (a stage's end) and at exit. A log left by a process that died is
 merged by the next process that opens the cache.
 

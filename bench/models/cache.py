@@ -4,13 +4,13 @@ An identical request (same model, endpoint identity, messages, generation params
 schema and sample index) is answered from here without a call. Only successes are cached.
 
 Writes go through a per-process write-ahead log (``bench.models._cache_log``): a writer thread
-appends the replies queued at once, then those of one window at a time: as long as replies take to come
-(at least ``COMMIT_EVERY_S``, 50 ms, at most ``LONGEST_WINDOW_S``, 250 ms), long before the stage that
+appends the replies queued at once, then one group at a time, gathered as long as replies take to come
+(at least ``COMMIT_EVERY_S``, 50 ms, at most ``LONGEST_GATHER_S``, 250 ms), long before the stage that
 asked appends its record, so a resumed run never pays twice for a reply it had kept; a kill loses at
-most the replies of one window, which (replies taking that long) are at most about as many as the requests
-in flight it loses too (fewer when replies take longer than ``LONGEST_WINDOW_S``) (the run's request journal counts both). The log
-is merged into sqlite in one sorted transaction when it holds ``MERGE_ROWS`` replies, at ``flush``
-(``LLM.aclose``: every stage's end) and at exit; the log of a process that died is merged by the
+most the replies of one group, which (replies taking that long) are at most about as many as the requests
+in flight it loses too (fewer when replies take longer than ``LONGEST_GATHER_S``; the run's request journal
+counts both). The log is merged into sqlite in one sorted transaction when it holds ``MERGE_ROWS``
+replies, at ``flush`` (``LLM.aclose``: every stage's end) and at exit; the log of a process that died is merged by the
 next process that opens the cache. Why: an insert into sqlite costs 15–22 µs of CPU (a random page
 of the key index per reply), an append about 1 µs, and a merge of thousands in key order 3–9 µs a
 reply on a cache of up to tens of thousands (more on a larger one); per-reply commits made the cache cost more than the rest of
@@ -54,7 +54,7 @@ from bench.models._key_filter import BUILD_AFTER, LOAD_AT_ONCE, KeyFilter, prefi
 from bench.models.shard_cache import ShardCache
 
 COMMIT_EVERY_S = 0.05  # the log is written at most this often: the replies of that time form one group
-LONGEST_WINDOW_S = 0.25  # ... or as long as replies take (``put_later``'s ``took``), up to this
+LONGEST_GATHER_S = 0.25  # ... or as long as replies take (``put_later``'s ``took``), up to this
 MERGE_ROWS = 4096  # a log this long is merged into sqlite at once (else at ``flush``: a stage's end, exit)
 
 
@@ -114,7 +114,7 @@ class ResponseCache:
         self._writer: ThreadPoolExecutor | None = None
         self._draining = False  # a drain is queued or running on the writer thread
         self._wake = threading.Event()  # set by ``flush``: the drain stops gathering and writes
-        self._window = COMMIT_EVERY_S  # how long a group gathers: as long as replies take (``put_later``)
+        self._gather = COMMIT_EVERY_S  # how long a group gathers: as long as replies take (``put_later``)
         self._wdb: sqlite3.Connection | None = None  # the writer's own connection
         self._filter: KeyFilter | None = None  # bench.models._key_filter, once BUILD_AFTER misses were asked
         self._retry_at = 0.0  # after a failed append (disk full), replies wait in memory until then
@@ -185,10 +185,11 @@ class ResponseCache:
 
         The event loop never waits on a write or a commit: it encodes the reply (1 µs without logprobs, where the
         writer thread, woken with cold caches, took 3–4), and the writer tests a group for secrets at once
-        (``stored_texts``). Replies that arrive while a write runs form the next group, one window later:
-        ``COMMIT_EVERY_S``, or as long as replies take (a running mean of ``took``) up to ``LONGEST_WINDOW_S``; a
-        kill loses at most one window of replies, at most about as many as the requests in flight it loses too
-        (the journal counts both), and slower replies need fewer wakes and writes. ``flush`` writes and merges synchronously.
+        (``stored_texts``). Replies that arrive while a write runs form the next group, gathered for
+        ``COMMIT_EVERY_S``, or as long as replies take (a running mean of ``took``) up to ``LONGEST_GATHER_S``; a
+        kill loses at most one group of replies, at most about as many as the requests in flight it loses too
+        (the journal counts both), and slower replies need fewer wakes and writes. ``flush`` writes and merges
+        synchronously.
         A value JSON cannot hold (a set; never in a reply the seam builds) is left out with a warning.
         """
         if key in self._pending or key in self._moving or key in self._logged:
@@ -200,7 +201,7 @@ class ResponseCache:
                           CacheWriteWarning, stacklevel=2)
             return
         if took is not None:  # a lost update between threads only delays the mean: no lock
-            self._window += (min(LONGEST_WINDOW_S, max(COMMIT_EVERY_S, took)) - self._window) * 0.125
+            self._gather += (min(LONGEST_GATHER_S, max(COMMIT_EVERY_S, took)) - self._gather) * 0.125
         with self._lock:
             if key in self._pending or key in self._moving or key in self._logged:
                 return
@@ -211,9 +212,9 @@ class ResponseCache:
         self._submit(self._drain)
 
     @property
-    def window_s(self) -> float:
+    def gather_s(self) -> float:
         """How long the writer gathers a group of replies before one append (see ``put_later``)."""
-        return self._window
+        return self._gather
 
     def _submit(self, job: Any) -> None:
         """Run ``job`` on the writer thread (started on first use); at interpreter shutdown, here."""
@@ -247,7 +248,7 @@ class ResponseCache:
                         self._draining = False  # in the same hold as the check: a reply queued after it starts a drain
                         return
                 continue  # queued between the write and the check: put_later saw a drain running
-            rest = self._window - (time.monotonic() - started)
+            rest = self._gather - (time.monotonic() - started)
             if rest > 0:  # replies that arrive meanwhile form one group: one write
                 self._wake.wait(rest)  # ``flush`` cuts the wait short
                 self._wake.clear()

@@ -239,14 +239,14 @@ def test_the_writer_gathers_a_group_as_long_as_replies_take_within_its_bounds(tm
     """A kill loses at most one group of replies: 50 ms of them, or as many as take one reply's time (about the
     requests in flight, which a kill loses too) up to 250 ms; slow replies need fewer wakes and writes."""
     cache = ResponseCache(tmp_path / "c.sqlite")
-    assert cache.window_s == cache_mod.COMMIT_EVERY_S
+    assert cache.gather_s == cache_mod.COMMIT_EVERY_S
     keys = iter(f"{i:064x}" for i in range(1000))
-    for took, expected in ((0.12, 0.12), (40.0, cache_mod.LONGEST_WINDOW_S), (0.002, cache_mod.COMMIT_EVERY_S)):
+    for took, expected in ((0.12, 0.12), (40.0, cache_mod.LONGEST_GATHER_S), (0.002, cache_mod.COMMIT_EVERY_S)):
         for _ in range(80):
             cache.put_later(next(keys), {"text": "a reply", "usage": {}}, took)
-        assert cache.window_s == pytest.approx(expected, rel=0.01)
+        assert cache.gather_s == pytest.approx(expected, rel=0.01)
     cache.put_later(next(keys), {"text": "a cached reply's time is not a reply's", "usage": {}}, None)
-    assert cache.window_s == pytest.approx(cache_mod.COMMIT_EVERY_S, rel=0.01)
+    assert cache.gather_s == pytest.approx(cache_mod.COMMIT_EVERY_S, rel=0.01)
     cache.flush()
     assert len(cache) == 241
     cache.close()
