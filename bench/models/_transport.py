@@ -57,11 +57,14 @@ async def send_direct(session: Any, route: Route, body: dict, timeout_s: float, 
 
     url = f"{route.api_base}/chat/completions"
     try:
-        async with (session.post(url, data=body_bytes(body)) if timeout is None else
-                    session.post(url, data=body_bytes(body), timeout=timeout)) as resp:
+        resp = await (session.post(url, data=body_bytes(body)) if timeout is None else
+                      session.post(url, data=body_bytes(body), timeout=timeout))
+        try:  # not ``async with``: its four coroutines a request only release the response, as here
             payload = await resp.read()
-            status = resp.status
-            retry_after = resp.headers.get("Retry-After") if status != 200 else None
+        finally:
+            resp.release()
+        status = resp.status
+        retry_after = resp.headers.get("Retry-After") if status != 200 else None
     except asyncio.TimeoutError:
         raise ProviderError(f"{route.spec.model} at {route.api_base}: no answer within {timeout_s:g} s",
                             kind="timeout", retryable=True) from None

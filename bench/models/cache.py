@@ -18,7 +18,7 @@ the seam (docs/llm-seam.md). Other processes see a reply once it is merged (anot
 the same request before then pays for it again, as one asking while it was in flight did before).
 
 Reads answer from this process's queue and log first, then sqlite. A process keeps the stored keys'
-prefixes in memory (``bench.models._key_filter``): a miss, nearly every request of a sweep, needs no
+hashes in memory (``bench.models._key_filter``): a miss, nearly every request of a sweep, needs no
 query. While requests run, the event loop never waits on a write, a merge or a WAL checkpoint's
 fsync; a stage's end (``LLM.aclose``) waits for the last merge. WAL mode keeps reads concurrent,
 across processes too; with ``synchronous=NORMAL`` a commit does not fsync (a WAL checkpoint does).
@@ -50,7 +50,7 @@ from bench.models._cache_log import CacheLog, merge_orphans
 from bench.models._cache_log import lines as log_lines
 from bench.models._cache_table import INSERT, connect, insert_read, insert_rows, open_checked, parameters
 from bench.models._json import cache_text, loads
-from bench.models._key_filter import BUILD_AFTER, LOAD_AT_ONCE, KeyFilter, prefix
+from bench.models._key_filter import BUILD_AFTER, LOAD_AT_ONCE, KeyFilter
 from bench.models.shard_cache import ShardCache
 
 COMMIT_EVERY_S = 0.05  # the log is written at most this often: the replies of that time form one group
@@ -287,13 +287,13 @@ class ResponseCache:
         key filter from then on); return the error, if any.
 
         ``held`` is the logged replies, which change only in ``_merge`` and ``_write_pending`` (both under ``_io``),
-        or a copy: it is sorted and its key prefixes made without ``_lock``, so requests asking the cache meanwhile
+        or a copy: it is sorted and its keys hashed without ``_lock``, so requests asking the cache meanwhile
         never wait for that."""
         keys = sorted(held)  # in key order: neighbours share index pages
         if not keys:
             return None
         flat = parameters(keys, held, time.time())
-        known = [prefix(k) for k in keys]
+        known = list(map(hash, keys))  # what the key filter keeps of a key (bench.models._key_filter)
 
         def in_filter(before: int, after: int, kept: bool) -> None:  # before the commit: never read back
             with self._lock:
@@ -363,7 +363,7 @@ class ResponseCache:
                           CacheWriteWarning, stacklevel=3)
 
     def _build_filter(self) -> None:
-        """Load the stored keys' prefixes (the writer thread): later misses need no query."""
+        """Load the stored keys' hashes (the writer thread): later misses need no query."""
         try:
             with self._io:
                 if self._wdb is None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Awaitable
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,7 @@ from bench.models._completion import (Completion, cache_entry, completion, join,
                                       usage_of)
 from bench.models._no_answer import no_answer
 from bench.models._paid import PaidAttempts, lines_cost, reconcile
+from bench.models._process_cap import ProcessCap
 from bench.models._request_keys import KeyMaker, settings_of
 from bench.models._transport import (Reply, client_timeout, open_session, send_direct, send_litellm, storable,
                                      token_logprobs)
@@ -52,12 +53,11 @@ from bench.models.tools_support import calls_text, with_tools
 class _LoopState:
     """Per-event-loop objects (asyncio primitives and sessions cannot cross loops)."""
 
-    sem: asyncio.Semaphore
+    cap: ProcessCap  # the process cap's slots (bench.models._process_cap)
     sessions: dict[int, Any] = field(default_factory=dict)  # aiohttp.ClientSession per route
     limiter: Limiter | None = None  # per-model caps (bench.models.ratelimit), made on the first capped request
     batchers: dict[int, Batcher] = field(default_factory=dict)  # a batched route's queue (bench.models.batches)
     in_flight: int = 0
-    waiting: int = 0  # requests waiting for a slot under the process cap
     peak: int = 0
     shared: int | None = None  # a cluster sweep's global cap (bench.models.ratelimit.sweep_cap), read once per loop
     flying: dict[str, asyncio.Future | None] = field(default_factory=dict)  # request key → the request on the wire
@@ -103,8 +103,8 @@ class LLM:
         Raises ProviderError once retries are spent or for a failure that cannot succeed.
         """
         st = self._state()
-        if st.waiting or st.in_flight >= self.limits.max_concurrency:  # it would wait for a slot: the requests
-            await asyncio.sleep(0)  # being sent go on the wire before this one's key, lookup and body (docs/llm-seam.md)
+        if not st.cap.free:  # it would wait for a slot: the requests being sent go on the wire before this one's
+            await _next_turn()  # key, lookup and body (docs/llm-seam.md)
         route = self._routes.get(spec)
         if route is None or route.api_base is None:
             route = await self._route(spec)
@@ -131,7 +131,7 @@ class LLM:
             else:
                 if self.journal is not None:  # bench.core.journal: the key is journaled once the request is sent
                     self.journal.arm(key)
-                text, usage, raw = await self._with_retries(route, body, timeout_s or self.limits.timeout_s,
+                text, usage, raw = await self._with_retries(st, route, body, timeout_s or self.limits.timeout_s,
                                                             allow_empty, key)
             text, lps, reasoning = storable(text), token_logprobs(raw), thought(usage)  # bench.models.reasoning
             calls = usage.pop("tool_calls", None) if tooled else None
@@ -142,8 +142,8 @@ class LLM:
         if (shared := flying.pop(key, None)) is not None:  # identical calls waited for it
             shared.set_result((text, usage, lps, reasoning, calls))
         comp = completion(text, usage_of(usage), raw, key, lps, reasoning, calls)
-        if cache_reply:
-            self.keep(comp)
+        if cache_reply and self.cache is not None:  # ``keep``, without asking what a fresh reply is
+            self.cache.put_later(key, cache_entry(comp), usage.get("latency_s"))
         return comp
 
     def keep(self, comp: Completion) -> None:
@@ -213,7 +213,7 @@ class LLM:
                 self.ledger = Ledger(self.batch_dir)
 
             async def direct(r: Route, body: dict, key: str, allow_empty: bool) -> Reply:  # retry: direct
-                return await self._with_retries(r, body, self.limits.timeout_s, allow_empty, key)
+                return await self._with_retries(st, r, body, self.limits.timeout_s, allow_empty, key)
 
             batcher = st.batchers[id(route)] = Batcher(route, self.ledger, retries=self.limits.retries,
                                                        direct=direct, backoff_s=self.limits.backoff_s)
@@ -239,18 +239,24 @@ class LLM:
         loop = asyncio.get_running_loop()
         entry = self._loops.get(id(loop))
         if entry is None or entry[0] is not loop:
-            entry = (loop, _LoopState(asyncio.Semaphore(self.limits.max_concurrency), shared=sweep_cap()))
+            entry = (loop, _LoopState(ProcessCap(self.limits.max_concurrency), shared=sweep_cap()))
             self._loops[id(loop)] = entry
         return entry[1]
 
     # -- retries ------------------------------------------------------------------------
-    async def _with_retries(self, route: Route, body: dict, timeout_s: float, allow_empty: bool, key: str) -> Reply:
+    async def _with_retries(self, st: _LoopState, route: Route, body: dict, timeout_s: float, allow_empty: bool,
+                            key: str) -> Reply:
+        """Send ``body`` until a usable reply, under the model's caps and a cluster sweep's global cap when there are
+        any (``_send_leased``), else straight under the process cap (one coroutine less per attempt)."""
         lim = self.limits
         start = time.monotonic()
         paid = None  # the billed replies not used (empty): a PaidAttempts (bench.models._paid), made at the first
+        capped = limits_of(route.spec)
+        direct = capped is None and st.shared is None
         for attempt in range(lim.retries + 1):
             try:
-                reply = await self._attempt(route, body, timeout_s, key)
+                reply = await (self._send_capped(st, route, body, timeout_s, key) if direct else
+                               self._send_leased(st, route, body, timeout_s, key, capped))
                 text, usage, raw = reply
                 if not text and not allow_empty and "tool_calls" not in usage:  # billed; retried unless it thought
                     if paid is None:
@@ -277,15 +283,6 @@ class LLM:
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
-    def _attempt(self, route: Route, body: dict, timeout_s: float, key: str) -> Awaitable[Reply]:
-        """Return one attempt's sending: under the model's caps and a cluster sweep's global cap when there are any,
-        else straight under the process cap (one coroutine less to step through on every resume)."""
-        st = self._state()
-        capped = limits_of(route.spec)
-        if capped is None and st.shared is None:
-            return self._send_capped(st, route, body, timeout_s, key)
-        return self._send_leased(st, route, body, timeout_s, key, capped)
-
     async def _send_leased(self, st: _LoopState, route: Route, body: dict, timeout_s: float, key: str,
                            capped: tuple[str, Caps] | None) -> Reply:
         shared = st.shared  # a cluster sweep's global cap, held by its lease server across every worker
@@ -299,12 +296,12 @@ class LLM:
                 endpoint, caps = capped
                 estimate = estimate_tokens(body) if caps.tpm else 0
                 if shared is None and isinstance(limiter, LocalLimiter):
-                    shared = self.limits.max_concurrency  # the process cap, held in the same queue (st.sem is FIFO)
+                    shared = self.limits.max_concurrency  # the process cap, held in the same queue (st.cap is FIFO)
                 if shared is not None:  # one call for both (one round trip to a lease server)
                     pair = await limiter.acquire_pair(endpoint, caps, estimate, SWEEP_KEY if st.shared else
                                                       PROCESS_KEY, Caps(max_concurrency=shared), rank=URGENCY.get())
                     leases.append((limiter.release_pair, pair))
-                else:  # another process's lease server without a sweep cap: the process cap stays st.sem's
+                else:  # another process's lease server without a sweep cap: the process cap stays st.cap's
                     leases.append((limiter.release, await limiter.acquire(endpoint, caps, estimate)))
             elif shared is not None:  # the sweep's cap alone (a model without caps of its own)
                 leases.append((limiter.release, await limiter.acquire(SWEEP_KEY, Caps(max_concurrency=shared),
@@ -318,11 +315,7 @@ class LLM:
                 end(lease, tokens if i == 0 and capped is not None else None)
 
     async def _send_capped(self, st: _LoopState, route: Route, body: dict, timeout_s: float, key: str) -> Reply:
-        st.waiting += 1
-        try:
-            await st.sem.acquire()  # not ``async with``: one coroutine less to make and step through per request
-        finally:
-            st.waiting -= 1
+        await st.cap.acquire()
         try:
             budget = self.budget  # reserved under the cap: only what is about to be sent
             held = None if budget is None else await budget.reserve(route, body, batch=False)
@@ -347,7 +340,7 @@ class LLM:
             finally:
                 st.in_flight -= 1
         finally:
-            st.sem.release()
+            st.cap.release()
         text, usage, _raw = reply  # completed in place: the reply goes back as it came
         usage["latency_s"] = round(time.perf_counter() - t0, 4)
         reconcile(route, body, text or calls_text(usage), usage)  # no usage: estimated, never zero; priced
@@ -371,8 +364,15 @@ class LLM:
         return self._timeouts.get(timeout_s) or self._timeouts.setdefault(timeout_s, client_timeout(timeout_s))
 
 
+@types.coroutine
+def _next_turn():  # type: ignore[no-untyped-def]
+    """Let the event loop run what is ready before the caller goes on (``asyncio.sleep(0)``'s bare yield, without its
+    coroutine: one object less for each request that finds the process cap full)."""
+    yield
+
+
 PROCESS_KEY = "(process)"  # the process cap's gate in a process's own counters: capped requests wait there, most
-# urgent first, before st.sem (which they then always find open)
+# urgent first, before st.cap (which they then always find open)
 
 
 # -- the process-wide default client ------------------------------------------------------
