@@ -59,7 +59,7 @@ async def send_direct(session: Any, route: Route, body: dict, timeout_s: float, 
     try:
         resp = await (session.post(url, data=body_bytes(body)) if timeout is None else
                       session.post(url, data=body_bytes(body), timeout=timeout))
-        try:  # not ``async with``: its four coroutines a request only release the response, as here
+        try:  # not ``async with``: its five coroutines a request release the response, as here, once read() has it
             payload = await resp.read()
         finally:
             resp.release()

@@ -281,6 +281,8 @@ class LLM:
                                         kind=err.kind, status=err.status, retryable=True,
                                         attempts=attempt + 1) from err
                 await asyncio.sleep(delay)
+                st = self._state()  # as the first attempt found it, unless the client was closed meanwhile (aclose):
+                direct = capped is None and st.shared is None  # then a fresh session, not the closed one
         raise AssertionError("unreachable")
 
     async def _send_leased(self, st: _LoopState, route: Route, body: dict, timeout_s: float, key: str,

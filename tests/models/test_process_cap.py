@@ -25,7 +25,9 @@ def test_waiters_get_slots_first_come_first_served_and_never_more_than_the_cap()
         cap, order, held, peak = ProcessCap(2), [], [], [0]
         release = asyncio.Event()
         tasks = [asyncio.create_task(_hold(cap, f"r{i}", order, held, peak, release)) for i in range(7)]
-        while len(order) < 2:
+        for _ in range(100):  # the first two take their slots within a few turns of the loop
+            if len(order) == 2:
+                break
             await asyncio.sleep(0)
         assert cap.waiting() == 5 and cap.free == 0
         release.set()
@@ -69,3 +71,22 @@ def test_a_waiter_cancelled_after_its_slot_was_handed_over_passes_the_slot_on():
         return cap.free, handed.cancelled()
 
     assert asyncio.run(run()) == (1, True)
+
+
+def test_a_slot_handed_to_a_waiter_is_not_taken_by_a_newcomer_before_the_waiter_runs():
+    async def run() -> tuple[bool, bool, int]:
+        cap = ProcessCap(1)
+        await cap.acquire()
+        first = asyncio.create_task(cap.acquire())
+        await asyncio.sleep(0)
+        cap.release()  # handed to ``first``, whose task has not run yet
+        newcomer = asyncio.create_task(cap.acquire())
+        await asyncio.wait_for(first, 5)
+        await asyncio.sleep(0)
+        overtaken = newcomer.done()  # it must wait for ``first`` to give the slot back
+        cap.release()
+        await asyncio.wait_for(newcomer, 5)
+        cap.release()
+        return overtaken, first.done(), cap.free
+
+    assert asyncio.run(run()) == (False, True, 1)
