@@ -258,3 +258,26 @@ def test_every_limits_knob_of_a_params_file_reaches_the_client(tmp_path, fake):
     run = open_run(grid(tmp_path / "p.yaml", fake.url, limits=knobs))
     assert make_llm(run).limits.model_dump(include=set(knobs)) == knobs
     assert make_llm(run, max_concurrency=1).limits.max_concurrency == 1
+
+
+def test_a_retry_after_the_client_was_closed_gets_a_fresh_session_not_the_closed_one(fake):
+    """A request that outlives ``aclose`` (a late task of a stage) retries on a session of its own: the closed
+    one would fail it with aiohttp's "Session is closed", which is no provider failure."""
+    fake.configure(rate_429=1.0, retry_after_s=1.5)
+    llm = LLM(Limits(max_concurrency=4, retries=2, **FAST))
+
+    async def go():
+        task = asyncio.create_task(llm.complete(spec(fake), [{"role": "user", "content": "outlives its client"}]))
+        for _ in range(500):  # the first attempt answered 429: the request now waits out Retry-After
+            if (await asyncio.to_thread(fake.stats))["requests"] >= 1:
+                break
+            await asyncio.sleep(0.01)
+        fake.configure(rate_429=0)
+        await llm.aclose()  # the stage ends while its request waits to retry
+        try:
+            return await asyncio.wait_for(task, 30)
+        finally:
+            await llm.aclose()  # the session the retry opened
+
+    comp = asyncio.run(go())
+    assert comp.text and comp.usage.attempts == 2

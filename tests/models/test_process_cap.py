@@ -39,13 +39,18 @@ def test_waiters_get_slots_first_come_first_served_and_never_more_than_the_cap()
     assert peak == 2 and free == 2  # every slot came back
 
 
+async def _held_with_two_waiters() -> tuple[ProcessCap, asyncio.Task, asyncio.Task]:
+    """Return a cap of one slot, held, and the two tasks queued for it (in order)."""
+    cap = ProcessCap(1)
+    await cap.acquire()
+    first, second = asyncio.create_task(cap.acquire()), asyncio.create_task(cap.acquire())
+    await asyncio.sleep(0)
+    return cap, first, second
+
+
 def test_a_waiter_cancelled_while_it_waits_is_skipped_and_takes_no_slot():
     async def run() -> tuple[int, bool]:
-        cap = ProcessCap(1)
-        await cap.acquire()
-        gone = asyncio.create_task(cap.acquire())
-        after = asyncio.create_task(cap.acquire())
-        await asyncio.sleep(0)
+        cap, gone, after = await _held_with_two_waiters()
         gone.cancel()
         await asyncio.gather(gone, return_exceptions=True)
         cap.release()  # passes the slot over the cancelled waiter to the next
@@ -58,11 +63,7 @@ def test_a_waiter_cancelled_while_it_waits_is_skipped_and_takes_no_slot():
 
 def test_a_waiter_cancelled_after_its_slot_was_handed_over_passes_the_slot_on():
     async def run() -> tuple[int, bool]:
-        cap = ProcessCap(1)
-        await cap.acquire()
-        handed = asyncio.create_task(cap.acquire())
-        nxt = asyncio.create_task(cap.acquire())
-        await asyncio.sleep(0)
+        cap, handed, nxt = await _held_with_two_waiters()
         cap.release()  # the slot is handed to ``handed``, whose task has not run yet ...
         handed.cancel()  # ... and is cancelled before it does
         await asyncio.gather(handed, return_exceptions=True)
