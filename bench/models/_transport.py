@@ -1,5 +1,6 @@
-"""The wire: one request sent (one aiohttp POST, or ``litellm.acompletion``), its reply read into
-``(text, usage, body)``, or its failure classified as a ProviderError (retryable or final).
+"""The wire: one request sent (one POST on bench's HTTP client, ``bench.models._http``, or
+``litellm.acompletion``), its reply read into ``(text, usage, body)``, or its failure classified as a
+ProviderError (retryable or final).
 
 The usage dict holds ``prompt_tokens``, ``completion_tokens`` and ``finish_reason`` (and, from a reasoning
 model, ``reasoning_tokens`` and the ``reasoning`` text, which the client takes off: ``thought_apart``); the
@@ -9,13 +10,16 @@ client adds attempts, latency and cost. Every error message is redacted before i
 from __future__ import annotations
 
 import asyncio
+import base64
 import email.utils
 import json
 import time
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from bench.core.errors import ProviderError
 from bench.core.secrets import redact
+from bench.models._http import ConnectFailed, Dropped, Endpoint
 from bench.models._json import body_bytes, loads
 from bench.models._litellm import litellm
 from bench.models.reasoning import billed_completion, plain, reasoning_tokens, separated, trim_logprobs
@@ -27,54 +31,46 @@ _KINDS = {400: "bad_request", 401: "auth", 403: "auth", 404: "not_found", 429: "
 Reply = tuple[str, dict[str, Any], dict | None]  # text, usage, the parsed provider body (direct transport)
 
 
-def open_session(route: Route, timeout_s: float) -> Any:
-    """Return an aiohttp session for one route: its headers (the key, read once, kept in memory only) and
-    timeout live on the session, since merging headers and arming timers per request costs throughput."""
-    import aiohttp  # noqa: PLC0415 (0.4 s: only the direct transport needs it, not every importer of bench.models)
+def open_endpoint(route: Route) -> Endpoint:
+    """Return the HTTP endpoint of one route's chat completions on this event loop (``bench.models._http``): its
+    headers (the key, read once, kept in memory only) are written once, into the head every request repeats. An
+    api_base's ``user:password@`` goes as a Basic header, as the preflight probes it; with a key as well, the one
+    Authorization header cannot carry both: a final error says so."""
+    parts = urlsplit(route.api_base or "")
+    key = route.api_key()
+    if "@" in parts.netloc:
+        if key:
+            raise ProviderError(f"{route.spec.model}: api_base {route.api_base} carries credentials and the model has "
+                                f"a key ({route.key_env}): one Authorization header carries one of them; drop the "
+                                f"user:password@ or the key", kind="auth", retryable=False)
+        user, _, password = parts.netloc.rsplit("@", 1)[0].partition(":")
+        auth = "Basic " + base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode()
+    else:
+        auth = f"Bearer {key or 'not-needed'}"
+    try:
+        return Endpoint(f"{route.api_base}/chat/completions",
+                        {"Content-Type": "application/json", "Accept": "application/json",
+                         "Accept-Encoding": "identity",  # replies come whole, never to be decompressed
+                         "User-Agent": "bench", "Authorization": auth})
+    except ValueError as exc:  # not an http(s) URL, a line break in the key: no request can be sent
+        raise ProviderError(f"{route.spec.model}: {exc}", kind="bad_request", retryable=False) from None
 
-    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
-                                 timeout=aiohttp.ClientTimeout(total=timeout_s),
-                                 cookie_jar=aiohttp.DummyCookieJar(),  # an API keeps no cookies: none filtered per request
-                                 headers={"Content-Type": "application/json",
-                                          # replies come whole, never to be decompressed; said as a header, not with
-                                          # skip_auto_headers, which makes aiohttp copy every request's headers
-                                          "Accept-Encoding": "identity",
-                                          "Authorization": f"Bearer {route.api_key() or 'not-needed'}"})
 
-
-def client_timeout(timeout_s: float) -> Any:
-    """Return an aiohttp timeout of ``timeout_s`` for one request (e.g. a packed judge call's, scaled by its k)."""
-    import aiohttp  # noqa: PLC0415 (0.4 s: only the direct transport needs it, not every importer of bench.models)
-
-    return aiohttp.ClientTimeout(total=timeout_s)
-
-
-async def send_direct(session: Any, route: Route, body: dict, timeout_s: float, reached: set[str],
-                      timeout: Any = None) -> Reply:
+async def send_direct(endpoint: Endpoint, route: Route, body: dict, timeout_s: float, reached: set[str]) -> Reply:
     """POST one OpenAI-format request; ``reached`` holds the api_bases that answered before (then a refused
     connection is a restart, worth retrying) and gains this one when it answers."""
-    import aiohttp  # noqa: PLC0415 (0.4 s: only the direct transport needs it, not every importer of bench.models)
-
-    url = f"{route.api_base}/chat/completions"
     try:
-        resp = await (session.post(url, data=body_bytes(body)) if timeout is None else
-                      session.post(url, data=body_bytes(body), timeout=timeout))
-        try:  # not ``async with``: its five coroutines a request release the response, as here, once read() has it
-            payload = await resp.read()
-        finally:
-            resp.release()
-        status = resp.status
-        retry_after = resp.headers.get("Retry-After") if status != 200 else None
+        status, retry_after, payload = await endpoint.post(body_bytes(body), timeout_s)
     except asyncio.TimeoutError:
         raise ProviderError(f"{route.spec.model} at {route.api_base}: no answer within {timeout_s:g} s",
                             kind="timeout", retryable=True) from None
-    except aiohttp.ClientConnectorError as exc:
+    except ConnectFailed as exc:
         raise ProviderError(f"cannot connect to {route.api_base} for {route.spec.model}: {exc.os_error}; "
                             f"is the server running and the api_base right?", kind="connection",
                             retryable=route.api_base in reached) from None
-    except aiohttp.ClientError as exc:
-        raise ProviderError(f"{route.spec.model} at {route.api_base}: connection dropped "
-                            f"({type(exc).__name__}: {exc})", kind="connection", retryable=True) from None
+    except Dropped as exc:
+        raise ProviderError(f"{route.spec.model} at {route.api_base}: connection dropped ({exc})",
+                            kind="connection", retryable=True) from None
     reached.add(route.api_base)  # type: ignore[arg-type]
     return parse_openai(route, status, payload, retry_after)
 

@@ -9,7 +9,8 @@ by content; usage, latency and cost (None when unknown) on every answer.
 
 OpenAI-compatible endpoints (OpenAI, OpenRouter, vLLM, llama.cpp, Ollama's /v1, the
 embedded model) take the "direct" transport: LiteLLM resolves the route and translates
-params once, then each request is one aiohttp POST. Other providers go through
+params once, then each request is one POST on bench's own HTTP/1.1 client (``bench.models._http``,
+kept-alive connections). Other providers go through
 ``litellm.acompletion``. See docs/llm-seam.md for the measured effect. A ``dry/<name>``
 model is answered in-process (``bench.models.dry``) through the same cache, caps and usage.
 The wire itself (sending, parsing replies, classifying errors) is ``bench.models._transport``.
@@ -30,11 +31,12 @@ from bench.core.secrets import load_env
 from bench.models import dry
 from bench.models._completion import (Completion, cache_entry, completion, join, reused, settle_shared, thought,
                                       usage_of)
+from bench.models._http import Endpoint
 from bench.models._no_answer import no_answer
 from bench.models._paid import PaidAttempts, lines_cost, reconcile
 from bench.models._process_cap import ProcessCap
 from bench.models._request_keys import KeyMaker, settings_of
-from bench.models._transport import (Reply, client_timeout, open_session, send_direct, send_litellm, storable,
+from bench.models._transport import (Reply, open_endpoint, send_direct, send_litellm, storable,
                                      token_logprobs)
 from bench.models.batches.ledger import Ledger
 from bench.models.batch_policy import BATCH_POOL
@@ -51,10 +53,10 @@ from bench.models.tools_support import calls_text, with_tools
 
 @dataclass
 class _LoopState:
-    """Per-event-loop objects (asyncio primitives and sessions cannot cross loops)."""
+    """Per-event-loop objects (asyncio primitives and connections cannot cross loops)."""
 
     cap: ProcessCap  # the process cap's slots (bench.models._process_cap)
-    sessions: dict[int, Any] = field(default_factory=dict)  # aiohttp.ClientSession per route
+    endpoints: dict[int, Endpoint] = field(default_factory=dict)  # a direct route's connections (bench.models._http)
     limiter: Limiter | None = None  # per-model caps (bench.models.ratelimit), made on the first capped request
     batchers: dict[int, Batcher] = field(default_factory=dict)  # a batched route's queue (bench.models.batches)
     in_flight: int = 0
@@ -79,7 +81,6 @@ class LLM:
         self._loops: dict[int, tuple[asyncio.AbstractEventLoop, _LoopState]] = {}
         self._reached: set[str] = set()  # api_bases that answered at least once in this process
         self.calls = 0  # requests actually sent (attempts), for tests and progress
-        self._timeouts: dict[float, Any] = {}  # aiohttp.ClientTimeout per value
         self._keys = KeyMaker()  # request keys, from a hasher per model and settings (bench.models._request_keys)
         self.ledger: Ledger | None = None  # the batch ledger, read on the first batched request
         self.budget: Budget | None = None  # limits.budget_usd (set by bench.stages.make_llm): bench.models.budget
@@ -181,12 +182,12 @@ class LLM:
         return self._state().peak
 
     async def aclose(self) -> None:
-        """Commit pending cache entries and close the HTTP session of the current event loop."""
+        """Commit pending cache entries and close the HTTP connections of the current event loop."""
         if self.cache is not None:
             self.cache.flush()
         st = self._loops.pop(id(asyncio.get_running_loop()), (None, None))[1]
-        for session in (list(st.sessions.values()) if st is not None else ()):  # a copy: a late task may add one
-            await session.close()
+        for endpoint in (list(st.endpoints.values()) if st is not None else ()):  # a copy: a late task may add one
+            endpoint.close()
         if st is not None and st.batchers:  # LiteLLM's files/batches clients are cached per loop: close them with it
             await close_clients()
 
@@ -282,7 +283,7 @@ class LLM:
                                         attempts=attempt + 1) from err
                 await asyncio.sleep(delay)
                 st = self._state()  # as the first attempt found it, unless the client was closed meanwhile (aclose):
-                direct = capped is None and st.shared is None  # then a fresh session, not the closed one
+                direct = capped is None and st.shared is None  # then fresh connections, not the closed ones
         raise AssertionError("unreachable")
 
     async def _send_leased(self, st: _LoopState, route: Route, body: dict, timeout_s: float, key: str,
@@ -330,8 +331,7 @@ class LLM:
             t0 = time.perf_counter()
             try:
                 if route.transport == "direct":
-                    reply = await send_direct(self._session(st, route), route, body, timeout_s, self._reached,
-                                              self._timeout(timeout_s))
+                    reply = await send_direct(self._endpoint(st, route), route, body, timeout_s, self._reached)
                 elif route.provider.answers_in_process:
                     reply = dry.answer(body, seed=key)  # in-process: the request key seeds the reply
                 else:
@@ -351,19 +351,13 @@ class LLM:
             self.settle(held, usage)
         return reply
 
-    # -- HTTP sessions ------------------------------------------------------------------
-    def _session(self, st: _LoopState, route: Route) -> Any:
-        """Return the aiohttp session of ``route`` on this loop (one per route: its headers and timeout)."""
-        session = st.sessions.get(id(route))
-        if session is None:
-            session = st.sessions[id(route)] = open_session(route, self.limits.timeout_s)
-        return session
-
-    def _timeout(self, timeout_s: float) -> Any:
-        """Return None for the session's own timeout, else a per-request one (memoized per value)."""
-        if timeout_s == self.limits.timeout_s:
-            return None  # else e.g. a packed judge call, whose timeout scales with k
-        return self._timeouts.get(timeout_s) or self._timeouts.setdefault(timeout_s, client_timeout(timeout_s))
+    # -- HTTP connections ---------------------------------------------------------------
+    def _endpoint(self, st: _LoopState, route: Route) -> Endpoint:
+        """Return the HTTP endpoint of ``route`` on this loop (one per route: its head and its connections)."""
+        endpoint = st.endpoints.get(id(route))
+        if endpoint is None:
+            endpoint = st.endpoints[id(route)] = open_endpoint(route)
+        return endpoint
 
 
 @types.coroutine

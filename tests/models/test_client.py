@@ -1,4 +1,4 @@
-"""The LLM seam, through the real code path (aiohttp, or LiteLLM itself) against the loopback fake provider."""
+"""The LLM seam, through the real code path (bench's HTTP client, or LiteLLM itself) against the loopback fake provider."""
 
 import asyncio
 import json

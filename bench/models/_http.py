@@ -1,0 +1,295 @@
+"""The direct transport's HTTP/1.1 client: one ``Endpoint`` per route and event loop keeps its connections
+alive and sends each request as one write, its reply read by a protocol (``_Connection``) into
+``(status, Retry-After, body)``.
+
+Why not aiohttp's ``ClientSession``: per request it builds a request and a response object, a header
+multidict, a stream reader, timers and trace hooks, about 3,800 bytecodes of which a chat completion needs a
+few hundred (``benchmarks/seam_profile.py`` counts them; docs/llm-seam.md has the figures). What it does that an
+OpenAI-compatible endpoint needs is here: http and https (the system's certificates, as aiohttp; a private CA
+through ``SSL_CERT_FILE``), a Content-Length, chunked or read-to-close body, gzip or deflate if a server
+compresses anyway, interim 1xx replies skipped, keep-alive unless the server says ``Connection: close``, a total
+timeout per request (connecting included), DNS answers kept five minutes. A connection whose reply was not read
+whole (a timeout, a cancel, a drop) is closed, never reused. The key lives in the request head, in memory only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+import zlib
+from typing import Any
+from urllib.parse import urlsplit
+
+Response = tuple[int, "str | None", bytes]  # status, Retry-After (None on a 200), body
+
+DNS_TTL_S = 300.0  # as the aiohttp connector bench used before (ttl_dns_cache=300)
+_MAX_HEAD = 65536  # a reply head past this is no HTTP server's: the connection is dropped
+_TLS: list[ssl.SSLContext] = []  # the default context, made on the first https connection (~20 ms: it loads the CAs)
+
+
+class ConnectFailed(Exception):
+    """No connection to the endpoint (refused, no such host, a certificate that does not verify)."""
+
+    def __init__(self, os_error: OSError):
+        super().__init__(str(os_error))
+        self.os_error = os_error
+
+
+class Dropped(Exception):
+    """The connection closed, or the server broke HTTP, before the whole reply was read."""
+
+
+def tls_context() -> ssl.SSLContext:
+    """Return the process's default TLS context (the system's CAs; ``SSL_CERT_FILE`` names others)."""
+    if not _TLS:
+        _TLS.append(ssl.create_default_context())
+    return _TLS[0]
+
+
+class Endpoint:
+    """POSTs to one URL over kept-alive connections; made and used on one event loop."""
+
+    def __init__(self, url: str, headers: dict[str, str]):
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{url!r} is not an http:// or https:// URL; write the api_base as http://host:port/v1")
+        self.loop = asyncio.get_running_loop()
+        self.host = parts.hostname
+        self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.tls = tls_context() if parts.scheme == "https" else None
+        lines = [f"POST {parts.path or '/'}{'?' + parts.query if parts.query else ''} HTTP/1.1",
+                 f"Host: {parts.netloc.rpartition('@')[2]}", *(f"{k}: {v}" for k, v in headers.items())]
+        if any("\r" in line or "\n" in line for line in lines):
+            raise ValueError(f"a header for {self.host} holds a line break (check the key variable's value)")
+        self.head = ("\r\n".join(lines) + "\r\nContent-Length: ").encode("latin-1")
+        self.idle: list[_Connection] = []  # kept alive, most recently used last
+        self.open: set[_Connection] = set()
+        self.addresses: list[tuple[int, Any]] = []
+        self.resolved_at = -DNS_TTL_S
+        self.closed = False
+
+    async def post(self, body: bytes, timeout_s: float) -> Response:
+        """Send ``body`` and return the reply; raise TimeoutError, ConnectFailed or Dropped."""
+        deadline = self.loop.time() + timeout_s
+        conn = None
+        while self.idle:
+            conn = self.idle.pop()
+            if not conn.lost and not conn.transport.is_closing():
+                break
+            conn = None
+        if conn is None:
+            conn = await self._connect(deadline)
+        waiter = conn.send(b"".join((self.head, b"%d\r\n\r\n" % len(body), body)), deadline)
+        try:
+            return await waiter
+        except BaseException:  # timed out, dropped or cancelled: a reply may still come, so no request may follow
+            conn.abandon()
+            raise
+
+    def close(self) -> None:
+        """Close every connection; a request still waiting on one fails as dropped."""
+        self.closed = True
+        self.idle.clear()
+        for conn in list(self.open):
+            conn.abandon()
+
+    def forget(self, conn: _Connection) -> None:
+        self.open.discard(conn)
+        if conn in self.idle:
+            self.idle.remove(conn)
+
+    async def _connect(self, deadline: float) -> _Connection:
+        if self.closed:
+            raise RuntimeError(f"the connections to {self.host} were closed (LLM.aclose)")
+        loop = self.loop
+        try:
+            return await asyncio.wait_for(self._open(), max(0.0, deadline - loop.time()))
+        except asyncio.TimeoutError:
+            raise asyncio.TimeoutError(f"connecting to {self.host}:{self.port}") from None
+
+    async def _open(self) -> _Connection:
+        loop = self.loop
+        if loop.time() - self.resolved_at > DNS_TTL_S:
+            try:
+                infos = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+            except OSError as exc:  # socket.gaierror: no such host
+                raise ConnectFailed(exc) from None
+            self.addresses = [(family, address) for family, _, _, _, address in infos]
+            self.resolved_at = loop.time()
+        error: OSError = OSError(f"no address for {self.host}")
+        for family, address in self.addresses:  # in the resolver's order, as the connector did
+            try:
+                _, conn = await loop.create_connection(lambda: _Connection(self), address[0], address[1],
+                                                       family=family, ssl=self.tls,
+                                                       server_hostname=self.host if self.tls else None)
+            except OSError as exc:  # refused, unreachable, a certificate that does not verify (ssl.SSLError)
+                error = exc
+                continue
+            self.open.add(conn)
+            return conn
+        raise ConnectFailed(error)
+
+
+class _Connection(asyncio.Protocol):
+    """One connection: at most one request on it at a time, its reply parsed as its bytes arrive."""
+
+    def __init__(self, endpoint: Endpoint):
+        self.endpoint = endpoint
+        self.transport: Any = None
+        self.lost = False
+        self.waiter: asyncio.Future | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self.buf = bytearray()
+        self.status = 0  # 0 until the head is read
+        self.retry_after: str | None = None
+        self.length: int | None = None  # Content-Length; None: chunked or read to the close
+        self.chunks: list[bytes] | None = None  # chunked: the data so far, from self.pos on unread
+        self.pos = 0
+        self.encoding = ""
+        self.reusable = False
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def send(self, data: bytes, deadline: float) -> asyncio.Future:
+        self.waiter = waiter = self.endpoint.loop.create_future()
+        self.timer = self.endpoint.loop.call_at(deadline, self._expire)
+        self.transport.write(data)
+        return waiter
+
+    def abandon(self) -> None:
+        """Close the connection at once (its state unknown: nothing more is sent or read on it)."""
+        if not self.lost:
+            self.transport.abort()
+
+    def _expire(self) -> None:
+        self._fail(asyncio.TimeoutError())
+        self.abandon()
+
+    def _fail(self, exc: BaseException) -> None:
+        waiter, self.waiter = self.waiter, None
+        if self.timer is not None:
+            self.timer.cancel()
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(exc)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        self.endpoint.forget(self)
+        if self.waiter is not None and self.status and self.length is None and self.chunks is None:
+            self._done(bytes(self.buf))  # a reply without a length ends with its connection
+        elif self.waiter is not None:
+            self._fail(Dropped(f"the server closed the connection {'mid-reply' if self.status else 'before replying'}"
+                               + (f" ({exc})" if exc else "")))
+
+    def eof_received(self) -> bool:
+        return False  # the server is done: close our half too (then connection_lost)
+
+    def data_received(self, data: bytes) -> None:
+        if self.waiter is None:  # bytes nobody asked for: no request can follow them on this connection
+            self.abandon()
+            return
+        self.buf += data
+        try:
+            if not self.status and not self._head():
+                return
+            if self.chunks is not None:
+                body = self._unchunked()
+            elif self.length is not None and len(self.buf) >= self.length:
+                if len(self.buf) > self.length:
+                    self.reusable = False  # more than the reply: the connection is out of step
+                body = bytes(self.buf[:self.length])
+            else:
+                return
+        except (ValueError, IndexError) as exc:
+            self._fail(Dropped(f"the server's reply is not HTTP/1.1 ({exc})"))
+            self.abandon()
+            return
+        if body is not None:
+            self._done(body)
+
+    def _head(self) -> bool:
+        """Read the status and headers once they are all in; return False while they are not."""
+        end = self.buf.find(b"\r\n\r\n")
+        if end < 0:
+            if len(self.buf) > _MAX_HEAD:
+                raise ValueError(f"no end of the reply head in {_MAX_HEAD} bytes")
+            return False
+        lines = self.buf[:end].decode("latin-1").split("\r\n")
+        del self.buf[:end + 4]
+        version, _, rest = lines[0].partition(" ")
+        status = int(rest[:3])
+        if 100 <= status < 200:  # an interim reply (100 Continue, 103 Early Hints): the real one follows
+            return self._head()
+        headers = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        self.status = status
+        self.retry_after = headers.get("retry-after") if status != 200 else None
+        self.encoding = headers.get("content-encoding", "").lower()
+        self.reusable = version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            self.chunks = []
+        elif "content-length" in headers:
+            self.length = int(headers["content-length"])
+        elif status in (204, 304):
+            self.length = 0
+        else:
+            self.reusable = False  # read to the close
+        return True
+
+    def _unchunked(self) -> bytes | None:
+        """Return the chunked body once its last chunk is in, else None (the chunks so far kept)."""
+        buf, pos, chunks = self.buf, self.pos, self.chunks
+        assert chunks is not None
+        while True:
+            eol = buf.find(b"\r\n", pos)
+            if eol < 0:
+                return None
+            size = int(bytes(buf[pos:eol]).split(b";")[0], 16)
+            if size == 0:
+                end = buf.find(b"\r\n\r\n", eol)  # past the trailers, if any
+                if end < 0:
+                    return None
+                if len(buf) > end + 4:
+                    self.reusable = False
+                return b"".join(chunks)
+            if len(buf) < eol + 4 + size:
+                return None
+            chunks.append(bytes(buf[eol + 2:eol + 2 + size]))
+            self.pos = pos = eol + 4 + size
+
+    def _done(self, body: bytes) -> None:
+        waiter, status, retry_after = self.waiter, self.status, self.retry_after
+        if self.encoding in ("gzip", "x-gzip", "deflate"):
+            try:  # asked for identity; a server that compresses anyway is read still
+                body = _decompressed(body, self.encoding)
+            except zlib.error as exc:
+                self._fail(Dropped(f"the reply's {self.encoding} body does not decompress ({exc})"))
+                self.abandon()
+                return
+        self.waiter = None
+        if self.timer is not None:
+            self.timer.cancel()
+        if self.reusable and not self.lost and not self.endpoint.closed:
+            self._reset()
+            self.endpoint.idle.append(self)
+        else:
+            self.abandon()
+        if waiter is not None and not waiter.done():
+            waiter.set_result((status, retry_after, body))
+
+
+def _decompressed(body: bytes, encoding: str) -> bytes:
+    """Return a gzip or deflate body decompressed (deflate: zlib-wrapped as the RFC says, or raw as some send)."""
+    try:
+        return zlib.decompress(body, 47)  # 32 + 15: a gzip or a zlib header, whichever it has
+    except zlib.error:
+        if encoding != "deflate":
+            raise
+        return zlib.decompress(body, -15)
