@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from bench.core.errors import ProviderError
-from bench.core.secrets import redact
+from bench.core.secrets import add_secret, redact
 from bench.models._http import ConnectFailed, Dropped, Endpoint
 from bench.models._json import body_bytes, loads
 from bench.models._litellm import litellm
@@ -44,7 +44,9 @@ def open_endpoint(route: Route) -> Endpoint:
                                 f"a key ({route.key_env}): one Authorization header carries one of them; drop the "
                                 f"user:password@ or the key", kind="auth", retryable=False)
         user, _, password = parts.netloc.rsplit("@", 1)[0].partition(":")
-        auth = "Basic " + base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode()
+        token = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode()
+        add_secret(token)  # an error body that echoes the header is redacted like the password itself
+        auth = f"Basic {token}"
     else:
         auth = f"Bearer {key or 'not-needed'}"
     try:
@@ -60,7 +62,7 @@ async def send_direct(endpoint: Endpoint, route: Route, body: dict, timeout_s: f
     """POST one OpenAI-format request; ``reached`` holds the api_bases that answered before (then a refused
     connection is a restart, worth retrying) and gains this one when it answers."""
     try:
-        status, retry_after, payload = await endpoint.post(body_bytes(body), timeout_s)
+        status, headers, payload = await endpoint.post(body_bytes(body), timeout_s)
     except asyncio.TimeoutError:
         raise ProviderError(f"{route.spec.model} at {route.api_base}: no answer within {timeout_s:g} s",
                             kind="timeout", retryable=True) from None
@@ -72,7 +74,12 @@ async def send_direct(endpoint: Endpoint, route: Route, body: dict, timeout_s: f
         raise ProviderError(f"{route.spec.model} at {route.api_base}: connection dropped ({exc})",
                             kind="connection", retryable=True) from None
     reached.add(route.api_base)  # type: ignore[arg-type]
-    return parse_openai(route, status, payload, retry_after)
+    # a redirect is not followed (the key would go where its Location says): the api_base is the one to fix
+    if headers is not None and 300 <= status < 400 and headers.get("location"):
+        raise ProviderError(f"{route.spec.model} at {route.api_base}: HTTP {status}: redirected to "
+                            f"{headers['location']}; set the api_base to where it points", kind="http",
+                            status=status, retryable=False)
+    return parse_openai(route, status, payload, headers.get("retry-after") if headers is not None else None)
 
 
 def parse_openai(route: Route, status: int, payload: bytes, retry_after: str | None) -> Reply:

@@ -7,12 +7,16 @@ byte, a close mid-reply, garbage).
 """
 
 import asyncio
+import contextlib
 import datetime
 import gzip
 import os
+import socket
+import struct
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 
@@ -198,7 +202,26 @@ def test_a_reply_without_a_length_ends_with_its_connection(run):
             ep.close()
             return out
 
-    assert run(go()) == (503, "7", BODY)
+    status, headers, body = run(go())
+    assert (status, headers["retry-after"], body) == (503, "7", BODY)
+
+
+def test_a_reply_without_a_length_cut_by_a_reset_is_dropped_not_returned_cut(run):
+    async def reset_mid_body(reader, writer):
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n" + BODY[:5])
+        await writer.drain()
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close sends RST, not FIN
+        writer.transport.abort()
+
+    async def go():
+        async with Script([reset_mid_body]) as srv:
+            ep = Endpoint(srv.url, {})
+            with pytest.raises(Dropped, match="mid-reply"):
+                await ep.post(b"{}", 10)
+            ep.close()
+
+    run(go())
 
 
 def test_an_idle_connection_the_server_closed_is_replaced_without_an_error(run):
@@ -223,8 +246,13 @@ def test_an_idle_connection_the_server_closed_is_replaced_without_an_error(run):
     (b"", "closed the connection before replying"),
     (b"SSH-2.0-OpenSSH_9.2\r\n\r\n", "not HTTP/1.1"),
     (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "not HTTP/1.1"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-6\r\nabcdef\r\n0\r\n\r\n", "chunk size"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabcdef\r\n0\r\n\r\n", "longer than its size"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\nabc", "Content-Length"),
+    (b"HTTP/1.1 2000 OK\r\nContent-Length: 2\r\n\r\nok", "status line"),
 ])
 def test_a_broken_reply_is_a_dropped_connection_never_a_result(answer, says, run):
+    """A negative chunk size once looped forever inside the parser: the event loop stalled, no timeout fired."""
     async def broken(reader, writer):
         writer.write(answer)
         await writer.drain()
@@ -443,3 +471,149 @@ def test_an_api_bases_credentials_go_as_basic_auth_and_never_beside_a_key(monkey
     assert comp.text == "hi"
     assert b"Authorization: Basic YW5uOnBAc3M=\r\n" in heads[0]  # ann:p@ss
     assert b"ann" not in heads[0].split(b"\r\n")[1]  # the Host header has no credentials
+
+
+@contextlib.contextmanager
+def greeter(greeting):
+    """A loopback server on its own thread that writes ``greeting`` and closes each connection as it accepts it,
+    whatever the client's event loop is doing: a port forward with nothing behind it, another protocol's port."""
+    listener = socket.create_server(("127.0.0.1", 0), backlog=64)
+    listener.settimeout(0.05)
+    stop = threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.sendall(greeting)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join(10)
+        listener.close()
+
+
+@pytest.mark.parametrize("greeting", [b"", b"SSH-2.0-OpenSSH_9.2\r\n"])
+def test_a_server_that_closes_or_speaks_as_it_accepts_fails_the_request_at_once_as_dropped(greeting, run):
+    """Closed (or spoken on) before the request was written, a connection once made the request wait its whole
+    timeout (asyncio's loop) or raise a bare RuntimeError (uvloop's)."""
+    async def go(port):
+        ep = Endpoint(f"http://127.0.0.1:{port}/v1/chat/completions", {})
+        out = await asyncio.gather(*(ep.post(b"{}", 600) for _ in range(20)), return_exceptions=True)
+        ep.close()
+        return out
+
+    with greeter(greeting) as port:
+        out = run(go(port))  # the run's own bound is 60 s: a request waiting out its 600 s fails the test
+    assert all(isinstance(o, Dropped) for o in out), out
+
+
+def test_closing_the_endpoint_during_a_reply_without_a_length_fails_it_never_returns_it_cut(run):
+    async def half(reader, writer):
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n" + BODY[:5])
+        await writer.drain()
+        await reader.read()
+
+    async def go():
+        async with Script([half]) as srv:
+            ep = Endpoint(srv.url, {})
+            task = asyncio.ensure_future(ep.post(b"{}", 30))
+            while not ep.open or next(iter(ep.open)).status == 0:  # the head is in, the body under way
+                await asyncio.sleep(0.01)
+            ep.close()
+            with pytest.raises(Dropped, match="closed by LLM.aclose"):
+                await task
+
+    run(go())
+
+
+def test_a_request_cancelled_once_its_reply_is_read_leaves_its_connection_kept_alive(run):
+    """The connection may already carry another request by the time the cancelled one resumes."""
+    async def go():
+        async with Script([reply(), reply()]) as srv:
+            ep = Endpoint(srv.url, {})
+            await ep.post(b"{}", 10)
+            conn = ep.idle[-1]
+            task = asyncio.ensure_future(ep.post(b"{}", 10))
+            while conn.waiter is None:  # sent
+                await asyncio.sleep(0)
+            while conn.waiter is not None:  # its reply read: the task is woken after this coroutine, this turn
+                await asyncio.sleep(0)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            assert ep.idle == [conn] and not conn.aborted
+            ep.close()
+
+    run(go())
+
+
+def test_an_idle_connection_older_than_the_keepalive_is_closed_not_reused(run):
+    """A NAT or a load balancer forgets an idle connection silently: reusing it would cost a whole timeout."""
+    async def go():
+        async with Script([reply(), reply()]) as srv:
+            ep = Endpoint(srv.url, {}, idle_s=0.05)
+            await ep.post(b"{}", 10)
+            conn = ep.idle[-1]
+            while ep.loop.time() - conn.idle_since <= 0.05:  # the time under test, not a readiness wait
+                await asyncio.sleep(0.02)
+            out = await ep.post(b"{}", 10)
+            await asyncio.wait_for(srv.ended.wait(), 10)  # the stale one was closed
+            ep.close()
+            return out, srv.connections
+
+    assert run(go()) == ((200, None, BODY), 2)
+
+
+def test_a_host_whose_first_address_does_not_answer_is_reached_at_the_next(run):
+    """As aiohttp's connector (happy eyeballs): a black-holed first address (broken IPv6, say) no longer costs
+    every attempt its whole timeout."""
+    async def go():
+        hole = socket.socket()
+        hole.bind(("127.0.0.1", 0))
+        hole.listen(0)
+        fillers = []
+        for _ in range(4):  # fill its accept queue: later connects get no answer at all
+            sock = socket.socket()
+            sock.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                sock.connect(hole.getsockname())
+            fillers.append(sock)
+        try:
+            async with Script([reply()]) as srv:
+                ep = Endpoint(f"http://127.0.0.1:{hole.getsockname()[1]}/v1/chat/completions", {})
+                ep.addresses = [(socket.AF_INET, hole.getsockname()),
+                                (socket.AF_INET, srv.server.sockets[0].getsockname())]
+                ep.resolved_at = ep.loop.time()  # as if the resolver had given both
+                out = await ep.post(b"{}", 20)
+                ep.close()
+                return out
+        finally:
+            for sock in (hole, *fillers):
+                sock.close()
+
+    assert run(go()) == (200, None, BODY)
+
+
+def test_a_redirect_is_a_final_error_that_names_where_it_points_and_is_not_followed(run):
+    async def go():
+        moved = reply(b"", head=b"HTTP/1.1 308 Permanent Redirect", extra=b"Location: https://example.invalid/v1\r\n")
+        async with Script([moved]) as srv:
+            llm = LLM(Limits(max_concurrency=1, retries=2, **FAST))
+            try:
+                with pytest.raises(ProviderError) as err:
+                    await llm.complete(ModelSpec("openai/x", api_base=srv.url.removesuffix("/chat/completions")),
+                                       [{"role": "user", "content": "q"}])
+                return err.value, len(srv.heads)
+            finally:
+                await llm.aclose()
+
+    err, sent = run(go())
+    assert "redirected to https://example.invalid/v1" in str(err) and not err.retryable and sent == 1
