@@ -1,6 +1,6 @@
 """The direct transport's HTTP/1.1 client: one ``Endpoint`` per route and event loop keeps its connections
 alive and sends each request as one write, its reply read by a protocol (``_Connection``) into
-``(status, Retry-After, body)``.
+``(status, headers, body)`` (the headers only for a status other than 200).
 
 Why not aiohttp's ``ClientSession``: per request it builds a request and a response object, a header
 multidict, a stream reader, timers and trace hooks, about 3,800 bytecodes of which a chat completion needs a
@@ -9,10 +9,11 @@ OpenAI-compatible endpoint needs is here: http and https (the system's certifica
 through ``SSL_CERT_FILE``), a Content-Length, chunked or read-to-close body, gzip or deflate if a server
 compresses anyway, interim 1xx replies skipped, keep-alive unless the server says ``Connection: close``, a total
 timeout per request (connecting included), DNS answers kept five minutes, a host's next address tried 250 ms
-into a connect that has not answered (as aiohttp's connector), an idle connection closed after 15 s (as aiohttp's,
-before a NAT or a load balancer forgets it). A connection whose reply was not read whole (a timeout, a cancel, a
-drop, a close) is closed, never reused, and a reply is never taken from a connection cut short. The key lives in
-the request head, in memory only.
+into a connect that has not answered (as aiohttp's connector), an idle connection older than 15 s closed instead
+of reused (as aiohttp's, before a NAT or a load balancer forgets it). A connection whose reply was not read whole
+(a timeout, a cancel, a drop, a close) is closed, never reused, and a reply is never taken from a connection
+reset or closed by this side (over TLS, a close without TLS's own close_notify still ends a reply that has no
+length, as it did with aiohttp). The key lives in the request head, in memory only.
 """
 
 from __future__ import annotations
@@ -64,10 +65,17 @@ class Endpoint:
             raise ValueError(f"{url!r} is not an http:// or https:// URL; write the api_base as http://host:port/v1")
         self.loop = asyncio.get_running_loop()
         self.host = parts.hostname
+        try:  # a name the resolver cannot take (an empty label, one over 63 characters) is refused here, by name
+            host = self.host.encode("idna").decode("ascii")
+        except UnicodeError:
+            raise ValueError(f"{url!r}: the host {self.host!r} is not a valid host name") from None
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
         self.tls = tls_context() if parts.scheme == "https" else None
-        target = quote(parts.path or "/", safe="/%:@!$&'()*+,;=-._~") + (f"?{parts.query}" if parts.query else "")
-        lines = [f"POST {target} HTTP/1.1", f"Host: {parts.netloc.rpartition('@')[2]}",
+        safe = "/%:@!$&'()*+,;=-._~"
+        query = f"?{quote(parts.query, safe=safe + '?')}" if parts.query else ""
+        target = quote(parts.path or "/", safe=safe) + query
+        netloc = f"[{host}]" if ":" in host else host
+        lines = [f"POST {target} HTTP/1.1", f"Host: {netloc}{f':{parts.port}' if parts.port else ''}",
                  *(f"{k}: {v}" for k, v in headers.items())]
         if any("\r" in line or "\n" in line for line in lines):
             raise ValueError(f"a header for {self.host} holds a line break (check the key variable's value)")
@@ -126,17 +134,21 @@ class Endpoint:
             raise Dropped(f"the connections to {self.host} were closed (LLM.aclose)")
         try:
             async with asyncio.timeout_at(deadline):
-                return await self._open()
+                conn = await self._open()
         except TimeoutError:
             raise TimeoutError(f"connecting to {self.host}:{self.port}") from None
+        if self.closed:  # closed while this one connected
+            conn.abandon()
+            raise Dropped(f"the connections to {self.host} were closed (LLM.aclose)")
+        return conn
 
     async def _open(self) -> _Connection:
         loop = self.loop
         if loop.time() - self.resolved_at > DNS_TTL_S:
             try:
                 infos = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
-            except OSError as exc:  # socket.gaierror: no such host
-                raise ConnectFailed(exc) from None
+            except (OSError, UnicodeError) as exc:  # socket.gaierror: no such host
+                raise ConnectFailed(exc if isinstance(exc, OSError) else OSError(str(exc))) from None
             self.addresses = [(family, address) for family, _, _, _, address in infos]
             self.resolved_at = loop.time()
         if len(self.addresses) == 1:
@@ -159,9 +171,10 @@ class Endpoint:
                     extra.abandon()
                 if opened:
                     return opened[0]
-        finally:
-            for task in tries:  # a connect still under way when one answered, or when the deadline came
+        finally:  # a connect still under way when one answered, or when the deadline or a cancel came: stopped,
+            for task in tries:  # and closed if it connected all the same (in the turn the wait was interrupted)
                 task.cancel()
+                task.add_done_callback(_closed_if_opened)
         raise errors[-1] if errors else ConnectFailed(OSError(f"no address for {self.host}"))
 
     async def _open_to(self, family: int, address: Any) -> _Connection:
@@ -173,6 +186,12 @@ class Endpoint:
             raise ConnectFailed(exc) from None
         self.open.add(conn)
         return conn
+
+
+def _closed_if_opened(task: asyncio.Task) -> None:
+    """Close the connection a connect left behind once it was not wanted (its failure is read, not logged)."""
+    if not task.cancelled() and task.exception() is None:
+        task.result().abandon()
 
 
 class _Connection(asyncio.Protocol):
@@ -294,7 +313,8 @@ class _Connection(asyncio.Protocol):
         self.status = status
         self.headers = headers if status != 200 else None
         self.encoding = headers.get("content-encoding", "").lower()
-        self.reusable = version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
+        self.reusable = version == "HTTP/1.1" and "close" not in (
+            token.strip() for token in headers.get("connection", "").lower().split(","))
         if "chunked" in headers.get("transfer-encoding", "").lower():
             self.chunks = []
         elif "content-length" in headers:

@@ -21,6 +21,7 @@ import threading
 import pytest
 
 from bench.core.errors import ProviderError
+from bench.core.secrets import redact
 from bench.models._http import ConnectFailed, Dropped, Endpoint
 from bench.models.client import LLM, Limits
 from bench.models.routing import ModelSpec
@@ -115,6 +116,8 @@ class Script:
                 for i in range(len(answer)) if self.byte_by_byte else (None,):
                     writer.write(answer if i is None else answer[i:i + 1])
                     await writer.drain()
+                    if i is not None:
+                        await asyncio.sleep(0)  # a turn of the loop: the client reads this byte alone
             if not self.close_when_done:
                 await reader.read()  # until the client closes
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -282,7 +285,7 @@ def test_a_reply_not_waited_for_closes_its_connection(end, run):
                     await ep.post(b"{}", 0.3)
             else:
                 task = asyncio.ensure_future(ep.post(b"{}", 30))
-                while srv.connections == 0:
+                while not srv.heads:  # the request is written
                     await asyncio.sleep(0.01)
                 task.cancel()
                 with pytest.raises(asyncio.CancelledError):
@@ -330,18 +333,21 @@ def test_more_bytes_than_the_reply_leave_the_connection_unused(run):
 
 def test_a_gzip_reply_is_decompressed_and_a_corrupt_one_is_dropped(run):
     packed = gzip.compress(BODY)
+    members = gzip.compress(BODY[:5]) + gzip.compress(BODY[5:])  # a body gzip'd in two members, as some proxies do
 
     async def go():
         async with Script([reply(packed, extra=b"Content-Encoding: gzip\r\n"),
+                           reply(members, extra=b"Content-Encoding: gzip\r\n"),
                            reply(packed[:-4] + b"xxxx", extra=b"Content-Encoding: gzip\r\n")]) as srv:
             ep = Endpoint(srv.url, {})
             good = await ep.post(b"{}", 10)
+            both = await ep.post(b"{}", 10)
             with pytest.raises(Dropped, match="does not decompress"):
                 await ep.post(b"{}", 10)
             ep.close()
-            return good
+            return good, both
 
-    assert run(go()) == (200, None, BODY)
+    assert run(go()) == ((200, None, BODY), (200, None, BODY))
 
 
 def test_an_api_base_that_is_not_http_or_a_header_with_a_line_break_is_refused_by_name(run):
@@ -469,6 +475,7 @@ def test_an_api_bases_credentials_go_as_basic_auth_and_never_beside_a_key(monkey
         return
     comp, heads = run(go())
     assert comp.text == "hi"
+    assert "YW5uOnBAc3M=" not in redact("a gateway echoes Basic YW5uOnBAc3M=")  # the token is a secret too
     assert b"Authorization: Basic YW5uOnBAc3M=\r\n" in heads[0]  # ann:p@ss
     assert b"ann" not in heads[0].split(b"\r\n")[1]  # the Host header has no credentials
 
@@ -549,6 +556,7 @@ def test_a_request_cancelled_once_its_reply_is_read_leaves_its_connection_kept_a
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+            assert task.cancelled()  # the cancel landed after the reply was read
             assert ep.idle == [conn] and not conn.aborted
             ep.close()
 
@@ -617,3 +625,49 @@ def test_a_redirect_is_a_final_error_that_names_where_it_points_and_is_not_follo
 
     err, sent = run(go())
     assert "redirected to https://example.invalid/v1" in str(err) and not err.retryable and sent == 1
+
+
+def test_the_request_line_and_host_are_written_as_http_wants_them(run):
+    """A path or query with a space is percent-encoded (the request line stays one line); Host names the port."""
+    async def go():
+        async with Script([reply()]) as srv:
+            port = srv.server.sockets[0].getsockname()[1]
+            ep = Endpoint(f"http://127.0.0.1:{port}/my proxy/v1/chat/completions?team=a b", {})
+            out = await ep.post(b"{}", 10)
+            ep.close()
+            return out, srv.heads[0], port
+
+    out, head, port = run(go())
+    assert out == (200, None, BODY)
+    assert head.startswith(b"POST /my%20proxy/v1/chat/completions?team=a%20b HTTP/1.1\r\n"
+                           + f"Host: 127.0.0.1:{port}\r\n".encode())
+
+
+def test_a_host_name_the_resolver_cannot_take_is_a_final_error_that_names_it(run):
+    async def go():
+        with pytest.raises(ValueError, match="the host 'gpu..lab' is not a valid host name"):
+            Endpoint("http://gpu..lab:8000/v1/chat/completions", {})
+        llm = LLM(Limits(max_concurrency=1, retries=3, **FAST))
+        try:
+            with pytest.raises(ProviderError, match="not a valid host name") as err:
+                await llm.complete(ModelSpec("openai/x", api_base="http://gpu..lab:8000/v1"),
+                                   [{"role": "user", "content": "q"}])
+        finally:
+            await llm.aclose()
+        assert not err.value.retryable
+
+    run(go())
+
+
+def test_a_request_connecting_while_the_endpoint_closes_is_dropped_not_sent(run):
+    async def go():
+        async with Script([reply()]) as srv:
+            ep = Endpoint(srv.url, {})
+            task = asyncio.ensure_future(ep.post(b"{}", 10))
+            await asyncio.sleep(0)  # one turn: the request is past its first check, connecting
+            ep.close()
+            with pytest.raises(Dropped, match="closed"):
+                await task
+            return srv.heads
+
+    assert run(go()) == []
