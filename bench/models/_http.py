@@ -19,13 +19,14 @@ length, as it did with aiohttp). The key lives in the request head, in memory on
 from __future__ import annotations
 
 import asyncio
+import base64
 import gzip
 import re
 import socket
 import ssl
 import zlib
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 Response = tuple[int, "dict[str, str] | None", bytes]  # status, the headers (lower-case names; None on a 200), body
 
@@ -47,6 +48,17 @@ class ConnectFailed(Exception):
 
 class Dropped(Exception):
     """The connection closed, or the server broke HTTP, before the whole reply was read."""
+
+
+def basic_credentials(url: str) -> tuple[str, str | None]:
+    """Return ``url`` without its ``user:password@`` and their Basic token (None without them): sent as HTTP wants."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    user, _, password = userinfo.partition(":")
+    token = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode()
+    return parts._replace(netloc=host).geturl(), token
 
 
 def tls_context() -> ssl.SSLContext:

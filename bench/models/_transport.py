@@ -10,16 +10,14 @@ client adds attempts, latency and cost. Every error message is redacted before i
 from __future__ import annotations
 
 import asyncio
-import base64
 import email.utils
 import json
 import time
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 from bench.core.errors import ProviderError
 from bench.core.secrets import add_secret, redact
-from bench.models._http import ConnectFailed, Dropped, Endpoint
+from bench.models._http import ConnectFailed, Dropped, Endpoint, basic_credentials
 from bench.models._json import body_bytes, loads
 from bench.models._litellm import litellm
 from bench.models.reasoning import billed_completion, plain, reasoning_tokens, separated, trim_logprobs
@@ -36,15 +34,13 @@ def open_endpoint(route: Route) -> Endpoint:
     headers (the key, read once, kept in memory only) are written once, into the head every request repeats. An
     api_base's ``user:password@`` goes as a Basic header, as the preflight probes it; with a key as well, the one
     Authorization header cannot carry both: a final error says so."""
-    parts = urlsplit(route.api_base or "")
     key = route.api_key()
-    if "@" in parts.netloc:
+    _, token = basic_credentials(route.api_base or "")
+    if token is not None:
         if key:
             raise ProviderError(f"{route.spec.model}: api_base {route.api_base} carries credentials and the model has "
                                 f"a key ({route.key_env}): one Authorization header carries one of them; drop the "
                                 f"user:password@ or the key", kind="auth", retryable=False)
-        user, _, password = parts.netloc.rsplit("@", 1)[0].partition(":")
-        token = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode()
         add_secret(token)  # an error body that echoes the header is redacted like the password itself
         auth = f"Basic {token}"
     else:

@@ -9,17 +9,16 @@ provider's ``check`` (bench.models.providers).
 
 from __future__ import annotations
 
-import base64
 import json
 import socket
 import urllib.error
-import urllib.parse
 import urllib.request
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 from bench.core.errors import PreflightError
 from bench.core.secrets import load_env
+from bench.models._http import basic_credentials
 from bench.models.batches.wire import provider_of, unsupported
 from bench.models.providers import provider_for
 from bench.models.routing import ModelSpec, resolve
@@ -132,10 +131,5 @@ def _unreachable(api_base: str, exc: BaseException, timeout_s: float) -> str:
 def _get(url: str) -> urllib.request.Request:
     """Return a GET of ``url``, its credentials (``user:password@``) moved into a Basic header as HTTP
     clients send them: urllib would take ``user:password@host`` for a host name."""
-    parts = urllib.parse.urlsplit(url)
-    if "@" not in parts.netloc:
-        return urllib.request.Request(url)
-    userinfo, host = parts.netloc.rsplit("@", 1)
-    user, _, password = userinfo.partition(":")
-    token = base64.b64encode(f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}".encode()).decode()
-    return urllib.request.Request(parts._replace(netloc=host).geturl(), headers={"Authorization": f"Basic {token}"})
+    bare, token = basic_credentials(url)
+    return urllib.request.Request(bare, headers={"Authorization": f"Basic {token}"} if token else {})
