@@ -6,11 +6,11 @@ Why not aiohttp's ``ClientSession``: per request it builds a request and a respo
 multidict, a stream reader, timers and trace hooks, about 3,800 bytecodes of which a chat completion needs a
 few hundred (``benchmarks/seam_profile.py`` counts them; docs/llm-seam.md has the figures). What it does that an
 OpenAI-compatible endpoint needs is here: http and https (the system's certificates, as aiohttp; a private CA
-through ``SSL_CERT_FILE``), the framings and encodings a server may choose (read by the connection),
-keep-alive unless the server says ``Connection: close``, a total timeout per request (connecting included), DNS
-answers kept five minutes, a host's next address tried 250 ms into a connect that has not answered (as aiohttp's
-connector), an idle connection older than 15 s closed instead of reused (as aiohttp's, before a NAT or a load
-balancer forgets it). The key lives in the request head, in memory only.
+through ``SSL_CERT_FILE``), the framings, encodings and keep-alive a server may choose (read by the
+connection), a total timeout per request (connecting included), DNS answers kept five minutes, a host's next
+address tried 250 ms into a connect that has not answered (as aiohttp's connector), an idle connection older
+than 15 s closed instead of reused (as aiohttp's, before a NAT or a load balancer forgets it). The key lives in
+the request head, in memory only.
 """
 
 from __future__ import annotations

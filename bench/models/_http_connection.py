@@ -3,7 +3,8 @@ and parses its reply as the bytes arrive into ``(status, headers, body)``: a Con
 trailers) or read-to-close body, gzip (every member) or deflate, interim 1xx replies skipped; keep-alive unless the
 server says ``Connection: close`` or speaks HTTP/1.0. A connection whose reply was not read whole (a timeout, a
 cancel, a drop, a close, bytes past the reply, a malformed head or chunk) is closed, never reused; a reply is never
-taken from a connection reset or closed by this side.
+taken from a connection reset or closed by this side (over TLS, a close without TLS's own close_notify still ends
+a read-to-close reply, as it did with aiohttp: asyncio's TLS layer does not tell them apart).
 
 Its endpoint (``_http.Endpoint``) gives it the event loop (``loop``), takes it back when a reply is read whole
 (``idle``), forgets it when it closes (``forget``) and says when the client is closed (``closed``).

@@ -297,6 +297,11 @@ class ShardCache:
         ``took`` (how long the reply took: ``ResponseCache`` groups writes by it) changes nothing here."""
         self.put(key, value)
 
+    def persist(self) -> None:
+        """Nothing to wait for: a reply is in this process's file once ``put_later`` returns (``ResponseCache.persist``
+        appends its queue; a conversation calls it before its next turn). A reply a failed write kept in memory is
+        tried again after the pause, or at ``flush``."""
+
     def flush(self) -> None:
         """Write the replies a failed write kept in memory (nothing else waits: writes are synchronous)."""
         with self._lock:

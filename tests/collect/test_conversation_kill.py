@@ -1,5 +1,6 @@
 """A sweep killed (SIGKILL) while a later turn of a conversation is on the wire resumes at the first unanswered turn
-of each conversation: no completed turn is paid twice, and the journal counts the turn that was in flight."""
+of each conversation: no completed turn is paid twice, and the journal counts the turn that was in flight; with
+either kind of response cache (a sqlite file; the folder of per-process files cluster workers use)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import os
 import signal
 import subprocess
 import time
+
+import pytest
 
 from bench.core.journal import recorded_repeats
 from bench.core.records import Candidate
@@ -17,28 +20,33 @@ from tests.collect.dialogues import inline
 from tests.sweep.test_sweep import wait_until_no_kernel_writes
 
 N_CONVERSATIONS, N_TURNS = 4, 3
+CACHES = {"sqlite": {}, "shards": {"BENCH_CACHE_SHARDS": "1"}}
 
 
-def test_a_killed_conversation_resumes_without_paying_a_finished_turn_again(tmp_path, fake):
+@pytest.mark.parametrize("cache", CACHES)
+def test_a_killed_conversation_resumes_without_paying_a_finished_turn_again(tmp_path, fake, cache):
+    env = {"drop": ("BENCH_CACHE", "BENCH_CACHE_SHARDS"), **CACHES[cache]}
     fake.configure(latency_ms=300)
     chat = {"id": "chat", "version": "v1", "system": "be brief",
             "turns": ["Hi, I am {persona}.", "Give me one tip.", "Make it shorter."]}
     params = grids.grid(tmp_path / "k.yaml", fake.url, name="k", prompts=[chat],
                         scenarios=inline(*({"persona": f"p{n}"} for n in range(N_CONVERSATIONS))),
                         limits={"max_concurrency": 2, "timeout_s": 10, "retries": 0})
-    with started(tmp_path, *sweep_args(params), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as proc:
+    with started(tmp_path, *sweep_args(params), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **env) as proc:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:  # a later turn was sent (its history is in the cache's log), one on the wire
             stats = fake.stats()
             if stats["in_flight"] and any(later_turn(body) for body in stats["recent"]):
                 break
             time.sleep(0.02)
+        else:
+            pytest.fail(f"no later turn reached the provider in 120 s: {fake.stats()['requests']} requests")
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     wait_until_no_kernel_writes(tmp_path)
     assert 3 <= fake.stats()["requests"] < N_CONVERSATIONS * N_TURNS
     fake.configure(latency_ms=0)
-    resumed = grids.sweep(tmp_path, params)
+    resumed = grids.sweep(tmp_path, params, **env)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     run_dir = tmp_path / "runs" / "k"
     done = [c for c in RunStore(run_dir).latest(Candidate).values() if c.ok]

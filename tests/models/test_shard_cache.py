@@ -85,6 +85,25 @@ def lines_of(folder: Path) -> dict[str, list[dict]]:
     return out
 
 
+SQLITE_ONLY = {"gather_s"}  # how long the sqlite cache's writer gathers a group: the folder kind writes at once
+
+
+def test_the_folder_cache_answers_every_call_the_sqlite_cache_does(tmp_path):
+    """``open_cache`` hands either kind to the pipeline: a call only one kind has fails on the other (a conversation's
+    ``persist`` failed every multi-turn prompt on cluster workers, which use folders)."""
+    sqlite, cache = ResponseCache(tmp_path / "c.sqlite"), ShardCache(tmp_path / "c")
+    public = [{n for n in dir(kind) if not n.startswith("_")} for kind in (sqlite, cache)]  # attributes too
+    sqlite.close()
+    assert public[0] - SQLITE_ONLY <= public[1], public[0] - public[1]
+    cache.put_later("k", {"text": "kept"})
+    cache.persist()  # a reply is in the file once put_later returns: another process reads it now
+    out = subprocess.run([sys.executable, "-c", "import json, sys; from bench.models.shard_cache import ShardCache;"
+                          "print(json.dumps(ShardCache(sys.argv[1]).get('k')))", str(cache.path)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert json.loads(out.stdout) == {"text": "kept"}, out.stderr
+    cache.close()
+
+
 def test_round_trip_hits_misses_and_a_new_process_reads_it(tmp_path):
     key = request_key("model", "messages")
     cache = ShardCache(tmp_path / "c")
