@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from bench.config.entries import Endpoint
 from bench.config.params import Cell, Sweep, load_sweep
 from bench.config.scenarios import build, planned_count
 from bench.config.vision import check_vision
@@ -44,6 +45,15 @@ class Run:
     cells: list[Cell]
     dry_run: bool = False  # every model and judge answered by dry/<id> (bench sweep --dry-run)
     supersede: bool = False  # a changed cell, judge or rubric version supersedes its records (--supersede)
+
+    def endpoints(self) -> list[Endpoint]:
+        """Return every entry this run may call, each once: its cells' models, their prompts' simulated users and
+        the judges. Whatever holds for every called model (keys sent to workers, caps shared, the embedded model
+        served) reads this list, so a kind of caller added later is not left out."""
+        cells = self.cells
+        called = ([c.model for c in cells] + [c.prompt.user_simulator for c in cells if c.prompt.user_simulator]
+                  + list(self.sweep.judges))
+        return list({id(e): e for e in called}.values())
 
     @property
     def store(self) -> RunStore:
@@ -81,8 +91,7 @@ def open_run(params: str | Path, cells: Any = None, run_dir: str | Path | None =
             raise ParamsError(f"--dry-run writes to runs/{sweep.name}-dry, never to another run folder: "
                               f"drop --run-dir {run_dir}")
         sweep = dry_sweep(sweep, params_path)
-    problems = param_problems([(f"models[{i}]", m) for i, m in enumerate(sweep.models)]
-                              + [(f"judges[{i}]", j) for i, j in enumerate(sweep.judges)])
+    problems = param_problems(sweep.endpoints())
     if problems:
         raise ParamsError("\n".join(f"{params_path}: {p}" for p in problems))
     chosen = select_cells(sweep, cells)

@@ -159,7 +159,8 @@ async def _collect_and_judge(run: Run, llm: LLM, shard: str | None, progress: st
     stream = JudgeStream(run, llm, judges, emit, store.done_ids(Judgment), halt=halt, planned=bar.grow)
     writer_task = asyncio.ensure_future(writer.run())
     try:
-        result = await collect_stage(run, llm, shard=shard, progress=progress, sink=stream.feed, halt=halt)
+        result = await collect_stage(run, llm, shard=shard, progress=progress, sink=stream.feed, halt=halt,
+                                     expect=stream.expect)
         bar.phase("judging")
         await stream.drain()
     finally:

@@ -45,7 +45,8 @@ def answer_counts(run: Run) -> tuple[int, int]:
 
 
 async def collect_stage(run: Run, llm: LLM, *, shard: str | None = None, progress: str = "auto",
-                        sink: Callable[[Candidate], None] | None = None, halt: Halt | None = None) -> CollectResult:
+                        sink: Callable[[Candidate], None] | None = None, halt: Halt | None = None,
+                        expect: Callable[[list[WorkItem]], None] | None = None) -> CollectResult:
     """Produce every missing candidate of the run's cells; return what was done.
 
     Concurrency is bounded by ``llm``'s cap (one cap for the whole process); each endpoint works in its own lane
@@ -55,6 +56,7 @@ async def collect_stage(run: Run, llm: LLM, *, shard: str | None = None, progres
     ``limits.budget_usd`` is reached (``Halted``: bench.models.budget) stops it the same way: its
     item and the items not started get no record, and that Halted is raised once at the end.
     ``halt``: shared with the caller's writers (a pipelined judge); then the caller raises it, after its own rescue.
+    ``expect``, then ``sink``: told the items it will ask (in the grid's order), then each new answer that succeeded.
     A conversation the stop cut short after paying for some of its turns is written, failed, with that spend
     (bench.collect.conversation). Tools' Python functions are found before anything is sent (ParamsError if not).
     """
@@ -63,7 +65,7 @@ async def collect_stage(run: Run, llm: LLM, *, shard: str | None = None, progres
     store = RunStore(run.dir, shard=shard)
     store.ensure_writable()
     tries = store.attempts(Candidate)
-    result, pending = _pending(run, store, tries)
+    result, pending = _pending(run, store, tries, expect)
     bar = Progress("collect", _totals(pending), mode=progress, wire=requests_on_the_wire(llm))
     writer = RecordWriter(store, halt=halt)
 
@@ -103,8 +105,10 @@ async def collect_stage(run: Run, llm: LLM, *, shard: str | None = None, progres
     return result
 
 
-def _pending(run: Run, store: RunStore, tries: dict[str, int]) -> tuple[CollectResult, list[WorkItem]]:
-    """Return the stage's result so far (planned, skipped, exhausted) and the items it must still answer."""
+def _pending(run: Run, store: RunStore, tries: dict[str, int],
+             expect: Callable[[list[WorkItem]], None] | None = None) -> tuple[CollectResult, list[WorkItem]]:
+    """Return the stage's result so far (planned, skipped, exhausted) and the items it must still answer, in the
+    grid's order, as ``expect`` is told (a pipelined judge packs answers by their place among them)."""
     items = plan(run.sweep, run.scenarios, run.cells)
     done_ids = store.done_ids(Candidate)
     pending = [it for it in items if it.candidate_id not in done_ids]
@@ -114,6 +118,8 @@ def _pending(run: Run, store: RunStore, tries: dict[str, int]) -> tuple[CollectR
     if exhausted:  # asked max_attempts times already: left failed, reported, never paid for again
         result.exhausted = len(exhausted)
         pending = [it for it in pending if tries.get(it.candidate_id, 0) < max_attempts]
+    if expect is not None:
+        expect(pending)
     return result, pending
 
 

@@ -19,7 +19,7 @@ from bench.config._strict import Strict, refuse_duplicates
 from bench.config._yaml import parse_yaml
 from bench.config.align import AlignSettings
 from bench.config.conversations import ToolEntry, bind_prompts
-from bench.config.entries import JudgeEntry, ModelEntry, PromptEntry
+from bench.config.entries import Endpoint, JudgeEntry, ModelEntry, PromptEntry
 from bench.config.ids import is_id
 from bench.config.sources import Scenarios
 from bench.core.digests import Digest, cell_digest
@@ -122,6 +122,14 @@ class Sweep(Strict):
     def cells(self) -> list["Cell"]:
         """Return every (model, prompt) cell in declaration order."""
         return [Cell(m, p) for m in self.models for p in self.prompts]
+
+    def endpoints(self) -> list[tuple[str, Endpoint]]:
+        """Return every entry the sweep may call with where it sits in the params file: the models, the prompts'
+        simulated users and the judges (what a check of every called model must visit: ``Run.endpoints``)."""
+        return ([(f"models[{i}]", m) for i, m in enumerate(self.models)]
+                + [(f"prompts[{i}].user_simulator", p.user_simulator) for i, p in enumerate(self.prompts)
+                   if p.user_simulator is not None]
+                + [(f"judges[{i}]", j) for i, j in enumerate(self.judges)])
 
 
 class Cell(BaseModel):

@@ -20,6 +20,11 @@ DEFAULT_LABELS: tuple[str, ...] = ("A>>B", "A>B", "A=B", "B>A", "B>>A")
 # ``per_turn`` grades one conversation's turns one by one: meaningless where two answers are compared (their turns
 # do not pair up) or where no judge reads the conversation (the checks read the whole trajectory)
 PER_TURN_MODES: tuple[str, ...] = ("rubric", "checklist", "hybrid")
+# what each mode grades with: a rubric of that mode, or a judge entry whose own ``mode:`` names it, needs at least one
+NEEDS: dict[str, tuple[str, ...]] = {"rubric": ("criteria",), "packed": ("criteria",), "hybrid": ("criteria", "checks"),
+                                     "checklist": ("requirements",), "automated": ("checks",)}
+PART_TEXT = {"criteria": "criterion (id, description, scale, anchors)", "requirements": "requirement (id, text)",
+             "checks": f"check (id, kind: {' | '.join(KINDS)})"}
 
 
 class Criterion(Strict):
@@ -160,9 +165,7 @@ class RubricSpec(Strict):
     @field_validator("criteria")
     @classmethod
     def _criteria(cls, v: list[Criterion], info: ValidationInfo) -> list[Criterion]:
-        mode = info.data.get("mode")
-        if mode in ("rubric", "hybrid") and not v:
-            raise ValueError(f"mode '{mode}' needs at least 1 criterion (id, description, scale, anchors)")
+        _needed(info.data.get("mode"), "criteria", v)
         refuse_duplicates("criterion id", [c.id for c in v])
         if v and sum(c.weight for c in v) <= 0:
             raise ValueError("the criteria's weights sum to 0; give at least one a positive weight")
@@ -171,9 +174,7 @@ class RubricSpec(Strict):
     @field_validator("requirements")
     @classmethod
     def _requirements(cls, v: list[Requirement], info: ValidationInfo) -> list[Requirement]:
-        mode = info.data.get("mode")
-        if mode == "checklist" and not v:
-            raise ValueError("mode 'checklist' needs at least 1 requirement (id, text)")
+        _needed(info.data.get("mode"), "requirements", v)
         refuse_duplicates("requirement id", [r.id for r in v])
         return v
 
@@ -190,9 +191,7 @@ class RubricSpec(Strict):
     @field_validator("checks")
     @classmethod
     def _checks(cls, v: list[Any], info: ValidationInfo) -> list[Any]:
-        mode = info.data.get("mode")
-        if mode in ("automated", "hybrid") and not v:
-            raise ValueError(f"mode '{mode}' needs at least 1 check (id, kind: {' | '.join(KINDS)})")
+        _needed(info.data.get("mode"), "checks", v)
         refuse_duplicates("check id", [c.id for c in v])
         if v and sum(c.weight for c in v) <= 0:
             raise ValueError("the checks' weights sum to 0; give at least one a positive weight")
@@ -204,6 +203,23 @@ class RubricSpec(Strict):
         if v is None and info.data.get("mode") == "hybrid":
             return HybridWeights(llm=1.0, automated=1.0)  # omitted: an even mix
         return v
+
+
+def _needed(mode: str | None, part: str, value: list[Any]) -> None:
+    if not value and part in NEEDS.get(mode or "", ()):
+        raise ValueError(f"mode '{mode}' needs at least 1 {PART_TEXT[part]}")
+
+
+def mode_refusal(spec: RubricSpec, mode: str) -> str | None:
+    """Return why a judge cannot grade in ``mode`` (its entry's own ``mode:``) with rubric ``spec``, and what to do;
+    None when it can (the rubric has every part the mode grades with)."""
+    if spec.per_turn and mode not in (*PER_TURN_MODES, "packed"):
+        return f"(per_turn: true): {per_turn_refusal(mode)}"
+    missing = [part for part in NEEDS.get(mode, ()) if not getattr(spec, part)]
+    if not missing:
+        return None
+    return (f"(mode: {spec.mode}) has no {missing[0]}: mode '{mode}' needs at least 1 {PART_TEXT[missing[0]]}; "
+            f"drop the judge's mode: to grade as the rubric says, or name a rubric written for mode '{mode}'")
 
 
 def per_turn_refusal(mode: str) -> str:

@@ -69,8 +69,12 @@ def cache_location(root: Path | None = None) -> tuple[Path, bool]:
     if env:
         path = Path(env).expanduser()
         return path, shards or env.endswith(("/", os.sep)) or path.is_dir()
-    cache = runs_root(root) / ".cache"
-    return (cache / "shards", True) if shards else (cache / "responses.sqlite", False)
+    return (shard_folder(root), True) if shards else (runs_root(root) / ".cache" / "responses.sqlite", False)
+
+
+def shard_folder(root: Path | None = None) -> Path:
+    """Return the folder kind's default place (``$BENCH_CACHE_SHARDS=1`` without ``$BENCH_CACHE``: cluster workers')."""
+    return runs_root(root) / ".cache" / "shards"
 
 
 def cache_path(root: Path | None = None) -> Path:

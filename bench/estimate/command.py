@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
+from bench.collect.simulator import simulator_specs
 from bench.core.digests import supersede
 from bench.estimate.cost import Estimate, estimate
 from bench.estimate.pilot import send_pilot
@@ -34,7 +35,7 @@ def validate(params: str | Path, cells: str | None = None) -> int:
     print("requests a sweep would send now (first turns; retries and repair turns come on top; "
           "'+?': answers not collected yet, so their judge requests cannot be looked up in the cache):")
     print(plan_table(plans))
-    preflight([c.model.spec() for c in run.cells] + judge_specs(load_judges(run)))
+    preflight([c.model.spec() for c in run.cells] + simulator_specs(run.cells) + judge_specs(load_judges(run)))
     print("preflight: ok (every model string known, every key set, every api_base answering); nothing was called")
     return 0
 
@@ -60,7 +61,7 @@ def estimate_command(params: str | Path, cells: str | None = None, run_dir: str 
 
 
 def before_sweep(run: Run, *, only_stage: str | None = None, groups: list[Iterable[str]] | None = None,
-                 pilot: bool = True, changed: list | None = None) -> Estimate:
+                 pilot: bool = True, changed: list | None = None, cache: str | None = None) -> Estimate:
     """Print the estimate of the sweep about to start (compact) and hold it to ``limits.budget_usd``; return it.
 
     The expected cost is held to the budget, not the worst case (bench.estimate.verdict); when it hangs on
@@ -69,8 +70,9 @@ def before_sweep(run: Run, *, only_stage: str | None = None, groups: list[Iterab
     before anything is sent, or after the pilot (its records kept); PriceUnknown (exit 2) when some stage
     that will send requests has no known price. ``pilot=False`` (a cluster sweep, whose lease server already
     holds the budget: a pilot sent from here would pass it by): no pilot, an unmeasured stage is held at its bound.
+    ``cache``: the response cache the executions read, when not this process's (a cluster's workers' folder).
     """
-    est = estimate(run, only_stage=only_stage, groups=groups)
+    est = estimate(run, only_stage=only_stage, groups=groups, cache=cache)
     params = shown_path(run.params_path)
     verdict = budget_verdict(run, est, pilot=pilot)
     print("estimate (before anything is sent):", flush=True)

@@ -121,13 +121,14 @@ class Estimate:
 
 
 def estimate(run: Run, llm: LLM | None = None, *, only_stage: str | None = None,
-             groups: list[Iterable[str]] | None = None) -> Estimate:
+             groups: list[Iterable[str]] | None = None, cache: str | None = None) -> Estimate:
     """Return the estimate of the next sweep of ``run``; calls no model, starts no server.
 
-    ``only_stage`` and ``groups`` as in :func:`bench.estimate.work.stage_work`.
+    ``only_stage`` and ``groups`` as in :func:`bench.estimate.work.stage_work`; ``cache``: the response cache the
+    sweep's executions read (a cluster's workers: their folder), default this process's (``open_cache``).
     """
     own = llm is None
-    llm = llm or LLM(run.sweep.limits, cache=open_cache(root=run.root))
+    llm = llm or LLM(run.sweep.limits, cache=open_cache(cache, root=run.root))
     try:
         seen = observe(run.store, load_judges(run), run.sweep.cells())
         work = stage_work(run, llm, _placeholders(seen), only_stage=only_stage, groups=groups,

@@ -5,9 +5,9 @@ yet graded, both pairwise orders (those not graded yet), one request per checkli
 item (rubric, hybrid), none for automated checks, plus, for a rubric with ``solve_first``, one solution
 request per question and repeat its pending items share (``_solutions``), and for the ``packed`` mode one per packed call,
 packed as grading packs them: the answers already collected are graded by the judge stage ``pack_size``
-at a time in the run store's order (``bench.judge.packed``), the answers a sweep collects are graded as
-they arrive (``bench.judge.stream``), so each group is packed apart, and each execution of the sweep
-(``--jobs``, ``--per-cell``, a cluster's tasks) packs its own cells apart too.
+at a time in the grid's order (``bench.judge.packed``), the answers a sweep collects by the stream, k consecutive
+places of the grid to a pack (``bench.judge.stream``), so each group is packed apart, and each execution of the
+sweep (``--jobs``, ``--per-cell``, a cluster's tasks) packs its own cells apart too.
 
 A conversation or an agent loop (a prompt with ``turns``, ``messages``, ``tools`` or a ``user_simulator``)
 asks more than one request, replayed through the cache then bounded by its turns and steps
@@ -40,7 +40,7 @@ from bench.estimate.bounds import Ask, bound_of, conversation, stand_in
 from bench.judge.packed import packed_messages, short_id  # the packed call, as grade_packed builds it
 from bench.judge.grader import Item, Judge
 from bench.judge.solutions import solution_messages
-from bench.judge.stage import items_for, load_judges, next_attempts, owns_dataset
+from bench.judge.stage import grid_positions, items_for, load_judges, next_attempts, owns_dataset
 from bench.models.client import LLM
 from bench.models.routing import ModelSpec, resolve
 from bench.models.tokens import output_bound
@@ -104,14 +104,30 @@ def stage_work(run: Run, llm: LLM, placeholder: Placeholder | None = None, *, on
               for it, cid in work if collects and cid not in stored and tries.get(cid, 0) < limit}
     if only_stage == "collect":  # the judge stage does not run: what was collected earlier waits for it
         stored = {}
-    cell_of = {c.id: c.cell for c in stored.values()} | {i: c.cell for i, c in future.items()}
+    cell_of = {c.id: c.cell for c in stored.values()}
     group_of = {key: n for n, group in enumerate(groups or []) for key in group}
+    order = grid_positions(run)  # the judge stage grades the answers collected earlier in the grid's order
+    answered = sorted(stored.values(), key=lambda c: order.get((c.cell, c.scenario_id, c.sample), len(order)))
+    places = _places(list(future.values()), group_of)
     graded = (store.done_ids(Judgment), store.attempts(Judgment))
     stand_ins = set(future) - set(answers)
+    place = lambda item: places.get(item.ids[0]) or (group_of.get(cell_of.get(item.ids[0], ""), 0), -1)  # noqa: E731
     for judge in judges:
-        items = items_for(judge, run.scenarios, [*stored.values(), *future.values()], owns_dataset(run))
-        out.append(_judge_work(run, llm, judge, items, (set(future), stand_ins), graded, seen,
-                               lambda item: group_of.get(cell_of.get(item.ids[0], ""), 0)))
+        items = items_for(judge, run.scenarios, [*answered, *future.values()], owns_dataset(run))
+        out.append(_judge_work(run, llm, judge, items, (set(future), stand_ins), graded, seen, place))
+    return out
+
+
+def _places(future: list[Candidate], group_of: dict[str, int]) -> dict[str, tuple[int, int]]:
+    """Return each new answer's (execution, place among the answers that execution's collect asks, in the grid's
+    order: ``future``'s): an execution packs its own cells apart, and its stream packs k consecutive new answers
+    (``bench.judge.stream``)."""
+    counts: dict[int, int] = {}
+    out = {}
+    for c in future:
+        n = group_of.get(c.cell, 0)
+        out[c.id] = (n, counts.get(n, 0))
+        counts[n] = counts.get(n, 0) + 1
     return out
 
 
@@ -211,7 +227,8 @@ def _held(cand: Candidate | None, by: str) -> int:
 
 
 def _judge_work(run: Run, llm: LLM, judge: Judge, items: list[Item], new: tuple[Set[str], Set[str]],
-                graded: tuple[set[str], dict[str, int]], seen: set[str], group: Callable[[Item], int]) -> StageWork:
+                graded: tuple[set[str], dict[str, int]], seen: set[str],
+                place: Callable[[Item], tuple[int, int]]) -> StageWork:
     """Return one judge's work. ``new``: (the ids of the answers this sweep collects, which are graded as
     they arrive; those of them answered by a stand-in, whose judge requests cannot be looked up)."""
     (future, stand_ins), (done, tries) = new, graded
@@ -225,7 +242,7 @@ def _judge_work(run: Run, llm: LLM, judge: Judge, items: list[Item], new: tuple[
     if grader.packed:
         out.held += math.ceil(n_done / max(1, judge.entry.pack_size))
         requests = [(packed_request(judge, chunk, run.sweep.seed), any(unknown(i) for i in chunk))
-                    for chunk in _chunks(judge, pending, future, group)]
+                    for chunk in _chunks(judge, pending, future, place)]
     else:
         out.held += round(grader.requests_per_item(judge) * n_done) + sum(
             i in done for item in pending for i in judge.judgment_ids(item))  # a pairwise order graded earlier
@@ -261,10 +278,11 @@ def _solutions(llm: LLM, judge: Judge, items: list[Item], pending: list[Item], e
     spec, cache = judge.entry.spec(), llm.cache
     texts: dict[str, str | None] = {}  # request key -> the cached solution (None: not cached)
     asks, solved, unsolved = {}, [], set()
-    for item in pending:
-        key = llm.request_key(spec, solution_messages(judge, item), sample=item.repeat)
+    keys = [llm.request_key(spec, solution_messages(judge, item), sample=item.repeat) for item in pending]
+    cached = cache.held(keys) if cache is not None and keys else set()  # one look for all (a miss: no get)
+    for item, key in zip(pending, keys):
         if key not in texts:
-            hit = cache.get(key) if cache is not None and cache.contains([key]) else None
+            hit = cache.get(key) if key in cached else None
             texts[key] = hit["text"] if hit is not None else None
             asks[key] = ((solution_messages(judge, item), None, 1, item.repeat), False)
         solved.append(replace(item, solution=texts[key] if texts[key] is not None else item.texts[0]))
@@ -282,13 +300,18 @@ def _completion_tokens(reply: dict | None) -> list[int]:
     return [int(tokens)] if isinstance(tokens, int) and not isinstance(tokens, bool) else []
 
 
-def _chunks(judge: Judge, pending: list[Item], future: Set[str], group: Callable[[Item], int]) -> list[list[Item]]:
-    """Return the packed calls of ``pending`` as grading makes them: per execution, what the judge stage
-    grades (answers collected earlier) and what the pipelined stream grades (new answers), each in turn."""
+def _chunks(judge: Judge, pending: list[Item], future: Set[str],
+            place: Callable[[Item], tuple[int, int]]) -> list[list[Item]]:
+    """Return the packed calls of ``pending`` as grading makes them, per execution: the judge stage grades the
+    answers collected earlier k at a time in the grid's order (``pending``'s), the pipelined stream the new ones
+    k consecutive places of its grid to a pack (one without a place: at the drain), each cut k to a call."""
     k = max(1, judge.entry.pack_size)
-    parts: dict[tuple[int, bool], list[Item]] = {}
+    parts: dict[tuple[int, bool, int, int], list[Item]] = {}
     for item in pending:  # one repeat per call, as grading packs them
-        parts.setdefault((group(item), bool(future.intersection(item.ids)), item.repeat), []).append(item)
+        execution, position = place(item)
+        new = bool(future.intersection(item.ids))
+        pack = (position // k if position >= 0 else -1) if new else 0
+        parts.setdefault((execution, new, item.repeat, pack), []).append(item)
     return [part[i:i + k] for part in parts.values() for i in range(0, len(part), k)]
 
 
@@ -308,8 +331,7 @@ def cached_keys(llm: LLM, keys: list[str], seen: set[str]) -> list[bool]:
     identical request was counted before (``seen``, which this adds ``keys`` to)."""
     fresh = list(dict.fromkeys(k for k in keys if k not in seen))
     cache = llm.cache
-    n = cache.contains(fresh) if fresh and cache is not None else 0
-    held = set(fresh) if n == len(fresh) else {k for k in fresh if cache.contains([k])} if n else set()
+    held = cache.held(fresh) if fresh and cache is not None else set()
     out = []
     for key in keys:
         out.append(key in seen or key in held)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from bench.collect import plan
-from bench.config.rubric_spec import PER_TURN_MODES, per_turn_refusal
+from bench.config.rubric_spec import mode_refusal
 from bench.config.rubrics import check_reference_keys, load_rubric
 from bench.config.scenarios import reference_source
 from bench.core.digests import current_candidates
@@ -61,14 +61,24 @@ def load_judges(run: Run, only: str | Iterable[str] | None = None) -> list[Judge
                               f"{[j.id for j in entries]}")
         entries = [j for j in entries if j.id in wanted]
     judges = [Judge(e, load_rubric(e.rubric, run.root, run.params_path.parent)) for e in entries]
-    for judge in judges:  # a judge entry's own mode may not grade turn by turn what its rubric would
-        if judge.rubric.per_turn and judge.mode not in (*PER_TURN_MODES, "packed"):
+    for judge in judges:  # a judge entry's own mode: its rubric must have what that mode grades with
+        if (refused := mode_refusal(judge.rubric, judge.mode)) is not None:
             raise ParamsError(f"{run.params_path}: judge '{judge.entry.id}' (mode: {judge.mode}), rubric "
-                              f"{judge.rubric.path} (per_turn: true): {per_turn_refusal(judge.mode)}")
+                              f"{judge.rubric.path} {refused}")
     refuse_unrunnable_checks(judges, run.scenarios, run.params_path)  # a check's reference key: before any spend
     for judge in judges:  # a reference key the rubric shows its judge: before any spend too
         check_reference_keys(judge.rubric, run.scenarios, reference_source(run.sweep, run.params_path))
     return judges
+
+
+def grid_positions(run: Run) -> dict[tuple[str, str, int], int]:
+    """Return each planned answer's place in the grid's order, ``(cell key, scenario id, sample) -> position``: cells as
+    declared, then scenarios, then samples (the order collect asks them in). The judge stage packs answers in this
+    order, as the pipelined stream does (``bench.judge.stream``), so the same answers share the same calls on every
+    run (their requests then hit the response cache), whatever order they were answered and written in."""
+    samples = range(run.sweep.samples)
+    keys = ((c.key, s.id, n) for c in run.cells for s in run.scenarios for n in samples)
+    return {key: position for position, key in enumerate(keys)}
 
 
 def _question(c: Candidate) -> str:
@@ -151,6 +161,8 @@ async def judge_stage(run: Run, llm: LLM, judges: list[Judge], *, shard: str | N
     candidates = current_candidates(run.dir, [c for c in RunStore(run.dir).latest(Candidate).values() if c.ok])
     cell_keys = {c.key for c in run.cells} | {j.entry.baseline for j in judges if j.entry.baseline}
     candidates = [c for c in candidates if c.cell in cell_keys]
+    order = grid_positions(run)  # the grid's order, not the order answers were written: packs cut alike every run
+    candidates.sort(key=lambda c: order.get((c.cell, c.scenario_id, c.sample), len(order)))
     mine = owns_dataset(run)
     done = store.done_ids(Judgment)
     tries = store.attempts(Judgment)

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from bench.collect import WorkItem
 from bench.core.records import Candidate
 from bench.core.writer import Halt
 from bench.judge.grader import Emit, Item, Judge, grade_items
@@ -17,11 +18,14 @@ from bench.run import Run
 class JudgeStream:
     """Judges candidates as collect produces them (the pipelined sweep): one event loop, one cap.
 
-    Single-item modes grade a candidate as soon as it arrives; the packed mode grades every k
-    arrivals; pairwise against a baseline waits for both answers of a scenario. ``drain``
-    grades what is left (partial packs) and waits for everything in flight. Once ``halt``
-    (the stage's ``Halt``) is set by a failed write, nothing new is started. ``planned(judge_id, n)``
-    is told of the ``n`` judgments each new candidate adds (a progress bar whose total grows).
+    Single-item modes grade a candidate as soon as it arrives; the packed mode grades a pack once each of its k
+    answers has arrived, a pack being k consecutive answers of those collect asks (``expect``: in the grid's order),
+    never the next k to arrive: the same answers share the same call on every run, so a re-run hits the response
+    cache, whatever order a loaded machine answered in; pairwise against a baseline waits for both answers of a
+    scenario.
+    ``drain`` grades what is left (packs with an answer that never came) and waits for everything in flight. Once
+    ``halt`` (the stage's ``Halt``) is set by a failed write, nothing new is started. ``planned(judge_id, n)`` is
+    told of the ``n`` judgments each new candidate adds (a progress bar whose total grows).
     """
 
     def __init__(self, run: Run, llm: LLM, judges: list[Judge], emit: Emit, done: set[str],
@@ -29,7 +33,10 @@ class JudgeStream:
         self.run, self.llm, self.judges, self.emit, self.done = run, llm, judges, emit, done
         self.halt, self.planned = halt, planned
         self.tasks: set[asyncio.Task] = set()
-        self.packs: dict[tuple[str, int], list[Item]] = {}  # (judge id, repeat) → items waiting for a packed call
+        self.positions: dict[tuple[str, str, int], int] = {}  # an answer collect asks -> its place (``expect``)
+        # (judge id, repeat, pack number) → the items waiting for their pack's call, and the answers arrived for it
+        self.packs: dict[tuple[str, int, int], list[tuple[int, int, Item]]] = {}  # (position, turn, item)
+        self.arrived: dict[tuple[str, int, int], set[int]] = {}
         self.waiting: dict[tuple, dict[str, Candidate]] = {}
 
     def feed(self, cand: Candidate) -> None:
@@ -37,17 +44,25 @@ class JudgeStream:
         if self.halt:  # a write failed: no new call (the candidate is kept; a resume grades it)
             return
         for judge in self.judges:
-            for item in self._ready_items(judge, cand):
+            items = self._ready_items(judge, cand)
+            if judge.grader.packed:
+                self._add_to_packs(judge, cand, items)
+                continue
+            for item in items:
                 todo = [i for i in judge.judgment_ids(item) if i not in self.done]
                 if not todo:
                     continue
-                if self.planned is not None:
-                    self.planned(judge.entry.id, len(todo))
-                if judge.grader.packed:
-                    self._add_to_pack(judge, item)
-                else:
-                    self._spawn(grade_items(judge, [item], self.llm, self.emit, seed=self.run.sweep.seed,
-                                            done=self.done, halt=self.halt))
+                self._grow(judge, len(todo))
+                self._spawn(grade_items(judge, [item], self.llm, self.emit, seed=self.run.sweep.seed,
+                                        done=self.done, halt=self.halt))
+
+    def expect(self, items: list[WorkItem]) -> None:
+        """Take the answers collect will ask, in the grid's order: k consecutive ones make a pack."""
+        self.positions = {(it.cell.key, it.scenario.id, it.sample): n for n, it in enumerate(items)}
+
+    def _grow(self, judge: Judge, n: int) -> None:
+        if self.planned is not None:
+            self.planned(judge.entry.id, n)
 
     def _ready_items(self, judge: Judge, cand: Candidate) -> list[Item]:
         if not judge.grader.compares:
@@ -62,13 +77,31 @@ class JudgeStream:
             return items_for(judge, self.run.scenarios, list(slot.values()))
         return items_for(judge, self.run.scenarios, [cand, slot[judge.entry.baseline]])
 
-    def _add_to_pack(self, judge: Judge, item: Item) -> None:
-        key = (judge.entry.id, item.repeat)  # one repeat per packed call
-        pack = self.packs.setdefault(key, [])
-        pack.append(item)
-        if len(pack) >= max(1, judge.entry.pack_size):
-            self.packs[key] = []
-            self._spawn(grade_items(judge, pack, self.llm, self.emit, seed=self.run.sweep.seed, halt=self.halt))
+    def _add_to_packs(self, judge: Judge, cand: Candidate, items: list[Item]) -> None:
+        """Put the items of answer ``cand`` in their packs (one a repeat), and grade each pack whose answers are all in
+        (an answer graded already counts; a ``per_turn`` judge's items of k answers fill as many calls as they need)."""
+        k = max(1, judge.entry.pack_size)
+        position = self.positions.get((cand.cell, cand.scenario_id, cand.sample), -1)  # -1: graded at the drain
+        number = position // k if position >= 0 else -1
+        for item in items:
+            key = (judge.entry.id, item.repeat, number)
+            todo = [i for i in judge.judgment_ids(item) if i not in self.done]
+            if todo:
+                self.packs.setdefault(key, []).append((position, item.turn or 0, item))
+                self._grow(judge, len(todo))
+            self.arrived.setdefault(key, set()).add(position)
+        if number < 0:
+            return
+        for key in {(judge.entry.id, item.repeat, number) for item in items}:
+            if len(self.arrived[key]) == min(k, len(self.positions) - number * k):
+                del self.arrived[key]
+                if key in self.packs:
+                    self._grade_pack(judge, self.packs.pop(key))
+
+    def _grade_pack(self, judge: Judge, pack: list[tuple[int, int, Item]]) -> None:
+        """Grade one pack's items in the grid's order (the grader cuts them k to a call)."""
+        items = [item for _position, _turn, item in sorted(pack, key=lambda entry: entry[:2])]
+        self._spawn(grade_items(judge, items, self.llm, self.emit, seed=self.run.sweep.seed, halt=self.halt))
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -78,11 +111,11 @@ class JudgeStream:
     async def drain(self) -> None:
         """Grade partial packs and wait for every grading started so far."""
         by_id = {j.entry.id: j for j in self.judges}
-        for (judge_id, _repeat), rest in list(self.packs.items()):
-            self.packs[(judge_id, _repeat)] = []
-            judge = by_id[judge_id]
-            if rest and not self.halt:
-                self._spawn(grade_items(judge, rest, self.llm, self.emit, seed=self.run.sweep.seed, halt=self.halt))
+        for (judge_id, _repeat, _number), rest in list(self.packs.items()):
+            if not self.halt:
+                self._grade_pack(by_id[judge_id], rest)
+        self.packs.clear()
+        self.arrived.clear()
         while self.tasks:
             await asyncio.gather(*list(self.tasks))
 

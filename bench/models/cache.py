@@ -163,14 +163,18 @@ class ResponseCache:
 
     def contains(self, keys: list[str]) -> int:
         """Return how many of ``keys`` are cached (for `bench validate`'s plan); counts nothing."""
-        found = 0
+        found = self.held(keys)
+        return sum(k in found for k in keys)
+
+    def held(self, keys: list[str]) -> set[str]:
+        """Return which of ``keys`` are cached, in one pass (the estimate asks thousands at once); counts nothing."""
         with self._lock:
-            stored = [k for k in keys if k not in self._pending and k not in self._moving and k not in self._logged]
-            found += len(keys) - len(stored)
+            found = {k for k in keys if k in self._pending or k in self._moving or k in self._logged}
+            stored = list(dict.fromkeys(k for k in keys if k not in found))
             for i in range(0, len(stored), 500):
                 chunk = stored[i:i + 500]
-                q = f"SELECT COUNT(*) FROM responses WHERE key IN ({','.join('?' * len(chunk))})"
-                found += self._db.execute(q, chunk).fetchone()[0]
+                q = f"SELECT key FROM responses WHERE key IN ({','.join('?' * len(chunk))})"
+                found.update(key for (key,) in self._db.execute(q, chunk))
         return found
 
     def put(self, key: str, value: dict[str, Any]) -> None:

@@ -40,6 +40,9 @@ class RemoteStages(Protocol):
     def slots(self) -> int:
         """Return how many executions run at once there (a group of cells per slot)."""
 
+    def cache_folder(self) -> str:
+        """Return the response cache the executions there read (the driver's estimate reads it too)."""
+
     def run_stage(self, stage: str, started: str) -> list[Execution]:
         """Run ``stage`` as one execution per group of cells, to its end; return them, as a local stage does."""
 
@@ -86,9 +89,10 @@ def run_sweep(run: Run | str, *, jobs: int = 1, per_cell: bool = False, cells=No
         executions = (plan_executions(run, "collect", jobs, per_cell) if cluster is None  # a cluster: a task per slot
                       else plan_executions(run, "collect", cluster.slots(), False, by_cell_name=True))
         before_sweep(run, only_stage=only_stage, groups=[[c.key for c in ex.cells] for ex in executions],
-                     pilot=cluster is None, changed=changed)  # the estimate (and the pilot, when a budget needs it;
-        # a cluster's lease server holds the budget already: no pilot there); over limits.budget_usd (or a budget with
-        # a model's price unknown): BenchError here, before anything (more than the pilot) is sent
+                     pilot=cluster is None, changed=changed, cache=cluster.cache_folder() if cluster else None)
+        # the estimate (and the pilot, when a budget needs it; a cluster's lease server holds the budget already: no
+        # pilot there; its estimate reads the workers' cache); over limits.budget_usd (or a budget with a model's
+        # price unknown): BenchError here, before anything (more than the pilot) is sent
         supersede(run.dir, changed, shown_path(run.params_path))  # only now: a refused sweep sets nothing aside
         if on_start is not None:
             on_start()

@@ -22,7 +22,7 @@ class SharedLocalServer:
     """Start the embedded model once in the driver and share it with every execution (one model loaded)."""
 
     def __init__(self, run: Run):
-        named = {c.model.model for c in run.cells} | {j.model for j in run.sweep.judges}
+        named = {e.model for e in run.endpoints()}  # simulated users too: one embedded model serves them all
         self.models = sorted(m for m in named if provider_for(ModelSpec(m)).launches)  # the embedded model's
         self.owned = False
 
@@ -51,7 +51,7 @@ class SharedLimits:
     """
 
     def __init__(self, run: Run, jobs: int, per_cell: bool):
-        entries = [c.model for c in run.cells] + list(run.sweep.judges)
+        entries = run.endpoints()
         capped = any(e.max_concurrency or e.rpm or e.tpm for e in entries)
         several = len(plan_executions(run, "collect", jobs, per_cell)) > 1
         windows = any(e.rpm or e.tpm for e in entries)  # a window spans the collect and judge executions too

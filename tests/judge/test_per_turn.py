@@ -127,3 +127,21 @@ def test_one_conversations_grade_is_the_mean_over_its_graded_turns():
     assert merged.ok and merged.score == 3.0 and merged.scores == {"a": 3.0}  # the failed turn is left out
     failed = per_conversation([judgment(error="x", turn=1, **rubric)])
     assert failed[0][1] == 0 and not failed[0][0].ok
+
+
+@pytest.mark.parametrize("mode, rubric, lacks", [
+    ("packed", "tip-checklist", "criteria"), ("rubric", "arena-pairwise", "criteria"),
+    ("checklist", "tip-v1", "requirements"), ("automated", "tip-v1", "checks"), ("hybrid", "tip-v1", "checks")])
+def test_a_judge_entrys_mode_its_rubric_cannot_grade_in_is_refused_naming_what_it_lacks(tmp_path, fake, monkeypatch,
+                                                                                       mode, rubric, lacks):
+    """A judge's own ``mode:`` over a rubric written for another: refused at load, before any call, naming the judge,
+    the rubric and the part it lacks (it failed at run time: a bare ValueError, or an IndexError)."""
+    monkeypatch.setenv("BENCH_RUNS", str(tmp_path / "runs"))
+    params = grid(tmp_path / "g.yaml", fake.url, models=[model("m1", fake.url)],
+                  judges=[judge("j", fake.url, rubric=rubric, mode=mode)])
+    with pytest.raises(ParamsError) as err:
+        load_judges(open_run(params))
+    said = str(err.value)
+    assert said.startswith(f"{tmp_path / 'g.yaml'}: judge 'j' (mode: {mode}), rubric ") and f"{rubric}.md" in said
+    assert f"has no {lacks}: mode '{mode}' needs at least 1 " in said and "drop the judge's mode:" in said
+    assert fake.stats()["requests"] == 0

@@ -97,6 +97,11 @@ def test_the_folder_cache_answers_every_call_the_sqlite_cache_does(tmp_path):
     assert public[0] - SQLITE_ONLY <= public[1], public[0] - public[1]
     cache.put_later("k", {"text": "kept"})
     cache.persist()  # a reply is in the file once put_later returns: another process reads it now
+    for kind in (sqlite := ResponseCache(tmp_path / "c.sqlite"), cache):  # which keys are held: one look for many
+        kind.put("held", {"text": "h"})
+        assert kind.held(["held", "k", "absent", "held"]) == {"held"} | ({"k"} if kind is cache else set())
+        assert kind.contains(["held", "absent", "held"]) == 2
+    sqlite.close()
     out = subprocess.run([sys.executable, "-c", "import json, sys; from bench.models.shard_cache import ShardCache;"
                           "print(json.dumps(ShardCache(sys.argv[1]).get('k')))", str(cache.path)], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)

@@ -110,6 +110,14 @@ def test_caps_hold_across_two_workers_and_records_match_a_local_run(tmp_path, fa
     report = (tmp_path / "reports" / "c" / "index.html").read_text()  # rendered by a worker task
     assert f"ran on {len({a['worker'] for a in lines})} worker(s) on 1 host(s)" in report
 
+    # the same grid under another name: the workers answer it from their cache, and the driver's estimate says so
+    # (it read the workers' folder cache, not this machine's sqlite file, which the workers never wrote)
+    again = sweep(tmp_path, cluster_grid(tmp_path, fake.url, name="c2"), "--cluster", cluster.address, "--no-report")
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    total = next(ln.split() for ln in again.stdout.splitlines() if ln.startswith("total "))
+    assert total[3] == "0" and total[1] == total[2] != "0", again.stdout[-3000:]  # requests, cached, to send
+    assert fake.stats()["requests"] == stats["requests"]
+
 
 def test_an_rpm_window_holds_across_two_workers(tmp_path, fake, cluster):
     # rpm 4 per 1 s window, 0.4 s a request: four starts in any window means at most four requests ever in

@@ -14,15 +14,17 @@ from bench.testing.processes import tree
 
 
 def kernels(pid: int) -> set[int]:
-    """Return the PIDs of the Jupyter kernels under process ``pid`` now."""
-    found = set()
+    """Return the PIDs of the Jupyter kernels under process ``pid`` now. A process a kernel forks shows the kernel's
+    command line until it execs (a subprocess a kernel starts, seen in that window on a loaded machine): one whose
+    parent is a kernel is not a kernel."""
+    found = {}
     for proc in tree(pid)[1:]:
         try:
             if any("ipykernel" in part for part in proc.cmdline()):
-                found.add(proc.pid)
+                found[proc.pid] = proc.ppid()
         except psutil.NoSuchProcess:
             continue
-    return found
+    return {pid for pid, parent in found.items() if parent not in found}
 
 
 def alive(pids: set[int]) -> set[int]:

@@ -27,7 +27,7 @@ from typing import Any
 
 from bench.core.addresses import host_of, is_loopback
 from bench.core.errors import BenchError, ParamsError
-from bench.core.paths import CACHE_ENV, SHARDS_ENV
+from bench.core.paths import CACHE_ENV, SHARDS_ENV, shard_folder
 from bench.core.store import atomic_write, os_reason
 from bench.models import ratelimit
 from bench.models.budget import BUDGET_ENV, sweep_budget
@@ -124,6 +124,12 @@ class ClusterSession:
             return max(1, sum(self.client.nthreads().values()))
         except (OSError, TimeoutError):  # the scheduler went away: the stage's own wait says so
             return 1
+
+    def cache_folder(self) -> str:
+        """Return the response cache the workers' kernels use (``kernel_env``), as a folder path ending with ``/``:
+        the one the driver's estimate must read to count what they will answer from it."""
+        shared = os.environ.get(CACHE_ENV, "")
+        return shared if shared.endswith("/") else f"{shard_folder(self.run.root)}/"
 
     def kernel_env(self) -> dict[str, str]:
         """Return the variables every execution's task carries for its kernel: the lease server's address, the caps,

@@ -182,6 +182,10 @@ class ClusterStages:
         """Return how many executions the cluster runs at once (its workers' threads)."""
         return self.session.slots()
 
+    def cache_folder(self) -> str:
+        """Return the workers' response cache (a folder: see ``ClusterSession.cache_folder``)."""
+        return self.session.cache_folder()
+
     def start_ahead(self, stage: str, started: str) -> StageAhead:
         """Return ``stage``'s tasks to submit now, before the driver's preparation (a context: see StageAhead);
         :meth:`run_stage` releases them."""

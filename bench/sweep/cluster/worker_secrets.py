@@ -44,9 +44,9 @@ def secret_names(env_names: list[str] | tuple[str, ...], declared: set[str]) -> 
 
 
 def declared_key_vars(run: Any) -> set[str]:
-    """Return the ``api_key_env`` names of a run's models and judges (the variables its params point at)."""
-    entries = [c.model for c in run.cells] + list(run.sweep.judges)
-    return {e.api_key_env for e in entries if getattr(e, "api_key_env", None)}
+    """Return the ``api_key_env`` names of every model a run calls (``Run.endpoints``: the variables its params
+    point at)."""
+    return {e.api_key_env for e in run.endpoints() if getattr(e, "api_key_env", None)}
 
 
 def provider_keys(run: Any) -> dict[str, str]:
