@@ -107,8 +107,9 @@ def stage_work(run: Run, llm: LLM, placeholder: Placeholder | None = None, *, on
     cell_of = {c.id: c.cell for c in stored.values()}
     group_of = {key: n for n, group in enumerate(groups or []) for key in group}
     order = grid_positions(run)  # the judge stage grades the answers collected earlier in the grid's order
-    answered = sorted(stored.values(), key=lambda c: order.get((c.cell, c.scenario_id, c.sample), len(order)))
-    places = _places(list(future.values()), group_of)
+    in_order = lambda c: order.get((c.cell, c.scenario_id, c.sample), len(order))  # noqa: E731
+    answered = sorted(stored.values(), key=in_order)
+    places = _places(sorted(future.values(), key=in_order), group_of)
     graded = (store.done_ids(Judgment), store.attempts(Judgment))
     stand_ins = set(future) - set(answers)
     place = lambda item: places.get(item.ids[0]) or (group_of.get(cell_of.get(item.ids[0], ""), 0), -1)  # noqa: E731

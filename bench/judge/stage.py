@@ -72,12 +72,13 @@ def load_judges(run: Run, only: str | Iterable[str] | None = None) -> list[Judge
 
 
 def grid_positions(run: Run) -> dict[tuple[str, str, int], int]:
-    """Return each planned answer's place in the grid's order, ``(cell key, scenario id, sample) -> position``: cells as
-    declared, then scenarios, then samples (the order collect asks them in). The judge stage packs answers in this
-    order, as the pipelined stream does (``bench.judge.stream``), so the same answers share the same calls on every
-    run (their requests then hit the response cache), whatever order they were answered and written in."""
+    """Return each answer's place in the grid's order, ``(cell key, scenario id, sample) -> position``: cells as the
+    params file declares them (not as an execution or ``--cells`` lists them), then scenarios, then samples. The
+    judge stage packs answers in this order, as the pipelined stream does (``bench.judge.stream``) and the estimate
+    predicts, so the same answers share the same calls on every run (their requests then hit the response cache),
+    whatever order they were asked, answered and written in."""
     samples = range(run.sweep.samples)
-    keys = ((c.key, s.id, n) for c in run.cells for s in run.scenarios for n in samples)
+    keys = ((c.key, s.id, n) for c in run.sweep.cells() for s in run.scenarios for n in samples)
     return {key: position for position, key in enumerate(keys)}
 
 

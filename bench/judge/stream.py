@@ -10,7 +10,7 @@ from bench.collect import WorkItem
 from bench.core.records import Candidate
 from bench.core.writer import Halt
 from bench.judge.grader import Emit, Item, Judge, grade_items
-from bench.judge.stage import items_for
+from bench.judge.stage import grid_positions, items_for
 from bench.models.client import LLM
 from bench.run import Run
 
@@ -20,8 +20,8 @@ class JudgeStream:
 
     Single-item modes grade a candidate as soon as it arrives; the packed mode grades a pack once each of its k
     answers has arrived, a pack being k consecutive answers of those collect asks (``expect``: in the grid's order),
-    never the next k to arrive: the same answers share the same call on every run, so a re-run hits the response
-    cache, whatever order a loaded machine answered in; pairwise against a baseline waits for both answers of a
+    never the next k to arrive: a grid run again from the start is packed alike, so it hits the response cache,
+    whatever order a loaded machine answered in; pairwise against a baseline waits for both answers of a
     scenario.
     ``drain`` grades what is left (packs with an answer that never came) and waits for everything in flight. Once
     ``halt`` (the stage's ``Halt``) is set by a failed write, nothing new is started. ``planned(judge_id, n)`` is
@@ -57,8 +57,11 @@ class JudgeStream:
                                         done=self.done, halt=self.halt))
 
     def expect(self, items: list[WorkItem]) -> None:
-        """Take the answers collect will ask, in the grid's order: k consecutive ones make a pack."""
-        self.positions = {(it.cell.key, it.scenario.id, it.sample): n for n, it in enumerate(items)}
+        """Take the answers collect will ask: k consecutive ones in the grid's order (``grid_positions``) are a pack."""
+        order = grid_positions(self.run)
+        keys = sorted(((it.cell.key, it.scenario.id, it.sample) for it in items),
+                      key=lambda key: order.get(key, len(order)))
+        self.positions = {key: n for n, key in enumerate(keys)}
 
     def _grow(self, judge: Judge, n: int) -> None:
         if self.planned is not None:

@@ -11,10 +11,12 @@ from bench.testing.grids import grid, judge, model, sweep
 K, TOPICS = 3, 7  # two cells of 7 answers: packs of 3 that cross from one cell to the next, and a last one of 2
 
 
+PROMPTS = [{"id": "p", "version": "v1", "user": "One tip about {topic}."},
+           {"id": "q", "version": "v1", "user": "Give one tip about {topic}."}]
+
+
 def params(tmp_path, url, name):
-    prompts = [{"id": "p", "version": "v1", "user": "One tip about {topic}."},
-               {"id": "q", "version": "v1", "user": "Give one tip about {topic}."}]
-    return grid(tmp_path / f"{name}.yaml", url, name=name, topics=TOPICS, models=[model("m1", url)], prompts=prompts,
+    return grid(tmp_path / f"{name}.yaml", url, name=name, topics=TOPICS, models=[model("m1", url)], prompts=PROMPTS,
                 judges=[judge("packed", url, pack_size=K)], limits={"max_concurrency": 14, "retries": 0})
 
 
@@ -52,3 +54,23 @@ def test_the_same_answers_share_the_same_calls_whatever_order_they_came_in(tmp_p
     assert sweep(tmp_path, alone, "--only-stage", "collect").returncode == 0
     assert sweep(tmp_path, alone, "--only-stage", "judge").returncode == 0
     assert fake.stats()["requests"] == sent and packs(runs / "c") == packs(runs / "a")
+
+
+def test_executions_pack_in_the_grids_order_and_the_estimate_predicts_their_packs(tmp_path, fake):
+    """Under --jobs an execution's cells come model by model, the capped model first: its packs still follow the
+    params file's order, the one the estimate predicts, so a re-run is estimated (and answered) as all cached."""
+    models = [model("m1", fake.url), model("m2", fake.url, max_concurrency=4)]
+
+    def two_models(name):  # 2 models x 2 prompts: each of the two executions has a cell of each model
+        return grid(tmp_path / f"{name}.yaml", fake.url, name=name, topics=TOPICS, models=models, prompts=PROMPTS,
+                    judges=[judge("packed", fake.url, pack_size=K)], limits={"max_concurrency": 14, "retries": 0})
+
+    first = sweep(tmp_path, two_models("j1"), "--jobs", "2")
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    sent = fake.stats()["requests"]
+    again = sweep(tmp_path, two_models("j2"), "--jobs", "2")
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    total = next(ln.split() for ln in again.stdout.splitlines() if ln.startswith("total "))
+    assert total[3] == "0" and total[1] == total[2], again.stdout[-3000:]  # requests, cached, to send
+    assert fake.stats()["requests"] == sent
+    assert packs(tmp_path / "runs" / "j2") == packs(tmp_path / "runs" / "j1")

@@ -364,3 +364,22 @@ def test_a_pair_dataset_without_grid_cells_is_judged_on_the_cluster(tmp_path, fa
     assert "judge: 1 execution(s) on the cluster" in result.stdout
     assert fake.stats()["requests"] == 6  # 3 pairs, both orders
     assert len(ids(tmp_path / "runs" / "c", Judgment)) == 6
+
+
+def test_the_kernels_are_told_the_cache_folder_the_drivers_estimate_reads(tmp_path, fake, monkeypatch):
+    """A local:N worker inherits the driver's $BENCH_CACHE: the folder named to the kernels (kernel_env) is the one
+    the estimate reads, whatever form $BENCH_CACHE takes."""
+    from bench.run import open_run
+    from bench.sweep.cluster.session import ClusterSession
+
+    monkeypatch.setenv("BENCH_RUNS", str(tmp_path / "runs"))
+    monkeypatch.delenv("BENCH_CACHE", raising=False)
+    session = ClusterSession("local:1", open_run(cluster_grid(tmp_path, fake.url)))
+    default = f"{tmp_path / 'runs' / '.cache' / 'shards'}/"
+    assert session.cache_folder() == default
+    folder = tmp_path / "shared-cache"
+    folder.mkdir()
+    monkeypatch.setenv("BENCH_CACHE", str(folder))  # an existing folder without a trailing /: a folder cache
+    assert session.cache_folder() == f"{folder}/"
+    monkeypatch.setenv("BENCH_CACHE", str(tmp_path / "responses.sqlite"))  # a sqlite file is never shared
+    assert session.cache_folder() == default

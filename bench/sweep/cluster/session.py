@@ -126,10 +126,13 @@ class ClusterSession:
             return 1
 
     def cache_folder(self) -> str:
-        """Return the response cache the workers' kernels use (``kernel_env``), as a folder path ending with ``/``:
-        the one the driver's estimate must read to count what they will answer from it."""
+        """Return the response cache every worker's kernel uses (``kernel_env`` names it), as a folder path ending with
+        ``/``: ``$BENCH_CACHE`` when it names a folder (ending with ``/``, or one that exists), else the run folders'
+        ``.cache/shards/`` (a sqlite file is never shared). The driver's estimate reads the same one."""
         shared = os.environ.get(CACHE_ENV, "")
-        return shared if shared.endswith("/") else f"{shard_folder(self.run.root)}/"
+        if shared and (shared.endswith(("/", os.sep)) or Path(shared).expanduser().is_dir()):
+            return f"{str(Path(shared).expanduser()).rstrip(os.sep)}/"
+        return f"{shard_folder(self.run.root)}/"
 
     def kernel_env(self) -> dict[str, str]:
         """Return the variables every execution's task carries for its kernel: the lease server's address, the caps,
@@ -143,8 +146,7 @@ class ClusterSession:
         for key in PASSED_ON:
             if os.environ.get(key) and (key != "BENCH_LOCAL_API_BASE" or self.loopback):
                 env[key] = os.environ[key]
-        if os.environ.get(CACHE_ENV, "").endswith("/"):  # a shard folder (a sqlite file is never shared)
-            env[CACHE_ENV] = os.environ[CACHE_ENV]
+        env[CACHE_ENV] = self.cache_folder()  # named, not inherited: a local:N worker has the driver's $BENCH_CACHE
         return env
 
     def _connect(self) -> None:
