@@ -37,6 +37,7 @@ from bench.models.budget import Budget
 from bench.models.cache import open_cache
 from bench.models.client import LLM
 from bench.models.preflight import preflight
+from bench.models.routing import ModelSpec
 from bench.run import Run, shown_path
 
 
@@ -85,6 +86,11 @@ async def _stage_llm(run: Run, max_concurrency: int | None, images: bool = True)
         llm.journal.close(keep=interrupted)
 
 
+def called_specs(run: Run, judges: list[Judge]) -> list[ModelSpec]:
+    """Return the models a run calls, as the preflight checks them: its cells', their simulated users', ``judges'``."""
+    return [c.model.spec() for c in run.cells] + simulator_specs(run.cells) + judge_specs(judges)
+
+
 def prepare(run: Run, *, judges: bool = True, log_supersede: bool = True) -> list[tuple[Digest, str]]:
     """Check that no cell (nor judge and rubric version, when ``judges`` grade in this stage) changed content
     in the run folder (:func:`check_contents`) and every model of the run (preflight), write its scenarios.jsonl
@@ -94,7 +100,7 @@ def prepare(run: Run, *, judges: bool = True, log_supersede: bool = True) -> lis
     check comes next), since a logged choice sets the earlier records aside from every analysis."""
     every = load_judges(run)
     changed = check_contents(run, every if judges else [])
-    preflight([c.model.spec() for c in run.cells] + simulator_specs(run.cells) + judge_specs(every))
+    preflight(called_specs(run, every))
     RunStore(run.dir).ensure_writable()
     if log_supersede:
         supersede(run.dir, changed, shown_path(run.params_path))

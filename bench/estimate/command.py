@@ -6,18 +6,17 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from bench.collect.simulator import simulator_specs
 from bench.core.digests import supersede
 from bench.estimate.cost import Estimate, estimate
 from bench.estimate.pilot import send_pilot
 from bench.estimate.plan import plan_requests, plan_table
 from bench.estimate.show import estimate_table
 from bench.estimate.verdict import Verdict, budget_verdict, refusal, verdict_line
-from bench.judge.stage import judge_specs, load_judges
+from bench.judge.stage import load_judges
 from bench.models.budget import PriceUnknown, dollars
 from bench.models.preflight import preflight
 from bench.run import Run, open_run, shown_path
-from bench.stages import make_llm
+from bench.stages import called_specs, make_llm
 
 
 def validate(params: str | Path, cells: str | None = None) -> int:
@@ -35,7 +34,7 @@ def validate(params: str | Path, cells: str | None = None) -> int:
     print("requests a sweep would send now (first turns; retries and repair turns come on top; "
           "'+?': answers not collected yet, so their judge requests cannot be looked up in the cache):")
     print(plan_table(plans))
-    preflight([c.model.spec() for c in run.cells] + simulator_specs(run.cells) + judge_specs(load_judges(run)))
+    preflight(called_specs(run, load_judges(run)))
     print("preflight: ok (every model string known, every key set, every api_base answering); nothing was called")
     return 0
 
