@@ -1,27 +1,10 @@
 """JudgeBench: score a pairwise judge exactly as JudgeBench does, and write its output format.
 
-JudgeBench (Tan et al., 2024; data and rule in ``../shared/data/README.md``) judges each
-labelled response pair twice, the second time with the responses swapped, and maps the
-second verdict back to the original order. Each verdict adds +1 when it agrees with the
-label, -1 when it agrees with the opposite label, and 0 for a tie (``A=B``) or no verdict
-(null); a pair is correct when the sum is positive. Accuracy is correct pairs over ALL
-pairs, in percent: ties and failures stay in the denominator. A pair judged in one order
-only is correct iff its verdict equals the label (JudgeBench's ``--single_game``).
-
-Besides accuracy (overall and per category) this module reports two numbers JudgeBench
-computes but never prints: ``inconsistent`` (pairs whose two verdicts, in the original
-order, differ) and ``nulls`` (verdicts that are missing: failed calls or unparsed replies).
-
-- ``score_file(path)`` reads a judge output file in JudgeBench's own format (the pair
-  record plus ``judge_name`` and ``judgments``; the second judgment is the RAW verdict on
-  the swapped order, not mapped back);
-- ``score_judgments(judgments, scenarios)`` scores our pairwise Judgment records (whose
-  ``verdict`` is already in the original order);
-- ``export_judgebench`` / ``write_jsonl`` write our judgments in JudgeBench's format, so
-  JudgeBench's own scripts (and ``score_file``) give the same numbers;
-- ``main_score(argv)`` is the command line: ``FILE.jsonl [--json]``.
-
-Strong labels (``A>>B``, ``B>>A``, from 5-way judges) count as ``A>B`` / ``B>A``.
+JudgeBench (Tan et al., 2024) judges each pair in both orders; each verdict adds +1 when it agrees with the
+label, −1 when it contradicts it, 0 for a tie or none, and a pair is correct when the sum is positive.
+Accuracy counts failures in the denominator. Also reported: ``inconsistent`` and ``nulls``.
+``score_file`` scores JudgeBench's own files, ``score_judgments`` our records, ``export_judgebench``
+writes ours in its format, ``main_score`` is the command line.
 """
 
 from __future__ import annotations

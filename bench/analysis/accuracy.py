@@ -1,31 +1,10 @@
 """Judge accuracy against ground truth: the share of a judge's judgments that agree with a known answer.
 
-Two kinds of ground truth, for any dataset (JudgeBench's scoring rule stays in `bench.judgebench`):
-
-- **a label**: the scenario's reference value ``label`` (a dataset maps a column to it with
-  ``scenarios.dataset.reference: {label: <column>}``). For a pairwise judge it says which side is
-  better: ``A>B``, ``B>A``, ``A=B`` (strong forms ``A>>B`` count as ``A>B``), ``A``/``B``/``tie``, or the
-  name of the better side (its cell or model id; ``model_a``/``model_b``, ``response_a``/``response_b``).
-  A judgment agrees when its verdict (in the original order) says the same. A rubric's own verdict
-  ``labels`` are read by their words when :func:`side` knows them, else by their place in the rubric's
-  order (first: A better, last: B better, the middle one of an odd count: a tie), and mapped back from
-  the order shown; a judge whose labels cannot be read so is left out, with the reason in ``note``.
-  For a graded judge the label is pass/fail (``true``/``false``, ``pass``/``fail``, ``yes``/``no``,
-  ``correct``/``incorrect``, and ``1``/``0``) or an expected score (a number): a judgment agrees when its
-  composite passes (reaches ``pass_at``) exactly when the label says pass, or lies within
-  ``score_tolerance`` of the expected score. ``0`` and ``1`` are expected scores only when some label of
-  the run is another number (then every number is one). The scenario's label applies to every answer
-  graded on it.
-- **reference checks**: an ``automated`` judge whose rubric has checks against the reference
-  (``exact_match``, ``numeric``, ``choice``, ``token_f1``, or ``regex`` with ``reference:``) says per answer
-  whether it is correct: the weighted mean of those checks' scores ≥ 0.5 (its other checks, a length or
-  JSON check, do not count). Every other graded judge of the run is measured against it on the same
-  answers: how often does the LLM judge pass exactly the answers that are correct?
-
-A judgment that failed or gave no usable grade counts as disagreeing (as in JudgeBench: failures stay
-in the denominator), and is counted in ``no_grade``. Accuracy is per judge and ground truth, overall and
-per category (the scenario's ``category``, else ``source``: a reference key or a field), with a bootstrap
-interval over scenarios (the unit resampled everywhere in bench.analysis).
+Ground truth is either the scenario's ``label`` (a pairwise side, pass/fail or an expected score) or an
+``automated`` judge's reference checks, against which every other graded judge is measured on the same
+answers. A failed or ungraded judgment counts as disagreeing (as in JudgeBench). Accuracy is per judge and
+ground truth, overall and per category, with a bootstrap interval over scenarios; docs/analysis.md says
+which label forms are read and how.
 """
 
 from __future__ import annotations

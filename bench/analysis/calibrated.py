@@ -1,28 +1,9 @@
 """A leaderboard calibrated by human reviews: prediction-powered inference (PPI++), per judge and cell.
 
-A judge's mean score is a biased estimate of what a human would give; the mean of the reviewed
-items alone is unbiased but wide. PPI combines them: with ``n`` reviewed judgments (judge score
-``f_i``, human score ``y_i``) and ``N`` unreviewed ones (judge scores ``g_j``) of one cell,
-
-    estimate = λ·mean(g) + mean(y − λ·f)
-    variance = λ²·var(g)/N + var(y − λ·f)/n
-
-The second term corrects the judge's bias, whatever it is, so the interval is valid however
-biased the judge (Angelopoulos et al. 2023, "Prediction-powered inference"). PPI++ (Angelopoulos,
-Duchi & Zrnic 2023) tunes λ to the variance-minimising ``cov(y, f) / ((1 + n/N)·var(f))``,
-clipped to [0, 1]. λ = 0 is the human-only estimate, so when the tuned variance is not smaller
-than the human-only one λ = 0 is used: the calibrated interval is never wider than the
-human-only interval (with a useless judge it *is* the human-only interval). The intervals use Student's t with n − 1
-degrees of freedom (the reviews' term dominates with few reviews; a normal quantile under-covers
-there: 0.92 at 20 reviews in ``benchmarks/calibration.py``), valid for reviews drawn at random from the cell's
-judgments (the review panel's "random" filter, ``ReviewSession.select``, proposes such a sample; a hand-picked
-one can bias it).
-
-Small samples (``calibrated_intervals``): λ is cross-fitted, each review's ``y − λ·f`` using the λ tuned on the
-other reviews, so the rectifier is unbiased and its spread is not the in-sample minimum (tuning λ on the same
-few reviews under-covered: 0.927 at 10 reviews of a nonlinear judge). Every variance is floored at ``(range/2)²/n`` for a sample of
-``n`` scores on the rubric's scale: the spread of ``n`` scores of which one differs from the rest by half the
-scale, so agreeing reviews never give a zero-width interval; the intervals are clipped to the scale.
+The judge's mean over all judgments is corrected by the mean of (human − λ·judge) over the reviewed ones,
+with λ tuned (cross-fitted on small samples) and clipped to [0, 1], so the interval is valid however biased
+the judge and never wider than the human-only one. Intervals use Student's t and assume the reviews are a
+random sample of the cell's judgments. docs/analysis.md gives the formulas and the measured coverage.
 """
 
 from __future__ import annotations

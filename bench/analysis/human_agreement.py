@@ -1,24 +1,10 @@
 """How far each judge agrees with the people it stands in for: per judge and criterion, on the reviewed items.
 
-- :func:`human_agreement`: weighted Cohen's kappa (quadratic on a rubric's scores; on a pairwise judge's verdicts,
-  quadratic on their order A>>B, A>B, A=B, B>A, B>>A, so "A>>B" against "A>B" is a small miss, not a full one;
-  nominal on labels of a custom scale), exact agreement and adjacent agreement (within one point; for verdicts:
-  never opposite winners),
-  each with a bootstrap interval over the reviewed items (bench.analysis.agreement_bootstrap), and a ``state``:
-  "ok", "not_enough_reviews" (fewer reviewed items than ``min_reviews``: no statistic is given) or "undefined"
-  (kappa divides 0 by 0: every grade the same);
-- :func:`confusion`: the judge's grade × the human's, counted; :func:`bias_by_level`: the judge's mean
-  (judge − human) at each human grade, which shows a judge that is harsh at the top or lenient at the bottom;
-- :func:`reviewer_ceiling`: where several reviewers reviewed the same items, their own agreement
-  (Krippendorff's alpha): a judge that agrees with humans as well as they agree with each other can do no better.
-
-A review covers an answer (or a pair) on a rubric version for every judge and repeat of that version
-(bench.core.reviewed), so each review is paired with each of their judgments; ``n`` counts those pairs, ``items``
-the distinct reviewed answers. Every statistic compares the judges' own grades, never human overrides.
-
-Only **blind** reviews count (saved with the judges' grades hidden: the panel, `bench review export` without
-``--show-judges``), as for the calibrated leaderboard and `bench align`: a reviewer who saw the judge's grade is
-anchored on it, and agreement would come out too high. ``not_blind`` counts the pairs left out for that reason.
+:func:`human_agreement` (weighted kappa, exact and adjacent agreement, bootstrap intervals and a ``state``),
+:func:`confusion`, :func:`bias_by_level` and :func:`reviewer_ceiling` (the reviewers' own Krippendorff's alpha).
+Each review is paired with every judgment of its answer and rubric version (``n`` counts pairs, ``items``
+answers). Only blind reviews count (``not_blind`` counts those left out), and judges' own grades are compared,
+never human overrides.
 """
 
 from __future__ import annotations

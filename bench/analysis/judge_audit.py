@@ -1,36 +1,9 @@
 """The bias audit of each judge of a run: where it leans, with a bootstrap interval and a one-line verdict per measure.
 
-LLM judges prefer the answer shown first, longer answers and their own model family's answers, collapse onto a few
-grades, and drift from the rest of a jury: each team rediscovers this by hand. :func:`judge_audit` measures all of
-it on a run's tables, per judge:
-
-- ``first_slot_preference``: the share of its decisive pairwise verdicts (ties left out) that went to the answer
-  shown first (the order column says which was: bench asks both orders and stores verdicts in the original one);
-  0.5 is unbiased. ``flip_rate``: the share of pairs seen in both orders whose verdict (A, tie or B) changes with
-  the seats. Units: pairs (both orders drawn together).
-- ``length_correlation`` (scoring judges): Spearman's correlation of its composite score with the answer's length
-  in characters (units: answers). ``length_gap`` (scoring judges in a jury): how many more points it gives than
-  each other judge of its rubric on the answers longer than the median length, minus the same on the rest,
-  averaged over the others (as ``self_preference``'s difference in differences: what the answers are worth
-  cancels, since every judge grades the same ones); a length bias of the whole jury does not show in it.
-  ``style_length_coefficient`` (pairwise judges): the length coefficient of the
-  style-controlled Bradley–Terry fit (:mod:`bench.analysis.style_control`, units: scenarios), log-odds per standard
-  deviation of the normalised length difference (its interval from at most ``STYLE_RESAMPLES`` resamples). A judge
-  of one kind gets the other's as not applicable.
-- ``self_preference``: a difference in differences against each reference judge R of another family (same
-  rubric): the mean of (its score − R's) on its own family's answers minus the same mean on answers of neither its
-  family nor R's (R's own family is left out: there R's own self-preference would enter), averaged over the
-  references (points on the composite scale; families: :mod:`bench.analysis.model_family`). Under an additive
-  model (quality + leniency + own-family bonus) this leaves the audited judge's bonus alone: each reference's
-  leniency cancels against itself. It needs a judge of a third family: in a jury of two families no reference
-  judges the other family's answers without its own bias, and the measure is not applicable.
-- ``modal_share`` and ``entropy``: score collapse: the share of its most common grade, and the entropy of its
-  grades over log(levels of the rubric's declared scale, widened to any grade outside it; without a rubric
-  snapshot or for verdict labels, the levels the run uses), pooled over criteria. Their ``n`` counts grades
-  (a judgment of three criteria gives three), while the bootstrap resamples judgments.
-- ``jury_disagreement``: the mean |its grade − the median of the other judges' grades| of the same answers (same
-  rubric; pairwise: of the outcome, 0, ½ or 1, per pair and order), as a share of the scale's range (the
-  composite's declared scale, else the range of the composites the rubric's judges gave; 1 for outcomes).
+:func:`judge_audit` measures, per judge, position bias (``first_slot_preference``, ``flip_rate``), length bias
+(``length_correlation``, ``length_gap``, ``style_length_coefficient``), ``self_preference`` (a difference in
+differences against reference judges of another family; needs three families), score collapse (``modal_share``,
+``entropy``) and ``jury_disagreement``. docs/judges.md defines each measure and its units.
 """
 
 from __future__ import annotations

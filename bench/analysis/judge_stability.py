@@ -1,23 +1,10 @@
 """Is a judge stable enough to trust? Test–retest agreement over its ``repeats: k`` gradings, and a
 leaderboard whose intervals include the judge's own variance.
 
-A judge with ``repeats: k`` grades every item k times (distinct requests). Per judge and criterion:
-
-- ``icc``: ICC(1,1), the one-way random-effects intraclass correlation (Shrout & Fleiss 1979): items
-  are the targets and a judge's repeats are interchangeable measurements of each (no "rater" is
-  the same across items, so the one-way model is the right one). It is the share of the score
-  variance that is between items rather than between repeats of one item. Unequal repeat counts
-  use the usual n₀ correction.
-- ``alpha``: Krippendorff's alpha (interval) over items × repeats, the same number on another scale.
-- ``within_var``: the mean variance of an item's score across its repeats (per item:
-  :func:`item_variance`, most variable first: the answers to read before trusting a grade).
-- ``verdict``: "stable" when ICC ≥ 0.75 ("good" reliability, Koo & Li 2016), "unstable" below,
-  "not enough repeats" when fewer than ``MIN_ITEMS`` items were graded at least twice.
-
-:func:`stability_leaderboard` recomputes each cell's mean with two bootstrap intervals: the usual
-one (scenarios resampled, each item at its mean over repeats) and a widened one that also
-resamples each item's repeats (a two-level bootstrap), so the judge's own test–retest noise
-is in the interval. With one grading per item the two are the same.
+Per judge and criterion: ``icc`` (ICC(1,1), one-way random effects), ``alpha`` (Krippendorff's, interval),
+``within_var`` (:func:`item_variance` per item) and a ``verdict`` ("stable" at ICC ≥ 0.75).
+:func:`stability_leaderboard` adds to each cell's usual interval a two-level bootstrap one that also
+resamples each item's repeats.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """Pairwise ratings with style control: does a cell win on substance, or on length and markdown?
 
-LLM judges prefer longer, more formatted answers. As arena-hard-auto and LMArena do, each battle
-gets style covariates, the normalised differences ``(a − b) / (a + b)`` of the two answers'
-length (characters), markdown headers, list items and bold spans, each divided by its standard
-deviation over the battles (not centred: a rating is read at "no style difference"); a Bradley–Terry logistic regression fits the cells' strengths *together with* a
-coefficient per covariate:
-
-    P(a beats b) = σ(θ_a − θ_b + Σ_k β_k·x_k)
-
-so a cell's controlled rating is what it would get were its answers styled like its opponents'.
-Ties count ½ (a fractional outcome), strong verdicts once. The raw ratings come from the same
-fit without covariates, so the two columns differ only by the control. Both are on the Elo scale
-(mean ``base``) with percentile bootstrap intervals resampling scenarios; each coefficient is on
-the log-odds scale per standard deviation of its covariate (> 0: the judge favours more of it).
+As arena-hard-auto and LMArena do, a Bradley–Terry regression fits the cells' strengths together with one
+coefficient per style covariate (normalised differences of length, headers, list items and bold spans):
+P(a beats b) = σ(θ_a − θ_b + Σ_k β_k·x_k). Raw and controlled ratings come from the same fit, on the Elo
+scale with bootstrap intervals over scenarios; coefficients are log-odds per standard deviation.
 """
 
 from __future__ import annotations

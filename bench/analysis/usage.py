@@ -1,18 +1,9 @@
 """What a run cost: provider requests, cache hits, tokens, dollars and latency per cell and per judge.
 
-Every attempt counts, not only the latest record of an item: a failure that was retried on
-resume was a paid request too. ``calls`` are provider requests actually sent (retries,
-repair turns, checklist requirements and failed parses included); ``cache_hits`` are
-replies answered without one. Cost is summed only where every record's price was known;
-otherwise the row says how many records had no price instead of presenting a partial sum
-as the total. Latency percentiles are over records not served from the response cache (a
-cache hit keeps the original call's usage, so tokens and cost stay those of the original
-call). ``reasoning_tokens``, the part of ``completion_tokens`` a reasoning model spent thinking (billed
-and priced as output, so already in ``cost_usd``), is a column only when some record reports it.
-
-A conversation's simulated user (``user_simulator``) is a model of its own: its requests are its own line
-(:func:`usage_by_simulator`, by ``user_simulator.id``), never in the answering model's cell. :func:`run_spend`
-is what the run paid, per part and in total, as the budget counts it (``bench.core.spend``).
+Every attempt counts, retried failures included. ``calls`` are requests actually sent, ``cache_hits`` replies
+answered without one; cost is summed only where every price was known (else the row says how many were
+not); latency excludes cache hits. A simulated user's requests are its own line (:func:`usage_by_simulator`);
+:func:`run_spend` is what the run paid as the budget counts it.
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """Paired statistics of two runs' grades of the same items: differences, intervals, tests, win rates.
 
-The unit is the scenario: the samples of a scenario (and a judge's repeats) are averaged first, so the
-difference of a row is the mean over its scenarios of B − A. Its interval is a percentile bootstrap that
-resamples scenarios: the scenarios of the whole comparison, in sorted id order, drawn once (``seed``) for
-every row, so all rows share the same resamples (a row's missing scenarios are masked, as
-``bench.analysis.bootstrap`` does). Its test is exact where exactness matters most: up to ``N_EXACT``
-scenarios an exact sign-flip permutation test of the mean difference
-(every one of the 2ⁿ sign patterns; valid whatever the ties, which 1–5 grades have plenty of); above,
-Wilcoxon's signed-rank test (``scipy.stats.wilcoxon``, its defaults: zero differences dropped, exact
-null distribution up to 50 scenarios without ties or zeros, else the normal approximation with tie correction).
-Holm's correction then runs across every row compared (all judges, criteria and cells), and a row is
-significant when its Holm p-value is below ``alpha`` and its 1 − ``alpha`` interval excludes zero.
-``min_p`` is the smallest p-value a row's scenarios allow (2/2ⁿ): at most 5 scenarios, no difference can be
-significant at 0.05, and the comparison says so. The two tests ask slightly different questions (the mean
-difference, the signed ranks), so adding a 17th scenario can flip a borderline verdict: docs/compare.md.
+The unit is the scenario (samples and repeats averaged first). Intervals bootstrap scenarios with one shared
+draw for every row; tests are an exact sign-flip permutation test up to ``N_EXACT`` scenarios and Wilcoxon's
+signed-rank test above, Holm-corrected across all rows. A row is significant when its Holm p-value is below
+``alpha`` and its interval excludes zero; ``min_p`` says when too few scenarios can never be (docs/compare.md).
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """What a researcher writes, validated: params files, scenarios, rubric files and automated checks.
 
-Layer 3 (above core and models). It produces:
-
-- a `Sweep` from a params file (`load_sweep`): its entries (`ModelEntry`, `PromptEntry`, `JudgeEntry`),
-  its scenario source and its `Limits`, and the grid's `Cell`s; a prompt may be a conversation (`PromptMessage`s,
-  a `SimulatorEntry`) that calls the params file's tools (`ToolEntry`);
-- the `Scenario` records of a sweep (`build`), generated from dimensions (`generate`) or read from a
-  dataset (`load_dataset`, one reader per format in `READERS`), and the chat messages of a prompt
-  filled with one of them (`fill_prompt`); a dataset's images (`images:` columns) checked and hashed into
-  refs, the models that must read them (`check_vision`) and the run folder's copy of them (`store_images`);
-- a `Rubric` from a rubric file (`load_rubric`): its scoring and the JSON schemas of a judge's replies;
-- the results of automated `Check`s on a text (`run_checks`, `automated_score`), some against the scenario's
-  reference answer (`reference_problems` says before any spend what a scenario lacks for them).
-
-Every mistake in a file is a ParamsError naming the file, the key path and what is allowed; one id
-rule (`bench.config.ids`) holds for every id. Nothing here calls a model.
+Layer 3 (above core and models): a `Sweep` from a params file (`load_sweep`), its `Scenario`s (`build`,
+`generate`, `load_dataset`, `fill_prompt`) and their images, a `Rubric` from a rubric file (`load_rubric`),
+and automated `Check` results (`run_checks`, `automated_score`). Every mistake in a file is a ParamsError
+naming the file, the key path and what is allowed. Nothing here calls a model.
 """
 
 from __future__ import annotations

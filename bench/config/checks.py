@@ -1,22 +1,10 @@
 """Automated checks: cheap, deterministic tests of a candidate's text (no model call).
 
-A rubric lists them under ``checks:``; each has an ``id``, a ``kind`` and a ``weight``.
-Kinds: ``regex`` (a pattern must, or must not, match), ``length`` (bounds on characters
-and/or words), ``json`` (the text parses as JSON, optionally an object with given keys),
-``contains`` (all / any of some strings appear) and ``excludes`` (none of them appear);
-and, against the scenario's reference answer (`bench.config.reference_checks`): ``exact_match``,
-``numeric``, ``choice`` and ``token_f1``, and ``regex`` with ``reference:`` instead of ``pattern:``
-(the reference is the pattern); and, on an agent's recorded tool calls (`bench.config.trajectory_checks`):
-``tool_called``, ``tool_order``, ``tool_not_called`` and ``max_steps``. Each check scores 0..1: 1 passed,
-0 failed; a token F1 is fractional. The text checked is the candidate's answer (its ``output``), never its
-reasoning; a trajectory check reads its ``trajectory`` instead (a plain answer has none: no tool was called).
-
-`run_check` is pure and never raises, whatever the text (None, null bytes, lone
-surrogates, megabytes): a check that cannot be evaluated fails with the reason in
-``detail``. Lengths are measured on the text stripped of leading/trailing whitespace.
-A regex is searched (``re.search``) anywhere in the text; anchor it with ``^``/``$``
-and use inline flags such as ``(?i)`` or ``(?m)``. Python's ``re`` has no timeout, so a
-pattern prone to catastrophic backtracking can be slow on long texts: keep patterns simple.
+A rubric's ``checks:`` each have an ``id``, a ``kind`` and a ``weight`` and score 0..1; the kinds are text
+checks (``regex``, ``length``, ``json``, ``contains``, ``excludes``), reference checks
+(`bench.config.reference_checks`) and trajectory checks (`bench.config.trajectory_checks`). They read the
+answer, never the reasoning. `run_check` is pure and never raises: a check that cannot be evaluated fails
+with the reason in ``detail``. Python's ``re`` has no timeout: keep patterns simple.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """Rubric files (`rubrics/<id>.md`): a judge's instruction, its scales and its checks, versioned and hashed.
 
-A rubric file is YAML front matter between a first line ``---`` and the next ``---``,
-then a markdown body: the instruction the judge reads. The front matter (`RubricSpec`)
-says how the judge grades (``mode``) and with what: anchored ``criteria`` (rubric, hybrid),
-``requirements`` (checklist), verdict ``labels`` (pairwise), automated ``checks``
-(automated, hybrid) and the hybrid ``weights``; what the judge is shown besides the
-response: the scenario ``reference`` keys it names and, with ``solve_first``, its own
-answer (bench.judge.solutions); and, with ``per_turn``, a conversation graded turn by turn (bench.judge.transcripts). Every mistake is a ParamsError naming
-the rubric file and the key path (a reference key the scenarios lack:
-``check_reference_keys``, naming the dataset too). The whole file's text is hashed into ``Rubric.hash``,
-so an edit without a version bump is still recognised as a different rubric.
-
-A `Rubric` scores with `bench.config.scoring` and describes a judge's replies with
-`bench.config.reply_schemas` (its methods are those functions, on this rubric). What a judge
-reads of it (the instruction, the criteria and their anchors) is built in bench.judge._prompts.
+YAML front matter (`RubricSpec`: ``mode``, criteria, requirements, labels, checks, weights, reference keys,
+``solve_first``, ``per_turn``) then a markdown body, the instruction the judge reads. The whole file's text
+is hashed into ``Rubric.hash``, so an edit without a version bump is still a different rubric. Scoring is
+in `bench.config.scoring`, reply schemas in `bench.config.reply_schemas`, the judge's prompt in
+bench.judge._prompts.
 """
 
 from __future__ import annotations

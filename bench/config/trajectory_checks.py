@@ -1,23 +1,9 @@
 """Trajectory checks: what an agent did, read from its recorded tool calls and requests (no model call).
 
-A conversation's candidate records every tool call the model made (``Candidate.trajectory``: its name, parsed
-arguments, result and outcome) and every request it sent (``Candidate.turns``). Four kinds of check read them:
-
-- ``tool_called`` (``name``): some call of that tool was made and taken; with ``arguments: {k: v}``, one such
-  call's arguments hold every key with that value (other keys may be there too); with ``schema:`` (a JSON
-  schema), one such call's arguments are valid against it. A call refused before the tool ran (its arguments
-  malformed or missing a required one, or no such tool: ``REJECTED``) counts here and in ``tool_order`` for
-  nothing; ``tool_not_called`` fails on it all the same (the model tried).
-- ``tool_order`` (``names``): calls of these tools came in this order; other calls may come before, between
-  and after them (the names are a subsequence of the calls).
-- ``tool_not_called`` (``name``): no call of that tool was made.
-- ``max_steps`` (``limit``): the conversation's tool-loop requests number at most ``limit``: every request the
-  model sent in a turn where it called a tool, its answer after the results included.
-
-A candidate without a trajectory (a plain answer: one prompt, one reply; or a conversation whose prompt offers no
-tools) called no tool: ``tool_called`` and ``tool_order`` fail, ``tool_not_called`` and ``max_steps`` pass, and
-each result's detail says there was no trajectory. Each scores 1 (passed) or 0 and combines with the other checks, and with LLM criteria in a hybrid
-rubric, exactly as they do (``bench.config.checks`` lists and runs them all).
+``tool_called`` (optionally with ``arguments`` or a ``schema``), ``tool_order`` (a subsequence of the calls),
+``tool_not_called`` and ``max_steps`` read ``Candidate.trajectory`` and ``Candidate.turns``. A call refused
+before the tool ran counts for nothing except in ``tool_not_called``; a candidate without a trajectory called
+no tool. Each scores 1 or 0 and combines with the other checks (``bench.config.checks``).
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """Provenance of a sweep: ``runs/<sweep>/executions.jsonl``, one line per papermill execution attempt.
 
-Each line says which stage ran over which cells, on which worker (a local sweep's worker is its
-driver process, ``local:<pid>``), on which host, when it started and ended, how it ended (``ok``,
-``failed``, ``interrupted``, or ``lost`` when a cluster worker died under it: ``ended`` is then when
-the sweep noticed) and which attempt it was (attempts count every run of that execution in the folder). Lines are appended whole (one ``write`` on a
-file opened with O_APPEND), so executions running side by side never interleave them.
-
-While an attempt runs, ``runs/<sweep>/attempts/`` holds its open record (status ``running``): a cluster
-worker's numbered file (bench.sweep.cluster.remote), or a local execution's ``<execution>.local-<pid>.json``. A driver
-killed with ``kill -9`` records nothing, so the next sweep of the folder (it holds the run lock: that driver is
-gone) closes what it left with :func:`close_abandoned`: each attempt of another sweep that has no line yet gets
-one, status ``lost``, with the ``reason``. That includes an attempt its worker ended after the driver died (the
-kernel, its lease server gone, ends the notebook with its items failed, and the file then says ``ok``), or just
-before (the driver died before recording it): only the driver that started it could have vouched for it.
+Each line (appended whole with O_APPEND) says which stage ran over which cells, on which worker and host, when,
+how it ended (``ok``, ``failed``, ``interrupted``, ``lost``) and which attempt it was. A running attempt's
+open record is under ``runs/<sweep>/attempts/``; :func:`close_abandoned` records as ``lost`` the attempts of a
+driver that died without recording them.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """Injection-like text in a model's answer: what a judge should never take as a verdict or an instruction.
 
-An answer is graded by a judge that reads it; text in it that looks like a verdict (a JSON grade,
-``[[A>B]]``, "the correct grade is 5") or addresses the judge ("ignore the rubric", "note to the
-evaluator", a ``SYSTEM:`` line, a closing tag) may move the grade. The judge prompt already
-delimits answers (``bench.judge._prompts``); these flags make such answers visible in the
-records (``Candidate.flags``) and in the review panel, so a human can look at them first.
-The patterns aim at few false alarms on ordinary answers (checked on JudgeBench's answers in
-``tests/judge/test_injection.py``); they are a signal for review, not a filter.
-
-The patterns are matched on a folded copy of the text (``_fold``), never on what the judge is
-shown: Unicode tag characters decoded to the ASCII they hide, compatibility forms (fullwidth,
-mathematical letters, ligatures) decomposed, zero-width and other invisible characters and Latin
-combining marks dropped, Cyrillic and Greek look-alikes of Latin letters, curly quotes, angle
-brackets and slashes folded to their ASCII forms, and Unicode line breaks made newlines. A
-disguised closing tag cannot end the judge's block (its tag is a hash of the text it closes, so
-no answer can name it, disguised or not), so the judge still sees the answer as written.
+Answers that look like a verdict or address the judge are flagged (``Candidate.flags``) so reviewers see
+them first: a signal for review, not a filter. Patterns are matched on a folded copy of the text
+(``_fold``: hidden tag characters, compatibility forms, invisibles and look-alikes normalised), never on
+what the judge is shown; the judge prompt's own delimiting is in ``bench.judge._prompts``.
 """
 
 from __future__ import annotations

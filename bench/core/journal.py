@@ -1,23 +1,10 @@
 """The request journal: which requests were on the wire when a run stopped, so a resume can count them.
 
-A run kept every reply it received in the response cache, except the replies still in
-flight when it was killed (and at most the one cache commit group being written). A
-resume asks those again: paid twice. The journal makes that number measured rather than
-claimed. Each process (each sweep execution or shard) appends one line, the request's
-cache key, to its own file ``<run folder>/requests-<pid>-<token>.journal`` when the seam
-puts the request on the wire (one ``O_APPEND`` write, no fsync: a killed process does not
-lose its page-cache writes), and removes the file at a clean end. The file is ``flock``ed
-by its process, so a journal that can be locked belongs to a process that is gone.
-
-When a stage starts (``settle``), the keys of such leftover journals that are not in the
-response cache are the requests that were in flight when the previous run stopped:
-possibly paid, and asked again now. ``settle`` adds their count to
-``<run folder>/repeats.json`` (read it with ``recorded_repeats``) and removes the
-journals. ``in_flight_repeats`` counts without changing anything.
-
-The seam calls ``arm(key)`` in ``LLM.complete`` right before it sends (retries included)
-and ``sent()`` once the request holds a slot under the concurrency cap, so a request
-queued behind the cap, never sent, is not counted.
+Each process appends the cache key of every request it sends to its own flocked
+``<run folder>/requests-<pid>-<token>.journal`` and removes it at a clean end. At a stage's start
+``settle`` counts the keys of dead processes' journals that the cache lacks (possibly paid, asked again)
+into ``repeats.json`` (``recorded_repeats``). The seam calls ``arm(key)`` before sending and ``sent()``
+once the request holds a slot, so a request queued behind the cap is not counted.
 """
 
 from __future__ import annotations

@@ -1,24 +1,9 @@
 """The requests a conversation or an agent loop may make, bounded before anything is sent (`bench estimate`).
 
-A conversation's later requests depend on replies no one has seen yet, so they are bounded, and the estimate
-says by what (:class:`Bound`):
-
-- a ``turns`` script of n user messages: n requests, the history growing: turn k's input holds the k user
-  messages and the k - 1 replies before it, each at the model's output bound;
-- ``messages``: one request (its written history is in its messages);
-- a ``user_simulator``: ``max_turns`` model requests and ``max_turns - 1`` simulator requests (the simulator
-  speaks between two assistant turns), the simulator's priced on its own line; model turn k's input holds k - 1
-  replies at the model's bound and k - 1 simulated user turns at the simulator's, the simulator's j-th request
-  its instructions, the seed, j replies and j - 1 turns of its own;
-- ``tools``: up to ``max_steps`` requests per assistant turn; each step adds a tool call (at the model's output
-  bound) and one result to the input, a result at most its template filled with the scenario's fields (each
-  argument counted as ``ARGUMENT_WORDS`` words; a scenario's ``tool_results`` as given), or
-  ``CALLABLE_RESULT_TOKENS`` for a Python tool (nothing bounds what it returns before it runs); the tool
-  definitions ride in every request.
-
-What the response cache holds is replayed first, as a resumed sweep replays it (``bench.collect.conversation``):
-each cached request counts as cached, and only the requests after the first one missing are bounded. A replay
-stops at a reply that calls a tool (its result would have to be run).
+A conversation's later requests depend on replies not seen yet, so each is bounded by its ``turns``,
+``messages``, ``user_simulator`` (``max_turns``) or ``tools`` (``max_steps`` per turn, results at their
+template's bound), every earlier reply at the model's output bound; :class:`Bound` says by what. What the
+response cache holds is replayed first, so only requests after the first missing one are bounded.
 """
 
 from __future__ import annotations

@@ -1,37 +1,10 @@
 """The tokens and dollars of the next sweep, per stage, before anything is sent (`bench estimate`).
 
-Per stage (collect per model; each simulated user; each judge with its mode), of the requests still to send
-(``bench.estimate.work``: the cache's replies and the run folder's records subtracted; a conversation's and an
-agent loop's bounded by its turns and steps: ``bench.estimate.bounds``, ``bounded_by`` says by what):
-
-- ``input_tokens``: their prompts counted with the model's tokenizer (``bench.models.tokens``), each image
-  part at ``IMAGE_TOKENS``, a bound above what providers bill per image (``images`` counts them).
-  Judge requests of answers not collected yet are built with a stand-in answer as long as that
-  answer is expected to be (its cell's observed mean, else that of its model and params, else the mean
-  of its model's cached replies, else its model's output bound), clipped at the rubric's ``max_chars``
-  like any answer. A conversation's later request also holds the replies before it, counted at their output
-  bound (the expected cost takes them at their expected length), its tool results at their bound and the
-  tool definitions it carries.
-- A reasoning model's thinking is output (billed and priced as such): its tokens are in both output counts
-  (its ``max_tokens`` bounds thinking and answer together; observed replies include the thinking), and a
-  stage whose model declares thinking (``reasoning``) says so in the notes.
-- ``output_tokens_max``: each request's output bound: its ``max_tokens`` (or
-  ``max_completion_tokens``, …), else the model's maximum output in LiteLLM's local map, else
-  ``DEFAULT_COMPLETION_TOKENS`` (``output_bound_from``: "max_tokens", "model" or "default", flagged).
-- ``output_tokens_expected``: from the best evidence there is (``expected_from``): the observed mean
-  completion tokens per request of earlier records of the same cell, else of the same model and params
-  (collect), or of the same judge, in the run folder (``bench.estimate.observed``: "run folder"); else
-  the mean of the replies the response cache holds for this stage's own requests ("response cache");
-  else the bound ("assumed bound"; a sweep under a budget may measure it first with a pilot:
-  ``bench.estimate.pilot``, "pilot pending").
-- ``repairs_max`` (judges): one repair turn per request at most (``bench.judge._asking``: the request,
-  its reply and a short repair message, answered again), priced into ``cost_usd_max``; the expected
-  cost takes the judge's observed repair rate (0 without records).
-- Costs at the price the stage is called at (the Batch API price for a ``batch:`` entry:
-  ``routing.price_per_token``), and the expected cost ``_direct`` and ``_batch`` (without and with
-  the Batch API). An unknown price gives None, unless the stage sends nothing (then it costs 0).
-  ``cost_usd_min``: the prompts alone, as if every reply were empty: what no reply length can lower (a
-  conversation's bounded requests all counted: one that ends early asks fewer).
+Each stage counts only the requests still to send (``bench.estimate.work``) with the model's tokenizer,
+and gives a bound (``input_tokens``, ``output_tokens_max``, ``cost_usd_max``, ``cost_usd_min``) and an
+expected cost from the best evidence there is (``expected_from``: run folder, response cache, pilot or
+the bound). Reasoning tokens count as output; an unknown price gives None. docs/budget.md explains
+every column.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """The pilot: the first few answers per model, sent before a sweep under a budget commits to the rest.
 
-When no reply of a paid stage has been observed (not in the run folder, not in the response cache) and
-whether the sweep fits its budget hangs on how long those replies run (``bench.estimate.verdict``: the
-outcome "pilot"), `bench sweep` first sends, in the driver, through the same seam and budget as any
-request (each reserves its worst case first):
-
-- collect: the first ``limits.pilot`` scenarios (first sample) of the first cell of each model to
-  measure (a simulated user to measure: of the first cell whose prompt has it); the judges to measure grade those answers (a pairwise judge also gets its baseline cell and
-  one other cell, so it has pairs to grade). When only judges are to be measured, the first cell's
-  answers are collected (or reused) for them to grade.
-- judge: each judge to measure grades those answers (its requests per item: both pairwise orders, one
-  per checklist requirement, its repeats).
-
-Its records are ordinary records: the rest of the sweep skips them, the estimate reads their reply
-lengths (the run folder's evidence), and if the rest no longer fits, the sweep stops with exit 4 and
-the pilot's records kept (a re-run with a higher budget continues from them).
+When the budget verdict hangs on reply lengths nothing has observed yet (the outcome "pilot"), `bench sweep`
+first collects ``limits.pilot`` scenarios of the first cell of each model to measure and has each judge to
+measure grade them, through the same seam and budget. Its records are ordinary records: the rest of the
+sweep skips them and the estimate reads their lengths; if the rest no longer fits, the sweep exits 4.
 """
 
 from __future__ import annotations

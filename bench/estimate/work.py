@@ -1,28 +1,10 @@
 """The first-turn requests each stage of a sweep will make, with their messages, before anything is sent.
 
-Collect asks one request per answer not yet in the run folder (per model); a judge asks, per item not
-yet graded, both pairwise orders (those not graded yet), one request per checklist requirement, one per
-item (rubric, hybrid), none for automated checks, plus, for a rubric with ``solve_first``, one solution
-request per question and repeat its pending items share (``_solutions``), and for the ``packed`` mode one per packed call,
-packed as grading packs them: the answers already collected are graded by the judge stage ``pack_size``
-at a time in the grid's order (``bench.judge.packed``), the answers a sweep collects by the stream, k consecutive
-places of the grid to a pack (``bench.judge.stream``), so each group is packed apart, and each execution of the
-sweep (``--jobs``, ``--per-cell``, a cluster's tasks) packs its own cells apart too.
-
-A conversation or an agent loop (a prompt with ``turns``, ``messages``, ``tools`` or a ``user_simulator``)
-asks more than one request, replayed through the cache then bounded by its turns and steps
-(``bench.estimate.bounds``); its simulated user's requests are a stage of their own ("simulator", by
-``user_simulator.id``), priced on the simulator's model. Judges grade a conversation not collected yet
-through a stand-in transcript of its bound (every turn of it, for a ``per_turn`` rubric).
-
-A request whose reply the response cache holds, or the same as one counted before it (a reply shared
-in flight), is counted as cached, not sent. Judge requests of answers this sweep collects are built
-with the answer the response cache holds for its request when it does (a grid re-run under another
-name), else with a stand-in answer (``placeholder``: text of the answer's expected length), so their
-tokens can be estimated; whether the cache holds a stand-in's judge requests cannot be known before the
-answer exists (``unknown``: counted as sent). The cached replies of a stage's own requests are read for
-their length (``replies``): what the same model and params answered to this very grid is evidence of how
-long its other replies run (a grid extended, or re-run under another name).
+Per stage, the requests not answered by the run folder, packed as grading packs them, with conversations
+and agent loops replayed through the cache and bounded (``bench.estimate.bounds``). A request the response
+cache holds, or one counted before it, is counted as cached; judge requests of answers not collected yet are
+built with a stand-in answer of the expected length (``placeholder``), and whether they are cached is
+``unknown`` (counted as sent).
 """
 
 from __future__ import annotations

@@ -1,24 +1,9 @@
 """Probability-weighted rubric scores (as G-Eval does): the expected score over the score tokens' probabilities.
 
-A judge asked with ``params: {logprobs: true, top_logprobs: 10}`` gets, with its reply, the
-probability of each sampled token and of its most likely alternatives (OpenAI, vLLM and
-llama.cpp's server return them). For each criterion of a rubric reply such as
-``{"scores": {"tone": 4, …}}``, the token holding the value is found in the reply, and its
-alternatives that are whole values on the criterion's scale are kept: the expected score is
-Σ value · p / Σ p over them. It breaks the ties a sampled integer leaves (a 4 the judge nearly
-made a 5 is not a 4 it nearly made a 3), and it is stored beside the sampled score, never instead.
-
-Rules: a value token is the token in which the value's first digit sits; a value written over
-two tokens (``1`` ``0`` for 10 on a 1–10 scale) has no expectation (its alternatives are not
-whole values). When the valid alternatives hold less than ``MIN_MASS`` of the probability, the
-judge was not choosing among scores at that token, so that criterion has no expectation either.
-The composite is the rubric's composite of the expectations, only when every criterion has one.
-A packed reply is read per item: :func:`object_spans` finds each grade's object in the ``grades``
-array, and the values are looked for inside it only.
-
-A provider that returns no logprobs although they were asked for (a server that ignores the field, a
-reasoning model behind a gateway) leaves the sampled score as the grade, never a crash: the judgment's
-details say so (``logprobs``: ``NO_LOGPROBS``) and a warning names the judge once per process.
+With ``params: {logprobs: true, top_logprobs: k}``, each criterion's value token and its alternatives that
+are whole values on the scale give Σ value·p / Σ p, stored beside the sampled score, never instead. A value
+written over two tokens, or alternatives holding less than ``MIN_MASS``, gives no expectation; the composite
+needs every criterion's. A provider that returns no logprobs leaves the sampled score (``NO_LOGPROBS``).
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
 """The judge's own answer to a question (a rubric's ``solve_first: true``), asked before it sees any candidate.
 
-The judge first answers the item's question itself, in a request of its own: ``SOLVE_SYSTEM``, then the
-question as the user turn (with the scenario's images when the rubric shows images), with the judge's
-params and no response format. Its identity is the judge, the
-question and the repeat (``repeats: k``: one answer per repeat), never the candidate: every candidate asked
-the same question (every cell of one prompt on one scenario, both orders of a pair) is graded against the
-same answer, which an identical request in flight or the response cache serves, so it is paid once per
-judge × question × repeat and a resume finds it in the cache. It is never asked as a fresh attempt: a
-failed request is not cached, so the next try asks again anyway, and a good answer stays good when the
-grading that followed it failed.
-
-The answer is shown to the judge as its own reference answer (``bench.judge._prompts.OWN_ANSWER``) and
-kept in each judgment's ``details["solution"]``. Its usage is counted on the one judgment whose grading
-sent the request (``details["solution_paid"]: true``), never on those that reused it: summed over the
-records, it counts once, as the budget and the usage tables need. When a stop (``Halted``: the budget) refuses
-the grading after the answer was paid, that judgment is still written, as a failure carrying the spend
-(``stopped_after_solution``): the answer is cached, so a resume reuses it unpaid and would otherwise never
-count what it cost.
+Its request depends on the judge, the question and the repeat, never the candidate, so it is paid once per
+judge × question × repeat and served to every candidate by the cache. It is shown as the judge's own
+reference answer and kept in ``details["solution"]``; its usage counts on the one judgment that sent it
+(``solution_paid``), also when a budget stop refuses the grading after it (``stopped_after_solution``).
 """
 
 from __future__ import annotations

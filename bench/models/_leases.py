@@ -1,21 +1,10 @@
 """Caps held across a whole sweep: a lease server in the driver, a ``RemoteLimiter`` per kernel.
 
-``bench sweep`` starts a ``LeaseServer`` when executions run side by side and names it in
-``BENCH_LIMITS_ADDRESS`` (inherited by every kernel). The server holds one ``LocalLimiter``;
-a lease held by a process that dies is released when its connection closes.
-
-On one machine the server listens on a unix socket in a private folder (``unix:<path>``). For a
-cluster sweep (``bench sweep --cluster``) it listens on TCP at the address the driver uses to reach
-the Dask scheduler (``tcp:<host>:<port>``), and every connection must first present the sweep's
-random token (``BENCH_LIMITS_TOKEN``, handed to each execution's kernel in its environment, never
-written to a file): a process that cannot show it within HELLO_S is disconnected, and at most
-MAX_UNPROVEN connections wait to show it at once (a newcomer past that closes the oldest), so idle
-strangers cannot hold the server's sockets.
-
-With ``limits.budget_usd`` the server also holds the sweep's spend cap (a ``Purse``, bench.models.budget):
-every kernel reserves a request's worst-case cost there before sending it and settles it after, so the
-cap holds across every execution and worker. A reservation still open when its connection closes (a kernel
-that died with the request on the wire) is counted as spent at its reserved amount: it may have been paid.
+The ``LeaseServer`` (named in ``BENCH_LIMITS_ADDRESS``) holds one ``LocalLimiter`` and, under
+``limits.budget_usd``, the sweep's ``Purse``; a dead process's leases are released when its connection
+closes, and its open reservations count as spent. It listens on a private unix socket, or for a cluster
+sweep on TCP behind the sweep's token (``BENCH_LIMITS_TOKEN``; unproven connections are dropped after
+``HELLO_S``, at most ``MAX_UNPROVEN`` wait at once).
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """A spend cap's counters on one event loop: USD spent, USD reserved by requests on the wire, and who waits.
 
-``Purse`` is what ``bench.models.budget.Budget`` holds in a process, and what the sweep's lease server
-(``bench.models._leases``) holds for every kernel of a sweep. A request reserves its worst-case cost
-before it is sent and settles it with its real cost after. A reservation is granted when spent + reserved +
-it fits the limit; refused at once when spent + it does not (no settle can make room: a settle only adds to
-spent); otherwise it waits, first come first served, until the reservations on the wire settle.
-
-Each settle is reconciled with its reservation. A reply that cost more than its reservation (a provider
-that ignores ``max_tokens``, a prompt counted short) is an overrun, and from then on every request on the
-wire may overrun as much: the largest overrun seen is set aside for each reservation held and for the one
-asked (``committed``), so no call starts once real spend plus open reservations plus that margin reaches
-the limit. The spend can then pass the limit only by what replies overran beyond the margin set aside
-when they were granted (``surprise``: the first replies of a provider that overruns, before any had been
-seen). Proof: at the last grant, spent + reserved + held × margin ≤ limit; the replies on the wire then add
-their costs, which pass their reservations plus that margin by at most their surprises.
+Held by ``bench.models.budget.Budget`` in a process and by the sweep's lease server for every kernel. A request
+reserves its worst-case cost and settles its real one; a reservation is granted when spent + reserved + it
+fits, refused at once when spent + it does not, else waits in order. After an overrun the largest one seen is
+set aside per reservation (``committed``), so spend passes the limit only by ``surprise`` (docs/budget.md).
 """
 
 from __future__ import annotations

@@ -1,29 +1,9 @@
 """Generation params checked against what the provider accepts, before anything is sent.
 
-``params: {temprature: 0.2}`` would otherwise reach the provider as is: silently ignored by
-some, a 400 for others. Each model's and judge's ``params`` keys are checked against the
-OpenAI-style params LiteLLM says the provider supports (``get_supported_openai_params``);
-an unknown key is refused with the nearest valid name. Fields a provider accepts beyond
-those (vLLM's ``top_k``, ``repetition_penalty``, …) go under ``params.extra_body``, which is
-merged into the request body as given (``bench.models.routing.body_params``).
-
-OpenAI-compatible servers reached through an ``api_base`` (``openai/…``, ``hosted_vllm/…``)
-are checked against OpenAI's chat params, which is what LiteLLM lists for them, without
-importing LiteLLM (seconds per kernel); the embedded llama.cpp model also takes llama.cpp's
-sampling params. A dry model (``dry/<name>``) takes any params: it stands in for every provider.
-Which of these a model gets is its provider's ``params`` (bench.models.providers).
-
-Every known param's value is also checked for its type (``type_problems``), whatever the provider:
-``reasoning_effort: [low, high]`` would otherwise be sent as a literal list, never as two settings.
-
-Reasoning models take fewer params than the chat models of their provider: OpenAI's o-series and gpt-5 refuse
-``temperature`` other than 1, ``top_p`` and ``logprobs``, and take their output limit as
-``max_completion_tokens``. LiteLLM knows which (by the model's name, its own rule); where it speaks for a
-model, its translation of the entry's params is run before any call (``param_problems``), and what it refuses
-is named with its reason. A self-hosted ``openai/…`` endpoint is asked only when its model is named like one of
-OpenAI's reasoning families (``REASONING_NAMED``), so a plain vLLM or llama.cpp model never imports LiteLLM;
-such a model's ``max_tokens`` is also sent as ``max_completion_tokens`` when LiteLLM says that is its name
-(``limit_named``), as LiteLLM itself would send it.
+Each ``params`` key is checked against the params LiteLLM lists for the provider (an unknown key is refused
+with the nearest valid name), every known value for its type, and a reasoning model's params against
+LiteLLM's translation of them. Provider-specific fields go under ``params.extra_body``. OpenAI-compatible
+endpoints are checked against OpenAI's chat params without importing LiteLLM; a ``dry/`` model takes any.
 """
 
 from __future__ import annotations

@@ -1,33 +1,10 @@
 """Per-model caps: a model's ``max_concurrency``, ``rpm`` and ``tpm``, held for one process or a whole sweep.
 
-A model's caps are counted per endpoint (its model string and ``api_base``), whoever
-sends the request: a model and a judge on the same endpoint share its counters, and
-each request is admitted against the caps its own entry declares. Three counters per
-endpoint: requests in flight; request starts in a sliding window (60 s; ``rpm``); and
-tokens charged in that window (``tpm``). A request is charged an estimate before it is
-sent (``estimate_tokens``: prompt characters / 4 plus its ``max_tokens``, or
-DEFAULT_COMPLETION_TOKENS when it sets none) and its real prompt + completion tokens
-once the reply says them; a failed request keeps its estimate.
-
-Two implementations of one small interface (``Limiter``: ``acquire`` a lease before
-sending, ``release`` it with the tokens used after):
-
-- ``LocalLimiter``: asyncio counters of one event loop; what a process uses by default
-  (no server, no socket, nothing per request beyond the counters).
-- ``RemoteLimiter``: leases from the sweep's ``LeaseServer``, which ``bench sweep``
-  starts when executions run side by side and names in ``BENCH_LIMITS_ADDRESS``
-  (inherited by every kernel). The server holds one ``LocalLimiter``; a lease held by a
-  process that dies is released when its connection closes.
-
-A cluster sweep (``bench sweep --cluster``) runs the same lease server in its driver, on TCP at
-the address the driver uses to reach the Dask scheduler, guarded by a per-sweep token
-(``BENCH_LIMITS_TOKEN``). One server for every worker keeps all three counters exact (a
-``distributed.Semaphore`` holds in-flight counts only, and a dead holder's lease outlives it
-until a timeout); a kernel on a worker that dies loses its connection and its leases at once.
-It also holds the sweep's global cap: with ``BENCH_SWEEP_CAP=n`` each request takes a lease on
-``SWEEP_KEY`` too (``sweep_cap``), so ``limits.max_concurrency`` holds across all workers.
-The counters live in ``bench.models._counters``, the lease server and its clients in
-``bench.models._leases``.
+Caps are counted per endpoint (model string and ``api_base``), whoever sends: in-flight requests, request
+starts in a 60 s window and tokens charged in it (an estimate before sending, the real usage after).
+``LocalLimiter`` holds the counters in one event loop; ``RemoteLimiter`` leases them from the sweep's
+``LeaseServer`` (``BENCH_LIMITS_ADDRESS``), which also holds a cluster sweep's global cap (``SWEEP_KEY``).
+The counters live in ``bench.models._counters``, the server and its clients in ``bench.models._leases``.
 """
 
 from __future__ import annotations

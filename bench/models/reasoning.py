@@ -1,31 +1,10 @@
 """A reply's reasoning, kept apart from its answer: the thinking text and its token count, read from any wire.
 
-Reasoning models return their thinking in one of three places, and bench reads all three the same way for
-both transports (``bench.models._transport``), so a record's ``output`` is only ever the final answer and its
-``reasoning`` the thinking (never part of an id: the request decides the record, not how its reply is read):
-
-- a message field: ``reasoning_content`` (DeepSeek, vLLM's reasoning parsers, LiteLLM's normalized field for
-  every provider it maps) or ``reasoning`` (OpenRouter, newer vLLM);
-- Anthropic's thinking blocks, which LiteLLM exposes as ``thinking_blocks`` (their ``thinking`` texts, joined);
-  redacted blocks carry no readable text and add none;
-- inline markers in the content, as open models served without a reasoning parser write them:
-  ``<think>…</think>answer``. A reply that starts with ``<think>`` is always split at the first ``</think>``.
-  A model entry's ``think_end`` names its end marker (``</think>``, ``[/THINK]``, ``◁/think▷``, …) and splits
-  at its first occurrence even when the reply has no start marker, as the chat templates of Qwen3 and
-  DeepSeek-R1 produce (the template itself opens the thinking). The start marker is the end marker without
-  its first ``/``. A reply that opens the thinking and never closes it (cut by ``max_tokens``) is all
-  reasoning and an empty answer (a ``reasoning_cut`` failure).
-
-Tokens: ``completion_tokens_details.reasoning_tokens`` becomes ``Usage.reasoning_tokens``. By OpenAI's
-convention (which LiteLLM keeps for Anthropic and Gemini) ``completion_tokens`` already includes them, so
-they are priced as output once. A server that reports them outside ``completion_tokens`` (its
-``total_tokens`` holds them on top, or they exceed ``completion_tokens``) has them added, so thinking is
-never free in a record, an estimate or a budget. A model that may think unseen (``hides_thinking``) is
-held at its output limit where no usage says otherwise (``bench.models.tokens.output_ceiling``).
-
-``think_end`` changes how a reply is read, and the cache keeps the reply as read, so a spec's ``think_end``
-is part of its request key when set (``bench.models.client``); a reply that thought and gave no answer
-fails for good (``bench.models._no_answer``).
+Thinking is read from a message field (``reasoning_content``, ``reasoning``), Anthropic's thinking blocks or
+inline markers (``<think>…</think>``, or the entry's ``think_end``), so a record's ``output`` is only the
+answer. A reply that opens thinking and never closes it is a ``reasoning_cut`` failure. Reasoning tokens are
+output, added to ``completion_tokens`` when a server reports them apart. ``think_end`` is part of a spec's
+request key, since the cache keeps replies as read.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """Tools through the one seam: a request's tool definitions among its params, a reply's tool calls counted as
 its output, and which models are refused tools before anything is sent.
 
-``LLM.complete(..., tools=[...], tool_choice=...)`` puts OpenAI tool definitions into the request key and,
-through ``with_tools``, into the body in OpenAI's form: the direct transport sends them so, and
-``litellm.acompletion`` translates them for a provider whose wire is not OpenAI's. They are not translated
-beforehand with the other params (``routing.body_params``): LiteLLM would translate them twice, and Gemini's
-tools come out of a second ``get_optional_params`` empty. The reply's calls come back in OpenAI's wire form as
-``Completion.tool_calls`` (``_transport.wire_calls``).
-
-``check_tools`` refuses, at ``open_run`` (``bench validate``, ``bench sweep``, a notebook), each model of the
-chosen cells whose prompt gives it tools when it is known not to call functions (``tools_refusal``): a model
-LiteLLM's map says does not (``supports_function_calling: false``), or one whose provider says so (the
-embedded model). A model the map is silent on, or one at an ``api_base``, is not refused here: its server
-answers for itself, and a 400 is a final ProviderError of the request (never retried).
+Tool definitions enter the request key and go to the body in OpenAI's form (``with_tools``), not through
+``routing.body_params`` (LiteLLM would translate them twice). ``check_tools`` refuses at ``open_run`` a model
+given tools that is known not to call functions (``tools_refusal``); one at an ``api_base`` answers for itself.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """Offline review files (`bench review export|apply`): one entry per item, blind unless asked otherwise.
 
-An exported file lists each item once: an answer (or an A/B pair) on one rubric version, whichever
-judges and repeats graded it (``bench.core.reviewed``). By default it is *blind*: it holds the
-scenario, the answers (a conversation's also as its ``transcript``, with why it ``ended``) and the
-rubric's scales, and no judge's grade, verdict or rationale, and the
-reviews applied from it are recorded as blind (only those calibrate the leaderboard).
-``show_judges`` (`--show-judges`) adds every judgment of each item; its reviews are recorded as not
-blind. A file from before (format ``bench-review/1``, one entry per judgment, with the judges'
-grades) is applied as not blind.
-
-Applying is all or nothing and idempotent: every filled-in entry is validated first; two entries for
-one item by one reviewer that say different things are a conflict, refused naming both (identical
-ones count once); an entry that says the same as its reviewer's latest review of the item
-(:func:`same_review`) is not applied again.
+A blind export holds the scenario, answers and scales but no judge's grade, and its reviews are recorded as
+blind (only those calibrate); ``--show-judges`` adds the judgments and makes them not blind, as is a
+``bench-review/1`` file. Applying is all or nothing and idempotent: conflicting entries are refused,
+an entry equal to its reviewer's latest review (:func:`same_review`) is not applied again.
 """
 
 from __future__ import annotations

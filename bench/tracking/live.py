@@ -1,20 +1,9 @@
 """A sweep's parent MLflow run, live: created as the sweep starts, moving while it runs, ended with its exit code.
 
-A teammate watching the tracking server (or `bench ui` on the run folder) sees the sweep move, not only its end.
-:class:`LiveRun` (`bench sweep` opens it once it holds the run lock, with :func:`live_run`) works on a thread of
-its own, so the sweep never waits for MLflow. As the sweep's stages start (:meth:`LiveRun.begin`: nothing refused
-it) the thread marks the folder's earlier runs whose driver died (:func:`mark_crashed`), creates the parent run
-(status RUNNING, tags naming the sweep, its run folder and its driver), then logs the progress metrics
-(bench.tracking._live_progress: done, failed, planned and USD per stage, ``step`` = seconds since the sweep
-started) as one batch at most every ``BENCH_MLFLOW_LIVE_S`` seconds (10 by default), never one per item, and a
-last batch as it stops. The end-of-sweep logging (bench.tracking.runs:
-params, metrics, child runs, traces, artifacts, the report) goes into this same run; then the run ends
-FINISHED (exit 0), KILLED (4: the budget, 130: interrupted) or FAILED (any other code), with the code as the
-tag ``bench.exit_code`` (bench.core.exit_codes).
-
-Each sweep gets a parent run of its own: a sweep resumed after a crash starts a new one, and the crashed one
-stays in the history as KILLED with ``bench.ended = crashed`` (docs/decisions.md). Tracking never fails a sweep:
-a store that cannot be reached is warned about once, and the sweep goes on.
+:class:`LiveRun` works on its own thread, so the sweep never waits for MLflow: it marks crashed earlier runs,
+creates the parent run, logs progress metrics at most every ``BENCH_MLFLOW_LIVE_S`` seconds, and ends the
+run FINISHED, KILLED or FAILED by the exit code. Each sweep gets its own parent run; tracking never fails
+a sweep (docs/tracking.md).
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """`bench tracking-server`: a team's MLflow tracking server on a PostgreSQL backend store, in the foreground.
 
-Every worker and every sweep of a team logs to one server when ``MLFLOW_TRACKING_URI`` points at it
-(``bench track`` and the end of ``bench sweep`` then write there instead of the run folder's own
-``mlflow.db``; re-tracking a run folder adds no duplicate run, trace or assessment). This module
-checks first that PostgreSQL accepts a connection (one message naming the address and what to do
-if it does not, before anything starts), then runs ``mlflow server`` with that backend store, a
-shared artifact destination served through the server (``--serve-artifacts``) and one worker; it
-waits for ``/health``, prints the ``MLFLOW_TRACKING_URI`` to export, and stops the server and
-every process it started (its own process group) on Ctrl-C, SIGTERM or SIGHUP.
-
-A password in the backend URI (``user:password@`` or libpq's ``?password=``) is never printed nor put on the
-server's command line (where ``ps`` shows it): the server gets the URI without it, in its environment
-(``MLFLOW_BACKEND_STORE_URI``), and the password in ``PGPASSWORD``, which libpq reads. The URI itself can come from ``BENCH_BACKEND_STORE_URI`` instead of the
-command line (``make tracking-server`` passes it so).
-:class:`TrackingServer` is the same server as a context manager, for tests and scripts.
+Checks that PostgreSQL accepts a connection, runs ``mlflow server`` with served artifacts, waits for
+``/health``, prints the ``MLFLOW_TRACKING_URI`` to export and stops its process group on Ctrl-C, SIGTERM or
+SIGHUP. A password in the backend URI is never printed nor put on a command line (it goes in
+``PGPASSWORD``). :class:`TrackingServer` is the same server as a context manager.
 """
 
 from __future__ import annotations

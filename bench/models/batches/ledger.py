@@ -1,25 +1,10 @@
 """The run folder's record of every provider batch: written before polling starts, read by every resume.
 
-Each process appends to its own file ``<run folder>/batches/<host>-<pid>-<token>.jsonl`` (one
-``write`` per line, fsynced: a batch that exists at the provider is never forgotten), so no two
-processes append to one file. The events of one batch, in order:
-
-- ``submitting``: the batch's local id, endpoint, model and the requests in it (their cache keys,
-  which are also their ``custom_id``, the ids of the items they answer, and each request's ``items``
-  digest: its item and line body, the same on every attempt), before the upload;
-- ``uploaded``: the input file's id, before the batch is created;
-- ``created``: the provider's batch id and input file id, before the first poll;
-- ``status``: each status change and the completed/failed counts while polling;
-- ``finished``: the final status, the output and error file ids, which requests came back answered,
-  and what the files held besides: ``conflicts`` (a request answered twice, differently: both replies),
-  ``unknown`` lines (of no request), ``unreadable`` lines, and the request whose record carries the paid
-  lines no request owns (``carrier``).
-
-A resume folds every file (``Ledger.load``): a request in a batch that is still running is adopted
-(polled, never submitted again), matched by its key or, on a later attempt of its item (whose key
-differs), by its ``items`` digest; a request answered by a finished batch is read from its output file;
-a ``submitting`` batch without ``created`` (the process died between the two, or the reply to
-"create" was lost) is looked up at the provider (bench.models.batches.lookup) before anything is sent again.
+Each process appends fsynced lines to its own ``<run folder>/batches/<host>-<pid>-<token>.jsonl``: a
+batch's ``submitting``, ``uploaded``, ``created``, ``status`` and ``finished`` events, so a batch that exists
+at the provider is never forgotten. ``Ledger.load`` folds every file on resume: a running batch is adopted,
+a finished one read from its output file, and one seen only as ``submitting`` is looked up at the provider
+before anything is sent again.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """Whether a batch bench submitted exists at the provider, asked before any of its requests is sent again.
 
-A batch can exist at the provider while bench has no id for it: the reply to "create" was lost, or the
-process died between the two. Before its requests are asked again (and paid again), the provider's
-batch list is read back to a little before the batch was submitted (``SKEW_S``: the provider's clock
-and this machine's may differ), and a listed batch is the one looked for when
-
-1. its metadata ``bench_batch`` is bench's local id of the batch (``META_KEY``); else
-2. its input file is the one uploaded for it (the ledger's ``uploaded`` event); else,
-3. for a batch listed without ``bench_batch`` metadata (a provider that drops metadata), the
-   ``custom_id`` values of its input file are exactly the requests' keys.
-
-``None`` means the provider confirms that no such batch exists: only then may the requests be asked
-again. A list or an input file that cannot be read raises (a ProviderError): not knowing is never
-taken for "it does not exist".
+The provider's batch list is read back to a little before the submission (``SKEW_S``) and a batch matches by
+its ``bench_batch`` metadata, else its uploaded input file, else its input's exact ``custom_id`` set.
+``None`` means the provider confirms no such batch exists; a list that cannot be read raises: not knowing is
+never taken for "it does not exist".
 """
 
 from __future__ import annotations

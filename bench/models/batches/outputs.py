@@ -1,20 +1,9 @@
 """One line of a batch's output or error file, read as OpenAI's ``(custom_id, status, body, error)``.
 
-OpenAI, Azure, Mistral, xAI and Vertex (translated by LiteLLM) return OpenAI's output lines:
-``{"custom_id", "response": {"status_code", "body"}, "error"}``. Bedrock's output file reaches us as
-Bedrock wrote it (LiteLLM passes its content through): ``{"recordId", "modelInput", "modelOutput"}``
-or ``{"recordId", "modelInput", "error": {"errorCode", "errorMessage"}}``, where ``modelOutput`` is
-the model's InvokeModel reply: Anthropic's Messages format, or the Converse format of Nova and the
-other Converse models. Those are turned into an OpenAI chat completion body here, so the queue
-answers every provider's lines the same way. A JSON-mode answer given as a forced tool call
-(``json_tool_call``) becomes the content, as LiteLLM does for a direct call; a call of any other tool (a
-request with ``tools``) becomes one of the message's ``tool_calls``, in OpenAI's wire form.
-
-``read_files`` reads a finished batch's two files against the requests it holds, trusting no line: a
-``custom_id`` that comes twice with different replies is a conflict (both kept, neither used), one no
-request of the batch has is counted apart, and a line that is not JSON is salvaged for its ``custom_id``
-and ``usage`` (the provider billed it). Every line that was billed and not used is listed, so its cost
-reaches the records.
+OpenAI-style lines are read as they are; Bedrock's lines (Anthropic Messages or Converse replies) are turned
+into an OpenAI chat completion body, forced JSON tool calls into content, so the queue answers every
+provider alike. ``read_files`` trusts no line: a ``custom_id`` answered twice differently is a conflict,
+unknown and unreadable lines are counted, and every billed line not used is listed so its cost is recorded.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """One endpoint's Batch API queue: requests gathered into batches, submitted once, polled, answered by ``custom_id``.
 
-``LLM.complete`` hands a batched model's request here (after the response cache and the
-identical-request check) and awaits its reply like any other. Requests that arrive together
-(a stage submits all its items at once) share a batch; a queue is sent when ``gather_s`` passes
-without a new request or when it reaches the provider's limits (``max_requests``, ``max_bytes``),
-so a large stage is split. Before polling starts, the batch is in the run folder's ledger
-(bench.models.batches.ledger); a request a running or finished batch already holds is adopted,
-never submitted again, and so is a later attempt of an item whose earlier request a batch still
-holds (matched by the item's digest, since the attempt changes the key). A batch whose creation is in
-doubt (a lost reply) is looked up at the provider (bench.models.batches.lookup); its requests are asked
-again only once the provider confirms it does not exist. A line that fails (5xx, 429, expiry) is asked
-again in a new batch or directly (``retry``), at most ``limits.retries`` more times; a 4xx line fails
-for good; a batch cancelled at the provider fails its unanswered requests (a re-run asks them again)
-and says so. Every billed line counts in the records (bench.models.batches.outputs reads the files): an
-answer that cannot be used, a request answered twice (a conflict: recorded failed, both replies kept), a
-line of no request (carried by one request of its batch).
+Requests that arrive together share a batch, sent after ``gather_s`` of quiet or at the provider's limits.
+Each batch is in the run folder's ledger before polling, so a request a batch already holds (by key or item
+digest) is adopted, never submitted again; a batch in doubt is looked up before re-asking. Failed lines are
+retried up to ``limits.retries``; every billed line counts in the records (docs/batch-apis.md).
 """
 
 from __future__ import annotations

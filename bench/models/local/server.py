@@ -1,20 +1,9 @@
 """The llama.cpp server process behind a local model: spawning it, waiting for it, stopping it.
 
-Each model is served by ``python -m llama_cpp.server`` in a child process bound to 127.0.0.1, so the
-rest of bench talks to it like any OpenAI-compatible endpoint. The child can never outlive us:
-
-* it gets ``PR_SET_PDEATHSIG`` = SIGKILL (Linux), so the kernel stops it at once even if we are
-  SIGKILLed (SIGTERM would let uvicorn finish a generation in flight first, minutes for a long one).
-  That signal fires when the *thread* that forked the child exits, not the process; every server
-  is therefore forked from one daemon "spawner" thread that lives as long as the process, whatever
-  thread (an ``asyncio.to_thread`` worker, a notebook cell) asked for it;
-* an ``atexit`` hook stops every server still running at a normal exit;
-* it runs in its own session, so a terminal Ctrl-C reaches only us and our own ``stop()`` does the
-  shutdown (no race between the two).
-
-Which weights it serves comes from ``bench.models.local.weights``; which server runs when (one per
-process, or a shared one) is ``bench.models.local.manager``, which imports this module, never the
-other way round. Importing this module is cheap: llama_cpp is only ever imported by the child process.
+One ``python -m llama_cpp.server`` child on 127.0.0.1 per model, which can never outlive us: it gets
+``PR_SET_PDEATHSIG`` (forked from one long-lived spawner thread, since the signal follows the forking
+thread), an ``atexit`` hook stops it, and it runs in its own session. llama_cpp is imported only by the
+child; ``bench.models.local.manager`` decides which server runs when.
 """
 
 from __future__ import annotations
