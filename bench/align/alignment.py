@@ -1,14 +1,10 @@
 """What `bench align RUN --judge ID` does: align a judge to a run's blind human reviews, write the best variant as
 a rubric version, print and record it (`bench.align.command` is its cheap entry from the CLI).
 
-The steps, each refusing with one line (exit 2) before anything is sent when it cannot go on: open the params file
-the run was swept with (``--params``, default ``params/<run name>.yaml``) and its ``align:`` section; check the
-judge and its rubric version are the run's (bench.stages.check_contents); read the reviewed answers
-(bench.align.reviews) and split them into k folds (too few: refused, saying how many there are and how many k folds
-need); print the estimate (bench.align.cost), hold it to ``limits.budget_usd``, run the preflight; cross-validate
-(bench.align.crossval); choose; write the aligned rubric version (bench.align.rubric_writer), the alignment's JSON
-record in ``<run>/align/`` and its MLflow run. ``--dry-run`` stops after the estimate. Running it again sends
-nothing the response cache holds and finds the version it wrote.
+Opens the run's params file and ``align:`` section, checks the judge, splits the reviews into folds, estimates
+and holds the cost to the budget, cross-validates, chooses and writes the rubric version, its record in
+``<run>/align/`` and its MLflow run; each step refuses with exit 2 before spending. ``--dry-run`` stops after
+the estimate; a re-run is answered from the cache.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
-"""Analysis of a run folder on polars: leaderboards with bootstrap CIs, paired differences, pairwise
-win rates and Bradley–Terry ratings (also style-controlled), judge reliability and stability, judge
-accuracy against ground truth (a dataset's labels, reference checks), a leaderboard calibrated by human
-reviews (PPI++), each judge's agreement with human reviews (kappa, exact and adjacent agreement, the confusion
-matrix, bias by human grade, the reviewers' own agreement as the ceiling), each judge's bias audit (position,
-length, self-preference, score collapse, jury disagreement: :func:`judge_audit`), and usage; and the record
-listings and counts the collect and judge notebooks show.
+"""Analysis of a run folder on polars: leaderboards, paired differences, pairwise ratings, judge reliability,
+accuracy, human agreement, bias audit, calibration and usage.
 
-:func:`load_run` is the one loader of a run's records: ``summarize(run_dir)`` computes everything the
-report shows from its polars tables, and every piece is also a function of them, so a notebook can
-recompute any of it with other options (or show it with ``.to_pandas()``). :func:`compare_runs` compares two
-runs on the items they share (:mod:`bench.compare`).
-Importing this package imports polars and numpy (``import bench`` alone does not).
+:func:`load_run` is the one loader of a run's records; ``summarize(run_dir)`` computes everything the report
+shows from its tables, and every piece is also a function of them for notebooks. Importing this package
+imports polars and numpy (``import bench`` alone does not).
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """A model's family from its LiteLLM model string: what the bias audit compares to find a judge preferring its own kind.
 
-The rule, simple on purpose: take the last path segment (``openai/gpt-4o-mini`` → ``gpt-4o-mini``; a provider or
-router prefix such as ``openrouter/anthropic/`` says where a model is served, not what it is), lowercased,
-without an OpenAI fine-tune's ``ft:`` and without an Ollama-style ``:tag`` (``ft:gpt-4o-mini:org::id`` is a gpt);
-split it into runs of letters; skip leading vendor and region words (``meta``, ``google``, ``anthropic``, …, and
-Bedrock's cross-region ``us.``/``eu.``/``apac.``: ``Meta-Llama-3.1-8B`` is a llama, ``anthropic.claude-3`` and
-``us.anthropic.claude-3-5-sonnet`` on Bedrock a claude); the first run
-left is the family, through a few aliases (OpenAI's ``o1``/``o3``/``chatgpt`` are ``gpt``; ``mixtral``,
-``codestral`` and ``ministral`` are ``mistral``; ``codellama`` is ``llama``). So ``openai/gpt-4o-mini`` and
-``openai/o3-mini`` are ``gpt``, ``anthropic/claude-3-5-haiku`` is ``claude``, ``gemini/gemini-1.5-pro`` is
-``gemini``, ``ollama/qwen2.5:7b`` is ``qwen``. A name the rule cannot read (an Azure deployment called
-``prod-1``) gets its first word: two such judges compare only if they share it.
+The rule, simple on purpose: the last path segment, lowercased, without ``ft:`` and ``:tag``; its first run of
+letters after vendor and region words, through a few aliases (``o3`` is ``gpt``, ``mixtral`` is ``mistral``).
+So ``openai/gpt-4o-mini`` is ``gpt`` and ``us.anthropic.claude-3-5-sonnet`` is ``claude`` (docs/judges.md).
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Which answers of two runs are the same item, and what differs in how they were graded.
 
-An item is an answer to one scenario (by id) and sample in one cell. Cells pair by name, or as
-``mapping`` says (``{"m/p@v1": "m/p@v2"}``: a prompt version bump renames the cell). A judge's grade of an
-item is the mean of its successful judgments of it (repeats, and per-turn grades, averaged), per criterion
-and for the composite; two grades pair when the same judge id graded the paired items in both runs. A
-pairwise judge's battles pair when both runs judged a paired cell's answer against the same opponent answer
-(the opponent's cell, mapped, and its answer's id and text unchanged: a baseline both runs share).
-A cell and judge graded in run A and nowhere in run B (its answers or judgments all failed there) is
-kept as ``lost``, with a warning. Answers that only one run has are listed, never dropped in silence, and a
-judge whose model, rubric version, rubric text or mode differs between the runs is said first: its scores
-measure different things.
+An item is an answer to one scenario and sample in one cell; cells pair by name or by ``mapping``. A judge's
+grade is the mean of its successful judgments of the item; pairwise battles pair on the same opponent answer.
+A cell and judge graded only in run A is kept as ``lost``; answers only one run has are listed, and a judge
+whose model, rubric or mode differs between the runs is said first.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """How an answer is compared with a reference answer: normalised text, tokens, numbers and choice letters.
 
-Pure functions, no model call, used by the reference checks (`bench.config.reference_checks`):
-
-- :func:`normalize_answer` is SQuAD's normalisation (lower case, no punctuation, no articles ``a``/``an``/
-  ``the``, single spaces), so an exact match and a token F1 read the same text as in SQuAD's own script;
-- :func:`token_f1` is SQuAD's token F1 between two answers (0..1);
-- :func:`numbers` finds the numbers a text writes (``-1,234.5``, ``3/4``, ``1e-3``, ``$12``, ``45%``), and
-  :func:`as_number` reads one number from a value (a reference's ``42``, ``"$1,000"``);
-- :func:`choice_letter` reads the letter a multiple-choice answer settles on ("The answer is (C)" → ``C``),
-  and :func:`reference_letter` the letter a reference names (``C``, ``(c)``, ``C. Paris``).
+Pure functions for the reference checks: SQuAD's :func:`normalize_answer` and :func:`token_f1`,
+:func:`numbers` and :func:`as_number`, :func:`choice_letter` and :func:`reference_letter`.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """The tools a params file declares (top-level ``tools:``), and the prompts that name them bound to them.
 
-A tool is ``{name, description, parameters, result}``: ``parameters`` is the JSON schema of its arguments (an
-object), ``result`` a template filled from the call's arguments, then the scenario's fields (``"Weather in {city}:
-{weather}"``). Instead of ``result``, ``function`` names a Python callable: ``"module:attr"`` (the module importable
-from the params file's folder) or a name registered in-process with ``bench.register_tool``, run with ``timeout_s``
-(bench.collect.tool_runs). A scenario field ``tool_results: {name: text | value}`` overrides a tool's result for
-that scenario. A tool with neither ``result`` nor ``function`` takes its result from every scenario's
-``tool_results`` (bench.config.templates.check_placeholders makes sure each has it).
-
-`bind_prompts` is the sweep's part of validating prompts: each prompt's tool names resolved to these entries (an
-unknown name is an error naming the prompt and the tool), and the sweep's seed a simulated user's requests take.
+A tool is ``{name, description, parameters, result}``, ``result`` a template filled from the call's arguments
+and the scenario; ``function`` names a Python callable instead, and a scenario's ``tool_results`` overrides
+either. `bind_prompts` resolves each prompt's tool names (an unknown one is an error) and gives a simulated
+user the sweep's seed.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """One content per name in a run folder: each cell, judge and rubric version stands for one digest.
 
-A cell (``model_id/prompt_id@version``) is made of a model string, an endpoint, generation params and
-a prompt template; a judge (its id) of a model string, an endpoint, params and a grading mode; a rubric
-version (``rubric_id@version``) of the rubric's text. Each is summed up by a short digest, computed the
-same way from the records of a run folder and from a params file. Editing any of them under the same
-name would put the answers of two contents in one cell (a mean blending two templates), so a sweep
-that would add a second digest to a name is refused (:func:`check_digests`, exit 2, before any call)
-unless it is asked to supersede: then the new digest is appended to ``digests/supersede.jsonl`` and
-every analysis sets the earlier records aside (:func:`set_aside`); they stay in the store. A folder
-mixed before this rule existed is analysed on each name's latest digest (by ``created_at``), with a
-warning naming the name and its counts.
+A short digest of each name's content (a cell's model, endpoint, params and template; a judge's; a rubric
+version's text), computed alike from records and from a params file. A sweep that would give a name a second
+digest is refused (:func:`check_digests`, exit 2) unless asked to supersede: the earlier records are then set
+aside (:func:`set_aside`, ``digests/supersede.jsonl``) but kept.
 """
 
 from __future__ import annotations

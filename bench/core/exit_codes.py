@@ -1,14 +1,8 @@
 """`bench sweep`'s exit codes as one table: what each means, and what a watcher or an orchestrator does with it.
 
-The exit code (with `bench status --json`) is the contract between a sweep and whatever started it: a shell,
-cron, CI, an Airflow task. :class:`ExitCode` names the codes; :func:`task_action` says what an orchestrator does
-with one (succeed, run the sweep again, or fail without retrying); :func:`mlflow_status` says how the sweep's
-live MLflow run ends (bench.tracking.live). docs/sweeps.md's table "How a sweep ends" states the same, and a test
-parses it so the two cannot drift (tests/sweep/test_exit_codes.py). The module imports only the standard
-library: an Airflow DAG or a cron script can import it where bench's heavier dependencies are not wanted.
-
-``python -m bench.core.exit_codes CODE`` prints the action of CODE (``success``, ``retry`` or ``fail``): what
-scripts/nightly.sh decides with.
+:class:`ExitCode` names the codes, :func:`task_action` says what an orchestrator does with one, :func:`mlflow_status`
+how the live MLflow run ends. A test keeps docs/sweeps.md's table in step. Standard library only, so a DAG or a
+cron script can import it; ``python -m bench.core.exit_codes CODE`` prints the action.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """Re-keying a run folder written before record ids included the endpoint (schema 1 → 2).
 
-Schema 1 ids hashed the model string but not where it was served, so two entries with the
-same model on different ``api_base``s shared ids. Schema 2 adds the endpoint to the
-identity of candidates and judgments whose model has an ``api_base`` (or a forced
-transport); every other id is unchanged. When a run is opened with its params file,
-schema-1 records are rewritten once with the endpoint their ``model_id`` / ``judge_id``
-has in that file, and references follow (a judgment's candidate ids, a review's judgment
-id). The original files are kept in ``.schema1-backup/``; a record whose entry is no
-longer in the params file keeps its id. Nothing is asked of a model: replies are in the
-records (and the response cache always keyed the endpoint).
+Schema 2 adds the endpoint to the ids of candidates and judgments whose model has an ``api_base`` (or a forced
+transport). Opening a schema-1 run with its params file rewrites those records once, references included,
+keeping the originals in ``.schema1-backup/``; no model is asked.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """How a run ended: the items still failed, grouped, and the exit code that says so.
 
-The run store is the truth: an item is failed when its latest record is a failure and it
-never succeeded. The sweep's closing summary, the HTML report and the MLflow parent run
-all show these same groups (stage × model or judge × error kind → count, with the first
-error text), so a number read in one place is the number in the others.
-
-Exit codes of `bench sweep` (docs/sweeps.md, How a sweep ends): 0 done; 1 an execution crashed (see its
-executed notebook; no report, no MLflow run); 2 bad input, nothing started (also a provider's Batch
-API refusing a batch, or a model with no known price under a budget); 3 the sweep ran to its end with
-items still failed (re-run to retry them); 4 ``limits.budget_usd`` reached: no paid call started after
-it, what was answered is kept, the items not started have no record (never a failed one), the report
-and MLflow run still follow; raise the budget in the params file and re-run to continue; 130 Ctrl-C.
+An item is failed when its latest record is a failure and it never succeeded. The sweep's summary, the report
+and the MLflow run show the same groups (stage × model or judge × error kind). The exit codes of
+`bench sweep` (0, 1, 2, 3, 4, 130) are in docs/sweeps.md, How a sweep ends.
 """
 
 from __future__ import annotations

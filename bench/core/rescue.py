@@ -1,17 +1,9 @@
 """Rescue files: records a run could not append (disk full, file size limit, quota) are saved, never dropped.
 
-``save`` writes them as ``<kind>.rescue-<pid>-<token>.jsonl``: first into the run folder
-itself (a name ``RunStore.files`` reads, so a resume counts them as done without any
-call), else into a rescue folder outside it (``$BENCH_CACHE_DIR`` or
-``~/.cache/bench``, then the system temp folder), one folder per run folder. A location
-that fills up part way keeps the whole lines it took and the rest goes on to the next.
-``import_rescued`` (called when a run opens its folder: ``bench.stages.prepare``) moves
-rescued files from outside into the run folder.
-
-Every rescue file appears complete (written under a temporary name, fsynced, then
-renamed), and an import publishes with ``link``, which fails if the file is already
-there: two runs importing at once, or an import interrupted and redone, never
-duplicate a record.
+``save`` writes ``<kind>.rescue-<pid>-<token>.jsonl`` into the run folder, else into a rescue folder outside
+it (``$BENCH_CACHE_DIR``, ``~/.cache/bench``, the temp folder); ``import_rescued`` moves those back when a
+run opens its folder. Files are written complete (temporary name, fsync, rename) and imported with ``link``,
+so no record is ever duplicated.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """What one human review covers and what counts as reviewed: one definition for the review panel,
 `bench review apply`, the report and the calibrated leaderboard.
 
-A review grades an answer (an A/B pair, for pairwise) on one rubric version. Every judge of that
-rubric version, and each of its repeats, graded the same thing, so they share the review: its *unit*
-is the answer's candidate ids and the rubric ``id@version``. A reviewer's latest review of a unit is
-their review of it (an earlier one is history). A unit is *reviewed* when some reviewer has a usable
-review of it, and reviewed *blind* when some reviewer's latest review was saved without the judges'
-grades shown (``Review.blind``): only blind reviews calibrate a leaderboard. A review whose values
-break its rubric's scale (NaN, infinite, outside the scale: a store edited by hand or merged) is not
-usable: it is set aside, and named, so that one bad line never stops a report nor skews an estimate.
+A review's unit is an answer's (or pair's) candidate ids and the rubric ``id@version``, shared by every judge
+and repeat of that version. A reviewer's latest review of a unit is theirs; a unit is reviewed *blind* when
+some latest review was saved with the judges' grades hidden. A review that breaks its rubric's scale is set
+aside and named, never fatal.
 """
 
 from __future__ import annotations

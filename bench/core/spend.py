@@ -1,15 +1,9 @@
 """What a run folder has spent: the sum of every record's paid cost, failed attempts and earlier runs included.
 
-A record answered wholly from the response cache cost nothing now (its usage carries the original
-call's cost, which was paid once, by whoever made that call); every other record counts its
-``cost_usd`` in full: every paid attempt of its calls (an empty reply retried, a failed item's paid
-replies: ``Usage.paid_attempts``), and, for a reply that carried no usage, the cost of its estimated
-tokens (``Usage.estimated``: a bound, never zero). A record whose price was unknown counts nothing and is
-reported apart, so a budget (``limits.budget_usd``) never treats an unpriced call as free without saying so.
-
-A conversation (``Candidate.turns``) counts its answering model's and its simulated user's requests
-(``simulator_usage``) alike, less the turns the response cache answered (a resumed conversation replays its
-finished turns from the cache: the attempt that paid them counted them already).
+A record answered wholly from the response cache costs nothing now; every other record counts its
+``cost_usd`` in full, paid attempts and estimated usage included. A record of unknown price counts nothing
+and is reported apart, so a budget never treats an unpriced call as free silently. A conversation counts its
+model's and simulated user's requests alike, less turns the cache answered.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """What earlier records of a run folder say about the next requests: reply lengths and repair turns.
 
-- Answers: the mean completion tokens of a cell's successful candidates (every attempt kept in the
-  store), per cell key; and per model and params (the LiteLLM model string, its endpoint and its
-  resolved generation params, as a candidate records them), for a cell with no answer of its own yet
-  (a new prompt of a model already asked). A conversation's are per request of its model (its
-  ``turns``), and its simulated user's per request of the simulator, per cell (key: the cell key +
-  ``bench.estimate.bounds.SIMULATED``).
-- Judges: the mean completion tokens per reply behind a judge's successful judgments (replies: the
-  requests sent and the cache hits, ``usage.calls + usage.cache_hits``), per judge id; and its repair
-  rate: the replies beyond the first-turn requests (a ``solve_first`` solution request counts as one,
-  on the judgment that paid it), over every judgment with a usage (failures included), per first-turn request. Retries of failed requests count as repairs here: the rate errs
-  high, never low.
+Mean completion tokens per request of a cell's answers (else of the same model and params), of a simulated
+user, and of a judge's replies; and a judge's repair rate per first-turn request. Retries count as repairs,
+so the rate errs high, never low.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """What an estimate means for ``limits.budget_usd`` before a sweep starts: start, pilot first, or refuse.
 
-The expected cost is held to the budget, not the worst case (docs/budget.md, A hard budget). With the run
-folder's recorded spend ``spent``:
-
-- ``fits``: spent + the worst case (every reply at its output bound) fits: the sweep starts.
-- ``expected``: only spent + the expected cost fits: the sweep starts, and says it stops at the budget
-  if the replies run longer than expected (the runtime stop, ``bench.models.budget``, stays exact).
-- ``pilot``: the expected cost of some stages is only assumed (no reply of theirs in the run folder or
-  the response cache), and the decision hangs on it: a pilot measures them first
-  (``bench.estimate.pilot``), then the expected cost is held to the budget again.
-- ``refused``: spent + the expected cost passes the budget (with the stages a pilot would measure at
-  their prompts alone, as if every reply were empty: no reply length could make it fit): nothing starts.
+Held to the budget with the run's recorded spend: ``fits`` (the worst case fits), ``expected`` (only the
+expected cost fits; the runtime stop stays exact), ``pilot`` (the decision hangs on assumed reply lengths:
+``bench.estimate.pilot`` measures them first) or ``refused`` (docs/budget.md, A hard budget).
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """Regression gates: a run checked against floors and a baseline run, for CI (`bench gate`, a sweep's end).
 
-- `Gates` (:mod:`~bench.gates.spec`): the ``gates:`` section of a params file, validated with it;
-- `evaluate_gates` (:mod:`~bench.gates.evaluate`): each gate's value, confidence interval and verdict, as a
-  `GateReport` whose ``exit_code`` is 5 (`EXIT_GATE_FAILED`) when a gate failed; the judge-human agreement
-  of the run with its interval comes from :mod:`~bench.gates.agreement`;
-- `gate_table` (:mod:`~bench.gates.table`): the table the terminal shows; `write_junit`
-  (:mod:`~bench.gates.junit`): JUnit XML, one test case per gate, for GitHub Actions, GitLab and Jenkins;
-- `gate_command` and `sweep_gates` (:mod:`~bench.gates.command`): `bench gate` and a sweep's end;
-  `check_baseline` refuses a params file's missing baseline before a sweep spends anything.
-
-The params models import `Gates` from here, so only it is imported eagerly: the rest loads polars and the
-comparison of runs, and is imported on first use (``import bench.config`` stays cheap).
+`Gates` (the params file's ``gates:``), `evaluate_gates` (a `GateReport`, exit code 5 on failure),
+`gate_table`, `write_junit` and `gate_command`/`sweep_gates`. Only `Gates` is imported eagerly, so
+``import bench.config`` stays cheap; the rest loads polars on first use.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """Each gate of a run: its value, its confidence interval and its verdict, with the reason in words.
 
-One result per thing a gate checks: ``min`` per scoring judge and cell with answers (the composite mean,
-from the run's leaderboard), ``max_drop`` per matched cell and judge the baseline graded (the composite's
-difference from the baseline, from :func:`bench.analysis.compare_runs`), ``coverage`` once per comparison
-(the baseline's answers this run lacks), ``win_rate_min`` per row of the comparison's pairwise win rates,
-``agreement_min`` per judge (kappa with human reviews, :mod:`bench.gates.agreement`). The checks come from
-what must exist, not from what was scored: a cell whose answers or judgments all failed fails its checks.
-
-Without ``strict``, a bound is broken only when the confidence interval says so: a floor fails when
-the whole interval lies below it, a drop larger than ``max_drop`` is a regression only when the
-interval of the difference excludes zero. With ``strict: true`` the point estimate decides. A gate
-with nothing to check (no composite score, no matched cell, no review) fails: a bound that was asked
-for is never passed unseen. docs/gates.md says all this with examples.
+One result per thing a gate checks (``min``, ``max_drop``, ``coverage``, ``win_rate_min``, ``agreement_min``),
+derived from what must exist, so a cell whose items all failed fails. Without ``strict`` a bound is broken only
+when the interval says so; with ``strict: true`` the point estimate decides. A gate with nothing to check fails.
+docs/gates.md gives examples.
 """
 
 from __future__ import annotations

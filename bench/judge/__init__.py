@@ -1,14 +1,8 @@
 """The judge layer: judges grade the run's answers into Judgment records.
 
-A judge is a model by role, a versioned rubric and a grading mode (:class:`Judge`). Each
-mode is one module whose grader satisfies the :class:`Grader` contract (``grader.py``);
-``modes.py`` maps the mode names to them (``GRADERS``). ``replies.py`` turns a judge's reply
-into data (JSON, verdict labels, validated scores) or a reason it cannot; ``solutions.py`` asks a
-``solve_first`` judge its own answer to each question, once, before it grades; ``images.py`` shows a judge
-whose rubric says ``images: true`` each item's scenario images; ``transcripts.py`` shows a conversation's
-transcript (its whole, or each assistant turn in its context for a ``per_turn`` rubric); ``stage.py`` runs
-every judge of a run over its stored answers, ``stream.py`` as answers arrive. A reply that
-cannot be used is stored as a failed Judgment with the prompt, the raw reply and the reason.
+A judge is a model, a versioned rubric and a mode (:class:`Judge`); each mode's grader meets the :class:`Grader`
+contract and ``modes.GRADERS`` names them. ``stage.py`` grades stored answers, ``stream.py`` answers as they
+arrive. A reply that cannot be used is a failed Judgment with the prompt, the raw reply and the reason.
 """
 
 from bench.judge.modes import GRADERS  # every mode's grader, registered by name

@@ -1,15 +1,9 @@
 """The judge's prompt, built in one place: its templates, the rubric's criteria as the judge reads them,
 and the pieces every mode builds its messages from.
 
-The templates are part of every request's cache key: change one byte and every
-judgment is asked again. A response is shown between tags derived from its content,
-so it cannot close its own tag, and it is clipped past the rubric's ``max_chars``.
-A rubric's references (the scenario's ``reference`` values it names, the judge's own
-answer with ``solve_first``) follow the question, each in a tagged block of its own
-whose tag the same hash derives (the references included); a rubric with neither
-sends exactly the prompt it sent before they existed. A conversation (a candidate with a transcript) is
-shown whole in the response's tagged block, after a line saying what it is (``CONVERSATION``, or ``TURN`` for a
-``per_turn`` judge); a plain answer is shown exactly as it was before conversations existed.
+The templates are part of every request's cache key: change one byte and every judgment is asked again.
+A response (or a conversation) and each reference is shown between tags derived from a hash of the content,
+so it cannot close its own tag, and a response is clipped past the rubric's ``max_chars``.
 """
 
 from __future__ import annotations

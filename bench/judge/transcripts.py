@@ -1,17 +1,10 @@
 """Conversations as a judge reads them: a candidate's transcript as text, its assistant turns, and the items a
 judge grades of it (the whole conversation, or each turn in its context for a ``per_turn`` rubric).
 
-A candidate of a conversation or an agent loop keeps every message in ``transcript`` (bench.core.records). A
-judge is shown it whole, in the response's tagged block (bench.judge._prompts: the tag derives from the text, so
-nothing in the conversation can close it), as :func:`transcript_text` writes it: each message starts with a
-header line naming its role in brackets (``[system]``, ``[user]``, ``[user, simulated]``, ``[assistant, turn
-2]``, ``[assistant, given in the prompt]``, ``[tool result: get_weather, call c1]``), and its own lines follow,
-indented by two spaces, each tool call as ``→ tool call <name> <arguments> (call <id>)``. Only headers start a
-line, so a message cannot pass itself off as another (a line of it that looks like a header is indented too).
-
-The model's turns are the last runs of assistant and tool messages, as many as the candidate's ``turns`` say the
-model answered; an assistant message before them was written in the prompt (``messages:``). A candidate without a
-transcript (a plain answer) is graded exactly as before: its item shows its output, never a transcript.
+:func:`transcript_text` writes one bracketed header line per message (``[user]``, ``[assistant, turn 2]``,
+``[tool result: …]``) with the message's lines indented below, so no message can pass itself off as another.
+The model's turns are the last ``turns`` runs of assistant and tool messages; a candidate without a transcript
+is graded on its output alone.
 """
 
 from __future__ import annotations

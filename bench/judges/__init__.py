@@ -1,14 +1,8 @@
 """How far a run's judges can be trusted: `bench judges RUN [--json]`.
 
-- `judges_document` (:mod:`~bench.judges.document`): per judge, its agreement with the human reviews, its
-  confusion matrices, its bias by human grade and its bias audit, and the reviewers' own agreement, as one JSON
-  document (the statistics are ``judge_agreement`` and ``judge_audit``, as ``from bench.analysis import
-  judge_agreement, judge_audit`` gives them);
-- `judges_text` (:mod:`~bench.judges.text`): the document as the tables the command prints;
-- `judges_command` (:mod:`~bench.judges.command`): the command.
-
-Only the command is cheap to import: the rest loads polars and is imported on first use (``bench.cli`` stays
-light); `judged_run` reads a run folder that has judgments, or says what it lacks.
+`judges_document` (agreement with reviews, confusion, bias by grade, bias audit, the reviewers' own agreement),
+`judges_text` (its tables) and `judges_command`. Only the command is cheap to import; the rest loads polars on
+first use.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """The report of a run, the layer above analysis: an HTML file and what the analysis notebook displays.
 
-:func:`render_report` (`bench report`) executes ``notebooks/03_analyze.ipynb`` against a run folder and
-writes it, code hidden, as one self-contained HTML file (:mod:`bench.report.render`). The notebook
-displays through :mod:`bench.report.display` (escaped tables and text, plotly.js inline once) and draws
-with :mod:`bench.report.figures` (plotly figures of :class:`bench.analysis.Summary` tables); its image
-gallery is :func:`image_gallery` (:mod:`bench.report.thumbnails`); its conversations (counts per cell and
-transcripts with their tool calls folded) are :func:`conversations` (:mod:`bench.report.conversation_listing`,
-:mod:`bench.report.transcripts`, which the review panel shows too).
-
-``import bench.report`` imports neither plotly nor polars: the figures are imported on first use.
+:func:`render_report` (`bench report`) executes ``notebooks/03_analyze.ipynb`` into one self-contained HTML
+file; the notebook shows through :mod:`bench.report.display` and :mod:`bench.report.figures`, with
+:func:`image_gallery` and :func:`conversations`. ``import bench.report`` imports neither plotly nor polars.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """The review panel: an ipywidgets view of a :class:`bench.review.session.ReviewSession`, one item at a time.
 
-Shows the scenario (its images as thumbnails: bench.report.thumbnails) and the answer (both sides for
-pairwise; a conversation's whole transcript, its tool calls folded: bench.report.transcripts), and lets a
-reviewer grade it: a
-toggle per criterion bounded by the rubric's scale (or the verdict labels), a note, Save. Alt+N /
-Alt+P / Alt+S are next, previous and save. Blind by default: no judge's grade, verdict or
-rationale is shown, and nothing is pre-selected but the reviewer's own earlier review, until the
-reviewer has saved a review of the item; "Show the judges" reveals them on purpose, and a review
-saved with them shown is recorded as not blind (``Review.blind``). Everything from the run is
-HTML-escaped before it is shown.
+Shows the scenario and the answer (or pair, or transcript) and a toggle per criterion, a note and Save
+(Alt+N / Alt+P / Alt+S). Blind by default: judges' grades appear only after a save or on "Show the judges",
+which records the review as not blind. Everything from the run is HTML-escaped.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """Human review of a run's judgments: the items to review, filters, and saving reviews.
 
-An item is what one review covers (``bench.core.reviewed``): an answer (an A/B pair, for pairwise)
-on one rubric version, with every judgment of it, whichever judge or repeat. A review is a ``Review``
-record appended to the run store, saved on the item's first judgment: nothing is edited in place, a
-later review of the same item by the same reviewer supersedes the earlier one, and the history stays.
-Scores are checked against the scale of the exact rubric version the item was graded with (its
-snapshot in the run folder); a stored review whose values break that scale is set aside and named.
-``Review.blind`` records whether the reviewer saw the judges' grades before saving: the panel and
-the export hide them by default, and only blind reviews calibrate the leaderboard. The "random"
-filter proposes the unreviewed items in a uniformly random (seeded) order: the human-calibrated
-leaderboard is valid only for reviews drawn at random, not for the disagreements or extremes a
-reviewer would pick first. Offline review files are :mod:`bench.review.offline`.
+An item is an answer (or pair) on one rubric version (``bench.core.reviewed``). Reviews are appended, never
+edited: a later review by the same reviewer supersedes, the history stays. Scores are checked against the
+item's rubric snapshot; ``Review.blind`` says whether the judges' grades were hidden. The "random" filter
+draws unreviewed items in seeded random order, as calibration requires. Offline files: :mod:`bench.review.offline`.
 """
 
 from __future__ import annotations

