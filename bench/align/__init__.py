@@ -1,13 +1,8 @@
 """Judges aligned to human reviews: `bench align RUN --judge ID` builds judge variants from a run's blind reviews,
 scores each on held-out reviews by k-fold cross-validation and writes the best as a new rubric version.
 
-``reviews`` reads the reviewed answers of one judge; ``folds`` splits them by answer (and checks that no review
-both builds and scores a variant); ``variants`` writes variants as rubric files (few-shot examples in tagged data
-blocks, rewritten anchors); ``optimizer`` asks a model for anchor rewrites; ``heldout`` measures agreement (pooled
-quadratic kappa with a bootstrap CI); ``crossval`` runs the folds; ``cost`` estimates and holds the budget;
-``rubric_writer`` writes the chosen version with its provenance; ``alignment`` is the whole of `bench align`, and
-``command`` its cheap entry from the CLI (docs/align.md). Only the command is cheap to import: the rest loads
-polars and is imported on first use.
+``alignment`` is the whole command, ``command`` its cheap entry from the CLI (docs/align.md). Only the command
+is cheap to import: the rest loads polars on first use.
 """
 
 from __future__ import annotations

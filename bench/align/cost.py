@@ -1,13 +1,8 @@
 """What `bench align` will send and may cost, before it sends anything, and its hold on ``limits.budget_usd``.
 
-Every request `bench align` makes is known before the first is sent, but one kind: a judge's request under
-rewritten anchors whose text the optimizer has not written yet (the response cache holds no reply to its request).
-Those are counted as the same request under the rubric as it is, plus the optimizer's whole output limit in the
-prompt (what a rewrite can add at most), and never as cached. The others are looked up in the response cache (what
-it holds is not sent again). Tokens are counted with the model's tokenizer (bench.models.tokens), the output at its
-bound, priced at the price the model is called at (bench.models.routing). Under a budget, an alignment whose
-prompts alone would pass what is left of it is refused before anything is sent; past that, every request reserves
-its worst case (bench.models.budget).
+Requests are looked up in the response cache; those under anchors the optimizer has not written yet are
+counted as the current rubric's request plus the optimizer's whole output limit, never as cached. Under a
+budget, an alignment whose prompts alone would pass what is left is refused before anything is sent.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """`bench align`'s cross-validation: per fold, variants built from its train answers and graded on its held-out
 ones; then each variant kind's held-out agreement over all folds, and the kind chosen.
 
-Per fold: the few-shot examples are the train answers the judge disagreed with most (bench.align.variants); the
-optimizer is shown the same answers and proposes anchor rewrites (bench.align.optimizer); "both" combines them.
-Each variant grades the fold's held-out answers through the rubric mode's own grading (bench.judge.rubric: the
-same prompt, parsing and repair turn as the judge stage), through the one seam (cached, capped, budgeted). What
-each variant was built from and scored on is checked against its fold (bench.align.folds: a leak raises) and
-kept in the result. The "before" is the judge's own grades in the run, on the same answers.
+Variants grade through the rubric mode's own grading and the one seam; what each was built from and scored on
+is checked against its fold (a leak raises). The "before" is the judge's own grades in the run.
 """
 
 from __future__ import annotations

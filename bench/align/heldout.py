@@ -1,12 +1,8 @@
 """The agreement `bench align` chooses by: quadratic Cohen's kappa of a judge's grades with the reviewers', pooled
 over the rubric's criteria, with a bootstrap interval over the reviewed answers.
 
-One pair per (answer, criterion, reviewer). Each grade is placed on its criterion's scale as a fraction (0 at its
-lowest level, 1 at its highest), so criteria of different scales pool; on one shared scale this is the kappa of
-the raw grades (quadratic kappa does not change when both raters' values are moved and stretched alike). The
-point is bench.analysis.cohen_kappa; the interval resamples answers, all pairs of an answer together
-(bench.analysis.agreement_bootstrap, the interval `bench judges` and the gates read). Each criterion's own kappa
-is given too. A failed grading has no pair: it is counted in ``failed``, never scored 0.
+One pair per (answer, criterion, reviewer), each grade placed on its scale as a fraction so criteria pool; each
+criterion's own kappa is given too. A failed grading has no pair: it counts in ``failed``, never as 0.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Bootstrap draws of the agreement between two raters (a judge and a human): weighted Cohen's kappa, exact and
 adjacent agreement, and a mean difference, all from the same resamples.
 
-The unit resampled is the *item* (an answer, or an A/B pair, on one rubric version), not the pair of grades: one
-item reviewed by two reviewers, or graded by a judge's repeats, gives several pairs that stand or fall together,
-and resampling them one by one would make the interval too narrow. Each item's pairs are summed into one row (its
-confusion counts, its exact and adjacent matches, its pair count), so a resample is one matrix product
-(:func:`bench.analysis.bootstrap.bootstrap_ratios`) and every statistic of a resample is read off its sums.
-With one pair per item this is the ordinary bootstrap of the pairs. The regression gates' ``agreement_min``
-(bench.gates.agreement) and `bench judges` read their intervals from here.
+The unit resampled is the item, not the pair of grades (an item's pairs stand or fall together); each item's
+pairs are summed into one row, so a resample is one matrix product. `bench judges` and the ``agreement_min``
+gate read their intervals from here.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """One grade per conversation from a ``per_turn`` judge's grades of its turns: the mean over the graded turns.
 
-A ``per_turn`` rubric grades each assistant turn of a conversation in its own judgment (``Judgment.turn``).
-Leaderboards, paired differences and every other statistic count one item per answer: a conversation of six
-turns must weigh what a conversation of two turns weighs, and its turns are not independent items. So before the
-long score table is made (``bench.analysis.tables``), a conversation's turn judgments become one: per criterion,
-and for the composite, the mean over its turns that were graded (a turn whose judgment failed is left out), with
-the count of those turns (the table's ``turns`` column; None for judges that grade whole answers). The record
-standing for them is the first turn's, so that a human review of the conversation replaces the mean.
+Every statistic counts one item per answer, so a conversation's turn judgments become one (the mean of its
+graded turns, per criterion and composite, with their count in ``turns``) before the long score table is made.
+The first turn's record stands for them, so a human review of the conversation replaces the mean.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """The diff report of a comparison: ``reports/<a>-vs-<b>/index.html``, one self-contained HTML file.
 
-It fills ``diff_report.html`` (a ``string.Template``) with the comparison's table, a forest plot of the
-differences with their intervals, the items that changed most side by side, the scenarios that moved
-against the overall direction and the answers only one run has, with the warnings first. Like the run
-report, plotly.js is inlined once and every figure is drawn without it (``bench.report.display``'s way),
-so the file works offline; every text from a run (names, answers, rationales) is escaped. The comparison's
-JSON (``Comparison.to_json``) is written beside it as ``comparison.json``: what the run report of B reads
-to link here (``bench.report.comparisons``).
+The comparison's table, a forest plot, the items that changed most, the scenarios that moved against the trend
+and the answers only one run has, warnings first; works offline, every run text escaped. ``comparison.json``
+beside it is what run B's report reads to link here.
 """
 
 from __future__ import annotations

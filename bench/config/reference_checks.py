@@ -1,13 +1,8 @@
 """Checks against a reference answer: exact match, numeric match, choice letter and token F1 (no model call).
 
-Each names the scenario's reference key it compares with (``reference: answer`` reads the scenario's
-``reference.answer``, which a dataset maps with ``scenarios.dataset.reference: {answer: <column>}``) and
-scores the candidate's answer on 0..1: 1 or 0, except ``token_f1``, whose score is the F1 itself. A
-reference value may be a list of acceptable answers: the best of them counts. ``extract`` (a regular
-expression) first takes the answer out of a longer reply: the last match, its first group if it has one.
-
-`bench.config.checks` lists these kinds with the others and runs them; `run_reference_check` is the
-part that compares, given the reference value already looked up.
+Each names the scenario's reference key it compares with and scores 1 or 0 (``token_f1``: the F1 itself); a
+list of acceptable answers counts the best, and ``extract`` (a regex, last match) first takes the answer out
+of a longer reply. `run_reference_check` compares, given the reference value already looked up.
 """
 
 from __future__ import annotations

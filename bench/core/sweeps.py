@@ -1,12 +1,8 @@
 """How each sweep of a run folder started and ended: ``runs/<sweep>/sweeps.jsonl``, the record `bench status` reads.
 
-A sweep appends a ``start`` line once its stages start, holding the run lock (its id, driver pid and host, when,
-the command, the budget; a sweep refused before, by bad input, a failed preflight or its estimate, writes
-nothing), a ``plan`` line once it knows what it plans (answers per cell, judgments per judge, the cells and
-rubric versions whose records count), and an ``end`` line as it lets the lock go (its exit code, the state that
-code means, why). Lines are appended whole (one ``write`` on a file opened with O_APPEND), as executions.jsonl's
-are. A driver killed with ``kill -9`` leaves a ``start`` with no ``end``: `bench status` then finds its driver
-gone and says the run crashed, never that it is running. A failed write is said and never fails a sweep.
+A sweep appends whole lines: ``start`` once its stages start, ``plan`` once it knows what it plans, ``end`` with
+its exit code as it lets the run lock go. A ``start`` without an ``end`` whose driver is gone reads as crashed.
+A failed write is said and never fails a sweep.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """Progress of a run read from its run folder: answers and judgments counted as workers append them.
 
-A cluster sweep's executions run on other machines; the driver sees only the shared run folder.
-:class:`StoreTally` follows every ``candidates*.jsonl`` and ``judgments*.jsonl`` file of it (all
-shards, and shards that appear later): each :meth:`~StoreTally.refresh` reads only the bytes
-appended since the last one and counts only complete lines, so a line still being written (or
-torn by a kill) is read once it is whole. A record id seen twice (a retried execution wrote it
-again, a rescue file was imported) counts once, and its state follows :func:`bench.core.store.latest_of`:
-a success once there is one, else a failure. :func:`progress_line` states the counts against
-what was planned as one line.
+:class:`StoreTally` follows every candidates and judgments shard (also ones that appear later), reading only
+complete lines appended since the last :meth:`~StoreTally.refresh`; a record id seen twice counts once, in the
+state :func:`bench.core.store.latest_of` gives it. :func:`progress_line` states the counts against the plan.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """What a sweep will send and cost, stage by stage, before anything is sent.
 
-``work`` lists each stage's first-turn requests (collect per model; each simulated user; each judge with its
-mode) with their messages, less what the run folder and the response cache already hold, a conversation's and
-an agent loop's bounded by its turns and steps (``bounds``); ``plan`` counts them
-for `bench validate` and a sweep's progress totals; ``observed`` reads earlier records' reply lengths
-and repair rates; ``cost`` turns them into tokens and dollars (`bench estimate`); ``show`` prints the
-table; ``verdict`` holds the expected cost to ``limits.budget_usd`` (start, pilot first, or refuse);
-``pilot`` sends the first few answers per model when no reply says how long they run; ``command``
-holds `bench validate`, `bench estimate` and the estimate (and budget check) a sweep runs before it starts.
+``work`` lists each stage's requests still to send (``bounds`` for conversations), ``plan`` counts them,
+``observed`` reads earlier reply lengths, ``cost`` prices them (`bench estimate`), ``verdict`` holds them to
+the budget, ``pilot`` measures unseen reply lengths, and ``command`` holds `bench validate` and `bench estimate`.
 """
 
 from bench.estimate.command import before_sweep, check_budget, estimate_command, validate

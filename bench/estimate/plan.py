@@ -1,12 +1,8 @@
 """What a sweep will send, stage by stage, before anything is sent: the requests `bench validate` shows,
 and the totals a sweep's progress counts against.
 
-For collect (per model) and for every judge (per judge, with its mode: both pairwise orders, one
-request per checklist requirement, one per packed call, none for automated checks): the items, how
-many the run folder already holds, the first-turn requests still to send, and how many of those the
-response cache already answers (``bench.estimate.work``). Repair turns and retries come on top. Judge
-requests of answers not collected yet are counted from the plan; whether the cache holds them cannot
-be known before the answers exist.
+Per stage: the items, how many the run folder holds, the first-turn requests still to send and how many the
+response cache answers (``bench.estimate.work``). Repair turns and retries come on top.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """Each judge's agreement with human reviews, with a bootstrap interval: what ``agreement_min`` gates.
 
-The value is one row of `bench judges`' agreement table (:func:`bench.analysis.human_agreement`): Cohen's kappa of
-the judge's grades against the latest blind human reviews of the same items (a review saved with the judges shown is
-left out, as everywhere agreement is measured), quadratic-weighted on the composite score (rubric scales are
-ordinal) and on a pairwise judge's verdicts by their order (A>>B … B>>A), with its interval over the reviewed items
-(bench.analysis.agreement_bootstrap). A review covers an answer on a rubric version, for every judge (and repeat)
-of that version (docs/review.md), so each review is counted for each of their judgments. A gate reads a kappa
-from a single review on: the floor, not a minimum count, decides, and the interval shows how little few reviews say.
-It is named ``gate_agreement`` so that ``human_agreement`` means one thing: the full table it reads.
+One row of `bench judges`' agreement table (:func:`bench.analysis.human_agreement`): quadratic-weighted kappa
+against the latest blind reviews, with its interval over the reviewed items. A gate reads a kappa from a single
+review on: the floor decides, the interval shows how little few reviews say.
 """
 
 from __future__ import annotations

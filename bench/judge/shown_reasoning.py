@@ -1,12 +1,8 @@
 """The candidate's reasoning as a judge sees it: never, unless the rubric asks (``show_reasoning: true``).
 
-A reasoning model's thinking is kept apart from its answer (``Candidate.reasoning``, bench.models.reasoning),
-and a judge grades the answer: the thinking is long, billed again as the judge's input, and grading it by
-default would reward a long monologue. A rubric that grades the way to the answer (a proof's steps, a
-faithfulness check) sets ``show_reasoning: true``; then each response is followed by its reasoning in a
-delimited block of its own, marked as data. Its tag is derived from the response's tag and the reasoning
-itself, so a reasoning cannot close its own block. A response without reasoning, or a rubric that does not
-ask, gets exactly the prompt it got before the field existed (the same request, the same cache key).
+With it, each response is followed by its reasoning in a delimited data block whose tag derives from the
+response's tag and the reasoning, so it cannot close its own block. Without it, the prompt and cache key
+are exactly what they were before the field existed.
 """
 
 from __future__ import annotations

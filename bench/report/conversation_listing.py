@@ -1,12 +1,7 @@
 """The report's conversations: how each cell's conversations and agent loops ended, and a few transcripts.
 
-A cell whose prompt is a conversation (``turns``, ``messages``, a ``user_simulator``) or uses tools records a
-transcript per answer (``Candidate.transcript``). :func:`conversations` counts, per cell, the conversations,
-their assistant turns, why they ended (``Candidate.ended``: answered, turns_done, max_steps, max_turns,
-stop_when, user_done; or failed) and their tool calls by outcome (``Candidate.trajectory``); and lists, per
-cell and per way of ending, the first ``per_cell`` transcripts (by scenario), each readable with its tool calls
-folded (:mod:`bench.report.transcripts`). Records of a set-aside content (bench.core.digests) are left out,
-as everywhere in the report.
+:func:`conversations` counts per cell the conversations, their turns, why they ended and their tool calls by
+outcome, and lists the first ``per_cell`` transcripts per way of ending. Set-aside records are left out.
 """
 
 from __future__ import annotations

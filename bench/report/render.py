@@ -1,12 +1,8 @@
 """`bench report runs/<sweep>`: the executed analysis notebook as one self-contained HTML file.
 
-``notebooks/03_analyze.ipynb`` is executed by papermill against the run folder (its copy is
-kept as ``runs/<sweep>/notebooks/03_analyze.ipynb``) and rendered by nbconvert with the code
-hidden into ``reports/<sweep>/index.html`` (with ``human_overrides``: ``index-human.html``, from
-``03_analyze-human.ipynb``, so the judges' report is never overwritten). Rendering reads records
-only: it never calls a model, so a report can be re-made at any time, offline, from a finished or
-half-finished run. A report never shows the machinery: stderr streams (warnings) are dropped, and a
-failed cell stops the rendering with an error instead of a traceback in the HTML.
+papermill executes ``notebooks/03_analyze.ipynb`` against the run folder and nbconvert renders it, code hidden,
+into ``reports/<sweep>/index.html`` (``index-human.html`` with ``human_overrides``). It reads records only, so
+a report can be re-made any time, offline; stderr is dropped and a failed cell stops rendering with an error.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """A conversation's transcript as readable, escaped HTML: what the report's listing and the review panel show.
 
-Each message under its role (a simulated user's turns marked "simulated"), the system prompt folded, and each
-tool call folded in a ``<details>`` of its own: the call's name and arguments in its summary, the arguments in
-full and the result fed back to the model (the ``tool`` message answering it, matched by ``tool_call_id``)
-inside, with its outcome when it was not "ok" (``Candidate.trajectory``: malformed arguments, an unknown
-tool, a tool error, a timeout). Folding needs no script. Everything from the run is HTML-escaped, control
-characters shown as ``\\xNN`` and long texts clipped (``bench.report.display.visible``): no text of a
-transcript can become markup or a script, in the report's file or in the panel.
+Each message under its role, the system prompt and each tool call folded in a ``<details>`` (no script), with
+a call's result and any outcome other than "ok". Everything from the run is escaped and clipped
+(``bench.report.display.visible``): no transcript text can become markup.
 """
 
 from __future__ import annotations

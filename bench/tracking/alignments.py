@@ -1,13 +1,8 @@
 """`bench align`'s MLflow run: a judge aligned from a run's reviews, in that run's store.
 
-Logged to the run folder's store (``runs/<name>/mlflow.db``, or ``MLFLOW_TRACKING_URI``), experiment
-``bench/<name>``, as one run tagged ``bench.level = alignment`` with ``bench.align.judge``, ``bench.align.source``
-(the rubric id@version aligned), ``bench.align.variant`` (the kind chosen), ``bench.align.rubric`` (the version
-written, if any) and ``bench.align.key``; nested under the run's sweep run when it was tracked. Its metrics are
-the held-out kappa before and after with their intervals (``kappa_before``, ``kappa_before.ci_low``, …,
-``kappa_after``, …), each variant kind's (``variant.<kind>.kappa``, …), the reviewed answers, the folds and the
-requests sent; its params the settings; the rubric written and the alignment's JSON are artifacts. Aligning
-again with the same key updates the same MLflow run. A failure is a warning, never fatal.
+One run tagged ``bench.level = alignment`` (``bench.align.*`` tags; nested under the sweep run when tracked),
+with the held-out kappa before and after and each variant kind's as metrics, and the rubric written and the
+alignment's JSON as artifacts. Aligning again with the same key updates the same run; a failure is a warning.
 """
 
 from __future__ import annotations

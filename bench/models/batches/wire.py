@@ -1,12 +1,8 @@
 """A provider's Files + Batch API, through LiteLLM: upload a JSONL file, create a batch, poll it, read its files.
 
-LiteLLM is the authority on which providers have a Batch API (``batch_vendors()`` reads the
-providers its ``create_batch`` accepts; a route's ``provider.batch_vendor`` answers for it) and on each
-provider's wire format. An OpenAI-compatible server with an ``api_base`` (``openai/<name>`` or ``hosted_vllm/<name>``
-plus ``api_base``) is reached through LiteLLM's OpenAI handler at ``<api_base>/files`` and
-``<api_base>/batches``; whether such a server has those routes is asked before anything is
-spent (``probe``). Every failure comes back as a ProviderError (its text redacted), never as a
-LiteLLM exception.
+LiteLLM decides which providers have a Batch API and their wire format; an OpenAI-compatible ``api_base`` is
+reached at ``<api_base>/files`` and ``/batches``, probed before anything is spent (``probe``). Every failure
+comes back as a redacted ProviderError, never as a LiteLLM exception.
 """
 
 from __future__ import annotations
