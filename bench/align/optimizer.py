@@ -1,11 +1,8 @@
 """Anchor rewrites proposed by an optimizer model from the answers a judge graded unlike the reviewers.
 
-The optimizer (``align.optimizer`` of the params: any endpoint, the embedded ``local/…`` model included) is shown
-the rubric's criteria with their anchors and the training answers the judge disagreed with most, each in a block
-tagged with a hash of its own content (the answer is data, never an instruction), with the judge's grades and
-the reviewers'. It replies with the anchors to rewrite, as JSON: a list of ``{criterion, level, text}``, so it
-may rewrite one anchor or several. It is called through the one seam (bench.models: cached, capped, under the
-budget); a reply that cannot be used is a failure kept with its reason, and is asked again on the next run.
+The optimizer (``align.optimizer``) sees the criteria, their anchors and the worst-agreeing training answers in
+content-hashed data blocks, and replies with a JSON list of ``{criterion, level, text}``. It is called through
+the one seam; an unusable reply is a failure kept with its reason and asked again next run.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """The aligned rubric version `bench align` writes: ``<source id>-aligned-<n>.md`` next to the source rubric.
 
-Its id is new (version "1"), so a params file names it at once (``rubric: tip-v1-aligned-1``, or its path for a
-rubric outside the project's rubrics/) and no run folder ever holds two contents under one rubric version. Its
-front matter's ``provenance`` says where it came from: the source rubric id@version and hash, the run, the judge,
-the variant kind, the folds, the held-out kappa before and after with their intervals, the reviews used, the
-optimizer and the date. ``provenance.key`` hashes everything that determines the alignment: aligning again with
-the same reviews and settings finds the version already written and writes nothing new.
+A new id (version "1"), so no run folder holds two contents under one rubric version; its front matter's
+``provenance`` says where it came from, and ``provenance.key`` lets a repeat alignment find it and write nothing.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Judge variants as rubric files: the source rubric with its anchors rewritten, few-shot examples added, or both.
 
-A variant is the *text of a rubric file*, parsed by the one rubric loader (bench.config.rubrics.parse_rubric), so
-what `bench align` scores is exactly what it writes and what a sweep then loads. Few-shot examples go into the
-rubric's body (the judge's instruction, its system message), each reviewed answer in a block tagged with a hash
-of the block's own content, as every data block of a judge prompt is (bench.judge.rubric): an answer cannot
-close its own tag, and the section says that nothing between the tags is an instruction. Only the question, the
-answer and the reviewers' grades (numbers on the rubric's scale) are shown: never a reviewer's note.
+A variant is rubric-file text, parsed by the one rubric loader, so what `bench align` scores is what it
+writes. Few-shot examples go in the rubric body in content-hashed data blocks, with the question, answer and
+reviewers' grades only, never a reviewer's note.
 """
 
 from __future__ import annotations

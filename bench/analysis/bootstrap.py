@@ -1,11 +1,7 @@
 """Seeded bootstrap and sign-flip tests over a scenarios × columns matrix, as matrix products.
 
-Every statistic here is a per-column mean over scenarios (the unit that is resampled). A
-resample is a vector of counts (how often each scenario is drawn), so the means of B
-resamples for every column at once are one product ``counts (B×S) @ values (S×K)``; missing
-values (NaN: a cell that has no score for a scenario) are handled by a second product with the
-mask, so cells with different coverage still share the same resamples (a paired bootstrap).
-Blocks of resamples keep memory bounded whatever the number of scenarios.
+Scenarios are resampled; a block of resamples is a counts matrix, so every column's means are one product,
+and a second product with the NaN mask lets columns of different coverage share the same resamples.
 """
 
 from __future__ import annotations

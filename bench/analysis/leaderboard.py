@@ -20,7 +20,7 @@ CELL_COLS = ["cell", "model", "prompt"]
 
 
 def _codes(expr: pl.Expr) -> pl.Expr:
-    """Return integer codes of a string expression (hashing, not sorting: 1M strings in ~20 ms)."""
+    """Return integer codes of a string expression (by hashing, not sorting)."""
     return expr.cast(pl.Categorical).to_physical().cast(pl.Int64)
 
 

@@ -1,6 +1,6 @@
 """Safe YAML for params files and rubric front matter: no repeated keys, no alias bombs, errors with lines.
 
-Parsing uses libyaml's C parser where PyYAML has it (a 50 MB params file: seconds, not minutes).
+Parses with libyaml's C parser where PyYAML has it (docs/params.md).
 """
 
 from __future__ import annotations

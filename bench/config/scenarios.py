@@ -1,11 +1,8 @@
 """Scenarios: the inputs of the grid, generated from named dimensions, read from a dataset or listed in the
 params file (``scenarios.inline``, each with its fields and, optionally, its reference).
 
-``build`` turns a params file's ``scenarios:`` section into a list of ``Scenario`` records
-(deterministic: the same params give the same scenarios, in the same order, in every
-process; see `bench.config.generator` and `bench.config.readers`) and checks that every
-prompt placeholder is a field of every scenario (`bench.config.templates`), before anything
-is called. ``write_scenarios`` / ``read_scenarios`` keep them in ``runs/<sweep>/scenarios.jsonl``.
+``build`` turns ``scenarios:`` into ``Scenario`` records, deterministically in every process, and checks every
+prompt placeholder against them; ``write_scenarios`` / ``read_scenarios`` keep them in ``scenarios.jsonl``.
 """
 
 from __future__ import annotations

@@ -2,10 +2,8 @@
 `check_placeholders` proves, before anything is called, that every prompt can be filled from
 every scenario.
 
-Templates follow ``str.format`` rules: ``{field}`` is a scenario's field and a literal brace is
-written doubled (what a valid template is: `bench.config.entries.PromptEntry`). A conversation fills
-every template the same way: its turns (`later_turns`), its messages, its simulated user's instructions
-(`fill_instructions`) and its tools' results (`fill_result`, from the call's arguments first).
+Templates follow ``str.format`` rules; a conversation's turns, messages, simulated user's instructions and
+tool results are filled the same way.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The contract every layer shares: errors, records, the run store, paths, progress and how a run ended.
 
-``core`` imports nothing else of bench. A run folder holds append-only JSONL records
-(:mod:`~bench.core.records`, written by :class:`~bench.core.store.RunStore` through a
-:class:`~bench.core.writer.RecordWriter`); what a full disk refuses goes to rescue files
-(:mod:`~bench.core.rescue`), what was on the wire when a run stopped is journalled
-(:mod:`~bench.core.journal`), one sweep at a time holds a run folder (:mod:`~bench.core.runlock`),
-and secrets are redacted from everything written (:mod:`~bench.core.secrets`).
+``core`` imports nothing else of bench. Run folders hold append-only JSONL records (written through
+:class:`~bench.core.writer.RecordWriter`), with rescue files, the request journal, the run lock and secret
+redaction guarding them.
 """
 
 from importlib import import_module

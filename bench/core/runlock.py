@@ -1,11 +1,7 @@
 """One writer per run folder: a sweep (or a stage run from a notebook) locks ``runs/<sweep>/.lock``.
 
-Two sweeps of the same params at once would pay for every item twice and race on the
-MLflow store. The lock is an ``flock`` on the file, so the kernel releases it when its
-holder dies, however it dies: a crashed sweep never leaves it stuck. The file holds who
-has it (host, PID, since when, the command) for the message the second sweep prints. The
-sweep driver exports ``BENCH_RUN_LOCK`` so that its own papermill kernels, which write the
-same folder on its behalf, do not wait for it.
+An ``flock``, so it is released however its holder dies; the file names the holder for the second sweep's
+message. The driver exports ``BENCH_RUN_LOCK`` so its own kernels, writing on its behalf, do not wait.
 """
 
 from __future__ import annotations

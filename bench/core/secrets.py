@@ -165,16 +165,9 @@ def _replace(m: re.Match[str]) -> str:
 def redact(text: str) -> str:
     """Return ``text`` with every known secret replaced by ``[redacted]``.
 
-    Removed: the value of every key variable bench knows of (each model's and judge's
-    ``api_key_env``, every key it sent, the provider variables of `.env.example`, and any
-    variable whose name ends in one of SECRET_SUFFIXES; values shorter than 8 characters are
-    left alone), values registered with `add_secret` (an ``api_base``'s password),
-    the user and password of any URL (``scheme://user:pass@host`` → ``scheme://***@host``), the value
-    of a URI's credential query parameter (``?password=…``, ``&passwd=``, ``?token=``, ``?key=``, and any
-    parameter whose name ends in password, passwd, pwd, token, key, secret or signature), and
-    echoed ``Authorization: …``/``x-api-key: …`` headers and ``Bearer <token>``. One compiled
-    regex, rebuilt only when the set of secret values changes; safe on JSON text (a redacted
-    record line stays valid JSON).
+    Removed: known key variables' values (8 characters or more), values registered with `add_secret`,
+    URL credentials, credential query parameters, and echoed auth headers and bearer tokens (the
+    list: docs/providers.md). Safe on JSON text: a redacted record line stays valid JSON.
     """
     if not text or not may_hold_secret(text):
         return text
@@ -184,11 +177,8 @@ def redact(text: str) -> str:
 def may_hold_secret(text: str) -> bool:
     """Return whether ``redact`` may change ``text``: False means it holds nothing ``redact`` removes.
 
-    Python's regex engine tries every alternative at every position (about 70 µs per KB here);
-    substring tests first (5 µs for a 2 KB record line) leave it to the rare text that may hold a secret;
-    a query parameter needs its "=" (the query test is the slowest: 1.5 µs for a 300-byte cache entry).
-    Plain loops, not any(generator): every record line asks, and the response cache asks once per group of
-    replies (their texts joined: a reply never continues on the next one's line, so the tests never join two).
+    Cheap substring tests that leave the regex to the rare text that may hold a secret (costs in
+    docs/providers.md). Texts may be joined by newlines: the tests never match across two lines.
     """
     if _URL_AT.search(text) or ("=" in text and _QUERY_AT.search(text)):
         return True

@@ -1,11 +1,7 @@
 """The rubric prompt *without* bench's injection defence: the baseline ``benchmarks/injection.py`` measures against.
 
-bench's defence (``bench.judge._prompts``) puts the question and the answer between tags derived
-from their own content (an answer cannot contain its own closing tag: the tag is a hash of the
-text it closes) and tells the judge that nothing between the tags is an instruction. The
-undefended prompt is the same rubric prompt with the answer pasted in plainly, no tags and no
-note, as one-off judge scripts do. It is used only to measure what the defence buys; no grading
-mode uses it.
+The same rubric prompt with the answer pasted in plainly, no content-derived tags and no note, as one-off
+judge scripts do. Used only to measure what the defence (``bench.judge._prompts``) buys; no mode uses it.
 """
 
 from __future__ import annotations

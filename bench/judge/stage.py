@@ -1,11 +1,8 @@
 """The judge stage: every judge of a run (a jury, concurrently, under one cap) grades its items.
 
-Items come from the run's successful candidates (one per candidate, or one per assistant turn of it for a
-``per_turn`` rubric: bench.judge.transcripts; for pairwise, each cell's answer against the judge's ``baseline``
-cell on the same scenario and sample) or, for pairwise datasets such as JudgeBench, from the scenarios'
-``response_A``/``response_B``.
-Judgments already done are skipped; failures are redone on the next run; records are
-appended a few hundred at a time as they are made (``bench.core.writer``).
+Items are the run's successful candidates (per turn for ``per_turn``; against the ``baseline`` cell for
+pairwise) or a pairwise dataset's ``response_A``/``response_B``. Done judgments are skipped, failures redone
+on the next run, and records appended in batches as they are made (``bench.core.writer``).
 """
 
 from __future__ import annotations

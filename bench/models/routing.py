@@ -1,11 +1,8 @@
 """How a model string is reached: resolved once per (model, params), then reused for every request.
 
-Which provider answers for a spec, and how, is the registry's (``bench.models.providers``): dry
-(in-process), local (the embedded llama.cpp server), a self-hosted OpenAI-compatible server, or LiteLLM,
-which stays the authority on model strings, providers, keys and provider-specific parameter
-translation. What this module adds is memoization, so the per-request cost of an OpenAI-compatible call
-is one JSON body and one HTTP round trip (the "direct" transport); providers whose wire format is not
-OpenAI's go through ``litellm.acompletion`` (the "litellm" transport).
+The provider registry (``bench.models.providers``) says who answers a spec; LiteLLM stays the authority on
+model strings, keys and parameter translation. This module memoizes the resolution, so an OpenAI-compatible
+call costs one JSON body and one HTTP round trip ("direct"); other wires go through ``litellm.acompletion``.
 """
 
 from __future__ import annotations

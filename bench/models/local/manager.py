@@ -1,11 +1,7 @@
 """The embedded model's lifecycle: one llama.cpp server per process, started on demand, reused, or shared.
 
-``ensure(model)`` is the process-wide entry point the LLM seam uses: it keeps ONE local model
-loaded, reuses it, or defers to a shared server named by ``BENCH_LOCAL_API_BASE`` (started with
-``bench serve-local``, see ``serve_foreground``). Which GGUF file a model string names is
-``bench.models.local.weights``; the process serving it is ``bench.models.local.server``.
-
-Importing this module is cheap: llama_cpp is only ever imported by the child process.
+``ensure(model)`` keeps one local model loaded per process, or defers to the shared ``bench serve-local``
+server named by ``BENCH_LOCAL_API_BASE`` (``serve_foreground``). Importing it never imports llama_cpp.
 """
 
 from __future__ import annotations
