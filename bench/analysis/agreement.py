@@ -47,15 +47,9 @@ def complete_pairs(a: Sequence, b: Sequence) -> tuple[np.ndarray, np.ndarray, in
 def cohen_kappa(a: Sequence, b: Sequence, weights: str | None = None) -> float:
     """Return Cohen's kappa of two raters' paired ratings; ``weights`` None (nominal), "linear" or "quadratic".
 
-    NaN when chance agreement is already perfect (both raters gave one and the same value).
-    Weighted kappa measures a disagreement by the distance between the two values themselves
-    (scikit-learn's ``cohen_kappa_score`` uses their positions in ``labels`` instead: the two agree
-    when ``labels`` lists every level of an integer scale).
-
-    A missing rating (None or NaN) raises ValueError, as scikit-learn does: a pair with a gap is
-    neither agreement nor disagreement, and counting the gap as a category of its own would change
-    kappa silently. Drop such pairs first with :func:`complete_pairs`, which also says how many it
-    dropped; bench's agreement tables do that and report the count in their ``dropped`` column.
+    NaN when chance agreement is already perfect. Weighted kappa measures distance between the values
+    themselves (scikit-learn uses their positions in ``labels``). A missing rating raises ValueError, as in
+    scikit-learn: drop such pairs first with :func:`complete_pairs`, which counts them.
     """
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape or a.ndim != 1:

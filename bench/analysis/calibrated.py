@@ -161,20 +161,12 @@ def calibrated_leaderboard(judged: pl.DataFrame, reviews: pl.DataFrame, *, crite
     """Return the human-calibrated mean of each (judge, cell) with its interval, beside the judge-only and
     human-only ones.
 
-    ``judged``: the judgments frame of ``bench.analysis.tables`` (its composite ``score``) or its long
-    scores frame (any ``criterion``); ``reviews``: its reviews frame. The unit is an answer: a judge's
-    ``repeats`` of one answer are averaged, so repeats never pass for more evidence than they are. A
-    human review grades the answer on the rubric version it was shown with, so it calibrates every
-    judge that graded that answer on the same rubric version, not only the judgment it was saved on.
-    ``n`` counts the cell's judged answers, ``n_human`` the reviewed ones; a cell with fewer than 2
-    gets no estimate and a ``note`` saying so. ``lam`` is PPI++'s λ (0: the judge did not help);
-    ``reviews_to_halve`` how many more random reviews would halve the interval (null: reviews alone cannot).
-    ``scale`` is the rubric's (lowest, highest) score for ``criterion``, or such a pair per judge id (as
-    ``bench.analysis.scales.judge_scales`` reads them from the run's rubrics); without it (or for a judge
-    the mapping lacks), the range of every judge
-    and human score on each rubric in the frames stands in. It bounds the intervals and sets their variance
-    floor (``calibrated_intervals``); ``small_sample`` marks a row with fewer than 10 reviews or whose
-    interval's width the floor set, and its ``note`` says which.
+    ``judged``: the judgments or long scores frame of ``bench.analysis.tables``; ``reviews``: its reviews frame.
+    The unit is an answer (repeats averaged); a review calibrates every judge of its answer's rubric version.
+    A cell with fewer than 2 reviews gets no estimate and a ``note``. ``lam`` is PPI++'s λ; ``reviews_to_halve``
+    how many more random reviews would halve the interval. ``scale`` (per criterion or per judge id) bounds the
+    intervals and sets their variance floor, else the scores' observed range stands in; ``small_sample`` marks
+    rows with fewer than 10 reviews or a floored width.
     """
     given = dict(scale) if isinstance(scale, Mapping) else {}
     for pair in ([scale] if scale is not None and not isinstance(scale, Mapping) else given.values()):

@@ -23,13 +23,9 @@ FLUSH_EVERY_N = 256  # …or this many records
 class Halt:
     """The first write failure of a stage, shared by its writers and checked by its workers.
 
-    Falsy until a ``RecordWriter`` fails to append; then every worker that checks it starts
-    no new call (calls in flight finish: they are paid, and their records are kept). Each
-    writer's rescue is noted here, and ``check()`` ends the stage with one message naming
-    the error once, how many records were saved and where.
-
-    A stage stopped for a reason that is not a write (``Halted``: the budget reached, a provider
-    batch refused) sets it with ``stop``: the same, no new call; ``check()`` then raises that Halted.
+    Falsy until a ``RecordWriter`` fails to append or ``stop`` is called with a ``Halted`` (the budget, a refused
+    batch); then workers start no new call (calls in flight finish and are kept). ``check()`` ends the stage with
+    one message naming the error and the rescued records, or raises that Halted.
     """
 
     def __init__(self) -> None:
@@ -91,14 +87,9 @@ class Halt:
 class RecordWriter:
     """Buffers records and appends them in chunks from a background task (every FLUSH_EVERY_S or N records).
 
-    ``run()`` is the background task; ``stop()`` ends it; ``flush()`` writes what is left
-    (call it in a ``finally``: nothing already produced is lost on Ctrl-C or a bug).
-
-    A failed append never drops a chunk: its records go to ``unwritten``, the error to
-    ``error`` and to the shared ``halt`` (workers check ``writer.halt`` before each new call),
-    and the writer stops appending. ``flush()`` then saves everything unwritten to a rescue
-    file (``bench.core.rescue.save``: the run folder if it can, else a rescue folder outside it)
-    and notes it on ``halt``; the stage ends with ``halt.check()``.
+    ``run()`` is the task, ``stop()`` ends it, ``flush()`` writes what is left (call it in a ``finally``).
+    A failed append never drops a chunk: its records go to ``unwritten``, the error to ``halt``, and
+    ``flush()`` saves them to a rescue file (``bench.core.rescue.save``) noted on ``halt``.
     """
 
     def __init__(self, store: RunStore, halt: Halt | None = None):

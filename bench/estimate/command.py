@@ -63,13 +63,10 @@ def before_sweep(run: Run, *, only_stage: str | None = None, groups: list[Iterab
                  pilot: bool = True, changed: list | None = None, cache: str | None = None) -> Estimate:
     """Print the estimate of the sweep about to start (compact) and hold it to ``limits.budget_usd``; return it.
 
-    The expected cost is held to the budget, not the worst case (bench.estimate.verdict); when it hangs on
-    replies nothing has measured yet, the pilot is sent first (bench.estimate.pilot) and the rest estimated
-    again from its replies. Raises BudgetReached (exit code 4) when the expected cost passes the budget:
-    before anything is sent, or after the pilot (its records kept); PriceUnknown (exit 2) when some stage
-    that will send requests has no known price. ``pilot=False`` (a cluster sweep, whose lease server already
-    holds the budget: a pilot sent from here would pass it by): no pilot, an unmeasured stage is held at its bound.
-    ``cache``: the response cache the executions read, when not this process's (a cluster's workers' folder).
+    Sends the pilot first when the verdict hangs on unmeasured replies, then estimates again. Raises BudgetReached
+    (exit 4) when the expected cost passes the budget, PriceUnknown (exit 2) for a stage with no known price.
+    ``pilot=False`` (a cluster sweep, whose lease server holds the budget) holds unmeasured stages at their bound.
+    ``cache``: the response cache the executions read, when not this process's.
     """
     est = estimate(run, only_stage=only_stage, groups=groups, cache=cache)
     params = shown_path(run.params_path)

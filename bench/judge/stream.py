@@ -18,14 +18,10 @@ from bench.run import Run
 class JudgeStream:
     """Judges candidates as collect produces them (the pipelined sweep): one event loop, one cap.
 
-    Single-item modes grade a candidate as soon as it arrives; the packed mode grades a pack once each of its k
-    answers has arrived, a pack being k consecutive answers of those collect asks (``expect``: in the grid's order),
-    never the next k to arrive: a grid run again from the start is packed alike, so it hits the response cache,
-    whatever order a loaded machine answered in; pairwise against a baseline waits for both answers of a
-    scenario.
-    ``drain`` grades what is left (packs with an answer that never came) and waits for everything in flight. Once
-    ``halt`` (the stage's ``Halt``) is set by a failed write, nothing new is started. ``planned(judge_id, n)`` is
-    told of the ``n`` judgments each new candidate adds (a progress bar whose total grows).
+    Single-item modes grade each candidate on arrival; the packed mode grades a pack once its k answers have
+    arrived, packs being k consecutive answers in the grid's order (``expect``), never in arrival order, so a
+    re-run packs alike and hits the cache; pairwise waits for both answers of a scenario. ``drain`` grades what
+    is left and waits; once ``halt`` is set nothing new starts; ``planned`` grows the progress total.
     """
 
     def __init__(self, run: Run, llm: LLM, judges: list[Judge], emit: Emit, done: set[str],
