@@ -46,8 +46,7 @@ class RemoteLimiter:
     The spend cap: ``{"op": "reserve", "id", "usd"}``, answered ``{"id", "ok": true}`` once granted or
     ``{"id", "ok": false, "spent", "limit"}`` when it can never fit (``"error"`` instead: the server
     holds no budget); ``{"op": "settle", "id", "usd"}`` ends it with the reply's cost (null: unknown,
-    counted as reserved; 0: not paid), and gives up a reservation still waiting.
-    The connection is a plain protocol (no
+    counted as reserved; 0: not paid), and gives up a reservation still waiting. A plain protocol (no
     reader task), so a kernel that exits with it open leaves nothing pending behind.
     """
 

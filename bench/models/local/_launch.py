@@ -88,9 +88,8 @@ def server_command(path: Path, port: int, model: LocalModel, n_ctx: int) -> list
         "--interrupt_requests", "false",
         # Default True where supported: pins the whole model in RAM, fails under low RLIMIT_MEMLOCK.
         "--use_mlock", "false",
-        # Default True: keeps a row of vocabulary-wide logits per prompt token (Gemma's 262k vocabulary:
-        # 1 MB a token). Measured on a 1510-token judge prompt: 3.0 GB RSS and 20 s with it, 0.53 GB and
-        # 4.3 s without. llama-cpp-python serves token logprobs only with it: BENCH_LOCAL_LOGPROBS=1.
+        # Default True: keeps vocabulary-wide logits per prompt token (its cost: docs/embedded-model.md).
+        # llama-cpp-python serves token logprobs only with it: BENCH_LOCAL_LOGPROBS=1.
         "--logits_all", "true" if logprobs_wanted() else "false",
     ]
     if model.chat_format:
