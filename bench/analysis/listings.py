@@ -1,10 +1,7 @@
 """The records as the collect and judge notebooks list them, from :func:`~bench.analysis.tables.load_run`.
 
-One row per answer or judgment (the latest record per id), scenarios shown by their fields (ids
-alone say nothing to a reader), long text clipped to one line; and counts per cell and per judge.
-Polars frames like every table of the analysis: a notebook shows one with ``.to_pandas()``. A run
-with nothing in it yet gives empty frames that keep their columns (in a notebook: the table's header
-with no rows, rather than a frame without columns).
+One row per answer or judgment (latest record per id), scenarios shown by their fields, long text clipped;
+and counts per cell and per judge. An empty run gives empty frames that keep their columns.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """`bench judges RUN`: how far each judge of a run can be trusted, as readable tables (or one JSON document).
 
-Per judge: its agreement with the human reviews (quadratic kappa, exact and adjacent agreement, each with a 95%
-bootstrap interval over the reviewed answers, and a state saying when there are not enough reviews), its bias at
-each human grade and its bias audit (position, length, self-preference, score collapse, disagreement with the
-jury), each measure with a one-line verdict; then the reviewers' own agreement, the ceiling a judge can reach.
-It reads records only and calls no model. docs/judges.md says how to read each number.
+Per judge: agreement with the human reviews, bias at each human grade and the bias audit with its verdicts;
+then the reviewers' own agreement, the ceiling. Reads records only, calls no model; docs/judges.md says how
+to read each number.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Thumbnails of a run's images as self-contained HTML: the report's image gallery and the review panel's.
 
-A stored image (``<run folder>/images/<sha256>.<ext>``, bench.core.images) is downscaled with Pillow to
-fit a square box and embedded as a JPEG ``data:`` URL of a few kilobytes, so the report stays one file
-that works offline. An image a dataset gave by URL is named as text, never fetched, and never shown as
-an ``<img>`` that would fetch it when the report is opened. Captions and names come from the run and are
-HTML-escaped like everything else the report shows.
+Stored images are downscaled with Pillow and embedded as small JPEG ``data:`` URLs, so the report stays one
+offline file. An image given by URL is named as text, never fetched nor shown as an ``<img>``; captions are
+escaped.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """What a running sweep has done so far, as the metrics of its live MLflow run (bench.tracking.live).
 
-Read from the run folder alone, incrementally, as `bench status` and a cluster sweep's progress line read it:
-answers and judgments done and failed (:class:`bench.core.tally.StoreTally`: each refresh reads only the bytes
-appended since the last) and what each stage has spent (:class:`StageSpend`, the same way). Spend counts as
-bench.core.spend counts it (every paid attempt, earlier sweeps of the folder included, cache hits free), so
-the last value logged is the spend a budget (``limits.budget_usd``) is measured against.
+Read incrementally from the run folder alone: answers and judgments done and failed
+(:class:`bench.core.tally.StoreTally`) and each stage's spend (:class:`StageSpend`), counted as
+bench.core.spend counts it, so the last value logged is what the budget is measured against.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The metrics tracking logs, from a run's :class:`bench.analysis.Summary`: the same names on both levels.
 
-``answers.<metric>`` (n, failure_rate and the usage in :data:`USAGE`) and ``judge.<id>.<metric>`` (n,
-failure_rate, the same usage, parse_failure_rate, null_rate), ``simulator.<id>.<metric>`` (a conversation's
-simulated user: the same usage); a cell adds
-``judge.<id>.<criterion>.mean|ci_low|ci_high|n`` and ``judge.<id>.win_rate[.ci_low|.ci_high]``; the
-sweep adds ``failed_items`` and ``failed.<stage>.<who>.<kind>``.
+``answers.<metric>``, ``judge.<id>.<metric>`` and ``simulator.<id>.<metric>`` (counts, failure rates, usage);
+a cell adds ``judge.<id>.<criterion>.mean|ci_low|ci_high|n`` and win rates; the sweep adds ``failed_items``
+and ``failed.<stage>.<who>.<kind>``.
 """
 
 from __future__ import annotations

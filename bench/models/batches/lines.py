@@ -1,10 +1,8 @@
 """One request's line in a provider batch: what it waits for, and what its batch's files make of it.
 
-A ``Request`` is one call waiting in a queue (bench.models.batches.queue). ``reply_of`` turns its
-batch's files (bench.models.batches.outputs) into its answer or its failure, with every line the
-provider billed and the request could not use on its usage (``Usage.paid_attempts``): its own
-repeated or unreadable lines, both replies of a conflict, an unusable reply, and, for the batch's
-``carrier`` request, the lines no request owns. A paid line without usage is estimated, never zero.
+``reply_of`` turns a ``Request``'s batch files into its answer or failure, charging on its usage every line
+the provider billed that it could not use (``Usage.paid_attempts``; the ``carrier`` also takes lines no request
+owns). A paid line without usage is estimated, never zero.
 """
 
 from __future__ import annotations
