@@ -182,7 +182,8 @@ class LLM:
         return self._state().peak
 
     async def aclose(self) -> None:
-        """Commit pending cache entries and close the HTTP connections of the current event loop."""
+        """Write the cache replies a failed write kept in memory, and close the HTTP connections of the current event
+        loop."""
         if self.cache is not None:
             self.cache.flush()
         st = self._loops.pop(id(asyncio.get_running_loop()), (None, None))[1]
