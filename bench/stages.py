@@ -45,7 +45,7 @@ def make_llm(run: Run, max_concurrency: int | None = None) -> LLM:
     """Return the seam client for this run: the params' limits (or an override of the cap) and the shared cache."""
     lim = run.sweep.limits
     cap = int(max_concurrency) if max_concurrency else lim.max_concurrency
-    llm = LLM(lim.model_copy(update={"max_concurrency": cap}), cache=open_cache(root=run.root))  # file or shards
+    llm = LLM(lim.model_copy(update={"max_concurrency": cap}), cache=open_cache(root=run.root))
     llm.batch_dir = run.dir / "batches"  # the provider batches of batched models (bench.models.batches.ledger)
     llm.journal = Journal(run.dir)  # the requests on the wire (a file only once one is sent): see bench.core.journal
     llm.image_folder = run.dir / IMAGE_FOLDER  # the dataset's images, which requests carry (bench.core.images)

@@ -4,9 +4,9 @@ and a bare aiohttp client side by side (the clients of benchmarks/throughput.py,
 Timings on a shared machine move by 10–30% between rounds (benchmarks/throughput.py interleaves rounds and reports
 medians for that reason); a count of the bytecodes each request executes does not move, so a change to the seam's
 Python work shows here in one run, to the bytecode. It counts the interpreter's work only: what runs in C (orjson,
-sqlite, hashing, aiohttp's HTTP parser, uvloop) is not in it, which is what benchmarks/throughput.py's CPU times add.
-Each client warms up with 2 × concurrency requests, then its n requests and its close (the cache's merge) are
-counted on every thread (the cache's writer included).
+hashing, aiohttp's HTTP parser, uvloop) is not in it, which is what benchmarks/throughput.py's CPU times add.
+Each client warms up with 2 × concurrency requests, then its n requests and its close are
+counted on every thread.
 
     python benchmarks/seam_profile.py                  # n = 500, 50 in flight, 0 ms latency
     python benchmarks/seam_profile.py --top 40 --clients bench,bench-uncached,aiohttp
@@ -43,7 +43,7 @@ def count(name: str, url: str, n: int, conc: int, cache_dir: str, loop: str) -> 
         return tracer
 
     async def run() -> None:
-        threading.settrace(tracer)  # threads the client starts (the cache's writer) are counted too
+        threading.settrace(tracer)  # threads the client starts are counted too
         try:
             send, close = CLIENTS[name](url, conc, cache_dir)
             await asyncio.gather(*(send(-1 - i) for i in range(2 * conc)))

@@ -42,7 +42,7 @@ def _client_bench(url: str, conc: int, cache_dir: str | None):
     from bench.models.client import LLM, Limits
     from bench.models.routing import ModelSpec
 
-    cache = os.path.join(cache_dir, "bench.sqlite") if cache_dir is not None else None
+    cache = os.path.join(cache_dir, "responses") if cache_dir is not None else None
     llm = LLM(Limits(max_concurrency=conc, timeout_s=30), cache=cache)
     spec = ModelSpec("openai/fake-model", api_base=url, params={"max_tokens": 16})
 
@@ -101,8 +101,8 @@ def measure(factory, url: str, n: int, conc: int, cache_dir: str, loop: str) -> 
     Each client warms up (imports, connections, first-call costs) with 2×concurrency
     requests in the same event loop, then (after a full garbage collection, so that no client pays
     for the garbage of the one measured before it) sends the n timed requests; all clients are
-    measured the same way. CPU is the process's (every thread: the cache's writer included), up to
-    and including the client's close (the cache's merge of its log into sqlite).
+    measured the same way. CPU is the process's (every thread), up to
+    and including the client's close.
     """
     async def run() -> tuple[float, float]:
         send, close = factory(url, conc, cache_dir)
@@ -111,7 +111,7 @@ def measure(factory, url: str, n: int, conc: int, cache_dir: str, loop: str) -> 
         wall0, cpu0 = time.perf_counter(), time.process_time()
         await asyncio.gather(*(send(i) for i in range(n)))
         wall = time.perf_counter() - wall0
-        await close()  # counted: what a client leaves to do at its end (the cache merges its log into sqlite)
+        await close()  # counted: what a client leaves to do at its end
         return n / wall, 1000 * (time.process_time() - cpu0) / n
 
     os.makedirs(cache_dir, exist_ok=True)

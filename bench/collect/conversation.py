@@ -110,7 +110,7 @@ async def _talk(talk: Dialogue, llm: LLM) -> str:
             return "stop_when"
         if turn >= prompt.user_simulator.max_turns:
             return "max_turns"
-        said = await _ask(talk, llm, turn, 0, "simulator", simulated_reply(
+        said = await _ask(talk, turn, 0, "simulator", simulated_reply(
             prompt, scenario, talk.transcript, talk.item.sample, llm, talk.item.candidate_id))
         talk.transcript.append({"role": "user", "content": said.text, "simulated": True})
         if said_done(prompt, said.text):
@@ -124,7 +124,7 @@ async def _assistant_turn(talk: Dialogue, llm: LLM, turn: int) -> bool:
     tools = item.cell.prompt.tool_entries
     definitions = [t.definition() for t in tools] or None
     for step in range(item.cell.prompt.step_limit if tools else 1):
-        comp = await _ask(talk, llm, turn, step, "model", llm.complete(
+        comp = await _ask(talk, turn, step, "model", llm.complete(
             item.cell.model.spec(), wire(talk.transcript), tools=definitions, sample=item.sample,
             label=item.candidate_id))
         talk.reasoning = comp.reasoning
@@ -140,18 +140,16 @@ async def _assistant_turn(talk: Dialogue, llm: LLM, turn: int) -> bool:
     return False
 
 
-async def _ask(talk: Dialogue, llm: LLM, turn: int, step: int, by: str, request: Any) -> Completion:
+async def _ask(talk: Dialogue, turn: int, step: int, by: str, request: Any) -> Completion:
     """Await one request of the conversation and count its usage (a failed one's too) as ``by``'s. A paid reply is
-    in the response cache's log before the conversation's next request is sent (``ResponseCache.persist``), so a
-    kill while that request is on the wire never loses a turn already answered: the resume replays it free."""
+    in the response cache, with its cost, when ``LLM.complete`` returns it (the cache writes synchronously), so a kill
+    while the next request is on the wire never loses a turn already answered: the resume replays it free."""
     try:
         comp = await request
     except ProviderError as err:
         talk.count(failed_usage(err), turn, step, by)
         raise
     talk.count(comp.usage, turn, step, by)
-    if comp.usage.calls and llm.cache is not None:
-        await asyncio.to_thread(llm.cache.persist)
     return comp
 
 

@@ -15,7 +15,6 @@ import fcntl
 import json
 import os
 import secrets
-import sqlite3
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -123,7 +122,7 @@ def _leftovers(run_dir: Path) -> Iterator[list[tuple[Path, set[str]]]]:
 def _uncached(keys: set[str], cache: Any) -> int:
     if not keys or cache is None:
         return len(keys)
-    return len(keys) - cache.contains(sorted(keys))
+    return len(keys) - len(cache.held(sorted(keys)))
 
 
 def in_flight_repeats(run_dir: str | os.PathLike[str], cache: Any) -> int:
@@ -154,7 +153,7 @@ def settle(run_dir: str | os.PathLike[str], cache: Any) -> int:
             atomic_write(run_dir / REPEATS_FILE, (json.dumps(data, indent=1) + "\n").encode())
             for path, _keys in found:
                 path.unlink(missing_ok=True)
-    except (OSError, sqlite3.Error) as exc:  # a measurement: it never stops a run (the journals stay for a later start)
+    except OSError as exc:  # a measurement: it never stops a run (the journals stay for a later start)
         warnings.warn(f"cannot count the requests an earlier stop left in flight in {run_dir}: {exc}",
                       RuntimeWarning, stacklevel=2)
         return 0

@@ -1,4 +1,4 @@
-"""Where things are: the project root, the run folders and the shared response cache (a file or a folder).
+"""Where things are: the project root, the run folders and the response cache shared by all sweeps (a folder).
 
 Notebooks run with the notebook folder as working directory (JupyterLab) or wherever
 papermill was started; resolving against the project root lets the same relative
@@ -50,33 +50,13 @@ def reports_root(root: Path | None = None) -> Path:
     return Path(env).resolve() if env else (root or project_root()) / "reports"
 
 
-CACHE_ENV = "BENCH_CACHE"  # the response cache: a sqlite file, or a folder of shard files (ending with /)
-SHARDS_ENV = "BENCH_CACHE_SHARDS"  # 1: a folder of shard files (cluster workers on a network filesystem)
+CACHE_ENV = "BENCH_CACHE"  # the response cache's folder (bench.models.cache)
 BACKEND_ENV = "BENCH_BACKEND_STORE_URI"  # `bench tracking-server`'s backend URI, when a password must stay off
 # bench's own command line (bench.tracking.server)
 
 
-def cache_location(root: Path | None = None) -> tuple[Path, bool]:
-    """Return where the response cache shared by all sweeps is, and whether it is a folder of shard files.
-
-    ``$BENCH_CACHE`` if set: a folder if it ends with ``/``, is an existing folder, or
-    ``$BENCH_CACHE_SHARDS=1``; else a sqlite file. Unset: ``<runs>/.cache/shards/`` with
-    ``$BENCH_CACHE_SHARDS=1``, else ``<runs>/.cache/responses.sqlite``. The folder kind
-    (``bench.models.shard_cache``) is the one safe on a network filesystem.
-    """
-    env = os.environ.get(CACHE_ENV, "")
-    shards = os.environ.get(SHARDS_ENV, "").strip().lower() in ("1", "true", "yes")
-    if env:
-        path = Path(env).expanduser()
-        return path, shards or env.endswith(("/", os.sep)) or path.is_dir()
-    return (shard_folder(root), True) if shards else (runs_root(root) / ".cache" / "responses.sqlite", False)
-
-
-def shard_folder(root: Path | None = None) -> Path:
-    """Return the folder kind's default place (``$BENCH_CACHE_SHARDS=1`` without ``$BENCH_CACHE``: cluster workers')."""
-    return runs_root(root) / ".cache" / "shards"
-
-
 def cache_path(root: Path | None = None) -> Path:
-    """Return the response cache shared by all sweeps (re-judging elsewhere reuses replies): see ``cache_location``."""
-    return cache_location(root)[0]
+    """Return the folder of the response cache shared by all sweeps (re-judging elsewhere reuses replies):
+    ``$BENCH_CACHE`` if set, else ``<runs>/.cache/responses``."""
+    env = os.environ.get(CACHE_ENV, "")
+    return Path(env).expanduser().absolute() if env else runs_root(root) / ".cache" / "responses"

@@ -3,8 +3,8 @@
 A ``ModelSpec`` (a LiteLLM model string plus endpoint settings) is resolved once into a route
 (``routing``), checked before anything is spent (``preflight``, ``genparams``), and asked through
 one client (``client``) under one ``Limits`` (``limits``: concurrency, timeouts, retries) and the
-per-model caps of ``ratelimit``, with an on-disk response cache (``cache.open_cache``: a sqlite
-``ResponseCache``, or on a network filesystem a ``ShardCache``, a folder of per-process files).
+per-model caps of ``ratelimit``, with an on-disk response cache (``cache.open_cache``: a ``ResponseCache``,
+a folder of per-process append-only files, safe on a network filesystem).
 What it produces is a ``Completion``: the reply's text and its ``Usage`` (tokens, cost, latency, attempts).
 
 Three kinds of model sit behind the same seam: providers (OpenAI-compatible ones by one HTTP POST,
@@ -21,7 +21,6 @@ from bench.models.genparams import param_problems
 from bench.models.limits import Limits
 from bench.models.preflight import preflight
 from bench.models.routing import ModelSpec, Route, resolve
-from bench.models.shard_cache import ShardCache
 
 __all__ = [
     "LLM",
@@ -30,7 +29,6 @@ __all__ = [
     "ModelSpec",
     "ResponseCache",
     "Route",
-    "ShardCache",
     "complete",
     "configure",
     "dry_model",

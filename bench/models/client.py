@@ -144,13 +144,13 @@ class LLM:
             shared.set_result((text, usage, lps, reasoning, calls))
         comp = completion(text, usage_of(usage), raw, key, lps, reasoning, calls)
         if cache_reply and self.cache is not None:  # ``keep``, without asking what a fresh reply is
-            self.cache.put_later(key, cache_entry(comp), usage.get("latency_s"))
+            self.cache.put(key, cache_entry(comp))  # in its file before the caller sees the reply
         return comp
 
     def keep(self, comp: Completion) -> None:
         """Store a checked reply in the response cache (``complete(..., cache_reply=False)`` left it out)."""
         if self.cache is not None and comp.key is not None and not comp.usage.cached:
-            self.cache.put_later(comp.key, cache_entry(comp), comp.usage.latency_s)
+            self.cache.put(comp.key, cache_entry(comp))
 
     def request_key(self, spec: ModelSpec, messages: list[dict[str, Any]], *, tools: list[dict] | None = None,
                     tool_choice: Any = None, params: dict | None = None, response_format: dict | None = None,
@@ -182,7 +182,8 @@ class LLM:
         return self._state().peak
 
     async def aclose(self) -> None:
-        """Commit pending cache entries and close the HTTP connections of the current event loop."""
+        """Write the cache replies a failed write kept in memory, and close the HTTP connections of the current event
+        loop."""
         if self.cache is not None:
             self.cache.flush()
         st = self._loops.pop(id(asyncio.get_running_loop()), (None, None))[1]

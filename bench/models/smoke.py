@@ -27,7 +27,7 @@ def smoke(model: str, api_base: str | None = None, runs: str | Path = "runs") ->
     """Ask ``model`` twice (plain, then JSON-constrained), print replies, usage and timing; return 0."""
     spec = ModelSpec(model, api_base=api_base, params={"temperature": 0.2, "max_tokens": 64, "seed": 7})
     preflight([spec])
-    llm = LLM(Limits(max_concurrency=2, timeout_s=120), cache=str(Path(runs) / "smoke" / "responses.sqlite"))
+    llm = LLM(Limits(max_concurrency=2, timeout_s=120), cache=str(Path(runs) / "smoke" / "responses"))
     rf = {"type": "json_schema", "json_schema": {"name": "tip", "schema": SMOKE_SCHEMA, "strict": True}}
 
     async def ask_both() -> None:

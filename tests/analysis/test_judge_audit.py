@@ -43,7 +43,7 @@ def _sweep(tmp: Path, biased: bool) -> RunTables:
                               judge("gemma-first", url, rubric="arena-pairwise", baseline="s/tip@v1"),
                               judge("llama-long", url, rubric="arena-pairwise", baseline="y/tip@v1")],
                       limits={"max_concurrency": 16, "timeout_s": 20, "retries": 2})
-        out = sweep(tmp, params, drop=("BENCH_CACHE", "BENCH_CACHE_SHARDS"))
+        out = sweep(tmp, params, drop=("BENCH_CACHE",))
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return load_run(tmp / "runs" / "audit")
 

@@ -33,7 +33,6 @@ def use_runs(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
     """Put this test's run folders and response cache under ``folder``."""
     monkeypatch.setenv("BENCH_RUNS", str(folder))
     monkeypatch.delenv("BENCH_CACHE", raising=False)
-    monkeypatch.delenv("BENCH_CACHE_SHARDS", raising=False)
 
 
 def collect(params: Path) -> Run:

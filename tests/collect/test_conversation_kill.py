@@ -1,13 +1,16 @@
 """A sweep killed (SIGKILL) while a later turn of a conversation is on the wire resumes at the first unanswered turn
-of each conversation: no completed turn is paid twice, and the journal counts the turn that was in flight; with
-either kind of response cache (a sqlite file; the folder of per-process files cluster workers use)."""
+of each conversation: every reply a later request carried was in the response cache, with its cost, before that
+request was sent; no completed turn is paid twice (its replay knows what it cost), and the journal counts the turn
+that was in flight."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -20,21 +23,21 @@ from tests.collect.dialogues import inline
 from tests.sweep.test_sweep import wait_until_no_kernel_writes
 
 N_CONVERSATIONS, N_TURNS = 4, 3
-CACHES = {"sqlite": {}, "shards": {"BENCH_CACHE_SHARDS": "1"}}
+PRICE = {"input_per_mtok": 1.0, "output_per_mtok": 2.0}
 
 
-@pytest.mark.parametrize("cache", CACHES)
-def test_a_killed_conversation_resumes_without_paying_a_finished_turn_again(tmp_path, fake, cache):
-    env = {"drop": ("BENCH_CACHE", "BENCH_CACHE_SHARDS"), **CACHES[cache]}
+def test_a_killed_conversation_resumes_without_paying_a_finished_turn_again(tmp_path, fake):
+    env = {"drop": ("BENCH_CACHE",)}
     fake.configure(latency_ms=300)
     chat = {"id": "chat", "version": "v1", "system": "be brief",
             "turns": ["Hi, I am {persona}.", "Give me one tip.", "Make it shorter."]}
     params = grids.grid(tmp_path / "k.yaml", fake.url, name="k", prompts=[chat],
+                        models=[grids.model("m1", fake.url, price=PRICE)],
                         scenarios=inline(*({"persona": f"p{n}"} for n in range(N_CONVERSATIONS))),
                         limits={"max_concurrency": 2, "timeout_s": 10, "retries": 0})
     with started(tmp_path, *sweep_args(params), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **env) as proc:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:  # a later turn was sent (its history is in the cache's log), one on the wire
+        while time.monotonic() < deadline:  # a later turn was sent (its history in the cache), one on the wire
             stats = fake.stats()
             if stats["in_flight"] and any(later_turn(body) for body in stats["recent"]):
                 break
@@ -45,14 +48,18 @@ def test_a_killed_conversation_resumes_without_paying_a_finished_turn_again(tmp_
         proc.wait()
     wait_until_no_kernel_writes(tmp_path)
     assert 3 <= fake.stats()["requests"] < N_CONVERSATIONS * N_TURNS
+    stored = cached_usage(tmp_path / "runs" / ".cache" / "responses")
+    carried = {m["content"] for body in fake.stats()["recent"] for m in body["messages"] if m["role"] == "assistant"}
+    assert carried and all(text in stored and stored[text]["cost_usd"] > 0 for text in carried), (carried, stored)
     fake.configure(latency_ms=0)
     resumed = grids.sweep(tmp_path, params, **env)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     run_dir = tmp_path / "runs" / "k"
     done = [c for c in RunStore(run_dir).latest(Candidate).values() if c.ok]
     assert len(done) == N_CONVERSATIONS and all(c.ended == "turns_done" and len(c.turns) == N_TURNS for c in done)
-    replayed = sum(t["usage"]["cached"] for c in done for t in c.turns)
-    assert replayed >= 1  # a turn answered before the kill was replayed from the response cache
+    replayed = [t["usage"] for c in done for t in c.turns if t["usage"]["cached"]]
+    assert replayed  # a turn answered before the kill was replayed from the response cache, knowing what it cost
+    assert all(u["cost_usd"] > 0 and u["cost_usd"] in {s["cost_usd"] for s in stored.values()} for u in replayed)
     # every distinct turn request paid once, plus those in flight at the kill: the journal counts them as repaid, an
     # upper bound (a reply that came back just before the kill and was kept is counted, yet not asked again)
     repaid = recorded_repeats(run_dir)
@@ -66,3 +73,14 @@ def later_turn(body: dict) -> bool:
     requests seen is not that: with two in flight, the third may be another conversation's first turn, sent the
     moment a reply freed its slot, while that reply is still being written.)"""
     return any(m.get("role") == "assistant" for m in body.get("messages") or [])
+
+
+def cached_usage(folder: Path) -> dict[str, dict]:
+    """The usage stored with each reply text in a response cache folder (every complete line of every file)."""
+    out = {}
+    for path in folder.glob("*.jsonl"):
+        data = path.read_bytes()
+        for line in data[:data.rfind(b"\n") + 1].splitlines():
+            entry = json.loads(line)
+            out[entry["v"]["text"]] = entry["v"]["usage"]
+    return out

@@ -8,10 +8,11 @@ and the next one fails with EFBIG, the way a full disk fails with ENOSPC (no roo
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
+import os
 import resource
 import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -156,14 +157,28 @@ def test_a_full_disk_stops_the_stage_at_once_and_keeps_every_paid_reply(tmp_path
     assert not outside_rescue(run_dir)
 
 
+@contextlib.contextmanager
+def unwritable(folder: Path):
+    """Make ``folder`` refuse new files, even to root (``chattr +i``), as a full disk refuses the cache's first write
+    (which of the run's files and the cache's fills first depends on their sizes); skip where that is refused."""
+    folder.mkdir(parents=True)
+    if os.geteuid() != 0:
+        folder.chmod(0o500)
+    elif subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
+        pytest.skip("this filesystem refuses chattr +i: no folder refuses root's writes here")
+    try:
+        yield
+    finally:
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "-i", str(folder)], check=True)
+        folder.chmod(0o700)
+
+
 def test_a_cache_that_cannot_be_written_either_adds_no_second_message(tmp_path, fake, driver_env):
-    # the cache's merges always fail here (as the full disk makes them fail when its WAL grows past the limit,
-    # which depends on timing): the stage still ends with its one message
-    cache = ResponseCache(tmp_path / "runs" / ".cache" / "responses.sqlite")
-    cache._db.execute("CREATE TRIGGER full BEFORE INSERT ON responses BEGIN SELECT RAISE(ABORT, 'disk full'); END")
-    cache.close()
+    # every write of the cache fails here: the stage still ends with its one message
     fake.configure(latency_ms=20)
-    first = drive(full_grid(tmp_path, fake), driver_env, "collect", limit=40_000)
+    with unwritable(tmp_path / "runs" / ".cache" / "responses"):
+        first = drive(full_grid(tmp_path, fake), driver_env, "collect", limit=40_000)
     assert_one_clear_message(first)
 
 
@@ -232,23 +247,8 @@ print(json.dumps({"saved": [[n, str(p)] for n, p in saved], "left": [c.scenario_
     assert import_rescued(run_dir) == 0  # moved once, never twice
 
 
-def test_a_failed_cache_commit_keeps_its_replies_for_a_later_commit(tmp_path):
-    cache = ResponseCache(tmp_path / "c.sqlite")
-    cache._db.execute("CREATE TRIGGER full BEFORE INSERT ON responses BEGIN SELECT RAISE(ABORT, 'disk full'); END")
-    with pytest.warns(RuntimeWarning, match="shown once") as seen:
-        for i in range(5):
-            cache.put_later(f"k{i}", {"text": f"t{i}"})
-            cache.flush()
-    assert len(seen) == 1  # once, not per group
-    assert len(cache) == 0 and cache.get("k3") == {"text": "t3"}  # kept in memory, still answered
-    cache._db.execute("DROP TRIGGER full")
-    cache.flush()
-    assert len(cache) == 5
-    cache.close()
-
-
 def cache_entries(path):
-    """Return the replies the cache keeps for the next process (which merges a dead process's log first)."""
+    """Return the replies the cache keeps for the next process."""
     cache = ResponseCache(path)
     try:
         return len(cache)
@@ -276,9 +276,9 @@ def test_a_kill_leaves_a_journal_and_the_resume_counts_the_requests_it_asks_agai
     while fake.stats()["in_flight"]:  # the fake answers what was in flight, to nobody
         assert time.monotonic() < deadline
     sent = fake.stats()["requests"]
-    cache_path = tmp_path / "runs" / ".cache" / "responses.sqlite"
-    expected = sent - cache_entries(cache_path)  # on the wire at the kill, or answered but not committed
-    assert 1 <= expected <= 2 * CAP  # the cap, plus at most one commit group (a wave of replies, here)
+    cache_path = tmp_path / "runs" / ".cache" / "responses"
+    expected = sent - cache_entries(cache_path)  # on the wire at the kill: a reply is in the cache as it is received
+    assert 1 <= expected <= CAP  # at most the requests in flight, which the cap bounds
     journals = sorted(run_dir.glob(JOURNAL_GLOB))
     assert len(journals) == 1 and len(journals[0].read_text().splitlines()) == sent  # every request sent, once
     cache = ResponseCache(cache_path)
@@ -289,8 +289,7 @@ def test_a_kill_leaves_a_journal_and_the_resume_counts_the_requests_it_asks_agai
     resumed = drive(params, driver_env, "collect")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert recorded_repeats(run_dir) == expected
-    # at most those were paid twice: a reply recorded in the run store before its cache commit landed
-    # counts as uncached in the journal, yet its item is done and not asked again (seen under load)
+    # at most those were paid twice
     assert N_ITEMS <= fake.stats()["requests"] <= N_ITEMS + expected
     assert not list(run_dir.glob(JOURNAL_GLOB))  # a clean end removes the journal
     done = collections.Counter(c.id for c in RunStore(run_dir).read(Candidate) if c.ok)

@@ -121,7 +121,8 @@ def test_no_secret_in_any_file_or_anything_printed(leaky):
     tmp, printed = leaky
     files = [p for p in tmp.rglob("*") if p.is_file()]
     names = {p.name for p in files}
-    assert {"candidates.jsonl", "judgments.jsonl", "responses.sqlite", "mlflow.db", "index.html"} <= names, names
+    assert {"candidates.jsonl", "judgments.jsonl", "mlflow.db", "index.html"} <= names, names
+    assert any(p.parent.name == "responses" and p.suffix == ".jsonl" for p in files)  # the response cache's files
     assert any("mlartifacts" in p.parts for p in files) and any(p.suffix == ".ipynb" for p in files)
     leaks = [(str(p.relative_to(tmp)), c) for p in files for c in CANARIES if c.encode() in p.read_bytes()]
     leaks += [("printed", c) for c in CANARIES if c in printed]
@@ -201,39 +202,24 @@ def test_errors_are_redacted_at_construction_and_before_any_cut(monkeypatch):
 
 
 def test_the_response_cache_stores_no_secret(tmp_path, monkeypatch):
+    """A reply is redacted before it is written: what the file holds, and what it answers, holds no key."""
     monkeypatch.setenv("BENCH_T_CACHE_TOKEN", "cache-token-5f5f5f")
     secrets.refresh()
-    cache = ResponseCache(tmp_path / "c.sqlite")
-    cache.put("k1", {"text": "echo cache-token-5f5f5f", "usage": {}})
-    cache.put_later("k2", {"text": "Authorization: Bearer cache-token-5f5f5f", "usage": {}})
-    cache.flush()
-    assert cache.get("k1")["text"] == "echo [redacted]" and cache.get("k2")["text"] == "Authorization: [redacted]"
-    cache.close()
-    assert not any(b"cache-token" in p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
-
-
-def test_one_secret_in_a_group_of_replies_is_redacted_in_every_answer_and_the_log(tmp_path, monkeypatch):
-    """The cache tests a group of queued replies for secrets at once (bench.models.cache.stored_texts): the one
-    reply that holds a key is still redacted, whether it is answered queued, logged or merged."""
-    monkeypatch.setenv("BENCH_T_CACHE_TOKEN", "group-token-7c7c7c7c")
-    secrets.refresh()
-    cache = ResponseCache(tmp_path / "c.sqlite")
-    texts = {f"k{i}": f"plain reply {i}" for i in range(200)}
-    texts["k137"] = "the key is group-token-7c7c7c7c, and a url https://user:pw-9@host.example/x"
+    cache = ResponseCache(tmp_path / "c")
+    texts = {f"k{i}": f"plain reply {i}" for i in range(50)}
+    texts["k1"] = "echo cache-token-5f5f5f"
+    texts["k2"] = "Authorization: Bearer cache-token-5f5f5f"
+    texts["k37"] = "a url https://user:pw-9@host.example/x"
     for key, text in texts.items():
-        cache.put_later(key, {"text": text, "usage": {}})
-        assert "group-token" not in cache.get(key)["text"]  # queued, being written or logged: as stored
-    cache.persist()  # in the log, not yet in sqlite
-    logs = list((tmp_path / "c.sqlite.log").glob("*.log"))
-    assert logs and not any(b"group-token" in p.read_bytes() or b"pw-9" in p.read_bytes() for p in logs)
-    answered = cache.get("k137")["text"]
-    assert answered == "the key is [redacted], and a url https://***@host.example/x"
-    assert cache.get("k5")["text"] == "plain reply 5"
+        cache.put(key, {"text": text, "usage": {}})
+    assert cache.get("k1")["text"] == "echo [redacted]" and cache.get("k2")["text"] == "Authorization: [redacted]"
+    assert cache.get("k37")["text"] == "a url https://***@host.example/x" and cache.get("k5")["text"] == "plain reply 5"
     cache.close()
-    reopened = ResponseCache(tmp_path / "c.sqlite")
-    assert reopened.get("k137")["text"] == answered and len(reopened) == 200
+    reopened = ResponseCache(tmp_path / "c")
+    assert reopened.get("k1")["text"] == "echo [redacted]" and len(reopened) == 50
     reopened.close()
-    assert not any(b"group-token" in p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
+    assert not any(b"cache-token" in p.read_bytes() or b"pw-9" in p.read_bytes()
+                   for p in tmp_path.rglob("*") if p.is_file())
 
 
 def test_the_tracking_uri_is_shown_without_credentials():

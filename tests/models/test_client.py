@@ -78,7 +78,7 @@ def test_hang_times_out_and_is_retried(fake, transport):
 
 
 def test_cache_hit_makes_no_request(fake, tmp_path):
-    cache = str(tmp_path / "responses.sqlite")
+    cache = str(tmp_path / "responses")
     first = ask(LLM(Limits(**FAST), cache=cache), spec(fake), 5)
     again = ask(LLM(Limits(**FAST), cache=cache), spec(fake), 5)  # a new process would see the same file
     assert fake.stats()["requests"] == 5

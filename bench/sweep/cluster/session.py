@@ -6,7 +6,7 @@ lease server, and checks every worker before anything is paid (bench.sweep.clust
 serves every cap from that one lease server on TCP (bench.models._leases), at the address it uses to
 reach the scheduler, guarded by a per-sweep token. The token and the provider keys reach the workers
 in a worker plugin, never in a task or a worker's environment (bench.sweep.cluster.worker_secrets).
-Kernels on workers cache replies in per-process files (bench.models.shard_cache): no sqlite WAL on a
+Kernels on workers cache replies in the response cache's per-process files (bench.models.cache), safe on a
 network filesystem. How a stage runs as tasks: bench.sweep.cluster.tasks.
 
 Who can enter: ``local:N`` is TLS under a certificate made for the sweep, with no HTTP server
@@ -27,7 +27,7 @@ from typing import Any
 
 from bench.core.addresses import host_of, is_loopback
 from bench.core.errors import BenchError, ParamsError
-from bench.core.paths import CACHE_ENV, SHARDS_ENV, shard_folder
+from bench.core.paths import CACHE_ENV, cache_path
 from bench.core.store import atomic_write, os_reason
 from bench.models import ratelimit
 from bench.models.budget import BUDGET_ENV, sweep_budget
@@ -126,21 +126,17 @@ class ClusterSession:
             return 1
 
     def cache_folder(self) -> str:
-        """Return the response cache every worker's kernel uses (``kernel_env`` names it), as a folder path ending with
-        ``/``: ``$BENCH_CACHE`` when it names a folder (ending with ``/``, or one that exists), else the run folders'
-        ``.cache/shards/`` (a sqlite file is never shared). The driver's estimate reads the same one."""
-        shared = os.environ.get(CACHE_ENV, "")
-        if shared and (shared.endswith(("/", os.sep)) or Path(shared).expanduser().is_dir()):
-            return f"{str(Path(shared).expanduser()).rstrip(os.sep)}/"
-        return f"{shard_folder(self.run.root)}/"
+        """Return the response cache's folder every worker's kernel uses (``kernel_env`` names it): the driver's
+        (``$BENCH_CACHE``, else the run folders' ``.cache/responses``). The driver's estimate reads the same one."""
+        return str(cache_path(self.run.root))
 
     def kernel_env(self) -> dict[str, str]:
         """Return the variables every execution's task carries for its kernel: the lease server's address, the caps,
-        the cache kind (no secret: the token and the keys come from the worker plugin,
+        the cache's folder (no secret: the token and the keys come from the worker plugin,
         bench.sweep.cluster.worker_secrets)."""
         assert self.server is not None and self.server.address
         env = {ratelimit.ADDRESS_ENV: self.server.address,
-               ratelimit.SWEEP_CAP_ENV: str(self.run.sweep.limits.max_concurrency), SHARDS_ENV: "1"}
+               ratelimit.SWEEP_CAP_ENV: str(self.run.sweep.limits.max_concurrency)}
         if self.server.budget is not None:  # every kernel reserves its paid requests from the driver's server
             env[BUDGET_ENV] = str(self.server.budget[0])
         for key in PASSED_ON:
