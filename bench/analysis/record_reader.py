@@ -4,24 +4,23 @@ Each kind's polars schema is derived from its pydantic model (``bench.core.recor
 strings, numbers, booleans, literals and lists of strings are read by ``pl.read_ndjson`` against it, strictly
 (a value of another type fails the file); a nested model (``Usage``) is a struct. Free-form JSON (params,
 details, messages, scores) has no polars type that keeps it as written (read as text, a nested object loses
-its escapes and ``2.0`` becomes ``2``, which would change a content digest), so each such field is taken from the
-line, parsed once (orjson where the ``perf`` extra is installed).
+its escapes and ``2.0`` becomes ``2``, which would change a content digest), so the rows are the lines parsed
+once (orjson where the ``perf`` extra is installed), after polars has checked them.
 
-A file polars reads whole, whose values the model's rules accept (every field present, literals among their
-values, an id, a schema_version this bench reads, free-form fields of their kind), is taken as polars read it.
-A file with any other line (a hand-edited value, a record from before a field existed, an old spelling a model
-validator rewrites) is read line by line by its pydantic model, as ``RunStore.iter`` reads it: a bad line is
-set aside with the store's warning naming the file and line. A torn last line (a kill mid-write) is set aside
-the same way, and the rest of its file still read by polars. What polars does not tell apart is read as it
-is: a key the model does not know is ignored, and a number or an object hand-written where the model wants
-text is read as its text (pydantic, which writes every record, writes neither).
+A file polars reads whole, whose lines the model's rules accept as they stand (exactly its keys, literals
+among their values, an id, a schema_version this bench reads, text where it wants text, free-form fields of
+their kind), is taken so. A file with any other line (a hand-edited value, an unknown key, a record from
+before a field existed, an old spelling a model validator rewrites) is read line by line by its pydantic
+model, as ``RunStore.iter`` reads it: a bad line is set aside with the store's warning naming the file and
+line. A torn last line (a kill mid-write) is set aside the same way, and the rest of its file still read
+the fast way.
 """
 
 from __future__ import annotations
 
 import json
 import types
-from collections.abc import Sequence
+from itertools import chain
 from typing import Any, Literal, Union, get_args, get_origin
 
 import polars as pl
@@ -42,9 +41,9 @@ _SCALARS = {str: pl.Utf8, int: pl.Int64, float: pl.Float64, bool: pl.Boolean}
 class Rows(list):
     """Records as the dicts of their fields, in file order, and their columns (a field's values, row by row)."""
 
-    def __init__(self, rows: list[dict[str, Any]]):
+    def __init__(self, rows: list[dict[str, Any]], columns: dict[str, list[Any]] | None = None):
         super().__init__(rows)
-        self._columns: dict[str, list[Any]] = {}
+        self._columns: dict[str, list[Any]] = columns or {}
 
     def column(self, name: str) -> list[Any]:
         """Return the values of field ``name``, one per row."""
@@ -79,7 +78,7 @@ def _unwrapped(ann: Any) -> tuple[bool, Any]:
 
 
 def _dtype(ann: Any) -> Any:
-    """Return the polars type of a field annotated ``ann``; None for free-form JSON (read as its text)."""
+    """Return the polars type of a field annotated ``ann``; None for free-form JSON (taken from the parsed line)."""
     if ann in _SCALARS:
         return _SCALARS[ann]
     if get_origin(ann) is list and get_args(ann) == (str,):
@@ -114,6 +113,7 @@ def read_rows(store: RunStore, kind: str | type[Record]) -> Rows:
     out with the store's warning), as :meth:`RunStore.iter` would give them, record by record."""
     cls = RECORD_TYPES[kind if isinstance(kind, str) else kind.kind]
     out: list[dict[str, Any]] = []
+    parts: list[dict[str, list[Any]] | None] = []  # per file, its columns (None: read by pydantic)
     for path in store.files(cls):
         lines = path.read_bytes().split(b"\n")
         numbers = [n for n, line in enumerate(lines, 1) if line.strip()]  # the lines RunStore.lines yields
@@ -121,11 +121,15 @@ def read_rows(store: RunStore, kind: str | type[Record]) -> Rows:
             parse_line(cls, path, numbers[-1], lines[-1], True)
             numbers.pop()
         texts = [lines[n - 1] for n in numbers]
-        rows = _fast(cls, texts) if texts else []
+        rows, columns = _fast(cls, texts) if texts else ([], None)
         if rows is None:  # some line the declared schema or the model's rules do not pass: pydantic decides
             recs = (parse_line(cls, path, n, lines[n - 1], n == len(lines)) for n in numbers)
             rows = [r.model_dump() for r in recs if r is not None]
         out += rows
+        parts.append(columns)
+    if parts and None not in parts:  # every file read the fast way: its columns stand for the rows
+        merged = parts[0] if len(parts) == 1 else {n: list(chain.from_iterable(p[n] for p in parts)) for n in parts[0]}
+        return Rows(out, merged)  # type: ignore[arg-type]
     return Rows(out)
 
 
@@ -137,32 +141,53 @@ def _complete(line: bytes) -> bool:
     return True
 
 
-def _fast(cls: type[Record], texts: list[bytes]) -> list[dict[str, Any]] | None:
-    """Return the rows of these lines as polars reads them, or None when some line needs its pydantic model."""
+def _fast(cls: type[Record], texts: list[bytes]) -> tuple[list[dict[str, Any]] | None, dict[str, list[Any]] | None]:
+    """Return the rows of these lines, checked by polars against the declared schema and parsed once, and their
+    columns; (None, None) when some line needs its pydantic model."""
     fields = _record_fields(cls)
     try:
         frame = pl.read_ndjson(b"\n".join(texts), schema=schema_of(cls))
     except pl.exceptions.PolarsError:  # a value of another type, a line that is not JSON
-        return None
+        return None, None
     if frame.height != len(texts) or not _passes(frame, fields):
-        return None
+        return None, None
     try:
-        lines = list(map(_loads, texts))  # once each, for the free-form fields polars cannot keep as written
+        rows = list(map(_loads, texts))  # once each: the free-form fields polars cannot keep as written
     except ValueError:
+        return None, None
+    columns = _as_model_dumps(rows, fields)
+    return (rows, columns) if columns is not None else (None, None)
+
+
+def _as_model_dumps(rows: list[dict[str, Any]], fields: list[_Field]) -> dict[str, list[Any]] | None:
+    """Make parsed lines what the model's ``model_dump()`` gives (floats where it says float) and return their
+    columns, or None for a line that is not one as it stands: a key missing or unknown, a non-string where text
+    belongs (polars reads it as text), a free-form value of another kind."""
+    names = tuple(f.name for f in fields)
+    if not rows:
+        return {name: [] for name in names}
+    if set(map(tuple, map(dict.keys, rows))) != {names}:
         return None
-    columns: dict[str, list[Any]] = {}
+    columns = dict(zip(names, map(list, zip(*map(dict.values, rows)))))
     for f in fields:
-        column = _free([d.get(f.name) for d in lines], f) if f.dtype is None else frame[f.name].to_list()
-        if column is not None and f.model is not None:
-            column = _nested([d.get(f.name) for d in lines], f, column)
-        if column is None:
+        column = columns[f.name]
+        kinds = set(map(type, column))
+        if f.dtype == pl.Utf8 and not kinds <= {str, _NONE}:
             return None
-        columns[f.name] = column
-    names = list(columns)
-    return [dict(zip(names, values)) for values in zip(*columns.values())]
+        if f.dtype == pl.List(pl.Utf8) and not _types(chain.from_iterable(filter(None, column))) <= {str}:
+            return None
+        if f.dtype == pl.Float64 and int in kinds:
+            column = columns[f.name] = [float(x) if type(x) is int else x for x in column]
+            for row, value in zip(rows, column):
+                row[f.name] = value
+        if f.dtype is None and not _free(column, f):
+            return None
+        if f.model is not None and _as_model_dumps([v for v in column if v is not None], f.fields) is None:
+            return None
+    return columns
 
 
-def _passes(frame: pl.DataFrame, fields: list[_Field], prefix: str = "") -> bool:
+def _passes(frame: pl.DataFrame, fields: list[_Field]) -> bool:
     """Return whether every column holds what the model accepts as it stands (no default to fill, no value to
     refuse or rewrite): no null where the field has another default, literals among their values, an id, a
     schema_version this bench reads; a struct's fields alike where it is not null."""
@@ -172,7 +197,7 @@ def _passes(frame: pl.DataFrame, fields: list[_Field], prefix: str = "") -> bool
         col = frame[f.name]
         if not f.nullable and col.null_count():
             return False
-        if f.literals is not None and not set(col.drop_nulls()) <= f.literals:
+        if f.literals is not None and not set(col.drop_nulls().unique().to_list()) <= f.literals:
             return False
         if f.model is not None:
             inner = col.drop_nulls().struct.unnest() if col.len() > col.null_count() else None
@@ -183,36 +208,20 @@ def _passes(frame: pl.DataFrame, fields: list[_Field], prefix: str = "") -> bool
     return True
 
 
-def _free(values: list[Any], f: _Field) -> list[Any] | None:
-    """Return a free-form field's values as the model keeps them; None if some value is not of its kind."""
-    if not f.nullable and None in values:
-        return None
-    if not all(v is None or isinstance(v, f.json_kind) for v in values):
-        return None
-    if f.of_dicts and not all(v is None or all(type(x) is dict for x in v) for v in values):
-        return None
+def _free(values: list[Any], f: _Field) -> bool:
+    """Return whether a free-form field's values are of their kind (a dict[str, float]'s numbers made floats)."""
+    if not _types(values) <= {f.json_kind, _NONE}:
+        return False
+    if f.of_dicts and not _types(chain.from_iterable(filter(None, values))) <= {dict}:
+        return False
     if f.floats:
-        if not all(v is None or all(type(x) in (int, float) for x in v.values()) for v in values):
-            return None
-        return [v if v is None else {k: float(x) for k, x in v.items()} for v in values]
-    return values
+        numbers = _types(chain.from_iterable(map(dict.values, filter(None, values))))
+        if not numbers <= {int, float}:
+            return False
+        for v in filter(None, values) if int in numbers else ():
+            v.update({k: float(x) for k, x in v.items()})
+    return True
 
 
-def _nested(parsed: list[Any], f: _Field, column: Sequence[Any]) -> list[Any] | None:
-    """Return a nested model's column (polars' struct rows) with its free-form fields taken from the parsed lines
-    (None: some line needs its pydantic model)."""
-    free = [s for s in f.fields if s.dtype is None]
-    if not free:
-        return list(column)
-    out: list[Any] = []
-    for row, whole in zip(column, parsed, strict=True):
-        if row is None:
-            out.append(None)
-            continue
-        for sub in free:
-            values = _free([whole.get(sub.name)], sub)
-            if values is None:
-                return None
-            row[sub.name] = values[0]
-        out.append({s.name: row[s.name] for s in f.fields})
-    return out
+def _types(values: Any) -> set[type]:
+    return set(map(type, values))
