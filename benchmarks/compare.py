@@ -8,14 +8,14 @@ and grades half a point higher, the others are regraded with noise. Three figure
 - ``compare_s``: ``compare_runs`` on the two runs' tables (matching, per-scenario means, 2,000 bootstrap
   resamples of the scenarios for all 30 rows, the tests and Holm): the comparison itself;
 - ``load_s``: reading both folders with ``bench.analysis.load_run``, the one record reader every analysis
-  shares (records parsed and type-checked a column at a time, bench.core.columns; set-aside and review checks);
+  shares (records read by polars against their declared schema, bench.analysis.record_reader; set-aside and
+  review checks);
 - ``end_to_end_s``: ``compare_runs`` given the two folders (both together; target < 5 s).
 
 Each is also given as CPU seconds of this process (``*_cpu_s``: polars' threads included), steadier than wall
-time on a machine other jobs share. ``--reference`` also times ``load_run_records``, the record-by-record
-pydantic reader the column-wise one is tested against (``load_records_s``): the speed-up, measured side by side.
+time on a machine other jobs share.
 
-    .venv/bin/python benchmarks/compare.py [--scenarios 10000] [--rounds 3] [--reference]
+    .venv/bin/python benchmarks/compare.py [--scenarios 10000] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ import time
 from pathlib import Path
 
 from bench.analysis import compare_runs, load_run
-from bench.analysis.tables import load_run_records
 from bench.core.store import RunStore
 from bench.testing.records import candidate, judgment, scenario
 
@@ -73,10 +72,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenarios", type=int, default=10_000, help="scenarios per run (judgments = × 10)")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--reference", action="store_true", help="also time the record-by-record reader")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-compare-"))
-    names = ["compare", "load", "end_to_end"] + (["load_records"] if args.reference else [])
+    names = ["compare", "load", "end_to_end"]
     wall: dict[str, list[float]] = {k: [] for k in names}
     cpu: dict[str, list[float]] = {k: [] for k in names}
     try:
@@ -89,9 +87,6 @@ def main() -> None:
             del a, b
             timed(lambda: compare_runs(tmp / "a", tmp / "b", mapping=MAPPING, n_boot=2000), wall["end_to_end"],
                   cpu["end_to_end"])
-            if args.reference:
-                timed(lambda: (load_run_records(tmp / "a"), load_run_records(tmp / "b")), wall["load_records"],
-                      cpu["load_records"])
             better = cmp.rows.filter(cmp.rows["significant"] & (cmp.rows["diff"] > 0)).height
             print(f"round {r + 1}: " + ", ".join(f"{k} {wall[k][-1]:.2f} s (cpu {cpu[k][-1]:.2f} s)" for k in names)
                   + f" ({cmp.rows.height} rows, {better} significantly better)", flush=True)

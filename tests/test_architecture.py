@@ -17,7 +17,8 @@ MAX_LINES = 400
 
 # Lowest first: a module may import its own layer or a lower one, never a higher one (docs/architecture.md).
 LAYERS: list[tuple[str, ...]] = [
-    ("bench._prices", "bench.testing"),  # standard library only: run by bench/__init__, or used by tests
+    ("bench._prices", "bench.testing", "bench._schema_instance"),  # standard library only: run by bench/__init__,
+    # used by tests, or (_schema_instance) the structured replies of both the dry model and the fake provider
     ("bench.core",),  # the contract: errors, records, the run store, paths, progress
     ("bench.testing.records",),  # records with plain defaults, for tests and benchmarks
     ("bench.models",),  # the one LLM seam

@@ -1,9 +1,9 @@
-"""The run tables' frames built column by column from records read as dicts (``bench.core.columns``).
+"""The run tables' frames built column by column from records read as dicts (``bench.analysis.record_reader``).
 
-``load_run`` reads a run folder's records as plain dicts, checked a column at a time, and builds each frame from
-columns of them (polars joins the strings, a dict lookup finds each judgment's cell): per record, nothing but
-a few C loops. Each frame equals what ``bench.analysis.tables`` builds one pydantic record at a time
-(``load_run_records``, kept as the reference and tested against): same columns, same rows, same order.
+``load_run`` reads a run folder's records as the dicts of their fields and builds each frame from columns of
+them (polars joins the strings, a dict lookup finds each judgment's cell): per record, nothing but a few C
+loops. ``tests/analysis/test_load_run_frames.py`` holds each frame to the rows built one pydantic record at a
+time: same columns, same rows, same order.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import polars as pl
 
 from bench.analysis.conversation_scores import per_conversation
-from bench.core.columns import Rows
+from bench.analysis.record_reader import Rows
 from bench.core.records import Judgment, cell_key, versioned
 from bench.core.spend import paid_cost
 
@@ -108,7 +108,8 @@ def latest_at(rows: Rows, kept: Sequence[int]) -> list[int]:
 
 
 def simulator_of(turns: list[Any] | None) -> str:
-    """Return the label of a conversation's simulated user from its ``turns`` (``tables.simulator_id``)."""
+    """Return the label of a conversation's simulated user from its ``turns``: ``user_simulator.id`` as they record
+    it (``{"by": "simulator", "simulator": id}``), else the default id."""
     named = (t.get("simulator") for t in turns or () if isinstance(t, dict) and t.get("by") == "simulator")
     return next((str(n) for n in named if n), SIMULATOR)
 
@@ -150,7 +151,7 @@ def _cell_columns(rows: Rows) -> tuple[list[str], list[str]]:
 def simulator_frame(every: Rows, kept: Sequence[int], schema: dict[str, Any]) -> pl.DataFrame:
     """Return the simulated users' frame (``tables.SIMULATOR_SCHEMA``) of the candidate rows at ``kept`` that had one."""
     users = every.column("simulator_usage")
-    rows = Rows([every[n] for n in kept if users[n] is not None], [])
+    rows = Rows([every[n] for n in kept if users[n] is not None])
     if not rows:
         return pl.DataFrame(schema=schema)
     col = lambda k: list(map(itemgetter(k), rows))  # noqa: E731

@@ -16,16 +16,14 @@ from typing import Any
 import polars as pl
 
 from bench.analysis import row_frames as rf
-from bench.analysis.conversation_scores import per_conversation
-from bench.analysis.row_frames import COMPOSITE, frame_of, simulator_of
+from bench.analysis.record_reader import read_rows
+from bench.analysis.row_frames import COMPOSITE, frame_of
 from bench.config.rubrics import run_scales
-from bench.core.columns import read_rows
-from bench.core.digests import SetAside, made_rows, set_aside, set_aside_made
+from bench.core.digests import SetAside, made_rows, set_aside_made
 from bench.core.paths import project_root
 from bench.core.records import Candidate, Judgment, Review, Scenario
 from bench.core.reviewed import Reviewed, reviewed
-from bench.core.spend import paid_cost
-from bench.core.store import RunStore, latest_of
+from bench.core.store import RunStore
 
 
 _USAGE = {"prompt_tokens": pl.Int64, "completion_tokens": pl.Int64, "cost_usd": pl.Float64,
@@ -83,8 +81,8 @@ def load_run(run_dir: str | Path) -> RunTables:
 
     Records of a cell, judge or rubric version's earlier content (superseded, or mixed in before bench
     refused that) are left out of every table and counted in ``set_aside`` (bench.core.digests). The records
-    are read as dicts checked a column at a time (bench.core.columns) and the frames built from their columns
-    (bench.analysis.row_frames): the tables :func:`load_run_records` builds one pydantic record at a time.
+    are read by polars against the schema their models declare (bench.analysis.record_reader) and the frames
+    built from their columns (bench.analysis.row_frames).
     """
     run_dir = _run_folder(run_dir)
     with _gc_paused():  # and the rows freed before it ends: no full collection over them when it is resumed
@@ -119,27 +117,6 @@ def _taken(frame: pl.DataFrame, at: list[int]) -> pl.DataFrame:
     return frame if len(at) == frame.height else frame[at]
 
 
-def load_run_records(run_dir: str | Path) -> RunTables:
-    """Return :func:`load_run`'s tables built one pydantic record at a time (``RunStore.read``): the reference
-    the column-wise reader is tested against, and the plain way to read what it reads."""
-    run_dir = _run_folder(run_dir)
-    store = RunStore(run_dir)
-    with _gc_paused():
-        read = store.read(Judgment)  # read once: set-aside ones too (the rubric text an older review was saved under)
-        every_cand, every_judg, aside = set_aside(run_dir, store.read(Candidate), read)
-        cands, judgments, every = latest_of(every_cand), latest_of(every_judg), latest_of(read)
-        reviews = reviewed(judgments, store.read(Review), run_scales(run_dir, every.values(), project_root()), every)
-        scenarios = {s.id: s for s in store.read(Scenario)}
-        cand_all = _frame([_candidate_row(c) for c in every_cand], CANDIDATE_SCHEMA)
-        judg_all = _frame([_judgment_row(j, cands) for j in every_judg], JUDGMENT_SCHEMA)
-        return RunTables(run_dir, cand_all[_rows_of(cands, every_cand)], judg_all[_rows_of(judgments, every_judg)],
-                         _frame(_score_rows(judgments.values(), cands), SCORE_SCHEMA),
-                         _frame(_review_rows(reviews.latest.values()), RUN_REVIEW_SCHEMA), scenarios,
-                         cand_all, judg_all, aside, reviews,
-                         _frame([_simulator_row(c) for c in every_cand if c.simulator_usage is not None],
-                                SIMULATOR_SCHEMA))
-
-
 def _run_folder(run_dir: str | Path) -> Path:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -165,13 +142,6 @@ def _frame(rows: list[tuple], schema: dict[str, Any]) -> pl.DataFrame:
     if not rows:
         return pl.DataFrame(schema=schema)
     return frame_of(zip(*rows, strict=True), schema)
-
-
-def _rows_of(latest: dict[str, Any], records: list[Any]) -> list[int]:
-    """Return the positions in ``records`` (every attempt) of the ``latest`` ones, in ``latest``'s order: the
-    latest table is the attempts table's rows, taken rather than built again."""
-    at = {id(rec): n for n, rec in enumerate(records)}
-    return [at[id(rec)] for rec in latest.values()]
 
 
 def with_reviews(t: RunTables) -> RunTables:
@@ -212,64 +182,6 @@ def _unit_reviews(t: RunTables) -> pl.DataFrame:
     unit = ["candidate", "candidate_b", "rubric"]
     return (t.reviews.join(keys, on="judgment").drop("judgment")
             .join(keys, on=unit, nulls_equal=True).drop(unit).select(t.reviews.columns))
-
-
-def _usage(rec: Any, by: str = "model") -> tuple:
-    """Return the _USAGE columns of a record's usage: the model's (or judge's), or its simulated user's (``by``)."""
-    u = rec.simulator_usage if by == "simulator" else rec.usage
-    if u is None:  # a schema-1 failure: it sent at least one request
-        return (None, None, None, None, None, 1 if rec.error else None, 0, rec.schema_version, None, 0.0)
-    return (u.prompt_tokens, u.completion_tokens, u.cost_usd, u.latency_s, u.cached, u.calls, u.cache_hits,
-            rec.schema_version, u.reasoning_tokens, paid_cost(u, getattr(rec, "turns", None), by))
-
-
-def _candidate_row(c: Candidate) -> tuple:
-    return (c.id, c.model_id, c.prompt_key, c.cell, c.scenario_id, c.sample, c.output,
-            c.error, c.error_kind, *_usage(c), list(c.flags), c.ended, c.model)
-
-
-def simulator_id(c: Candidate) -> str:
-    """Return the label of a conversation's simulated user: ``user_simulator.id`` as its turns record it
-    (``{"by": "simulator", "simulator": id}``), else the default id."""
-    return simulator_of(c.turns)
-
-
-def _simulator_row(c: Candidate) -> tuple:
-    return (simulator_id(c), c.cell, c.scenario_id, c.sample, c.id, c.error, *_usage(c, "simulator"))
-
-
-def _cell_of(cid: str, cands: dict[str, Any]) -> tuple[str | None, str | None, str | None, int | None]:
-    """Return (cell, model, prompt, sample) of a candidate id; dataset pairs (``<scenario>:A``) get "response_A"."""
-    c = cands.get(cid)
-    if c is None:
-        side = cid.rsplit(":", 1)[-1] if ":" in cid else None
-        return (f"response_{side}" if side else None), None, None, 0
-    return c.cell, c.model_id, c.prompt_key, c.sample
-
-
-def _judgment_row(j: Judgment, cands: dict[str, Any]) -> tuple:
-    cell, model, prompt, sample = _cell_of(j.candidate_ids[0], cands)
-    b = j.candidate_ids[1] if len(j.candidate_ids) > 1 else None
-    cell_b = _cell_of(b, cands)[0] if b else None
-    return (j.id, j.judge_id, j.judge_model, j.mode, j.rubric_key, j.candidate_ids[0], b,
-            cell, model, prompt, cell_b, j.scenario_id, sample, j.order, j.score, j.verdict, j.details.get("shown_verdict"),
-            j.rationale, j.error, j.error_kind, j.pack_id, *_usage(j), j.repeat, j.expected_score, j.turn)
-
-
-def _score_rows(judgments: Any, cands: dict[str, Any]) -> list[tuple]:
-    """Return the long score rows: a whole answer's judgment's, and one conversation's per_turn judgments as one
-    (the mean over its graded turns, with their count: bench.analysis.conversation_scores)."""
-    rows = []
-    for j, turns in per_conversation(judgments):
-        if not j.ok or j.mode == "pairwise" or j.score is None:
-            continue
-        cell, model, prompt, sample = _cell_of(j.candidate_ids[0], cands)
-        head = (j.judge_id, j.judge_model, j.rubric_key, j.mode, cell, model, prompt, j.scenario_id, sample, j.candidate_ids[0], j.id)
-        expected = j.expected_scores or {}
-        for crit, value in (j.scores or {}).items():
-            rows.append((*head, crit, float(value), j.repeat, expected.get(crit), turns))
-        rows.append((*head, COMPOSITE, float(j.score), j.repeat, j.expected_score, turns))
-    return rows
 
 
 def _review_rows(latest: Any) -> list[tuple]:

@@ -169,7 +169,7 @@ _ROW_KEYS = {"candidate": (("model_id", "prompt_id", "prompt_version", "model", 
 
 
 def made_rows(kind: str, rows: Any) -> Made:
-    """Return :func:`set_aside_made`'s input for records given as dicts of their fields (``bench.core.columns.Rows``):
+    """Return :func:`set_aside_made`'s input for records given as dicts of their fields (``Rows``, bench.analysis.record_reader):
     their digests computed once per distinct content (the memo key spells params with ``repr``, as
     :func:`_digests_memo` does), looked up for each row in C loops."""
     fields, params = _ROW_KEYS[kind]
@@ -305,7 +305,7 @@ def set_aside(run_dir: Path, candidates: list[Candidate], judgments: list[Judgme
 
 
 class Made(NamedTuple):
-    """Records as :func:`set_aside_made` reads them, a column each (records, or ``bench.core.columns`` rows)."""
+    """Records as :func:`set_aside_made` reads them, a column each (records, or rows read as dicts)."""
 
     ids: Sequence[str]
     digests: Sequence[list[Digest]]  # the digests each was made under: one list per content, shared

@@ -266,7 +266,7 @@ class RunStore:
 
     def lines(self, kind: str | type[Record]) -> Iterator[tuple[Path, int, bytes, bool]]:
         """Yield each non-blank line of every ``kind`` file in file order: (file, line number, bytes, is it the
-        file's last line): what ``iter`` validates, in the order bench.core.columns reads them too."""
+        file's last line): what ``iter`` validates, in the order bench.analysis.record_reader reads them too."""
         for path in self.files(kind):
             lines = path.read_bytes().split(b"\n")
             for lineno, line in enumerate(lines, 1):

@@ -6,7 +6,7 @@ client path (``LLM.complete``: cache, caps, usage, Completion), so records, judg
 analysis and reports see what they would see from a provider:
 
 - a request with a JSON-schema ``response_format`` gets a schema-valid JSON instance (enums from
-  the enum, numbers inside their bounds, required keys present; ``bench.models._schema_instance``);
+  the enum, numbers inside their bounds, required keys present; ``bench._schema_instance``);
   ``{"type": "json_object"}`` gets a small JSON object;
 - a pairwise judge prompt without a schema gets a short comparison ending in a ``[[A>B]]``-style
   verdict taken from the labels the prompt lists;
@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.models._messages import message_text, output_limit
-from bench.models._schema_instance import SchemaInstance
+from bench._schema_instance import SchemaInstance
 from bench.models.ratelimit import CHARS_PER_TOKEN
 
 DRY_PREFIX = "dry/"

@@ -15,7 +15,8 @@ Which tokenizer, never fetched from the network (the route's ``provider.counting
   :attr:`TokenCounter.note` says so.
 - A self-hosted endpoint, the embedded model, a dry model (resolved without importing LiteLLM, which
   costs seconds per process): the encoding LiteLLM would pick for that name (tiktoken's table of model
-  names; cl100k_base for any other name), read from the encoding files LiteLLM bundles, with the same
+  names; cl100k_base for any other name), loaded by tiktoken itself from the encoding files LiteLLM
+  bundles (``TIKTOKEN_CACHE_DIR`` pointed there first, as LiteLLM does when imported), with the same
   arithmetic. ``tests/estimate/test_estimate_cost.py`` checks both paths agree with ``litellm.token_counter``.
 
 If no bundled encoding file can be found at all, texts are counted as their UTF-8 bytes (a bound: a
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +41,6 @@ from typing import Any
 
 from bench.models._litellm import litellm
 from bench.models._messages import output_limit
-from bench.models.encodings import load_encoding
 from bench.models.ratelimit import DEFAULT_COMPLETION_TOKENS
 from bench.models.reasoning import hides_thinking
 from bench.models.routing import Route
@@ -199,9 +200,18 @@ def _bundled_counter(name: str) -> TokenCounter:
     if chosen is None or folder is None:
         return byte_counter(f"{name}: counted as UTF-8 bytes (a bound), because no tokenizer file bundled with "
                             f"LiteLLM was found")
-    encoding = load_encoding(chosen, _bundled_file(folder, chosen))
+    encoding = bundled_encoding(chosen, folder)
     note = None if chosen == wanted else f"{name}: counted with {chosen}, because {wanted} is not bundled with LiteLLM"
     return TokenCounter(chosen, note, lambda text: len(encoding.encode(text, disallowed_special=())))
+
+
+def bundled_encoding(name: str, folder: Path) -> Any:
+    """Return tiktoken's encoding ``name``, loaded by tiktoken from LiteLLM's bundled ``folder`` (never downloaded:
+    its file is there, and tiktoken's cache folder is set to it before tiktoken reads it, as LiteLLM sets it)."""
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)
+    import tiktoken  # noqa: PLC0415 (heavy for `import bench`: only a prompt to count needs it)
+
+    return tiktoken.get_encoding(name)
 
 
 def _bundled_folder() -> Path | None:

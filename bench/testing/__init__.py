@@ -21,7 +21,7 @@ from importlib import import_module
 from typing import Any
 
 _EXPORTS = {
-    "FakeProvider": "fake_provider", "SchemaFaker": "fake_provider", "DEFAULT_CONFIG": "fake_provider",
+    "FakeProvider": "fake_provider", "DEFAULT_CONFIG": "fake_provider",
     "params": "grids", "grid": "grids", "model": "grids", "judge": "grids", "prompt": "grids",
     "generate": "grids", "rubric": "grids", "env": "grids", "bench": "grids", "sweep": "grids", "sweep_args": "grids",
     "started": "grids", "ROOT": "grids",

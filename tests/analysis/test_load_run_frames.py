@@ -1,5 +1,6 @@
-"""load_run builds its frames column by column and takes the latest tables from the attempts tables' rows
-(for speed: benchmarks/compare.py): the frames must equal the same rows built one record at a time."""
+"""load_run reads records with polars and builds its frames column by column, taking the latest tables from the
+attempts tables' rows (for speed: benchmarks/compare.py): the frames must equal the same rows built one pydantic
+record at a time (reference_tables)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ import json
 
 import polars as pl
 
-from bench.analysis.tables import (CANDIDATE_SCHEMA, JUDGMENT_SCHEMA, SCORE_SCHEMA, SIMULATOR_SCHEMA, _candidate_row,
-                                   _judgment_row, _score_rows, _simulator_row, load_run)
-from bench.core.records import Candidate, Judgment, Review, Usage
-from bench.core.store import RunStore, latest_of
+from bench.analysis.tables import CANDIDATE_SCHEMA, SCORE_SCHEMA, load_run
+from bench.core.records import Review, Usage
+from bench.core.store import RunStore
 from bench.testing.records import candidate, judgment, scenario
+from tests.analysis import reference_tables
 
 
 def _write(root):
@@ -38,22 +39,11 @@ def _write(root):
         fh.write(json.dumps(old) + "\n")
 
 
-def _rows(rows, schema):
-    return pl.DataFrame(rows, schema=schema, orient="row")
-
-
 def test_frames_equal_the_rows_of_each_record(tmp_path):
     _write(tmp_path)
-    store = RunStore(tmp_path)
-    cands, judgs = store.read(Candidate), store.read(Judgment)
-    latest_c, latest_j = latest_of(cands), latest_of(judgs)
     t = load_run(tmp_path)
-    assert t.candidate_attempts.equals(_rows([_candidate_row(c) for c in cands], CANDIDATE_SCHEMA))
-    assert t.candidates.equals(_rows([_candidate_row(c) for c in latest_c.values()], CANDIDATE_SCHEMA))
-    assert t.judgment_attempts.equals(_rows([_judgment_row(j, latest_c) for j in judgs], JUDGMENT_SCHEMA))
-    assert t.judgments.equals(_rows([_judgment_row(j, latest_c) for j in latest_j.values()], JUDGMENT_SCHEMA))
-    assert t.scores.equals(_rows(_score_rows(latest_j.values(), latest_c), SCORE_SCHEMA))
-    assert t.simulator_attempts.equals(_rows([_simulator_row(c) for c in cands if c.simulator_usage], SIMULATOR_SCHEMA))
+    for name, frame in reference_tables.frames(tmp_path).items():
+        assert getattr(t, name).equals(frame), name
     # what the folder holds, seen in the frames: one retried answer (2 attempts, the success kept), flags, the
     # conversation's simulated user, the old-words line read as packed, the review
     assert (t.candidate_attempts.height, t.candidates.height, t.judgment_attempts.height) == (4, 3, 8)

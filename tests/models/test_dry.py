@@ -16,7 +16,7 @@ from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
 from bench.judge.replies import extract_json, parse_verdict, validate_scores
 from bench.models import dry
-from bench.models._schema_instance import SchemaInstance
+from bench._schema_instance import SchemaInstance
 from bench.models.client import LLM, Limits
 from bench.models.genparams import param_problems, supported_params
 from bench.models.preflight import preflight

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import random
 import time
 import urllib.error
 import urllib.request
@@ -14,7 +15,9 @@ import aiohttp
 import jsonschema
 import pytest
 
-from bench.testing.fake_provider import FakeProvider, SchemaFaker
+from bench._schema_instance import SchemaInstance
+from bench.testing.fake_provider import FakeProvider
+from bench.testing.fake_provider.replies import fake_text
 
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -154,9 +157,9 @@ def test_schema_reply_validates_and_is_deterministic(fake: FakeProvider) -> None
                {"required": ["a", "b"]}]},
     {"oneOf": [{"type": "string", "format": "date-time"}, {"type": "integer"}]},
 ])
-def test_schema_faker_edge_cases(schema: dict[str, Any]) -> None:
+def test_schema_instance_edge_cases(schema: dict[str, Any]) -> None:
     for seed in range(20):
-        jsonschema.validate(SchemaFaker(schema, seed).value(schema), schema)
+        jsonschema.validate(SchemaInstance(schema, random.Random(seed), fake_text).of(schema), schema)
 
 
 def test_llama_cpp_schema_form_validates(fake: FakeProvider) -> None:

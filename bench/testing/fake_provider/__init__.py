@@ -23,8 +23,8 @@ Endpoints: ``POST /v1/chat/completions`` (and ``/chat/completions``), ``GET /v1/
 ``FakeServer.chat``; a batch's lifecycle on the ``batches`` module. ``fake.url`` is the
 ``api_base`` for LiteLLM's chat and its files/batches functions (``custom_llm_provider="openai"``).
 
-Modules: ``config`` (the knobs), ``request_body`` (what a request asks for), ``schema_faker``
-and ``replies`` (the bodies it composes, usage counted in words or tiktoken tokens), ``quality`` (each
+Modules: ``config`` (the knobs), ``request_body`` (what a request asks for), ``replies`` (the bodies
+it composes, a structured reply made by ``bench._schema_instance`` as a dry model's is, usage counted in words or tiktoken tokens), ``quality`` (each
 model answers in its own words and is graded at its own quality, with optional noise), ``biases`` (judges
 scripted with a known bias: the first slot, long answers, one model's answers), ``thinking`` (a
 reasoning model on demand: ``reasoning_content`` and reasoning tokens, or an inline ``<think>``), ``images``
@@ -36,7 +36,7 @@ batches and the task running each),
 ``timeline`` (requests in flight per model, their peak and spans), ``serve`` (the process: command line, loopback
 check, signals), ``handle`` (:class:`FakeProvider`).
 The server half imports only the standard library and aiohttp (and tiktoken, lazily, for the
-``tokenizer: "cl100k"``/``"o200k"`` usage), never the rest of bench; importing this package does
+``tokenizer: "cl100k"``/``"o200k"`` usage), and of the rest of bench only ``bench._schema_instance``; importing this package does
 not import aiohttp.
 """
 
@@ -44,6 +44,5 @@ from __future__ import annotations
 
 from bench.testing.fake_provider.config import DEFAULT_CONFIG
 from bench.testing.fake_provider.handle import FakeProvider
-from bench.testing.fake_provider.schema_faker import SchemaFaker
 
-__all__ = ["DEFAULT_CONFIG", "FakeProvider", "SchemaFaker"]
+__all__ = ["DEFAULT_CONFIG", "FakeProvider"]

@@ -18,12 +18,12 @@ import random
 from pathlib import Path
 from typing import Any
 
+from bench._schema_instance import SchemaInstance
 from bench.testing.fake_provider.alignment import ALIGNMENT_DEFAULTS, misread
 from bench.testing.fake_provider.biases import BIAS_DEFAULTS, biased, padded
 from bench.testing.fake_provider.obedient import injected_grade, obey
 from bench.testing.fake_provider.quality import QUALITY_DEFAULTS, answer_text, shape
 from bench.testing.fake_provider.request_body import compact_json, message_text, request_key, response_schema
-from bench.testing.fake_provider.schema_faker import SchemaFaker
 
 MALFORMED_BODY = b'{"id": "chatcmpl-fake", "object": "chat.completion", "choices": ['
 ERROR_KINDS: dict[int, tuple[str, str]] = {
@@ -71,7 +71,7 @@ def schema_reply(schema: dict[str, Any], body: dict[str, Any], fallback: str, cf
     if schema.get("_json_object"):
         return json.dumps({"answer": fallback})
     seed = int(request_key(body)[:16], 16)
-    value = SchemaFaker(schema, seed).value(schema)
+    value = SchemaInstance(schema, random.Random(seed), fake_text).of(schema)
     text = message_text(body.get("messages"))
     value = biased(shape(value, body, text, cfg, arrival), body, text, cfg, arrival)  # biases.py: scripted biases
     value = misread(value, body, text, cfg)  # alignment.py: a misread anchor, unless the prompt shows it
@@ -105,6 +105,11 @@ def default_content(body: dict[str, Any], cfg: dict[str, Any] | None = None, arr
     text = padded(answer_text(model, compact_json(body.get("messages")), arrival), model, cfg)
     schema = response_schema(body.get("response_format"))
     return text if schema is None else schema_reply(schema, body, text, cfg, arrival)
+
+
+def fake_text(rng: random.Random, max_chars: int | None) -> str:
+    """The fake's free-form string in a structured reply: ``fake-<hex>`` (cut to a string's ``maxLength``)."""
+    return f"fake-{rng.getrandbits(32):08x}"
 
 
 def usage(messages: Any, content: str, tokenizer: str = "words") -> dict[str, int]:

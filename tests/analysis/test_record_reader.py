@@ -1,23 +1,23 @@
-"""load_run reads records column-wise (bench.core.columns, bench.analysis.row_frames) for speed: on a folder with
-every kind of fault its tables must equal those of the record-by-record pydantic path (load_run_records)."""
+"""load_run reads records with polars against the schema their models declare (bench.analysis.record_reader): on a
+folder with every kind of fault its rows are the records pydantic reads, its tables those built record by record
+(reference_tables), and a torn last line or an unknown key leaves the rest of a clean file to polars."""
 
 from __future__ import annotations
 
 import json
 import warnings
 
+import polars as pl
 import pytest
-from pydantic import field_validator
+from pydantic import BaseModel
 
-from bench.analysis.tables import load_run, load_run_records
-from bench.core.columns import mirrored, read_rows
+from bench.analysis.record_reader import read_rows, schema_of
+from bench.analysis.tables import load_run
 from bench.core.digests import MixedRunWarning, cell_digest, supersede
-from bench.core.records import RECORD_TYPES, Candidate, Judgment, Review, Usage
+from bench.core.records import RECORD_TYPES, Review, Usage
 from bench.core.store import RunStore, TornRecordWarning
 from bench.testing.records import candidate, judgment, scenario
-
-FRAMES = ("candidates", "judgments", "scores", "reviews", "candidate_attempts", "judgment_attempts",
-          "simulator_attempts")
+from tests.analysis import reference_tables
 
 
 def _lines(path, *lines):
@@ -77,15 +77,14 @@ def _faulty_folder(root):
     return [first_bad + n for n in (0, 1, 2, 3, 5)]  # the empty id is filled by the model: the line is read
 
 
-def test_the_column_reader_gives_the_tables_of_the_record_by_record_path(tmp_path):
+def test_the_reader_gives_the_tables_of_the_record_by_record_path(tmp_path):
     unreadable = _faulty_folder(tmp_path)
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
         fast = load_run(tmp_path)
-        slow = load_run_records(tmp_path)
-    for name in FRAMES:
-        assert getattr(fast, name).equals(getattr(slow, name)), name
-    assert (fast.scenarios, fast.set_aside, fast.reviewed) == (slow.scenarios, slow.set_aside, slow.reviewed)
+        slow = reference_tables.frames(tmp_path)
+    for name, frame in slow.items():
+        assert getattr(fast, name).equals(frame), name
     torn = [str(w.message) for w in said if w.category is TornRecordWarning]
     assert all(any(f"judgments.jsonl:{n}: skipped" in m for m in torn) for n in unreadable), torn
     assert any("candidates.jsonl" in m and "torn last line" in m for m in torn)
@@ -114,13 +113,36 @@ def test_the_rows_are_the_records_dumped(tmp_path, kind):
     assert list(rows.column("id")) == [r.id for r in records]
 
 
-def test_every_record_type_is_mirrored_and_an_unknown_validator_is_not():
-    assert all(mirrored(cls) for cls in RECORD_TYPES.values())
+def test_a_torn_last_line_leaves_the_rest_of_its_file_read_and_an_unknown_key_its_line_aside(tmp_path):
+    s = [scenario({"q": i}) for i in range(3)]
+    cands = [candidate(x, usage=Usage(prompt_tokens=2, completion_tokens=1, cost_usd=1, paid_attempts=[{"n": 1}]))
+             for x in s]
+    RunStore(tmp_path).append([*s, *cands])
+    with open(tmp_path / "candidates.jsonl", "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(cands[1].model_dump(mode="json"))[:50])
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        rows = read_rows(RunStore(tmp_path), "candidate")
+    assert rows == [c.model_dump() for c in cands] and rows[0]["usage"]["cost_usd"] == 1.0
+    assert len(said) == 1 and "candidates.jsonl:4: skipped a torn last line" in str(said[0].message)
+    (tmp_path / "candidates.jsonl").write_text("".join(c.model_dump_json() + "\n" for c in cands)
+                                               + json.dumps({**cands[0].model_dump(mode="json"), "note": "x"}) + "\n")
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        rows = read_rows(RunStore(tmp_path), "candidate")
+    assert rows == [c.model_dump() for c in cands]
+    assert ["Extra inputs are not permitted" in str(w.message) for w in said] == [True]
 
-    class Checked(Candidate):
-        @field_validator("output")
-        @classmethod
-        def _no_shouting(cls, v):
-            return v.lower() if v else v
 
-    assert not mirrored(Checked) and mirrored(Judgment)
+def test_every_record_kind_has_a_declared_polars_schema_and_a_type_it_cannot_read_is_named():
+    for cls in RECORD_TYPES.values():
+        schema = schema_of(cls)
+        assert schema["id"] == pl.Utf8 and schema["schema_version"] == pl.Int64
+    assert schema_of(RECORD_TYPES["judgment"])["usage"] == pl.Struct(
+        {k: v for k, v in schema_of(Usage).items()})  # a nested model: a struct of its own declared fields
+
+    class Odd(BaseModel):
+        when: set[str]
+
+    with pytest.raises(TypeError, match="cannot read a field of type"):
+        schema_of(Odd)

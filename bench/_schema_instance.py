@@ -1,7 +1,10 @@
-"""A JSON instance of a JSON schema, chosen by a seeded random generator: what a dry model replies.
+"""A JSON instance of a JSON schema, chosen by a seeded random generator: what a dry model (``bench.models.dry``)
+and the fake provider (``bench.testing.fake_provider``) reply when a request asks for structured output.
 
-Covers what structured-output schemas use (OpenAI's strict subset and a little more): objects with
-their properties (every required one present), arrays within ``minItems``/``maxItems``, ``enum`` and
+One maker for both, below every layer (standard library only), so the two kinds of pretend model build
+their replies alike. Covers what structured-output schemas use (OpenAI's strict subset and a little more):
+objects with their properties (every required one present, declared or not), arrays within
+``minItems``/``maxItems`` (``prefixItems``, draft 4's list of ``items``, ``uniqueItems``), ``enum`` and
 ``const``, integers and numbers inside their (exclusive) bounds and ``multipleOf``, strings within
 ``minLength``/``maxLength`` and common ``format`` values, ``anyOf``/``oneOf``/``allOf``, ``$ref`` into
 ``$defs``/``definitions``, and nullable types. A ``pattern`` is not matched (no regex inversion).
@@ -9,14 +12,15 @@ their properties (every required one present), arrays within ``minItems``/``maxI
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections.abc import Callable
 from typing import Any
 
 MAX_DEPTH = 8  # deeper than this, arrays take their minimum and objects their required properties only
-_FORMATS = {"date-time": "2025-01-01T12:00:00Z", "date": "2025-01-01", "time": "12:00:00", "email": "dry@example.com",
-            "uri": "https://example.com/dry", "uuid": "00000000-0000-4000-8000-000000000000"}
+_FORMATS = {"date-time": "2025-01-01T12:00:00Z", "date": "2025-01-01", "time": "12:00:00",
+            "email": "someone@example.com", "uri": "https://example.com/", "uuid": "00000000-0000-4000-8000-000000000000"}
 
 
 class SchemaInstance:
@@ -30,7 +34,7 @@ class SchemaInstance:
     def of(self, schema: Any, depth: int = 0, name: str = "") -> Any:
         """Return an instance of ``schema`` (a sub-schema of the root)."""
         if not isinstance(schema, dict):
-            return None if schema is False else "dry"  # `true` accepts anything; `false` nothing
+            return None if schema is False else "any"  # `true` accepts anything; `false` nothing
         schema = self._resolved(schema)
         if "const" in schema:
             return schema["const"]
@@ -67,15 +71,22 @@ class SchemaInstance:
 
     def _object(self, schema: dict[str, Any], depth: int, name: str) -> dict[str, Any]:
         props = schema.get("properties") or {}
-        required = set(schema.get("required") or ())
+        required = list(schema.get("required") or ())
         keep = [k for k in props if k in required or depth < MAX_DEPTH]
-        return {k: self.of(props[k], depth + 1, k) for k in keep}
+        out = {k: self.of(props[k], depth + 1, k) for k in keep}
+        extra = schema.get("additionalProperties")
+        for k in required:  # required without a declared schema: what additionalProperties allows
+            if k not in out:
+                out[k] = self.of(extra if isinstance(extra, dict) else {}, depth + 1, k)
+        return out
 
     def _array(self, schema: dict[str, Any], depth: int, name: str) -> list[Any]:
         lo = int(schema.get("minItems") or 0)
         hi = int(schema["maxItems"]) if schema.get("maxItems") is not None else max(lo, 3)
         prefix = schema.get("prefixItems") or []
         items = schema.get("items") if isinstance(schema.get("items"), (dict, bool)) else {}
+        if isinstance(schema.get("items"), list):  # draft 4's tuple form
+            prefix, items = schema["items"], schema.get("additionalItems", {})
         ids = _keyed_by(items)
         if ids is not None:  # one element per key (a packed reply's grades, one per item id shown)
             n = max(len(ids), lo) if schema.get("maxItems") is None else min(max(len(ids), lo), hi)
@@ -84,7 +95,17 @@ class SchemaInstance:
                 element["id"] = key
             return out
         n = lo if depth >= MAX_DEPTH else min(max(lo, self.rng.randint(1, 3), len(prefix)), hi)
-        return [self.of(prefix[i] if i < len(prefix) else items, depth + 1, name) for i in range(n)]
+        out, seen = [], set()
+        for _ in range(n * 8):  # uniqueItems: a repeated element is drawn again, a few times at most
+            if len(out) >= n:
+                break
+            element = self.of(prefix[len(out)] if len(out) < len(prefix) else items, depth + 1, name)
+            key = json.dumps(element, sort_keys=True)
+            if schema.get("uniqueItems") and key in seen:
+                continue
+            seen.add(key)
+            out.append(element)
+        return out
 
     def _integer(self, schema: dict[str, Any], depth: int, name: str) -> int:
         lo, hi = _bounds(schema, integer=True)
@@ -111,7 +132,7 @@ class SchemaInstance:
         hi = int(schema["maxLength"]) if schema.get("maxLength") is not None else None
         text = _FORMATS.get(str(schema.get("format")))
         if text is None:
-            text = f"dry-{self.rng.randrange(10**6)}" if name == "id" else self.prose(self.rng, hi)
+            text = f"id-{self.rng.randrange(10**6)}" if name == "id" else self.prose(self.rng, hi)
         if hi is not None and len(text) > hi:
             cut = text[:hi].rsplit(" ", 1)[0].rstrip(" ,;")
             text = cut if len(cut) >= max(lo, 1) else text[:hi]
