@@ -68,12 +68,15 @@ class Endpoint:
 async def read_bounded(resp: aiohttp.ClientResponse, max_bytes: int) -> bytes:
     """Return the reply's body, decompressed if the server compressed it (bench asks for identity); raise Refused
     once it is over ``max_bytes``, raw or decompressed, or when it cannot be read as HTTP says."""
-    if len(set(resp.headers.getall("Content-Length", ()))) > 1:  # aiohttp's C parser refuses these; its Python one not
-        raise Refused("conflicting Content-Length headers")
+    headers = resp.headers
     length = resp.content_length
-    if length is not None and length > max_bytes:
-        raise Refused(f"its Content-Length of {length} bytes is over the bound of {max_bytes} (limits.max_reply_mb)")
-    decoders = _decoders(resp.headers)
+    if length is not None:
+        if len(set(headers.getall("Content-Length"))) > 1:  # aiohttp's C parser refuses them; its Python one does not
+            raise Refused("conflicting Content-Length headers")
+        if length > max_bytes:
+            raise Refused(f"its Content-Length of {length} bytes is over the bound of {max_bytes} (limits.max_reply_mb)")
+    coded = "Content-Encoding" in headers or "Transfer-Encoding" in headers
+    decoders = _decoders(headers) if coded else []
     if not decoders and length is not None:
         return await resp.read()  # the common reply: its length checked above
     out: list[bytes] = []
