@@ -2,8 +2,8 @@
 reads each reply within a bound in bytes, raw and once decompressed.
 
 aiohttp does the HTTP: kept-alive connections, TLS against the system's CAs (or ``SSL_CERT_FILE``), proxies from
-``HTTP(S)_PROXY`` and ``NO_PROXY`` (``trust_env``; a loopback host never proxied, as in ``bench.core.http_get``),
-timeouts. What bench adds is what a hostile or broken server could otherwise cost a sweep: a redirect is never
+``HTTP(S)_PROXY`` and ``NO_PROXY`` (read by aiohttp's own function as a route's session opens; a loopback host
+never proxied, as in ``bench.core.http_get``), timeouts. What bench adds is what a hostile or broken server could otherwise cost a sweep: a redirect is never
 followed (the key would go where its ``Location`` says); a reply larger than ``limits.max_reply_mb`` is refused,
 counted as it arrives and again as it is decompressed, a piece at a time with the event loop free between pieces (a
 gzip bomb stops at the bound); conflicting ``Content-Length`` headers and codings bench cannot read are refused.
@@ -19,6 +19,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
+from aiohttp.helpers import get_env_proxy_for_url
+from yarl import URL
 
 from bench.core.http_get import loopback
 
@@ -44,9 +46,10 @@ class Endpoint:
         self.url = url
         self.max_bytes = max_bytes
         self.session = aiohttp.ClientSession(
-            headers=headers, trust_env=not loopback(parts.hostname), auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar(),
+            headers=headers, auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar(),
             connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300))  # the process cap holds what is in flight
         self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
+        self.proxy, self.proxy_auth = env_proxy(url)
 
     async def post(self, body: bytes, timeout_s: float) -> Response:
         """Send ``body``; return the reply. Raise aiohttp's errors, TimeoutError, or Refused."""
@@ -55,7 +58,8 @@ class Endpoint:
         timeout = self._timeouts.get(timeout_s)
         if timeout is None:
             timeout = self._timeouts[timeout_s] = aiohttp.ClientTimeout(total=timeout_s)
-        resp = await self.session.post(self.url, data=body, allow_redirects=False, timeout=timeout)
+        resp = await self.session.post(self.url, data=body, allow_redirects=False, timeout=timeout, proxy=self.proxy,
+                                       proxy_auth=self.proxy_auth)
         try:
             return resp.status, resp.headers, await read_bounded(resp, self.max_bytes)
         finally:
@@ -63,6 +67,21 @@ class Endpoint:
 
     async def close(self) -> None:
         await self.session.close()
+
+
+def env_proxy(url: str) -> tuple[Any, Any]:
+    """Return (the proxy, its credentials) the environment names for ``url`` (``HTTP(S)_PROXY`` unless ``NO_PROXY``
+    names its host; never for a loopback host), or (None, None).
+
+    Read once per session, not through aiohttp's ``trust_env``: that reads the environment and ``~/.netrc`` on a
+    thread for every request, and a netrc entry for the host would replace the route's key with its password.
+    """
+    if loopback(urlsplit(url).hostname):
+        return None, None
+    try:
+        return get_env_proxy_for_url(URL(url))
+    except LookupError:
+        return None, None
 
 
 async def read_bounded(resp: aiohttp.ClientResponse, max_bytes: int) -> bytes:

@@ -137,6 +137,21 @@ def test_an_api_base_only_a_proxy_reaches_is_called_and_preflighted_through_http
         assert len(proxy.asked) == asked
 
 
+def test_a_netrc_entry_never_replaces_the_key_of_a_proxied_route(fake, no_proxy_env, monkeypatch, tmp_path):
+    """aiohttp's trust_env would take ~/.netrc's password for the host instead of the route's key."""
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine provider.invalid login ann password netrc-password\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    monkeypatch.setenv("BENCH_T_PROXIED_KEY", "sk-proxied-key")
+    fake.configure(require_key="sk-proxied-key")
+    port = fake.port
+    with forwarding_proxy({f"provider.invalid:{port}": ("127.0.0.1", port)}) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        out, _ = ask(f"http://provider.invalid:{port}/v1", key_env="BENCH_T_PROXIED_KEY")
+    assert not isinstance(out, ProviderError) and out.text, out
+
+
 # -- replies bench will not read: final, never retried ---------------------------------------------------------------
 def bomb() -> bytes:
     """About 1 MB of gzip that inflates to 1 GiB of zeros (its trailer left out: nobody should read that far)."""
