@@ -74,7 +74,7 @@ def env_proxy(url: str) -> tuple[Any, Any]:
     names its host; never for a loopback host), or (None, None).
 
     Read once per session, not through aiohttp's ``trust_env``: that reads the environment and ``~/.netrc`` on a
-    thread for every request, and a netrc entry for the host would replace the route's key with its password.
+    thread for every request, and a netrc entry for the host collides with the route's key (aiohttp refuses to send).
     """
     if loopback(urlsplit(url).hostname):
         return None, None
