@@ -15,13 +15,12 @@ import socket
 import subprocess
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
-
-from bench.core.http_get import get
 
 
 def free_port() -> int:
@@ -87,10 +86,8 @@ def fetch_when_up(url: str, proc: subprocess.Popen, timeout_s: float, log: Path 
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            status, _, body = get(url, timeout_s=5, limit=64 * 2**20)  # no redirect followed (bench.core.http_get)
-            if status == 200:
-                return body
-            raise OSError(f"HTTP {status}")
+            with urllib.request.urlopen(url, timeout=5) as reply:
+                return reply.read()
         except OSError as err:
             if proc.poll() is not None or time.monotonic() > deadline:
                 said = log.read_text(errors="replace")[-2000:] if log is not None and log.exists() else ""
