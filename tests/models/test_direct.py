@@ -280,6 +280,26 @@ def test_a_refused_connection_to_a_server_never_reached_fails_at_once(no_proxy_e
     assert out.kind == "connection"
 
 
+def test_a_refused_connection_to_a_server_that_answered_before_is_retried(no_proxy_env):
+    """A restart of a server this process reached: worth retrying (never reached: a wrong address, final)."""
+    async def go():
+        llm = LLM(Limits(max_concurrency=2, retries=2, **FAST))
+        try:
+            async with Hostile(sent(CHAT)) as srv:
+                spec = ModelSpec("openai/x", api_base=srv.url)
+                first = await llm.complete(spec, [{"role": "user", "content": "q1"}])
+            try:
+                await llm.complete(spec, [{"role": "user", "content": "q2"}])
+            except ProviderError as err:
+                return first, err
+        finally:
+            await llm.aclose()
+
+    first, err = asyncio.run(asyncio.wait_for(go(), 120))
+    assert first.text == "hi"
+    assert err.kind == "connection" and err.retryable and err.attempts == 3, err
+
+
 # -- credentials, TLS --------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("key", [None, "sk-also-a-key"])
 def test_an_api_bases_credentials_go_as_basic_auth_and_never_beside_a_key(monkeypatch, key, no_proxy_env):
