@@ -29,7 +29,7 @@ from bench.core.progress import EVERY_ENV, MARK, STREAM_ENV, every_for
 KERNEL_DIR_PREFIX = "bench-kernels-"
 # What a stage notebook's stage cell imports, loaded by its kernel while it starts (ipykernel's exec_lines), before
 # its first cell: a kernel started ahead of need (bench.kernel_threads) has done them by the time it is adopted.
-PRELOAD = ("bench.stages", "bench.run")  # with them the seam's HTTP client (bench.models._http): a first request 4 ms
+PRELOAD = ("bench.stages", "bench.run")  # with them the seam's HTTP client (aiohttp, bench.models._direct)
 # What only its Outputs cells import (polars, pandas: about 1 s): loaded on a thread once the first cell runs, while
 # the stage cell waits on the network, instead of delaying the kernel's readiness or the execution's end
 PRELOAD_LATER = ("bench.analysis", "pandas")

@@ -1,4 +1,4 @@
-"""The wire: one request sent (one POST on bench's HTTP client, ``bench.models._http``, or
+"""The wire: one request sent (one POST on an aiohttp session, ``bench.models._direct``, or
 ``litellm.acompletion``), its reply read into ``(text, usage, body)``, or its failure classified as a
 ProviderError (retryable or final).
 
@@ -15,9 +15,12 @@ import json
 import time
 from typing import Any
 
+import aiohttp
+
 from bench.core.errors import ProviderError
 from bench.core.secrets import add_secret, redact
-from bench.models._http import ConnectFailed, Dropped, Endpoint, basic_credentials
+from bench.core.http_get import basic_credentials
+from bench.models._direct import Endpoint, Refused
 from bench.models._json import body_bytes, loads
 from bench.models._litellm import litellm
 from bench.models.reasoning import billed_completion, plain, reasoning_tokens, separated, trim_logprobs
@@ -29,13 +32,13 @@ _KINDS = {400: "bad_request", 401: "auth", 403: "auth", 404: "not_found", 429: "
 Reply = tuple[str, dict[str, Any], dict | None]  # text, usage, the parsed provider body (direct transport)
 
 
-def open_endpoint(route: Route) -> Endpoint:
-    """Return the HTTP endpoint of one route's chat completions on this event loop (``bench.models._http``): its
-    headers (the key, read once, kept in memory only) are written once, into the head every request repeats. An
+def open_endpoint(route: Route, max_bytes: int) -> Endpoint:
+    """Return the HTTP endpoint of one route's chat completions on this event loop (``bench.models._direct``): its
+    headers hold the key (read once, kept in memory only); its replies are refused past ``max_bytes``. An
     api_base's ``user:password@`` goes as a Basic header, as the preflight probes it; with a key as well, the one
     Authorization header cannot carry both: a final error says so."""
     key = route.api_key()
-    _, token = basic_credentials(route.api_base or "")
+    url, token = basic_credentials(f"{route.api_base}/chat/completions")
     if token is not None:
         if key:
             raise ProviderError(f"{route.spec.model}: api_base {route.api_base} carries credentials and the model has "
@@ -46,10 +49,9 @@ def open_endpoint(route: Route) -> Endpoint:
     else:
         auth = f"Bearer {key or 'not-needed'}"
     try:
-        return Endpoint(f"{route.api_base}/chat/completions",
-                        {"Content-Type": "application/json", "Accept": "application/json",
-                         "Accept-Encoding": "identity",  # replies come whole, never to be decompressed
-                         "User-Agent": "bench", "Authorization": auth})
+        return Endpoint(url, {"Content-Type": "application/json", "Accept": "application/json",
+                              "Accept-Encoding": "identity",  # replies come whole (one that does not is read still)
+                              "User-Agent": "bench", "Authorization": auth}, max_bytes)
     except ValueError as exc:  # not an http(s) URL, a line break in the key: no request can be sent
         raise ProviderError(f"{route.spec.model}: {exc}", kind="bad_request", retryable=False) from None
 
@@ -57,25 +59,29 @@ def open_endpoint(route: Route) -> Endpoint:
 async def send_direct(endpoint: Endpoint, route: Route, body: dict, timeout_s: float, reached: set[str]) -> Reply:
     """POST one OpenAI-format request; ``reached`` holds the api_bases that answered before (then a refused
     connection is a restart, worth retrying) and gains this one when it answers."""
+    where = f"{route.spec.model} at {route.api_base}"
     try:
         status, headers, payload = await endpoint.post(body_bytes(body), timeout_s)
-    except asyncio.TimeoutError:
-        raise ProviderError(f"{route.spec.model} at {route.api_base}: no answer within {timeout_s:g} s",
-                            kind="timeout", retryable=True) from None
-    except ConnectFailed as exc:
+    except asyncio.TimeoutError:  # aiohttp's timeouts are TimeoutErrors too
+        raise ProviderError(f"{where}: no answer within {timeout_s:g} s", kind="timeout", retryable=True) from None
+    except aiohttp.ClientConnectorError as exc:  # refused, no such host, a proxy that does not answer, a certificate
         raise ProviderError(f"cannot connect to {route.api_base} for {route.spec.model}: {exc.os_error}; "
                             f"is the server running and the api_base right?", kind="connection",
                             retryable=route.api_base in reached) from None
-    except Dropped as exc:
-        raise ProviderError(f"{route.spec.model} at {route.api_base}: connection dropped ({exc})",
-                            kind="connection", retryable=True) from None
+    except Refused as exc:  # over the size bound, conflicting lengths, an unreadable coding: a retry pays again
+        raise ProviderError(f"{where}: reply refused: {exc}", kind="malformed", retryable=False) from None
+    except aiohttp.ClientResponseError as exc:  # aiohttp's parser refused the reply's head: not HTTP
+        raise ProviderError(f"{where}: the reply is not HTTP/1.1 ({exc.message})".replace("\n", " "),
+                            kind="malformed", retryable=False) from None
+    except (aiohttp.ClientError, OSError) as exc:  # dropped before or during the reply, reset
+        raise ProviderError(f"{where}: connection dropped ({type(exc).__name__}: {exc})", kind="connection",
+                            retryable=True) from None
     reached.add(route.api_base)  # type: ignore[arg-type]
     # a redirect is not followed (the key would go where its Location says): the api_base is the one to fix
-    if headers is not None and 300 <= status < 400 and headers.get("location"):
-        raise ProviderError(f"{route.spec.model} at {route.api_base}: HTTP {status}: redirected to "
-                            f"{headers['location']}; set the api_base to where it points", kind="http",
-                            status=status, retryable=False)
-    return parse_openai(route, status, payload, headers.get("retry-after") if headers is not None else None)
+    if 300 <= status < 400 and headers.get("Location"):
+        raise ProviderError(f"{where}: HTTP {status}: redirected to {headers['Location']}; set the api_base to "
+                            f"where it points", kind="http", status=status, retryable=False)
+    return parse_openai(route, status, payload, headers.get("Retry-After") if status != 200 else None)
 
 
 def parse_openai(route: Route, status: int, payload: bytes, retry_after: str | None) -> Reply:

@@ -9,8 +9,8 @@ by content; usage, latency and cost (None when unknown) on every answer.
 
 OpenAI-compatible endpoints (OpenAI, OpenRouter, vLLM, llama.cpp, Ollama's /v1, the
 embedded model) take the "direct" transport: LiteLLM resolves the route and translates
-params once, then each request is one POST on bench's own HTTP/1.1 client (``bench.models._http``,
-kept-alive connections). Other providers go through
+params once, then each request is one POST on an aiohttp session (``bench.models._direct``:
+proxies from the environment, replies bounded in bytes, redirects not followed). Other providers go through
 ``litellm.acompletion``. See docs/llm-seam.md for the measured effect. A ``dry/<name>``
 model is answered in-process (``bench.models.dry``) through the same cache, caps and usage.
 The wire itself (sending, parsing replies, classifying errors) is ``bench.models._transport``.
@@ -31,10 +31,9 @@ from bench.core.secrets import load_env
 from bench.models import dry
 from bench.models._completion import (Completion, cache_entry, completion, join, reused, settle_shared, thought,
                                       usage_of)
-from bench.models._http import Endpoint
+from bench.models._direct import Endpoint
 from bench.models._no_answer import no_answer
 from bench.models._paid import PaidAttempts, lines_cost, reconcile
-from bench.models._process_cap import ProcessCap
 from bench.models._request_keys import KeyMaker, settings_of
 from bench.models._transport import (Reply, open_endpoint, send_direct, send_litellm, storable,
                                      token_logprobs)
@@ -55,8 +54,8 @@ from bench.models.tools_support import calls_text, with_tools
 class _LoopState:
     """Per-event-loop objects (asyncio primitives and connections cannot cross loops)."""
 
-    cap: ProcessCap  # the process cap's slots (bench.models._process_cap)
-    endpoints: dict[int, Endpoint] = field(default_factory=dict)  # a direct route's connections (bench.models._http)
+    cap: asyncio.Semaphore  # the process cap (asyncio's own: since Python 3.11.1 nobody overtakes a waiter)
+    endpoints: dict[int, Endpoint] = field(default_factory=dict)  # a direct route's session (bench.models._direct)
     limiter: Limiter | None = None  # per-model caps (bench.models.ratelimit), made on the first capped request
     batchers: dict[int, Batcher] = field(default_factory=dict)  # a batched route's queue (bench.models.batches)
     in_flight: int = 0
@@ -104,7 +103,7 @@ class LLM:
         Raises ProviderError once retries are spent or for a failure that cannot succeed.
         """
         st = self._state()
-        if not st.cap.free:  # it would wait for a slot: the requests being sent go on the wire before this one's
+        if st.cap.locked():  # it would wait for a slot: the requests being sent go on the wire before this one's
             await _next_turn()  # key, lookup and body (docs/llm-seam.md)
         route = self._routes.get(spec)
         if route is None or route.api_base is None:
@@ -188,7 +187,7 @@ class LLM:
             self.cache.flush()
         st = self._loops.pop(id(asyncio.get_running_loop()), (None, None))[1]
         for endpoint in (list(st.endpoints.values()) if st is not None else ()):  # a copy: a late task may add one
-            endpoint.close()
+            await endpoint.close()
         if st is not None and st.batchers:  # LiteLLM's files/batches clients are cached per loop: close them with it
             await close_clients()
 
@@ -241,7 +240,7 @@ class LLM:
         loop = asyncio.get_running_loop()
         entry = self._loops.get(id(loop))
         if entry is None or entry[0] is not loop:
-            entry = (loop, _LoopState(ProcessCap(self.limits.max_concurrency), shared=sweep_cap()))
+            entry = (loop, _LoopState(asyncio.Semaphore(self.limits.max_concurrency), shared=sweep_cap()))
             self._loops[id(loop)] = entry
         return entry[1]
 
@@ -300,7 +299,7 @@ class LLM:
                 endpoint, caps = capped
                 estimate = estimate_tokens(body) if caps.tpm else 0
                 if shared is None and isinstance(limiter, LocalLimiter):
-                    shared = self.limits.max_concurrency  # the process cap, held in the same queue (st.cap is FIFO)
+                    shared = self.limits.max_concurrency  # the process cap, held in the same queue (st.cap: FIFO)
                 if shared is not None:  # one call for both (one round trip to a lease server)
                     pair = await limiter.acquire_pair(endpoint, caps, estimate, SWEEP_KEY if st.shared else
                                                       PROCESS_KEY, Caps(max_concurrency=shared), rank=URGENCY.get())
@@ -354,10 +353,10 @@ class LLM:
 
     # -- HTTP connections ---------------------------------------------------------------
     def _endpoint(self, st: _LoopState, route: Route) -> Endpoint:
-        """Return the HTTP endpoint of ``route`` on this loop (one per route: its head and its connections)."""
+        """Return the HTTP endpoint of ``route`` on this loop (one per route: its session and its connections)."""
         endpoint = st.endpoints.get(id(route))
         if endpoint is None:
-            endpoint = st.endpoints[id(route)] = open_endpoint(route)
+            endpoint = st.endpoints[id(route)] = open_endpoint(route, int(self.limits.max_reply_mb * 2**20))
         return endpoint
 
 

@@ -25,6 +25,7 @@ class Limits(BaseModel):
     backoff_max_s: float = Field(default=30.0, ge=0)
     retry_budget_s: float = Field(default=300.0, gt=0)  # never keep retrying one request longer than this
     rate_window_s: float = Field(default=60.0, gt=0)  # the window of a model's `rpm` and `tpm` caps
+    max_reply_mb: float = Field(default=32.0, gt=0)  # a reply's bound, raw and decompressed (MB = 2^20 bytes)
     budget_usd: float | None = Field(default=None, gt=0)  # the run folder's spend cap (bench.models.budget)
     # under a budget, the answers per model a sweep sends first when no earlier reply says how long its replies
     # run (bench.estimate.pilot); 0: no pilot, such replies are assumed to take their whole output bound

@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import socket
 import urllib.error
-import urllib.request
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlsplit
 
 from bench.core.errors import PreflightError
+from bench.core.http_get import get
 from bench.core.secrets import load_env
-from bench.models._http import basic_credentials
 from bench.models.batches.wire import provider_of, unsupported
 from bench.models.providers import provider_for
 from bench.models.routing import ModelSpec, resolve
@@ -77,32 +77,38 @@ def _check_batches(spec: ModelSpec, timeout_s: float) -> str | None:
         return None  # a dry run probes nothing
     if (problem := unsupported(route)) or not spec.api_base or provider_of(route) != "openai":
         return problem  # an api_base of another provider (Azure's deployment URL) is LiteLLM's to address
-    request = _get(f"{route.api_base}/batches?limit=1")
-    if not request.has_header("Authorization"):  # credentials in the api_base's URL win, as for every request
-        request.add_header("Authorization", f"Bearer {route.api_key() or 'not-needed'}")
+    # credentials in the api_base's URL win, as for every request; never sent on past a redirect (bench.core.http_get)
+    bearer = {"Authorization": f"Bearer {route.api_key() or 'not-needed'}"}
+    headers = {} if "@" in urlsplit(route.api_base).netloc else bearer
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s):
-            return None
-    except urllib.error.HTTPError as exc:
-        if exc.code in (404, 405, 501):
-            return (f"model {spec.model!r} has `batch:` but {route.api_base} has no Batch API (GET /batches "
-                    f"answered {exc.code}); drop `batch:` for it, or use a server with /v1/files and /v1/batches")
-        if exc.code in (401, 403):
-            return f"model {spec.model!r}: {route.api_base}/batches refused the key (HTTP {exc.code}); check {route.key_env}"
-        return None
+        status, answer, _ = get(f"{route.api_base}/batches?limit=1", timeout_s=timeout_s, headers=headers)
     except (urllib.error.URLError, TimeoutError, socket.timeout, OSError, ValueError) as exc:
         return _unreachable(route.api_base or "", exc, timeout_s)
+    if status in (404, 405, 501):
+        return (f"model {spec.model!r} has `batch:` but {route.api_base} has no Batch API (GET /batches "
+                f"answered {status}); drop `batch:` for it, or use a server with /v1/files and /v1/batches")
+    if status in (401, 403):
+        return f"model {spec.model!r}: {route.api_base}/batches refused the key (HTTP {status}); check {route.key_env}"
+    return _redirected(route.api_base or "", status, answer)
 
 
 def _probe(api_base: str, timeout_s: float) -> tuple[str | None, set[str]]:
-    """Return (a problem if ``api_base`` does not answer HTTP at all, the model ids it lists if any)."""
+    """Return (a problem if ``api_base`` does not answer HTTP at all or redirects, the model ids it lists if any)."""
     try:
-        with urllib.request.urlopen(_get(f"{api_base}/models"), timeout=timeout_s) as resp:
-            return None, _listed(resp.read(1_000_000))
-    except urllib.error.HTTPError:
-        return None, set()  # 401/404/… : something is listening and speaking HTTP
+        status, headers, body = get(f"{api_base}/models", timeout_s=timeout_s)
     except (urllib.error.URLError, TimeoutError, socket.timeout, OSError, ValueError) as exc:
         return _unreachable(api_base, exc, timeout_s), set()
+    if status == 200:
+        return None, _listed(body)
+    return _redirected(api_base, status, headers), set()  # 401/404/… : something is listening and speaking HTTP
+
+
+def _redirected(api_base: str, status: int, headers: object) -> str | None:
+    """Return the problem of an ``api_base`` that redirects (the seam follows no redirect either), else None."""
+    where = headers.get("Location") if 300 <= status < 400 and headers is not None else None  # type: ignore[attr-defined]
+    if where is None:
+        return None
+    return f"api_base {api_base} redirects to {where} (HTTP {status}); set the api_base to where it points"
 
 
 def _listed(body: bytes) -> set[str]:
@@ -126,10 +132,3 @@ def _unreachable(api_base: str, exc: BaseException, timeout_s: float) -> str:
     if isinstance(exc, urllib.error.URLError):
         return f"api_base {api_base} is unreachable: {reason}"
     return f"api_base {api_base} is unreachable or malformed: {exc}"
-
-
-def _get(url: str) -> urllib.request.Request:
-    """Return a GET of ``url``, its credentials (``user:password@``) moved into a Basic header as HTTP
-    clients send them: urllib would take ``user:password@host`` for a host name."""
-    bare, token = basic_credentials(url)
-    return urllib.request.Request(bare, headers={"Authorization": f"Basic {token}"} if token else {})

@@ -13,12 +13,11 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from bench._prices import use_local_prices
 from bench.core.errors import BenchError
+from bench.core.http_get import get
 from bench.core.paths import resolve, runs_root
 from bench.core.processes import die_with_parent
 from bench.core.secrets import redact
@@ -105,9 +104,8 @@ def _stderr_fd() -> int | None:
 def answers(url: str, timeout_s: float = 2.0) -> bool:
     """Return whether ``url`` answers HTTP 200."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as r:  # noqa: S310 (loopback)
-            return r.status == 200
-    except (OSError, urllib.error.URLError):
+        return get(url, timeout_s=timeout_s)[0] == 200
+    except (OSError, ValueError):
         return False
 
 

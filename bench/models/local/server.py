@@ -19,7 +19,6 @@ import socket
 import subprocess
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bench.core.errors import LocalModelError
+from bench.core.http_get import get
 from bench.core.processes import die_with_parent
 from bench.models.local._launch import HOST, child_env, require_server_packages, server_command
 from bench.models.local.weights import cache_dir, identity, model_file, parse
@@ -173,8 +173,10 @@ def _kill_now(proc: subprocess.Popen[bytes]) -> None:
 
 def model_ids(api_base: str, timeout_s: float) -> list[str]:
     """Return the model ids listed by ``<api_base>/models``; raises OSError/ValueError if it can't."""
-    with urllib.request.urlopen(f"{api_base}/models", timeout=timeout_s) as response:  # noqa: S310 (loopback)
-        payload = json.load(response)
+    status, _, body = get(f"{api_base}/models", timeout_s=timeout_s)
+    if status != 200:
+        raise OSError(f"{api_base}/models answered HTTP {status}")
+    payload = json.loads(body)
     return [str(item.get("id")) for item in payload.get("data", [])]
 
 

@@ -30,7 +30,7 @@ scripted with a known bias: the first slot, long answers, one model's answers), 
 reasoning model on demand: ``reasoning_content`` and reasoning tokens, or an inline ``<think>``), ``images``
 (image parts checked, a malformed one refused with a 400, each image's sha256 in the stats), ``tool_calls``
 (scripted tool calls, ``tools_supported``, a multi-turn request's history echoed in its answer), ``server``
-(the aiohttp state and routes; ``framing``: chunked, gzip or closing replies), ``batches`` (the files and
+(the aiohttp state and routes), ``batches`` (the files and
 batches and the task running each),
 ``batch_lines`` (an input file's validation), ``batch_routes`` (the Files + Batch API routes),
 ``timeline`` (requests in flight per model, their peak and spans), ``serve`` (the process: command line, loopback

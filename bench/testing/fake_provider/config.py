@@ -29,9 +29,6 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "rate_empty": 0.0,          # HTTP 200, content "" and finish_reason "length"
     "rate_reset": 0.0,          # abort the TCP connection (RST) without any HTTP response
     "seed": 0,                  # seed of the random.Random the faults are drawn from
-    "wire": "plain",            # how chat replies travel: "plain" (Content-Length, kept alive), "chunked"
-                                # (Transfer-Encoding), "gzip" (compressed though the client asked for identity),
-                                # "close" (Connection: close after every reply); a client must read each alike
     "fail_first": 0,            # the first N attempts of every distinct request fail ...
     "fail_status": 429,         # ... with this status
     "replies": [],              # [{"match": str, "content": str} | {"match": str, "status": int}]
@@ -102,7 +99,6 @@ DEFAULT_CONFIG: dict[str, Any] = {
     **TOOL_DEFAULTS,
 }
 PACKED_FAULTS = (None, "truncate", "partial", "wrong_ids")
-WIRES = ("plain", "chunked", "gzip", "close")
 FAULT_KINDS = ("429", "500", "hang", "malformed", "empty", "reset")
 TOKENIZERS = tuple(ENCODING_NAMES)
 BATCH_ROUTES = ("upload", "get_file", "content", "delete_file", "create", "create_lost", "list_batches",
@@ -131,8 +127,6 @@ def validate_config(cfg: dict[str, Any]) -> None:
         raise ValueError(f"echo_auth must be true or false, got {cfg['echo_auth']!r}")
     if cfg["packed_fault"] not in PACKED_FAULTS:
         raise ValueError(f"packed_fault must be one of {PACKED_FAULTS}, got {cfg['packed_fault']!r}")
-    if cfg["wire"] not in WIRES:
-        raise ValueError(f"wire must be one of {WIRES}, got {cfg['wire']!r}")
     validate_batch_config(cfg)
     replies = cfg["replies"]
     if not isinstance(replies, list) or not all(

@@ -26,7 +26,6 @@ from aiohttp import web
 from bench.testing.fake_provider.batch_routes import BatchRoutes
 from bench.testing.fake_provider.batches import BatchStore
 from bench.testing.fake_provider.config import DEFAULT_CONFIG, FAULT_KINDS, validate_config
-from bench.testing.fake_provider.framing import framed
 from bench.testing.fake_provider.replies import (MALFORMED_BODY, default_content, error_body, error_payload,
                                                  load_encoding, usage)
 from bench.testing.fake_provider.images import image_digests, image_problem, without_image_data
@@ -299,7 +298,7 @@ class FakeServer:
         self.bill(payload["usage"])
         if self.config["omit_usage"]:
             payload = {k: v for k, v in payload.items() if k != "usage"}
-        return framed(web.Response(text=json.dumps(payload), content_type="application/json"), self.config["wire"])
+        return web.Response(text=json.dumps(payload), content_type="application/json")
 
     def bill(self, used: dict[str, int]) -> None:
         """Count one reply on the bill (stats ``billed``): its tokens, and USD at ``bill_per_mtok`` when set."""
@@ -324,8 +323,8 @@ class FakeServer:
         if self.config["echo_auth"] and REQUEST_AUTH.get() is not None:
             message = f"{message}; received Authorization: {REQUEST_AUTH.get()}"
         headers = self.headers_429 if status == 429 else None
-        return framed(web.Response(status=status, body=error_body(status, message, code),
-                                   content_type="application/json", headers=headers), self.config["wire"])
+        return web.Response(status=status, body=error_body(status, message, code), content_type="application/json",
+                            headers=headers)
 
     # ---- other endpoints
 
