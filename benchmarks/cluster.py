@@ -269,7 +269,7 @@ def report(a: argparse.Namespace, out: dict) -> dict:
     ratios = {g: {w: s["ratio"] for w, s in by_way.items()} for g, by_way in ways.items()}
     over = {f"{g}/{w}": over_caps(s) for g, by_way in ways.items() for w, s in by_way.items() if over_caps(s)}
     met = not over and all(ratios[g][w] <= TARGETS[g][w] for g in ratios for w in ratios[g])
-    print("\nwall / bound against the targets (issue 34)")
+    print("\nwall / bound against the targets (issue 46)")
     for g in ratios:
         print("  " + "   ".join(f"{g} {w}: {ratios[g][w]:.2f}× (target ≤ {TARGETS[g][w]}×, "
                                 f"{'met' if ratios[g][w] <= TARGETS[g][w] else 'NOT met'})" for w in ratios[g]))
