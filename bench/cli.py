@@ -37,12 +37,11 @@ def _estimate(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    if not (args.cluster or os.environ.get("DASK_SCHEDULER_ADDRESS")):  # local kernels start now (kernel_threads)
-        _lazy("bench.kernel_threads", "start_early")(max(1, min(args.jobs, os.cpu_count() or 1)))
     request = _lazy("bench.sweep", "SweepRequest")(
         args.params, cells=args.cells, run_dir=args.run_dir, jobs=args.jobs, per_cell=args.per_cell,
         only_stage=args.only_stage, wait=args.wait, report=not args.no_report, track=not args.no_track,
-        dry_run=args.dry_run, cluster=args.cluster, batch=args.batch, supersede=args.supersede, junit=args.junit)
+        dry_run=args.dry_run, cluster=args.cluster, batch=args.batch, supersede=args.supersede, junit=args.junit,
+        progress_every_s=args.progress_every, cluster_wait_s=args.cluster_wait)
     return _lazy("bench.sweep", "sweep_command")(request)
 
 
@@ -191,6 +190,8 @@ def _add_sweep_command(sub: Any) -> None:
                    help="run each cell's executions as Dask tasks on the scheduler at ADDRESS (default: "
                         "$DASK_SCHEDULER_ADDRESS), or on local:N, N worker processes on this machine; caps hold "
                         "across all workers (docs/cluster.md)")
+    s.add_argument("--cluster-wait", type=float, default=None, metavar="S",
+                   help="how long to try reaching the --cluster scheduler and its first worker (default 20)")
     s.add_argument("--cells", default=None, help="only these cells (comma-separated model_id/prompt_id@version)")
     s.add_argument("--only-stage", default=None, choices=["collect", "judge"],
                    help="run one stage only: collect (answers; judges grade them as they arrive) or judge "
@@ -212,6 +213,8 @@ def _add_sweep_command(sub: Any) -> None:
                         "analysis and kept in the run folder (docs/records.md, One content per name)")
     s.add_argument("--junit", default=None, metavar="FILE",
                    help="write the params file's gates as JUnit XML to FILE (one test case per check; docs/gates.md)")
+    s.add_argument("--progress-every", type=float, default=None, metavar="S",
+                   help="seconds between two progress lines (default: 2 on a terminal, 5 into a pipe or a file)")
     s.set_defaults(func=_sweep)
 
 

@@ -24,33 +24,11 @@ from typing import Any
 
 from bench.core.errors import BenchError
 from bench.core.processes import die_with_parent, remove_stale_folders, socket_base
-from bench.core.progress import EVERY_ENV, MARK, STREAM_ENV, every_for
+from bench.core.progress import MARK
 
 KERNEL_DIR_PREFIX = "bench-kernels-"
-# What a stage notebook's stage cell imports, loaded by its kernel while it starts (ipykernel's exec_lines), before
-# its first cell: a kernel started ahead of need (bench.kernel_threads) has done them by the time it is adopted.
-PRELOAD = ("bench.stages", "bench.run")  # with them the seam's HTTP client (aiohttp, bench.models._direct)
-# What only its Outputs cells import (polars, pandas: about 1 s): loaded on a thread once the first cell runs, while
-# the stage cell waits on the network, instead of delaying the kernel's readiness or the execution's end
-PRELOAD_LATER = ("bench.analysis", "pandas")
-
-
-def preload_arguments(modules: tuple[str, ...] = PRELOAD, later: tuple[str, ...] = PRELOAD_LATER) -> list[str]:
-    """Return the kernel arguments that make it import ``modules`` while it starts, and ``later`` on a thread once
-    its first cell runs (imports only: no name is left in the notebook's namespace; an import the notebook asks for
-    meanwhile waits for the thread's, Python's import lock sees to that), and keep its input history in memory, as
-    papermill's own kernels do. Not before the first cell: a sweep's kernels start beside the driver's preparation
-    and each other, on the same cores, and those imports would slow both."""
-    lines = ("import importlib as _bench_il, threading as _bench_th",
-             f"[_bench_il.import_module(m) for m in {list(modules)!r}]",
-             "def _bench_later(*_, _once=[], _il=_bench_il, _th=_bench_th):",
-             "    if not _once:",
-             "        _once.append(True)",
-             f"        _th.Thread(target=lambda: [_il.import_module(m) for m in {list(later)!r}], "
-             f"name='bench-preload', daemon=True).start()",
-             "get_ipython().events.register('pre_run_cell', _bench_later)",
-             "del _bench_il, _bench_th, _bench_later")
-    return [f"--IPKernelApp.exec_lines={chr(10).join(lines)}", "--HistoryManager.hist_file=:memory:"]
+# ipykernel's input history in memory, as papermill's own kernels keep it: no sqlite file shared by parallel kernels
+KERNEL_ARGUMENTS = ["--HistoryManager.hist_file=:memory:"]
 
 
 def kernel_manager_class(execution: Any = None, stop: threading.Event | None = None) -> type:
@@ -58,8 +36,9 @@ def kernel_manager_class(execution: Any = None, stop: threading.Event | None = N
 
     Jupyter starts kernels in their own session; killed with the driver, a kernel would go on
     calling models for a second or so until it noticed, and pay for replies nobody records.
-    For a sweep's ``execution``: its kernel marks the lines meant for the terminal (bench.core.progress),
-    is remembered on the execution (so an interrupt reaches it), and is not started once ``stop`` is set.
+    For a sweep's ``execution``: its kernel gets the execution's own variables (``env``: a cluster execution's
+    provider keys and lease token, never a papermill parameter), is remembered on the execution (so an interrupt
+    reaches it), and is not started once ``stop`` is set.
     """
     from jupyter_client.manager import AsyncKernelManager  # noqa: PLC0415 (jupyter_client: only executions need it)
 
@@ -73,19 +52,6 @@ def kernel_manager_class(execution: Any = None, stop: threading.Event | None = N
             # the connection file (it holds the kernel's HMAC key) goes there too, not loose in /tmp
             kw.setdefault("connection_file", os.path.join(_ipc_dir(), f"kernel-{name}.json"))
             super().__init__(*args, **kw)
-            self.client_factory = _answered_client_class()
-            self.clients: list[Any] = []  # papermill's, left open on a kernel it did not start (end_kernel closes)
-            # a client already connected that saw the kernel answer (bench.kernel_threads.catch_up), handed to the
-            # next caller (papermill), which then need not wait for the kernel (0.2 s at least: see Answered)
-            self.answered: Any = None
-
-        def client(self, *args: Any, **kw: Any) -> Any:
-            if self.answered is not None:
-                kc, self.answered = self.answered, None
-                return kc
-            kc = super().client(*args, **kw)
-            self.clients.append(kc)
-            return kc
 
         async def _async_interrupt_kernel(self) -> None:
             if self.shutting_down:  # jupyter_client interrupts every kernel it shuts down; papermill shuts one
@@ -97,53 +63,12 @@ def kernel_manager_class(execution: Any = None, stop: threading.Event | None = N
             if execution is not None:
                 if stop is not None and stop.is_set():
                     raise BenchError("the sweep was interrupted before this execution started")
-                # an execution's own variables (a cluster sweep's lease server and caps) reach its kernel only
-                kw["env"] = {**(kw.get("env") or os.environ), STREAM_ENV: "1", **(getattr(execution, "env", None) or {})}
+                # an execution's own variables (a cluster's provider keys and lease token) reach its kernel only
+                kw["env"] = {**(kw.get("env") or os.environ), **(getattr(execution, "env", None) or {})}
                 execution.kernel = self
             return await super()._async_launch_kernel(kernel_cmd, **kw)
 
     return DieWithDriver
-
-
-@functools.cache
-def _answered_client_class() -> type:
-    """Return the kernel client class whose ``wait_for_ready`` returns at once once its kernel answered it
-    (bench.kernel_threads.catch_up); else it reads IOPub until 0.2 s pass without a message, each execution."""
-    from jupyter_client.asynchronous import AsyncKernelClient  # noqa: PLC0415 (jupyter_client: only executions
-
-    class Answered(AsyncKernelClient):  # need it)
-        answered = False
-
-        async def wait_for_ready(self, timeout: float | None = None) -> None:
-            if not self.answered:
-                await super().wait_for_ready(timeout)
-
-    return Answered
-
-
-def start_kernel(km: Any, cwd: str) -> None:
-    """Start ``km``'s kernel in ``cwd``, importing what the stage notebooks import (:func:`preload_arguments`).
-
-    Call it on the thread that will run the execution: jupyter keeps one event loop per thread.
-    """
-    from jupyter_client.utils import run_sync  # noqa: PLC0415 (jupyter_client: only executions need it)
-
-    run_sync(km.start_kernel)(extra_arguments=preload_arguments(), cwd=cwd)
-
-
-def end_kernel(km: Any) -> None:
-    """Close the clients papermill opened on ``km`` and kill its kernel at once (papermill does neither for a
-    kernel it did not start). Only once the execution is over: everything it wrote is durable by then (its
-    records, response cache and request journal are written before its stage's cell ends), so a graceful
-    shutdown would only add the kernel's own teardown."""
-    from jupyter_client.utils import run_sync  # noqa: PLC0415 (jupyter_client: only executions need it)
-
-    for kc in getattr(km, "clients", []):
-        kc.stop_channels()
-    if km.has_kernel:
-        run_sync(km.shutdown_kernel)(now=True)
-    else:
-        run_sync(km.cleanup_resources)()
 
 
 def interrupt_kernel(ex: Any) -> None:
@@ -227,10 +152,11 @@ def papermill() -> Any:
 
 
 def prepare_driver() -> None:
+    """Set the variables every kernel inherits (no secret, no BENCH_* channel: the run reaches a kernel as papermill
+    parameters) and route papermill's log lines through :class:`_PrefixedLog`."""
     for key, value in (("LITELLM_LOCAL_MODEL_COST_MAP", "True"), ("MLFLOW_DISABLE_TELEMETRY", "true"),
                        ("PYDEVD_DISABLE_FILE_VALIDATION", "1")):
         os.environ.setdefault(key, value)  # inherited by every kernel
-    os.environ.setdefault(EVERY_ENV, str(every_for(sys.stdout)))  # kernels print to papermill: the driver's pace
     log = logging.getLogger("papermill")
     if not any(isinstance(h, _PrefixedLog) for h in log.handlers):
         log.addHandler(_PrefixedLog())

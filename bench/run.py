@@ -8,8 +8,7 @@ stage on a run (`run_collect`, `run_judge`): bench.stages.
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +28,15 @@ from bench.models.genparams import param_problems
 from bench.models.tools_support import check_tools
 
 
-BATCH_ENV = "BENCH_BATCH"  # "1": every model and judge through its provider's Batch API (bench sweep --batch)
-SUPERSEDE_ENV = "BENCH_SUPERSEDE"  # "1": a changed cell, judge or rubric version sets its earlier records aside
+@dataclass(frozen=True)
+class Link:
+    """What a sweep's driver shares with the kernel running one of its executions (the notebook's papermill
+    parameters, docs/sweeps.md): none of it is a secret (the lease server's token travels by environment)."""
+
+    lease_server: str | None = None  # "unix:<path>" or "tcp:<host>:<port>": model caps held sweep-wide there
+    sweep_cap: int | None = None  # limits.max_concurrency, held by the lease server across executions side by side
+    shared_budget: bool = False  # limits.budget_usd held by the lease server for the whole sweep
+    lock_held: bool = False  # the driver holds the run folder's lock on this process's behalf
 
 
 @dataclass
@@ -45,6 +51,8 @@ class Run:
     cells: list[Cell]
     dry_run: bool = False  # every model and judge answered by dry/<id> (bench sweep --dry-run)
     supersede: bool = False  # a changed cell, judge or rubric version supersedes its records (--supersede)
+    batch: bool = False  # every model and judge through its provider's Batch API (--batch)
+    link: Link = field(default_factory=Link)  # what the sweep's driver shares with this execution (none: a notebook)
 
     def endpoints(self) -> list[Endpoint]:
         """Return every entry this run may call, each once: its cells' models, their prompts' simulated users and
@@ -70,21 +78,21 @@ class Run:
 
 
 def open_run(params: str | Path, cells: Any = None, run_dir: str | Path | None = None, *,
-             dry_run: bool = False, batch: bool | None = None, supersede: bool | None = None) -> Run:
+             dry_run: bool = False, batch: bool = False, supersede: bool = False, lease_server: str | None = None,
+             sweep_cap: int | None = None, shared_budget: bool = False, lock_held: bool = False) -> Run:
     """Return the validated Run of a params file (no model is called); raise ParamsError on any mistake.
 
     ``dry_run`` swaps every model and judge for its ``dry/`` stand-in (see :func:`dry_sweep`): the whole
     pipeline runs at no cost, into ``runs/<name>-dry`` (a ``run_dir`` is refused: a dry run never
-    writes where real results are). ``batch`` (default: ``$BENCH_BATCH``, which `bench sweep --batch` sets
-    for its kernels) sends every model's and judge's requests through its provider's Batch API. ``supersede``
-    (default: ``$BENCH_SUPERSEDE``; always for a dry run, which costs nothing) lets a stage give a cell, judge or
-    rubric version of the run folder a new content, setting its earlier records aside
-    (see bench.stages.check_contents).
+    writes where real results are). ``batch`` (`bench sweep --batch`) sends every model's and judge's requests
+    through its provider's Batch API. ``supersede`` (`--supersede`; always for a dry run, which costs nothing) lets
+    a stage give a cell, judge or rubric version of the run folder a new content, setting its earlier records
+    aside (see bench.stages.check_contents). The rest is what `bench sweep` passes its executions (:class:`Link`).
     """
     root = paths.project_root()
     sweep, params_path = load_sweep(paths.resolve(params, root))
     real = sweep  # a dry run's models stand in for these: they are asked whether they read images
-    if (os.environ.get(BATCH_ENV) == "1" if batch is None else batch) and not dry_run:
+    if batch and not dry_run:
         sweep = batched_sweep(sweep, params_path)
     if dry_run:
         if run_dir and Path(run_dir).name != dry_name(sweep.name):
@@ -102,8 +110,9 @@ def open_run(params: str | Path, cells: Any = None, run_dir: str | Path | None =
     check_vision(real, real_cells, scenarios, params_path, root)  # images, and a model that reads none: refused here
     check_tools(real_cells, params_path)  # a prompt's tools, and a model known to call no functions: refused here
     folder = paths.resolve(run_dir, root) if run_dir else paths.run_dir(sweep.name, root)
-    supersede = os.environ.get(SUPERSEDE_ENV) == "1" if supersede is None else supersede
-    return Run(sweep, params_path, root, folder, scenarios, chosen, dry_run, bool(supersede or dry_run))
+    link = Link(lease_server or None, int(sweep_cap) if sweep_cap else None, bool(shared_budget), bool(lock_held))
+    return Run(sweep, params_path, root, folder, scenarios, chosen, dry_run, bool(supersede or dry_run),
+               bool(batch and not dry_run), link)
 
 
 def batched_sweep(sweep: Sweep, params_path: Path) -> Sweep:

@@ -24,7 +24,7 @@ from bench.core.errors import CacheWriteWarning, WritesFailed
 from bench.core.images import IMAGE_FOLDER
 from bench.core.journal import Journal, settle
 from bench.core.migrate import migrate_run
-from bench.core.progress import Progress, in_kernel, requests_on_the_wire, say
+from bench.core.progress import Progress, configure, in_kernel, requests_on_the_wire, say
 from bench.core.records import Judgment
 from bench.core.rescue import import_rescued
 from bench.core.runlock import run_lock
@@ -49,8 +49,11 @@ def make_llm(run: Run, max_concurrency: int | None = None) -> LLM:
     llm.batch_dir = run.dir / "batches"  # the provider batches of batched models (bench.models.batches.ledger)
     llm.journal = Journal(run.dir)  # the requests on the wire (a file only once one is sent): see bench.core.journal
     llm.image_folder = run.dir / IMAGE_FOLDER  # the dataset's images, which requests carry (bench.core.images)
+    link = run.link  # what the sweep's driver shares with this execution (none in a notebook of one's own)
+    llm.lease_server, llm.sweep_cap = link.lease_server, link.sweep_cap
     if lim.budget_usd is not None:  # every paid request reserves its worst case first (bench.models.budget)
-        llm.budget = Budget(lim.budget_usd, run.dir, shown_path(run.params_path))
+        held = link.lease_server if link.shared_budget else None  # the sweep's server holds it for every execution
+        llm.budget = Budget(lim.budget_usd, run.dir, shown_path(run.params_path), held)
     return llm
 
 
@@ -128,16 +131,28 @@ def rekey(run: Run) -> None:
               f"(originals in {run.dir / '.schema1-backup'})", flush=True)
 
 
+def shown_progress(progress: str, every_s: float | None = None) -> str:
+    """Return the progress mode a stage shows (``"sweep"``: text lines marked for `bench sweep`'s terminal,
+    bench.core.progress.MARK), after setting this process's marking and the lines' interval ``every_s``
+    (None: 2 s on a terminal, 5 s in a log) from the notebook's parameters."""
+    configure(marked=progress == "sweep", every_s=every_s)
+    return "text" if progress == "sweep" else progress
+
+
 async def run_collect(run: Run, *, max_concurrency: int | None = None, shard: str | None = None,
-                      progress: str = "auto", judge: bool = False) -> CollectResult:
+                      progress: str = "auto", progress_every_s: float | None = None,
+                      judge: bool = False) -> CollectResult:
     """Run the collect stage for the run's cells; return its CollectResult.
 
     ``judge=True`` pipelines the judges of the params file: each new candidate is graded
     as it arrives, in the same event loop and under the same cap (what `bench sweep` does),
-    so the wall time is close to max(collect, judge) rather than their sum.
+    so the wall time is close to max(collect, judge) rather than their sum. ``progress``, ``progress_every_s``:
+    see :func:`shown_progress`.
     """
+    progress = shown_progress(progress, progress_every_s)
     pipelined = bool(judge and run.sweep.judges)
-    with _interrupts_say(run, answers=True, judges=pipelined, stage="run_collect"), run_lock(run.dir):
+    with _interrupts_say(run, answers=True, judges=pipelined, stage="run_collect"), \
+            run_lock(run.dir, held=run.link.lock_held):
         prepare(run, judges=pipelined)
         async with _stage_llm(run, max_concurrency) as llm:
             if not pipelined:
@@ -180,17 +195,21 @@ async def _collect_and_judge(run: Run, llm: LLM, shard: str | None, progress: st
 
 
 async def run_judge(run: Run, *, judges: str | Iterable[str] | None = None, max_concurrency: int | None = None,
-                    shard: str | None = None, progress: str = "auto", failed_since: str | None = None) -> JudgeResult:
+                    shard: str | None = None, progress: str = "auto", progress_every_s: float | None = None,
+                    failed_since: str | None = None) -> JudgeResult:
     """Run the judge stage on the run's stored candidates (no collecting); return its JudgeResult.
 
     ``judges``: judge ids to run (None = every judge of the params file). Re-judging with a
     new judge or a new rubric version grades everything again under new ids; unchanged
     judgments are skipped; failures are asked again, except those that failed since ``failed_since``
-    (`bench sweep` passes its start, so one sweep asks each item once).
+    (`bench sweep` passes its start, so one sweep asks each item once). ``progress``, ``progress_every_s``:
+    see :func:`shown_progress`.
     """
+    progress = shown_progress(progress, progress_every_s)
     chosen = load_judges(run, judges)
     preflight(judge_specs(chosen))
-    with _interrupts_say(run, answers=False, judges=chosen, stage="run_judge"), run_lock(run.dir):
+    with _interrupts_say(run, answers=False, judges=chosen, stage="run_judge"), \
+            run_lock(run.dir, held=run.link.lock_held):
         import_rescued(run.dir)
         rekey(run)
         supersede(run.dir, check_contents(run, chosen), shown_path(run.params_path))  # else refused: exit 2

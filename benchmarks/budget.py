@@ -34,8 +34,8 @@ from typing import Any
 
 from bench.core.errors import BudgetReached
 from bench.core.spend import recorded_spend
-from bench.models.budget import BUDGET_ENV, budget_line
-from bench.models.ratelimit import ADDRESS_ENV, LeaseServer
+from bench.models.budget import budget_line
+from bench.models.ratelimit import LeaseServer
 from bench.run import open_run
 from bench.stages import run_collect
 from bench.testing.fake_provider import FakeProvider
@@ -75,16 +75,13 @@ def run_fault(fake: FakeProvider, key: str, fault: dict[str, Any], folder: Path,
     stops, state = 0, {}
     for topics in fault["runs"]:
         params = write(folder / f"{key}.yaml", fake.url, fault, topics * scale)
-        run = open_run(params)
-        spent = recorded_spend(run.dir).usd  # what a resume starts from: the records
+        spent = recorded_spend(open_run(params).dir).usd  # what a resume starts from: the records
         with LeaseServer(budget=(fault["budget"], spent)) as server:  # as `bench sweep` holds a budget
-            os.environ[ADDRESS_ENV], os.environ[BUDGET_ENV] = server.address, str(fault["budget"])
+            run = open_run(params, lease_server=server.address, shared_budget=True)  # what a sweep tells a kernel
             try:
                 asyncio.run(run_collect(run, progress="none"))
             except BudgetReached:
                 stops += 1
-            finally:
-                os.environ.pop(ADDRESS_ENV), os.environ.pop(BUDGET_ENV)
             assert server.purse is not None
             state = server.purse.report()
         print(f"  {key} ({topics * scale} items): {budget_line(state)}", flush=True)

@@ -12,7 +12,8 @@ a fresh runs folder (no cache hit); the fake provider is reset between ways.
 
 The bound: the requests alone at the caps (the slowest model's requests ÷ its cap × the latency, or all of them at
 the global cap): 5.0 s on the main grid (25 scenarios). Each way's wall time is printed against it as a ratio,
-``wall_s / bound``, with the issue's targets beside it: ≤ 1.5× local and ≤ 1.8× on Dask on the main grid; a grid
+``wall_s / bound``, with the issue's targets beside it: ≤ 2.0× both ways on the main grid (issue 46: kernels start
+the ordinary way, with their executions; issue 34's 1.5× and 1.8× counted on kernels started ahead); a grid
 10× larger (--big-scenarios, 250 by default; 0 skips it), run both ways too, ≤ 1.2× on both. "met" is true when
 every ratio meets its target and no peak in flight exceeded its cap.
 
@@ -66,7 +67,7 @@ MODELS = (("m1", "fake-a", 2), ("m2", "fake-b", 3), ("m3", "fake-c", 4), ("m4", 
 GLOBAL_CAP = 12
 BUDGET_S = 1800  # one sweep on a loaded 2-core machine
 PROMPTS = 4  # the main and the big grid: 4 models × 4 prompts = 16 cells
-TARGETS = {"main": {"local": 1.5, "dask": 1.8}, "big": {"local": 1.2, "dask": 1.2}}  # wall / bound (issue 34)
+TARGETS = {"main": {"local": 2.0, "dask": 2.0}, "big": {"local": 1.2, "dask": 1.2}}  # wall / bound (issue 46)
 # a cell of the main or the big grid → its model's name
 CELLS_OF = {cell_key(mid, f"p{k}", "v1"): fake for mid, fake, _c in MODELS for k in range(1, PROMPTS + 1)}
 
@@ -268,7 +269,7 @@ def report(a: argparse.Namespace, out: dict) -> dict:
     ratios = {g: {w: s["ratio"] for w, s in by_way.items()} for g, by_way in ways.items()}
     over = {f"{g}/{w}": over_caps(s) for g, by_way in ways.items() for w, s in by_way.items() if over_caps(s)}
     met = not over and all(ratios[g][w] <= TARGETS[g][w] for g in ratios for w in ratios[g])
-    print("\nwall / bound against the targets (issue 34)")
+    print("\nwall / bound against the targets (issue 46)")
     for g in ratios:
         print("  " + "   ".join(f"{g} {w}: {ratios[g][w]:.2f}× (target ≤ {TARGETS[g][w]}×, "
                                 f"{'met' if ratios[g][w] <= TARGETS[g][w] else 'NOT met'})" for w in ratios[g]))

@@ -29,8 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("bench.stages",),  # run_collect / run_judge: a stage driven on a run, for notebooks, the CLI and the sweep
     ("bench.estimate",),
     ("bench.analysis", "bench.compare"),  # bench.compare: two runs matched and compared (compare_runs)
-    ("bench.kernels", "bench.kernel_threads"),  # papermill executions, for the report and the sweep; kernels started
-    # before their executions are known
+    ("bench.kernels",),  # papermill executions, for the report and the sweep
     ("bench.report", "bench.compare.diff_report"),  # the comparison's diff report
     ("bench.tracking",),
     ("bench.review",),

@@ -75,8 +75,7 @@ def _progress_lines(stdout: int) -> subprocess.Popen:
     its interval, then its lines; return the process."""
     code = ("from bench.core.progress import Progress; p = Progress('collect', {'m1': 3}); print(p.every_s); "
             "p.update('m1'); p.update('m1', failed=True); p.update('m1'); p.close()")
-    env = {k: v for k, v in os.environ.items() if k != "BENCH_PROGRESS_EVERY_S"}
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=stdout, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=stdout, stderr=subprocess.PIPE)
     return proc
 
 

@@ -4,33 +4,40 @@ No wait is silent: while a stage runs, text mode prints a line at least every ``
 seconds even when nothing finishes (with the rate, the time elapsed, what is left and the
 requests on the wire), and widget bars are refreshed as often, so they stay truthful until the
 cell ends. Text lines come every 2 s on a terminal and every 5 s into a pipe or a file (a log
-is read later, not watched): :func:`every_for`; `bench sweep` passes its own choice to its kernels.
-Under `bench sweep` every line bench prints for the terminal (progress, a stage's one-line
-result) starts with :data:`MARK`, an invisible ANSI reset: the driver passes those lines
-on and leaves the rest of the notebooks' output (tables) in the executed notebooks.
+is read later, not watched): :func:`every_for`; `bench sweep` passes its own choice to its kernels
+(a papermill parameter, :func:`configure`). Under `bench sweep` every line bench prints for the terminal
+(progress, a stage's one-line result) starts with :data:`MARK`, an invisible ANSI reset: the driver passes
+those lines on and leaves the rest of the notebooks' output (tables) in the executed notebooks.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
-STREAM_ENV = "BENCH_SWEEP_STREAM"  # set by `bench sweep` in its kernels: mark the lines meant for its terminal
 MARK = "\x1b[0m"  # an ANSI reset: invisible in notebooks and terminals; `bench sweep` shows only marked lines
-EVERY_ENV = "BENCH_PROGRESS_EVERY_S"  # the text lines' interval (default: every_for; tests shorten it)
 TERMINAL_EVERY_S = 2.0  # a person watching a terminal sees the counts move
 PIPED_EVERY_S = 5.0  # a pipe or a file (a CI log, `| tee`): one line every few seconds, not a flood
+# this process's choices (:func:`configure`): lines marked for a sweep's terminal; the lines' interval (None: by stream)
+_SETTINGS: dict[str, Any] = {"marked": False, "every_s": None}
+
+
+def configure(*, marked: bool = False, every_s: float | None = None) -> None:
+    """Set how this process shows progress: ``marked`` (a sweep's kernel: its lines start with MARK, which the
+    driver passes on to its terminal) and ``every_s`` (the text lines' interval, in every mode; None: by stream).
+
+    A stage sets both from its notebook's papermill parameters (bench.stages), `bench sweep` from its options."""
+    _SETTINGS.update(marked=bool(marked), every_s=None if every_s is None else float(every_s))
 
 
 def every_for(stream: Any) -> float:
-    """Return the seconds between two progress lines written to ``stream``: ``$BENCH_PROGRESS_EVERY_S`` if set,
+    """Return the seconds between two progress lines written to ``stream``: the interval :func:`configure` set,
     else 2 s on a terminal and 5 s into a pipe or a file."""
-    if os.environ.get(EVERY_ENV):
-        return float(os.environ[EVERY_ENV])
+    if _SETTINGS["every_s"] is not None:
+        return float(_SETTINGS["every_s"])
     try:
         tty = bool(stream.isatty())
     except (AttributeError, ValueError):  # no isatty, or a closed stream
@@ -47,7 +54,12 @@ def clock(seconds: float) -> str:
 
 def say(line: object) -> None:
     """Print one of bench's own status lines (under `bench sweep`: marked, so it reaches the terminal)."""
-    print(f"{MARK if os.environ.get(STREAM_ENV) else ''}{line}", file=sys.stdout, flush=True)
+    print(f"{MARK if _SETTINGS['marked'] else ''}{line}", file=sys.stdout, flush=True)
+
+
+def widget_every() -> float:
+    """Return the seconds between two refreshes of widget bars: the interval :func:`configure` set, else 2 s."""
+    return float(_SETTINGS["every_s"] or TERMINAL_EVERY_S)
 
 
 def requests_on_the_wire(llm: Any) -> Callable[[], int | None]:
@@ -92,7 +104,7 @@ class Progress:
         self.failed = 0
         self.mode = ("widgets" if in_kernel() else "text") if mode == "auto" else mode
         self.every_s = every_s if every_s is not None else \
-            every_for(sys.stdout) if self.mode == "text" else float(os.environ.get(EVERY_ENV) or TERMINAL_EVERY_S)
+            every_for(sys.stdout) if self.mode == "text" else widget_every()
         self._t0 = self._last = time.monotonic()
         self._closed = False
         self._bars: dict[str, Any] = {}

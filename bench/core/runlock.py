@@ -1,7 +1,8 @@
 """One writer per run folder: a sweep (or a stage run from a notebook) locks ``runs/<sweep>/.lock``.
 
 An ``flock``, so it is released however its holder dies; the file names the holder for the second sweep's
-message. The driver exports ``BENCH_RUN_LOCK`` so its own kernels, writing on its behalf, do not wait.
+message. The driver tells its own kernels, writing on its behalf, that it holds the lock (their notebooks'
+``lock_held`` parameter), so they do not wait.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from bench.core.errors import BenchError
 from bench.core.records import utc_now
 from bench.core.store import RunStore
 
-ENV = "BENCH_RUN_LOCK"
+_HELD: set[str] = set()  # the run folders whose lock this process holds (:func:`held_here`)
 
 
 class RunLocked(BenchError):
@@ -29,11 +30,14 @@ class RunLocked(BenchError):
 
 
 @contextlib.contextmanager
-def run_lock(run_dir: Path, *, wait: bool = False) -> Iterator[None]:
-    """Hold the run folder's lock for the block; raise RunLocked naming the holder, or wait for it."""
+def run_lock(run_dir: Path, *, wait: bool = False, held: bool = False) -> Iterator[None]:
+    """Hold the run folder's lock for the block; raise RunLocked naming the holder, or wait for it.
+
+    ``held``: the sweep's driver holds it for this process (a kernel running one of its executions), or this
+    process holds it already: nothing is taken."""
     run_dir = Path(run_dir).resolve()
-    if os.environ.get(ENV) == str(run_dir):
-        yield  # our driver holds it for us
+    if held or str(run_dir) in _HELD:
+        yield
         return
     RunStore(run_dir).ensure_writable()  # a folder that cannot be written is named as such, not as a lock problem
     fd = os.open(run_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
@@ -42,13 +46,18 @@ def run_lock(run_dir: Path, *, wait: bool = False) -> Iterator[None]:
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "since": utc_now(),
                                   "command": " ".join(sys.argv[:3])}).encode(), 0)
-        os.environ[ENV] = str(run_dir)
+        _HELD.add(str(run_dir))
         try:
             yield
         finally:
-            os.environ.pop(ENV, None)
+            _HELD.discard(str(run_dir))
     finally:
         os.close(fd)  # closing releases the flock
+
+
+def held_here(run_dir: Path) -> bool:
+    """Return whether this process holds the run folder's lock (:func:`run_lock`)."""
+    return str(Path(run_dir).resolve()) in _HELD
 
 
 def _acquire(fd: int, run_dir: Path, wait: bool) -> None:

@@ -1,10 +1,10 @@
 """Caps held across a whole sweep: a lease server in the driver, a ``RemoteLimiter`` per kernel.
 
-The ``LeaseServer`` (named in ``BENCH_LIMITS_ADDRESS``) holds one ``LocalLimiter`` and, under
-``limits.budget_usd``, the sweep's ``Purse``; a dead process's leases are released when its connection
-closes, and its open reservations count as spent. It listens on a private unix socket, or for a cluster
-sweep on TCP behind the sweep's token (``BENCH_LIMITS_TOKEN``; unproven connections are dropped after
-``HELLO_S``, at most ``MAX_UNPROVEN`` wait at once).
+The ``LeaseServer`` (its address passed to every execution as the notebooks' ``lease_server`` parameter) holds
+one ``LocalLimiter`` and, under ``limits.budget_usd``, the sweep's ``Purse``; a dead process's leases are released
+when its connection closes, and its open reservations count as spent. It listens on a private unix socket, or for
+a cluster sweep on TCP behind the sweep's token (``BENCH_LIMITS_TOKEN``, by environment only; unproven connections
+are dropped after ``HELLO_S``, at most ``MAX_UNPROVEN`` wait at once).
 """
 
 from __future__ import annotations
@@ -27,9 +27,7 @@ from bench.core.processes import remove_stale_folders, socket_base
 from bench.models._counters import Caps, LocalLimiter
 from bench.models._purse import Purse, Spending
 
-ADDRESS_ENV = "BENCH_LIMITS_ADDRESS"  # "unix:<path>" or "tcp:<host>:<port>" of the sweep's lease server; unset: per-process caps
 TOKEN_ENV = "BENCH_LIMITS_TOKEN"  # the token a TCP lease server asks of every connection (a cluster sweep's)
-WINDOW_ENV = "BENCH_RATE_WINDOW_S"  # tests only: the lease server's rpm/tpm window (default 60 s)
 HELLO_S = 5.0  # a TCP connection that has not shown the sweep's token by then is closed
 MAX_UNPROVEN = 32  # TCP connections waiting to show it at once (a newcomer past that closes the oldest)
 MAX_CONNECTIONS = 4096  # connections served at once (each kernel holds one per event loop)
@@ -74,8 +72,8 @@ class RemoteLimiter:
                 else:
                     raise OSError(f"expected unix:<path> or tcp:<host>:<port>, got {self.address!r}")
             except OSError as exc:
-                raise BenchError(f"cannot reach the sweep's limit server at {ADDRESS_ENV}={self.address} "
-                                 f"({exc}); unset {ADDRESS_ENV} outside a sweep") from None
+                raise BenchError(f"cannot reach the sweep's limit server at {self.address} ({exc}); outside a "
+                                 f"sweep, leave the notebook's lease_server parameter at None") from None
             self.transport = transport  # type: ignore[assignment]
             if scheme == "tcp":  # the first line proves this process belongs to the sweep
                 self._send({"op": "hello", "token": os.environ.get(TOKEN_ENV, "")})
@@ -175,9 +173,8 @@ class LeaseServer:
     when it closes, so a kernel that dies (even by ``kill -9``) frees its slots at once.
     """
 
-    def __init__(self, window_s: float | None = None, host: str | None = None,
-                 budget: tuple[float, float] | None = None):
-        self.window_s = window_s or float(os.environ.get(WINDOW_ENV) or 60.0)
+    def __init__(self, window_s: float = 60.0, host: str | None = None, budget: tuple[float, float] | None = None):
+        self.window_s = window_s  # the rpm/tpm window: the params' limits.rate_window_s
         self.host = host
         self.budget = budget  # (limits.budget_usd, USD the run folder had spent when the sweep started), or None
         self.purse: Purse | None = None
@@ -196,7 +193,7 @@ class LeaseServer:
         return remove_stale_folders(FOLDER_PREFIX, "limits.sock")
 
     def start(self) -> str:
-        """Start serving; return the address to put in BENCH_LIMITS_ADDRESS."""
+        """Start serving; return the address the sweep passes to its executions."""
         self.remove_stale()
         prefix = f"{FOLDER_PREFIX}{os.getpid()}-"  # 0700: this user only; short enough for its socket's path
         self.folder = tempfile.mkdtemp(prefix=prefix, dir=socket_base(len(f"/{prefix}12345678/limits.sock")))

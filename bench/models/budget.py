@@ -22,8 +22,9 @@ of 0) reserves nothing. A priced request under a budget whose model has no known
 
 One process holds its cap in a ``Purse``. The executions of one sweep (``--jobs``, collect then judge, a
 cluster's workers) hold theirs in the sweep's lease server (bench.models._leases), which ``bench sweep``
-starts with the budget and the run folder's spend at the sweep's start, and names in BENCH_LIMITS_ADDRESS
-with BENCH_BUDGET_USD set: then every reservation of every kernel is counted in that one place.
+starts with the budget and the run folder's spend at the sweep's start, and names to each execution (its
+notebook's ``lease_server`` and ``shared_budget`` parameters): then every reservation of every kernel is counted
+in that one place.
 
 A stage that hears BudgetReached starts no new item; what is on the wire finishes and is written; the
 items not started get no record (never a failed one); the stage then raises BudgetReached once.
@@ -31,20 +32,18 @@ items not started get no record (never a failed one); the stage then raises Budg
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench.core.errors import BenchError, BudgetReached, Halted
 from bench.core.spend import recorded_spend
-from bench.models._leases import ADDRESS_ENV, RemoteLimiter
+from bench.models._leases import RemoteLimiter
 from bench.models._purse import Purse
 from bench.models.ratelimit import limiter_for
 from bench.models.routing import Route, price_per_token
 from bench.models.tokens import bound_counter, output_ceiling
 
-BUDGET_ENV = "BENCH_BUDGET_USD"  # set by `bench sweep`: its lease server (BENCH_LIMITS_ADDRESS) holds the budget
 
 
 class PriceUnknown(Halted):
@@ -78,11 +77,12 @@ class Budget:
     ``params`` names the params file in the messages (where to raise ``limits.budget_usd``).
     """
 
-    def __init__(self, limit_usd: float, run_dir: str | Path, params: str = "the params file"):
+    def __init__(self, limit_usd: float, run_dir: str | Path, params: str = "the params file",
+                 lease_server: str | None = None):
         self.limit = float(limit_usd)
         self.run_dir = Path(run_dir)
         self.params = params
-        self.shared = bool(os.environ.get(BUDGET_ENV) and os.environ.get(ADDRESS_ENV))  # the sweep's server holds it
+        self.lease_server = lease_server  # the sweep's server that holds the budget (None: this process holds it)
         self.purse: Purse | None = None  # this process's cap, made on the first paid request (not shared)
         self._prices: dict[tuple[Any, bool], tuple[float, float] | None] = {}
         self.counting: dict[str, str] = {}  # model -> what counted its prompts (a tokenizer, or "UTF-8 bytes")
@@ -114,14 +114,15 @@ class Budget:
         usd = self.worst_case(route, body, batch)
         if usd <= 0:
             return None
-        if self.shared:
-            server = limiter_for()
+        if self.lease_server:
+            server = limiter_for(address=self.lease_server)
             assert isinstance(server, RemoteLimiter)
             rid, answer = await server.reserve(usd)
             if answer.get("ok"):
                 return Held(usd, rid, server)
             if "error" in answer:
-                raise BenchError(f"{answer['error']} ({BUDGET_ENV} is set: unset it outside `bench sweep`)")
+                raise BenchError(f"{answer['error']} (the notebook's shared_budget parameter is set: leave it False "
+                                 f"outside `bench sweep`)")
             raise self.reached(route, usd, answer)
         if self.purse is None:
             self.purse = Purse(self.limit, recorded_spend(self.run_dir).usd)

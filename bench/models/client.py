@@ -45,7 +45,7 @@ from bench.models.budget import Budget, Held
 from bench.models.cache import ResponseCache
 from bench.models.limits import Limits
 from bench.models.ratelimit import (SWEEP_KEY, URGENCY, Caps, Limiter, LocalLimiter, estimate_tokens, limiter_for,
-                                    limits_of, sweep_cap)
+                                    limits_of)
 from bench.models.routing import ModelSpec, Route, body_params, resolve
 from bench.models.tools_support import calls_text, with_tools
 
@@ -60,7 +60,7 @@ class _LoopState:
     batchers: dict[int, Batcher] = field(default_factory=dict)  # a batched route's queue (bench.models.batches)
     in_flight: int = 0
     peak: int = 0
-    shared: int | None = None  # a cluster sweep's global cap (bench.models.ratelimit.sweep_cap), read once per loop
+    shared: int | None = None  # the sweep's global cap held by its lease server (LLM.sweep_cap), read once per loop
     flying: dict[str, asyncio.Future | None] = field(default_factory=dict)  # request key → the request on the wire
     # (None until an identical call asks to share it: most requests have no twin, and no future is made for them)
 
@@ -83,6 +83,8 @@ class LLM:
         self._keys = KeyMaker()  # request keys, from a hasher per model and settings (bench.models._request_keys)
         self.ledger: Ledger | None = None  # the batch ledger, read on the first batched request
         self.budget: Budget | None = None  # limits.budget_usd (set by bench.stages.make_llm): bench.models.budget
+        self.lease_server: str | None = None  # the sweep's lease server (set by make_llm): caps held sweep-wide there
+        self.sweep_cap: int | None = None  # limits.max_concurrency held there across executions side by side
 
     # -- public -------------------------------------------------------------------------
     async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], *, tools: list[dict] | None = None,
@@ -240,7 +242,8 @@ class LLM:
         loop = asyncio.get_running_loop()
         entry = self._loops.get(id(loop))
         if entry is None or entry[0] is not loop:
-            entry = (loop, _LoopState(asyncio.Semaphore(self.limits.max_concurrency), shared=sweep_cap()))
+            entry = (loop, _LoopState(asyncio.Semaphore(self.limits.max_concurrency),
+                                      shared=self.sweep_cap if self.lease_server else None))
             self._loops[id(loop)] = entry
         return entry[1]
 
@@ -290,8 +293,8 @@ class LLM:
                            capped: tuple[str, Caps] | None) -> Reply:
         shared = st.shared  # a cluster sweep's global cap, held by its lease server across every worker
         limiter = st.limiter
-        if limiter is None:  # in-process counters, or the sweep's lease server (BENCH_LIMITS_ADDRESS)
-            limiter = st.limiter = limiter_for(self.limits.rate_window_s)
+        if limiter is None:  # in-process counters, or the sweep's lease server
+            limiter = st.limiter = limiter_for(self.limits.rate_window_s, self.lease_server)
         leases: list[tuple[Any, Any]] = []  # (how to end it, the lease)
         tokens = None
         try:  # the model's own caps first, so waiting never holds a shared slot; the shared cap most urgent first

@@ -3,7 +3,7 @@
 Caps are counted per endpoint (model string and ``api_base``), whoever sends: in-flight requests, request
 starts in a 60 s window and tokens charged in it (an estimate before sending, the real usage after).
 ``LocalLimiter`` holds the counters in one event loop; ``RemoteLimiter`` leases them from the sweep's
-``LeaseServer`` (``BENCH_LIMITS_ADDRESS``), which also holds a cluster sweep's global cap (``SWEEP_KEY``).
+``LeaseServer`` (the notebooks' ``lease_server`` parameter), which also holds a sweep's global cap (``SWEEP_KEY``).
 The counters live in ``bench.models._counters``, the server and its clients in ``bench.models._leases``.
 """
 
@@ -12,23 +12,20 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-import os
 import weakref
 from typing import Any, Protocol
 
 from bench.models._counters import Caps, LocalLimiter
-from bench.models._leases import ADDRESS_ENV, TOKEN_ENV, WINDOW_ENV, LeaseServer, RemoteLimiter
+from bench.models._leases import TOKEN_ENV, LeaseServer, RemoteLimiter
 from bench.models._messages import message_text, output_limit
 
-__all__ = ["ADDRESS_ENV", "CHARS_PER_TOKEN", "DEFAULT_COMPLETION_TOKENS", "SWEEP_CAP_ENV", "SWEEP_KEY", "TOKEN_ENV", "URGENCY",
-           "WINDOW_ENV", "Caps", "LeaseServer", "Limiter", "LocalLimiter", "RemoteLimiter", "endpoint_key",
-           "estimate_tokens", "limiter_for", "limits_of", "sweep_cap"]
+__all__ = ["CHARS_PER_TOKEN", "DEFAULT_COMPLETION_TOKENS", "SWEEP_KEY", "TOKEN_ENV", "URGENCY", "Caps", "LeaseServer",
+           "Limiter", "LocalLimiter", "RemoteLimiter", "endpoint_key", "estimate_tokens", "limiter_for", "limits_of"]
 
 # how long the caller's work still needs at its cap (its items left per worker: bench.collect.stage.lanes): when a
 # shared cap (the sweep's, or the process's) is full, the most urgent waiting request gets the next slot, so the
 # model that bounds the sweep never waits behind one that will finish early anyway (0: claims no urgency)
 URGENCY: contextvars.ContextVar[float] = contextvars.ContextVar("bench_urgency", default=0.0)
-SWEEP_CAP_ENV = "BENCH_SWEEP_CAP"  # a cluster sweep's limits.max_concurrency, held by its lease server
 SWEEP_KEY = "(sweep)"  # the lease server's counter of every request of the sweep
 DEFAULT_COMPLETION_TOKENS = 1024  # the completion part of a tpm estimate when a request sets no max_tokens
 CHARS_PER_TOKEN = 4
@@ -65,14 +62,6 @@ def limits_of(spec: Any) -> tuple[str, Caps] | None:
     return endpoint_key(spec), Caps(spec.max_concurrency, spec.rpm, spec.tpm)
 
 
-def sweep_cap() -> int | None:
-    """Return the sweep-wide cap a cluster sweep's kernels hold through its lease server (None: none)."""
-    value = os.environ.get(SWEEP_CAP_ENV)
-    if not value or not os.environ.get(ADDRESS_ENV):
-        return None
-    return max(1, int(value))
-
-
 def estimate_tokens(body: dict[str, Any]) -> int:
     """Return the tokens a request is charged before its reply: prompt characters / 4 plus its output limit."""
     chars = sum(len(message_text(m)) for m in body.get("messages") or ())
@@ -83,10 +72,9 @@ def estimate_tokens(body: dict[str, Any]) -> int:
 _remote: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RemoteLimiter] = weakref.WeakKeyDictionary()
 
 
-def limiter_for(window_s: float = 60.0) -> Limiter:
-    """Return the limiter for the running event loop: the sweep's lease server when BENCH_LIMITS_ADDRESS
-    is set (one connection per process and loop, shared by every client), else new in-process counters."""
-    address = os.environ.get(ADDRESS_ENV)
+def limiter_for(window_s: float = 60.0, address: str | None = None) -> Limiter:
+    """Return the limiter for the running event loop: the sweep's lease server at ``address`` (one connection per
+    process and loop, shared by every client), else new in-process counters."""
     if not address:
         return LocalLimiter(window_s)
     loop = asyncio.get_running_loop()

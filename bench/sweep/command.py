@@ -9,7 +9,6 @@ and MLflow still follow; the summary says what was spent and how to continue), 5
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -23,7 +22,8 @@ from bench.core.outcome import (EXIT_CRASHED, EXIT_FAILED_ITEMS, EXIT_INTERRUPTE
 from bench.core.runlock import run_lock
 from bench.gates.command import check_baseline, sweep_gates
 from bench.models.batches import summary_line
-from bench.run import BATCH_ENV, Run, open_run, shown_path
+from bench.core.progress import configure
+from bench.run import Run, open_run, shown_path
 from bench.stages import interrupted_line
 from bench.report.render import render_report
 from bench.sweep.cluster import ClusterSession, ClusterStages, cluster_address  # the one place that chooses
@@ -51,6 +51,8 @@ class SweepRequest:
     batch: bool = False  # --batch: every model and judge through its provider's Batch API
     supersede: bool = False  # --supersede: a cell, judge or rubric version edited under its name sets aside its records
     junit: str | None = None  # --junit FILE: the params file's gates as JUnit XML
+    progress_every_s: float | None = None  # --progress-every S: seconds between progress lines (else by terminal)
+    cluster_wait_s: float | None = None  # --cluster-wait S: how long to try reaching the scheduler and a worker
 
     def retry(self, **override: Any) -> str:
         """Return the command that resumes this sweep."""
@@ -68,10 +70,9 @@ def sweep_command(req: SweepRequest) -> int:
     """
     if req.dry_run:
         print("dry run: every model and judge is answered in-process by dry/<id> (no server, no cost)", flush=True)
-    if req.batch:  # the kernels open the run themselves: they inherit this (a cluster's: its session)
-        os.environ[BATCH_ENV] = "1"
-    run = open_run(req.params, cells=req.cells, run_dir=req.run_dir, dry_run=req.dry_run, batch=req.batch or None,
-                   supersede=req.supersede or None)  # a changed content is refused before any call (run_sweep)
+    configure(every_s=req.progress_every_s)  # the driver's lines, and its executions' (a papermill parameter)
+    run = open_run(req.params, cells=req.cells, run_dir=req.run_dir, dry_run=req.dry_run, batch=req.batch,
+                   supersede=req.supersede)  # a changed content is refused before any call (run_sweep)
     if req.junit and run.sweep.gates is None:
         raise ParamsError(f"{run.params_path}: --junit writes the gates' results, and this file has no gates: "
                           f"section (docs/gates.md)")
@@ -82,7 +83,7 @@ def sweep_command(req: SweepRequest) -> int:
                 sweep_ledger(run, req.retry(only_stage=req.only_stage), req.only_stage) as ledger, \
                 live_run(run, enabled=req.track) as live:  # sweeps.jsonl; the parent MLflow run, from the stages' start
             address = cluster_address(req.cluster)
-            with ClusterSession(address, run) if address else contextlib.nullcontext() as session:
+            with ClusterSession(address, run, req.cluster_wait_s) if address else contextlib.nullcontext() as session:
                 cluster = ClusterStages(session) if session is not None else None  # else: kernels on this machine
                 result = run_sweep(run, jobs=req.jobs, per_cell=req.per_cell, only_stage=req.only_stage,
                                    cluster=cluster, on_start=lambda: (ledger.begin(), live.begin()))

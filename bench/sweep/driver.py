@@ -25,7 +25,6 @@ from bench.kernels import papermill
 from bench.run import Run, open_run, shown_path
 from bench.stages import prepare
 from bench.sweep.executions import STAGES, Execution, plan_executions, run_stage
-from bench.sweep.prestart import SweepStart, launches_local_model
 from bench.sweep.shared import SharedLimits, SharedLocalServer
 
 
@@ -45,10 +44,6 @@ class RemoteStages(Protocol):
 
     def run_stage(self, stage: str, started: str) -> list[Execution]:
         """Run ``stage`` as one execution per group of cells, to its end; return them, as a local stage does."""
-
-    def start_ahead(self, stage: str, started: str) -> contextlib.AbstractContextManager[object]:
-        """Submit ``stage``'s executions now, their kernels starting, to run once :meth:`run_stage` is called;
-        leaving the context before that ends them (nothing recorded)."""
 
 
 @dataclass
@@ -82,40 +77,25 @@ def run_sweep(run: Run | str, *, jobs: int = 1, per_cell: bool = False, cells=No
         if stage not in STAGES:
             raise BenchError(f"unknown stage {stage!r}; stages are: {', '.join(STAGES)}")
     model = SharedLocalServer(run) if cluster is None or cluster.loopback else contextlib.nullcontext()
-    limits = SharedLimits(run, jobs, per_cell) if cluster is None else contextlib.nullcontext()
-    first = stages[0] if stages and cluster is None else None  # its kernels start now, beside the preparation
-    with _ahead_on(cluster, stages, started, model), SweepStart(run, [model, limits], first, jobs, per_cell) as start:
-        changed = prepare(run, log_supersede=False)  # preflight + scenarios.jsonl: nothing spent on a run that fails
-        executions = (plan_executions(run, "collect", jobs, per_cell) if cluster is None  # a cluster: a task per slot
-                      else plan_executions(run, "collect", cluster.slots(), False, by_cell_name=True))
-        before_sweep(run, only_stage=only_stage, groups=[[c.key for c in ex.cells] for ex in executions],
-                     pilot=cluster is None, changed=changed, cache=cluster.cache_folder() if cluster else None)
-        # the estimate (and the pilot, when a budget needs it; a cluster's lease server holds the budget already: no
-        # pilot there; its estimate reads the workers' cache); over limits.budget_usd (or a budget with a model's
-        # price unknown): BenchError here, before anything (more than the pilot) is sent
-        supersede(run.dir, changed, shown_path(run.params_path))  # only now: a refused sweep sets nothing aside
-        if on_start is not None:
-            on_start()
-        start.open()  # the shared servers: entered now, or their lines (held back so far) printed
-        done = _run_stages(run, stages, jobs, per_cell, started, cluster, start, only_stage)
+    limits = SharedLimits(run, jobs, per_cell) if cluster is None else None
+    changed = prepare(run, log_supersede=False)  # preflight + scenarios.jsonl: nothing spent on a run that fails
+    executions = (plan_executions(run, "collect", jobs, per_cell) if cluster is None  # a cluster: a task per slot
+                  else plan_executions(run, "collect", cluster.slots(), False, by_cell_name=True))
+    before_sweep(run, only_stage=only_stage, groups=[[c.key for c in ex.cells] for ex in executions],
+                 pilot=cluster is None, changed=changed, cache=cluster.cache_folder() if cluster else None)
+    # the estimate (and the pilot, when a budget needs it; a cluster's lease server holds the budget already: no
+    # pilot there; its estimate reads the workers' cache); over limits.budget_usd (or a budget with a model's
+    # price unknown): BenchError here, before anything (more than the pilot) is sent
+    supersede(run.dir, changed, shown_path(run.params_path))  # only now: a refused sweep sets nothing aside
+    if on_start is not None:
+        on_start()
+    with model, limits or contextlib.nullcontext():  # the embedded model, the lease server: entered once prepared
+        done = _run_stages(run, stages, jobs, per_cell, started, cluster, limits, only_stage)
     return SweepResult(run.dir, done, run, started)
 
 
-def _ahead_on(cluster: RemoteStages | None, stages: list[str], started: str,
-              model: object) -> contextlib.AbstractContextManager[object]:
-    """Return the context in which a cluster's first stage starts its kernels beside the preparation (else none).
-
-    Not when the driver launches the embedded model when the preparation passed: a kernel needs its address
-    (bench.sweep.prestart.launches_local_model). A budget is no reason: a cluster's lease server counts the spend from
-    the start of its session, before the preparation either way, and no pilot runs on a cluster.
-    """
-    if cluster is None or not stages or launches_local_model(model):
-        return contextlib.nullcontext()
-    return cluster.start_ahead(stages[0], started)
-
-
 def _run_stages(run: Run, stages: list[str], jobs: int, per_cell: bool, started: str, cluster: RemoteStages | None,
-                start: SweepStart, only_stage: str | None) -> list[Execution]:
+                limits: SharedLimits | None, only_stage: str | None) -> list[Execution]:
     """Run ``stages`` in order, each to its end; a stage after one that failed or stopped does not start."""
     done: list[Execution] = []
     for stage in stages:
@@ -131,7 +111,7 @@ def _run_stages(run: Run, stages: list[str], jobs: int, per_cell: bool, started:
             print("judge: nothing pending (every candidate was graded as it arrived)", flush=True)
             continue
         done += (cluster.run_stage(stage, started) if cluster is not None
-                 else run_stage(run, stage, jobs, per_cell, started, start.take(stage)))
+                 else run_stage(run, stage, jobs, per_cell, started, limits.link if limits else None))
     return done
 
 

@@ -1,7 +1,9 @@
 """The papermill executions of a stage: planned over the grid's cells, run side by side under one cap, stopped cleanly.
 
-The sweep's concurrency cap is divided among the executions that run at once, so the sweep as a whole never
-exceeds it. Each execution appends to its own shard of the run store and saves its executed notebook under
+Each execution is papermill running its stage notebook in a kernel papermill starts, and reaches the run through
+the notebook's papermill parameters (:func:`notebook_parameters`), never through the environment. The sweep's
+concurrency cap is held by the driver's lease server for the executions side by side, or divided among them, so
+the sweep as a whole never exceeds it. Each execution appends to its own shard of the run store and saves its executed notebook under
 ``runs/<sweep>/notebooks/``; a failed execution is reported with that path and does not stop the others.
 An execution whose kernel raised a ``Halted`` (the budget reached: exit code 4; bench.sweep.halts) stopped
 on purpose: its return code is that exception's ``exit_code`` and it is reported as stopped, not failed.
@@ -9,9 +11,8 @@ on purpose: its return code is that exception's ``exit_code`` and it is reported
 
 from __future__ import annotations
 
-import functools
-import os
 import secrets
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -23,11 +24,11 @@ from bench.core.executions import ExecutionAttempt, close_abandoned, local_marke
 from bench.core.outcome import failed_by_cell
 from bench.core.processes import remove_stale_folders
 from bench.core.records import utc_now
-from bench.kernel_threads import Prestart, end_unused
-from bench.kernels import (end_kernel, first_line, interrupt_kernel, kernel_manager_class, papermill,
-                           preload_arguments, prepare_driver)
-from bench.models.ratelimit import SWEEP_CAP_ENV, LeaseServer
-from bench.run import Run
+from bench.core.progress import every_for
+from bench.kernels import (KERNEL_ARGUMENTS, first_line, interrupt_kernel, kernel_manager_class, papermill,
+                           prepare_driver)
+from bench.models.ratelimit import LeaseServer
+from bench.run import Link, Run
 from bench.sweep.halts import halted_exit_code
 
 STAGES = {"collect": "01_collect.ipynb", "judge": "02_judge.ipynb"}
@@ -130,20 +131,18 @@ def _slug(key: str) -> str:
 
 
 def run_stage(run: Run, stage: str, jobs: int, per_cell: bool, started: str | None = None,
-              early: Any = None) -> list[Execution]:
-    """Run a stage's executions, ``parallel`` at a time, to their end; return them. ``early``: its executions
-    planned with kernels started ahead of need (bench.kernel_threads.Prestart), run first; without one, the
-    kernels left of those `bench sweep` started as it began are adopted."""
+              link: Link | None = None) -> list[Execution]:
+    """Run a stage's executions, ``parallel`` at a time, to their end; return them. ``link``: what the driver
+    shares with every execution (its lease server, the sweep's cap, the run lock it holds: bench.sweep.shared)."""
     sweep = secrets.token_hex(6)  # this stage's id in the open records of its attempts
     close_leftovers(run, sweep)
-    executions = early.executions if early is not None else plan_executions(run, stage, jobs, per_cell)
-    if early is None:  # no head start of its own: the kernels `bench sweep` started as it began, if any are left
-        early = Prestart(executions, len(executions), str(run.root), launch=False)
+    link = link or Link(lock_held=True)
+    executions = plan_executions(run, stage, jobs, per_cell)
     for ex in executions:
         ex.failed_since = started
     cap = run.sweep.limits.max_concurrency
     parallel = max(1, min(jobs if per_cell else len(executions), len(executions), cap))
-    if os.environ.get(SWEEP_CAP_ENV) and parallel > 1:  # the lease server holds the cap for all of them at once
+    if link.sweep_cap and parallel > 1:  # the lease server holds the cap for all of them at once
         share = cap
         print(f"{stage}: {len(executions)} execution(s), {parallel} at a time, cap {cap} across all of them",
               flush=True)
@@ -152,14 +151,10 @@ def run_stage(run: Run, stage: str, jobs: int, per_cell: bool, started: str | No
         print(f"{stage}: {len(executions)} execution(s), {parallel} at a time, cap {share} each", flush=True)
     sem = threading.Semaphore(parallel)
     prepare_driver()
-    stop = early.stop
-    released = {id(ex) for ex in early.release(sem, functools.partial(_guarded, sem, run, cap=share, stop=stop,
-                                                                        sweep=sweep))}
-    end_unused(wait_s=0)  # more kernels than executions: the rest end now (the next stage starts its own)
-    threads = [threading.Thread(target=_guarded, args=(sem, run, ex, share, stop, sweep), daemon=True)
-               for ex in executions if id(ex) not in released]
-    for t in threads:
-        t.start()
+    stop = threading.Event()  # set by a Ctrl-C: no execution starts any more
+    for ex in executions:
+        threading.Thread(target=_guarded, args=(sem, run, ex, notebook_parameters(run, ex, link, share), stop, sweep),
+                         daemon=True).start()
     try:  # events, not Thread.join: a join interrupted by Ctrl-C marks a running thread as stopped (bpo-45274)
         for ex in executions:
             ex.finished.wait()
@@ -167,6 +162,23 @@ def run_stage(run: Run, stage: str, jobs: int, per_cell: bool, started: str | No
         _stop(executions, stop)
         raise
     return executions
+
+
+def notebook_parameters(run: Run, ex: Execution, link: Link, cap: int | None) -> dict[str, Any]:
+    """Return the papermill parameters of ``ex``'s stage notebook: the run (its params file, cells, folder, flags),
+    ``cap`` (its ``max_concurrency``), its shard, how it shows progress (lines marked for the driver's terminal, at
+    the driver's pace) and what the driver shares with it (``link``). Never a secret: the executed notebook keeps
+    them (provider keys and the lease token reach a kernel through its environment only)."""
+    params = {"params": str(run.params_path), "grid_cells": [c.key for c in ex.cells], "run_dir": str(run.dir),
+              "dry_run": run.dry_run, "batch": run.batch, "supersede": run.supersede, "max_concurrency": cap,
+              "shard": ex.shard, "progress": "sweep", "progress_every_s": every_for(sys.stdout),
+              "lease_server": link.lease_server, "sweep_cap": link.sweep_cap, "shared_budget": link.shared_budget,
+              "lock_held": link.lock_held}
+    if ex.stage == "collect":
+        params["judge"] = bool(run.sweep.judges)  # pipelined: judging consumes candidates as they arrive
+    else:
+        params["failed_since"] = ex.failed_since
+    return params
 
 
 def _stop(executions: list[Execution], stop: threading.Event, grace_s: float = 30.0) -> None:
@@ -188,62 +200,41 @@ def _stop(executions: list[Execution], stop: threading.Event, grace_s: float = 3
         pass
 
 
-def _guarded(sem: threading.Semaphore, run: Run, ex: Execution, cap: int, stop: threading.Event | None = None,
-             sweep: str = "", km: Any = None, held: bool = False) -> None:
-    """Run ``ex`` in this thread once it has a slot of ``sem`` (``held``: taken for it already), unless the sweep
-    was stopped. ``km``: its kernel manager, started ahead of need (bench.kernel_threads); its kernel is ended
-    here whether or not the execution ran."""
+def _guarded(sem: threading.Semaphore, run: Run, ex: Execution, params: dict[str, Any], stop: threading.Event,
+             sweep: str = "") -> None:
+    """Run ``ex`` in this thread once it has a slot of ``sem``, unless the sweep was stopped."""
     try:
-        if not held:
-            sem.acquire()
-        try:
-            if stop is None or not stop.is_set():  # an interrupted sweep starts no further execution
-                _execute(run, ex, cap, stop, sweep, km)
-            elif km is not None:
-                end_kernel(km)
-        finally:
-            sem.release()
+        with sem:
+            if not stop.is_set():  # an interrupted sweep starts no further execution
+                _execute(run, ex, params, stop, sweep)
     finally:
         ex.finished.set()
 
 
-def _execute(run: Run, ex: Execution, cap: int, stop: threading.Event | None = None, sweep: str = "",
-             km: Any = None) -> None:
+def _execute(run: Run, ex: Execution, params: dict[str, Any], stop: threading.Event, sweep: str = "") -> None:
     """Run one papermill execution in this thread (papermill is imported once per sweep, not per execution).
 
-    Each execution gets its own kernel process: ``km``'s, started ahead of need on this thread, or one
-    papermill starts. Either imports the notebook's modules while it starts (bench.kernels.preload_arguments)
-    and is killed as soon as the notebook is saved: what the stage wrote is durable by the end of its cell.
-    Its cell output is streamed to the terminal prefixed with the execution's name.
+    papermill starts the execution's own kernel (bench.kernels.kernel_manager_class: it dies with the driver) and
+    kills it as soon as the notebook is saved: what the stage wrote is durable by the end of its cell. Its cell
+    output is streamed to the terminal prefixed with the execution's name.
     """
     pm = papermill()  # imported once by the driver
 
     threading.current_thread().name = ex.name
     ex.notebook.parent.mkdir(parents=True, exist_ok=True)
-    params = {"params": str(run.params_path), "grid_cells": [c.key for c in ex.cells], "run_dir": str(run.dir),
-              "dry_run": run.dry_run, "max_concurrency": cap, "shard": ex.shard, "progress": "text"}
-    if ex.stage == "collect":
-        params["judge"] = bool(run.sweep.judges)  # pipelined: judging consumes candidates as they arrive
-    else:
-        params["failed_since"] = ex.failed_since
     t0, started = time.monotonic(), utc_now()
     cells = [c.key for c in ex.cells]
     marker = local_marker(run.dir, ExecutionAttempt(ex.stage, ex.name, cells, started, "", "running"), sweep)
-    kernel = ({"km": km} if km is not None else  # papermill neither starts nor ends a kernel it is given
-              {"kernel_manager_class": kernel_manager_class(ex, stop), "extra_arguments": preload_arguments(),
-               "shutdown_kernel": "immediate"})
     try:
         pm.execute_notebook(str(run.root / "notebooks" / STAGES[ex.stage]), str(ex.notebook), parameters=params,
-                            kernel_name="python3", log_output=True, progress_bar=False, cwd=str(run.root), **kernel)
+                            kernel_name="python3", log_output=True, progress_bar=False, cwd=str(run.root),
+                            kernel_manager_class=kernel_manager_class(ex, stop), extra_arguments=KERNEL_ARGUMENTS,
+                            shutdown_kernel="immediate")
         ex.returncode = 0
     except Exception as err:  # the executed notebook (saved by papermill) shows the failing cell
         stopped(ex, err)
-    finally:
-        if km is not None:
-            end_kernel(km)
     ex.seconds = time.monotonic() - t0
-    status = ("ok" if ex.returncode == 0 else "interrupted" if ex.halted or (stop is not None and stop.is_set())
-              else "failed")
+    status = "ok" if ex.returncode == 0 else "interrupted" if ex.halted or stop.is_set() else "failed"
     record_attempt(run.dir, ExecutionAttempt(ex.stage, ex.name, cells, started, utc_now(), status))
     if marker is not None:
         marker.unlink(missing_ok=True)  # recorded: nothing is left open

@@ -2,7 +2,8 @@
 
 Each model's and judge's own caps (``max_concurrency``, ``rpm``, ``tpm``) are never divided or multiplied:
 when executions run side by side, the driver serves them from one lease server (bench.models.ratelimit)
-that every kernel reaches through BENCH_LIMITS_ADDRESS. With ``limits.budget_usd`` that server also holds
+whose address every execution gets as a papermill parameter (``lease_server``). With ``limits.budget_usd`` that
+server also holds
 the sweep's spend cap (bench.models.budget), for one execution or many: every paid request of every kernel
 reserves its worst case in that one place.
 """
@@ -13,9 +14,9 @@ import os
 
 from bench.core.errors import BenchError
 from bench.models import local, ratelimit
-from bench.models.budget import BUDGET_ENV, budget_line, dollars, sweep_budget
+from bench.models.budget import budget_line, dollars, sweep_budget
 from bench.models.providers import ModelSpec, provider_for
-from bench.run import Run
+from bench.run import Link, Run
 from bench.sweep.executions import plan_executions
 
 class SharedLocalServer:
@@ -44,10 +45,10 @@ class SharedLocalServer:
 class SharedLimits:
     """Serve every model's caps from the driver when executions run side by side (one lease server per sweep).
 
-    Each kernel inherits BENCH_LIMITS_ADDRESS and takes a lease per request, so a judge's
-    ``max_concurrency: 3`` stays 3 under ``--jobs 3``, and ``rpm``/``tpm`` windows span
+    Each kernel is given the server's address (:attr:`link`, passed as papermill parameters) and takes a lease per
+    request, so a judge's ``max_concurrency: 3`` stays 3 under ``--jobs 3``, and ``rpm``/``tpm`` windows span
     every execution (also consecutive ones: ``--per-cell``, or collect then judge). Executions side by side
-    also hold ``limits.max_concurrency`` there (BENCH_SWEEP_CAP), as a cluster sweep's do.
+    also hold ``limits.max_concurrency`` there (``sweep_cap``), as a cluster sweep's do.
     """
 
     def __init__(self, run: Run, jobs: int, per_cell: bool):
@@ -60,22 +61,19 @@ class SharedLimits:
         # executions side by side share limits.max_concurrency through the server, never a fixed slice of it each:
         # an execution whose models still have work uses the slots another one no longer needs
         self.sweep_cap = run.sweep.limits.max_concurrency if several and jobs > 1 else None
-        self.wanted = ((self.caps or self.budget is not None or self.sweep_cap is not None)
-                       and not os.environ.get(ratelimit.ADDRESS_ENV))
+        self.wanted = self.caps or self.budget is not None or self.sweep_cap is not None
         self.server: ratelimit.LeaseServer | None = None
+        self.link = Link(lock_held=True)  # what every execution is told: the driver holds the run lock for it
 
     def __enter__(self) -> "SharedLimits":
         if self.wanted:
             held = sweep_budget(self.budget, self.run.dir)  # (budget, the run folder's spend now) or None
-            self.server = ratelimit.LeaseServer(budget=held)
-            os.environ[ratelimit.ADDRESS_ENV] = self.server.start()  # inherited by every kernel started later
-            if self.sweep_cap is not None:
-                os.environ[ratelimit.SWEEP_CAP_ENV] = str(self.sweep_cap)
+            self.server = ratelimit.LeaseServer(self.run.sweep.limits.rate_window_s, budget=held)
+            self.link = Link(self.server.start(), self.sweep_cap, held is not None, lock_held=True)
             if self.caps:
                 print("model caps: one lease server for all executions (max_concurrency, rpm, tpm hold sweep-wide)",
                       flush=True)
             if held is not None:
-                os.environ[BUDGET_ENV] = str(held[0])
                 print(f"budget: {dollars(held[1])} of {dollars(held[0])} spent; one lease server holds the rest for "
                       f"all executions (each paid request reserves its worst-case cost first)", flush=True)
         return self
@@ -84,7 +82,5 @@ class SharedLimits:
         if self.server is not None and self.server.purse is not None:  # what was paid, reconciled with reservations
             print(budget_line(self.server.purse.report()), flush=True)
         if self.server is not None:
-            os.environ.pop(ratelimit.ADDRESS_ENV, None)
-            os.environ.pop(ratelimit.SWEEP_CAP_ENV, None)
-            os.environ.pop(BUDGET_ENV, None)
+            self.link = Link(lock_held=True)
             self.server.stop()

@@ -20,7 +20,7 @@ from typing import Any
 from bench.core.errors import BenchError, Halted
 from bench.core.exit_codes import ExitCode, mlflow_status
 from bench.core.records import utc_now
-from bench.core.runlock import ENV as LOCK_ENV, is_held
+from bench.core.runlock import held_here, is_held
 from bench.estimate import planned_progress
 from bench.run import Run
 from bench.tracking._console import warn
@@ -179,7 +179,7 @@ def mark_crashed(run_dir: str | Path) -> bool:
     own = "MLFLOW_TRACKING_URI" not in os.environ
     if own and not (run_dir / "mlflow.db").exists():
         return False
-    if os.environ.get(LOCK_ENV) != str(run_dir) and is_held(run_dir) is not False:
+    if not held_here(run_dir) and is_held(run_dir) is not False:
         return False  # a live driver (its run is running), or one this machine cannot see: not ours to end
     try:
         client = _import_mlflow().MlflowClient(tracking_uri(run_dir))

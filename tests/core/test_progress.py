@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.core.progress import configure
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
 from bench.testing.grids import grid, judge
@@ -31,10 +32,12 @@ def test_pipelined_collect_shows_each_judge_and_never_waits_silently(tmp_path, f
     import bench
 
     monkeypatch.setenv("BENCH_RUNS", str(tmp_path / "runs"))
-    monkeypatch.setenv("BENCH_PROGRESS_EVERY_S", "0.1")
     fake.configure(latency_ms=300)  # every request outlasts the interval: lines must come while nothing finishes
     run = bench.open_run(jury_grid(tmp_path, fake.url))
-    asyncio.run(bench.run_collect(run, progress="text", judge=True))
+    try:
+        asyncio.run(bench.run_collect(run, progress="text", progress_every_s=0.1, judge=True))
+    finally:
+        configure()  # this process's progress settings back to their defaults
     lines = capsys.readouterr().out.splitlines()
 
     growing = [ln for ln in lines if re.match(r"judge: \d+/\d+ so far \(the total grows as answers arrive\) "

@@ -25,10 +25,12 @@ PROMPTS = [prompt("p", "Q {topic} {n}"), prompt("p", "Question about {topic} num
 sweep = partial(grids.sweep, timeout=600)  # three executions side by side on a loaded 2-core machine
 
 
-def capped_grid(tmp_path, url, models, dimensions, judges=None, cap=12, prompts=PROMPTS):
-    """Write ``t.yaml``: these models (and judges) on the product of ``dimensions``, ``cap`` requests at a time."""
+def capped_grid(tmp_path, url, models, dimensions, judges=None, cap=12, prompts=PROMPTS, window_s=60.0):
+    """Write ``t.yaml``: these models (and judges) on the product of ``dimensions``, ``cap`` requests at a time,
+    ``rpm``/``tpm`` windows of ``window_s``."""
     return grid(tmp_path / "t.yaml", url, name="t", models=models, prompts=prompts, scenarios=generate(**dimensions),
-                judges=judges, limits={"max_concurrency": cap, "timeout_s": 20, "retries": 2})
+                judges=judges, limits={"max_concurrency": cap, "timeout_s": 20, "retries": 2,
+                                       "rate_window_s": window_s})
 
 
 def records(tmp_path, kind):
@@ -63,13 +65,14 @@ def test_model_and_judge_concurrency_caps_hold_across_three_executions(tmp_path,
 
 
 def test_an_rpm_window_holds_across_three_executions(tmp_path, fake):
-    # rpm 4 per 1 s window (BENCH_RATE_WINDOW_S), 0.4 s per request: four starts in any window means at most
+    # rpm 4 per 1 s window (limits.rate_window_s), 0.4 s per request: four starts in any window means at most
     # four requests ever in flight at the provider. Three executions each keeping their own window would
     # have two bursts of four overlap (three starts on a 1 s circle: two are within 1/3 s < 0.4 s).
     fake.configure(latency_ms=400)
     models = [model("m1", fake.url, name="fake-r", rpm=4)]
-    params = capped_grid(tmp_path, fake.url, models, {"topic": ["a", "b", "c", "d"], "n": [1, 2, 3]})
-    result = sweep(tmp_path, params, "--jobs", "3", BENCH_RATE_WINDOW_S="1.0")
+    params = capped_grid(tmp_path, fake.url, models, {"topic": ["a", "b", "c", "d"], "n": [1, 2, 3]},
+                         window_s=1.0)
+    result = sweep(tmp_path, params, "--jobs", "3")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     stats = fake.stats()
     cands = records(tmp_path, Candidate)
@@ -83,8 +86,9 @@ def test_a_tpm_budget_holds_across_three_executions(tmp_path, fake):
     # frees the rest of the budget (were the estimate kept, the 36 requests would need 15 windows).
     fake.configure(latency_ms=150)
     models = [model("m1", fake.url, name="fake-t", tpm=250, params={"max_tokens": 100})]
-    params = capped_grid(tmp_path, fake.url, models, {"topic": ["a", "b", "c", "d"], "n": [1, 2, 3]})
-    result = sweep(tmp_path, params, "--jobs", "3", BENCH_RATE_WINDOW_S="1.0")
+    params = capped_grid(tmp_path, fake.url, models, {"topic": ["a", "b", "c", "d"], "n": [1, 2, 3]},
+                         window_s=1.0)
+    result = sweep(tmp_path, params, "--jobs", "3")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     stats = fake.stats()
     cands = records(tmp_path, Candidate)

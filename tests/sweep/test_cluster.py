@@ -35,13 +35,12 @@ PROMPTS = [prompt("p", "Q {topic} {n}"), prompt("q", "{topic} {n}?", system="be 
 BUDGET_S = 600  # a loaded 2-core machine
 
 
-CONNECT = {"BENCH_CLUSTER_CONNECT_S": "5"}  # a scheduler that does not answer is given up on within seconds
-sweep = partial(grids.sweep, report=True, timeout=BUDGET_S, **CONNECT)  # the report unless --no-report
+sweep = partial(grids.sweep, report=True, timeout=BUDGET_S)  # the report unless --no-report
 
 
 def started_sweep(tmp_path: Path, params: Path, *args: str, **popen) -> AbstractContextManager[subprocess.Popen]:
     """Start ``bench sweep PARAMS ARGS`` as :func:`sweep` runs it; kill what is left of it on leaving the block."""
-    return grids.started(tmp_path, *grids.sweep_args(params, *args, report=True), **CONNECT, **popen)
+    return grids.started(tmp_path, *grids.sweep_args(params, *args, report=True), **popen)
 
 
 def cluster_grid(tmp_path: Path, url: str, topics: int = 5, *, name: str = "c", **overrides: object) -> Path:
@@ -125,8 +124,8 @@ def test_an_rpm_window_holds_across_two_workers(tmp_path, fake, cluster):
     fake.configure(latency_ms=400)
     params = grid(tmp_path / "r.yaml", fake.url, name="c", models=[model("m1", fake.url, name="fake-r", rpm=4)],
                   prompts=PROMPTS, scenarios=generate(topic=["a", "b", "c"], n=[1, 2, 3]),
-                  limits={"max_concurrency": 8, "timeout_s": 20, "retries": 2})
-    result = sweep(tmp_path, params, "--cluster", cluster.address, "--no-report", BENCH_RATE_WINDOW_S="1.0")
+                  limits={"max_concurrency": 8, "timeout_s": 20, "retries": 2, "rate_window_s": 1.0})
+    result = sweep(tmp_path, params, "--cluster", cluster.address, "--no-report")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     stats = fake.stats()
     assert stats["by_model"] == {"fake-r": 18} and stats["peak_in_flight_by_model"]["fake-r"] <= 4
@@ -242,7 +241,8 @@ def _wait_for_running_attempt(run_dir: Path, c: LoopbackDaskCluster, proc: subpr
 
 def test_an_unreachable_scheduler_is_one_message_before_any_call(tmp_path, fake):
     port = free_port()  # nothing listens there
-    result = sweep(tmp_path, cluster_grid(tmp_path, fake.url), "--cluster", f"tcp://127.0.0.1:{port}")
+    result = sweep(tmp_path, cluster_grid(tmp_path, fake.url), "--cluster", f"tcp://127.0.0.1:{port}",
+                   "--cluster-wait", "5")  # a scheduler that does not answer is given up on within seconds
     assert result.returncode == 2
     lines = [ln for ln in result.stderr.splitlines() if ln.strip() and "is plain TCP" not in ln]
     assert len(lines) == 1 and f"cannot reach the Dask scheduler at tcp://127.0.0.1:{port}" in lines[0], result.stderr
@@ -278,7 +278,7 @@ def test_the_collect_notebook_runs_its_cells_on_the_cluster(tmp_path, fake, clus
     target = parameterized_copy(ROOT / "notebooks/01_collect.ipynb", tmp_path / "01_collect.ipynb",
                                 params=str(params), cluster=cluster.address, judge=True, progress="text")
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
-                             str(target)], cwd=ROOT, env=grids.env(tmp_path, **CONNECT), capture_output=True, text=True,
+                             str(target)], cwd=ROOT, env=grids.env(tmp_path), capture_output=True, text=True,
                             timeout=BUDGET_S)
     assert result.returncode == 0, result.stdout[-3000:]
     run_dir = tmp_path / "runs" / "c"

@@ -111,6 +111,14 @@ def listening_ports(procs: list[psutil.Process]) -> dict[int, int]:
     return {port: pid for (_ip, port), pid in listening(procs).items()}
 
 
+def lease_port(kernels: list[psutil.Process], driver_ports: set[int]) -> int:
+    """Return the port of the driver's lease server: the one of the driver's ports the kernels are connected to
+    (a kernel is told its address as a papermill parameter, never in its environment)."""
+    [port] = {c.raddr.port for k in kernels for c in k.net_connections("tcp")
+              if c.raddr and c.raddr.port in driver_ports}
+    return port
+
+
 def answers_http(port: int) -> bool:
     """Return whether whatever listens on 127.0.0.1:port answers a plain HTTP request like a web server."""
     try:
@@ -148,8 +156,8 @@ def test_local_n_is_tls_under_its_own_certificate_serves_no_http_and_keeps_keys_
         procs = tree(proc.pid)
         workers = [p for p in procs[1:] if not is_kernel(p)]
         kernels = [p for p in procs if is_kernel(p)]
-        lease = int(re.search(rb"BENCH_LIMITS_ADDRESS=tcp:127.0.0.1:(\d+)", environ(kernels[0])).group(1))
         ports = listening_ports(procs)
+        lease = lease_port(kernels, {port for port, pid in ports.items() if pid == proc.pid})
         web = [port for port in ports if answers_http(port)]
         scheduler = [port for port, pid in ports.items() if pid == proc.pid and port not in (lease, *web)]
         for port in scheduler:  # a stranger: no certificate (plain TCP, or TLS without one), or one of its own

@@ -195,8 +195,7 @@ def test_open_run_refuses_in_a_notebook_and_supersedes_when_asked(tmp_path, fake
                                           r"supersede=True in bench.open_run\)"):
         asyncio.run(run_collect(open_run(edited), progress="none"))
     assert fake.stats()["requests"] == sent
-    monkeypatch.setenv("BENCH_SUPERSEDE", "1")  # what the notebooks' `supersede` parameter defaults to
-    asyncio.run(run_collect(open_run(edited), progress="none"))
+    asyncio.run(run_collect(open_run(edited, supersede=True), progress="none"))  # the notebooks' `supersede`
     assert fake.stats()["requests"] == sent + TOPICS
     with warnings.catch_warnings():
         warnings.simplefilter("error", MixedRunWarning)  # superseded, not mixed: nothing to warn about

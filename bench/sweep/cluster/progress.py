@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from bench.core.progress import EVERY_ENV, TERMINAL_EVERY_S, clock, every_for, in_kernel
+from bench.core.progress import clock, every_for, in_kernel, widget_every
 from bench.core.tally import Counts, Planned, StoreTally, progress_line
 from bench.estimate import planned_progress
 from bench.run import Run
@@ -47,7 +47,7 @@ class ClusterProgress:
         if self.mode not in ("text", "notebook", "none"):
             raise ValueError(f"progress mode {mode!r}: expected auto, text, notebook or none")
         self.every_s = every_s if every_s is not None else every_for(out or sys.stdout) if self.mode == "text" \
-            else float(os.environ.get(EVERY_ENV) or TERMINAL_EVERY_S)
+            else widget_every()
         self.heartbeat_s = heartbeat_s
         self.out = out
         self.printed = 0  # lines printed (text) or displays sent (notebook)

@@ -9,7 +9,6 @@ file: attempt 1 appends to the execution's usual shard and notebook, attempt n t
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import socket
@@ -22,14 +21,12 @@ from typing import Any
 from bench.core.executions import ATTEMPTS  # attempts/<execution>.<n>.json: one file per attempt, by its worker
 from bench.core.records import utc_now
 from bench.core.store import atomic_write
-from bench.kernels import (end_kernel, first_line, interrupt_kernel, kernel_manager_class, papermill,
-                           preload_arguments, prepare_driver, start_kernel)
+from bench.kernels import (KERNEL_ARGUMENTS, first_line, interrupt_kernel, kernel_manager_class, papermill,
+                           prepare_driver)
 from bench.report.render import render_report
 from bench.sweep.halts import halted_exit_code
 from bench.sweep.cluster.probe import Expected, check_worker
 from bench.sweep.cluster.worker_secrets import kernel_secrets
-
-PARK_S = 600.0  # how long a kernel started ahead of need waits for its sweep's go (a driver gone never says it)
 
 
 @dataclass(frozen=True)
@@ -47,12 +44,11 @@ class Task:
     expected: Expected  # what this worker must match (checked before each execution: workers may join late)
     sweep: str  # this sweep's id: its attempts are told from an earlier sweep's without comparing clocks
     stop: str  # the name of the sweep's distributed.Event that a Ctrl-C of the driver sets
-    # for the kernel: the lease server's address, the caps, the cache kind (no secret: a task's arguments are
-    # kept by the scheduler and shown to its clients; the token and keys come from the worker plugin)
+    # for the kernel: the cache kind, where runs live (no secret: a task's arguments are kept by the scheduler and
+    # shown to its clients; the token and keys come from the worker plugin)
     env: dict[str, str] = field(default_factory=dict, repr=False)
     secrets: str = ""  # the worker plugin with the lease token and the keys (bench.sweep.cluster.worker_secrets)
     driver: str = ""  # pid <n> on <host>: who records this attempt (named if it never does: bench.core.executions)
-    go: str = ""  # started ahead of need: the sweep's distributed.Event its preparation sets (bench.sweep.cluster.tasks)
 
 
 def execute(task: Task) -> dict[str, Any]:
@@ -60,8 +56,7 @@ def execute(task: Task) -> dict[str, Any]:
 
     A failing notebook cell is an outcome (returned, status ``failed``): running it again elsewhere
     would fail the same way. Anything else (the kernel died, the folder went away) is recorded in
-    the attempt's file and raised, so Dask retries the execution on a worker. A task started ahead of need
-    (``task.go``) starts its kernel first and claims its attempt only once the sweep says go (:func:`_park`).
+    the attempt's file and raised, so Dask retries the execution on a worker.
     """
     pm = papermill()  # imported once per worker process
 
@@ -73,9 +68,6 @@ def execute(task: Task) -> dict[str, Any]:
                 "error": f"worker {worker} ({socket.gethostname()}) {problem}"}
     prepare_driver()  # the variables every kernel inherits
     kernel = _KernelEnv({**task.env, **kernel_secrets(task.secrets)})  # the secrets: this kernel's environment only
-    km = _park(task, kernel) if task.go else None
-    if task.go and km is None:  # the sweep was refused, or stopped, while this kernel started: nothing is recorded
-        return _not_started(task, worker)
     attempt, marker = _claim(Path(task.run_dir), task.name)
     shard = task.shard if attempt == 1 else f"{task.shard or 'all'}-a{attempt}"
     stem = Path(task.notebook_in).stem
@@ -87,7 +79,7 @@ def execute(task: Task) -> dict[str, Any]:
     notebook.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     try:
-        _run_notebook(pm, task, {**task.params, "shard": shard}, notebook, kernel, km, record)
+        _run_notebook(pm, task, {**task.params, "shard": shard}, notebook, kernel, record)
     except BaseException as err:
         record.update(status="failed", error=f"{type(err).__name__}: {first_line(err) or err}",
                       ended=utc_now(), seconds=round(time.monotonic() - t0, 3))
@@ -98,23 +90,22 @@ def execute(task: Task) -> dict[str, Any]:
     return record
 
 
-def _run_notebook(pm: Any, task: Task, params: dict[str, Any], notebook: Path, kernel: "_KernelEnv", km: Any,
+def _run_notebook(pm: Any, task: Task, params: dict[str, Any], notebook: Path, kernel: "_KernelEnv",
                   record: dict[str, Any]) -> None:
-    """Execute the stage notebook into ``notebook`` in ``km``'s kernel (started ahead) or one papermill starts;
-    set ``record``'s status (a failed cell is an outcome); anything else raises.
+    """Execute the stage notebook into ``notebook`` in a kernel papermill starts; set ``record``'s status (a failed
+    cell is an outcome); anything else raises.
 
-    Either kernel is killed as soon as the notebook is saved (papermill's ``shutdown_kernel="immediate"``, or
-    end_kernel): what the stage wrote is durable by the end of its cell (records flushed by its RecordWriter and
+    The kernel is killed as soon as the notebook is saved (papermill's ``shutdown_kernel="immediate"``): what the
+    stage wrote is durable by the end of its cell (records flushed by its RecordWriter and
     replies written to the shard cache synchronously, both with plain writes a killed process keeps; the
     output cells only read), so a graceful shutdown would only add the kernel's own teardown.
     """
     stopped = _watch_stop(task.stop, kernel)
-    engine = ({"km": km} if km is not None else  # papermill neither starts nor ends a kernel it is given
-              {"kernel_manager_class": kernel_manager_class(kernel), "shutdown_kernel": "immediate",
-               "extra_arguments": preload_arguments()})  # the notebook's imports, while the kernel starts
     try:
         pm.execute_notebook(task.notebook_in, str(notebook), parameters=params, kernel_name="python3",
-                            log_output=False, progress_bar=False, cwd=task.root, **engine)
+                            log_output=False, progress_bar=False, cwd=task.root,
+                            kernel_manager_class=kernel_manager_class(kernel), extra_arguments=KERNEL_ARGUMENTS,
+                            shutdown_kernel="immediate")
         record["status"] = "ok"
     except pm.PapermillExecutionError as err:  # a cell failed (or the sweep's Ctrl-C interrupted it)
         status = "interrupted" if stopped.is_set() else "failed"
@@ -123,33 +114,6 @@ def _run_notebook(pm: Any, task: Task, params: dict[str, Any], notebook: Path, k
             record.update(status="interrupted", halted=err.ename, exit_code=code, error=f"{err.ename}: {err.evalue}")
     finally:
         kernel.done.set()
-        if km is not None:
-            end_kernel(km)
-
-
-def _park(task: Task, kernel: "_KernelEnv") -> Any:
-    """Start the execution's kernel on this thread (where papermill will use it), then wait for the sweep's go
-    (``task.go``, a distributed.Event the driver sets once its preparation passed) for at most PARK_S.
-
-    Return the kernel manager once the sweep goes on; None (its kernel ended) when the sweep was refused or
-    interrupted meanwhile (the driver sets the stop event, then go), or never said go (a driver gone).
-    A retried task (its worker died) finds go already set and goes on at once.
-    """
-    km = kernel_manager_class(kernel)(kernel_name="python3")
-    with contextlib.suppress(Exception):  # no kernel could start: papermill starts it, and says why it cannot
-        start_kernel(km, task.root)
-    go, deadline = _event(task.go), time.monotonic() + PARK_S
-    released = False
-    try:
-        while not released and time.monotonic() < deadline:
-            released = bool(go.wait(timeout=1.0))
-        released = released and not (task.stop and _event(task.stop).is_set())
-    except Exception:  # the scheduler is gone: no sweep goes on
-        released = False
-    if not released:
-        end_kernel(km)
-        return None
-    return km
 
 
 def _not_started(task: Task, worker: str) -> dict[str, Any]:

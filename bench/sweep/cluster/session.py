@@ -30,8 +30,8 @@ from bench.core.errors import BenchError, ParamsError
 from bench.core.paths import CACHE_ENV, cache_path
 from bench.core.store import atomic_write, os_reason
 from bench.models import ratelimit
-from bench.models.budget import BUDGET_ENV, sweep_budget
-from bench.run import Run, shown_path
+from bench.models.budget import sweep_budget
+from bench.run import Link, Run, shown_path
 from bench.sweep.cluster import worker_secrets
 from bench.sweep.cluster.local_cluster import PrivateCluster
 from bench.sweep.cluster.probe import TOKEN_FILE, Expected, check_worker, source_digest, version
@@ -39,12 +39,10 @@ from bench.sweep.executions import STAGES
 
 ADDRESS_ENV = "DASK_SCHEDULER_ADDRESS"
 TLS_ENV = "DASK_DISTRIBUTED__COMM__TLS__"  # + CA_FILE, CLIENT__CERT, CLIENT__KEY: Dask's own TLS settings
-CONNECT_S = 20.0  # how long to try reaching a scheduler before saying it is unreachable
-CONNECT_ENV = "BENCH_CLUSTER_CONNECT_S"  # overrides CONNECT_S (tests)
-# the driver's settings a kernel on a worker must share: the run lock it holds for them, where runs and the
-# cache live, the embedded model
-PASSED_ON = ("BENCH_RUN_LOCK", "BENCH_RUNS", "BENCH_LOCAL_API_BASE", "BENCH_RATE_WINDOW_S", "BENCH_PROGRESS_EVERY_S",
-             "BENCH_BATCH")
+CONNECT_S = 20.0  # how long to try reaching a scheduler before saying it is unreachable (--cluster-wait)
+# the driver's settings a kernel on a worker must share, which are a user's (the rest are papermill parameters:
+# bench.sweep.executions.notebook_parameters): where runs live, the embedded model
+PASSED_ON = ("BENCH_RUNS", "BENCH_LOCAL_API_BASE")
 
 
 class ClusterLost(BenchError):
@@ -59,8 +57,9 @@ def cluster_address(option: str | None) -> str | None:
 class ClusterSession:
     """A connected Dask client (or a started ``LocalCluster``), its probed workers and the sweep's lease server."""
 
-    def __init__(self, spec: str, run: Run):
+    def __init__(self, spec: str, run: Run, wait_s: float | None = None):
         self.spec, self.run = spec, run
+        self.wait_s = wait_s or CONNECT_S  # how long to try reaching the scheduler, then one of its workers
         self.client: Any = None
         self.local: Any = None  # the PrivateCluster of ``local:N`` (bench.sweep.cluster.local_cluster)
         self.server: ratelimit.LeaseServer | None = None
@@ -91,7 +90,7 @@ class ClusterSession:
             print(plain_tcp_warning(self.spec), file=sys.stderr, flush=True)
         try:
             self._connect()
-            self.server = ratelimit.LeaseServer(host=self._lease_host(),  # and the budget, when one is set
+            self.server = ratelimit.LeaseServer(self.run.sweep.limits.rate_window_s, host=self._lease_host(),
                                                 budget=sweep_budget(self.run.sweep.limits.budget_usd, self.run.dir))
             self.server.start()
             self._share_secrets()
@@ -130,15 +129,18 @@ class ClusterSession:
         (``$BENCH_CACHE``, else the run folders' ``.cache/responses``). The driver's estimate reads the same one."""
         return str(cache_path(self.run.root))
 
-    def kernel_env(self) -> dict[str, str]:
-        """Return the variables every execution's task carries for its kernel: the lease server's address, the caps,
-        the cache's folder (no secret: the token and the keys come from the worker plugin,
-        bench.sweep.cluster.worker_secrets)."""
+    def link(self) -> Link:
+        """Return what every execution is told (papermill parameters): the lease server's address, the sweep's cap
+        held there, whether it holds the budget, and that the driver holds the run lock."""
         assert self.server is not None and self.server.address
-        env = {ratelimit.ADDRESS_ENV: self.server.address,
-               ratelimit.SWEEP_CAP_ENV: str(self.run.sweep.limits.max_concurrency)}
-        if self.server.budget is not None:  # every kernel reserves its paid requests from the driver's server
-            env[BUDGET_ENV] = str(self.server.budget[0])
+        return Link(self.server.address, self.run.sweep.limits.max_concurrency, self.server.budget is not None,
+                    lock_held=True)
+
+    def kernel_env(self) -> dict[str, str]:
+        """Return the variables every execution's task carries for its kernel: the cache's folder, where runs live,
+        the embedded model (no secret: the token and the keys come from the worker plugin,
+        bench.sweep.cluster.worker_secrets)."""
+        env: dict[str, str] = {}
         for key in PASSED_ON:
             if os.environ.get(key) and (key != "BENCH_LOCAL_API_BASE" or self.loopback):
                 env[key] = os.environ[key]
@@ -159,7 +161,7 @@ class ClusterSession:
             self.client = self.local.start().client
             return
         security = self._tls()
-        wait_s = float(os.environ.get(CONNECT_ENV) or CONNECT_S)
+        wait_s = self.wait_s
         try:
             self.client = Client(self.spec, timeout=f"{wait_s}s", security=security)
         except (OSError, TimeoutError, ValueError) as exc:

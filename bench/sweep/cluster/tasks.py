@@ -12,7 +12,7 @@ import secrets
 import shutil
 import warnings
 from concurrent.futures import CancelledError
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,8 @@ from bench.stages import prepare
 from bench.sweep.cluster import remote
 from bench.sweep.cluster.progress import ClusterProgress
 from bench.sweep.cluster.session import ClusterLost, ClusterSession, cluster_address
-from bench.sweep.executions import STAGES, Execution, close_leftovers, plan_executions, print_executions
+from bench.sweep.executions import (STAGES, Execution, close_leftovers, notebook_parameters, plan_executions,
+                                    print_executions)
 
 RETRIES = 2  # a task that raised (its kernel died, the folder went away) runs again, on any worker
 REPORT = "report/index.html"  # where a worker renders the report: in the run folder, which every worker shares
@@ -54,23 +55,19 @@ def run_on_cluster(run: Run, stage: str, cluster: str | None = None, *, judge: b
 
 
 def run_stage_on_cluster(session: ClusterSession, stage: str, started: str, *, judge: bool | None = None,
-                         judges: list[str] | None = None, ahead: StageAhead | None = None) -> list[Execution]:
+                         judges: list[str] | None = None) -> list[Execution]:
     """Run a stage as Dask tasks on the cluster, one per group of cells with at most one group per worker thread
     (bench.sweep.executions.group_cells); return its executions (as a local stage does).
 
-    ``ahead``: the stage's tasks, submitted before the driver's preparation (their kernels started): released
-    here. A pair dataset (no grid cells) is one task. Every attempt is recorded, whatever ends the stage.
+    A pair dataset (no grid cells) is one task. Every attempt is recorded, whatever ends the stage.
     """
     run = session.run
     close_leftovers(run, session.sweep)  # what a killed driver left open
-    executions: list[Execution] = ahead.executions if ahead is not None else []
+    executions: list[Execution] = []
     futures: dict[str, Any] = {}
     try:
-        if ahead is not None:
-            futures = ahead.release()
-        else:
-            executions = plan_stage(session, stage)
-            submit_stage(session, executions, started, futures, judge=judge, judges=judges)
+        executions = plan_stage(session, stage)
+        submit_stage(session, executions, started, futures, judge=judge, judges=judges)
         print(f"{stage}: {len(executions)} execution(s) on the cluster at {session.address} "
               f"({len(session.workers)} worker(s)); cap {run.sweep.limits.max_concurrency} across all of them",
               flush=True)
@@ -92,77 +89,13 @@ def plan_stage(session: ClusterSession, stage: str) -> list[Execution]:
 
 
 def submit_stage(session: ClusterSession, executions: list[Execution], started: str, futures: dict[str, Any], *,
-                 judge: bool | None = None, judges: list[str] | None = None, go: str = "") -> None:
+                 judge: bool | None = None, judges: list[str] | None = None) -> None:
     """Submit one task per execution, in order (with fewer slots than cells, every model gets some), into
-    ``futures`` (by execution name: a Ctrl-C mid-way still finds those submitted); ``go``: see remote.Task."""
+    ``futures`` (by execution name: a Ctrl-C mid-way still finds those submitted)."""
     for i, ex in enumerate(executions):
-        task = replace(_task(session, ex, started, judge, judges), go=go)
+        task = _task(session, ex, started, judge, judges)
         futures[ex.name] = session.client.submit(remote.execute, task, key=f"bench-{ex.name}-{secrets.token_hex(4)}",
                                                  retries=RETRIES, pure=False, priority=len(executions) - i)
-
-
-class StageAhead:
-    """A cluster sweep's first stage submitted before the driver's preparation (a context), so its kernels start
-    beside it: each task starts its kernel at once, then waits for the sweep's go (bench.sweep.cluster.remote._park)
-    before it claims an attempt or writes anything.
-
-    :meth:`release` says go (the stage then runs as any other); leaving the context without it (the sweep was
-    refused, or interrupted during its preparation) sets the sweep's stop event, then go: every task ends its
-    kernel and returns, and the driver waits for them (at most ``WAIT_S``) so no kernel outlives the sweep.
-    """
-
-    WAIT_S = 30.0
-
-    def __init__(self, session: ClusterSession, stage: str, started: str):
-        self.session, self.stage, self.started = session, stage, started
-        self.go = f"bench-go-{session.sweep}"
-        self.executions: list[Execution] = []
-        self.futures: dict[str, Any] = {}
-        self.released = False
-
-    def __enter__(self) -> "StageAhead":
-        try:
-            self.executions = plan_stage(self.session, self.stage)
-            submit_stage(self.session, self.executions, self.started, self.futures, go=self.go)
-        except Exception:  # the scheduler went away: the stage submits its tasks when it starts, and says so
-            self._cancel()
-            self.executions, self.futures = [], {}
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if not self.released:
-            self._cancel()
-
-    def release(self) -> dict[str, Any]:
-        """Say go; return the stage's futures by execution name. A task that gave up waiting (longer than
-        remote.PARK_S) is submitted again without waiting."""
-        from distributed import Event  # noqa: PLC0415 (distributed: imported by the session already)
-
-        self.released = True
-        Event(self.go, client=self.session.client).set()
-        expired = [ex for ex in self.executions if _not_started(self.futures[ex.name])]
-        submit_stage(self.session, expired, self.started, self.futures)
-        return self.futures
-
-    def _cancel(self) -> None:
-        if not self.futures:
-            return
-        from distributed import Event, wait  # noqa: PLC0415 (distributed: imported by the session already)
-
-        try:
-            Event(self.session.stop, client=self.session.client).set()  # first: go alone would run them
-            Event(self.go, client=self.session.client).set()
-            wait(list(self.futures.values()), timeout=self.WAIT_S)
-        except (KeyboardInterrupt, TimeoutError, OSError, CancelledError):
-            pass
-
-
-def _not_started(future: Any) -> bool:
-    """Whether a task ended without starting its execution (a parked task that gave up waiting)."""
-    try:
-        return future.done() and future.status == "finished" and future.result()["status"] == "interrupted"
-    except Exception:
-        return False
 
 
 @dataclass
@@ -171,7 +104,6 @@ class ClusterStages:
     hands the local driver in place of its kernels (``bench.sweep.driver.RemoteStages``)."""
 
     session: ClusterSession
-    ahead: StageAhead | None = None  # the first stage, submitted before the driver's preparation
 
     @property
     def loopback(self) -> bool:
@@ -186,18 +118,9 @@ class ClusterStages:
         """Return the workers' response cache (a folder: see ``ClusterSession.cache_folder``)."""
         return self.session.cache_folder()
 
-    def start_ahead(self, stage: str, started: str) -> StageAhead:
-        """Return ``stage``'s tasks to submit now, before the driver's preparation (a context: see StageAhead);
-        :meth:`run_stage` releases them."""
-        self.ahead = StageAhead(self.session, stage, started)
-        return self.ahead
-
     def run_stage(self, stage: str, started: str) -> list[Execution]:
         """Run ``stage`` as one task per group of cells; return its executions (see :func:`run_stage_on_cluster`)."""
-        ahead, self.ahead = self.ahead, None
-        if ahead is None or ahead.stage != stage or not ahead.futures:
-            ahead = None
-        return run_stage_on_cluster(self.session, stage, started, ahead=ahead)
+        return run_stage_on_cluster(self.session, stage, started)
 
     def report(self) -> Path:
         """Render the run's report on a worker; return its copy on this machine (see :func:`report_on_cluster`)."""
@@ -235,12 +158,13 @@ def _round_robin(executions: list[Execution]) -> list[Execution]:
 def _task(session: ClusterSession, ex: Execution, started: str, judge: bool | None,
           judges: list[str] | None) -> remote.Task:
     run = session.run
-    params = {"params": str(run.params_path), "grid_cells": [c.key for c in ex.cells], "run_dir": str(run.dir),
-              "dry_run": run.dry_run, "max_concurrency": run.sweep.limits.max_concurrency, "progress": "text"}
+    ex.failed_since = started
+    params = notebook_parameters(run, ex, session.link(), run.sweep.limits.max_concurrency)
+    params.pop("shard")  # set per attempt (remote.execute)
     if ex.stage == "collect":
         params["judge"] = bool(run.sweep.judges) if judge is None else judge
     else:
-        params.update(failed_since=started, judges=judges)
+        params["judges"] = judges
     assert session.expected is not None
     return remote.Task(ex.stage, ex.name, ex.shard, [c.key for c in ex.cells],
                        str(run.root / "notebooks" / STAGES[ex.stage]), params, str(run.dir), str(run.root),
