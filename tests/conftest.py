@@ -5,9 +5,16 @@ from __future__ import annotations
 import os
 import tempfile
 
+from bench.testing.grids import hermetic
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-# a sweep renders its report at the end: tests never write into the checkout's reports/
-os.environ.setdefault("BENCH_REPORTS", tempfile.mkdtemp(prefix="bench-test-reports-"))
+# hermetic: no BENCH_* variable of the shell that started the suite (a researcher's BENCH_CACHE, BENCH_RUNS...)
+# reaches a test, an in-process run or a bench subprocess; a test that wants one sets it itself
+hermetic()
+# tests never write into the checkout's runs/ (nor its response cache, runs/.cache) or reports/ (a sweep renders its
+# report at the end): a folder of each per session, so per xdist worker too; a test's runs go under its tmp_path
+os.environ["BENCH_RUNS"] = tempfile.mkdtemp(prefix="bench-test-runs-")
+os.environ["BENCH_REPORTS"] = tempfile.mkdtemp(prefix="bench-test-reports-")
 
 from collections.abc import Iterator  # noqa: E402
 
