@@ -1,0 +1,109 @@
+"""A params file's stages run in the test's own process: what `bench sweep` runs, without its kernels or interpreter.
+
+:func:`run_stages` is the in-process counterpart of :func:`bench.testing.grids.sweep` for a test whose subject is
+not the command line: it opens the run (``bench.open_run``), collects with the judges grading each answer as it
+arrives (``bench.run_collect(judge=True)``, what a sweep's collect execution runs), grades what is left
+(``bench.run_judge``) and applies the params file's gates, as `bench sweep --no-report --no-track` would, with the
+run folder, the response cache and reports under the test's folder. It returns what such a test reads: the run
+folder, the exit code the sweep would end with (0, 2 for a refusal, 3 for failed items, 4 for a budget stop, 5 for
+a failed gate) and what the stages printed. A papermill kernel and a ``python -m bench`` cost 3-12 s a sweep; this
+costs the requests.
+
+What only the command does stays with the command and its tests: the estimate and the pilot before a sweep
+(``limits.budget_usd`` refused up front), ``--jobs`` and the lease server, ``executions.jsonl`` and ``sweeps.jsonl``
+(`bench status`), the report and MLflow at the end, Ctrl-C and ``kill -9``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.core.errors import BenchError, Halted
+from bench.core.outcome import EXIT_FAILED_ITEMS, failures
+from bench.core.records import utc_now
+from bench.gates.command import sweep_gates
+from bench.judge.stage import pending_judgments
+from bench.models.eventloop import run as run_loop
+from bench.run import Run, open_run
+from bench.stages import run_collect, run_judge
+
+STAGES = ("collect", "judge")
+
+
+@dataclass
+class StagesRun:
+    """What :func:`run_stages` did, read as a finished `bench sweep` is: its run folder, exit code and output."""
+
+    run_dir: Path
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def log(self) -> str:
+        """The last of both outputs, for an assertion's message."""
+        return self.stdout[-3000:] + self.stderr[-3000:]
+
+
+@contextlib.contextmanager
+def environment(tmp_path: Path, drop: Sequence[str] = (), **extra: str) -> Iterator[None]:
+    """Set, for the block, what :func:`bench.testing.grids.env` gives a subprocess: runs and reports under
+    ``tmp_path``, ``extra``; the variables of ``drop`` unset. Everything is put back on leaving."""
+    saved = dict(os.environ)
+    for name in drop:
+        os.environ.pop(name, None)
+    os.environ.update({"BENCH_RUNS": str(tmp_path / "runs"), "BENCH_REPORTS": str(tmp_path / "reports"), **extra})
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def run_stages(tmp_path: Path, params: Path | str, *, stages: Sequence[str] = STAGES, cells: str | None = None,
+               run_dir: str | Path | None = None, dry_run: bool = False, supersede: bool | None = None,
+               max_concurrency: int | None = None, drop: Sequence[str] = (), **extra: str) -> StagesRun:
+    """Run ``stages`` of ``params`` in this process, as `bench sweep PARAMS --no-report --no-track` would; return
+    the run folder, the sweep's exit code and what was printed.
+
+    ``stages``: ``("collect",)`` is ``--only-stage collect`` (answers only), ``("judge",)`` ``--only-stage judge``;
+    both (the default) collect with the judges grading each answer as it arrives, then grade what is left, each
+    item asked once. ``cells``, ``run_dir``, ``dry_run`` and ``supersede`` are the command's options; ``drop`` and
+    ``extra`` change the environment for the run, as :func:`bench.testing.grids.sweep`'s do. A bench error (a
+    refusal: exit 2, a ``Halted``: its exit code) is printed to stderr as the command prints it.
+    """
+    out, err = io.StringIO(), io.StringIO()
+    with environment(tmp_path, drop, **extra), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        folder = Path(run_dir) if run_dir is not None else None
+        try:
+            run = open_run(str(params), cells=cells, run_dir=str(run_dir) if run_dir is not None else None,
+                           dry_run=dry_run, supersede=supersede)
+            folder = run.dir
+            code = _run(run, stages, max_concurrency)
+        except BenchError as error:
+            print(f"bench sweep: error: {error}", file=err)
+            code = error.exit_code if isinstance(error, Halted) else 2
+    return StagesRun(folder or tmp_path / "runs", code, out.getvalue(), err.getvalue())
+
+
+def _run(run: Run, stages: Sequence[str], max_concurrency: int | None) -> int:
+    """Run the stages on an opened run; return the sweep's exit code (0, 3: items failed, 5: a gate failed)."""
+    unknown = [s for s in stages if s not in STAGES]
+    if unknown:
+        raise ValueError(f"unknown stage(s) {unknown}; stages are: {', '.join(STAGES)}")
+    print(run.describe(), flush=True)
+    started = utc_now()  # what fails from now on is asked again by the next run, not by this one
+    judging = "judge" in stages and bool(run.sweep.judges)
+    if "collect" in stages and run.sweep.collects:
+        run_loop(run_collect(run, max_concurrency=max_concurrency, progress="text", judge=judging))
+    if judging and pending_judgments(run, failed_since=started):
+        run_loop(run_judge(run, max_concurrency=max_concurrency, progress="text", failed_since=started))
+    code = EXIT_FAILED_ITEMS if failures(run.dir, run.sweep.limits.max_attempts) else 0
+    if run.sweep.gates is not None and judging and not run.dry_run:
+        code = code or sweep_gates(run)
+    return code
