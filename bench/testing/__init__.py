@@ -27,7 +27,7 @@ _EXPORTS = {
     "params": "grids", "grid": "grids", "model": "grids", "judge": "grids", "prompt": "grids",
     "generate": "grids", "rubric": "grids", "env": "grids", "bench": "grids", "sweep": "grids", "sweep_args": "grids",
     "started": "grids", "ROOT": "grids", "hermetic": "grids",
-    "run_stages": "stages", "StagesRun": "stages",
+    "run_stages": "stages", "StagesRun": "stages", "command": "stages", "Finished": "stages",
     "scenario": "records", "candidate": "records", "judgment": "records",
     "free_port": "processes", "tree": "processes", "listening": "processes", "read_line": "processes",
     "fetch_when_up": "processes", "stopped_at_exit": "processes",

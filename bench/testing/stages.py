@@ -11,7 +11,8 @@ costs the requests.
 
 What only the command does stays with the command and its tests: the estimate and the pilot before a sweep
 (``limits.budget_usd`` refused up front), ``--jobs`` and the lease server, ``executions.jsonl`` and ``sweeps.jsonl``
-(`bench status`), the report and MLflow at the end, Ctrl-C and ``kill -9``.
+(`bench status`), the report and MLflow at the end, Ctrl-C and ``kill -9``. :func:`command` runs one of the
+other commands (validate, estimate, gate…) in this process likewise.
 """
 
 from __future__ import annotations
@@ -36,10 +37,9 @@ STAGES = ("collect", "judge")
 
 
 @dataclass
-class StagesRun:
-    """What :func:`run_stages` did, read as a finished `bench sweep` is: its run folder, exit code and output."""
+class Finished:
+    """A command run in this process, read as a finished subprocess is: its exit code and output."""
 
-    run_dir: Path
     returncode: int
     stdout: str
     stderr: str
@@ -48,6 +48,13 @@ class StagesRun:
     def log(self) -> str:
         """The last of both outputs, for an assertion's message."""
         return self.stdout[-3000:] + self.stderr[-3000:]
+
+
+@dataclass
+class StagesRun(Finished):
+    """What :func:`run_stages` did, read as a finished `bench sweep` is: its exit code, output and run folder."""
+
+    run_dir: Path
 
 
 @contextlib.contextmanager
@@ -88,7 +95,22 @@ def run_stages(tmp_path: Path, params: Path | str, *, stages: Sequence[str] = ST
         except BenchError as error:
             print(f"bench sweep: error: {error}", file=err)
             code = error.exit_code if isinstance(error, Halted) else 2
-    return StagesRun(folder or tmp_path / "runs", code, out.getvalue(), err.getvalue())
+    return StagesRun(code, out.getvalue(), err.getvalue(), folder or tmp_path / "runs")
+
+
+def command(tmp_path: Path, *args: str, drop: Sequence[str] = (), **extra: str) -> Finished:
+    """Run ``bench ARGS`` in this process (``bench.cli.main``), in the environment :func:`run_stages` runs in;
+    return its exit code and output, as :func:`bench.testing.grids.bench` returns them from a subprocess.
+
+    For the commands that start no kernel (validate, estimate, gate, compare, status…) in a test whose subject is
+    what they say, not the command line (its tests run ``python -m bench``).
+    """
+    from bench.cli import main  # the command's parser and its one message per bench error
+
+    out, err = io.StringIO(), io.StringIO()
+    with environment(tmp_path, drop, **extra), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return Finished(code, out.getvalue(), err.getvalue())
 
 
 def _run(run: Run, stages: Sequence[str], max_concurrency: int | None) -> int:

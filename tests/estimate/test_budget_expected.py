@@ -21,6 +21,7 @@ from bench.core.spend import recorded_spend
 from bench.core.store import RunStore
 from bench.models.budget import dollars
 from bench.testing import grids
+from bench.testing.stages import command, run_stages
 
 PRICE = {"input_per_mtok": 1000.0, "output_per_mtok": 1000.0}  # $0.001 per (fake) token
 JUDGE_PRICE = {"input_per_mtok": 10.0, "output_per_mtok": 10.0}
@@ -38,7 +39,7 @@ def write(path: Path, url: str, topics: int, budget: float | None, *, prompts: l
 
 
 def estimate(tmp_path: Path, params: Path, *args: str) -> dict:
-    out = grids.bench(tmp_path, "estimate", str(params), "--json", *args)
+    out = command(tmp_path, "estimate", str(params), "--json", *args)
     assert out.returncode == 0, out.stdout + out.stderr
     return json.loads(out.stdout)
 
@@ -54,7 +55,7 @@ def answers(run_dir: Path) -> int:
 def test_a_new_cell_of_a_model_already_observed_is_expected_at_its_observed_length_and_runs(tmp_path, fake):
     run_dir = tmp_path / "runs" / "b"
     params = write(tmp_path / "b.yaml", fake.url, topics=4, budget=None)
-    first = grids.sweep(tmp_path, params)
+    first = run_stages(tmp_path, params)
     assert first.returncode == 0, first.stdout + first.stderr
     assert recorded_spend(run_dir).usd == pytest.approx(4 * 7 * 0.001)  # 4 prompt + 3 answer tokens each
 
@@ -80,14 +81,14 @@ def test_a_new_cell_of_a_model_already_observed_is_expected_at_its_observed_leng
 
 def test_replies_the_response_cache_holds_for_the_grid_say_how_long_the_rest_run(tmp_path, fake):
     params = write(tmp_path / "b.yaml", fake.url, topics=4, budget=None)
-    assert grids.sweep(tmp_path, params).returncode == 0
+    assert run_stages(tmp_path, params).returncode == 0
     params = write(params, fake.url, topics=12, budget=0.2)
     copy = tmp_path / "runs" / "copy"
     est = estimate(tmp_path, params, "--run-dir", str(copy))
     m1 = stage(est, "m1")
     assert m1["cache_hits"] == 4 and m1["to_send"] == 8 and m1["expected_from"] == "response cache"
     assert m1["output_tokens_expected"] == 8 * 3 and est["budget"]["outcome"] == "expected"
-    shown = grids.bench(tmp_path, "estimate", str(params), "--run-dir", str(copy))
+    shown = command(tmp_path, "estimate", str(params), "--run-dir", str(copy))
     assert shown.returncode == 0, shown.stderr
     row = next(line for line in shown.stdout.splitlines() if line.startswith("collect "))
     assert "response cache" in row and dollars(m1["cost_usd_max"]) in row, shown.stdout  # the worst case …
@@ -108,7 +109,7 @@ def test_with_nothing_observed_a_pilot_measures_the_replies_and_the_rest_runs(tm
     assert {s["expected_from"] for s in est["stages"]} == {"pilot pending"}
     assert est["budget"]["outcome"] == "pilot" and est["budget"]["pilot"] == ["collect m1", "judge grader"]
     assert est["total"]["cost_usd_expected"] > 0.5 >= est["budget"]["floor_usd"]
-    shown = grids.bench(tmp_path, "estimate", str(params))
+    shown = command(tmp_path, "estimate", str(params))
     assert "pilot pending" in shown.stdout and "a sweep first sends a pilot" in shown.stdout, shown.stdout
 
     ran = grids.sweep(tmp_path, params)
@@ -177,5 +178,5 @@ def test_prompts_that_alone_pass_the_budget_are_refused_without_a_pilot(tmp_path
                                          ("5", "Input should be a valid integer")])
 def test_limits_pilot_is_a_whole_number_of_answers(tmp_path, fake, value, said):
     params = write(tmp_path / "b.yaml", fake.url, topics=2, budget=1.0, pilot=value)
-    out = grids.bench(tmp_path, "estimate", str(params))
+    out = command(tmp_path, "estimate", str(params))
     assert out.returncode == 2 and f"limits.pilot: {said}" in out.stderr, out.stderr
