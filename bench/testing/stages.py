@@ -32,6 +32,7 @@ from bench.judge.stage import pending_judgments
 from bench.models.eventloop import run as run_loop
 from bench.run import Run, open_run
 from bench.stages import run_collect, run_judge
+from bench.testing.grids import ROOT
 
 STAGES = ("collect", "judge")
 
@@ -60,13 +61,17 @@ class StagesRun(Finished):
 @contextlib.contextmanager
 def environment(tmp_path: Path, drop: Sequence[str] = (), **extra: str) -> Iterator[None]:
     """Set, for the block, what :func:`bench.testing.grids.env` gives a subprocess: runs and reports under
-    ``tmp_path``, ``extra``; the variables of ``drop`` unset. Everything is put back on leaving."""
+    ``tmp_path``, ``extra``; the variables of ``drop`` unset; the checkout as the working folder. Everything is put
+    back on leaving."""
     saved = dict(os.environ)
+    stack = contextlib.ExitStack()
+    stack.enter_context(contextlib.chdir(ROOT))  # where a bench subprocess of the kit runs: relative paths alike
     for name in drop:
         os.environ.pop(name, None)
     os.environ.update({"BENCH_RUNS": str(tmp_path / "runs"), "BENCH_REPORTS": str(tmp_path / "reports"), **extra})
     try:
-        yield
+        with stack:
+            yield
     finally:
         os.environ.clear()
         os.environ.update(saved)
@@ -109,7 +114,10 @@ def command(tmp_path: Path, *args: str, drop: Sequence[str] = (), **extra: str) 
 
     out, err = io.StringIO(), io.StringIO()
     with environment(tmp_path, drop, **extra), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
+        try:
+            code = main(list(args))
+        except SystemExit as end:  # argparse: a usage error (2) or --help (0), as the command exits
+            code = end.code if isinstance(end.code, int) else 0 if end.code is None else 1
     return Finished(code, out.getvalue(), err.getvalue())
 
 
