@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.core.errors import BenchError, Halted
-from bench.core.outcome import EXIT_FAILED_ITEMS, failures
+from bench.core.outcome import EXIT_FAILED_ITEMS, failures, retry_command, summary
 from bench.core.records import utc_now
 from bench.gates.command import sweep_gates
 from bench.judge.stage import pending_judgments
@@ -96,7 +96,8 @@ def run_stages(tmp_path: Path, params: Path | str, *, stages: Sequence[str] = ST
             run = open_run(str(params), cells=cells, run_dir=str(run_dir) if run_dir is not None else None,
                            dry_run=dry_run, supersede=supersede)
             folder = run.dir
-            code = _run(run, stages, max_concurrency)
+            retry = retry_command(str(params), cells=cells, run_dir=str(run_dir) if run_dir is not None else None)
+            code = _run(run, stages, max_concurrency, f"{retry} --dry-run" if dry_run else retry)
         except BenchError as error:
             print(f"bench sweep: error: {error}", file=err)
             code = error.exit_code if isinstance(error, Halted) else 2
@@ -121,8 +122,11 @@ def command(tmp_path: Path, *args: str, drop: Sequence[str] = (), **extra: str) 
     return Finished(code, out.getvalue(), err.getvalue())
 
 
-def _run(run: Run, stages: Sequence[str], max_concurrency: int | None) -> int:
-    """Run the stages on an opened run; return the sweep's exit code (0, 3: items failed, 5: a gate failed)."""
+def _run(run: Run, stages: Sequence[str], max_concurrency: int | None, retry: str) -> int:
+    """Run the stages on an opened run; return the sweep's exit code (0, 3: items failed, 5: a gate failed).
+
+    Failed items are summed up as a sweep's end does (``bench.core.outcome.summary``, ``retry`` the command to ask
+    them again)."""
     unknown = [s for s in stages if s not in STAGES]
     if unknown:
         raise ValueError(f"unknown stage(s) {unknown}; stages are: {', '.join(STAGES)}")
@@ -133,7 +137,10 @@ def _run(run: Run, stages: Sequence[str], max_concurrency: int | None) -> int:
         run_loop(run_collect(run, max_concurrency=max_concurrency, progress="text", judge=judging))
     if judging and pending_judgments(run, failed_since=started):
         run_loop(run_judge(run, max_concurrency=max_concurrency, progress="text", failed_since=started))
-    code = EXIT_FAILED_ITEMS if failures(run.dir, run.sweep.limits.max_attempts) else 0
+    code = 0
+    if groups := failures(run.dir, run.sweep.limits.max_attempts):
+        print(summary(groups, retry, run.sweep.limits.max_attempts), flush=True)
+        code = EXIT_FAILED_ITEMS
     if run.sweep.gates is not None and judging and not run.dry_run:
         code = code or sweep_gates(run)
     return code
