@@ -133,10 +133,13 @@ def _run(run: Run, stages: Sequence[str], max_concurrency: int | None, retry: st
     print(run.describe(), flush=True)
     started = utc_now()  # what fails from now on is asked again by the next run, not by this one
     judging = "judge" in stages and bool(run.sweep.judges)
-    if "collect" in stages and run.sweep.collects:
+    collected = "collect" in stages and run.sweep.collects
+    if collected:
         run_loop(run_collect(run, max_concurrency=max_concurrency, progress="text", judge=judging))
     if judging and pending_judgments(run, failed_since=started):
         run_loop(run_judge(run, max_concurrency=max_concurrency, progress="text", failed_since=started))
+    elif judging and collected:  # as the sweep says it (bench.sweep.driver)
+        print("judge: nothing pending (every candidate was graded as it arrived)", flush=True)
     code = 0
     if groups := failures(run.dir, run.sweep.limits.max_attempts):
         print(summary(groups, retry, run.sweep.limits.max_attempts), flush=True)
