@@ -31,7 +31,7 @@ from bench.gates.command import sweep_gates
 from bench.judge.stage import pending_judgments
 from bench.models.eventloop import run as run_loop
 from bench.run import Run, open_run
-from bench.stages import run_collect, run_judge
+from bench.stages import prepare, run_collect, run_judge
 from bench.testing.grids import ROOT
 
 STAGES = ("collect", "judge")
@@ -134,6 +134,8 @@ def _run(run: Run, stages: Sequence[str], max_concurrency: int | None, retry: st
     started = utc_now()  # what fails from now on is asked again by the next run, not by this one
     judging = "judge" in stages and bool(run.sweep.judges)
     collected = "collect" in stages and run.sweep.collects
+    if not collected:  # the sweep prepares every run first: a judge-only run's scenarios.jsonl (its references)
+        prepare(run, judges=judging, log_supersede=False)  # run_judge logs a supersede itself
     if collected:
         run_loop(run_collect(run, max_concurrency=max_concurrency, progress="text", judge=judging))
     if judging and pending_judgments(run, failed_since=started):
