@@ -46,8 +46,8 @@ demo: setup
 	$(BIN)/bench sweep params/demo.yaml
 
 # The whole test suite (fake provider on loopback, the embedded model, notebooks, the report in Chromium,
-# a team tracking server on a throwaway PostgreSQL), on TEST_WORKERS pytest-xdist workers: the heavy tests (a Dask
-# cluster, Chromium, JupyterLab, PostgreSQL, the embedded model) run one after another on one of them
+# a team tracking server on a throwaway PostgreSQL), on TEST_WORKERS pytest-xdist workers: the heavy tests of one
+# kind (a Dask cluster, Chromium or JupyterLab, PostgreSQL, the embedded model) run one after another on one of them
 # (tests/conftest.py, --dist loadgroup). TEST_WORKERS=0: one process, as before (docs/tests.md).
 TEST_WORKERS ?= 2
 test: setup browser postgres

