@@ -38,9 +38,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("bench.align",),  # bench align: a judge aligned to a run's reviews, written as a new rubric version
     ("bench.sweep", "bench.compare.command"),  # bench compare: compare, report, log to MLflow
     ("bench.monitor",),  # bench status: a run's state from its folder alone (marks a crashed run's MLflow run)
-    ("bench.testing.stages",),  # a params file's stages run in a test's own process (the public API, no kernel)
     ("bench.judgebench",),
     ("bench.cli", "bench.cli_status", "bench.__main__", "bench"),  # the CLI, and the package's lazy public surface
+    ("bench.testing.stages",),  # a params file's stages (and a command) run in a test's own process, no kernel
 ]
 STAGES = ("collect", "judge")  # each a package of the same shape, driven by bench.stages.run_<stage>
 SWEEP_CHOOSER = "bench.sweep.command"  # the one module of the local sweep that may choose a Dask cluster instead
