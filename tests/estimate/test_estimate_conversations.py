@@ -101,7 +101,7 @@ def test_a_budget_pilots_the_simulator_too_when_its_reply_length_decides(tmp_pat
     assert floor < worst
     params = conversation_grid(tmp_path / "conv.yaml", fake.url, judged=False, pilot=1,
                                budget_usd=round(floor + 0.7 * (worst - floor), 9))
-    ran = sweep(tmp_path, params)
+    ran = run_stages(tmp_path, params)
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
     assert "a sweep first sends a pilot" in ran.stdout and "collect m1, simulator sim" in ran.stdout
     after = ran.stdout.split("estimate after the pilot", 1)[1].splitlines()

@@ -92,7 +92,7 @@ def test_the_estimate_is_the_sweeps_requests_exactly_and_its_tokens_within_10_pe
     for key in TOTALS:
         assert est["total"][key] == pytest.approx(sum(s[key] for s in est["stages"]))
 
-    ran = sweep(tmp_path, params)
+    ran = run_stages(tmp_path, params)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "estimate (before anything is sent):" in ran.stdout
     by_model = fake.stats()["by_model"]
@@ -193,7 +193,7 @@ def test_a_budget_the_expected_cost_passes_refuses_the_sweep_before_anything_is_
     params = params_for(tmp_path, fake.url, judges=judges, budget_usd=0.001)
     expected = estimate_json(tmp_path, params)["total"]["cost_usd_expected"]
     assert expected > 0.001
-    refused = sweep(tmp_path, params)
+    refused = run_stages(tmp_path, params)
     assert refused.returncode == 4, refused.stdout + refused.stderr  # the budget's exit code (docs/sweeps.md)
     assert fake.stats()["requests"] == 0
     assert "estimate (before anything is sent):" in refused.stdout  # the table came first
@@ -206,18 +206,18 @@ def test_a_budget_the_expected_cost_passes_refuses_the_sweep_before_anything_is_
 
     # spent so far counts: a finished sweep, then more scenarios under a budget between the two
     first = params_for(tmp_path, fake.url, judges=judges)
-    assert sweep(tmp_path, first).returncode == 0
+    assert run_stages(tmp_path, first).returncode == 0
     spent = recorded_spend(run_dir).usd
     more = params_for(tmp_path, fake.url, topics=8, judges=judges)
     rest = estimate_json(tmp_path, more)["total"]["cost_usd_expected"]
     sent = fake.stats()["requests"]
     tight = params_for(tmp_path, fake.url, topics=8, judges=judges, budget_usd=round(spent + rest / 2, 6))
-    refused = sweep(tmp_path, tight)
+    refused = run_stages(tmp_path, tight)
     assert refused.returncode == 4 and fake.stats()["requests"] == sent
     assert f"has spent {dollars(spent)} so far" in refused.stderr
     assert f"to at least {dollars(needed_budget(spent, rest))}" in refused.stderr
     raised = params_for(tmp_path, fake.url, topics=8, judges=judges, budget_usd=10 * needed_budget(spent, rest))
-    ran = sweep(tmp_path, raised)
+    ran = run_stages(tmp_path, raised)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "budget: limits.budget_usd = " in ran.stdout
     assert fake.stats()["requests"] - sent == 8 + 8
@@ -226,7 +226,7 @@ def test_a_budget_the_expected_cost_passes_refuses_the_sweep_before_anything_is_
 def test_a_budget_with_a_model_of_unknown_price_refuses_naming_it(tmp_path, fake):
     params = params_for(tmp_path, fake.url, price=None, judges=[judge("rubric", fake.url, price=PRICE)],
                         budget_usd=100)
-    refused = sweep(tmp_path, params)
+    refused = run_stages(tmp_path, params)
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert fake.stats()["requests"] == 0
     assert "the price of models[0] (id m1, openai/m1) is unknown" in refused.stderr

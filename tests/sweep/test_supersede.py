@@ -134,11 +134,11 @@ def test_a_supersede_the_budget_refuses_sets_nothing_aside(tmp_path, fake):
     edited["limits"]["budget_usd"] = 0.001  # the prompts alone cost more: refused before anything is sent
     (tmp_path / "g.yaml").write_text(yaml.safe_dump(edited, sort_keys=False))
     fake.reset()
-    stopped = sweep(tmp_path, tmp_path / "g.yaml", "--supersede")
+    stopped = run_stages(tmp_path, tmp_path / "g.yaml", supersede=True)
     assert stopped.returncode == 4 and fake.stats()["requests"] == 0, stopped.stdout[-2000:] + stopped.stderr[-2000:]
     t = load_run(run_dir)
     assert t.candidates.height == TOPICS and t.set_aside.total == 0  # the earlier content is still the cell's
-    assert refused(sweep(tmp_path, tmp_path / "g.yaml"), "cell m1/p@v1", "the prompt's template")
+    assert refused(run_stages(tmp_path, tmp_path / "g.yaml"), "cell m1/p@v1", "the prompt's template")
 
 
 def test_a_failure_of_an_earlier_content_is_set_aside_not_retried(tmp_path, fake):
