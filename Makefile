@@ -46,9 +46,12 @@ demo: setup
 	$(BIN)/bench sweep params/demo.yaml
 
 # The whole test suite (fake provider on loopback, the embedded model, notebooks, the report in Chromium,
-# a team tracking server on a throwaway PostgreSQL).
+# a team tracking server on a throwaway PostgreSQL), on TEST_WORKERS pytest-xdist workers: the heavy tests of one
+# kind (a Dask cluster, Chromium or JupyterLab, PostgreSQL, the embedded model) run one after another on one of them,
+# and a file's tests on one worker in their order (tests/conftest.py). TEST_WORKERS=0: one process (docs/tests.md).
+TEST_WORKERS ?= 2
 test: setup browser postgres
-	BENCH_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q
+	BENCH_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 # JupyterLab on the project's kernel (the .venv's python), on loopback. As root (a container),
 # Jupyter refuses to start without --allow-root: pass it then. No news prompt and no update check:

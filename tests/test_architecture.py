@@ -40,6 +40,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("bench.monitor",),  # bench status: a run's state from its folder alone (marks a crashed run's MLflow run)
     ("bench.judgebench",),
     ("bench.cli", "bench.cli_status", "bench.__main__", "bench"),  # the CLI, and the package's lazy public surface
+    ("bench.testing.stages",),  # a params file's stages (and a command) run in a test's own process, no kernel
 ]
 STAGES = ("collect", "judge")  # each a package of the same shape, driven by bench.stages.run_<stage>
 SWEEP_CHOOSER = "bench.sweep.command"  # the one module of the local sweep that may choose a Dask cluster instead

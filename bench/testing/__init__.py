@@ -7,9 +7,11 @@ faults, reads its counters, stops it); ``bench.testing.grids`` writes params fil
 folder (``env``, ``bench``, ``sweep``, ``started``); ``bench.testing.records`` makes records with
 plain defaults (``scenario``, ``candidate``, ``judgment``); ``bench.testing.processes`` looks at the
 processes a test starts (``free_port``, ``tree``, ``listening``, ``read_line``, ``fetch_when_up``,
-``stopped_at_exit``); ``dask_cluster`` and ``postgres`` start real servers on loopback. Used by tests and
-benchmarks, never by bench itself. It is the lowest layer and imports nothing of bench outside
-``bench/testing``, except ``records``, which builds on ``bench.core`` (a layer of its own above it).
+``stopped_at_exit``); ``dask_cluster`` and ``postgres`` start real servers on loopback; ``bench.testing.stages``
+runs a params file's stages in the test's own process (``run_stages``: what `bench sweep` runs, without its
+kernels), for the tests whose subject is not the command line. Used by tests and benchmarks, never by bench
+itself. It is the lowest layer and imports nothing of bench outside ``bench/testing``, except ``records``, which
+builds on ``bench.core``, and ``stages``, which drives the public API (layers of their own above it).
 
 Names load lazily, so that ``python -m bench.testing.fake_provider`` imports only the standard
 library and aiohttp.
@@ -24,7 +26,8 @@ _EXPORTS = {
     "FakeProvider": "fake_provider", "DEFAULT_CONFIG": "fake_provider",
     "params": "grids", "grid": "grids", "model": "grids", "judge": "grids", "prompt": "grids",
     "generate": "grids", "rubric": "grids", "env": "grids", "bench": "grids", "sweep": "grids", "sweep_args": "grids",
-    "started": "grids", "ROOT": "grids",
+    "started": "grids", "ROOT": "grids", "hermetic": "grids",
+    "run_stages": "stages", "StagesRun": "stages", "command": "stages", "Finished": "stages",
     "scenario": "records", "candidate": "records", "judgment": "records",
     "free_port": "processes", "tree": "processes", "listening": "processes", "read_line": "processes",
     "fetch_when_up": "processes", "stopped_at_exit": "processes",

@@ -32,6 +32,9 @@ KEY_ORDER = ("name", "seed", "models", "prompts", "scenarios", "judges", "limits
 # never inherited by a bench subprocess: a run logs to its own MLflow store, prices come from the bundled map,
 # a sweep finds no cluster it was not given
 NOT_INHERITED = ("MLFLOW_TRACKING_URI", "BENCH_ONLINE_PRICES", "DASK_SCHEDULER_ADDRESS")
+# the one BENCH_* variable the kit passes on: how the suite is run (`make test` names the browser), not how bench
+# behaves; every other one (a researcher's BENCH_CACHE, BENCH_RUNS, BENCH_LOCAL_API_BASE...) would change a run
+KIT_KEEPS = ("BENCH_CHROMIUM",)
 ANCHORS = {1: "bad", 2: "weak", 3: "fair", 4: "good", 5: "great"}  # a rubric criterion's default 1-5 scale
 
 
@@ -105,13 +108,32 @@ def rubric(path: Path, *criteria: str | tuple[str, dict[int, str]], marker: str 
     return path
 
 
+def strays(environ: dict[str, str] | os._Environ = os.environ) -> list[str]:
+    """Return the ``BENCH_*`` variables of ``environ`` the kit does not set (all but ``KIT_KEEPS``)."""
+    return sorted(k for k in environ if k.startswith("BENCH_") and k not in KIT_KEEPS)
+
+
+def hermetic() -> list[str]:
+    """Remove every stray ``BENCH_*`` variable (:func:`strays`) from this process's environment; return their names.
+
+    Called once as a test session starts (tests/conftest.py): a researcher's ``BENCH_CACHE`` would otherwise send
+    every run of the suite to their own cache. A test that wants one sets it itself (``monkeypatch.setenv``).
+    """
+    names = strays()
+    for name in names:
+        del os.environ[name]
+    return names
+
+
 def env(tmp_path: Path, *, drop: tuple[str, ...] = (), **extra: str) -> dict[str, str]:
     """Return the environment of a ``bench`` subprocess: this one's, its runs and reports under ``tmp_path``,
     unbuffered output, then ``extra``.
 
-    Neither ``NOT_INHERITED`` nor the variables named in ``drop`` are inherited (``extra`` may set them again).
+    Neither ``NOT_INHERITED``, nor any ``BENCH_*`` variable but ``KIT_KEEPS`` (:func:`strays`), nor the variables
+    named in ``drop`` are inherited: a variable a run needs is passed in ``extra``.
     """
-    kept = {k: v for k, v in os.environ.items() if k not in NOT_INHERITED and k not in drop}
+    gone = {*NOT_INHERITED, *drop, *strays()}
+    kept = {k: v for k, v in os.environ.items() if k not in gone}
     return {**kept, "BENCH_RUNS": str(tmp_path / "runs"), "BENCH_REPORTS": str(tmp_path / "reports"),
             "PYTHONUNBUFFERED": "1", **extra}
 

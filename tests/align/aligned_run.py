@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.testing.grids import bench, generate, grid, judge, model, rubric, sweep
+from bench.testing.stages import command, run_stages
 
 ANSWERS_PER_MODEL = 12
 QUALITY = {"m1": 0.78, "m2": 0.62}  # true grades mostly 3-5: a natural 1 needs a 3-sigma bad item
@@ -48,7 +49,7 @@ def aligned_params(tmp: Path, url: str, *, name: str = "aligned", k: int = 3, pr
 
 def swept(tmp: Path, params: Path) -> Path:
     """Sweep ``params`` into ``tmp/runs/<its stem>``; return the run folder."""
-    out = sweep(tmp, params, timeout=600)
+    out = run_stages(tmp, params)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return tmp / "runs" / params.stem
 
@@ -58,7 +59,7 @@ def review(tmp: Path, run: Path, reviewer: str = "ann", only: int | None = None,
     each misread 1 put right to 4; ``only`` the first that many answers; ``blind=False``: exported with the judges'
     grades shown (``--show-judges``). Return how many misreads were put right."""
     file = tmp / f"{run.name}-{reviewer}.json"
-    out = bench(tmp, "review", "export", str(run), str(file), *([] if blind else ["--show-judges"]))
+    out = command(tmp, "review", "export", str(run), str(file), *([] if blind else ["--show-judges"]))
     assert out.returncode == 0, out.stderr
     doc = json.loads(file.read_text())
     assert doc["blind"] == blind
@@ -71,7 +72,7 @@ def review(tmp: Path, run: Path, reviewer: str = "ann", only: int | None = None,
             scores["quality"], fixed = 4, fixed + 1
         e["review"] = {"scores": scores}
     file.write_text(json.dumps(doc))
-    out = bench(tmp, "review", "apply", str(run), str(file))
+    out = command(tmp, "review", "apply", str(run), str(file))
     assert out.returncode == 0, out.stderr
     return fixed
 
@@ -88,4 +89,4 @@ def judge_scores(run: Path) -> dict[str, dict[str, int]]:
 
 def align(tmp: Path, run: Path, params: Path, *args: str):
     """Run `bench align RUN --judge grader --params PARAMS ARGS`; return the finished process."""
-    return bench(tmp, "align", str(run), "--judge", "grader", "--params", str(params), *args, timeout=600)
+    return command(tmp, "align", str(run), "--judge", "grader", "--params", str(params), *args)

@@ -12,6 +12,7 @@ import pytest
 from bench.align.variants import KINDS
 from bench.config.rubrics import load_rubric
 from bench.testing.grids import grid, judge, model, generate, sweep
+from bench.testing.stages import run_stages
 from tests.align.aligned_run import (ANSWERS_PER_MODEL, REWRITTEN, align, aligned_params, fake_config, review,
                                      swept)
 
@@ -80,7 +81,7 @@ def test_a_sweep_uses_the_aligned_version_at_once_and_no_longer_misreads(aligned
     again = grid(tmp / "realigned.yaml", url, name="realigned", models=[model("m1", url), model("m2", url)],
                  scenarios=generate(topic=[f"topic {i}" for i in range(ANSWERS_PER_MODEL)]),
                  judges=[judge("grader", url, rubric="rubrics/tipx-aligned-1.md", name="judge")])
-    out = sweep(tmp, again, timeout=600)
+    out = run_stages(tmp, again)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     graded = [json.loads(line) for line in (tmp / "runs" / "realigned" / "judgments.jsonl").read_text().splitlines()]
     assert len(graded) == ANSWERS and all(j["rubric_id"] == "tipx-aligned-1" and j["scores"] for j in graded)

@@ -15,8 +15,9 @@ from bench.analysis.accuracy import graded_truth, side
 from bench.core.records import Judgment, Scenario
 from bench.core.store import RunStore
 from bench.judgebench import normalize_label
-from bench.testing.grids import ROOT, grid, judge, sweep
+from bench.testing.grids import ROOT, grid, judge
 from bench.testing.records import candidate, judgment, scenario
+from bench.testing.stages import run_stages
 
 JUDGEBENCH = ROOT.parent / "shared" / "data" / "judgebench" / "judgebench-gpt-4o.jsonl"  # as params/judgebench.yaml
 # pair marker → (label, source, the judge's reply in both orders): A=B is the same verdict whichever order it is
@@ -44,7 +45,7 @@ def test_pairwise_accuracy_on_a_labelled_pair_dataset(tmp_path, fake):
                                  "response_B": f"{marker} second answer", "label": label, "source": source}) + "\n")
     fake.configure(replies=[{"match": m, "content": reply} if reply else {"match": m, "status": 500}
                             for m, (_, _, reply) in PAIRS.items()])
-    out = sweep(tmp_path, pair_grid(tmp_path, fake.url, "pairs.jsonl", "pairs"))
+    out = run_stages(tmp_path, pair_grid(tmp_path, fake.url, "pairs.jsonl", "pairs"))
     assert out.returncode == 3, out.stdout[-3000:] + out.stderr[-2000:]  # PAIR-5's judgments failed
     acc = judge_accuracy(load_run(tmp_path / "runs" / "pairs"), resamples=300)
     rows = {r["category"]: r for r in acc.iter_rows(named=True)}
@@ -58,7 +59,7 @@ def test_pairwise_accuracy_on_a_labelled_pair_dataset(tmp_path, fake):
 
 @pytest.mark.skipif(not JUDGEBENCH.is_file(), reason=f"{JUDGEBENCH} is not on this machine")
 def test_accuracy_on_judgebench_pairs_counts_each_verdict_against_its_label(tmp_path, fake):
-    out = sweep(tmp_path, pair_grid(tmp_path, fake.url, str(JUDGEBENCH), "jb", limit=24))
+    out = run_stages(tmp_path, pair_grid(tmp_path, fake.url, str(JUDGEBENCH), "jb", limit=24))
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     run = tmp_path / "runs" / "jb"
     store = RunStore(run)

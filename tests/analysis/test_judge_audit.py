@@ -18,7 +18,8 @@ from bench.analysis.bias_estimates import Estimate, spearman
 from bench.analysis.judge_audit import MEASURES, _levels
 from bench.analysis.tables import CANDIDATE_SCHEMA, JUDGMENT_SCHEMA, SCORE_SCHEMA, RunTables
 from bench.testing.fake_provider import FakeProvider
-from bench.testing.grids import generate, grid, judge, model, prompt, sweep
+from bench.testing.grids import generate, grid, judge, model, prompt
+from bench.testing.stages import run_stages
 
 P_FIRST = 0.3  # gemma-first's position bias
 BONUS = 1  # gpt-judge's favour of gpt-cand's answers, in levels of every criterion (so of the composite)
@@ -43,7 +44,7 @@ def _sweep(tmp: Path, biased: bool) -> RunTables:
                               judge("gemma-first", url, rubric="arena-pairwise", baseline="s/tip@v1"),
                               judge("llama-long", url, rubric="arena-pairwise", baseline="y/tip@v1")],
                       limits={"max_concurrency": 16, "timeout_s": 20, "retries": 2})
-        out = sweep(tmp, params, drop=("BENCH_CACHE",))
+        out = run_stages(tmp, params, drop=("BENCH_CACHE",))
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return load_run(tmp / "runs" / "audit")
 

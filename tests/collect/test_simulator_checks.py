@@ -11,6 +11,7 @@ from bench.run import open_run
 from bench.sweep.cluster.worker_secrets import declared_key_vars
 from bench.sweep.shared import SharedLimits, SharedLocalServer
 from bench.testing.grids import bench
+from bench.testing.stages import command
 from tests.collect.dialogues import inline, use_runs, write
 
 
@@ -35,10 +36,10 @@ def test_a_param_the_simulator_cannot_take_is_refused_before_anything_runs_namin
 
 def test_validate_preflights_the_simulator_and_names_its_missing_key(tmp_path, fake):
     params = params_with(tmp_path, fake.url, api_key_env="SIM_KEY_FOR_TEST")
-    out = bench(tmp_path, "validate", str(params), drop=("SIM_KEY_FOR_TEST",))
+    out = command(tmp_path, "validate", str(params), drop=("SIM_KEY_FOR_TEST",))
     assert out.returncode != 0 and "SIM_KEY_FOR_TEST" in out.stdout + out.stderr, out.stdout + out.stderr
     assert "preflight: ok" not in out.stdout
-    good = bench(tmp_path, "validate", str(params), SIM_KEY_FOR_TEST="sk-fake-simulator")
+    good = command(tmp_path, "validate", str(params), SIM_KEY_FOR_TEST="sk-fake-simulator")
     assert good.returncode == 0 and "preflight: ok" in good.stdout, good.stdout + good.stderr
 
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from bench.testing.fake_provider.quality import model_tag
-from bench.testing.grids import generate, grid, judge, model, prompt, rubric, sweep
+from bench.testing.grids import generate, grid, judge, model, prompt, rubric
+from bench.testing.stages import run_stages
 
 CHANGED_A, CHANGED_B, SAME = "m/q@v1", "m/q@v2", "m/p@v1"
 STRONG_ANSWER = f"fake answer {model_tag('strong')}00000"
@@ -42,7 +43,7 @@ def two_runs(tmp_path_factory, fake_server) -> tuple[Path, Path, Path]:
                           replies=[{"match": "MARKER-Q-V2", "content": STRONG_ANSWER}])
     try:
         for name, version, topics in (("ca", "v1", range(0, 20)), ("cb", "v2", range(1, 21))):
-            out = sweep(tmp, _params(tmp, url, name, version, topics), timeout=600)
+            out = run_stages(tmp, _params(tmp, url, name, version, topics))
             assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     finally:
         fake_server.reset()

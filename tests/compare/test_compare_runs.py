@@ -14,6 +14,7 @@ from scipy import stats
 
 from bench.analysis import compare_runs
 from bench.testing.grids import bench
+from bench.testing.stages import command
 from tests.compare.conftest import CHANGED_A, CHANGED_B, SAME, STRONG_ANSWER
 
 MAP = {CHANGED_A: CHANGED_B}
@@ -98,7 +99,7 @@ def test_items_that_changed_most_show_both_answers(cmp):
 
 def test_bench_compare_json_prints_the_same_numbers(cmp, two_runs):
     tmp, a, b = two_runs
-    out = bench(tmp, "compare", str(a), str(b), "--map", f"{CHANGED_A}={CHANGED_B}", "--json", "--no-track")
+    out = command(tmp, "compare", str(a), str(b), "--map", f"{CHANGED_A}={CHANGED_B}", "--json", "--no-track")
     assert out.returncode == 0, out.stderr[-3000:]
     data = json.loads(out.stdout)  # stdout is the JSON document alone; the report's path went to stderr
     assert f"report: {tmp / 'reports' / 'ca-vs-cb' / 'index.html'}" in out.stderr
@@ -112,6 +113,6 @@ def test_bench_compare_json_prints_the_same_numbers(cmp, two_runs):
 
 def test_a_mapping_naming_a_missing_cell_is_refused(two_runs):
     tmp, a, b = two_runs
-    out = bench(tmp, "compare", str(a), str(b), "--map", "m/q@v9=m/q@v2", "--no-track", "--no-report")
+    out = command(tmp, "compare", str(a), str(b), "--map", "m/q@v9=m/q@v2", "--no-track", "--no-report")
     assert out.returncode == 2
     assert "--map names cell(s) 'm/q@v9' that run A (ca) does not have; its cells: m/p@v1, m/q@v1" in out.stderr

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.testing.grids import sweep
+from bench.testing.stages import run_stages
 
 GOOD = """name: bad
 models:
@@ -39,38 +39,38 @@ judges:
 
 
 def case(name: str, url: str, tmp: Path) -> tuple[list[str], list[str]]:
-    """Write the files of one bad-input case; return (extra sweep args, what the error must name)."""
+    """Write the files of one bad-input case; return (extra run_stages options, what the error must name)."""
     good = GOOD.format(url=url, rubric="tip-v1")
     if name == "invalid-yaml":
         (tmp / "p.yaml").write_text(good.replace("prompts:", "prompts: [\n"))
-        return [], ["p.yaml:6", "invalid YAML"]
+        return {}, ["p.yaml:6", "invalid YAML"]
     if name == "unknown-key":
         (tmp / "p.yaml").write_text(good.replace("prompts:", "promts:"))
-        return [], ["p.yaml", "promts"]
+        return {}, ["p.yaml", "promts"]
     if name == "missing-rubric":
         (tmp / "p.yaml").write_text(GOOD.format(url=url, rubric="tip-v9"))
-        return [], ["tip-v9", "tip-v1"]
+        return {}, ["tip-v9", "tip-v1"]
     if name == "anchors-off-scale":
         (tmp / "lopsided.md").write_text(RUBRIC)
         (tmp / "p.yaml").write_text(GOOD.format(url=url, rubric="lopsided.md"))
-        return [], ["lopsided.md", "quality", "missing level(s) 5"]
+        return {}, ["lopsided.md", "quality", "missing level(s) 5"]
     if name == "placeholder-missing":
         (tmp / "p.yaml").write_text(good.replace("Tip about {topic}.", "Tip about {topic} for {who}."))
-        return [], ["p.yaml", "{who}", "p@v1"]
+        return {}, ["p.yaml", "{who}", "p@v1"]
     if name == "dataset-row-missing-field":
         (tmp / "rows.jsonl").write_text(DATASET)
         (tmp / "p.yaml").write_text(DATASET_PARAMS.format(url=url))
-        return [], ["rows.jsonl:2", "response_B"]
+        return {}, ["rows.jsonl:2", "response_B"]
     if name == "refusing-api-base":
         (tmp / "p.yaml").write_text(GOOD.format(url="http://127.0.0.1:9/v1", rubric="tip-v1"))
-        return [], ["http://127.0.0.1:9/v1"]
+        return {}, ["http://127.0.0.1:9/v1"]
     if name == "run-folder-not-writable":
         (tmp / "p.yaml").write_text(good)
         (tmp / "a-file").write_text("not a folder")
-        return ["--run-dir", str(tmp / "a-file" / "run")], ["a-file"]
+        return {"run_dir": str(tmp / "a-file" / "run")}, ["a-file"]
     if name == "repeats-not-positive":
         (tmp / "p.yaml").write_text(good.replace("rubric: tip-v1}", "rubric: tip-v1, repeats: 0}"))
-        return [], ["p.yaml", "repeats", "judges"]
+        return {}, ["p.yaml", "repeats", "judges"]
     raise AssertionError(name)
 
 
@@ -80,8 +80,8 @@ CASES = ["invalid-yaml", "unknown-key", "missing-rubric", "anchors-off-scale", "
 
 @pytest.mark.parametrize("name", CASES)
 def test_bad_input_is_one_actionable_line_before_any_call(tmp_path, fake, name):
-    args, must_name = case(name, fake.url, tmp_path)
-    out = sweep(tmp_path, tmp_path / "p.yaml", *args, timeout=120)
+    options, must_name = case(name, fake.url, tmp_path)
+    out = run_stages(tmp_path, tmp_path / "p.yaml", **options)
     assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
     lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("bench sweep: error: "), out.stderr

@@ -13,6 +13,7 @@ from PIL import Image
 from bench.core.errors import ParamsError
 from bench.run import open_run
 from bench.testing.grids import bench, grid, judge, model, prompt, rubric, sweep
+from bench.testing.stages import command, run_stages
 
 
 def png() -> bytes:
@@ -39,7 +40,7 @@ def seen_rubric(tmp_path: Path) -> str:
 
 def test_bench_validate_refuses_the_embedded_model_on_images(tmp_path):
     params = image_params(tmp_path, [{"id": "tiny", "model": "local/gemma-3-270m"}])
-    out = bench(tmp_path, "validate", str(params))
+    out = command(tmp_path, "validate", str(params))
     assert out.returncode == 2, out.stdout + out.stderr
     assert "model tiny (local/gemma-3-270m) reads no images: the embedded model is text-only" in out.stderr
     assert "scenarios.dataset.images: img" in out.stderr
@@ -49,7 +50,7 @@ def test_bench_sweep_refuses_a_text_only_litellm_model_before_any_request(tmp_pa
     # LiteLLM's model map says gpt-3.5-turbo reads no images: refused, though its endpoint would answer
     params = image_params(tmp_path, [model("m1", fake.url, name="gpt-3.5-turbo", transport="litellm"),
                                      model("m2", fake.url)])
-    out = sweep(tmp_path, params)
+    out = run_stages(tmp_path, params)
     assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
     assert "model m1 (openai/gpt-3.5-turbo) reads no images: LiteLLM's model map does not say it reads images" \
            in out.stderr
@@ -102,7 +103,7 @@ def test_a_dataset_without_images_is_never_refused_for_a_text_only_model(tmp_pat
     ("data.jsonl", {}, "is not a PNG, JPEG, GIF or WebP image")])
 def test_bench_sweep_refuses_a_bad_image_file_before_any_request_naming_its_row(tmp_path, fake, image, dataset, said):
     params = image_params(tmp_path, [model("m1", fake.url)], image=image, **dataset)
-    out = sweep(tmp_path, params)
+    out = run_stages(tmp_path, params)
     assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
     assert "data.jsonl:2: column 'img'" in out.stderr and image in out.stderr and said in out.stderr
     assert fake.stats()["requests"] == 0

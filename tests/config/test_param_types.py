@@ -7,12 +7,13 @@ import pytest
 from bench.config.params import load_sweep
 from bench.core.errors import ParamsError
 from bench.testing.grids import bench, grid, judge, model
+from bench.testing.stages import command
 
 
 def test_a_list_for_a_one_value_param_is_refused_naming_file_entry_and_key(tmp_path, fake):
     entry = model("gpt-5", fake.url, params={"reasoning_effort": ["low", "high"]})
     path = grid(tmp_path / "g.yaml", fake.url, models=[entry])
-    out = bench(tmp_path, "validate", str(path))
+    out = command(tmp_path, "validate", str(path))
     assert out.returncode == 2 and fake.stats()["requests"] == 0
     assert f"{path}: models[0]: params.reasoning_effort takes a string, not a list ['low', 'high']" in out.stderr
     assert "declare one entry per value (e.g. ids gpt-5-low and gpt-5-high" in out.stderr

@@ -13,6 +13,7 @@ from bench.config.rubrics import parse_rubric
 from bench.core.errors import ParamsError
 from bench.run import open_run
 from bench.testing.grids import bench, grid, judge, prompt, sweep
+from bench.testing.stages import command, run_stages
 
 HEAD = ("---\nid: {id}\nversion: '1'\nmode: {mode}\ncriteria:\n  - {{id: quality, description: how good, "
         "scale: [1, 2], anchors: {{1: bad, 2: good}}}}\n")
@@ -54,7 +55,7 @@ def _dataset_params(tmp_path, url, shown: str):
 
 def test_validate_refuses_a_reference_key_the_dataset_lacks_naming_both(tmp_path, fake):
     params = _dataset_params(tmp_path, fake.url, "answer")
-    out = bench(tmp_path, "validate", str(params))
+    out = command(tmp_path, "validate", str(params))
     text = out.stdout + out.stderr
     assert out.returncode == 2, text
     assert f"{tmp_path / 'shows.md'}: reference: names answer" in text, text
@@ -64,7 +65,7 @@ def test_validate_refuses_a_reference_key_the_dataset_lacks_naming_both(tmp_path
 
 def test_sweep_refuses_it_before_any_request(tmp_path, fake):
     params = _dataset_params(tmp_path, fake.url, "answer")
-    out = sweep(tmp_path, params)
+    out = run_stages(tmp_path, params)
     assert out.returncode == 2 and "reference: names answer" in out.stdout + out.stderr
     assert fake.stats()["requests"] == 0, "nothing is spent: not even the answers"
 
@@ -72,14 +73,14 @@ def test_sweep_refuses_it_before_any_request(tmp_path, fake):
 def test_a_key_the_dataset_maps_passes(tmp_path, fake):
     run = open_run(_dataset_params(tmp_path, fake.url, "label"))
     assert [s.reference for s in run.scenarios] == [{"label": "g0"}, {"label": "g1"}]
-    out = bench(tmp_path, "validate", str(tmp_path / "ds.yaml"))
+    out = command(tmp_path, "validate", str(tmp_path / "ds.yaml"))
     assert out.returncode == 0, out.stdout + out.stderr
 
 
 def test_generated_scenarios_are_said_to_carry_no_reference(tmp_path, fake):
     (tmp_path / "shows.md").write_text(rubric_text("reference: [answer]\n", rid="shows"))
     params = grid(tmp_path / "gen.yaml", fake.url, judges=[judge("j", fake.url, rubric=str(tmp_path / "shows.md"))])
-    out = bench(tmp_path, "validate", str(params))
+    out = command(tmp_path, "validate", str(params))
     assert out.returncode == 2 and "generated scenarios carry no reference" in out.stdout + out.stderr
     assert "gives every scenario the reference keys: none" in out.stdout + out.stderr
 
@@ -94,10 +95,10 @@ def test_inline_scenarios_carry_their_reference(tmp_path, fake):
     assert [(s.fields, s.reference, s.source) for s in run.scenarios] == [
         ({"topic": "moon"}, {"answer": "384,400 km"}, "inline"), ({"topic": "sun"}, {"answer": "1 AU", "unit": "au"},
                                                                   "inline")]
-    out = bench(tmp_path, "validate", str(params))
+    out = command(tmp_path, "validate", str(params))
     assert out.returncode == 0, out.stdout + out.stderr
     inline[1]["reference"] = {"unit": "au"}
-    out = bench(tmp_path, "validate", str(grid(params, fake.url, scenarios={"inline": inline},
+    out = command(tmp_path, "validate", str(grid(params, fake.url, scenarios={"inline": inline},
                                                judges=[judge("j", fake.url, rubric=str(tmp_path / "shows.md"))])))
     assert out.returncode == 2 and "scenarios.inline" in out.stdout + out.stderr, out.stdout + out.stderr
 

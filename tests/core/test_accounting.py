@@ -11,6 +11,7 @@ from bench.analysis import summarize
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
 from bench.testing.grids import bench, grid, judge, model, sweep
+from bench.testing.stages import run_stages
 
 
 def jury(url: str) -> list[dict]:
@@ -37,7 +38,7 @@ def test_every_request_of_every_mode_is_in_the_records(tmp_path, fake):
     # and a fifth of all requests get a 500 (one retry each): every kind of call a judge can make
     fake.configure(replies=[{"match": "about t1.", "content": "no grade from me"}], rate_500=0.2, seed=3)
     params = params_for(tmp_path, fake.url)
-    first = sweep(tmp_path, params)
+    first = run_stages(tmp_path, params)
     assert first.returncode == 3, first.stdout[-2000:] + first.stderr[-2000:]
     run = tmp_path / "runs/acct"
     calls, hits = recorded_calls(run)
@@ -51,7 +52,7 @@ def test_every_request_of_every_mode_is_in_the_records(tmp_path, fake):
     checklists = [j for j in judgments if j.judge_id == "checker" and j.ok]
     # one request per requirement (a request identical to one in flight is shared: a hit)
     assert checklists and all(j.usage.calls + j.usage.cache_hits >= 5 for j in checklists)
-    again = sweep(tmp_path, params)  # resume: failures asked again, every new request accounted too
+    again = run_stages(tmp_path, params)  # resume: failures asked again, every new request accounted too
     assert recorded_calls(run)[0] == fake.stats()["requests"]
     s = summarize(run, resamples=10)
     tables = int(s.usage_cells["calls"].sum()) + int(s.usage_judges["calls"].sum())
@@ -59,11 +60,11 @@ def test_every_request_of_every_mode_is_in_the_records(tmp_path, fake):
 
 
 def test_cache_hits_are_counted_apart_from_requests(tmp_path, fake):
-    assert sweep(tmp_path, params_for(tmp_path, fake.url, name="a", retries=0)).returncode == 0
+    assert run_stages(tmp_path, params_for(tmp_path, fake.url, name="a", retries=0)).returncode == 0
     sent = fake.stats()["requests"]
     calls_a, hits_a = recorded_calls(tmp_path / "runs/a")
     assert calls_a == sent
-    assert sweep(tmp_path, params_for(tmp_path, fake.url, name="b", retries=0)).returncode == 0
+    assert run_stages(tmp_path, params_for(tmp_path, fake.url, name="b", retries=0)).returncode == 0
     assert fake.stats()["requests"] == sent  # the same grid under another name: all from the cache
     calls, hits = recorded_calls(tmp_path / "runs/b")
     assert calls == 0 and hits == calls_a + hits_a  # every reply run a needed, none of them a request

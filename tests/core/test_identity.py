@@ -8,7 +8,8 @@ from bench.config.params import load_sweep
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
 from bench.testing.fake_provider import FakeProvider
-from bench.testing.grids import grid, judge, model, sweep
+from bench.testing.grids import grid, judge, model
+from bench.testing.stages import run_stages
 
 
 def endpoints(fake) -> tuple[str, str]:
@@ -23,7 +24,7 @@ def test_one_model_on_two_endpoints_gives_two_cells_each_judged(tmp_path, fake):
         params = grid(tmp_path / "g.yaml", a, topics=5,
                       models=[model("vllm", a, name="qwen"), model("llamacpp", b, name="qwen")],
                       judges=[judge("grader", a)])
-        out = sweep(tmp_path, params)
+        out = run_stages(tmp_path, params)
         assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
         assert other.stats()["by_model"] == {"qwen": 5}
     store = RunStore(tmp_path / "runs/g")
@@ -38,11 +39,11 @@ def test_one_model_on_two_endpoints_gives_two_cells_each_judged(tmp_path, fake):
 def test_identical_entries_are_refused_naming_both(tmp_path, fake):
     a, _ = endpoints(fake)
     params = grid(tmp_path / "g.yaml", a, models=[model("one", a, name="qwen"), model("two", a + "/", name="qwen")])
-    out = sweep(tmp_path, params)
+    out = run_stages(tmp_path, params)
     assert out.returncode == 2 and fake.stats()["requests"] == 0
     assert "models: entries one and two are the same model" in out.stderr and out.stderr.count("\n") == 1
     params = grid(tmp_path / "j.yaml", a, judges=[judge("j1", a, name="k"), judge("j2", a, name="k")])
-    out = sweep(tmp_path, params)
+    out = run_stages(tmp_path, params)
     assert out.returncode == 2 and "judges: entries j1 and j2 are the same judge" in out.stderr
 
 
@@ -56,14 +57,14 @@ def test_credentials_in_an_api_base_are_not_part_of_the_identity(tmp_path, fake)
 def test_schema_1_records_are_rekeyed_once_and_cost_no_call(tmp_path, fake):
     a, _ = endpoints(fake)
     params = grid(tmp_path / "g.yaml", a, models=[model("m1", a)], judges=[judge("grader", a)])
-    assert sweep(tmp_path, params).returncode == 0
+    assert run_stages(tmp_path, params).returncode == 0
     run = tmp_path / "runs/g"
     before = collections.Counter(Candidate.model_validate_json(ln).output
                                  for ln in (run / "candidates.jsonl").read_bytes().splitlines())
     _downgrade(run)  # what this run folder looked like before ids included the endpoint
     old_ids = {c.id for c in RunStore(run).read(Candidate)}
     requests = fake.stats()["requests"]
-    again = sweep(tmp_path, params)
+    again = run_stages(tmp_path, params)
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
     assert fake.stats()["requests"] == requests  # nothing asked again: every reply is in the records
     assert "re-keyed" in again.stdout and (run / ".schema1-backup/candidates.jsonl").exists()

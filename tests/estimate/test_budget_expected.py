@@ -21,6 +21,7 @@ from bench.core.spend import recorded_spend
 from bench.core.store import RunStore
 from bench.models.budget import dollars
 from bench.testing import grids
+from bench.testing.stages import command, run_stages
 
 PRICE = {"input_per_mtok": 1000.0, "output_per_mtok": 1000.0}  # $0.001 per (fake) token
 JUDGE_PRICE = {"input_per_mtok": 10.0, "output_per_mtok": 10.0}
@@ -38,7 +39,7 @@ def write(path: Path, url: str, topics: int, budget: float | None, *, prompts: l
 
 
 def estimate(tmp_path: Path, params: Path, *args: str) -> dict:
-    out = grids.bench(tmp_path, "estimate", str(params), "--json", *args)
+    out = command(tmp_path, "estimate", str(params), "--json", *args)
     assert out.returncode == 0, out.stdout + out.stderr
     return json.loads(out.stdout)
 
@@ -54,7 +55,7 @@ def answers(run_dir: Path) -> int:
 def test_a_new_cell_of_a_model_already_observed_is_expected_at_its_observed_length_and_runs(tmp_path, fake):
     run_dir = tmp_path / "runs" / "b"
     params = write(tmp_path / "b.yaml", fake.url, topics=4, budget=None)
-    first = grids.sweep(tmp_path, params)
+    first = run_stages(tmp_path, params)
     assert first.returncode == 0, first.stdout + first.stderr
     assert recorded_spend(run_dir).usd == pytest.approx(4 * 7 * 0.001)  # 4 prompt + 3 answer tokens each
 
@@ -70,7 +71,7 @@ def test_a_new_cell_of_a_model_already_observed_is_expected_at_its_observed_leng
     assert budget["worst_usd"] == pytest.approx(m1["cost_usd_max"]) and budget["spent_usd"] + budget["worst_usd"] > 0.6
 
     before = int(fake.stats()["requests"])
-    ran = grids.sweep(tmp_path, params)
+    ran = run_stages(tmp_path, params)
     log = ran.stdout + ran.stderr
     assert ran.returncode == 0, log  # before: refused (exit 4), cell q assumed at max_tokens ($1.36 for 12 answers)
     assert "the sweep stops at the budget if the replies run longer than expected" in log, log
@@ -80,14 +81,14 @@ def test_a_new_cell_of_a_model_already_observed_is_expected_at_its_observed_leng
 
 def test_replies_the_response_cache_holds_for_the_grid_say_how_long_the_rest_run(tmp_path, fake):
     params = write(tmp_path / "b.yaml", fake.url, topics=4, budget=None)
-    assert grids.sweep(tmp_path, params).returncode == 0
+    assert run_stages(tmp_path, params).returncode == 0
     params = write(params, fake.url, topics=12, budget=0.2)
     copy = tmp_path / "runs" / "copy"
     est = estimate(tmp_path, params, "--run-dir", str(copy))
     m1 = stage(est, "m1")
     assert m1["cache_hits"] == 4 and m1["to_send"] == 8 and m1["expected_from"] == "response cache"
     assert m1["output_tokens_expected"] == 8 * 3 and est["budget"]["outcome"] == "expected"
-    shown = grids.bench(tmp_path, "estimate", str(params), "--run-dir", str(copy))
+    shown = command(tmp_path, "estimate", str(params), "--run-dir", str(copy))
     assert shown.returncode == 0, shown.stderr
     row = next(line for line in shown.stdout.splitlines() if line.startswith("collect "))
     assert "response cache" in row and dollars(m1["cost_usd_max"]) in row, shown.stdout  # the worst case …
@@ -95,7 +96,7 @@ def test_replies_the_response_cache_holds_for_the_grid_say_how_long_the_rest_run
     assert m1["cost_usd_max"] > 0.2 >= m1["cost_usd_expected"]
 
     before = int(fake.stats()["requests"])
-    ran = grids.sweep(tmp_path, params, "--run-dir", str(copy))
+    ran = run_stages(tmp_path, params, run_dir=str(copy))
     assert ran.returncode == 0, ran.stdout + ran.stderr  # before: refused, the 8 new answers assumed at max_tokens
     assert answers(copy) == 12 and int(fake.stats()["requests"]) - before == 8
 
@@ -108,15 +109,15 @@ def test_with_nothing_observed_a_pilot_measures_the_replies_and_the_rest_runs(tm
     assert {s["expected_from"] for s in est["stages"]} == {"pilot pending"}
     assert est["budget"]["outcome"] == "pilot" and est["budget"]["pilot"] == ["collect m1", "judge grader"]
     assert est["total"]["cost_usd_expected"] > 0.5 >= est["budget"]["floor_usd"]
-    shown = grids.bench(tmp_path, "estimate", str(params))
+    shown = command(tmp_path, "estimate", str(params))
     assert "pilot pending" in shown.stdout and "a sweep first sends a pilot" in shown.stdout, shown.stdout
 
-    ran = grids.sweep(tmp_path, params)
+    ran = run_stages(tmp_path, params)
     log = ran.stdout + ran.stderr
     assert ran.returncode == 0, log  # before: refused (exit 4), nothing sent
     assert "pilot: sending the first 5 answers per model to measure (collect m1, judge grader)" in log, log
     assert "estimate after the pilot (10 model calls, $0." in log, log  # 5 answers and their 5 grades
-    assert log.index("estimate after the pilot") < log.index("collect: 1 execution(s)")
+    assert log.index("estimate after the pilot") < log.index("collect: 12 planned")  # before the rest is collected
     run_dir = tmp_path / "runs" / "b"
     assert answers(run_dir) == 12 and len(RunStore(run_dir).done_ids(Judgment)) == 12
     assert fake.stats()["by_model"] == {"fake-1": 12, "fake-judge": 12}  # the pilot's items were not asked again
@@ -126,7 +127,7 @@ def test_with_nothing_observed_a_pilot_measures_the_replies_and_the_rest_runs(tm
 def test_a_pilot_whose_replies_show_the_rest_cannot_fit_stops_with_exit_4_and_keeps_its_records(tmp_path, fake):
     fake.configure(replies=[{"match": "One tip", "content": LONG}])
     params = write(tmp_path / "b.yaml", fake.url, topics=12, budget=0.6)
-    ran = grids.sweep(tmp_path, params)
+    ran = run_stages(tmp_path, params)
     log = ran.stdout + ran.stderr
     assert ran.returncode == 4, log
     run_dir = tmp_path / "runs" / "b"
@@ -145,7 +146,7 @@ def test_a_pilot_whose_replies_show_the_rest_cannot_fit_stops_with_exit_4_and_ke
     data = yaml.safe_load(params.read_text())
     data["limits"]["budget_usd"] = 5.0
     params.write_text(yaml.safe_dump(data, sort_keys=False))
-    rest = grids.sweep(tmp_path, params)
+    rest = run_stages(tmp_path, params)
     assert rest.returncode == 0, rest.stdout + rest.stderr
     assert "pilot:" not in rest.stdout and answers(run_dir) == 12 and fake.stats()["requests"] == 12
 
@@ -154,7 +155,7 @@ def test_without_a_pilot_a_fresh_grid_is_held_at_its_output_bound(tmp_path, fake
     params = write(tmp_path / "b.yaml", fake.url, topics=12, budget=0.5, pilot=0)
     est = estimate(tmp_path, params)
     assert stage(est, "m1")["expected_from"] == "assumed bound" and est["budget"]["outcome"] == "refused"
-    refused = grids.sweep(tmp_path, params)
+    refused = run_stages(tmp_path, params)
     assert refused.returncode == 4, refused.stdout + refused.stderr
     expected = dollars(est["total"]["cost_usd_expected"])
     assert f"expected to cost {expected} (at most {expected}; collect m1 at the output bound, as no reply of theirs " \
@@ -166,7 +167,7 @@ def test_prompts_that_alone_pass_the_budget_are_refused_without_a_pilot(tmp_path
     params = write(tmp_path / "b.yaml", fake.url, topics=12, budget=0.04)  # prompts: 12 x 13 tokens = $0.156
     floor = estimate(tmp_path, params)["budget"]["floor_usd"]
     assert floor == pytest.approx(0.156)
-    refused = grids.sweep(tmp_path, params)
+    refused = run_stages(tmp_path, params)
     assert refused.returncode == 4, refused.stdout + refused.stderr
     assert f"even with every reply empty, {dollars(floor)} is more than limits.budget_usd = $0.0400" in refused.stderr
     assert "nothing was sent (no pilot either)" in refused.stderr and fake.stats()["requests"] == 0
@@ -177,5 +178,5 @@ def test_prompts_that_alone_pass_the_budget_are_refused_without_a_pilot(tmp_path
                                          ("5", "Input should be a valid integer")])
 def test_limits_pilot_is_a_whole_number_of_answers(tmp_path, fake, value, said):
     params = write(tmp_path / "b.yaml", fake.url, topics=2, budget=1.0, pilot=value)
-    out = grids.bench(tmp_path, "estimate", str(params))
+    out = command(tmp_path, "estimate", str(params))
     assert out.returncode == 2 and f"limits.pilot: {said}" in out.stderr, out.stderr

@@ -19,13 +19,14 @@ import pytest
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
 from bench.testing.grids import bench, sweep
+from bench.testing.stages import command, run_stages
 from tests.estimate.conversation_grid import BILL, SIM_MAX_TOKENS, TOOL_SCRIPT, conversation_grid
 
 SIM_PRICE = {"input_per_mtok": 1.0, "output_per_mtok": 4.0}  # the simulator's own price: its own line
 
 
 def estimate_json(tmp_path: Path, params: Path) -> dict[str, dict]:
-    out = bench(tmp_path, "estimate", str(params), "--json")
+    out = command(tmp_path, "estimate", str(params), "--json")
     assert out.returncode == 0, out.stdout + out.stderr
     return {s["id"]: s for s in json.loads(out.stdout)["stages"]}
 
@@ -60,10 +61,10 @@ def test_the_estimate_bounds_each_conversation_and_a_sweep_at_the_bound_sends_ex
     sim = est["sim"]
     assert sim["output_tokens_max"] == 4 * SIM_MAX_TOKENS
     assert sim["cost_usd_max"] == pytest.approx((sim["input_tokens"] * 1.0 + 4 * SIM_MAX_TOKENS * 4.0) / 1e6)
-    text = bench(tmp_path, "estimate", str(params)).stdout
+    text = command(tmp_path, "estimate", str(params)).stdout
     assert "support@v1 bounded by max_turns 3" in text and "max_turns - 1 of the simulator, on its own line" in text
 
-    ran = sweep(tmp_path, params)
+    ran = run_stages(tmp_path, params)
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
     by_model = fake.stats()["by_model"]
     assert by_model == {"m1": 18, "simmy": 4, "per-turn": 14, "whole": 6}, "every conversation ran to its bound"
@@ -78,7 +79,7 @@ def test_the_estimate_bounds_each_conversation_and_a_sweep_at_the_bound_sends_ex
 
 def test_a_rerun_under_another_name_replays_the_cached_turns_and_bounds_only_the_rest(tmp_path, fake):
     fake.configure(tokenizer="cl100k", tool_calls=TOOL_SCRIPT)
-    assert sweep(tmp_path, conversation_grid(tmp_path / "conv.yaml", fake.url)).returncode == 0
+    assert run_stages(tmp_path, conversation_grid(tmp_path / "conv.yaml", fake.url)).returncode == 0
     sent = fake.stats()["requests"]
     params = conversation_grid(tmp_path / "conv2.yaml", fake.url, name="conv2")  # a new run folder, the same cache
     est = estimate_json(tmp_path, params)
@@ -88,19 +89,19 @@ def test_a_rerun_under_another_name_replays_the_cached_turns_and_bounds_only_the
     # the judges' requests of the replayed conversations are the very ones asked before: cached
     assert est["whole"]["to_send"] == est["whole"]["unknown"] == 2, "only the tool loops' grades cannot be looked up"
     assert est["per-turn"]["to_send"] == est["per-turn"]["unknown"] == 2
-    assert sweep(tmp_path, params).returncode == 0
+    assert run_stages(tmp_path, params).returncode == 0
     assert fake.stats()["requests"] - sent <= est["m1"]["to_send"], "the estimate is a bound"
 
 
 def test_a_budget_pilots_the_simulator_too_when_its_reply_length_decides(tmp_path, fake):
     fake.configure(tokenizer="cl100k", tool_calls=TOOL_SCRIPT)
     probe = conversation_grid(tmp_path / "probe.yaml", fake.url, name="probe", judged=False)
-    total = json.loads(bench(tmp_path, "estimate", str(probe), "--json").stdout)["total"]
+    total = json.loads(command(tmp_path, "estimate", str(probe), "--json").stdout)["total"]
     floor, worst = total["cost_usd_min"], total["cost_usd_max"]
     assert floor < worst
     params = conversation_grid(tmp_path / "conv.yaml", fake.url, judged=False, pilot=1,
                                budget_usd=round(floor + 0.7 * (worst - floor), 9))
-    ran = sweep(tmp_path, params)
+    ran = run_stages(tmp_path, params)
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
     assert "a sweep first sends a pilot" in ran.stdout and "collect m1, simulator sim" in ran.stdout
     after = ran.stdout.split("estimate after the pilot", 1)[1].splitlines()

@@ -24,6 +24,7 @@ from bench.models.routing import ModelSpec, price_per_token, resolve
 from bench.models.tokens import counter_for, output_bound
 from bench.run import open_run
 from bench.testing.grids import bench, grid, judge, model, prompt, sweep
+from bench.testing.stages import command, run_stages
 
 PRICE = {"input_per_mtok": 2.0, "output_per_mtok": 8.0}
 STAGE_KEYS = {"stage", "id", "requests", "cached", "input_tokens", "output_tokens_max", "cost_usd_max",
@@ -50,7 +51,7 @@ def params_for(tmp_path: Path, url: str, *, topics: int = 4, judges: list | None
 
 
 def estimate_json(tmp_path: Path, params: Path, *args: str) -> dict:
-    out = bench(tmp_path, "estimate", str(params), "--json", *args)
+    out = command(tmp_path, "estimate", str(params), "--json", *args)
     assert out.returncode == 0, out.stdout + out.stderr
     return json.loads(out.stdout)
 
@@ -91,7 +92,7 @@ def test_the_estimate_is_the_sweeps_requests_exactly_and_its_tokens_within_10_pe
     for key in TOTALS:
         assert est["total"][key] == pytest.approx(sum(s[key] for s in est["stages"]))
 
-    ran = sweep(tmp_path, params)
+    ran = run_stages(tmp_path, params)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "estimate (before anything is sent):" in ran.stdout
     by_model = fake.stats()["by_model"]
@@ -117,7 +118,7 @@ def test_expected_output_tokens_are_the_means_of_earlier_records_of_the_same_cel
     assert fresh["m1"]["expected_from"] == "assumed bound" and fresh["m1"]["output_tokens_expected"] == 24 * 12
     assert fresh["rubric"]["output_bound_from"] == "default"  # no max_tokens, a model LiteLLM cannot know
     assert fresh["rubric"]["output_tokens_max"] == 24 * output_bound(resolve(ModelSpec("openai/rubric", fake.url)))[0]
-    assert sweep(tmp_path, params).returncode == 0
+    assert run_stages(tmp_path, params).returncode == 0
     run_dir = tmp_path / "runs/est"
     first = {r.id for r in [*RunStore(run_dir).iter(Candidate), *RunStore(run_dir).iter(Judgment)]}
 
@@ -127,7 +128,7 @@ def test_expected_output_tokens_are_the_means_of_earlier_records_of_the_same_cel
     assert {s["expected_from"] for s in est["stages"]} == {"run folder"}
     assert stages["m1"]["to_send"] == 24 and stages["m1"]["held"] == 24
     assert stages["m1"]["output_tokens_max"] == 24 * 12  # the bound is still max_tokens
-    ran = sweep(tmp_path, params)
+    ran = run_stages(tmp_path, params)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     completion = recorded(run_dir, "completion_tokens", skip=first)
     for s in est["stages"]:
@@ -141,7 +142,7 @@ def test_the_expected_cost_counts_the_observed_repair_turns(tmp_path, fake, monk
     # the t1 answers are garbage to the judge: a reply that cannot be parsed, then a repair turn that fails too
     fake.configure(replies=[{"match": "about t1.", "content": "no grade from me"}])
     params = params_for(tmp_path, fake.url, topics=4, judges=[judge("rubric", fake.url, price=PRICE)])
-    assert sweep(tmp_path, params).returncode == 3  # two judgments failed
+    assert run_stages(tmp_path, params).returncode == 3  # two judgments failed
     params = params_for(tmp_path, fake.url, topics=8, judges=[judge("rubric", fake.url, price=PRICE)])
     rubric = by_stage(estimate_json(tmp_path, params))["rubric"]
     assert rubric["repair_rate"] == pytest.approx(2 / 8)  # 10 replies behind 8 first-turn requests
@@ -192,7 +193,7 @@ def test_a_budget_the_expected_cost_passes_refuses_the_sweep_before_anything_is_
     params = params_for(tmp_path, fake.url, judges=judges, budget_usd=0.001)
     expected = estimate_json(tmp_path, params)["total"]["cost_usd_expected"]
     assert expected > 0.001
-    refused = sweep(tmp_path, params)
+    refused = run_stages(tmp_path, params)
     assert refused.returncode == 4, refused.stdout + refused.stderr  # the budget's exit code (docs/sweeps.md)
     assert fake.stats()["requests"] == 0
     assert "estimate (before anything is sent):" in refused.stdout  # the table came first
@@ -205,18 +206,18 @@ def test_a_budget_the_expected_cost_passes_refuses_the_sweep_before_anything_is_
 
     # spent so far counts: a finished sweep, then more scenarios under a budget between the two
     first = params_for(tmp_path, fake.url, judges=judges)
-    assert sweep(tmp_path, first).returncode == 0
+    assert run_stages(tmp_path, first).returncode == 0
     spent = recorded_spend(run_dir).usd
     more = params_for(tmp_path, fake.url, topics=8, judges=judges)
     rest = estimate_json(tmp_path, more)["total"]["cost_usd_expected"]
     sent = fake.stats()["requests"]
     tight = params_for(tmp_path, fake.url, topics=8, judges=judges, budget_usd=round(spent + rest / 2, 6))
-    refused = sweep(tmp_path, tight)
+    refused = run_stages(tmp_path, tight)
     assert refused.returncode == 4 and fake.stats()["requests"] == sent
     assert f"has spent {dollars(spent)} so far" in refused.stderr
     assert f"to at least {dollars(needed_budget(spent, rest))}" in refused.stderr
     raised = params_for(tmp_path, fake.url, topics=8, judges=judges, budget_usd=10 * needed_budget(spent, rest))
-    ran = sweep(tmp_path, raised)
+    ran = run_stages(tmp_path, raised)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "budget: limits.budget_usd = " in ran.stdout
     assert fake.stats()["requests"] - sent == 8 + 8
@@ -225,12 +226,12 @@ def test_a_budget_the_expected_cost_passes_refuses_the_sweep_before_anything_is_
 def test_a_budget_with_a_model_of_unknown_price_refuses_naming_it(tmp_path, fake):
     params = params_for(tmp_path, fake.url, price=None, judges=[judge("rubric", fake.url, price=PRICE)],
                         budget_usd=100)
-    refused = sweep(tmp_path, params)
+    refused = run_stages(tmp_path, params)
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert fake.stats()["requests"] == 0
     assert "the price of models[0] (id m1, openai/m1) is unknown" in refused.stderr
     assert "price: {input_per_mtok: …, output_per_mtok: …}" in refused.stderr and "rubric" not in refused.stderr
-    shown = bench(tmp_path, "estimate", str(params))  # without --json: the table says which entry needs a price
+    shown = command(tmp_path, "estimate", str(params))  # without --json: the table says which entry needs a price
     assert shown.returncode == 0, shown.stderr
     assert "? price unknown: set price: {input_per_mtok: …, output_per_mtok: …}" in shown.stdout
     assert "models[0] (m1: openai/m1)" in shown.stdout
@@ -242,7 +243,7 @@ def test_a_budget_with_a_model_of_unknown_price_refuses_naming_it(tmp_path, fake
 @pytest.mark.parametrize("budget", [0, -5])
 def test_a_budget_that_is_not_positive_is_refused_naming_the_key(tmp_path, fake, budget):
     params = params_for(tmp_path, fake.url, budget_usd=budget)
-    out = bench(tmp_path, "estimate", str(params))
+    out = command(tmp_path, "estimate", str(params))
     assert out.returncode == 2
     assert f"{params}: limits.budget_usd: Input should be greater than 0 (got {budget})" in out.stderr
 
@@ -250,13 +251,13 @@ def test_a_budget_that_is_not_positive_is_refused_naming_the_key(tmp_path, fake,
 def test_packed_calls_are_counted_as_grading_packs_them(tmp_path, fake):
     packed = [judge("packed", fake.url, pack_size=3, price=PRICE)]
     params = params_for(tmp_path, fake.url, topics=2, judges=None)
-    assert sweep(tmp_path, params).returncode == 0  # 4 answers, no judge yet
+    assert run_stages(tmp_path, params).returncode == 0  # 4 answers, no judge yet
     params = params_for(tmp_path, fake.url, topics=4, judges=packed)
     est = by_stage(estimate_json(tmp_path, params))
     # the 4 answers collected earlier are packed by the judge stage, the 4 new ones as they arrive: 2 + 2 calls
     assert est["packed"]["requests"] == 4 and est["packed"]["unknown"] == 2
     sent = fake.stats()["by_model"].get("packed", 0)
-    assert sweep(tmp_path, params).returncode == 0
+    assert run_stages(tmp_path, params).returncode == 0
     assert fake.stats()["by_model"]["packed"] - sent == 4
 
     # another judge (nothing of it cached) in a new run folder
@@ -271,7 +272,7 @@ def test_packed_calls_are_counted_as_grading_packs_them(tmp_path, fake):
 
 def test_a_grid_rerun_under_another_name_is_estimated_from_the_cache(tmp_path, fake):
     params = params_for(tmp_path, fake.url, judges=[judge("rubric", fake.url, price=PRICE)])
-    assert sweep(tmp_path, params).returncode == 0
+    assert run_stages(tmp_path, params).returncode == 0
     est = estimate_json(tmp_path, params, "--run-dir", str(tmp_path / "runs/copy"))
     # the answers are in the response cache, so the judge requests of those very answers are looked up too
     assert est["total"]["to_send"] == 0 and est["total"]["cache_hits"] == 16 and est["total"]["unknown"] == 0
@@ -302,7 +303,7 @@ def test_estimating_starts_no_embedded_model(tmp_path, fake):
     data["models"].append({"id": "gemma", "model": "local/gemma-3-270m"})
     params.write_text(yaml.safe_dump(data, sort_keys=False))
     # starting (or reaching) the embedded model would ask this address, where nothing listens, and fail
-    out = bench(tmp_path, "estimate", str(params), "--json", BENCH_LOCAL_API_BASE="http://127.0.0.1:9/v1")
+    out = command(tmp_path, "estimate", str(params), "--json", BENCH_LOCAL_API_BASE="http://127.0.0.1:9/v1")
     assert out.returncode == 0, out.stdout + out.stderr
     est = by_stage(json.loads(out.stdout))
     assert est["gemma"]["to_send"] == 8 and est["gemma"]["cost_usd_expected"] is None  # the embedded model: no price

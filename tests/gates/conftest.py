@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.testing.grids import sweep
+from bench.testing.stages import run_stages
 from tests.gates.gate_runs import QUALITY, params
 
 
@@ -15,6 +15,6 @@ def runs(tmp_path_factory, fake_server):
     fake_server.reset()
     fake_server.configure(model_quality=QUALITY)
     for name in ("good", "bad", "peer"):
-        out = sweep(tmp, params(tmp, fake_server.url, name, name))
+        out = run_stages(tmp, params(tmp, fake_server.url, name, name))
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return tmp

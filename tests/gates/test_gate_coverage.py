@@ -9,6 +9,7 @@ import shutil
 from bench.analysis import compare_runs
 from bench.testing.fake_provider import FakeProvider
 from bench.testing.grids import bench, generate, grid, judge, model, sweep
+from bench.testing.stages import command, run_stages
 from tests.gates.gate_runs import QUALITY, cases, failed, params
 
 
@@ -21,9 +22,9 @@ def test_a_cell_whose_answers_all_failed_fails_its_gates(runs, tmp_path, fake):
                     models=[model("m1", dead.url, name="good"), model("m2", fake.url, name="ref")],
                     scenarios=generate(topic=[f"topic {i}" for i in range(6)]),
                     judges=[judge("grader", fake.url, name="judge")], limits={"retries": 0})
-        out = sweep(tmp_path, path)
+        out = run_stages(tmp_path, path)
     assert out.returncode == 3, out.stdout[-3000:] + out.stderr[-3000:]  # the premise: m1's 6 answers failed
-    gate = bench(tmp_path, "gate", f"{tmp_path}/runs/pr", "--baseline", f"{tmp_path}/runs/good", "--max-drop",
+    gate = command(tmp_path, "gate", f"{tmp_path}/runs/pr", "--baseline", f"{tmp_path}/runs/good", "--max-drop",
                  "0.25", "--min", "1", "--junit", f"{tmp_path}/g.xml")
     assert gate.returncode == 5, gate.stdout + gate.stderr
     assert failed(tmp_path / "g.xml") == {("min", "grader · m1/p@v1"), ("max_drop", "grader · m1/p@v1")}
@@ -45,17 +46,17 @@ def test_answers_the_baseline_has_and_the_run_lacks_fail_coverage_unless_allowed
                 models=[model("m1", fake.url, name="good"), model("m2", fake.url, name="ref")],
                 scenarios=generate(topic=[f"topic {i}" for i in range(4)]),
                 judges=[judge("grader", fake.url, name="judge")])
-    assert sweep(tmp_path, path).returncode == 0
+    assert run_stages(tmp_path, path).returncode == 0
     args = ["gate", f"{tmp_path}/runs/fewer", "--baseline", f"{tmp_path}/runs/good", "--max-drop", "1"]
-    out = bench(tmp_path, *args, "--junit", f"{tmp_path}/c.xml")
+    out = command(tmp_path, *args, "--junit", f"{tmp_path}/c.xml")
     assert out.returncode == 5, out.stdout + out.stderr
     assert failed(tmp_path / "c.xml") == {("coverage", "baseline answers")}
     message = cases(tmp_path / "c.xml")[("coverage", "baseline answers")].find("failure").get("message")
     assert message.startswith("4 of 12 answer(s) of the baseline missing from this run: m1/p@v1 ")
     assert message.count("#0") == 4 and "--allow-missing" in message
-    allowed = bench(tmp_path, *args, "--allow-missing")
+    allowed = command(tmp_path, *args, "--allow-missing")
     assert allowed.returncode == 0 and "(allowed: allow_missing)" in allowed.stdout, allowed.stdout
-    same = bench(tmp_path, "gate", f"{tmp_path}/runs/peer", "--baseline", f"{tmp_path}/runs/good", "--max-drop", "1")
+    same = command(tmp_path, "gate", f"{tmp_path}/runs/peer", "--baseline", f"{tmp_path}/runs/good", "--max-drop", "1")
     assert "coverage  baseline answers  1.000" in same.stdout and same.returncode == 0, same.stdout
 
 
@@ -63,9 +64,9 @@ def test_no_strict_overrides_a_params_files_strict(runs, tmp_path, fake):
     """good's m1 drops from peer's within noise: strict: true fails it, --no-strict passes it again."""
     shutil.copytree(runs / "runs", tmp_path / "runs", symlinks=True)
     path = params(tmp_path, fake.url, "good", "good", gates={"baseline": "runs/peer", "max_drop": 0, "strict": True})
-    strict = bench(tmp_path, "gate", f"{tmp_path}/runs/good", "--params", str(path))
+    strict = command(tmp_path, "gate", f"{tmp_path}/runs/good", "--params", str(path))
     assert strict.returncode == 5 and "(strict: the point estimate decides)" in strict.stdout, strict.stdout
-    loose = bench(tmp_path, "gate", f"{tmp_path}/runs/good", "--params", str(path), "--no-strict")
+    loose = command(tmp_path, "gate", f"{tmp_path}/runs/good", "--params", str(path), "--no-strict")
     assert loose.returncode == 0 and "within noise" in loose.stdout, loose.stdout + loose.stderr
 
 
@@ -81,7 +82,7 @@ def test_a_sweep_gates_only_its_params_current_cells(runs, tmp_path, fake):
     out = sweep(tmp_path, only, "--junit", str(tmp_path / "s.xml"))
     assert set(cases(tmp_path / "s.xml")) == {("min", "grader · m2/p@v1")}, out.stdout[-3000:] + out.stderr[-3000:]
     assert out.returncode == 0 and out.stdout.splitlines()[-2] == "gates: all 1 check(s) passed"
-    stale = bench(tmp_path, "gate", f"{tmp_path}/runs/reused", "--min", "3")  # by hand: the folder's every cell
+    stale = command(tmp_path, "gate", f"{tmp_path}/runs/reused", "--min", "3")  # by hand: the folder's every cell
     assert stale.returncode == 5, stale.stdout
     assert any(line.startswith("min") and "grader · m1/p@v1" in line and "FAIL" in line
                for line in stale.stdout.splitlines()), stale.stdout

@@ -10,6 +10,7 @@ from pathlib import Path
 from bench.analysis import judge_vs_human, load_run
 from bench.gates import gate_agreement
 from bench.testing.grids import bench
+from bench.testing.stages import command
 from tests.gates.gate_runs import cases, failed, params
 from tests.judges.reviewed_run import judge_grades
 
@@ -32,7 +33,7 @@ def test_a_regression_fails_the_gate_with_exit_5_and_junit_xml(runs):
 
 def test_a_run_within_bounds_passes_with_exit_0(runs):
     """Runs named by their sweep's name, as `bench compare` takes them (runs/<name> under $BENCH_RUNS)."""
-    out = bench(runs, "gate", "peer", "--baseline", "good", "--max-drop", "1", "--min", "3", "--junit", f"{runs}/ok.xml")
+    out = command(runs, "gate", "peer", "--baseline", "good", "--max-drop", "1", "--min", "3", "--junit", f"{runs}/ok.xml")
     assert out.returncode == 0, out.stdout + out.stderr
     assert len(cases(runs / "ok.xml")) == 5 and not failed(runs / "ok.xml")
     assert "gates: all 5 check(s) passed" in out.stdout
@@ -40,13 +41,13 @@ def test_a_run_within_bounds_passes_with_exit_0(runs):
 
 def test_map_pairs_a_baseline_cell_with_a_differently_named_one(runs):
     """good's m1 against bad's m2 (a weaker model): matched through --map, and the drop is caught."""
-    out = bench(runs, "gate", f"{runs}/runs/bad", "--baseline", f"{runs}/runs/good", "--max-drop", "0.3",
+    out = command(runs, "gate", f"{runs}/runs/bad", "--baseline", f"{runs}/runs/good", "--max-drop", "0.3",
                 "--map", "m1/p@v1=m2/p@v1", "--junit", f"{runs}/map.xml")
     assert out.returncode == 5, out.stdout + out.stderr
     assert failed(runs / "map.xml") == {("max_drop", "grader · m1/p@v1 → m2/p@v1")}
     first = out.stdout.splitlines()[0]  # the comparison's warnings come first: bad's m1 is left unpaired
     assert first.startswith("warning: ") and "m1/p@v1" in first, out.stdout
-    bad = bench(runs, "gate", f"{runs}/runs/bad", "--min", "1", "--map", "m1/p@v1")
+    bad = command(runs, "gate", f"{runs}/runs/bad", "--min", "1", "--map", "m1/p@v1")
     assert bad.returncode == 2 and "expected BASE_CELL=CELL" in bad.stderr
 
 
@@ -54,7 +55,7 @@ def test_a_drop_within_noise_passes_unless_strict(runs):
     """good's m1 is graded a little lower than peer's (of the same quality), the interval of the difference
     including zero."""
     args = ["gate", f"{runs}/runs/good", "--baseline", f"{runs}/runs/peer", "--max-drop", "0", "--junit"]
-    loose, strict = bench(runs, *args, f"{runs}/loose.xml"), bench(runs, *args, f"{runs}/strict.xml", "--strict")
+    loose, strict = command(runs, *args, f"{runs}/loose.xml"), command(runs, *args, f"{runs}/strict.xml", "--strict")
     detail = cases(runs / "loose.xml")[("max_drop", "grader · m1/p@v1")].findtext("system-out")
     diff, ci = detail.split("value ")[1].split(",")[0], detail.split("95% CI [")[1].split("]")[0].split(", ")
     assert float(diff) < 0 < float(ci[1]) and float(ci[0]) < 0, detail  # the premise: a drop, within noise
@@ -70,7 +71,7 @@ def test_win_rate_and_agreement_floors_from_a_params_file(runs, tmp_path, fake_s
                   gates={"baseline": "runs/good", "win_rate_min": 0.4, "agreement_min": 0.5})
     review(tmp_path, "good", agree=True)
     review(tmp_path, "bad", agree=False)
-    out = bench(tmp_path, "gate", f"{tmp_path}/runs/bad", "--params", str(path), "--junit", f"{tmp_path}/bad.xml")
+    out = command(tmp_path, "gate", f"{tmp_path}/runs/bad", "--params", str(path), "--junit", f"{tmp_path}/bad.xml")
     assert out.returncode == 5, out.stdout + out.stderr
     assert failed(tmp_path / "bad.xml") == {("win_rate_min", "arena · m1/p@v1"),
                                             ("agreement_min", "grader · composite vs humans"),
@@ -79,7 +80,7 @@ def test_win_rate_and_agreement_floors_from_a_params_file(runs, tmp_path, fake_s
     assert win.startswith("win rate ") and "with its whole CI" in win  # bad's answers lose where good's won
     arena = cases(tmp_path / "bad.xml")[("agreement_min", "arena · verdict vs humans")]
     assert "no blind human review of its judgments" in arena.find("failure").get("message")
-    good = bench(tmp_path, "gate", f"{tmp_path}/runs/good", "--params", str(path), "--baseline",
+    good = command(tmp_path, "gate", f"{tmp_path}/runs/good", "--params", str(path), "--baseline",
                  f"{tmp_path}/runs/peer", "--junit", f"{tmp_path}/good.xml")
     assert failed(tmp_path / "good.xml") == {("agreement_min", "arena · verdict vs humans")}, good.stdout
     assert cases(tmp_path / "good.xml")[("agreement_min", "grader · composite vs humans")].findtext(
@@ -102,7 +103,7 @@ def review(tmp: Path, run: str, *, agree: bool, every: int = 1) -> None:
     reviews measure agreement): each criterion as the judge graded it (``agree``, read from the run's records), or
     mirrored on its scale; every ``every``-th entry; pairwise entries left unreviewed."""
     folder, file = tmp / "runs" / run, tmp / f"{run}-review.json"
-    out = bench(tmp, "review", "export", str(folder), str(file))
+    out = command(tmp, "review", "export", str(folder), str(file))
     assert out.returncode == 0, out.stderr
     doc = json.loads(file.read_text())
     doc["reviewer"] = "ann"
@@ -113,5 +114,5 @@ def review(tmp: Path, run: str, *, agree: bool, every: int = 1) -> None:
         e["review"] = {"scores": {c: v if agree else e["scale"][c][0] + e["scale"][c][1] - v
                                   for c, v in scores.items()}}
     file.write_text(json.dumps(doc))
-    out = bench(tmp, "review", "apply", str(folder), str(file))
+    out = command(tmp, "review", "apply", str(folder), str(file))
     assert out.returncode == 0, out.stderr

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 from bench.analysis import load_run, summarize
-from bench.testing.grids import grid, judge, model, prompt, sweep
+from bench.testing.grids import grid, judge, model, prompt
+from bench.testing.stages import run_stages
 
 CHECKS = """---
 id: exact
@@ -32,7 +33,7 @@ def test_an_automated_judge_needs_no_key_and_costs_a_known_zero(tmp_path, fake):
                   scenarios={"dataset": {"path": "qa.jsonl", "fields": {"question": "question"},
                                          "reference": {"answer": "answer"}}},
                   judges=[checks])
-    done = sweep(tmp_path, params, drop=("OPENAI_API_KEY",))
+    done = run_stages(tmp_path, params, drop=("OPENAI_API_KEY",))
     assert done.returncode == 0, done.stderr[-2000:]
     tables = load_run(tmp_path / "runs" / "qa")
     usage = summarize(tables).usage_judges.to_dicts()

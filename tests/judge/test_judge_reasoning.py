@@ -24,6 +24,7 @@ from bench.models.client import LLM, Limits
 from bench.run import open_run
 from bench.stages import run_collect
 from bench.testing.grids import ROOT, bench, grid, judge, model, rubric
+from bench.testing.stages import command
 
 
 
@@ -125,7 +126,7 @@ def test_a_param_a_reasoning_model_refuses_is_caught_before_any_request(fake, tm
     line = str(err.value)
     assert f"models[0].params.{refused.split('=')[0]}" in line and entry["model"] in line and "thinker" in line
     assert refused in line.split(":", 1)[1], "the reason names the param"
-    out = bench(tmp_path, "validate", str(params))
+    out = command(tmp_path, "validate", str(params))
     assert out.returncode != 0 and refused in out.stdout + out.stderr
     assert fake.stats()["requests"] == 0, "refused before any request"
 

@@ -11,6 +11,7 @@ from bench.analysis import judge_stability, load_run, stability_leaderboard
 from bench.core.records import Judgment
 from bench.core.store import RunStore
 from bench.testing.grids import bench, grid, judge, model, sweep
+from bench.testing.stages import command, run_stages
 
 
 def _params(tmp_path, url):
@@ -21,11 +22,11 @@ def _params(tmp_path, url):
 
 def test_a_judge_with_repeats_grades_every_item_k_times_as_distinct_requests(tmp_path, fake):
     params = _params(tmp_path, fake.url)
-    est = json.loads(bench(tmp_path, "estimate", str(params), "--json").stdout)
+    est = json.loads(command(tmp_path, "estimate", str(params), "--json").stdout)
     planned = {s["id"]: s["requests"] for s in est["stages"]}
     assert planned == {"m1": 4, "steady": 12, "packed": 4, "once": 4}, "the estimate counts k× the requests"
 
-    out = sweep(tmp_path, params)
+    out = run_stages(tmp_path, params)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     sent = fake.stats()["requests"]
     assert sent == sum(planned.values()), "one request per planned grading: the repeats are not answered from cache"
@@ -48,7 +49,7 @@ def test_a_judge_with_repeats_grades_every_item_k_times_as_distinct_requests(tmp
     assert len(packed_calls) == 4 and all(len(reps) == 1 for reps in packed_calls.values()), \
         "a packed call never grades two repeats"
 
-    again = sweep(tmp_path, params)
+    again = run_stages(tmp_path, params)
     assert again.returncode == 0 and fake.stats()["requests"] == sent, "a re-run sends nothing"
 
     t = load_run(tmp_path / "runs" / "rep")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
 from bench.testing.grids import grid, judge, model, sweep
+from bench.testing.stages import run_stages
 
 K, TOPICS = 3, 7  # two cells of 7 answers: packs of 3 that cross from one cell to the next, and a last one of 2
 
@@ -36,13 +37,13 @@ def answered_order(run_dir) -> list[tuple[str, str]]:
 
 def test_the_same_answers_share_the_same_calls_whatever_order_they_came_in(tmp_path, fake):
     fake.configure(latency_jitter_ms=400, seed=1)  # answers come back in a shuffled order
-    first = sweep(tmp_path, params(tmp_path, fake.url, "a"))
+    first = run_stages(tmp_path, params(tmp_path, fake.url, "a"))
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
     sent = fake.stats()["requests"]
     assert sent == 2 * TOPICS + -(-2 * TOPICS // K)  # the answers, then ceil(14 / 3) packed calls
 
     fake.configure(latency_jitter_ms=400, seed=2)  # another order
-    again = sweep(tmp_path, params(tmp_path, fake.url, "b"))
+    again = run_stages(tmp_path, params(tmp_path, fake.url, "b"))
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
     runs = tmp_path / "runs"
     assert answered_order(runs / "a") != answered_order(runs / "b")  # else this test proves nothing
@@ -51,8 +52,8 @@ def test_the_same_answers_share_the_same_calls_whatever_order_they_came_in(tmp_p
 
     fake.configure(latency_jitter_ms=0)  # collect, then judge as a stage of its own (not pipelined)
     alone = params(tmp_path, fake.url, "c")
-    assert sweep(tmp_path, alone, "--only-stage", "collect").returncode == 0
-    assert sweep(tmp_path, alone, "--only-stage", "judge").returncode == 0
+    assert run_stages(tmp_path, alone, stages=("collect",)).returncode == 0
+    assert run_stages(tmp_path, alone, stages=("judge",)).returncode == 0
     assert fake.stats()["requests"] == sent and packs(runs / "c") == packs(runs / "a")
 
 

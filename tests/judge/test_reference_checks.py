@@ -20,6 +20,7 @@ from bench.report import render_report
 from bench.run import open_run
 from bench.stages import run_collect
 from bench.testing.grids import bench, grid, judge, model, prompt, rubric, sweep
+from bench.testing.stages import command, run_stages
 
 CHECKS = """---
 id: ref
@@ -197,7 +198,7 @@ CHECK_MISSING = CHECKS.replace("reference: letter}", "reference: choice_col}")
 
 def test_a_check_naming_a_missing_reference_key_stops_validate_and_sweep_before_any_request(tmp_path, fake):
     params = write_grid(tmp_path, fake.url, CHECK_MISSING, name="bad")
-    for out in (bench(tmp_path, "validate", str(params)), sweep(tmp_path, params)):
+    for out in (command(tmp_path, "validate", str(params)), run_stages(tmp_path, params)):
         assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
         err = out.stderr
         assert "judge 'ref'" in err and str(tmp_path / "ref.md") in err, err

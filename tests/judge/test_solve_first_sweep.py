@@ -13,6 +13,7 @@ from bench.core.records import Judgment
 from bench.core.store import RunStore
 from bench.judge._prompts import SOLVE_SYSTEM
 from bench.testing.grids import bench, grid, judge, model, sweep
+from bench.testing.stages import command, run_stages
 
 MARKER = "MARKER-REFERENCE-RUBRIC"
 SCENARIOS = [{"fields": {"topic": f"t{n}"}, "reference": {"answer": f"tip {n}", "extra": n}} for n in range(3)]
@@ -39,7 +40,7 @@ def _params(tmp_path, url, name="ref", kind="rubric"):
 
 
 def _estimate(tmp_path, params):
-    out = bench(tmp_path, "estimate", str(params), "--json")
+    out = command(tmp_path, "estimate", str(params), "--json")
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     return {s["id"]: s for s in json.loads(out.stdout)["stages"]}
 
@@ -58,7 +59,7 @@ def test_the_estimate_counts_one_solution_per_question_and_the_sweep_sends_that(
     before = _estimate(tmp_path, params)
     assert before["ref"]["requests"] == 3 + grades and before["ref"]["to_send"] == 3 + grades, before["ref"]
     assert before["ref"]["unknown"] == grades, "the gradings of answers not collected yet cannot be looked up"
-    out = sweep(tmp_path, params)
+    out = run_stages(tmp_path, params)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     solving, grading = _sent(fake)
     assert len(solving) == 3 and len(grading) == grades and fake.stats()["requests"] == 6 + 3 + grades
@@ -73,14 +74,14 @@ def test_the_estimate_counts_one_solution_per_question_and_the_sweep_sends_that(
     after = _estimate(tmp_path, params)
     assert after["ref"]["requests"] == 3 + grades and after["ref"]["held"] == 3 + grades, after["ref"]
     assert after["ref"]["to_send"] == 0
-    again = sweep(tmp_path, params)
+    again = run_stages(tmp_path, params)
     assert again.returncode == 0 and fake.stats()["requests"] == 6 + 3 + grades, "a re-run sends nothing"
 
 
 def test_a_resume_after_failed_gradings_does_not_pay_for_the_solutions_again(tmp_path, fake):
     params = _params(tmp_path, fake.url, name="resume")
     fake.configure(replies=[{"match": MARKER, "content": "no grade here"}])  # every grading unusable, twice
-    first = sweep(tmp_path, params)
+    first = run_stages(tmp_path, params)
     assert first.returncode == 3, first.stdout[-3000:] + first.stderr[-2000:]
     solving, grading = _sent(fake)
     assert len(solving) == 3 and len(grading) == 12, "3 solutions; 6 gradings and their repair turns"
@@ -89,7 +90,7 @@ def test_a_resume_after_failed_gradings_does_not_pay_for_the_solutions_again(tmp
     est = _estimate(tmp_path, params)["ref"]
     assert est["to_send"] == 6 and est["unknown"] == 0, "the solutions are cached: the gradings can be looked up"
     fake.configure(replies=[])
-    second = sweep(tmp_path, params)
+    second = run_stages(tmp_path, params)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-2000:]
     solving, grading = _sent(fake)
     assert len(solving) == 3 and len(grading) == 18, "the resume sends the 6 gradings, no solution"

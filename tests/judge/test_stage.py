@@ -8,11 +8,12 @@ from pathlib import Path
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
 from bench.testing.grids import ROOT, bench, env, generate, grid, judge, model, prompt, sweep
+from bench.testing.stages import command, run_stages
 from tests.repo import parameterized_copy
 
 
 
-def jury_sweep(tmp_path, fake, retries=2, *args):
+def jury_sweep(tmp_path, fake, retries=2, **options):
     """Write the jury grid (two models, four judges, one of each kind) and sweep it with ARGS; return (run, params)."""
     url = fake.url
     params = grid(tmp_path / "jt.yaml", url, name="jt", seed=3,
@@ -23,7 +24,7 @@ def jury_sweep(tmp_path, fake, retries=2, *args):
                           judge("checker", url, rubric="tip-checklist", name="judge"),
                           judge("arena", url, rubric="arena-pairwise", name="judge", baseline="m1/p@v1")],
                   limits={"max_concurrency": 8, "timeout_s": 10, "retries": retries})
-    return sweep(tmp_path, params, *args), params
+    return run_stages(tmp_path, params, **options), params
 
 
 def latest_judgments(tmp_path):
@@ -75,7 +76,7 @@ def test_a_resumed_judge_stage_regrades_only_failures(tmp_path, fake):
 
 
 def test_judge_notebook_runs_under_nbval(tmp_path, fake):
-    out, params = jury_sweep(tmp_path, fake, 2, "--only-stage", "collect")
+    out, params = jury_sweep(tmp_path, fake, 2, stages=("collect",))
     assert out.returncode == 0
     target = parameterized_copy(ROOT / "notebooks/02_judge.ipynb", tmp_path / "02_judge.ipynb",
                                 params=str(params), judges=["grader"], progress="text")
@@ -108,8 +109,8 @@ def test_judgebench_pairs_are_judged_in_both_orders_exported_and_scored(tmp_path
     assert "collect" not in out.stdout.split("judge:")[0].split("\n", 1)[1]  # nothing to collect
     assert fake.stats()["requests"] == 12
     exported = tmp_path / "export.jsonl"
-    assert bench(tmp_path, "judgebench-export", str(tmp_path / "runs/jb"), str(exported)).returncode == 0
-    scored = bench(tmp_path, "judgebench-score", str(exported), "--json")
+    assert command(tmp_path, "judgebench-export", str(tmp_path / "runs/jb"), str(exported)).returncode == 0
+    scored = command(tmp_path, "judgebench-score", str(exported), "--json")
     assert scored.returncode == 0, scored.stderr[-2000:]
     result = json.loads(scored.stdout)
     # a judge that always prefers the first position says A>B, then (swapped) B>A: +1 - 1 = 0 for every pair

@@ -16,6 +16,7 @@ from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
 from bench.stages import run_judge
 from bench.testing.grids import grid, judge, model, prompt, sweep
+from bench.testing.stages import run_stages
 from tests.judge.conversation_runs import agent, collected, rewrite, rubric_file
 
 
@@ -162,7 +163,7 @@ def test_a_tool_check_fails_exactly_where_the_scripted_model_calls_the_wrong_too
                   judges=[judge("tools", url, rubric=path)])
     fake.configure(tool_calls=[{"match": "WRONG:", "name": "get_time", "arguments": {"city": "Oslo"}},
                                {"match": "Weather in", "name": "get_weather", "arguments": {"city": "Paris"}}])
-    out = sweep(tmp_path, params)
+    out = run_stages(tmp_path, params)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     store = RunStore(tmp_path / "runs" / "agent")
     cands = {c.scenario_id: c for c in store.latest(Candidate).values()}

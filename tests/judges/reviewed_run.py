@@ -16,7 +16,8 @@ from pathlib import Path
 import polars as pl
 
 from bench.analysis import COMPOSITE, load_run
-from bench.testing.grids import bench, generate, grid, judge, model, sweep
+from bench.testing.grids import generate, grid, judge, model
+from bench.testing.stages import command, run_stages
 
 SCENARIOS = 12
 SHIFT = {"ann": 3, "bob": 4}  # every n-th reviewed entry: one point up (down at the top of the scale)
@@ -32,9 +33,12 @@ def reviewed_run(tmp: Path, url: str, *, name: str = "judged", reviewers: tuple[
                 scenarios=generate(topic=[f"topic {i}" for i in range(SCENARIOS)]),
                 judges=[judge("grader", url, name="judge"),
                         judge("arena", url, rubric="arena-pairwise", name="judge", baseline="m2/p@v1")])
-    out = sweep(tmp, path, report=report, timeout=600)
+    out = run_stages(tmp, path)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     run = tmp / "runs" / name
+    if report:  # what the sweep renders at its end
+        out = command(tmp, "report", str(run))
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     for reviewer in reviewers:
         review(tmp, run, reviewer)
     return run
@@ -60,7 +64,7 @@ def review(tmp: Path, run: Path, reviewer: str) -> None:
     """Review the run blind as ``reviewer`` through `bench review export` and `bench review apply`, each grade
     derived from the judge's stored grade of the same answer (the export shows none)."""
     file = tmp / f"{run.name}-{reviewer}.json"
-    out = bench(tmp, "review", "export", str(run), str(file))
+    out = command(tmp, "review", "export", str(run), str(file))
     assert out.returncode == 0, out.stderr
     doc = json.loads(file.read_text())
     assert doc["blind"] is True and not any("judges" in e for e in doc["entries"])
@@ -75,7 +79,7 @@ def review(tmp: Path, run: Path, reviewer: str) -> None:
             said = arena[tuple(e["answer"])]
             e["review"] = {"verdict": ("B>A" if said.startswith("A") else "A>B") if n % SHIFT[reviewer] == 0 else said}
     file.write_text(json.dumps(doc))
-    out = bench(tmp, "review", "apply", str(run), str(file))
+    out = command(tmp, "review", "apply", str(run), str(file))
     assert out.returncode == 0, out.stderr
 
 

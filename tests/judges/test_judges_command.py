@@ -16,6 +16,7 @@ from bench.core.records import Judgment, Review
 from bench.core.store import RunStore
 from bench.judges.document import plain
 from bench.testing.grids import bench
+from bench.testing.stages import command
 from tests.judges.reviewed_run import reviewed_run
 
 AUDIT_MEASURES = {"first_slot_preference", "flip_rate", "length_correlation", "length_gap", "style_length_coefficient",
@@ -25,7 +26,7 @@ AUDIT_MEASURES = {"first_slot_preference", "flip_rate", "length_correlation", "l
 @pytest.fixture(scope="module")
 def doc(judged):
     tmp, run = judged
-    out = bench(tmp, "judges", str(run), "--json", "--resamples", "300")
+    out = command(tmp, "judges", str(run), "--json", "--resamples", "300")
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
@@ -96,7 +97,7 @@ def test_the_document_is_the_analysis_api_with_confusion_bias_and_audit(judged, 
 
 def test_the_tables_say_the_same_in_words(judged, doc):
     tmp, run = judged
-    out = bench(tmp, "judges", "judged", "--resamples", "300")  # a sweep name, as `bench gate` takes it
+    out = command(tmp, "judges", "judged", "--resamples", "300")  # a sweep name, as `bench gate` takes it
     assert out.returncode == 0, out.stderr
     text = out.stdout
     for part in ("judge arena", "judge grader", "agreement with blind human reviews", "bias by human grade",
@@ -110,12 +111,12 @@ def test_the_tables_say_the_same_in_words(judged, doc):
 
 def test_an_unreviewed_run_says_not_enough_reviews_and_a_missing_one_fails(tmp_path, fake_server):
     run = reviewed_run(tmp_path, fake_server.url, name="bare", reviewers=())
-    out = bench(tmp_path, "judges", str(run), "--json", "--resamples", "100")
+    out = command(tmp_path, "judges", str(run), "--json", "--resamples", "100")
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     rows = [row for j in doc["judges"] for row in j["agreement"]]
     assert doc["reviews"] == 0 and doc["reviewer_ceiling"] == [] and len(rows) == 5
     assert {r["state"] for r in rows} == {"not_enough_reviews"} and all(r["kappa"] is None for r in rows)
     assert all(r["note"].startswith("no blind human review of its judgments") for r in rows)
-    missing = bench(tmp_path, "judges", str(tmp_path / "nope"))
+    missing = command(tmp_path, "judges", str(tmp_path / "nope"))
     assert missing.returncode == 2 and str(tmp_path / "nope") in missing.stderr

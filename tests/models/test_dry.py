@@ -22,6 +22,7 @@ from bench.models.genparams import param_problems, supported_params
 from bench.models.preflight import preflight
 from bench.models.routing import ModelSpec, resolve
 from bench.testing.grids import bench
+from bench.testing.stages import run_stages
 from tests.repo import REPO
 
 SPEC = ModelSpec("dry/gpt-4o", params={"temperature": 0.2})
@@ -221,7 +222,7 @@ def test_a_dry_run_answers_the_simulated_user_in_process_too(tmp_path) -> None:
                                         "instructions": "You are a customer asking about {topic}.", "max_turns": 3}}],
         "scenarios": {"generate": {"dimensions": {"topic": ["sleep", "focus"]}}},
     }))
-    out = bench(tmp_path, "sweep", str(params), "--dry-run", "--no-report", "--no-track")
+    out = run_stages(tmp_path, params, dry_run=True)
     assert out.returncode == 0, out.stdout + out.stderr
     cands = list(RunStore(tmp_path / "runs" / "sim-dry").latest(Candidate).values())
     assert len(cands) == 2 and all(c.ok and c.ended in ("max_turns", "user_done") for c in cands), cands

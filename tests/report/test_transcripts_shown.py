@@ -25,6 +25,7 @@ from bench.report import conversations
 from bench.report.display import number
 from bench.testing.grids import ROOT, bench, grid, model, sweep
 from bench.testing.records import candidate, judgment, scenario
+from bench.testing.stages import command, run_stages
 from tests.estimate.conversation_grid import BILL, PRICE, TOOL_SCRIPT, conversation_grid
 
 HOSTILE = "<script>window.__pwned = 1</script><img src=x onerror=alert(1)>"
@@ -141,7 +142,7 @@ def inside(stack: tuple[tuple[str, str], ...], tag: str, cls: str) -> bool:
 
 
 def test_the_report_shows_each_transcript_with_roles_and_its_tool_calls_folded(run_dir, tmp_path):
-    out = bench(tmp_path, "report", str(run_dir), "--resamples", "20")
+    out = command(tmp_path, "report", str(run_dir), "--resamples", "20")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     page = parsed((tmp_path / "reports" / "talks" / "index.html").read_text())
     result = page.around("Weather in Lima: sunny")
@@ -214,10 +215,10 @@ def test_a_resumed_conversation_counts_its_replayed_turns_once(tmp_path, fake):
                   prompts=[{"id": "chat", "version": "v1", "turns": ["Hi about {topic}.", "One tip.", "Make it shorter."]}],
                   models=[model("m1", fake.url, price=PRICE)],
                   limits={"max_concurrency": 4, "timeout_s": 10, "retries": 0})
-    first = sweep(tmp_path, params)
+    first = run_stages(tmp_path, params)
     assert first.returncode != 0 and fake.stats()["requests"] == 2 * 3  # the third turn failed, two were paid
     fake.configure(replies=[])
-    assert sweep(tmp_path, params).returncode == 0
+    assert run_stages(tmp_path, params).returncode == 0
     assert fake.stats()["requests"] == 2 * 3 + 2, "the resume asked only the failed turns (the rest: the cache)"
     run = tmp_path / "runs" / "resume"
     billed = fake.stats()["billed"]["usd"]

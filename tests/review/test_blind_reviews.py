@@ -18,6 +18,7 @@ from bench.core.records import Judgment, Review
 from bench.core.store import RunStore
 from bench.review import ReviewPanel, ReviewSession
 from bench.testing.grids import bench, grid, judge, model, sweep
+from bench.testing.stages import command, run_stages
 
 CRITERIA = ("relevance", "actionability", "tone")  # tip-v1, each 1–5
 
@@ -30,7 +31,7 @@ def jury_run(tmp_path_factory, fake_server) -> Path:
     params = grid(tmp / "jury.yaml", url, name="jury", topics=4,
                   models=[model("m1", url), model("m2", url, name="fake-b")],
                   judges=[judge("ja", url, name="ja", repeats=2), judge("jb", url, name="jb")])
-    out = sweep(tmp, params)
+    out = run_stages(tmp, params)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     return tmp / "runs" / "jury"
 
@@ -47,14 +48,14 @@ def judgments(run_dir: Path) -> list[Judgment]:
 
 def export(tmp_path: Path, run_dir: Path, name: str, *flags: str) -> tuple[Path, dict]:
     path = tmp_path / name
-    out = bench(tmp_path, "review", "export", str(run_dir), str(path), *flags)
+    out = command(tmp_path, "review", "export", str(run_dir), str(path), *flags)
     assert out.returncode == 0, out.stderr
     return path, json.loads(path.read_text())
 
 
 def apply(tmp_path: Path, run_dir: Path, path: Path, doc: dict):
     path.write_text(json.dumps(doc))
-    return bench(tmp_path, "review", "apply", str(run_dir), str(path))
+    return command(tmp_path, "review", "apply", str(run_dir), str(path))
 
 
 def fill(entry: dict, value: int, note: str = "") -> None:
@@ -104,7 +105,7 @@ def test_blind_reviews_alone_calibrate_and_every_place_gives_one_count(run, tmp_
     overridden = summarize(run, resamples=50, human_overrides=True).tables.scores
     answer = overridden.filter((overridden["candidate"] == first_answer) & (overridden["criterion"] == "composite"))
     assert answer.height == 3 and answer["value"].to_list() == [2.0] * 3, "the review overrides ja twice and jb"
-    report = bench(tmp_path, "report", str(run), "--resamples", "50")
+    report = command(tmp_path, "report", str(run), "--resamples", "50")
     assert report.returncode == 0, report.stderr
     assert line in (tmp_path / "reports" / "jury" / "index.html").read_text()
 
@@ -181,7 +182,7 @@ def test_damaged_review_records_are_set_aside_by_name_and_the_report_renders(run
     bad = {"r-by-hand-nan": math.nan, "r-by-hand-inf": math.inf, "r-by-hand-big": 1e6}
     for j, (rid, value) in zip(graded, bad.items()):
         by_hand(run, j, rid, value)
-    out = bench(tmp_path, "report", str(run), "--resamples", "50")
+    out = command(tmp_path, "report", str(run), "--resamples", "50")
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     html = (tmp_path / "reports" / "jury" / "index.html").read_text()
     for j, (rid, shown) in zip(graded, {"r-by-hand-nan": "relevance = nan", "r-by-hand-inf": "relevance = inf",

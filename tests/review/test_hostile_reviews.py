@@ -8,20 +8,21 @@ import pytest
 
 from bench.core.records import Review
 from bench.core.store import RunStore
-from bench.testing.grids import bench, grid, judge, sweep
+from bench.testing.grids import bench, grid, judge
+from bench.testing.stages import command, run_stages
 
 
 @pytest.fixture
 def exported(tmp_path, fake):
     params = grid(tmp_path / "g.yaml", fake.url, topics=3, judges=[judge("grader", fake.url)])
-    assert sweep(tmp_path, params).returncode == 0
+    assert run_stages(tmp_path, params).returncode == 0
     path = tmp_path / "review.json"
-    assert bench(tmp_path, "review", "export", str(tmp_path / "runs/g"), str(path)).returncode == 0
+    assert command(tmp_path, "review", "export", str(tmp_path / "runs/g"), str(path)).returncode == 0
     return path
 
 
 def apply(tmp_path, path):
-    return bench(tmp_path, "review", "apply", str(tmp_path / "runs/g"), str(path))
+    return command(tmp_path, "review", "apply", str(tmp_path / "runs/g"), str(path))
 
 
 def test_a_deeply_nested_file_is_one_clear_line(tmp_path, exported):

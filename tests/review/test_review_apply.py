@@ -14,11 +14,12 @@ from bench.review import ReviewSession, same_review
 from bench.core.store import RunStore
 from bench.tracking.reviews import log_reviews
 from bench.testing.grids import bench
+from bench.testing.stages import command
 from tests.review.test_review import CANARY, fill, mlflow_for, tracked_run  # noqa: F401 (the module-scoped fixture)
 
 
 def apply(run_dir: Path, path: Path) -> str:
-    out = bench(path.parent, "review", "apply", str(run_dir), str(path), timeout=180, OPENAI_API_KEY=CANARY)
+    out = command(path.parent, "review", "apply", str(run_dir), str(path), OPENAI_API_KEY=CANARY)
     assert out.returncode == 0, out.stdout + out.stderr
     return out.stdout
 

@@ -26,6 +26,7 @@ from bench.models.budget import PriceUnknown
 from bench.run import open_run
 from bench.stages import run_collect, run_judge
 from bench.testing import grids
+from bench.testing.stages import run_stages
 
 PRICE = {"input_per_mtok": 1000.0, "output_per_mtok": 1000.0}  # $0.001 per (fake) token
 JUDGE_PRICE = {"input_per_mtok": 100.0, "output_per_mtok": 100.0}
@@ -254,6 +255,6 @@ def test_a_lease_server_without_a_budget_says_so():
 def test_the_budget_is_bad_input_when_not_a_positive_number(tmp_path, fake):
     params = write(tmp_path / "b.yaml", fake.url, topics=2, budget=0.2)
     set_budget(params, -1)
-    proc = grids.sweep(tmp_path, params)
+    proc = run_stages(tmp_path, params)
     assert proc.returncode == 2 and "budget_usd" in proc.stderr, proc.stderr
     assert requests(fake) == 0

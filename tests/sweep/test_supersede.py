@@ -28,6 +28,7 @@ from bench.core.store import RunStore
 from bench.run import open_run
 from bench.stages import run_collect
 from bench.testing.grids import ROOT, bench, grid, judge, model, prompt, sweep
+from bench.testing.stages import command, run_stages
 
 TOPICS = 4
 TEMPLATE = "One tip about {topic}."
@@ -62,24 +63,24 @@ def refused(result, what: str, changed: str) -> str:
 def test_an_edit_under_the_same_name_is_refused_before_any_request(tmp_path, fake):
     rubric = tmp_path / "tip-v1.md"
     shutil.copy(ROOT / "rubrics/tip-v1.md", rubric)
-    ok(sweep(tmp_path, write(tmp_path, fake.url, rubric=rubric)))
+    ok(run_stages(tmp_path, write(tmp_path, fake.url, rubric=rubric)))
     sent = fake.stats()["requests"]
     assert sent == 2 * TOPICS  # each answer asked and graded once
     records = {kind: len(RunStore(tmp_path / "runs/g").read(kind)) for kind in (Candidate, Judgment)}
 
     # the prompt's template, edited without bumping p's version
-    err = refused(sweep(tmp_path, write(tmp_path, fake.url, template="A short tip about {topic}.", rubric=rubric)),
+    err = refused(run_stages(tmp_path, write(tmp_path, fake.url, template="A short tip about {topic}.", rubric=rubric)),
                   "cell m1/p@v1", "the prompt's template")
     assert "bump the prompt's version (prompts[].version) or give the model entry a new id" in err
     # the model entry's generation params, changed under the same id
-    refused(sweep(tmp_path, write(tmp_path, fake.url, params={"max_tokens": 64}, rubric=rubric)),
+    refused(run_stages(tmp_path, write(tmp_path, fake.url, params={"max_tokens": 64}, rubric=rubric)),
             "cell m1/p@v1", "the generation params")
     # the rubric's text, edited under the same version
     rubric.write_text(rubric.read_text().replace("How well the tip fits", "How closely the tip fits"))
-    err = refused(sweep(tmp_path, write(tmp_path, fake.url, rubric=rubric)), "rubric tip-v1@1", "the rubric's text")
+    err = refused(run_stages(tmp_path, write(tmp_path, fake.url, rubric=rubric)), "rubric tip-v1@1", "the rubric's text")
     assert "bump the rubric's version (its front matter)" in err
     # the judge stage alone checks its judge and rubric too
-    refused(sweep(tmp_path, write(tmp_path, fake.url, rubric=rubric), "--only-stage", "judge"),
+    refused(run_stages(tmp_path, write(tmp_path, fake.url, rubric=rubric), stages=("judge",)),
             "rubric tip-v1@1", "the rubric's text")
 
     assert fake.stats()["requests"] == sent  # no request was sent by any refused sweep
@@ -89,10 +90,10 @@ def test_an_edit_under_the_same_name_is_refused_before_any_request(tmp_path, fak
 
 def test_supersede_sets_the_earlier_records_aside_from_every_analysis_and_keeps_them(tmp_path, fake):
     run_dir = tmp_path / "runs/g"
-    ok(sweep(tmp_path, write(tmp_path, fake.url)))
+    ok(run_stages(tmp_path, write(tmp_path, fake.url)))
     edited = write(tmp_path, fake.url, template="A short tip about {topic}.")
     fake.reset()
-    log = ok(sweep(tmp_path, edited, "--supersede"))
+    log = ok(run_stages(tmp_path, edited, supersede=True))
     assert re.search(r"superseded: cell m1/p@v1 now stands for digest [0-9a-f]{12}; its records of digest "
                      r"[0-9a-f]{12} are set aside", log), log
     assert fake.stats()["requests"] == 2 * TOPICS  # the new answers, each graded once (never the old ones again)
@@ -113,11 +114,11 @@ def test_supersede_sets_the_earlier_records_aside_from_every_analysis_and_keeps_
     review = ReviewSession(run_dir, reviewer="ann")  # the panel proposes the current content's answers only
     assert {cid for it in review.items for cid in it.key} == new and len(review.judgments) == TOPICS
 
-    again = sweep(tmp_path, edited)  # resume: the same params, no flag, zero calls and no refusal
+    again = run_stages(tmp_path, edited)  # resume: the same params, no flag, zero calls and no refusal
     assert "0 model calls" in ok(again) and fake.stats()["requests"] == 2 * TOPICS
     assert len((run_dir / LOG).read_text().splitlines()) == 1
 
-    out = ok(bench(tmp_path, "report", str(run_dir), "--out", str(tmp_path / "report.html"), "--resamples", "50"))
+    out = ok(command(tmp_path, "report", str(run_dir), "--out", str(tmp_path / "report.html"), "--resamples", "50"))
     html = (tmp_path / "report.html").read_text()
     assert f"{TOPICS} answer(s) and {TOPICS} judgment(s) set aside" in html, out
 
@@ -126,27 +127,27 @@ def test_a_supersede_the_budget_refuses_sets_nothing_aside(tmp_path, fake):
     """The supersede line is written when the run is prepared, before the budget check: a sweep refused there
     (exit 4, nothing sent) must leave every analysis on the earlier records, and the next sweep still asks."""
     run_dir = tmp_path / "runs/g"
-    ok(sweep(tmp_path, write(tmp_path, fake.url)))
+    ok(run_stages(tmp_path, write(tmp_path, fake.url)))
     edited = yaml.safe_load(write(tmp_path, fake.url, template="A short tip about {topic}.").read_text())
     for entry in (edited["models"][0], edited["judges"][0]):
         entry["price"] = {"input_per_mtok": 1000.0, "output_per_mtok": 1000.0}
     edited["limits"]["budget_usd"] = 0.001  # the prompts alone cost more: refused before anything is sent
     (tmp_path / "g.yaml").write_text(yaml.safe_dump(edited, sort_keys=False))
     fake.reset()
-    stopped = sweep(tmp_path, tmp_path / "g.yaml", "--supersede")
+    stopped = run_stages(tmp_path, tmp_path / "g.yaml", supersede=True)
     assert stopped.returncode == 4 and fake.stats()["requests"] == 0, stopped.stdout[-2000:] + stopped.stderr[-2000:]
     t = load_run(run_dir)
     assert t.candidates.height == TOPICS and t.set_aside.total == 0  # the earlier content is still the cell's
-    assert refused(sweep(tmp_path, tmp_path / "g.yaml"), "cell m1/p@v1", "the prompt's template")
+    assert refused(run_stages(tmp_path, tmp_path / "g.yaml"), "cell m1/p@v1", "the prompt's template")
 
 
 def test_a_failure_of_an_earlier_content_is_set_aside_not_retried(tmp_path, fake):
     run_dir = tmp_path / "runs/g"
     fake.configure(rate_500=1.0)  # every answer of the first content fails (retries: 0)
-    failed = sweep(tmp_path, write(tmp_path, fake.url))
+    failed = run_stages(tmp_path, write(tmp_path, fake.url))
     assert failed.returncode == 3 and failures(run_dir), failed.stdout[-2000:]
     fake.reset()
-    log = ok(sweep(tmp_path, write(tmp_path, fake.url, template="A short tip about {topic}."), "--supersede"))
+    log = ok(run_stages(tmp_path, write(tmp_path, fake.url, template="A short tip about {topic}."), supersede=True))
     assert "item(s) failed" not in log, log  # exit 0: the old cell's failed answers are set aside, not "still failed"
     assert not failures(run_dir)
     assert fake.stats()["requests"] == 2 * TOPICS
@@ -154,7 +155,7 @@ def test_a_failure_of_an_earlier_content_is_set_aside_not_retried(tmp_path, fake
 
 def test_a_folder_mixed_by_older_code_is_analysed_on_its_latest_content_with_a_warning(tmp_path, fake):
     run_dir = tmp_path / "runs/g"
-    ok(sweep(tmp_path, write(tmp_path, fake.url)))
+    ok(run_stages(tmp_path, write(tmp_path, fake.url)))
     _mix_in(run_dir, "A short tip about {topic}.")  # what older code wrote after the template was edited
     with pytest.warns(MixedRunWarning, match=r"cell m1/p@v1 holds records of 2 contents \(digest [0-9a-f]{12}: "
                                              rf"{TOPICS} record\(s\), digest [0-9a-f]{{12}}: {TOPICS} record\(s\)\)"):
@@ -164,9 +165,9 @@ def test_a_folder_mixed_by_older_code_is_analysed_on_its_latest_content_with_a_w
     assert "mixed before bench refused it" in t.set_aside.note() and t.set_aside.total == 2 * TOPICS
 
     requests = fake.stats()["requests"]
-    resumed = sweep(tmp_path, write(tmp_path, fake.url, template="A short tip about {topic}."))
+    resumed = run_stages(tmp_path, write(tmp_path, fake.url, template="A short tip about {topic}."))
     assert "0 model calls" in ok(resumed) and fake.stats()["requests"] == requests  # the latest content resumes
-    refused(sweep(tmp_path, write(tmp_path, fake.url)), "cell m1/p@v1", "the prompt's template")  # not the older
+    refused(run_stages(tmp_path, write(tmp_path, fake.url)), "cell m1/p@v1", "the prompt's template")  # not the older
 
 
 def _mix_in(run_dir: Path, template: str) -> None:
@@ -205,9 +206,9 @@ def test_open_run_refuses_in_a_notebook_and_supersedes_when_asked(tmp_path, fake
 
 def test_a_dry_run_of_an_edited_template_supersedes_its_own_folder(tmp_path):
     params = write(tmp_path, "http://127.0.0.1:9")  # never reached: a dry run calls nothing
-    ok(sweep(tmp_path, params, "--dry-run"))
-    log = ok(sweep(tmp_path, write(tmp_path, "http://127.0.0.1:9", template="A short tip about {topic}."),
-                   "--dry-run"))
+    ok(run_stages(tmp_path, params, dry_run=True))
+    log = ok(run_stages(tmp_path, write(tmp_path, "http://127.0.0.1:9", template="A short tip about {topic}."),
+                   dry_run=True))
     assert "superseded: cell m1/p@v1" in log
     assert load_run(tmp_path / "runs/g-dry").candidates.height == TOPICS
 
@@ -218,14 +219,14 @@ def test_reviews_of_an_earlier_rubric_text_count_for_nothing_after_a_supersede(t
     run_dir = tmp_path / "runs/g"
     rubric = tmp_path / "tip-v1.md"
     shutil.copy(ROOT / "rubrics/tip-v1.md", rubric)
-    ok(sweep(tmp_path, write(tmp_path, fake.url, rubric=rubric)))
+    ok(run_stages(tmp_path, write(tmp_path, fake.url, rubric=rubric)))
     session = ReviewSession(run_dir, reviewer="ann")
     for item in session.items[:2]:
         session.save(item.reviewable()[0].id, scores={c: 3.0 for c in ("relevance", "actionability", "tone")},
                      blind=True)
     assert session.reviewed.line().startswith(f"2 of {TOPICS} answers reviewed")
     rubric.write_text(rubric.read_text().replace("How well the tip fits", "How closely the tip fits"))
-    ok(sweep(tmp_path, write(tmp_path, fake.url, rubric=rubric), "--supersede"))
+    ok(run_stages(tmp_path, write(tmp_path, fake.url, rubric=rubric), supersede=True))
     again = ReviewSession(run_dir, reviewer="ann")
     assert again.reviewed.line().startswith(f"0 of {TOPICS} answers reviewed"), again.reviewed.line()
     assert load_run(run_dir).reviews.height == 0

@@ -12,6 +12,7 @@ import pytest
 from bench.analysis import summarize
 from bench.testing.fake_provider import FakeProvider
 from bench.testing.grids import generate, grid, judge, model, prompt, sweep
+from bench.testing.stages import run_stages
 
 
 def _grid(tmp_path, url, name):
@@ -25,7 +26,7 @@ def _grid(tmp_path, url, name):
 
 
 def _run(tmp_path, fake, name):
-    out = sweep(tmp_path, _grid(tmp_path, fake.url, name))
+    out = run_stages(tmp_path, _grid(tmp_path, fake.url, name))
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return summarize(tmp_path / "runs" / name, resamples=50)
 

@@ -3,14 +3,18 @@ leaves nothing behind, and records whose defaults say what a test did not."""
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import psutil
 
 from bench.config.rubrics import load_rubric
 from bench.core.records import Candidate
-from bench.testing.grids import NOT_INHERITED, env, grid, rubric, started, sweep_args
+from bench.testing.grids import NOT_INHERITED, ROOT, env, grid, rubric, started, sweep_args
 from bench.testing.processes import tree
 from bench.testing.records import candidate, judgment, scenario
 
@@ -26,12 +30,29 @@ def test_a_written_rubric_loads_with_each_criterions_scale(tmp_path):
 def test_the_environment_keeps_the_tests_own_and_drops_what_a_run_must_not_inherit(tmp_path, monkeypatch):
     for name in NOT_INHERITED:
         monkeypatch.setenv(name, "inherited")
-    monkeypatch.setenv("BENCH_T_KEPT", "kept")
-    monkeypatch.setenv("BENCH_T_DROPPED", "dropped")
-    got = env(tmp_path, drop=("BENCH_T_DROPPED",), MLFLOW_TRACKING_URI="given", BENCH_T_NEW="new")
-    assert not {"BENCH_ONLINE_PRICES", "DASK_SCHEDULER_ADDRESS", "BENCH_T_DROPPED"} & set(got)
-    assert (got["MLFLOW_TRACKING_URI"], got["BENCH_T_KEPT"], got["BENCH_T_NEW"]) == ("given", "kept", "new")
+    monkeypatch.setenv("T_KEPT", "kept")
+    monkeypatch.setenv("T_DROPPED", "dropped")
+    monkeypatch.setenv("BENCH_T_STRAY", "a BENCH_* variable the kit did not set")
+    monkeypatch.setenv("BENCH_CACHE", str(tmp_path / "stray-cache") + "/")
+    monkeypatch.setenv("BENCH_CHROMIUM", "/where/the/browser/is")
+    got = env(tmp_path, drop=("T_DROPPED",), MLFLOW_TRACKING_URI="given", BENCH_T_NEW="new")
+    assert not {"BENCH_ONLINE_PRICES", "DASK_SCHEDULER_ADDRESS", "T_DROPPED", "BENCH_T_STRAY", "BENCH_CACHE"} & set(got)
+    assert (got["MLFLOW_TRACKING_URI"], got["T_KEPT"], got["BENCH_T_NEW"]) == ("given", "kept", "new")
+    assert got["BENCH_CHROMIUM"] == "/where/the/browser/is"  # how the suite is run, kept
     assert (got["BENCH_RUNS"], got["BENCH_REPORTS"]) == (str(tmp_path / "runs"), str(tmp_path / "reports"))
+    assert env(tmp_path, BENCH_CACHE="given")["BENCH_CACHE"] == "given"  # a test's own, passed on
+
+
+def test_a_stray_bench_variable_of_the_shell_never_reaches_a_run(tmp_path):
+    """The suite started with BENCH_CACHE, BENCH_RUNS and BENCH_REPORTS set (a researcher's shell): a test that
+    counts every request (the cache must start empty) still passes, and nothing is written where they point."""
+    stray = {"BENCH_CACHE": str(tmp_path / "stray-cache") + "/", "BENCH_RUNS": str(tmp_path / "stray-runs"),
+             "BENCH_REPORTS": str(tmp_path / "stray-reports"), "BENCH_CACHE_SHARDS": "1"}
+    test = "tests/core/test_accounting.py::test_cache_hits_are_counted_apart_from_requests"
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", test], cwd=ROOT, env={**os.environ, **stray}, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0 and "1 passed" in out.stdout, out.stdout[-3000:] + out.stderr[-2000:]
+    assert not [name for name, value in stray.items() if value.startswith("/") and Path(value).exists()]
 
 
 def test_a_started_sweep_left_running_is_killed_with_its_kernel(tmp_path, fake):
