@@ -17,6 +17,7 @@ import polars as pl
 
 from bench.analysis import row_frames as rf
 from bench.analysis.conversation_scores import per_conversation
+from bench.analysis.off_scale import off_scale_judgments
 from bench.analysis.row_frames import COMPOSITE, frame_of, simulator_of
 from bench.config.rubrics import run_scales
 from bench.core.columns import read_rows
@@ -103,14 +104,26 @@ def _tables_of_rows(run_dir: Path, store: RunStore) -> RunTables:
     cells = rf.cells_of(cand_rows, cand_at)
     cand_all, judg_all = rf.candidate_frame(cand_rows, CANDIDATE_SCHEMA), rf.judgment_frame(read, cells, JUDGMENT_SCHEMA)
     latest = _taken(judg_all, judg_at)
-    return RunTables(run_dir, _taken(cand_all, cand_at), latest,
-                     rf.score_frame(latest, read if len(judg_at) == len(read) else [read[n] for n in judg_at], cells,
-                                    SCORE_SCHEMA),
+    scores = rf.score_frame(latest, read if len(judg_at) == len(read) else [read[n] for n in judg_at], cells,
+                            SCORE_SCHEMA)
+    by_key = {g.rubric_key: scales[g.rubric_hash] for g in every.by_rubric() if g.rubric_hash in scales}
+    latest, scores = _in_scale(run_dir, latest, scores, by_key)
+    return RunTables(run_dir, _taken(cand_all, cand_at), latest, scores,
                      _frame(_review_rows(reviews.latest.values()), RUN_REVIEW_SCHEMA),
                      {s.id: s for s in store.read(Scenario)},
                      cand_all[kept_c] if len(kept_c) < len(cand_rows) else cand_all,  # the set-aside rows left out
                      judg_all[kept_j] if len(kept_j) < len(read) else judg_all, aside, reviews,
                      rf.simulator_frame(cand_rows, kept_c, SIMULATOR_SCHEMA))
+
+
+def _in_scale(run_dir: Path, judgments: pl.DataFrame, scores: pl.DataFrame, scales: dict[str, Any]
+              ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Return the judgments and scores without those whose grade lies outside its rubric's scale (warned of:
+    bench.analysis.off_scale); the attempt tables keep them (they were paid for)."""
+    bad = off_scale_judgments(scores, scales, run_dir)
+    if not bad:
+        return judgments, scores
+    return (judgments.filter(~pl.col("id").is_in(list(bad))), scores.filter(~pl.col("judgment").is_in(list(bad))))
 
 
 def _taken(frame: pl.DataFrame, at: list[int]) -> pl.DataFrame:
@@ -128,12 +141,15 @@ def load_run_records(run_dir: str | Path) -> RunTables:
         read = store.read(Judgment)  # read once: set-aside ones too (the rubric text an older review was saved under)
         every_cand, every_judg, aside = set_aside(run_dir, store.read(Candidate), read)
         cands, judgments, every = latest_of(every_cand), latest_of(every_judg), latest_of(read)
-        reviews = reviewed(judgments, store.read(Review), run_scales(run_dir, every.values(), project_root()), every)
+        scales = run_scales(run_dir, every.values(), project_root())
+        reviews = reviewed(judgments, store.read(Review), scales, every)
         scenarios = {s.id: s for s in store.read(Scenario)}
         cand_all = _frame([_candidate_row(c) for c in every_cand], CANDIDATE_SCHEMA)
         judg_all = _frame([_judgment_row(j, cands) for j in every_judg], JUDGMENT_SCHEMA)
-        return RunTables(run_dir, cand_all[_rows_of(cands, every_cand)], judg_all[_rows_of(judgments, every_judg)],
-                         _frame(_score_rows(judgments.values(), cands), SCORE_SCHEMA),
+        by_key = {j.rubric_key: scales[j.rubric_hash] for j in every.values() if j.rubric_hash in scales}
+        latest, scores = _in_scale(run_dir, judg_all[_rows_of(judgments, every_judg)],
+                                   _frame(_score_rows(judgments.values(), cands), SCORE_SCHEMA), by_key)
+        return RunTables(run_dir, cand_all[_rows_of(cands, every_cand)], latest, scores,
                          _frame(_review_rows(reviews.latest.values()), RUN_REVIEW_SCHEMA), scenarios,
                          cand_all, judg_all, aside, reviews,
                          _frame([_simulator_row(c) for c in every_cand if c.simulator_usage is not None],
