@@ -14,7 +14,7 @@ from pathlib import Path
 
 import polars as pl
 
-from bench.core.reviewed import off_scale
+from bench.core.reviewed import COMPOSITE, off_scale
 
 Scales = Mapping[str, Mapping[str, tuple[float, float]]]  # rubric key -> criterion (and composite) -> (lo, hi)
 
@@ -27,9 +27,12 @@ def off_scale_judgments(scores: pl.DataFrame, scales: Scales, run_dir: Path) -> 
                           schema={"rubric": pl.Utf8, "criterion": pl.Utf8, "lo": pl.Float64, "hi": pl.Float64},
                           orient="row")
     value, lo, hi = pl.col("value"), pl.col("lo"), pl.col("hi")
-    bad = (scores.select("judge", "rubric", "judgment", "criterion", "value")
+    # a hybrid's composite is its own 0-1 mix of the criteria and the checks (bench.config.scoring.hybrid_score),
+    # not on the rubric's composite scale: its criteria are checked, it is checked for being finite
+    bounded = lo.is_not_null() & ~((pl.col("criterion") == COMPOSITE) & (pl.col("mode") == "hybrid"))
+    bad = (scores.select("judge", "rubric", "mode", "judgment", "criterion", "value")
            .join(bounds, on=["rubric", "criterion"], how="left")
-           .filter(value.is_nan() | value.is_infinite() | (lo.is_not_null() & ((value < lo) | (value > hi)))))
+           .filter(value.is_nan() | value.is_infinite() | (bounded & ((value < lo) | (value > hi)))))
     if bad.height == 0:
         return set()
     ids = set(bad["judgment"].to_list())

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 
+import polars as pl
 import pytest
 
 from bench.analysis.tables import load_run, load_run_records
@@ -19,13 +20,14 @@ def damaged_run(tmp_path_factory, fake_server):
     fake_server.reset()
     url = fake_server.url
     params = grid(tmp / "o.yaml", url, name="o", topics=3, models=[model("m1", url)],
-                  prompts=[prompt("p", "One tip about {topic}.")], judges=[judge("j", url)],
+                  prompts=[prompt("p", "One tip about {topic}.")],
+                  judges=[judge("j", url), judge("h", url, rubric="tip-hybrid")],  # h: a composite on 0-1
                   limits={"max_concurrency": 4, "timeout_s": 10, "retries": 0})
     out = sweep(tmp, params)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     run_dir = tmp / "runs" / "o"
     path = run_dir / "judgments.jsonl"
-    record = json.loads(path.read_text().splitlines()[0])
+    record = next(r for r in map(json.loads, path.read_text().splitlines()) if r["judge_id"] == "j")
     criterion = next(iter(record["scores"]))
     record["scores"][criterion], record["score"] = 1e308, 1e308  # a newer record of the same judgment
     with path.open("a") as fh:
@@ -42,3 +44,4 @@ def test_a_grade_outside_its_scale_is_set_aside_with_a_warning(damaged_run, read
     assert str(run_dir) in text and bad in text and f"{criterion} = 1e+308 (scale 1–5)" in text
     assert bad not in t.judgments["id"].to_list() and bad not in t.scores["judgment"].to_list()
     assert t.scores.height > 0 and all(math.isfinite(v) and v <= 5 for v in t.scores["value"].to_list())
+    assert t.judgments.filter(pl.col("judge") == "h").height == 3  # a hybrid's 0-1 composite is on its scale
