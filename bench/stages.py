@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import warnings
 from collections.abc import AsyncIterator, Iterable, Iterator
 
@@ -179,11 +180,15 @@ async def _collect_and_judge(run: Run, llm: LLM, shard: str | None, progress: st
 
     stream = JudgeStream(run, llm, judges, emit, store.done_ids(Judgment), halt=halt, planned=bar.grow)
     writer_task = asyncio.ensure_future(writer.run())
+    calls0, t0 = llm.calls, time.monotonic()
     try:
         result = await collect_stage(run, llm, shard=shard, progress=progress, sink=stream.feed, halt=halt,
                                      expect=stream.expect)
         bar.phase("judging")
         await stream.drain()
+        # every request of the session, the grades sent after the last answer too (collect_stage's count ends there)
+        result.calls, result.wall_s, result.calls_of = llm.calls - calls0, time.monotonic() - t0, \
+            "answers and their grades"
     finally:
         await stream.settle(cancel=not halt)  # no grading outlives the session: paid ones finish, and are kept
         bar.close()

@@ -16,6 +16,7 @@ from typing import Any
 import polars as pl
 
 from bench.analysis import row_frames as rf
+from bench.analysis.off_scale import off_scale_judgments
 from bench.analysis.record_reader import read_rows
 from bench.analysis.row_frames import COMPOSITE, frame_of
 from bench.config.rubrics import run_scales
@@ -101,14 +102,26 @@ def _tables_of_rows(run_dir: Path, store: RunStore) -> RunTables:
     cells = rf.cells_of(cand_rows, cand_at)
     cand_all, judg_all = rf.candidate_frame(cand_rows, CANDIDATE_SCHEMA), rf.judgment_frame(read, cells, JUDGMENT_SCHEMA)
     latest = _taken(judg_all, judg_at)
-    return RunTables(run_dir, _taken(cand_all, cand_at), latest,
-                     rf.score_frame(latest, read if len(judg_at) == len(read) else [read[n] for n in judg_at], cells,
-                                    SCORE_SCHEMA),
+    scores = rf.score_frame(latest, read if len(judg_at) == len(read) else [read[n] for n in judg_at], cells,
+                            SCORE_SCHEMA)
+    by_key = {g.rubric_key: scales[g.rubric_hash] for g in every.by_rubric() if g.rubric_hash in scales}
+    latest, scores = _in_scale(run_dir, latest, scores, by_key)
+    return RunTables(run_dir, _taken(cand_all, cand_at), latest, scores,
                      _frame(_review_rows(reviews.latest.values()), RUN_REVIEW_SCHEMA),
                      {s.id: s for s in store.read(Scenario)},
                      cand_all[kept_c] if len(kept_c) < len(cand_rows) else cand_all,  # the set-aside rows left out
                      judg_all[kept_j] if len(kept_j) < len(read) else judg_all, aside, reviews,
                      rf.simulator_frame(cand_rows, kept_c, SIMULATOR_SCHEMA))
+
+
+def _in_scale(run_dir: Path, judgments: pl.DataFrame, scores: pl.DataFrame, scales: dict[str, Any]
+              ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Return the judgments and scores without those whose grade lies outside its rubric's scale (warned of:
+    bench.analysis.off_scale); the attempt tables keep them (they were paid for)."""
+    bad = off_scale_judgments(scores, scales, run_dir)
+    if not bad:
+        return judgments, scores
+    return (judgments.filter(~pl.col("id").is_in(list(bad))), scores.filter(~pl.col("judgment").is_in(list(bad))))
 
 
 def _taken(frame: pl.DataFrame, at: list[int]) -> pl.DataFrame:

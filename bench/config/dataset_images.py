@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from bench.config._errors import reason
 from bench.core.errors import ParamsError
-from bench.core.images import KINDS, file_ref, sniff, url_ref
+from bench.core.images import KINDS, FileRefused, file_ref, looks_like, read_regular, sniff, url_ref
 
 Sink = Callable[[dict[str, Any], bytes], Any]  # (ref, bytes) of each image read: bench.core.images.store_image
 _MISSING = object()
@@ -63,8 +63,8 @@ def _image(column: str, value: Any, folder: Path, where: str, max_mb: float, sin
     _check_size(len(data), origin or "the image", where, max_mb)
     mime = sniff(data)
     if mime is None:
-        raise ParamsError(f"{where}: {origin or 'the value'} is not a {KINDS} image (its first bytes: "
-                          f"{data[:8]!r}); convert it or fix the value")
+        raise ParamsError(f"{where}: {origin or 'the value'} is not a {KINDS} image (it looks like "
+                          f"{looks_like(data)}); convert it or fix the value")
     ref = file_ref(column, data, mime, origin)
     if sink is not None:
         sink(ref, data)
@@ -72,12 +72,17 @@ def _image(column: str, value: Any, folder: Path, where: str, max_mb: float, sin
 
 
 def _read(path: Path, folder: Path, where: str, max_mb: float) -> bytes:
-    """Return an image file's bytes (relative to the dataset's folder); refuse an unreadable or too large file."""
+    """Return an image file's bytes (relative to the dataset's folder); refuse an unreadable or too large file,
+    and anything but a regular file (a FIFO would hang the read, /dev/zero never end), before reading it."""
     path = path if path.is_absolute() else folder / path
     try:
-        stat = path.stat()
-        _check_size(stat.st_size, str(path), where, max_mb)  # before reading a huge file whole
-        return path.read_bytes()
+        return read_regular(path, int(max_mb * 1e6))
+    except FileRefused as exc:
+        if exc.size is None:
+            raise ParamsError(f"{where}: image file {path} {exc}; name an image file (relative to the dataset "
+                              f"file)") from None
+        _check_size(exc.size, str(path), where, max_mb)
+        raise  # not reached: _check_size refuses any size over the limit
     except OSError as exc:
         raise ParamsError(f"{where}: cannot read image file {path} ({reason(exc)}); fix the path (relative to "
                           f"the dataset file) or the file") from None
@@ -85,8 +90,13 @@ def _read(path: Path, folder: Path, where: str, max_mb: float) -> bytes:
 
 def _check_size(size: int, what: str, where: str, max_mb: float) -> None:
     if size > max_mb * 1e6:
-        raise ParamsError(f"{where}: image {what} is {size / 1e6:.1f} MB, more than scenarios.dataset."
-                          f"max_image_mb = {max_mb:g}; shrink it, or raise max_image_mb if the models take it")
+        raise ParamsError(f"{where}: image {what} is {_amount(size)}, more than scenarios.dataset.max_image_mb = "
+                          f"{max_mb:g} ({_amount(int(max_mb * 1e6))}); shrink it, or raise max_image_mb if the "
+                          f"models take it")
+
+
+def _amount(size: int) -> str:
+    return f"{size / 1e6:.1f} MB" if size >= 100_000 else f"{size} bytes"
 
 
 def _decoded(value: str, where: str) -> bytes:

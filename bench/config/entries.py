@@ -24,6 +24,10 @@ from bench.models.routing import ModelSpec
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _KEY_PREFIX = re.compile(r"^(sk|AIza|gsk_|hf_|xai-|pk_|rk_)")  # how provider keys start
 _SECRET_PARAMS = frozenset({"api_key", "api_base", "api_key_env", "key", "token", "authorization"})
+_HEADER_PARAMS = frozenset({"extra_headers", "headers"})  # would travel in the body, their values into records
+_NO_HEADERS = ("bench sends no HTTP headers from params (params are sent in the JSON body and stored in the "
+               "records, and a header's value is often a key); put a key in an environment variable named by api_key_env (sent as the "
+               "Authorization header), or add other headers in a proxy in front of api_base")
 _URL_USERINFO = re.compile(r"://[^/@]*@")
 _TEMPLATE_HELP = "placeholders are {name}; write a literal brace as {{ or }}"
 DEFAULT_MAX_STEPS = 8  # model requests per assistant turn of a tool loop: room for a few calls and an answer
@@ -87,6 +91,11 @@ class Endpoint(Strict):
             if str(name).lower() in _SECRET_PARAMS:
                 raise ValueError(f"{name} cannot go in params; name the key's variable in api_key_env "
                                  f"(and the server in api_base)")
+        passed = v.get("extra_body")
+        for name in [*v, *(passed if isinstance(passed, dict) else ())]:
+            if str(name).lower() in _HEADER_PARAMS:
+                where = name if name in v else f"extra_body.{name}"
+                raise ValueError(f"{where} cannot go in params: {_NO_HEADERS}")
         return v
 
     @model_validator(mode="after")

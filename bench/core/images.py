@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,75 @@ def sniff(data: bytes) -> str | None:
     if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
         return "image/webp"
     return None
+
+
+_OTHER_KINDS = ((b"%PDF-", "a PDF document"), (b"PK\x03\x04", "a ZIP archive"), (b"\x1f\x8b", "gzip data"),
+                (b"\x7fELF", "an ELF executable"), (b"BM", "a BMP image"), (b"II*\x00", "a TIFF image"),
+                (b"MM\x00*", "a TIFF image"))  # what a file named as an image often is instead
+_NOT_REGULAR = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def looks_like(data: bytes) -> str:
+    """Return what bytes that are no accepted image look like (``a PDF document``, ``text``, …), for messages:
+    a refusal names the type, never the bytes (an image path may name any file, ``/etc/shadow`` too)."""
+    if not data:
+        return "an empty file"
+    if data[4:8] == b"ftyp":
+        return "an HEIC/AVIF image or a video"
+    kind = next((name for magic, name in _OTHER_KINDS if data.startswith(magic)), None)
+    if kind is None and data[:256].lstrip()[:1] == b"<":
+        kind = "HTML, XML or SVG"
+    return kind or ("text" if _is_text(data[:4096]) else "unrecognised binary data")
+
+
+def _is_text(head: bytes) -> bool:
+    """Whether ``head`` is printable UTF-8 (a character cut at its end allowed)."""
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 3:
+            return False
+        text = head[:exc.start].decode("utf-8")
+    return all(ch.isprintable() or ch in "\t\r\n" for ch in text)
+
+
+class FileRefused(Exception):
+    """An image file refused before its bytes are used: ``why`` says what it is, never what it holds; ``size``
+    is set when it is larger than the limit (at least that many bytes)."""
+
+    def __init__(self, why: str, size: int | None = None) -> None:
+        super().__init__(why)
+        self.size = size
+
+
+def read_regular(path: Path, limit: int) -> bytes:
+    """Return the bytes of the regular file ``path``, reading at most ``limit`` + 1 of them.
+
+    A FIFO, a device, a socket or a folder raises FileRefused before it is opened (a FIFO would block
+    forever, ``/dev/zero`` never ends); so does a file whose size (told by stat, then counted as read:
+    a /proc file says 0) is over ``limit``. OSError when it cannot be read.
+    """
+    info = path.stat()
+    _check_regular(info.st_mode)
+    if info.st_size > limit:
+        raise FileRefused("too large", size=info.st_size)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # never blocks, were it swapped for a FIFO since the stat
+    try:
+        _check_regular(os.fstat(fd).st_mode)
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            data = handle.read(limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise FileRefused("too large", size=len(data))
+    return data
+
+
+def _check_regular(mode: int) -> None:
+    for test, kind in _NOT_REGULAR:
+        if test(mode):
+            raise FileRefused(f"is {kind}, not a regular file")
 
 
 def file_ref(column: str, data: bytes, mime: str, origin: str | None = None) -> dict[str, Any]:

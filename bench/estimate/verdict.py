@@ -24,9 +24,10 @@ class Verdict:
     spent: float  # the run folder's recorded spend
     expected: float  # the expected cost (a stage to pilot: at its output bound, as nothing says better)
     worst: float  # every request at its output bound, each judge request with one repair turn
-    floor: float  # the expected cost with the stages to pilot at their prompts alone (every reply empty)
+    floor: float  # the expected cost with the stages to pilot at their prompts alone (a judge's: stand-in answers)
     pilot: list[StageEstimate] = field(default_factory=list)  # stages whose reply length a pilot measures first
     assumed: list[StageEstimate] = field(default_factory=list)  # paid stages whose reply length nothing observed
+    rest: list[StageEstimate] = field(default_factory=list)  # paid stages not piloted: in ``floor`` at their expected cost
 
     @property
     def outcome(self) -> str:
@@ -61,7 +62,8 @@ def budget_verdict(run: Run, est: Estimate, *, pilot: bool = True) -> Verdict | 
     piloted = {id(s) for s in measured}
     floor = sum(float((s.cost_usd_min if id(s) in piloted else s.cost_usd_expected) or 0.0) for s in est.stages)
     out = Verdict(float(limit), recorded_spend(run.dir).usd, float(total["cost_usd_expected"] or 0.0),
-                  float(total["cost_usd_max"] or 0.0), floor, measured, assumed)
+                  float(total["cost_usd_max"] or 0.0), floor, measured, assumed,
+                  [s for s in est.stages if id(s) not in piloted and (s.cost_usd_expected or 0) > 0])
     if out.outcome == "pilot":
         for s in measured:
             s.expected_from = PILOT
@@ -110,8 +112,9 @@ def refusal(run: Run, v: Verdict, after_pilot: str | None = None) -> BudgetReach
     if v.pilot:
         return BudgetReached(f"this sweep is expected to cost {dollars(v.expected)} (at most {dollars(v.worst)}; "
                              f"{stage_names(v.pilot)} at the output bound, as no reply of theirs was observed), and "
-                             f"{folder} has spent {dollars(v.spent)} so far: even with every reply empty, "
-                             f"{dollars(v.spent + v.floor)} is more than limits.budget_usd = {dollars(v.limit)}, so "
+                             f"{folder} has spent {dollars(v.spent)} so far: even if {stage_names(v.pilot)} replied "
+                             f"nothing, {dollars(v.spent + v.floor)} ({floor_holds(v)}) is more than "
+                             f"limits.budget_usd = {dollars(v.limit)}, so "
                              f"the sweep does not start; nothing was sent (no pilot either). Raise limits.budget_usd "
                              f"in {params} to at least {need} (from {dollars(needed_budget(v.spent, v.floor))}, a "
                              f"pilot measures the replies first), or run fewer cells (--cells)")
@@ -121,6 +124,15 @@ def refusal(run: Run, v: Verdict, after_pilot: str | None = None) -> BudgetReach
                          f"{folder} has spent {dollars(v.spent)} so far: {dollars(v.spent + v.expected)} is more "
                          f"than limits.budget_usd = {dollars(v.limit)}, so the sweep does not start; nothing was "
                          f"sent. Raise limits.budget_usd in {params} to at least {need}, or run fewer cells (--cells)")
+
+
+def floor_holds(v: Verdict) -> str:
+    """Return what a refusal's floor holds, truthfully: the piloted stages' prompts alone (a judge's prompts hold
+    the stand-in answers it would grade, at their assumed length), every other stage at its expected cost."""
+    said = "their prompts alone" if len(v.pilot) > 1 else "its prompts alone"
+    if any(s.stage == "judge" for s in v.pilot):
+        said += ", the judges' holding stand-in answers of the length assumed for them"
+    return said + (f"; {stage_names(v.rest)} at their expected cost" if v.rest else "")
 
 
 def stage_names(stages: list[StageEstimate]) -> str:

@@ -12,7 +12,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from bench.core.errors import ProviderError
+from bench.core.errors import Halted, ProviderError
 from bench.core.records import Usage
 from bench.models._transport import storable
 
@@ -115,7 +115,8 @@ def settle_shared(fut: asyncio.Future | None, exc: BaseException) -> None:
 
 async def join(flying: dict[str, asyncio.Future | None], key: str) -> Completion:
     """Wait for an identical request already in flight (``flying[key]``: its future, made here by the first call
-    that waits) and share its reply; no request of our own."""
+    that waits) and share its reply; no request of our own. A failure is raised anew to each waiter (never the
+    first call's exception object: a task notes on its stop the judgments it finished)."""
     fut = flying[key]
     if fut is None:
         fut = flying[key] = asyncio.get_running_loop().create_future()
@@ -125,4 +126,6 @@ async def join(flying: dict[str, asyncio.Future | None], key: str) -> Completion
         shared = ProviderError(str(err), kind=err.kind, status=err.status, retryable=err.retryable, attempts=0)
         shared.shared = True
         raise shared from None
+    except Halted as err:  # each waiter its own: a stop carries what its task finished (judge._asking.finished_before),
+        raise type(err)(*err.args) from None  # and one stop shared by two tasks wrote those records twice
     return completion(text, reused(usage), None, key, lps, reasoning, calls)

@@ -94,19 +94,22 @@ def open_attempts(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def stage_rows(run_dir: Path, plan: dict[str, Any] | None, running: list[dict[str, Any]],
-               stages: list[str], now: float | None = None) -> list[Row]:
-    """Return one Row per model and per judge: the plan's (a model or judge with records and no plan too)."""
+               stages: list[str], now: float | None = None, since: float | None = None) -> list[Row]:
+    """Return one Row per model and per judge: the plan's (a model or judge with records and no plan too).
+
+    A row's ``recent`` counts its records made at ``since`` or later (by default, in the last RATE_WINDOW_S)."""
     now = time.time() if now is None else now
+    since = now - RATE_WINDOW_S if since is None else since
     plan = plan or {}
     cells = plan.get("cells") or {}
     rubrics = {tuple(r) for r in plan.get("rubrics") or ()}
-    rows = _collect_rows(read_items(run_dir, "candidate"), cells, running, now)
+    rows = _collect_rows(read_items(run_dir, "candidate"), cells, running, since)
     judging = any(a.get("stage") == "judge" or (a.get("stage") == "collect" and "judge" in stages) for a in running)
-    rows += _judge_rows(read_items(run_dir, "judgment"), plan.get("judges"), rubrics, judging, now)
+    rows += _judge_rows(read_items(run_dir, "judgment"), plan.get("judges"), rubrics, judging, since)
     return rows
 
 
-def _collect_rows(items: Items, cells: dict[str, int], running: list[dict[str, Any]], now: float) -> list[Row]:
+def _collect_rows(items: Items, cells: dict[str, int], running: list[dict[str, Any]], since: float) -> list[Row]:
     """Answers per model over the plan's cells (every cell in the folder when no plan was recorded)."""
     rows: dict[str, Row] = {}
     for cell, n in cells.items():
@@ -119,7 +122,7 @@ def _collect_rows(items: Items, cells: dict[str, int], running: list[dict[str, A
         counts = per_cell.setdefault(group, [0, 0, 0])
         counts[0] += 1
         counts[1] += not ok
-        counts[2] += at >= now - RATE_WINDOW_S
+        counts[2] += at >= since
     covered = {c for a in running if a.get("stage") == "collect" for c in (a.get("cells") or cells or per_cell)}
     for cell, (done, failed, recent) in per_cell.items():
         row = rows.setdefault(_model(cell), Row("collect", _model(cell), None))
@@ -132,7 +135,7 @@ def _collect_rows(items: Items, cells: dict[str, int], running: list[dict[str, A
 
 
 def _judge_rows(items: Items, planned: dict[str, int] | None, rubrics: set[tuple[str, ...]], judging: bool,
-                now: float) -> list[Row]:
+                since: float) -> list[Row]:
     """Judgments per judge over the plan's (judge, rubric version) pairs (all when no plan was recorded)."""
     rows = {j: Row("judge", j, n) for j, n in (planned or {}).items()}
     for (judge, rubric), ok, at in items.by_id.values():
@@ -141,7 +144,7 @@ def _judge_rows(items: Items, planned: dict[str, int] | None, rubrics: set[tuple
         row = rows.setdefault(judge, Row("judge", judge, None))
         row.done += 1
         row.failed += not ok
-        row.recent += at >= now - RATE_WINDOW_S
+        row.recent += at >= since
     for row in rows.values():
         row.in_flight = (row.left or 0) if judging else 0
     return list(rows.values())

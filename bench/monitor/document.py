@@ -94,16 +94,17 @@ def status(run_dir: str | Path) -> Status:
     opened = open_attempts(run_dir)
     running = opened if state.state == "running" else []  # a dead driver's open attempts run no more
     stages = sweep.get("stages") or ["collect", "judge"]
-    rows = stage_rows(run_dir, sweep.get("plan"), running, stages, now)
+    window = _window(sweep.get("started"), now)
+    rows = stage_rows(run_dir, sweep.get("plan"), running, stages, now, since=now - window)
     if not rows and state.sweep is None and not (run_dir / "executions.jsonl").exists():
         raise BenchError(f"{run_dir} holds no sweep, record or execution: is it a run folder (runs/<sweep>)?")
     if state.sweep is None and state.state == "finished" and any(r.failed for r in rows):
         state = RunState("failed", state.reason + f"; {sum(r.failed for r in rows)} item(s) failed", None, state.lock)
-    return Status(_document(run_dir, state, rows, running, opened, now))
+    return Status(_document(run_dir, state, rows, running, opened, now, window))
 
 
 def _document(run_dir: Path, state: RunState, rows: list[Row], running: list[dict[str, Any]],
-              opened: list[dict[str, Any]], now: float) -> dict[str, Any]:
+              opened: list[dict[str, Any]], now: float, window: float = RATE_WINDOW_S) -> dict[str, Any]:
     sweep = state.sweep or {}
     spend = recorded_spend(run_dir)
     budget = sweep.get("budget_usd")
@@ -121,7 +122,7 @@ def _document(run_dir: Path, state: RunState, rows: list[Row], running: list[dic
         "spend": {"usd": spend.usd, "unpriced": spend.unpriced, "budget_usd": budget,
                   "fraction": round(spend.usd / budget, 6) if budget else None},
         "executions": executions(run_dir, opened, alive=bool(running)),
-        "rate": _rate(rows, state.state == "running", now),
+        "rate": _rate(rows, state.state == "running", now, window),
     }
 
 
@@ -138,13 +139,24 @@ def _stages(rows: list[Row], running: list[dict[str, Any]]) -> list[dict[str, An
     return out
 
 
-def _rate(rows: list[Row], running: bool, now: float) -> dict[str, Any]:
-    """Items recorded per minute over the last minute, and when what is left ends at that rate (while running)."""
-    per_minute = sum(r.recent for r in rows) * 60.0 / RATE_WINDOW_S
+def _window(started: Any, now: float) -> float:
+    """Return the seconds the rate is measured over: the last minute, or the time the sweep has run when it began
+    less than a minute ago (at least a second): its items were not made over a minute that has not passed."""
+    try:
+        ran = now - datetime.fromisoformat(started).timestamp()
+    except (TypeError, ValueError):  # no sweep recorded (an older folder), or a start not readable: a minute
+        return RATE_WINDOW_S
+    return min(RATE_WINDOW_S, max(1.0, ran))
+
+
+def _rate(rows: list[Row], running: bool, now: float, window: float = RATE_WINDOW_S) -> dict[str, Any]:
+    """Items recorded per minute over ``window`` (the last minute, or since the sweep began), and when what is
+    left ends at that rate (while running)."""
+    per_minute = sum(r.recent for r in rows) * 60.0 / window
     left = sum(r.left or 0 for r in rows)
     eta_s = left / per_minute * 60.0 if running and per_minute > 0 and left else None
     eta = None if eta_s is None else datetime.fromtimestamp(now + eta_s, timezone.utc).isoformat(timespec="seconds")
-    return {"per_minute": round(per_minute, 3), "window_s": RATE_WINDOW_S, "eta_s": eta_s and round(eta_s, 1),
+    return {"per_minute": round(per_minute, 3), "window_s": round(window, 3), "eta_s": eta_s and round(eta_s, 1),
             "eta": eta}
 
 
@@ -167,7 +179,8 @@ def status_table(doc: dict[str, Any]) -> str:
     lines.append(_spend_line(doc["spend"]))
     rate = doc["rate"]
     eta = f"; ETA {clock(rate['eta_s'])} ({rate['eta']})" if rate["eta_s"] is not None else ""
-    lines.append(f"rate: {rate['per_minute']:g} items/min over the last minute{eta}")
+    over = "the last minute" if rate["window_s"] >= RATE_WINDOW_S else f"the sweep's first {rate['window_s']:.0f} s"
+    lines.append(f"rate: {rate['per_minute']:g} items/min over {over}{eta}")
     for ex in doc["executions"]:
         tries = ", ".join(f"#{a['attempt']} {a['status']} on {a['worker']}" for a in ex["attempts"])
         lines.append(f"  execution {ex['name']}: {ex['status']} ({tries})")

@@ -169,7 +169,7 @@ def test_prompts_that_alone_pass_the_budget_are_refused_without_a_pilot(tmp_path
     assert floor == pytest.approx(0.156)
     refused = run_stages(tmp_path, params)
     assert refused.returncode == 4, refused.stdout + refused.stderr
-    assert f"even with every reply empty, {dollars(floor)} is more than limits.budget_usd = $0.0400" in refused.stderr
+    assert f"even if collect m1 replied nothing, {dollars(floor)} (its prompts alone) is more than limits.budget_usd = $0.0400" in refused.stderr
     assert "nothing was sent (no pilot either)" in refused.stderr and fake.stats()["requests"] == 0
 
 
@@ -180,3 +180,18 @@ def test_limits_pilot_is_a_whole_number_of_answers(tmp_path, fake, value, said):
     params = write(tmp_path / "b.yaml", fake.url, topics=2, budget=1.0, pilot=value)
     out = command(tmp_path, "estimate", str(params))
     assert out.returncode == 2 and f"limits.pilot: {said}" in out.stderr, out.stderr
+
+
+def test_a_floor_refusal_says_what_its_floor_holds_the_judges_stand_in_answers_too(tmp_path, fake):
+    """The floor of a refusal before a pilot holds the judges' prompts, which grade stand-in answers of the
+    assumed length: "even with every reply empty" was not true of it (an empty answer is a shorter prompt)."""
+    judges = [grids.judge("grader", fake.url, name="fake-judge", price=PRICE)]
+    params = write(tmp_path / "b.yaml", fake.url, topics=12, budget=0.04, judges=judges)
+    floor = estimate(tmp_path, params)["budget"]["floor_usd"]
+    refused = grids.sweep(tmp_path, params)
+    assert refused.returncode == 4, refused.stdout + refused.stderr
+    assert "every reply empty" not in refused.stderr
+    assert (f"even if collect m1, judge grader replied nothing, {dollars(floor)} (their prompts alone, the judges' "
+            f"holding stand-in answers of the length assumed for them) is more than limits.budget_usd = $0.0400"
+            in refused.stderr), refused.stderr
+    assert fake.stats()["requests"] == 0

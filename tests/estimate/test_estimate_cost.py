@@ -306,5 +306,5 @@ def test_estimating_starts_no_embedded_model(tmp_path, fake):
     out = command(tmp_path, "estimate", str(params), "--json", BENCH_LOCAL_API_BASE="http://127.0.0.1:9/v1")
     assert out.returncode == 0, out.stdout + out.stderr
     est = by_stage(json.loads(out.stdout))
-    assert est["gemma"]["to_send"] == 8 and est["gemma"]["cost_usd_expected"] is None  # the embedded model: no price
+    assert est["gemma"]["to_send"] == 8 and est["gemma"]["cost_usd_expected"] == 0.0  # the embedded model: free
     assert fake.stats()["requests"] == 0

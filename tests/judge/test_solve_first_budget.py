@@ -110,3 +110,21 @@ def test_a_packed_item_regraded_singly_after_its_paid_solution_is_recorded_when_
     assert len(cut) == 1 and cut[0].error_kind == "budget" and cut[0].details.get("solution_paid")
     assert cut[0].pack_id == good[0].pack_id and cut[0].details["fallback"] == "single"
     assert recorded_usd(out) == pytest.approx(billed_usd(fake))
+
+
+def test_packs_sharing_a_refused_solution_write_each_paid_answer_once(tmp_path, fake):
+    """Two packs ask the same three questions' answers at once: the second pack's are the first's, shared in
+    flight. The budget pays the first answer and refuses the second, one refusal shared by both packs: the item
+    whose answer was paid is written once (the shared refusal carried it to both packs, which wrote it twice)."""
+    fake.configure(bill_per_mtok={"input": PRICE, "output": PRICE},
+                   replies=[{"match": SOLVE_SYSTEM[:40], "content": "about " * 600}])
+    judge = make_judge(tmp_path, fake.url, "packed")
+    questions = ("How far is the moon?", "How hot is the sun?", "How old is the earth?")
+    items = [Item(Scenario(fields={"q": q}), q, (f"answer {n}",), (f"c{n}-{q}",)) for n in (1, 2) for q in questions]
+    out, stop = grade(tmp_path, judge, items, budget_usd=1.4)  # one long answer fits, a second does not
+    assert stop is not None
+    ids = [j.id for j in out]
+    assert len(ids) == len(set(ids)), f"a judgment written twice: {ids}"
+    paid = [j for j in out if j.details.get("solution_paid")]
+    assert len(paid) == 1 and paid[0].error_kind == "budget"
+    assert recorded_usd(out) == pytest.approx(billed_usd(fake)), "the records say what was billed"

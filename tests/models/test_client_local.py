@@ -36,7 +36,7 @@ def test_embedded_model_answers_plain_and_json_through_the_seam(tmp_path):
         plain, graded, again = asyncio.run(go())
     finally:
         local.shutdown()
-    assert plain.text.strip() and plain.usage.completion_tokens >= 1 and plain.usage.cost_usd is None
+    assert plain.text.strip() and plain.usage.completion_tokens >= 1 and plain.usage.cost_usd == 0.0  # free
     assert graded.usage.finish_reason == "stop", graded.text
     jsonschema.validate(json.loads(graded.text, strict=False), GRADE)  # grammar-constrained: valid every time
     assert again.usage.cached and again.text == graded.text

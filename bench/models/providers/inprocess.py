@@ -48,6 +48,7 @@ class LocalProvider(Provider):
 
     name = "local"
     label = "the embedded model"
+    free = True  # it runs on this machine: cost 0, no price looked up (an unknown price would ask for one)
     launches = True
     params = "llama_cpp"  # OpenAI's chat params plus llama.cpp's sampling ones
     named_in_listing = False  # llama.cpp's single-model server lists its own name for whatever it serves
