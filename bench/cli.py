@@ -287,7 +287,8 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _add_gate_command(sub: Any) -> None:
     """Add `bench gate`: a run checked against floors and a baseline run; exit 5 when a gate fails."""
-    s = sub.add_parser("gate", help="check a run against floors and a baseline run (exit 5 when a gate fails; "
+    s = sub.add_parser("gate", help="check a run against floors and a baseline run (exit 5 when a gate fails, 6 when it "
+                                    "cannot decide; "
                                     "docs/gates.md); prints every check, writes JUnit XML with --junit")
     s.add_argument("run_dir", help="runs/<sweep> (or a sweep name): the run to check")
     s.add_argument("--baseline", default=None, metavar="RUN", help="the run folder (or sweep name) to compare with, "
@@ -297,8 +298,10 @@ def _add_gate_command(sub: Any) -> None:
     s.add_argument("--max-drop", type=float, default=None, metavar="VALUE",
                    help="largest allowed drop of a matched cell's composite against --baseline")
     s.add_argument("--strict", action=argparse.BooleanOptionalAction, default=None,
-                   help="the point estimate decides (default: a bound is broken only when its 95%% CI says so); "
-                        "--no-strict overrides a params file's strict: true")
+                   help="pass a bound only when keeping it is shown (default: fail only when breaking it is "
+                        "shown); --no-strict overrides a params file's strict: true")
+    s.add_argument("--alpha", type=float, default=None, metavar="A",
+                   help="family-wise error rate of the gate's one-sided tests (default 0.05; Holm across checks)")
     s.add_argument("--allow-missing", action=argparse.BooleanOptionalAction, default=None,
                    help="pass the coverage check though the run lacks answers the baseline has (still listed)")
     s.add_argument("--map", action="append", default=[], metavar="BASE_CELL=CELL", type=_cell_pair,
@@ -363,7 +366,8 @@ def _cell_pair(text: str) -> tuple[str, str]:
 def _gate(args: argparse.Namespace) -> int:
     return _lazy("bench.gates.command", "gate_command")(
         args.run_dir, params=args.params, baseline=args.baseline, floor=args.min, max_drop=args.max_drop,
-        strict=args.strict, junit=args.junit, mapping=dict(args.map), allow_missing=args.allow_missing)
+        strict=args.strict, junit=args.junit, mapping=dict(args.map), allow_missing=args.allow_missing,
+        alpha=args.alpha)
 
 
 def _reader_gone() -> int:

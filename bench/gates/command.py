@@ -21,8 +21,9 @@ from bench.run import Run, shown_path
 
 def gate_command(run_dir: str, *, params: str | None = None, baseline: str | None = None, floor: float | None = None,
                  max_drop: float | None = None, strict: bool | None = None, junit: str | None = None,
-                 mapping: dict[str, str] | None = None, allow_missing: bool | None = None) -> int:
-    """Run `bench gate`: print every check of the run's gates, write ``junit`` if asked; return 0 or 5.
+                 mapping: dict[str, str] | None = None, allow_missing: bool | None = None,
+                 alpha: float | None = None) -> int:
+    """Run `bench gate`: print every check of the run's gates, write ``junit`` if asked; return 0, 5 or 6.
 
     ``strict`` and ``allow_missing``: None keeps the params file's setting (else False), True or False sets it
     (``--strict``/``--no-strict``, ``--allow-missing``/``--no-allow-missing``)."""
@@ -32,7 +33,7 @@ def gate_command(run_dir: str, *, params: str | None = None, baseline: str | Non
         file_gates = sweep.gates
     try:
         gates = merge(file_gates, min=floor, max_drop=max_drop, baseline=baseline, map=mapping,
-                      strict=strict, allow_missing=allow_missing)
+                      strict=strict, allow_missing=allow_missing, alpha=alpha)
     except ValueError as err:
         where = f" (nor a gates: section in {params_path})" if params_path and file_gates is None else ""
         raise BenchError(f"{err}{where}") from None
@@ -79,7 +80,7 @@ def sweep_gates(run: Run, junit: str | None = None) -> int:
         print(f"gates: could not be evaluated: {err}", file=sys.stderr, flush=True)
         why = gate_api.GateResult("evaluation", "(every gate)", math.nan, None, None, None, 0, False,
                                   f"not evaluated: {err}")
-        report = gate_api.GateReport(run.dir, base, gates.strict, [why])
+        report = gate_api.GateReport(run.dir, base, gates.strict, [why], alpha=gates.alpha)
     return _show(report, junit)
 
 

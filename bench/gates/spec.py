@@ -27,7 +27,8 @@ class Gates(BaseModel):
     map: dict[str, str] = Field(default_factory=dict)  # baseline cell -> this run's cell, when the names differ
     win_rate_min: float | None = Field(default=None, ge=0, le=1)  # floor on the win rate over the baseline's answers
     agreement_min: float | None = Field(default=None, ge=-1, le=1)  # floor on each judge's kappa with human reviews
-    strict: bool = False  # the point estimate decides, not its confidence interval
+    strict: bool = False  # pass a bound only when keeping it is shown (default: fail only when breaking it is)
+    alpha: float = Field(default=0.05, gt=0, lt=1)  # family-wise error rate of the gate's one-sided tests
     allow_missing: bool = False  # coverage passes though the run lacks answers the baseline has (listed anyway)
 
     @field_validator("min", "max_drop", "win_rate_min", "agreement_min")
