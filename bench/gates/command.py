@@ -75,7 +75,7 @@ def sweep_gates(run: Run, junit: str | None = None) -> int:
         return 0
     base = gates.baseline_dir(run.params_path)
     try:
-        report = gate_api.evaluate_gates(run.dir, gates, base, cells=[c.key for c in run.cells])
+        report = gate_api.evaluate_gates(run.dir, gates, base, cells=[c.key for c in run.cells], own_sweep=True)
     except (BenchError, OSError, ValueError) as err:
         print(f"gates: could not be evaluated: {err}", file=sys.stderr, flush=True)
         why = gate_api.GateResult("evaluation", "(every gate)", math.nan, None, None, None, 0, False,

@@ -31,6 +31,7 @@ from bench.core.exit_codes import ExitCode
 from bench.compare.matching import CHANGED
 from bench.gates.agreement import gate_agreement
 from bench.gates.decide import BoundTest, bound_tests_of, needed
+from bench.gates.health import unfit
 from bench.gates.spec import Gates
 
 # `bench gate` and `bench sweep` (docs/sweeps.md, How a sweep ends): a gate failed
@@ -100,17 +101,22 @@ class GateReport:
 
 
 def evaluate_gates(run_dir: str | Path, gates: Gates, baseline: str | Path | None = None, *, seed: int = 0,
-                   resamples: int = RESAMPLES, cells: Collection[str] | None = None) -> GateReport:
+                   resamples: int = RESAMPLES, cells: Collection[str] | None = None,
+                   own_sweep: bool = False) -> GateReport:
     """Return every gate's results for the run folder ``run_dir`` (``baseline``: the baseline run folder, already
     resolved; needed by ``max_drop`` and ``win_rate_min``). ``cells`` (the params' current cell keys, at a sweep's
     end): the run's other cells (a prompt version the params no longer have) are left out, so a stale cell of a
-    reused folder is never gated. Raises BenchError when a folder is missing."""
+    reused folder is never gated. ``own_sweep``: the sweep writing the run gates it at its end (its lock is not
+    a writer to wait for). A run or baseline that cannot be gated (still being written, damaged: bench.gates.health)
+    gives a report that exits 6 with the reasons. Raises BenchError when a folder is missing."""
     run_dir = Path(run_dir)
     base = Path(baseline) if baseline is not None else None
     _check_folders(run_dir, base, gates)
+    unfit_runs = [f"run: {r}" for r in unfit(run_dir, writing_checked=not own_sweep)]
+    unfit_runs += [f"baseline: {r}" for r in (unfit(base) if base is not None and gates.compares else [])]
     t = current_cells(load_run(run_dir), cells)
     results: list[GateResult] = []
-    report = GateReport(run_dir, base, gates.strict, results, alpha=gates.alpha)
+    report = GateReport(run_dir, base, gates.strict, results, alpha=gates.alpha, ungateable=unfit_runs)
     level, board, cmp = 1.0 - gates.alpha, None, None
     if gates.min is not None:
         board = composite(leaderboard(t.scores, resamples=resamples, seed=seed, level=level)).to_dicts()
@@ -122,7 +128,9 @@ def evaluate_gates(run_dir: str | Path, gates: Gates, baseline: str | Path | Non
         results += min_results(board, gates.min, gates.strict, expected=scoring_cells(t), tests=tests,
                                alpha=gates.alpha, family=family)
     if cmp is not None:
-        results.append(coverage_result(cmp.only_in_a, _answers(cmp.tables_a), gates.allow_missing))
+        missing, graded = lacking(cmp.tables_a, t, dict(gates.map))
+        results.append(coverage_result(missing, graded, gates.allow_missing) if graded else
+                       coverage_result(cmp.only_in_a, _answers(cmp.tables_a), gates.allow_missing))
         if gates.max_drop is not None:
             results += drop_results(cmp.rows.to_dicts(), gates.max_drop, gates.strict, tests=tests,
                                     alpha=gates.alpha, family=family)
@@ -169,6 +177,22 @@ def scoring_cells(t: RunTables) -> list[tuple[str, str]]:
     return [(j, c) for j in judges for c in cells]
 
 
+def lacking(base: RunTables | None, t: RunTables, mapping: dict[str, str]) -> tuple[list[dict[str, Any]], int]:
+    """Return the baseline's usable grades (a finite composite of a scoring judge, per cell, scenario, sample)
+    this run has no usable grade for, as {judge, cell, scenario_id, sample}, and how many the baseline has:
+    coverage counts grades, not answers (an answer never judged, or judged NaN, is not covered)."""
+    if base is None:
+        return [], 0
+    key = ["judge", "cell", "scenario", "sample"]
+    usable = lambda x: (x.scores.filter((pl.col("criterion") == COMPOSITE) & pl.col("value").is_finite()  # noqa: E731
+                                        & (pl.col("mode") != "pairwise") & pl.col("cell").is_not_null())
+                        .select(key).unique())
+    ours = usable(base).with_columns(pl.col("cell").replace(mapping))
+    gone = ours.join(usable(t), on=key, how="anti").sort(key)
+    return [{"judge": r["judge"], "cell": r["cell"], "scenario_id": r["scenario"], "sample": r["sample"]}
+            for r in gone.to_dicts()], ours.height
+
+
 def _answers(t: RunTables | None) -> int:
     return 0 if t is None else t.candidates.select("cell", "scenario", "sample").unique().height
 
@@ -196,17 +220,20 @@ def min_results(board: Iterable[dict[str, Any]], floor: float, strict: bool,
 
 
 def coverage_result(missing: list[dict[str, Any]], baseline_answers: int, allow_missing: bool) -> GateResult:
-    """Return the ``coverage`` check: the run has every answer the baseline has (cell, scenario, sample), unless
+    """Return the ``coverage`` check: the run has a usable grade of every one the baseline has (``missing`` with a
+    judge, :func:`lacking`), or every answer (without one: a baseline with no scoring judge), unless
     ``allow_missing``. A matched-only comparison cannot see lost items (hard scenarios dropped, a partial run)."""
     n = max(baseline_answers, len(missing))
     share = 1.0 - len(missing) / n if n else 1.0
+    what = "grade(s)" if missing and "judge" in missing[0] else "answer(s)"
     if not missing:
         return GateResult("coverage", "baseline answers", 1.0, share, None, None, n, True,
-                          f"all {n} answer(s) of the baseline are in this run")
-    shown = ", ".join(f"{x['cell']} {x['scenario_id']}#{x['sample']}" for x in missing[:SHOWN_MISSING])
+                          f"all {n} graded answer(s) of the baseline are graded in this run")
+    shown = ", ".join(f"{x['judge'] + ' · ' if 'judge' in x else ''}{x['cell']} {x['scenario_id']}#{x['sample']}"
+                      for x in missing[:SHOWN_MISSING])
     more = f", … ({len(missing) - SHOWN_MISSING} more: bench compare --json lists all)" \
         if len(missing) > SHOWN_MISSING else ""
-    what = f"{len(missing)} of {n} answer(s) of the baseline missing from this run: {shown}{more}"
+    what = f"{len(missing)} of {n} {what} of the baseline missing from this run: {shown}{more}"
     if allow_missing:
         return GateResult("coverage", "baseline answers", 1.0, share, None, None, n, True,
                           f"{what} (allowed: allow_missing)")

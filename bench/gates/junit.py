@@ -24,8 +24,8 @@ _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")  # characters 
 def junit_xml(report: GateReport) -> str:
     """Return the JUnit XML document of ``report`` (UTF-8 text with its declaration)."""
     failures = str(len(report.failed))
-    errors = str(len(report.undecided))
-    tests = str(len(report.results))
+    errors = str(len(report.undecided) + len(report.ungateable))
+    tests = str(len(report.results) + len(report.ungateable))
     root = ET.Element("testsuites", name="bench gate", tests=tests, failures=failures, errors=errors)
     suite = ET.SubElement(root, "testsuite", name=_text(f"gates of {report.run_dir.name}"), tests=tests,
                           failures=failures, errors=errors, skipped="0", time="0",
@@ -34,6 +34,9 @@ def junit_xml(report: GateReport) -> str:
     for name, value in (("run", report.run_dir), ("baseline", report.baseline or ""),
                         ("strict", str(report.strict).lower())):
         ET.SubElement(props, "property", name=name, value=_text(str(value)))
+    for reason in report.ungateable:  # the run cannot be gated at all (exit 6): one error each
+        case = ET.SubElement(suite, "testcase", classname="bench.gates.run", name="can be gated", time="0")
+        ET.SubElement(case, "error", message=_text(reason), type="ungateable").text = _text(reason)
     for r in report.results:
         _case(suite, r, report.alpha)
     said = [*report.warnings, report.line()]

@@ -16,6 +16,21 @@ from bench.core.records import Record
 from bench.core.store import RunStore
 from bench.testing.records import candidate, judgment, scenario
 
+# the rubric every judgment names (bench.testing.records: tip, version 1, hash "h"), snapshotted in the folder as a
+# sweep does, so that its 1–5 scale is known to every reader
+RUBRIC = """---
+id: tip
+version: "1"
+mode: rubric
+criteria:
+  - id: quality
+    description: How good the tip is.
+    scale: [1, 5]
+    anchors: {1: useless, 2: weak, 3: fair, 4: good, 5: excellent}
+---
+Grade the tip.
+"""
+
 
 def write_run(folder: str | Path, grades: Mapping[str, Sequence[float | None]], *, judge_id: str = "grader",
               **judged: Any) -> Path:
@@ -39,4 +54,7 @@ def write_run(folder: str | Path, grades: Mapping[str, Sequence[float | None]], 
                 records.append(judgment(c, judge_id=judge_id, score=float(value), scores={"quality": float(value)},
                                         **judged))
     RunStore(folder).append(records)
+    snapshot = folder / "rubrics" / judged.get("rubric_hash", "h") / f"{judged.get('rubric_id', 'tip')}.md"
+    snapshot.parent.mkdir(parents=True, exist_ok=True)
+    snapshot.write_text(RUBRIC, encoding="utf-8")
     return folder

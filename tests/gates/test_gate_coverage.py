@@ -26,7 +26,8 @@ def test_a_cell_whose_answers_all_failed_fails_its_gates(runs, tmp_path, fake):
     gate = bench(tmp_path, "gate", f"{tmp_path}/runs/pr", "--baseline", f"{tmp_path}/runs/good", "--max-drop",
                  "0.25", "--min", "1", "--junit", f"{tmp_path}/g.xml")
     assert gate.returncode == 5, gate.stdout + gate.stderr
-    assert failed(tmp_path / "g.xml") == {("min", "grader · m1/p@v1"), ("max_drop", "grader · m1/p@v1")}
+    assert failed(tmp_path / "g.xml") == {("min", "grader · m1/p@v1"), ("max_drop", "grader · m1/p@v1"),
+                                          ("coverage", "baseline answers")}  # coverage counts grades
     drop = cases(tmp_path / "g.xml")[("max_drop", "grader · m1/p@v1")].find("failure").get("message")
     assert drop.startswith("no graded item in this run: none of its 12 answer(s)"), drop
     assert "warning: cell m1/p@v1: none of its 12 answer(s) in run B (pr) has a grade of judge grader" in gate.stdout
@@ -51,7 +52,7 @@ def test_answers_the_baseline_has_and_the_run_lacks_fail_coverage_unless_allowed
     assert out.returncode == 5, out.stdout + out.stderr
     assert failed(tmp_path / "c.xml") == {("coverage", "baseline answers")}
     message = cases(tmp_path / "c.xml")[("coverage", "baseline answers")].find("failure").get("message")
-    assert message.startswith("4 of 24 answer(s) of the baseline missing from this run: m1/p@v1 ")
+    assert message.startswith("4 of 24 grade(s) of the baseline missing from this run: grader · m1/p@v1 ")
     assert message.count("#0") == 4 and "--allow-missing" in message
     allowed = bench(tmp_path, *args, "--allow-missing")
     assert allowed.returncode == 0 and "(allowed: allow_missing)" in allowed.stdout, allowed.stdout
