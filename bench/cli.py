@@ -293,8 +293,9 @@ def _add_gate_command(sub: Any) -> None:
     s.add_argument("run_dir", help="runs/<sweep> (or a sweep name): the run to check")
     s.add_argument("--baseline", default=None, metavar="RUN", help="the run folder (or sweep name) to compare with, "
                                                                      "e.g. main's")
-    s.add_argument("--min", type=float, default=None, metavar="VALUE",
-                   help="floor on every cell's composite mean (per judge, in its composite scale)")
+    s.add_argument("--min", action="append", default=None, metavar="[JUDGE[.CRITERION]=]VALUE",
+                   help="floor on every cell's composite mean (per judge, in its scale); JUDGE=VALUE or "
+                        "JUDGE.CRITERION=VALUE for one judge's composite or criterion (repeatable)")
     s.add_argument("--max-drop", type=float, default=None, metavar="VALUE",
                    help="largest allowed drop of a matched cell's composite against --baseline")
     s.add_argument("--strict", action=argparse.BooleanOptionalAction, default=None,

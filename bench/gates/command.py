@@ -15,11 +15,13 @@ from bench.config.params import load_sweep
 from bench.core import paths
 from bench.core.errors import BenchError, ParamsError
 from bench import gates as gate_api  # its evaluation, table and JUnit load polars on first use (bench.cli stays cheap)
+from bench.gates.floors import parse_min
 from bench.gates.spec import Gates, merge
 from bench.run import Run, shown_path
 
 
-def gate_command(run_dir: str, *, params: str | None = None, baseline: str | None = None, floor: float | None = None,
+def gate_command(run_dir: str, *, params: str | None = None, baseline: str | None = None,
+                 floor: float | list[str] | None = None,
                  max_drop: float | None = None, strict: bool | None = None, junit: str | None = None,
                  mapping: dict[str, str] | None = None, allow_missing: bool | None = None,
                  alpha: float | None = None) -> int:
@@ -32,7 +34,7 @@ def gate_command(run_dir: str, *, params: str | None = None, baseline: str | Non
         sweep, params_path = load_sweep(paths.resolve(params))
         file_gates = sweep.gates
     try:
-        gates = merge(file_gates, min=floor, max_drop=max_drop, baseline=baseline, map=mapping,
+        gates = merge(file_gates, min=parse_min([str(f) for f in floor]) if isinstance(floor, list) else floor, max_drop=max_drop, baseline=baseline, map=mapping,
                       strict=strict, allow_missing=allow_missing, alpha=alpha)
     except ValueError as err:
         where = f" (nor a gates: section in {params_path})" if params_path and file_gates is None else ""

@@ -31,6 +31,7 @@ from bench.core.exit_codes import ExitCode
 from bench.compare.matching import CHANGED
 from bench.gates.agreement import gate_agreement
 from bench.gates.decide import BoundTest, bound_tests_of, needed
+from bench.gates.floors import floors_of
 from bench.gates.health import unfit
 from bench.gates.spec import Gates
 
@@ -117,16 +118,19 @@ def evaluate_gates(run_dir: str | Path, gates: Gates, baseline: str | Path | Non
     t = current_cells(load_run(run_dir), cells)
     results: list[GateResult] = []
     report = GateReport(run_dir, base, gates.strict, results, alpha=gates.alpha, ungateable=unfit_runs)
-    level, board, cmp = 1.0 - gates.alpha, None, None
+    level, board, cmp, floors = 1.0 - gates.alpha, None, None, {}
     if gates.min is not None:
-        board = composite(leaderboard(t.scores, resamples=resamples, seed=seed, level=level)).to_dicts()
+        floors = floors_of(gates.min, run_dir, sorted({j for j, _c in scoring_cells(t)}))
+        board = [{**r, "floor": floors[(r["judge"], r["criterion"])]} for r in leaderboard(
+            t.scores, resamples=resamples, seed=seed, level=level).to_dicts() if (r["judge"], r["criterion"]) in floors]
     if gates.compares and base is not None:
         cmp = compare_runs(base, t, mapping=dict(gates.map), seed=seed, n_boot=resamples, alpha=gates.alpha)
         report.warnings = list(cmp.warnings)
-    tests, family = bound_tests(gates, t, board, cmp)
+    tests, family = bound_tests(gates, t, floors, cmp)
     if board is not None:
-        results += min_results(board, gates.min, gates.strict, expected=scoring_cells(t), tests=tests,
-                               alpha=gates.alpha, family=family)
+        expected = [(j, c, crit) for j, c in scoring_cells(t) for (fj, crit) in floors if fj == j]
+        results += min_results(board, math.nan, gates.strict, expected=expected, tests=tests, alpha=gates.alpha,
+                               family=family)
     if cmp is not None:
         missing, graded = lacking(cmp.tables_a, t, dict(gates.map))
         results.append(coverage_result(missing, graded, gates.allow_missing) if graded else
@@ -204,17 +208,20 @@ def min_results(board: Iterable[dict[str, Any]], floor: float, strict: bool,
     and a failed one for each ``expected`` (judge, cell) the leaderboard has no row of (its answers or judgments
     all failed). ``tests``: each row's one-sided test (as drop_results); without any (a leaderboard alone), the
     interval decides."""
-    rows = list(board)
-    out = [_floor("min", f"{r['judge']} · {r['cell']}", floor, r["mean"], r["ci_low"], r["ci_high"], r["n"],
-                  strict, "mean") if tests is None or _missing(r["mean"]) else
-           _bounded("min", f"{r['judge']} · {r['cell']}", floor, r["mean"], r["ci_low"], r["ci_high"], r["n"],
-                    tests.get(("min", r["judge"], r["cell"])), strict, alpha, floor,
-                    f"mean {r['mean']:.3g} (floor {floor:g})", "a mean below the floor", r["n"], family)
+    rows = [{"criterion": COMPOSITE, "floor": floor, **r} for r in board]
+    out = [_floor("min", _graded_by(r["judge"], r["criterion"], r["cell"]), r["floor"], r["mean"], r["ci_low"],
+                  r["ci_high"], r["n"], strict, "mean") if tests is None or _missing(r["mean"]) else
+           _bounded("min", _graded_by(r["judge"], r["criterion"], r["cell"]), r["floor"], r["mean"], r["ci_low"],
+                    r["ci_high"], r["n"], tests.get(("min", r["judge"], r["cell"], r["criterion"])), strict, alpha,
+                    r["floor"], f"mean {r['mean']:.3g} (floor {r['floor']:g})", "a mean below the floor", r["n"],
+                    family)
            for r in rows]
-    seen = {(r["judge"], r["cell"]) for r in rows}
-    out += [GateResult("min", f"{j} · {c}", floor, None, None, None, 0, False, "no composite score: no answer of "
-                       "this cell has a grade of this judge (its answers or judgments failed)")
-            for j, c in expected if (j, c) not in seen]
+    seen = {(r["judge"], r["cell"], r["criterion"]) for r in rows}
+    known = {(r["judge"], r["criterion"]): r["floor"] for r in rows}
+    out += [GateResult("min", _graded_by(*e[:1], e[2] if len(e) > 2 else COMPOSITE, e[1]),
+                       known.get((e[0], e[2] if len(e) > 2 else COMPOSITE), floor), None, None, None, 0, False,
+                       "no score: no answer of this cell has a grade of this judge (its answers or judgments failed)")
+            for e in expected if (e[0], e[1], e[2] if len(e) > 2 else COMPOSITE) not in seen]
     return out or [_nothing("min", floor, "no cell has a composite score (does the grid have a scoring judge, "
                                           "and did its judge stage run?)")]
 
@@ -320,17 +327,17 @@ def _bounded(gate: str, subject: str, bound: float, value: float, lo: Any, hi: A
     return GateResult(gate, subject, bound, float(value), lo, hi, n, not shown, why, **kw)
 
 
-def bound_tests(gates: Gates, t: RunTables, board: list[dict[str, Any]] | None,
+def bound_tests(gates: Gates, t: RunTables, floors: dict[tuple[str, str], float],
                 cmp: Any) -> tuple[dict[Any, BoundTest], int]:
     """Return the one-sided test of every ``min`` and ``max_drop`` check (bench.gates.decide), keyed as the checks
-    look them up (per-scenario composite means against the floor, per-scenario differences against −max_drop),
+    look them up (per-scenario means of each judge and criterion with a floor in ``floors`` against it, per-scenario differences against −max_drop),
     and how many checks the family has (those with a scenario)."""
     samples: dict[Any, tuple[Any, float]] = {}
-    if board is not None and gates.min is not None:
-        means = (t.scores.filter((pl.col("criterion") == COMPOSITE) & pl.col("value").is_not_null())
-                 .group_by("judge", "cell", "scenario").agg(pl.col("value").mean()))
-        for (judge, cell), g in means.group_by("judge", "cell"):
-            samples[("min", judge, cell)] = (g["value"].to_numpy(), gates.min)
+    means = (t.scores.filter(pl.col("value").is_not_null())
+             .group_by("judge", "cell", "criterion", "scenario").agg(pl.col("value").mean()))
+    for (judge, cell, criterion), g in means.group_by("judge", "cell", "criterion") if floors else ():
+        if (judge, criterion) in floors:
+            samples[("min", judge, cell, criterion)] = (g["value"].to_numpy(), floors[(judge, criterion)])
     if cmp is not None and gates.max_drop is not None:
         for (cell_a, cell_b, judge), g in cmp.scenario_diffs().group_by("cell_a", "cell_b", "judge"):
             samples[("max_drop", judge, cell_a, cell_b)] = (g["diff"].to_numpy(), -gates.max_drop)
@@ -357,6 +364,11 @@ def _floor(gate: str, subject: str, floor: float, value: Any, lo: Any, hi: Any, 
         passed, reason = True, f"{what} {value:.3g} < {floor:g}, but its CI {ci} reaches it: within noise " \
                                f"(strict: true would fail it)"
     return GateResult(gate, subject, floor, float(value), _num(lo), _num(hi), int(n or 0), passed, reason)
+
+
+def _graded_by(judge: str, criterion: str, cell: str) -> str:
+    """Return a ``min`` check's subject: ``judge · cell``, ``judge.criterion · cell`` for a criterion's floor."""
+    return f"{judge} · {cell}" if criterion == COMPOSITE else f"{judge}.{criterion} · {cell}"
 
 
 def _nothing(gate: str, bound: float, why: str) -> GateResult:

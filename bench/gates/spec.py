@@ -21,7 +21,7 @@ class Gates(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)  # as every params model: a typo is an error
 
-    min: float | None = None  # floor on every (judge, cell) composite mean, in the judge's composite scale
+    min: float | dict[str, float] | None = None  # floor on every (judge, cell) composite mean; {JUDGE[.CRITERION]: V}
     max_drop: float | None = Field(default=None, ge=0)  # largest drop of a matched cell's composite vs the baseline
     baseline: str | None = None  # the run folder to compare with, relative to the params file
     map: dict[str, str] = Field(default_factory=dict)  # baseline cell -> this run's cell, when the names differ
@@ -33,9 +33,12 @@ class Gates(BaseModel):
 
     @field_validator("min", "max_drop", "win_rate_min", "agreement_min")
     @classmethod
-    def _finite(cls, v: float | None) -> float | None:
-        if v is not None and not math.isfinite(v):
-            raise ValueError("must be a finite number")
+    def _finite(cls, v: Any) -> Any:
+        for key, x in (v.items() if isinstance(v, dict) else [("", v)]):
+            if isinstance(v, dict) and not key.partition(".")[0]:
+                raise ValueError(f"{key!r}: name a judge (JUDGE or JUDGE.CRITERION)")
+            if x is not None and not math.isfinite(x):
+                raise ValueError(f"{key + ': ' if key else ''}must be a finite number")
         return v
 
     @model_validator(mode="after")
