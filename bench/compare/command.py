@@ -64,7 +64,7 @@ def comparison_text(cmp: Any) -> str:
                .when(pl.col("significant") & (pl.col("diff") < 0)).then(pl.lit("worse")).otherwise(pl.lit("-")))
     shown = cmp.rows.with_columns(verdict.alias("verdict")).select(
         "cell_a", "cell_b", "judge", "criterion", "n_matched", "n_changed", "mean_a", "mean_b", "diff", "ci_low",
-        "ci_high", "p_holm", "test", "verdict")
+        "ci_high", "p_value", "p_holm", "test", "verdict")
     lines.append(table_text(shown, max_rows=500) if shown.height else "no cell pair graded by one judge in both runs")
     if cmp.pairwise.height:
         lines += ["pairwise judges, B's answers against A's (0.5 = no change):", table_text(cmp.pairwise, max_rows=500)]
