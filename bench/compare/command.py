@@ -33,12 +33,13 @@ def run_folder(arg: str | Path) -> Path:
 
 def compare_command(run_a: str | Path, run_b: str | Path, *, mapping: Mapping[str, str] | None = None,
                     seed: int = 0, n_boot: int = 2000, alpha: float = 0.05, human_overrides: bool = False,
+                    allow_rubric_change: bool = False,
                     as_json: bool = False, out: str | Path | None = None, report: bool = True,
                     track: bool = True) -> int:
     """Compare run B with run A, write the diff report (unless ``report`` is False), log the comparison to
     MLflow (unless ``track`` is False) and print it; return the exit status (0)."""
     cmp = compare.compare_runs(run_folder(run_a), run_folder(run_b), mapping, seed=seed, n_boot=n_boot, alpha=alpha,
-                               human_overrides=human_overrides)
+                               human_overrides=human_overrides, allow_rubric_change=allow_rubric_change)
     path = compare.write_diff_report(cmp, out) if report else None
     tracked = tracking.log_comparison(cmp, path) if track else None
     said = sys.stderr if as_json else sys.stdout

@@ -2,7 +2,7 @@
 
 `bench gate` takes its gates from the options, over a params file's ``gates:`` section when ``--params``
 names one; a sweep takes its params file's section. Either exits 5 (`EXIT_GATE_FAILED`) when a check
-failed and 0 when all passed; a missing baseline or a bad section is a params or bench error (exit 2).
+failed, 6 when the gate cannot decide, and 0 when all passed; a missing baseline or a bad section is a params or bench error (exit 2).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def gate_command(run_dir: str, *, params: str | None = None, baseline: str | Non
                  floor: float | list[str] | None = None,
                  max_drop: float | None = None, strict: bool | None = None, junit: str | None = None,
                  mapping: dict[str, str] | None = None, allow_missing: bool | None = None,
-                 alpha: float | None = None) -> int:
+                 alpha: float | None = None, allow_rubric_change: bool | None = None) -> int:
     """Run `bench gate`: print every check of the run's gates, write ``junit`` if asked; return 0, 5 or 6.
 
     ``strict`` and ``allow_missing``: None keeps the params file's setting (else False), True or False sets it
@@ -35,7 +35,8 @@ def gate_command(run_dir: str, *, params: str | None = None, baseline: str | Non
         file_gates = sweep.gates
     try:
         gates = merge(file_gates, min=parse_min([str(f) for f in floor]) if isinstance(floor, list) else floor, max_drop=max_drop, baseline=baseline, map=mapping,
-                      strict=strict, allow_missing=allow_missing, alpha=alpha)
+                      strict=strict, allow_missing=allow_missing, alpha=alpha,
+                      allow_rubric_change=allow_rubric_change)
     except ValueError as err:
         where = f" (nor a gates: section in {params_path})" if params_path and file_gates is None else ""
         raise BenchError(f"{err}{where}") from None

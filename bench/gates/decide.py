@@ -13,16 +13,13 @@ scenarios for any test to reach alpha cannot decide (exit 6). docs/gates.md has 
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
-from bench.analysis.bootstrap import holm
+from bench.analysis.bootstrap import N_EXACT, holm
 from bench.compare.matching import CHANGED
-from bench.compare.paired import N_EXACT
 
 DRAWS = 10_000  # random sign patterns above N_EXACT scenarios: p within ±0.005 of exact at 0.05, the same every run
 CHUNK = 2_000  # patterns drawn at once (memory: CHUNK × scenarios floats)

@@ -7,9 +7,9 @@ difference from the baseline, from :func:`bench.analysis.compare_runs`), ``cover
 ``agreement_min`` per judge (kappa with human reviews, :mod:`bench.gates.agreement`). The checks come from
 what must exist, not from what was scored: a cell whose answers or judgments all failed fails its checks.
 
-Without ``strict``, a bound is broken only when the confidence interval says so: a floor fails when
-the whole interval lies below it, a drop larger than ``max_drop`` is a regression only when the
-interval of the difference excludes zero. With ``strict: true`` the point estimate decides. A gate
+Without ``strict``, a bound fails only when breaking it is shown (bench.gates.decide: a one-sided test, Holm
+across the checks, and the interval beyond the bound); with ``strict: true`` it passes only when keeping it is
+shown. Too few scenarios, or a run that cannot be gated (bench.gates.health), exit 6. A gate
 with nothing to check (no composite score, no matched cell, no review) fails: a bound that was asked
 for is never passed unseen. docs/gates.md says all this with examples.
 """
@@ -25,9 +25,10 @@ from typing import Any
 
 import polars as pl
 
-from bench.analysis import COMPOSITE, RunTables, compare_runs, composite, leaderboard, load_run
+from bench.analysis import COMPOSITE, RunTables, compare_runs, leaderboard, load_run
 from bench.core.errors import BenchError
 from bench.core.exit_codes import ExitCode
+from bench.compare.changes import rubric_changes
 from bench.compare.matching import CHANGED
 from bench.gates.agreement import gate_agreement
 from bench.gates.decide import BoundTest, bound_tests_of, needed
@@ -124,7 +125,11 @@ def evaluate_gates(run_dir: str | Path, gates: Gates, baseline: str | Path | Non
         board = [{**r, "floor": floors[(r["judge"], r["criterion"])]} for r in leaderboard(
             t.scores, resamples=resamples, seed=seed, level=level).to_dicts() if (r["judge"], r["criterion"]) in floors]
     if gates.compares and base is not None:
-        cmp = compare_runs(base, t, mapping=dict(gates.map), seed=seed, n_boot=resamples, alpha=gates.alpha)
+        cmp = compare_runs(base, t, mapping=dict(gates.map), seed=seed, n_boot=resamples, alpha=gates.alpha,
+                           allow_rubric_change=True)  # refused below, as a reason the run cannot be gated
+        if not gates.allow_rubric_change:
+            report.ungateable += [f"{r} (--allow-rubric-change compares anyway)"
+                                  for r in rubric_changes(base, run_dir)]
         report.warnings = list(cmp.warnings)
     tests, family = bound_tests(gates, t, floors, cmp)
     if board is not None:

@@ -29,6 +29,7 @@ class Gates(BaseModel):
     agreement_min: float | None = Field(default=None, ge=-1, le=1)  # floor on each judge's kappa with human reviews
     strict: bool = False  # pass a bound only when keeping it is shown (default: fail only when breaking it is)
     alpha: float = Field(default=0.05, gt=0, lt=1)  # family-wise error rate of the gate's one-sided tests
+    allow_rubric_change: bool = False  # compare though a judge's rubric content differs (else exit 6)
     allow_missing: bool = False  # coverage passes though the run lacks answers the baseline has (listed anyway)
 
     @field_validator("min", "max_drop", "win_rate_min", "agreement_min")
