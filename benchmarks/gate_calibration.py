@@ -93,10 +93,10 @@ def main() -> None:
                 print(f"{setting} n={n}: {rate:.3f} of {args.reps} run pairs failed", flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    allowed = 0.06 if args.reps >= 200 else 0.05
+    allowed = 0.06 if args.reps >= 200 else 0.05  # no change: 0.05, with 0.06 allowed for 200 reps' noise
     ok = (all(v <= allowed for v in out["null_fail_rate"].values())
-          and all(v <= allowed for v in out["tolerance_fail_rate"].values()) and out["power_2d"]["100"] >= 0.8)
-    print(f"targets (no change and D/2 fail ≤ {allowed}, 2D at n=100 fails ≥ 0.8): {'met' if ok else 'NOT MET'}")
+          and all(v <= 0.05 for v in out["tolerance_fail_rate"].values()) and out["power_2d"]["100"] >= 0.8)
+    print(f"targets (no change fails ≤ {allowed}, D/2 ≤ 0.05, 2D at n=100 ≥ 0.8): {'met' if ok else 'NOT MET'}")
     print(json.dumps({**out, "reps": args.reps, "seed": args.seed, "max_drop": args.max_drop, "targets_met": ok}))
 
 
