@@ -275,6 +275,7 @@ def _add_compare_command(sub: Any) -> None:
     s.add_argument("--alpha", type=float, default=0.05, help="significance level; intervals are 1 - alpha")
     s.add_argument("--human-overrides", action="store_true",
                    help="count each reviewed judgment with its latest human review instead of the judge's grade")
+    s.add_argument("--allow-rubric-change", action="store_true", help="compare though a rubric's content differs")
     s.add_argument("--out", default=None, help="HTML file or folder to write (default reports/<a>-vs-<b>/index.html)")
     s.add_argument("--no-report", action="store_true", help="do not write the diff report")
     s.add_argument("--no-track", action="store_true", help="do not log the comparison to MLflow")
@@ -285,23 +286,26 @@ def _compare(args: argparse.Namespace) -> int:
     return _lazy("bench.compare.command", "compare_command")(
         args.run_a, args.run_b, mapping=dict(args.map), seed=args.seed, n_boot=args.resamples, alpha=args.alpha,
         human_overrides=args.human_overrides, as_json=args.json, out=args.out, report=not args.no_report,
-        track=not args.no_track)
+        track=not args.no_track, allow_rubric_change=args.allow_rubric_change)
 
 
 def _add_gate_command(sub: Any) -> None:
     """Add `bench gate`: a run checked against floors and a baseline run; exit 5 when a gate fails."""
-    s = sub.add_parser("gate", help="check a run against floors and a baseline run (exit 5 when a gate fails; "
+    s = sub.add_parser("gate", help="check a run against floors and a baseline run (exit 5 when a gate fails, 6 when it "
+                                    "cannot decide; "
                                     "docs/gates.md); prints every check, writes JUnit XML with --junit")
     s.add_argument("run_dir", help="runs/<sweep> (or a sweep name): the run to check")
     s.add_argument("--baseline", default=None, metavar="RUN", help="the run folder (or sweep name) to compare with, "
                                                                      "e.g. main's")
-    s.add_argument("--min", type=float, default=None, metavar="VALUE",
-                   help="floor on every cell's composite mean (per judge, in its composite scale)")
+    s.add_argument("--min", action="append", default=None, metavar="[JUDGE[.CRITERION]=]VALUE", help="floor on "
+                   "every cell's composite mean per judge; JUDGE=V, JUDGE.CRITERION=V: one judge's (repeatable)")
     s.add_argument("--max-drop", type=float, default=None, metavar="VALUE",
                    help="largest allowed drop of a matched cell's composite against --baseline")
     s.add_argument("--strict", action=argparse.BooleanOptionalAction, default=None,
-                   help="the point estimate decides (default: a bound is broken only when its 95%% CI says so); "
-                        "--no-strict overrides a params file's strict: true")
+                   help="pass only a bound shown kept (default: fail only one shown broken); --no-strict undoes it")
+    s.add_argument("--alpha", type=float, default=None, metavar="A", help="family-wise error rate (default 0.05)")
+    s.add_argument("--allow-rubric-change", action=argparse.BooleanOptionalAction, default=None,
+                   help="compare though a judge's rubric content differs (else exit 6)")
     s.add_argument("--allow-missing", action=argparse.BooleanOptionalAction, default=None,
                    help="pass the coverage check though the run lacks answers the baseline has (still listed)")
     s.add_argument("--map", action="append", default=[], metavar="BASE_CELL=CELL", type=_cell_pair,
@@ -366,7 +370,8 @@ def _cell_pair(text: str) -> tuple[str, str]:
 def _gate(args: argparse.Namespace) -> int:
     return _lazy("bench.gates.command", "gate_command")(
         args.run_dir, params=args.params, baseline=args.baseline, floor=args.min, max_drop=args.max_drop,
-        strict=args.strict, junit=args.junit, mapping=dict(args.map), allow_missing=args.allow_missing)
+        strict=args.strict, junit=args.junit, mapping=dict(args.map), allow_missing=args.allow_missing,
+        alpha=args.alpha, allow_rubric_change=args.allow_rubric_change)
 
 
 def _reader_gone() -> int:

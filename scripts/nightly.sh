@@ -6,8 +6,8 @@
 # The exit code decides (bench.core.exit_codes, docs/sweeps.md "How a sweep ends"): 0 success; 3 (items still
 # failed) and 130 (interrupted) are retried, each retry asking only what is failed or left, up to
 # NIGHTLY_ATTEMPTS attempts in all (default 3), NIGHTLY_RETRY_S seconds apart (default 300: a provider's outage
-# has time to pass); every other code (1 crashed, 2 bad input, 4 budget, 5 a gate failed) stops at once. The
-# script exits with the last sweep's code, so cron mails it and CI marks the job. BENCH is the command that runs
+# has time to pass); every other code (1 crashed, 2 bad input, 4 budget, 5 a gate failed, 6 it cannot decide) stops
+# at once. The script exits with the last sweep's code, so cron mails it and CI marks the job. BENCH is the command that runs
 # bench (default: bench) and PYTHON the interpreter that has it installed (default: python3).
 # Cron, every night at 02:00 (docs/orchestration.md):
 #   0 2 * * * cd /srv/bench && scripts/nightly.sh params/tips.yaml reports/gates.xml >> logs/nightly.log 2>&1

@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("bench._prices", "bench.testing", "bench._schema_instance"),  # standard library only: run by bench/__init__,
     # used by tests, or (_schema_instance) the structured replies of both the dry model and the fake provider
     ("bench.core",),  # the contract: errors, records, the run store, paths, progress
-    ("bench.testing.records",),  # records with plain defaults, for tests and benchmarks
+    ("bench.testing.records", "bench.testing.graded_runs"),  # records with plain defaults; run folders of them
     ("bench.models",),  # the one LLM seam
     ("bench.config", "bench.gates.spec"),  # what a researcher writes, validated (a params file's gates: section too)
     ("bench.run",),  # a params file opened as a run: its scenarios, its selected cells, its folder

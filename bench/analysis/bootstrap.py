@@ -98,12 +98,28 @@ def column_means(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean, n
 
 
+N_EXACT = 16  # up to this many scenarios a sign-flip p-value is exact: all 2^n patterns (65,536 at 16)
+
+
+def exact_sign_flip(d: np.ndarray) -> float:
+    """Return the exact two-sided p-value that paired differences ``d`` (at most ``N_EXACT``) have mean 0:
+    the share of all 2ⁿ sign patterns whose |sum| reaches the observed |sum| (the observed one included)."""
+    d = np.asarray(d, dtype=np.float64)
+    if d.size > N_EXACT:
+        raise ValueError(f"exact_sign_flip enumerates 2^n sign patterns: n must be at most {N_EXACT}, not {d.size}")
+    patterns = np.arange(2 ** d.size, dtype=np.int64)[:, None]
+    signs = ((patterns >> np.arange(d.size)) & 1) * 2.0 - 1.0
+    observed = abs(float(d.sum()))
+    return float(np.mean(np.abs(signs @ d) >= observed - 1e-9 * max(1.0, observed)))
+
+
 def sign_flip_pvalues(diffs: np.ndarray, permutations: int = 10000, seed: int = 0) -> np.ndarray | float:
     """Return two-sided p-values that each column of paired differences (S × P, NaN = unpaired) has mean 0.
 
     Under the null the sign of each scenario's difference is exchangeable, so the observed mean
     is compared with the means of random sign flips; p = (1 + #|flipped| ≥ |observed|) / (1 + R).
-    A 1-d vector of S differences is one column and gives one p-value (a float).
+    A column of at most ``N_EXACT`` scenarios gets the exact p-value instead (:func:`exact_sign_flip`, as
+    `bench compare`'s). A 1-d vector of S differences is one column and gives one p-value (a float).
     """
     diffs, vector = _columns(diffs, "sign_flip_pvalues")
     if vector:
@@ -119,6 +135,8 @@ def sign_flip_pvalues(diffs: np.ndarray, permutations: int = 10000, seed: int = 
             flipped = (signs @ filled) / n
         extreme += (np.abs(flipped) >= np.abs(observed) - tol).sum(axis=0)
     p = (1.0 + extreme) / (1.0 + permutations)
+    for col in np.flatnonzero((n > 0) & (n <= N_EXACT)):  # few scenarios: every sign pattern, as compare
+        p[col] = exact_sign_flip(diffs[~np.isnan(diffs[:, col]), col])
     return np.where(n > 0, p, np.nan)
 
 

@@ -33,12 +33,13 @@ def run_folder(arg: str | Path) -> Path:
 
 def compare_command(run_a: str | Path, run_b: str | Path, *, mapping: Mapping[str, str] | None = None,
                     seed: int = 0, n_boot: int = 2000, alpha: float = 0.05, human_overrides: bool = False,
+                    allow_rubric_change: bool = False,
                     as_json: bool = False, out: str | Path | None = None, report: bool = True,
                     track: bool = True) -> int:
     """Compare run B with run A, write the diff report (unless ``report`` is False), log the comparison to
     MLflow (unless ``track`` is False) and print it; return the exit status (0)."""
     cmp = compare.compare_runs(run_folder(run_a), run_folder(run_b), mapping, seed=seed, n_boot=n_boot, alpha=alpha,
-                               human_overrides=human_overrides)
+                               human_overrides=human_overrides, allow_rubric_change=allow_rubric_change)
     path = compare.write_diff_report(cmp, out) if report else None
     tracked = tracking.log_comparison(cmp, path) if track else None
     said = sys.stderr if as_json else sys.stdout
@@ -64,7 +65,7 @@ def comparison_text(cmp: Any) -> str:
                .when(pl.col("significant") & (pl.col("diff") < 0)).then(pl.lit("worse")).otherwise(pl.lit("-")))
     shown = cmp.rows.with_columns(verdict.alias("verdict")).select(
         "cell_a", "cell_b", "judge", "criterion", "n_matched", "n_changed", "mean_a", "mean_b", "diff", "ci_low",
-        "ci_high", "p_holm", "test", "verdict")
+        "ci_high", "p_value", "p_holm", "test", "verdict")
     lines.append(table_text(shown, max_rows=500) if shown.height else "no cell pair graded by one judge in both runs")
     if cmp.pairwise.height:
         lines += ["pairwise judges, B's answers against A's (0.5 = no change):", table_text(cmp.pairwise, max_rows=500)]

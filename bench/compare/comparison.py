@@ -17,6 +17,7 @@ from typing import Any
 import polars as pl
 
 from bench.analysis.tables import COMPOSITE, RunTables, load_run, with_reviews
+from bench.compare.changes import cell_changes, refuse_rubric_changes
 from bench.compare.matching import CHANGED, ITEM, match
 from bench.compare.paired import N_EXACT, paired_rows, win_rate_rows
 from bench.config.scenarios import describe
@@ -119,27 +120,31 @@ def _with_questions(frame: pl.DataFrame, t: RunTables | None) -> pl.DataFrame:
 
 def compare_runs(run_a: str | Path | RunTables, run_b: str | Path | RunTables,
                  mapping: Mapping[str, str] | None = None, *, seed: int = 0, n_boot: int = 2000,
-                 alpha: float = 0.05, human_overrides: bool = False) -> Comparison:
+                 alpha: float = 0.05, human_overrides: bool = False, allow_rubric_change: bool = False) -> Comparison:
     """Compare run B with run A (run folders, or tables from ``bench.analysis.load_run``) on the items they share.
 
     ``mapping`` pairs cells whose names differ ({A cell: B cell}); others pair by name. ``seed`` and ``n_boot``
     set the scenario bootstrap, ``alpha`` the significance level (the intervals are 1 − ``alpha``), and
     ``human_overrides`` counts each reviewed judgment with its latest human review (as ``bench report
-    --human-overrides``). Calls no model.
+    --human-overrides``). Two runs whose judgments name one rubric id with different content hashes (an edit, a
+    version bump, another scale) are refused unless ``allow_rubric_change``, a warning then; a cell served by
+    another model or endpoint is a warning (bench.compare.changes). Calls no model.
     """
     if not 0.0 < alpha < 1.0:
         raise BenchError(f"alpha must be between 0 and 1 (0.05 for 95% intervals), not {alpha!r}")
     if n_boot < 1:
         raise BenchError(f"n_boot (--resamples) must be a positive number of bootstrap resamples, not {n_boot!r}")
     a, b = (t if isinstance(t, RunTables) else load_run(t) for t in (run_a, run_b))
+    changed = refuse_rubric_changes(a.run_dir, b.run_dir, allow_rubric_change) + cell_changes(a.run_dir, b.run_dir)
     if human_overrides:
         a, b = with_reviews(a), with_reviews(b)
     m = match(a, b, mapping)
     settings = {"mapping": dict(mapping or {}), "seed": seed, "n_boot": n_boot, "alpha": alpha,
-                "human_overrides": human_overrides, "exact_test_max_scenarios": N_EXACT}
+                "human_overrides": human_overrides, "exact_test_max_scenarios": N_EXACT,
+                "allow_rubric_change": allow_rubric_change}
     rows = paired_rows(m.items, m.shared, n_boot=n_boot, seed=seed, alpha=alpha, lost=m.lost)
     return Comparison(a.name, b.name, rows, win_rate_rows(m.battles, n_boot=n_boot, seed=seed, alpha=alpha),
-                      m.only_in_a, m.only_in_b, m.warnings + too_few(rows, alpha), m.items, settings, a, b)
+                      m.only_in_a, m.only_in_b, changed + m.warnings + too_few(rows, alpha), m.items, settings, a, b)
 
 
 def too_few(rows: pl.DataFrame, alpha: float) -> list[str]:

@@ -50,6 +50,7 @@ def match(a: RunTables, b: RunTables, mapping: Mapping[str, str] | None = None) 
     if only_a.height or only_b.height:
         said.append(f"{only_a.height} answer(s) only in run A ({a.name}) and {only_b.height} only in run B "
                     f"({b.name}): not compared (listed as only_in_a and only_in_b)")
+    said += [line for t, side in ((a, "A"), (b, "B")) if (line := _not_numbers(t, side))]
     graded, lost = _graded(a, b, frame)
     said += _lost_notes(lost, b)
     return Matched(frame, graded, shared, _battles(a, b, frame, dict(mapping or {})),
@@ -110,9 +111,20 @@ def item_grades(t: RunTables) -> pl.DataFrame:
     """Return a run's grade of each item per judge and criterion: the mean over its successful judgments of it
     (repeats and turns), with the candidate id and one judgment's id (the smallest: the same every time), whose
     rationale is shown."""
-    scores = t.scores.filter(pl.col("value").is_not_null() & pl.col("cell").is_not_null())
+    scores = t.scores.filter(pl.col("value").is_finite() & pl.col("cell").is_not_null())  # NaN, inf: unscored
     return (scores.group_by("judge", "cell", "criterion", *ITEM)
             .agg(pl.col("value").mean(), pl.col("candidate").first(), pl.col("judgment").min()))
+
+
+def _not_numbers(t: RunTables, side: str) -> str | None:
+    """Return a line counting run ``side``'s grades that are NaN or infinite (a NaN literal in a judgments file):
+    counted as unscored, not compared."""
+    bad = t.scores.filter(pl.col("value").is_not_null() & ~pl.col("value").is_finite())
+    if bad.is_empty():
+        return None
+    judgments = bad["judgment"].unique().sort().to_list()
+    return (f"run {side} ({t.name}): {len(judgments)} judgment(s) with a grade that is NaN or infinite, counted as "
+            f"unscored: {', '.join(judgments[:5])}{', …' if len(judgments) > 5 else ''}")
 
 
 def _graded(a: RunTables, b: RunTables, pairs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:

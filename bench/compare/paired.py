@@ -14,10 +14,9 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from bench.analysis.bootstrap import bootstrap_means, column_means, holm, percentile_interval
+from bench.analysis.bootstrap import N_EXACT, bootstrap_means, column_means, exact_sign_flip, holm, percentile_interval
 from bench.compare.matching import CHANGED
 
-N_EXACT = 16  # up to this many scenarios: the exact permutation test (2^16 = 65,536 sign patterns); above: Wilcoxon
 ROW = ["cell_a", "cell_b", "judge", "criterion"]  # a row of a comparison
 ROW_SCHEMA = {"cell_a": pl.Utf8, "cell_b": pl.Utf8, "judge": pl.Utf8, "criterion": pl.Utf8, "n_matched": pl.Int64,
               "n_changed": pl.Int64, "mean_a": pl.Float64, "mean_b": pl.Float64, "diff": pl.Float64,
@@ -27,18 +26,6 @@ ROW_SCHEMA = {"cell_a": pl.Utf8, "cell_b": pl.Utf8, "judge": pl.Utf8, "criterion
 PAIRWISE_SCHEMA = {"cell_a": pl.Utf8, "cell_b": pl.Utf8, "judge": pl.Utf8, "n": pl.Int64, "win_rate_b": pl.Float64,
                    "ci_low": pl.Float64, "ci_high": pl.Float64, "wins": pl.Int64, "ties": pl.Int64,
                    "losses": pl.Int64, "n_scenarios": pl.Int64}
-
-
-def exact_sign_flip(d: np.ndarray) -> float:
-    """Return the exact two-sided p-value that paired differences ``d`` (at most ``N_EXACT``) have mean 0:
-    the share of all 2ⁿ sign patterns whose |sum| reaches the observed |sum| (the observed one included)."""
-    d = np.asarray(d, dtype=np.float64)
-    if d.size > N_EXACT:
-        raise ValueError(f"exact_sign_flip enumerates 2^n sign patterns: n must be at most {N_EXACT}, not {d.size}")
-    patterns = np.arange(2 ** d.size, dtype=np.int64)[:, None]
-    signs = ((patterns >> np.arange(d.size)) & 1) * 2.0 - 1.0
-    observed = abs(float(d.sum()))
-    return float(np.mean(np.abs(signs @ d) >= observed - 1e-9 * max(1.0, observed)))
 
 
 def paired_test(d: np.ndarray) -> tuple[float, str | None]:
@@ -152,12 +139,30 @@ def _tested(items: pl.DataFrame, *, n_boot: int, seed: int, alpha: float) -> pl.
         pl.Series("n_matched", g.totals()), pl.Series("n_changed", g.totals(items["diff"].abs() > CHANGED)),
         pl.Series("mean_a", column_means(g.means(items["value_a"]))[0]),
         pl.Series("mean_b", column_means(g.means(items["value_b"]))[0]), pl.Series("diff", mean),
-        *_interval(d, n_boot, seed, alpha), pl.Series("p_value", p), pl.Series("p_holm", holm(p)),
+        *_interval(d, n_boot, seed, alpha), pl.Series("p_value", p), pl.Series("p_holm", holm_once(g.keys, p)),
         pl.Series("min_p", min_p_value(n)), pl.Series("test", [t[1] for t in tested], dtype=pl.Utf8),
         pl.Series("n_scenarios", n.astype(np.int64)))
     rows = rows.with_columns(((pl.col("p_holm") < alpha) & ((pl.col("ci_low") > 0) | (pl.col("ci_high") < 0)))
                              .fill_null(False).alias("significant"))
     return rows.select([c for c in ROW_SCHEMA if c != "n_unscored"])
+
+
+def holm_once(keys: pl.DataFrame, p: np.ndarray) -> np.ndarray:
+    """Return Holm's adjusted p-values of the rows ``keys`` (cell_a, cell_b, judge, criterion), each criterion
+    counted once: the composite of a judge graded on one criterion is that criterion (the same test, the same
+    p-value), so it is left out of the family and takes its criterion's adjusted value."""
+    k = keys.with_row_index("i")
+    one = (k.filter(pl.col("criterion") != "composite").group_by("cell_a", "cell_b", "judge")
+           .agg(pl.len().alias("criteria"), pl.col("i").first().alias("twin")).filter(pl.col("criteria") == 1))
+    twins = k.filter(pl.col("criterion") == "composite").join(one, on=["cell_a", "cell_b", "judge"])
+    dup, twin = twins["i"].to_numpy().astype(np.int64), twins["twin"].to_numpy().astype(np.int64)
+    family = np.asarray(p, dtype=np.float64).copy()
+    same = np.isclose(family[dup], family[twin], rtol=1e-9, atol=0.0)  # the same test (a weighted composite is)
+    dup, twin = dup[same], twin[same]
+    family[dup] = np.nan
+    adjusted = holm(family)
+    adjusted[dup] = adjusted[twin]
+    return adjusted
 
 
 def win_rate_rows(fought: pl.DataFrame, *, n_boot: int, seed: int, alpha: float) -> pl.DataFrame:

@@ -21,6 +21,7 @@ class ExitCode(IntEnum):
     FAILED_ITEMS = 3  # the sweep ran to its end with items still failed: a re-run asks only those
     BUDGET = 4  # limits.budget_usd reached (or would be): raise the budget to continue
     GATE_FAILED = 5  # a gate of the params file's gates: failed; the run is otherwise complete
+    CANNOT_DECIDE = 6  # a gate cannot decide: too few scenarios, a run still being written or damaged
     INTERRUPTED = 130  # Ctrl-C: what was answered is kept; a re-run resumes
     READER_GONE = 141  # the reader of its output went away (128 + SIGPIPE)
 
@@ -39,6 +40,7 @@ _ACTIONS = {ExitCode.OK: Action.SUCCESS,
             ExitCode.FAILED_ITEMS: Action.RETRY,  # transient provider errors, most often: a re-run asks only those
             ExitCode.BUDGET: Action.FAIL,  # retrying spends nothing more: the budget must be raised by a person
             ExitCode.GATE_FAILED: Action.FAIL,  # the run is complete and worse than its gates: a finding, not a fault
+            ExitCode.CANNOT_DECIDE: Action.FAIL,  # more scenarios or a whole run are needed: a person decides
             ExitCode.INTERRUPTED: Action.RETRY,  # stopped from outside (Ctrl-C, a task timeout): resume it
             ExitCode.READER_GONE: Action.FAIL}
 

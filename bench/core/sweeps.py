@@ -28,6 +28,7 @@ ENDINGS: dict[int, tuple[str, str]] = {
     ExitCode.FAILED_ITEMS: ("failed", "ran to its end with items still failed: re-run to retry them"),
     ExitCode.BUDGET: ("interrupted", "limits.budget_usd reached: raise it and re-run to continue"),
     ExitCode.GATE_FAILED: ("failed", "a gate of the params file failed"),
+    ExitCode.CANNOT_DECIDE: ("failed", "a gate of the params file cannot decide (too few scenarios, a damaged run)"),
     ExitCode.INTERRUPTED: ("interrupted", "interrupted (Ctrl-C or SIGINT): re-run to resume"),
 }
 

@@ -2,7 +2,7 @@
 
 `bench gate` takes its gates from the options, over a params file's ``gates:`` section when ``--params``
 names one; a sweep takes its params file's section. Either exits 5 (`EXIT_GATE_FAILED`) when a check
-failed and 0 when all passed; a missing baseline or a bad section is a params or bench error (exit 2).
+failed, 6 when the gate cannot decide, and 0 when all passed; a missing baseline or a bad section is a params or bench error (exit 2).
 """
 
 from __future__ import annotations
@@ -15,14 +15,17 @@ from bench.config.params import load_sweep
 from bench.core import paths
 from bench.core.errors import BenchError, ParamsError
 from bench import gates as gate_api  # its evaluation, table and JUnit load polars on first use (bench.cli stays cheap)
+from bench.gates.floors import parse_min
 from bench.gates.spec import Gates, merge
 from bench.run import Run, shown_path
 
 
-def gate_command(run_dir: str, *, params: str | None = None, baseline: str | None = None, floor: float | None = None,
+def gate_command(run_dir: str, *, params: str | None = None, baseline: str | None = None,
+                 floor: float | list[str] | None = None,
                  max_drop: float | None = None, strict: bool | None = None, junit: str | None = None,
-                 mapping: dict[str, str] | None = None, allow_missing: bool | None = None) -> int:
-    """Run `bench gate`: print every check of the run's gates, write ``junit`` if asked; return 0 or 5.
+                 mapping: dict[str, str] | None = None, allow_missing: bool | None = None,
+                 alpha: float | None = None, allow_rubric_change: bool | None = None) -> int:
+    """Run `bench gate`: print every check of the run's gates, write ``junit`` if asked; return 0, 5 or 6.
 
     ``strict`` and ``allow_missing``: None keeps the params file's setting (else False), True or False sets it
     (``--strict``/``--no-strict``, ``--allow-missing``/``--no-allow-missing``)."""
@@ -31,8 +34,9 @@ def gate_command(run_dir: str, *, params: str | None = None, baseline: str | Non
         sweep, params_path = load_sweep(paths.resolve(params))
         file_gates = sweep.gates
     try:
-        gates = merge(file_gates, min=floor, max_drop=max_drop, baseline=baseline, map=mapping,
-                      strict=strict, allow_missing=allow_missing)
+        gates = merge(file_gates, min=parse_min([str(f) for f in floor]) if isinstance(floor, list) else floor, max_drop=max_drop, baseline=baseline, map=mapping,
+                      strict=strict, allow_missing=allow_missing, alpha=alpha,
+                      allow_rubric_change=allow_rubric_change)
     except ValueError as err:
         where = f" (nor a gates: section in {params_path})" if params_path and file_gates is None else ""
         raise BenchError(f"{err}{where}") from None
@@ -74,12 +78,12 @@ def sweep_gates(run: Run, junit: str | None = None) -> int:
         return 0
     base = gates.baseline_dir(run.params_path)
     try:
-        report = gate_api.evaluate_gates(run.dir, gates, base, cells=[c.key for c in run.cells])
+        report = gate_api.evaluate_gates(run.dir, gates, base, cells=[c.key for c in run.cells], own_sweep=True)
     except (BenchError, OSError, ValueError) as err:
         print(f"gates: could not be evaluated: {err}", file=sys.stderr, flush=True)
         why = gate_api.GateResult("evaluation", "(every gate)", math.nan, None, None, None, 0, False,
                                   f"not evaluated: {err}")
-        report = gate_api.GateReport(run.dir, base, gates.strict, [why])
+        report = gate_api.GateReport(run.dir, base, gates.strict, [why], alpha=gates.alpha)
     return _show(report, junit)
 
 

@@ -1,9 +1,10 @@
 """Each gate of a run: its value, its confidence interval and its verdict, with the reason in words.
 
 One result per thing a gate checks (``min``, ``max_drop``, ``coverage``, ``win_rate_min``, ``agreement_min``),
-derived from what must exist, so a cell whose items all failed fails. Without ``strict`` a bound is broken only
-when the interval says so; with ``strict: true`` the point estimate decides. A gate with nothing to check fails.
-docs/gates.md gives examples.
+derived from what must exist, so a cell whose items all failed fails. Without ``strict`` a bound fails only when
+breaking it is shown (bench.gates.decide: a one-sided test, Holm across the checks, the interval beyond the
+bound); with ``strict: true`` it passes only when keeping it is shown. Too few scenarios, or a run that cannot be
+gated (bench.gates.health), exit 6. A gate with nothing to check fails. docs/gates.md gives examples.
 """
 
 from __future__ import annotations
@@ -17,14 +18,20 @@ from typing import Any
 
 import polars as pl
 
-from bench.analysis import COMPOSITE, RunTables, compare_runs, composite, leaderboard, load_run
+from bench.analysis import COMPOSITE, RunTables, compare_runs, leaderboard, load_run
 from bench.core.errors import BenchError
 from bench.core.exit_codes import ExitCode
+from bench.compare.changes import rubric_changes
+from bench.compare.matching import CHANGED
 from bench.gates.agreement import gate_agreement
+from bench.gates.decide import BoundTest, bound_tests_of, needed
+from bench.gates.floors import floors_of
+from bench.gates.health import unfit
 from bench.gates.spec import Gates
 
 # `bench gate` and `bench sweep` (docs/sweeps.md, How a sweep ends): a gate failed
 EXIT_GATE_FAILED = int(ExitCode.GATE_FAILED)
+EXIT_CANNOT_DECIDE = int(ExitCode.CANNOT_DECIDE)  # a check or the whole run cannot be decided
 SHOWN_MISSING = 10  # missing answers a coverage check names (bench compare --json lists all)
 RESAMPLES = 2000  # bootstrap resamples of every interval a gate reads (the comparison's, the leaderboard's)
 
@@ -42,6 +49,9 @@ class GateResult:
     n: int  # scenarios (min, max_drop), baseline answers (coverage), pairs (win_rate_min), reviewed judgments
     passed: bool
     reason: str
+    p: float | None = None  # the one-sided test of the bound (min, max_drop): bench.gates.decide
+    p_holm: float | None = None  # its Holm-adjusted value across the gate's tested checks (not strict)
+    decided: bool = True  # False: the check cannot decide (too few scenarios, a run that cannot be gated): exit 6
 
 
 @dataclass
@@ -53,49 +63,83 @@ class GateReport:
     strict: bool
     results: list[GateResult]
     warnings: list[str] = field(default_factory=list)  # the comparison's: versions that differ, unpaired items
+    alpha: float = 0.05  # the family-wise error rate of the gate's tests
+    ungateable: list[str] = field(default_factory=list)  # why the run cannot be gated at all (exit 6 whatever else)
 
     @property
     def failed(self) -> list[GateResult]:
-        return [r for r in self.results if not r.passed]
+        return [r for r in self.results if not r.passed and r.decided]
+
+    @property
+    def undecided(self) -> list[GateResult]:
+        return [r for r in self.results if not r.decided]
 
     @property
     def exit_code(self) -> int:
-        """Return 0 when every gate passed, else EXIT_GATE_FAILED (5)."""
-        return EXIT_GATE_FAILED if self.failed else 0
+        """Return 0 when every gate passed; EXIT_CANNOT_DECIDE (6) when the run cannot be gated; else
+        EXIT_GATE_FAILED (5) when a check failed, 6 when a check could not decide."""
+        if self.ungateable:
+            return EXIT_CANNOT_DECIDE
+        return EXIT_GATE_FAILED if self.failed else EXIT_CANNOT_DECIDE if self.undecided else 0
 
     def line(self) -> str:
-        """Return the closing line: how many gates passed or failed."""
-        n = len(self.results)
-        if self.failed:
-            return f"gates: {len(self.failed)} of {n} check(s) FAILED (exit {EXIT_GATE_FAILED})"
+        """Return the closing line: how many gates passed, failed or could not decide."""
+        n, code = len(self.results), self.exit_code
+        if self.ungateable:
+            return f"gates: the run cannot be gated (exit {code}): " + "; ".join(self.ungateable)
+        said = [f"{len(self.failed)} of {n} check(s) FAILED"] if self.failed else []
+        if self.undecided:
+            said.append(f"{len(self.undecided)} of {n} check(s) cannot decide")
+        if said:
+            return f"gates: {', '.join(said)} (exit {code})"
         return f"gates: all {n} check(s) passed"
 
 
 def evaluate_gates(run_dir: str | Path, gates: Gates, baseline: str | Path | None = None, *, seed: int = 0,
-                   resamples: int = RESAMPLES, cells: Collection[str] | None = None) -> GateReport:
+                   resamples: int = RESAMPLES, cells: Collection[str] | None = None,
+                   own_sweep: bool = False) -> GateReport:
     """Return every gate's results for the run folder ``run_dir`` (``baseline``: the baseline run folder, already
     resolved; needed by ``max_drop`` and ``win_rate_min``). ``cells`` (the params' current cell keys, at a sweep's
     end): the run's other cells (a prompt version the params no longer have) are left out, so a stale cell of a
-    reused folder is never gated. Raises BenchError when a folder is missing."""
+    reused folder is never gated. ``own_sweep``: the sweep writing the run gates it at its end (its lock is not
+    a writer to wait for). A run or baseline that cannot be gated (still being written, damaged: bench.gates.health)
+    gives a report that exits 6 with the reasons. Raises BenchError when a folder is missing."""
     run_dir = Path(run_dir)
     base = Path(baseline) if baseline is not None else None
     _check_folders(run_dir, base, gates)
+    unfit_runs = [f"run: {r}" for r in unfit(run_dir, writing_checked=not own_sweep)]
+    unfit_runs += [f"baseline: {r}" for r in (unfit(base) if base is not None and gates.compares else [])]
     t = current_cells(load_run(run_dir), cells)
     results: list[GateResult] = []
-    report = GateReport(run_dir, base, gates.strict, results)
+    report = GateReport(run_dir, base, gates.strict, results, alpha=gates.alpha, ungateable=unfit_runs)
+    level, board, cmp, floors = 1.0 - gates.alpha, None, None, {}
     if gates.min is not None:
-        board = composite(leaderboard(t.scores, resamples=resamples, seed=seed))
-        results += min_results(board.to_dicts(), gates.min, gates.strict, expected=scoring_cells(t))
+        floors = floors_of(gates.min, run_dir, sorted({j for j, _c in scoring_cells(t)}))
+        board = [{**r, "floor": floors[(r["judge"], r["criterion"])]} for r in leaderboard(
+            t.scores, resamples=resamples, seed=seed, level=level).to_dicts() if (r["judge"], r["criterion"]) in floors]
     if gates.compares and base is not None:
-        cmp = compare_runs(base, t, mapping=dict(gates.map), seed=seed, n_boot=resamples)
+        cmp = compare_runs(base, t, mapping=dict(gates.map), seed=seed, n_boot=resamples, alpha=gates.alpha,
+                           allow_rubric_change=True)  # refused below, as a reason the run cannot be gated
+        if not gates.allow_rubric_change:
+            report.ungateable += [f"{r} (--allow-rubric-change compares anyway)"
+                                  for r in rubric_changes(base, run_dir)]
         report.warnings = list(cmp.warnings)
-        results.append(coverage_result(cmp.only_in_a, _answers(cmp.tables_a), gates.allow_missing))
+    tests, family = bound_tests(gates, t, floors, cmp)
+    if board is not None:
+        expected = [(j, c, crit) for j, c in scoring_cells(t) for (fj, crit) in floors if fj == j]
+        results += min_results(board, math.nan, gates.strict, expected=expected, tests=tests, alpha=gates.alpha,
+                               family=family)
+    if cmp is not None:
+        missing, graded = lacking(cmp.tables_a, t, dict(gates.map))
+        results.append(coverage_result(missing, graded, gates.allow_missing) if graded else
+                       coverage_result(cmp.only_in_a, _answers(cmp.tables_a), gates.allow_missing))
         if gates.max_drop is not None:
-            results += drop_results(cmp.rows.to_dicts(), gates.max_drop, gates.strict)
+            results += drop_results(cmp.rows.to_dicts(), gates.max_drop, gates.strict, tests=tests,
+                                    alpha=gates.alpha, family=family)
         if gates.win_rate_min is not None:
             results += win_rate_results(cmp.pairwise.to_dicts(), gates.win_rate_min, gates.strict)
     if gates.agreement_min is not None:
-        agreement = gate_agreement(t, seed=seed)
+        agreement = gate_agreement(t, seed=seed, level=level)
         results += agreement_results(agreement.to_dicts(), gates.agreement_min, gates.strict)
     return report
 
@@ -135,38 +179,66 @@ def scoring_cells(t: RunTables) -> list[tuple[str, str]]:
     return [(j, c) for j in judges for c in cells]
 
 
+def lacking(base: RunTables | None, t: RunTables, mapping: dict[str, str]) -> tuple[list[dict[str, Any]], int]:
+    """Return the baseline's usable grades (a finite composite of a scoring judge, per cell, scenario, sample)
+    this run has no usable grade for, as {judge, cell, scenario_id, sample}, and how many the baseline has:
+    coverage counts grades, not answers (an answer never judged, or judged NaN, is not covered)."""
+    if base is None:
+        return [], 0
+    key = ["judge", "cell", "scenario", "sample"]
+    usable = lambda x: (x.scores.filter((pl.col("criterion") == COMPOSITE) & pl.col("value").is_finite()  # noqa: E731
+                                        & (pl.col("mode") != "pairwise") & pl.col("cell").is_not_null())
+                        .select(key).unique())
+    ours = usable(base).with_columns(pl.col("cell").replace(mapping))
+    gone = ours.join(usable(t), on=key, how="anti").sort(key)
+    return [{"judge": r["judge"], "cell": r["cell"], "scenario_id": r["scenario"], "sample": r["sample"]}
+            for r in gone.to_dicts()], ours.height
+
+
 def _answers(t: RunTables | None) -> int:
     return 0 if t is None else t.candidates.select("cell", "scenario", "sample").unique().height
 
 
 def min_results(board: Iterable[dict[str, Any]], floor: float, strict: bool,
-                expected: Iterable[tuple[str, str]] = ()) -> list[GateResult]:
+                expected: Iterable[tuple[str, str]] = (), *, tests: dict[Any, BoundTest] | None = None,
+                alpha: float = 0.05, family: int = 1) -> list[GateResult]:
     """Return the ``min`` check of each (judge, cell) composite row of a leaderboard (mean, ci_low, ci_high, n),
     and a failed one for each ``expected`` (judge, cell) the leaderboard has no row of (its answers or judgments
-    all failed)."""
-    rows = list(board)
-    out = [_floor("min", f"{r['judge']} · {r['cell']}", floor, r["mean"], r["ci_low"], r["ci_high"], r["n"],
-                  strict, "mean") for r in rows]
-    seen = {(r["judge"], r["cell"]) for r in rows}
-    out += [GateResult("min", f"{j} · {c}", floor, None, None, None, 0, False, "no composite score: no answer of "
-                       "this cell has a grade of this judge (its answers or judgments failed)")
-            for j, c in expected if (j, c) not in seen]
+    all failed). ``tests``: each row's one-sided test (as drop_results); without any (a leaderboard alone), the
+    interval decides."""
+    rows = [{"criterion": COMPOSITE, "floor": floor, **r} for r in board]
+    out = [_floor("min", _graded_by(r["judge"], r["criterion"], r["cell"]), r["floor"], r["mean"], r["ci_low"],
+                  r["ci_high"], r["n"], strict, "mean") if tests is None or _missing(r["mean"]) else
+           _bounded("min", _graded_by(r["judge"], r["criterion"], r["cell"]), r["floor"], r["mean"], r["ci_low"],
+                    r["ci_high"], r["n"], tests.get(("min", r["judge"], r["cell"], r["criterion"])), strict, alpha,
+                    r["floor"], f"mean {r['mean']:.3g} (floor {r['floor']:g})", "a mean below the floor", r["n"],
+                    family)
+           for r in rows]
+    seen = {(r["judge"], r["cell"], r["criterion"]) for r in rows}
+    known = {(r["judge"], r["criterion"]): r["floor"] for r in rows}
+    out += [GateResult("min", _graded_by(*e[:1], e[2] if len(e) > 2 else COMPOSITE, e[1]),
+                       known.get((e[0], e[2] if len(e) > 2 else COMPOSITE), floor), None, None, None, 0, False,
+                       "no score: no answer of this cell has a grade of this judge (its answers or judgments failed)")
+            for e in expected if (e[0], e[1], e[2] if len(e) > 2 else COMPOSITE) not in seen]
     return out or [_nothing("min", floor, "no cell has a composite score (does the grid have a scoring judge, "
                                           "and did its judge stage run?)")]
 
 
 def coverage_result(missing: list[dict[str, Any]], baseline_answers: int, allow_missing: bool) -> GateResult:
-    """Return the ``coverage`` check: the run has every answer the baseline has (cell, scenario, sample), unless
+    """Return the ``coverage`` check: the run has a usable grade of every one the baseline has (``missing`` with a
+    judge, :func:`lacking`), or every answer (without one: a baseline with no scoring judge), unless
     ``allow_missing``. A matched-only comparison cannot see lost items (hard scenarios dropped, a partial run)."""
     n = max(baseline_answers, len(missing))
     share = 1.0 - len(missing) / n if n else 1.0
+    what = "grade(s)" if missing and "judge" in missing[0] else "answer(s)"
     if not missing:
         return GateResult("coverage", "baseline answers", 1.0, share, None, None, n, True,
-                          f"all {n} answer(s) of the baseline are in this run")
-    shown = ", ".join(f"{x['cell']} {x['scenario_id']}#{x['sample']}" for x in missing[:SHOWN_MISSING])
+                          f"all {n} graded answer(s) of the baseline are graded in this run")
+    shown = ", ".join(f"{x['judge'] + ' · ' if 'judge' in x else ''}{x['cell']} {x['scenario_id']}#{x['sample']}"
+                      for x in missing[:SHOWN_MISSING])
     more = f", … ({len(missing) - SHOWN_MISSING} more: bench compare --json lists all)" \
         if len(missing) > SHOWN_MISSING else ""
-    what = f"{len(missing)} of {n} answer(s) of the baseline missing from this run: {shown}{more}"
+    what = f"{len(missing)} of {n} {what} of the baseline missing from this run: {shown}{more}"
     if allow_missing:
         return GateResult("coverage", "baseline answers", 1.0, share, None, None, n, True,
                           f"{what} (allowed: allow_missing)")
@@ -195,10 +267,15 @@ def agreement_results(rows: Iterable[dict[str, Any]], floor: float, strict: bool
     return out or [_nothing("agreement_min", floor, "the run has no judge")]
 
 
-def drop_results(rows: Iterable[dict[str, Any]], max_drop: float, strict: bool) -> list[GateResult]:
+def drop_results(rows: Iterable[dict[str, Any]], max_drop: float, strict: bool, *,
+                 tests: dict[Any, BoundTest] | None = None, alpha: float = 0.05,
+                 family: int = 1) -> list[GateResult]:
     """Return the ``max_drop`` check of each composite row (cell_a, cell_b, judge, diff = B − A, ci_low, ci_high,
-    n_matched) of a comparison, A the baseline: a regression when the drop −diff exceeds ``max_drop`` and, unless
-    ``strict``, the interval of the difference excludes zero (lies wholly below it)."""
+    n_matched) of a comparison, A the baseline. ``max_drop`` is a tolerance: not strict, a check fails only when a
+    drop beyond it is shown (the interval lies wholly below −max_drop and the row's one-sided test in ``tests``,
+    Holm-adjusted, is below ``alpha``); strict, it passes only when the drop is shown within it (the interval
+    above −max_drop, the test below ``alpha``). A row with no test (too few scenarios for a family of ``family``
+    tested checks: bench.gates.decide.needed) cannot decide."""
     out = []
     for r in (r for r in rows if r["criterion"] == COMPOSITE):
         diff, lo, hi = r["diff"], r["ci_low"], r["ci_high"]
@@ -210,22 +287,60 @@ def drop_results(rows: Iterable[dict[str, Any]], max_drop: float, strict: bool) 
             out.append(GateResult("max_drop", subject, max_drop, None, _num(lo), _num(hi), r["n_matched"], False,
                                   why))
             continue
-        drop, ci = -diff, _ci(lo, hi)
-        if drop <= max_drop:
-            moved = f"dropped {drop:.3g}" if drop > 0 else f"rose {-drop:.3g}" if drop < 0 else "unchanged"
-            reason = f"{moved}, within max_drop {max_drop:g}"
-            passed = True
-        elif strict:
-            reason, passed = f"dropped {drop:.3g} > max_drop {max_drop:g} (strict: the point estimate decides)", False
-        elif not _missing(hi) and hi < 0:
-            reason, passed = f"dropped {drop:.3g} > max_drop {max_drop:g}, and the CI of the difference {ci} " \
-                             f"excludes 0: a regression", False
-        else:
-            reason, passed = f"dropped {drop:.3g} > max_drop {max_drop:g}, but the CI of the difference {ci} " \
-                             f"includes 0: within noise (strict: true would fail it)", True
-        out.append(GateResult("max_drop", subject, max_drop, diff, lo, hi, r["n_matched"], passed, reason))
+        test = (tests or {}).get(("max_drop", r["judge"], r["cell_a"], r["cell_b"]))
+        drop = -diff
+        moved = f"dropped {drop:.3g}" if drop > CHANGED else f"rose {-drop:.3g}" if drop < -CHANGED else "unchanged"
+        out.append(_bounded("max_drop", subject, max_drop, diff, lo, hi, r["n_matched"], test, strict, alpha,
+                            -max_drop, f"{moved} (max_drop {max_drop:g})", f"a drop beyond {max_drop:g}",
+                            r.get("n_scenarios"), family))
     return out or [_nothing("max_drop", max_drop, "no cell matched between the runs (same cell names, or map: "
                                                   "baseline cell -> cell)")]
+
+
+def _bounded(gate: str, subject: str, bound: float, value: float, lo: Any, hi: Any, n: Any, test: BoundTest | None,
+             strict: bool, alpha: float, edge: float, said: str, broken: str, scenarios: Any,
+             family: int = 1) -> GateResult:
+    """Return a tested check of ``value`` against ``edge`` (the floor, or −max_drop): not strict, FAIL only when
+    ``broken`` is shown (interval wholly below ``edge``, p_holm < alpha); strict, pass only when it is shown kept
+    (interval wholly above, p < alpha); no test: too few scenarios, it cannot decide."""
+    lo, hi, ci, n = _num(lo), _num(hi), _ci(lo, hi), int(n or 0)
+    if test is None:
+        need, has = needed(family, strict=strict, alpha=alpha), "" if _missing(scenarios) else f"has {int(scenarios)}"
+        level = f"alpha {alpha:g}" if strict or family == 1 else f"alpha/{family} (Holm's first step of {family} checks)"
+        return GateResult(gate, subject, bound, float(value), lo, hi, n, False,
+                          f"cannot decide: needs at least {need} scenarios ({has}): no one-sided test on fewer can "
+                          f"reach {level}; {said}, CI {ci}", decided=False)
+    kw = {"p": test.p, "p_holm": test.p_holm}
+    if strict:
+        shown = lo is not None and lo > edge and test.p < alpha
+        why = (f"{said}: shown within it, the CI {ci} lies above {edge:g} (one-sided p {test.p:.3g} < {alpha:g})"
+               if shown else f"{said}: not shown within it (CI {ci}, one-sided p {test.p:.3g} vs alpha {alpha:g}; "
+                             f"strict: keeping the bound must be shown)")
+        return GateResult(gate, subject, bound, float(value), lo, hi, n, shown, why, **kw)
+    shown = hi is not None and hi < edge and test.p_holm < alpha
+    why = (f"{said}: {broken} shown, the CI {ci} lies below {edge:g} (one-sided p_holm {test.p_holm:.3g} < "
+           f"{alpha:g}): a regression" if shown else
+           f"{said}: {broken} not shown (CI {ci}, p_holm {test.p_holm:.3g}): passes (--strict would ask to show "
+           f"it kept)")
+    return GateResult(gate, subject, bound, float(value), lo, hi, n, not shown, why, **kw)
+
+
+def bound_tests(gates: Gates, t: RunTables, floors: dict[tuple[str, str], float],
+                cmp: Any) -> tuple[dict[Any, BoundTest], int]:
+    """Return the one-sided test of every ``min`` and ``max_drop`` check (bench.gates.decide), keyed as the checks
+    look them up (per-scenario means of each judge and criterion with a floor in ``floors`` against it, per-scenario differences against −max_drop),
+    and how many checks the family has (those with a scenario)."""
+    samples: dict[Any, tuple[Any, float]] = {}
+    means = (t.scores.filter(pl.col("value").is_not_null())
+             .group_by("judge", "cell", "criterion", "scenario").agg(pl.col("value").mean()))
+    for (judge, cell, criterion), g in means.group_by("judge", "cell", "criterion") if floors else ():
+        if (judge, criterion) in floors:
+            samples[("min", judge, cell, criterion)] = (g["value"].to_numpy(), floors[(judge, criterion)])
+    if cmp is not None and gates.max_drop is not None:
+        for (cell_a, cell_b, judge), g in cmp.scenario_diffs().group_by("cell_a", "cell_b", "judge"):
+            samples[("max_drop", judge, cell_a, cell_b)] = (g["diff"].to_numpy(), -gates.max_drop)
+    family = sum(1 for x, _b in samples.values() if len(x))
+    return bound_tests_of(samples, strict=gates.strict, alpha=gates.alpha), family
 
 
 def _floor(gate: str, subject: str, floor: float, value: Any, lo: Any, hi: Any, n: Any, strict: bool,
@@ -247,6 +362,11 @@ def _floor(gate: str, subject: str, floor: float, value: Any, lo: Any, hi: Any, 
         passed, reason = True, f"{what} {value:.3g} < {floor:g}, but its CI {ci} reaches it: within noise " \
                                f"(strict: true would fail it)"
     return GateResult(gate, subject, floor, float(value), _num(lo), _num(hi), int(n or 0), passed, reason)
+
+
+def _graded_by(judge: str, criterion: str, cell: str) -> str:
+    """Return a ``min`` check's subject: ``judge · cell``, ``judge.criterion · cell`` for a criterion's floor."""
+    return f"{judge} · {cell}" if criterion == COMPOSITE else f"{judge}.{criterion} · {cell}"
 
 
 def _nothing(gate: str, bound: float, why: str) -> GateResult:

@@ -21,20 +21,25 @@ class Gates(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)  # as every params model: a typo is an error
 
-    min: float | None = None  # floor on every (judge, cell) composite mean, in the judge's composite scale
+    min: float | dict[str, float] | None = None  # floor on every (judge, cell) composite mean; {JUDGE[.CRITERION]: V}
     max_drop: float | None = Field(default=None, ge=0)  # largest drop of a matched cell's composite vs the baseline
     baseline: str | None = None  # the run folder to compare with, relative to the params file
     map: dict[str, str] = Field(default_factory=dict)  # baseline cell -> this run's cell, when the names differ
     win_rate_min: float | None = Field(default=None, ge=0, le=1)  # floor on the win rate over the baseline's answers
     agreement_min: float | None = Field(default=None, ge=-1, le=1)  # floor on each judge's kappa with human reviews
-    strict: bool = False  # the point estimate decides, not its confidence interval
+    strict: bool = False  # pass a bound only when keeping it is shown (default: fail only when breaking it is)
+    alpha: float = Field(default=0.05, gt=0, lt=1)  # family-wise error rate of the gate's one-sided tests
+    allow_rubric_change: bool = False  # compare though a judge's rubric content differs (else exit 6)
     allow_missing: bool = False  # coverage passes though the run lacks answers the baseline has (listed anyway)
 
     @field_validator("min", "max_drop", "win_rate_min", "agreement_min")
     @classmethod
-    def _finite(cls, v: float | None) -> float | None:
-        if v is not None and not math.isfinite(v):
-            raise ValueError("must be a finite number")
+    def _finite(cls, v: Any) -> Any:
+        for key, x in (v.items() if isinstance(v, dict) else [("", v)]):
+            if isinstance(v, dict) and not key.partition(".")[0]:
+                raise ValueError(f"{key!r}: name a judge (JUDGE or JUDGE.CRITERION)")
+            if x is not None and not math.isfinite(x):
+                raise ValueError(f"{key + ': ' if key else ''}must be a finite number")
         return v
 
     @model_validator(mode="after")

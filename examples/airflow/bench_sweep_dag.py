@@ -8,8 +8,8 @@ bench.core.exit_codes (docs/sweeps.md, How a sweep ends; docs/orchestration.md):
 - ``retry`` (3: items still failed; 130: interrupted): the task raises ``AirflowException``, so Airflow retries
   it after ``retry_delay``, up to ``retries``; each retry is the same `bench sweep`, which asks only the failed
   or missing items (what is done stays done);
-- ``fail`` (1 crashed, 2 bad input, 4 the budget, 5 a gate failed): ``AirflowFailException``, failed at once
-  without a retry: running it unchanged would not help.
+- ``fail`` (1 crashed, 2 bad input, 4 the budget, 5 a gate failed, 6 a gate cannot decide): ``AirflowFailException``,
+  failed at once without a retry: running it unchanged would not help.
 
 Written for Airflow 2 (``airflow.decorators``; Airflow 3 has the same ``dag`` and ``task`` in ``airflow.sdk``).
 Airflow is not a dependency of bench and is not installed in its test environment: the tests compile this

@@ -3,6 +3,7 @@ and the row it keeps for a cell graded in run A only (its answers or judgments a
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -49,3 +50,27 @@ def test_a_cell_graded_in_a_only_keeps_a_row_with_nothing_matched():
     alone = paired_rows(pl.DataFrame(), SHARED, n_boot=10, seed=0, alpha=0.05,
                         lost=lost)
     assert alone.height == 1 and alone["n_matched"][0] == 0 and too_few(alone, 0.05) == []
+
+
+def test_holm_counts_a_single_criterion_rubric_once_and_the_report_is_exact():
+    """Two cells graded on one criterion: 4 rows (quality and its composite) but 2 tests; Holm was over 4."""
+    items = pl.concat([_items(8, 1.0).with_columns(pl.lit(c).alias("criterion"))
+                       for c in ("composite", "quality")])
+    items = pl.concat([items, items.with_columns(pl.lit("y/p@v1").alias("cell_a"), pl.lit("y/p@v1").alias("cell_b"),
+                                                 pl.col("diff") * 0 + 0.5, pl.col("value_b") * 0 + 1.5)])
+    rows = paired_rows(items, SHARED, n_boot=100, seed=0, alpha=0.05)
+    assert rows.height == 4 and rows["p_value"].to_list() == pytest.approx([2 / 256] * 4)
+    assert rows["p_holm"].to_list() == pytest.approx([2 * 2 / 256] * 4), "a family of 2, not 4"
+    from bench.analysis.bootstrap import sign_flip_pvalues
+    assert sign_flip_pvalues(np.ones(5)) == 0.0625, "the report's paired differences: exact up to 16 (was 0.0665)"
+
+
+def test_the_text_table_shows_p_and_p_holm(tmp_path):
+    from bench.compare import compare_runs
+    from bench.compare.command import comparison_text
+    from bench.testing.graded_runs import write_run
+    a = write_run(tmp_path / "a", {"m1/p@v1": [4.0] * 8})
+    b = write_run(tmp_path / "b", {"m1/p@v1": [3.0] * 8})
+    text = comparison_text(compare_runs(a, b, n_boot=100))
+    header = next(line for line in text.splitlines() if "p_holm" in line)
+    assert "p_value" in header and header.index("p_value") < header.index("p_holm")

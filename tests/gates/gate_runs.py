@@ -11,14 +11,15 @@ from bench.testing.grids import generate, grid, judge, model
 # "bad" is graded far lower than "good", the baseline; "peer" as well as it, in other words (so its grades differ
 # from the baseline's by noise only).
 QUALITY = {"good": 0.85, "bad": 0.3, "peer": 0.85, "ref": 0.6}
+SCENARIOS = 12  # enough for a gate of up to 12 checks to decide at alpha 0.05 (bench.gates.decide.needed: 8)
 
 
 def params(tmp: Path, url: str, name: str, m1: str, **extra) -> Path:
-    """Write ``tmp/<name>.yaml``: models m1 (the fake model ``m1``) and m2, six scenarios, a rubric judge and a
+    """Write ``tmp/<name>.yaml``: models m1 (the fake model ``m1``) and m2, ``SCENARIOS`` scenarios, a rubric judge and a
     pairwise one against m2; ``extra`` sets more top-level keys (``gates``)."""
     return grid(tmp / f"{name}.yaml", url, name=name,
                 models=[model("m1", url, name=m1), model("m2", url, name="ref")],
-                scenarios=generate(topic=[f"topic {i}" for i in range(6)]),
+                scenarios=generate(topic=[f"topic {i}" for i in range(SCENARIOS)]),
                 judges=[judge("grader", url, name="judge"),
                         judge("arena", url, rubric="arena-pairwise", name="judge", baseline="m2/p@v1")], **extra)
 

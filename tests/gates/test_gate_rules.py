@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from bench.gates.decide import BoundTest
 from bench.gates.evaluate import agreement_results, drop_results, min_results, win_rate_results
 
 
@@ -14,23 +15,36 @@ def drop_row(diff: float, lo: float, hi: float, cell_b: str = "m1/p@v1") -> dict
             "diff": diff, "ci_low": lo, "ci_high": hi}
 
 
-@pytest.mark.parametrize(("diff", "lo", "hi", "strict", "passed", "said"), [
-    (-0.5, -0.9, -0.1, False, False, "excludes 0: a regression"),   # a drop over the bound, beyond noise
-    (-0.5, -0.9, 0.1, False, True, "includes 0: within noise"),     # over the bound, within noise
-    (-0.5, -0.9, 0.1, True, False, "strict: the point estimate"),   # strict: the same drop fails
-    (-0.1, -0.3, -0.05, False, True, "within max_drop"),            # beyond noise, but within the bound
-    (-0.1, -0.3, -0.05, True, True, "within max_drop"),
-    (0.4, 0.1, 0.7, True, True, "rose 0.4"),                        # better is never a regression
+SHOWN, NOT_SHOWN = BoundTest(0.001, 0.004, 8), BoundTest(0.2, 0.6, 8)  # a one-sided test: (p, p_holm, n)
+
+
+@pytest.mark.parametrize(("diff", "lo", "hi", "test", "strict", "passed", "said"), [
+    (-0.5, -0.9, -0.3, SHOWN, False, False, "a drop beyond 0.2 shown"),     # CI and test beyond the tolerance
+    (-0.5, -0.9, -0.1, SHOWN, False, True, "not shown"),                     # the CI reaches -0.2: not shown
+    (-0.5, -0.9, -0.3, NOT_SHOWN, False, True, "not shown"),                 # Holm's p says noise
+    (-0.5, -0.9, 0.1, SHOWN, True, False, "not shown within it"),            # strict: must show it within
+    (-0.1, -0.15, -0.05, SHOWN, True, True, "shown within it"),
+    (-0.1, -0.3, -0.05, SHOWN, True, False, "not shown within it"),          # its CI reaches below -0.2
+    (0.4, 0.1, 0.7, NOT_SHOWN, False, True, "rose 0.4"),                     # better is never a regression
 ])
-def test_a_drop_is_a_regression_only_when_its_ci_excludes_zero_unless_strict(diff, lo, hi, strict, passed, said):
-    [result] = drop_results([drop_row(diff, lo, hi)], max_drop=0.2, strict=strict)
+def test_a_drop_fails_only_when_shown_beyond_max_drop_and_strict_passes_only_when_shown_within(
+        diff, lo, hi, test, strict, passed, said):
+    [result] = drop_results([drop_row(diff, lo, hi)], max_drop=0.2, strict=strict,
+                            tests={("max_drop", "grader", "m1/p@v1", "m1/p@v1"): test})
     assert (result.passed, result.value, result.ci_low, result.ci_high) == (passed, diff, lo, hi)
     assert said in result.reason and result.subject == "grader · m1/p@v1" and result.n == 8
+    assert result.p == test.p and result.decided
+
+
+def test_a_drop_with_no_test_cannot_decide():
+    [result] = drop_results([drop_row(-2.0, -2.0, -2.0)], max_drop=0.2, strict=False, tests={})
+    assert not result.passed and not result.decided and result.reason.startswith("cannot decide: needs at least 5")
 
 
 def test_only_composite_rows_are_gated_and_renamed_cells_read_as_a_pair():
-    rows = [drop_row(-0.5, -0.9, -0.1, cell_b="m1/p@v2"), {**drop_row(-3.0, -4.0, -2.0), "criterion": "clarity"}]
-    [result] = drop_results(rows, max_drop=0.2, strict=False)
+    rows = [drop_row(-0.5, -0.9, -0.3, cell_b="m1/p@v2"), {**drop_row(-3.0, -4.0, -2.0), "criterion": "clarity"}]
+    [result] = drop_results(rows, max_drop=0.2, strict=False,
+                            tests={("max_drop", "grader", "m1/p@v1", "m1/p@v2"): SHOWN})
     assert result.subject == "grader · m1/p@v1 → m1/p@v2" and not result.passed
 
 

@@ -47,7 +47,7 @@ def test_the_table_shows_every_check_and_the_closing_line():
     text = gate_table(report(PASSED, FAILED, warnings=["judge grader: rubric differs"]))
     lines = text.splitlines()
     assert lines[0] == "warning: judge grader: rubric differs"
-    assert lines[2].split() == ["gate", "checked", "value", "95%", "CI", "bound", "verdict"]
+    assert lines[2].split() == ["gate", "checked", "value", "95%", "CI", "p_holm", "bound", "verdict"]
     assert "min" in lines[3] and "3.600" in lines[3] and "[3.200, 4.000]" in lines[3] and "pass" in lines[3]
     assert "drop ≤ 0.2" in lines[4] and "FAIL" in lines[4] and FAILED.reason in lines[4]
     assert lines[-1] == "gates: 1 of 2 check(s) FAILED (exit 5)"

@@ -1,0 +1,75 @@
+"""What changed between two runs besides the answers: a rubric's content under one id, a cell's model or endpoint.
+
+Every judgment carries its rubric's content hash (``rubric_hash``), so two runs graded with different rubric
+contents under one rubric id (an edit, a version bump, a 1–5 scale turned 0–10) are told apart from the records
+themselves, with or without the rubric snapshots in the folders. Such a comparison is refused unless it is allowed
+(``--allow-rubric-change``): the two runs' grades measure different things. A cell answered by another model
+string or endpoint in the other run is a warning, as a changed judge is.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from bench.core.errors import BenchError
+from bench.core.records import Candidate, Judgment
+from bench.core.store import RunStore
+
+
+def _records(run_dir: Path | None, kind: type) -> Iterator[dict[str, Any]]:
+    """Yield the run's records of ``kind`` as written (dicts; unreadable lines skipped: the loader warns)."""
+    if run_dir is None:
+        return
+    for path in RunStore(run_dir).files(kind):
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict):
+                yield rec
+
+
+def rubric_hashes(run_dir: Path | None) -> dict[tuple[str, str], set[str]]:
+    """Return per (judge, rubric id) the rubric content hashes of the run's judgments."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for rec in _records(run_dir, Judgment):
+        if isinstance(rec.get("judge_id"), str) and rec.get("rubric_id") is not None:
+            out.setdefault((rec["judge_id"], str(rec["rubric_id"])), set()).add(str(rec.get("rubric_hash")))
+    return out
+
+
+def rubric_changes(run_a: Path | None, run_b: Path | None) -> list[str]:
+    """Return a line per judge and rubric id graded with different rubric contents in the two runs."""
+    ha, hb = rubric_hashes(run_a), rubric_hashes(run_b)
+    return [f"judge {judge}: rubric {rid} has different content in the two runs (hash {', '.join(sorted(ha[k]))} in "
+            f"run A, {', '.join(sorted(hb[k]))} in run B): its grades measure different things"
+            for k in sorted(ha.keys() & hb.keys()) if ha[k] != hb[k] for judge, rid in [k]]
+
+
+def refuse_rubric_changes(run_a: Path | None, run_b: Path | None, allowed: bool) -> list[str]:
+    """Return the rubric changes as warnings when ``allowed``; raise BenchError naming them when not."""
+    changed = rubric_changes(run_a, run_b)
+    if changed and not allowed:
+        raise BenchError("; ".join(changed) + ". Compare them anyway with --allow-rubric-change (gates: "
+                         "allow_rubric_change: true), or re-judge one run with the other's rubric")
+    return changed
+
+
+def cell_changes(run_a: Path | None, run_b: Path | None) -> list[str]:
+    """Return a line per cell both runs answered whose model string or endpoint differs between them."""
+    def served(run_dir: Path | None) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for rec in _records(run_dir, Candidate):
+            if rec.get("error") is None and rec.get("model_id") and rec.get("prompt_id"):
+                cell = f"{rec['model_id']}/{rec['prompt_id']}@{rec.get('prompt_version')}"
+                out.setdefault(cell, set()).add(f"{rec.get('model')}" + (f" at {rec['endpoint']}"
+                                                                          if rec.get("endpoint") else ""))
+        return out
+    sa, sb = served(run_a), served(run_b)
+    return [f"cell {cell}: answered by {' and '.join(sorted(sa[cell]))} in run A, {' and '.join(sorted(sb[cell]))} "
+            f"in run B: a changed model or endpoint, not only the change under test"
+            for cell in sorted(sa.keys() & sb.keys()) if sa[cell] != sb[cell]]
