@@ -30,7 +30,7 @@ _EXPORTS = {
     "ModelSpec": "models.routing",
     "LLM": "models.client", "Limits": "models.limits", "Completion": "models.client", "complete": "models.client", "configure": "models.client",
     "preflight": "models.preflight",
-    "open_run": "run", "Run": "run", "run_collect": "stages", "run_judge": "stages",
+    "open_run": "run", "Run": "run", "run_collect": "stage_runs", "run_judge": "stage_runs",
     "register_tool": "collect.tool_runs",  # a tool's Python function, by name (bench.config.conversations)
     "load_sweep": "config.params", "Sweep": "config.params",
     "run_on_cluster": "sweep.cluster",

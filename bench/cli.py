@@ -1,8 +1,5 @@
-"""The `bench` command. Each subcommand is a thin call into the package.
-
-Each command's module is imported when that command runs (:func:`_lazy`): `bench sweep` does not load the
-comparison, tracking and report code that other commands need.
-"""
+"""The `bench` command: each subcommand a thin call into the package, its module imported when it runs
+(:func:`_lazy`), so `bench sweep` does not load the comparison, tracking and report code."""
 
 from __future__ import annotations
 
@@ -332,7 +329,7 @@ def _add_judges_command(sub: Any) -> None:
 
 
 def _judges(args: argparse.Namespace) -> int:
-    return _lazy("bench.judges.command", "judges_command")(args.run_dir, as_json=args.json, resamples=args.resamples,
+    return _lazy("bench.judge_trust.command", "judges_command")(args.run_dir, as_json=args.json, resamples=args.resamples,
                                                            seed=args.seed, min_reviews=args.min_reviews)
 
 
@@ -375,11 +372,8 @@ def _gate(args: argparse.Namespace) -> int:
 
 
 def _reader_gone() -> int:
-    """Return 141 (128 + SIGPIPE, what `yes | head` reports) once stdout's reader has closed the pipe, quietly.
-
-    The rest of the output goes to /dev/null: the interpreter's last flush at exit would otherwise print a
-    BrokenPipeError traceback after ``bench validate … | head`` took the lines it wanted.
-    """
+    """Return 141 (128 + SIGPIPE) once stdout's reader closed the pipe, quietly: the rest goes to /dev/null, or
+    the interpreter's last flush would print a BrokenPipeError after ``bench validate … | head``."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)

@@ -3,7 +3,7 @@
 `open_run` is what notebooks and `bench sweep` call first. It validates everything that
 can be validated without a model call (params, scenarios, template placeholders,
 cells, run folder), so a mistake stops the run before anything is spent. Driving a
-stage on a run (`run_collect`, `run_judge`): bench.stages.
+stage on a run (`run_collect`, `run_judge`): bench.stage_runs.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def open_run(params: str | Path, cells: Any = None, run_dir: str | Path | None =
     writes where real results are). ``batch`` (`bench sweep --batch`) sends every model's and judge's requests
     through its provider's Batch API. ``supersede`` (`--supersede`; always for a dry run, which costs nothing) lets
     a stage give a cell, judge or rubric version of the run folder a new content, setting its earlier records
-    aside (see bench.stages.check_contents). The rest is what `bench sweep` passes its executions (:class:`Link`).
+    aside (see bench.stage_runs.check_contents). The rest is what `bench sweep` passes its executions (:class:`Link`).
     """
     root = paths.project_root()
     sweep, params_path = load_sweep(paths.resolve(params, root))

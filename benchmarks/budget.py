@@ -3,7 +3,7 @@
 Each fault runs the collect stage of a priced grid (the notebook's way: ``run_collect``, no pre-start
 check) against the loopback fake provider, whose ``billed`` counter is what a provider would charge, with
 the sweep's lease server holding the budget as ``bench sweep`` does (``max_concurrency`` 8, so replies
-are on the wire together):
+are in flight together):
 
   over_limit      every reply is 400 tokens for max_tokens 40 (a provider that ignores max_tokens)
   cjk             prompts of 400 CJK characters (891 cl100k tokens; 100 as characters / 4), a model
@@ -37,7 +37,7 @@ from bench.core.spend import recorded_spend
 from bench.models.budget import budget_line
 from bench.models.ratelimit import LeaseServer
 from bench.run import open_run
-from bench.stages import run_collect
+from bench.stage_runs import run_collect
 from bench.testing.fake_provider import FakeProvider
 from bench.testing.grids import grid, model, prompt
 

@@ -16,7 +16,7 @@ import sys
 
 REPEATS = 7
 TARGET_S = 0.3
-MODULES = ["bench", "bench.core", "bench.models", "bench.config", "bench.stages", "bench.analysis", "bench.cli"]
+MODULES = ["bench", "bench.core", "bench.models", "bench.config", "bench.stage_runs", "bench.analysis", "bench.cli"]
 HEAVY = ["litellm", "mlflow", "plotly", "polars", "papermill", "pandas"]
 CODE = ("import sys, time; t = time.perf_counter(); import {m}; dt = time.perf_counter() - t; "
         "print(dt, ','.join(sorted(set({heavy}) & set(sys.modules))))")

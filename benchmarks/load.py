@@ -1,6 +1,6 @@
 """A 10,000-item collect + judge run against the fake provider: the cap holds and memory stays bounded.
 
-Each size runs in its own fresh process (pipelined collect + judge through bench.stages, the path
+Each size runs in its own fresh process (pipelined collect + judge through bench.stage_runs, the path
 `bench sweep` takes, with the response cache and the store on disk): N candidates from one
 model, each graded by one rubric judge, so 2N model calls. Prints, per size, the wall time,
 requests/s, the fake provider's peak concurrent requests against the cap, and the process's
@@ -29,7 +29,7 @@ def _child(url: str, n: int, cap: int, conn) -> None:
     os.environ["BENCH_RUNS"] = str(folder / "runs")
     from bench.core.records import Candidate, Judgment  # noqa: PLC0415
     from bench.run import open_run  # noqa: PLC0415
-    from bench.stages import run_collect  # noqa: PLC0415
+    from bench.stage_runs import run_collect  # noqa: PLC0415
     from bench.core.store import RunStore  # noqa: PLC0415
 
     side = int(n ** 0.5) + 1

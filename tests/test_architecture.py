@@ -24,9 +24,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("bench.models",),  # the one LLM seam
     ("bench.config", "bench.gates.spec"),  # what a researcher writes, validated (a params file's gates: section too)
     ("bench.run",),  # a params file opened as a run: its scenarios, its selected cells, its folder
-    ("bench.collect",),  # answers: the same shape as judge (one item's module, stage.py)
+    ("bench.collect",),  # answers: the same shape as judge (one item's module, candidates.py)
     ("bench.judge",),
-    ("bench.stages",),  # run_collect / run_judge: a stage driven on a run, for notebooks, the CLI and the sweep
+    ("bench.stage_runs",),  # run_collect / run_judge: a stage driven on a run, for notebooks, the CLI and the sweep
     ("bench.estimate",),
     ("bench.analysis", "bench.compare"),  # bench.compare: two runs matched and compared (compare_runs)
     ("bench.kernels",),  # papermill executions, for the report and the sweep
@@ -34,15 +34,15 @@ LAYERS: list[tuple[str, ...]] = [
     ("bench.tracking",),
     ("bench.review",),
     ("bench.gates",),  # regression gates on a run and a baseline run (bench gate, a sweep's end)
-    ("bench.judges",),  # bench judges: each judge's agreement with human reviews and its bias audit
+    ("bench.judge_trust",),  # bench judges: each judge's agreement with human reviews and its bias audit
     ("bench.align",),  # bench align: a judge aligned to a run's reviews, written as a new rubric version
     ("bench.sweep", "bench.compare.command"),  # bench compare: compare, report, log to MLflow
     ("bench.monitor",),  # bench status: a run's state from its folder alone (marks a crashed run's MLflow run)
     ("bench.judgebench",),
     ("bench.cli", "bench.cli_status", "bench.__main__", "bench"),  # the CLI, and the package's lazy public surface
-    ("bench.testing.stages",),  # a params file's stages (and a command) run in a test's own process, no kernel
+    ("bench.testing.in_process",),  # a params file's stages (and a command) run in a test's own process, no kernel
 ]
-STAGES = ("collect", "judge")  # each a package of the same shape, driven by bench.stages.run_<stage>
+STAGES = ("collect", "judge")  # each a package of the same shape, driven by bench.stage_runs.run_<stage>
 SWEEP_CHOOSER = "bench.sweep.command"  # the one module of the local sweep that may choose a Dask cluster instead
 DASK = {"dask", "distributed"}
 # Third-party packages too slow to import with `import bench` (they stay inside the functions that use them).
@@ -242,19 +242,23 @@ def test_dask_is_imported_only_by_the_cluster_half_of_the_sweep():
     assert not outside, f"import dask/distributed only in bench/sweep/cluster/: {outside}"
 
 
+PRODUCES = {"collect": "candidates", "judge": "judgments"}  # a stage's module is named by what it produces
+
+
 @pytest.mark.parametrize("stage", STAGES)
 def test_collect_and_judge_have_the_same_shape(stage):
-    """A package with a face, its stage in stage.py (``<stage>_stage``, ``<Stage>Result``, ``<stage>_counts``-style
-    counts), driven by ``bench.stages.run_<stage>``; no stage module outside its package."""
+    """A package with a face, its stage in the module named by the records it makes (``<stage>_stage``,
+    ``<Stage>Result``, ``<stage>_counts``-style counts), driven by ``bench.stage_runs.run_<stage>``."""
     assert MODULES.get(f"bench.{stage}", Path()).name == "__init__.py", f"bench/{stage}/ must be a package"
-    tree = ast.parse(MODULES[f"bench.{stage}.stage"].read_text())
+    module = PRODUCES[stage]
+    tree = ast.parse(MODULES[f"bench.{stage}.{module}"].read_text())
     defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
-    assert {f"{stage}_stage", f"{stage.capitalize()}Result"} <= defined, f"bench/{stage}/stage.py: {sorted(defined)}"
-    assert any(n.endswith("_counts") for n in defined), f"bench/{stage}/stage.py: no saved/planned counts"
-    runners = {n.name for n in ast.parse(MODULES["bench.stages"].read_text()).body
+    assert {f"{stage}_stage", f"{stage.capitalize()}Result"} <= defined, f"bench/{stage}/{module}.py: {sorted(defined)}"
+    assert any(n.endswith("_counts") for n in defined), f"bench/{stage}/{module}.py: no saved/planned counts"
+    runners = {n.name for n in ast.parse(MODULES["bench.stage_runs"].read_text()).body
                if isinstance(n, ast.AsyncFunctionDef)}
-    assert f"run_{stage}" in runners, f"bench/stages.py must define run_{stage}"
-    assert "bench.pipeline" not in MODULES, "bench/pipeline.py is split into bench/run.py and bench/stages.py"
+    assert f"run_{stage}" in runners, f"bench/stage_runs.py must define run_{stage}"
+    assert "bench.pipeline" not in MODULES, "bench/pipeline.py is split into bench/run.py and bench/stage_runs.py"
 
 
 # -- private names stay in their package; benchmarks use bench's public names ------------------------------
@@ -395,3 +399,9 @@ def test_routing_and_the_batch_api_do_not_import_each_other():
     reached = sorted(m for m in seen if m.startswith("bench.models.batches"))
     assert not reached, f"bench.models.routing reaches {reached}"
     assert "bench.models.batches.policy" not in MODULES, "the batch settings live in bench.models.batch_policy"
+
+
+def test_no_two_modules_share_a_name_that_means_a_stage():
+    """Modules are named by what they produce: no ``stage.py`` or ``stages.py`` anywhere in bench (four did)."""
+    alike = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "bench").rglob("stage*.py"))
+    assert not alike, f"name these by what they produce: {alike}"

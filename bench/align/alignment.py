@@ -31,7 +31,7 @@ from bench.judge import Judge, load_judges
 from bench.models.budget import dollars
 from bench.models.preflight import preflight
 from bench.run import Run, open_run, shown_path
-from bench.stages import check_contents, make_llm
+from bench.stage_runs import check_contents, make_llm
 from bench.tracking import shown_uri, tracking_uri
 from bench.tracking.alignments import log_alignment
 
@@ -74,7 +74,7 @@ def align(run: str, *, judge: str, k: int | None = None, params: str | None = No
     finally:
         if setup.llm.cache is not None:
             setup.llm.cache.close()
-        setup.llm.journal.close(keep=interrupted)  # interrupted: requests may be on the wire (bench.core.journal)
+        setup.llm.journal.close(keep=interrupted)  # interrupted: requests may be in flight (bench.core.journal)
     return _finish(r, setup, cv, text, existing, answers, k, key, track)
 
 

@@ -30,7 +30,7 @@ from bench.core.records import Candidate, Usage, add_usage, failed_usage
 from bench.core.secrets import redact
 from bench.models.client import LLM, Completion
 
-_WIRE_KEYS = {"role", "content", "tool_calls", "tool_call_id"}  # what a request carries of a transcript message
+_REQUEST_KEYS = {"role", "content", "tool_calls", "tool_call_id"}  # what a request carries of a transcript message
 
 
 @dataclass
@@ -125,7 +125,7 @@ async def _assistant_turn(talk: Dialogue, llm: LLM, turn: int) -> bool:
     definitions = [t.definition() for t in tools] or None
     for step in range(item.cell.prompt.step_limit if tools else 1):
         comp = await _ask(talk, turn, step, "model", llm.complete(
-            item.cell.model.spec(), wire(talk.transcript), tools=definitions, sample=item.sample,
+            item.cell.model.spec(), request_messages(talk.transcript), tools=definitions, sample=item.sample,
             label=item.candidate_id))
         talk.reasoning = comp.reasoning
         calls = comp.tool_calls if tools else None
@@ -143,7 +143,7 @@ async def _assistant_turn(talk: Dialogue, llm: LLM, turn: int) -> bool:
 async def _ask(talk: Dialogue, turn: int, step: int, by: str, request: Any) -> Completion:
     """Await one request of the conversation and count its usage (a failed one's too) as ``by``'s. A paid reply is
     in the response cache, with its cost, when ``LLM.complete`` returns it (the cache writes synchronously), so a kill
-    while the next request is on the wire never loses a turn already answered: the resume replays it free."""
+    while the next request is in flight never loses a turn already answered: the resume replays it free."""
     try:
         comp = await request
     except ProviderError as err:
@@ -153,10 +153,10 @@ async def _ask(talk: Dialogue, turn: int, step: int, by: str, request: Any) -> C
     return comp
 
 
-def wire(transcript: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def request_messages(transcript: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Return the transcript as a request carries it: OpenAI's message keys only (no ``simulated`` mark, no
     tool ``name``), so the same history is always the same request."""
-    return [{k: v for k, v in m.items() if k in _WIRE_KEYS} for m in transcript]
+    return [{k: v for k, v in m.items() if k in _REQUEST_KEYS} for m in transcript]
 
 
 def _kept(stop: Halted, talk: Dialogue, attempt: int) -> Halted:

@@ -15,7 +15,7 @@ _EXPORTS = {
     "EXIT_INTERRUPTED": "outcome", "EXIT_OK": "outcome",
     "SCHEMA_VERSION": "records", "Candidate": "records", "Judgment": "records", "Record": "records",
     "Review": "records", "Scenario": "records", "Usage": "records",
-    "redact": "secrets", "StageResult": "stage", "RunStore": "store", "atomic_write": "store",
+    "redact": "secrets", "StageResult": "stage_result", "RunStore": "store", "atomic_write": "store",
     "Halt": "writer", "RecordWriter": "writer",
 }
 

@@ -62,7 +62,7 @@ class WritesFailed(StoreError):
 
     Its message is the stage's one message: the error, what was saved where, what to do
     (``bench.core.writer.Halt``). The response cache, which fails for the same reason as the
-    stage closes, adds no second one (``bench.stages``: its ``CacheWriteWarning`` is not shown).
+    stage closes, adds no second one (``bench.stage_runs``: its ``CacheWriteWarning`` is not shown).
     """
 
 

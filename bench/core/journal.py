@@ -1,4 +1,4 @@
-"""The request journal: which requests were on the wire when a run stopped, so a resume can count them.
+"""The request journal: which requests were in flight when a run stopped, so a resume can count them.
 
 Each process appends the cache key of every request it sends to its own flocked
 ``<run folder>/requests-<pid>-<token>.journal`` and removes it at a clean end. At a stage's start

@@ -2,7 +2,7 @@
 
 No wait is silent: while a stage runs, text mode prints a line at least every ``every_s``
 seconds even when nothing finishes (with the rate, the time elapsed, what is left and the
-requests on the wire), and widget bars are refreshed as often, so they stay truthful until the
+requests in flight), and widget bars are refreshed as often, so they stay truthful until the
 cell ends. Text lines come every 2 s on a terminal and every 5 s into a pipe or a file (a log
 is read later, not watched): :func:`every_for`; `bench sweep` passes its own choice to its kernels
 (a papermill parameter, :func:`configure`). Under `bench sweep` every line bench prints for the terminal
@@ -29,7 +29,7 @@ def configure(*, marked: bool = False, every_s: float | None = None) -> None:
     """Set how this process shows progress: ``marked`` (a sweep's kernel: its lines start with MARK, which the
     driver passes on to its terminal) and ``every_s`` (the text lines' interval, in every mode; None: by stream).
 
-    A stage sets both from its notebook's papermill parameters (bench.stages), `bench sweep` from its options."""
+    A stage sets both from its notebook's papermill parameters (bench.stage_runs), `bench sweep` from its options."""
     _SETTINGS.update(marked=bool(marked), every_s=None if every_s is None else float(every_s))
 
 
@@ -62,8 +62,8 @@ def widget_every() -> float:
     return float(_SETTINGS["every_s"] or TERMINAL_EVERY_S)
 
 
-def requests_on_the_wire(llm: Any) -> Callable[[], int | None]:
-    """Return a function counting ``llm``'s requests on the wire in the running event loop (None: unknown)."""
+def requests_in_flight(llm: Any) -> Callable[[], int | None]:
+    """Return a function counting ``llm``'s requests in flight in the running event loop (None: unknown)."""
     def count() -> int | None:
         try:
             return llm._state().in_flight  # bench.models.client's per-loop counter (the one peak_in_flight() reads)
@@ -91,15 +91,15 @@ class Progress:
 
     ``growing``: the totals are not known up front and grow with :meth:`grow` (a pipelined
     judge: each answer that arrives adds its judgments); the line says so until :meth:`phase`
-    declares them final. ``wire``: a function counting the requests on the wire, shown with
+    declares them final. ``in_flight``: a function counting the requests in flight, shown with
     what is left. Made inside a running event loop, the counters are also shown every
     ``every_s`` seconds while nothing finishes (a heartbeat), until :meth:`close`.
     """
 
     def __init__(self, title: str, totals: dict[str, int], mode: str = "auto", every_s: float | None = None, *,
-                 growing: bool = False, wire: Callable[[], int | None] | None = None):
+                 growing: bool = False, in_flight: Callable[[], int | None] | None = None):
         self.title = self._name = title
-        self.totals, self.growing, self.wire = dict(totals), growing, wire
+        self.totals, self.growing, self.in_flight = dict(totals), growing, in_flight
         self.done = {k: 0 for k in totals}
         self.failed = 0
         self.mode = ("widgets" if in_kernel() else "text") if mode == "auto" else mode
@@ -181,10 +181,10 @@ class Progress:
         return " | ".join(p for p in parts if p)
 
     def _pending(self, left: int) -> str:
-        wire = self.wire() if self.wire is not None else None
-        if wire is None:
+        in_flight = self.in_flight() if self.in_flight is not None else None
+        if in_flight is None:
             return f"{left} left"
-        return f"{left} left, {wire} request{'' if wire == 1 else 's'} on the wire"
+        return f"{left} left, {in_flight} request{'' if in_flight == 1 else 's'} in flight"
 
     def _print(self) -> None:
         self._last = time.monotonic()
@@ -218,7 +218,7 @@ class Progress:
         if self._beat is not None:
             self._beat.cancel()
         self._closed = True
-        if self._bars:  # the final state: the stage's name, and no "left"/"on the wire" of the last heartbeat
+        if self._bars:  # the final state: the stage's name, and no "left"/"in flight" of the last heartbeat
             self._bars[""].set_description(self._name, refresh=False)
             self._bars[""].set_postfix_str(f"failed {self.failed}" if self.failed else "", refresh=False)
         for bar in self._bars.values():

@@ -12,11 +12,11 @@ from bench.estimate.pilot import send_pilot
 from bench.estimate.plan import plan_requests, plan_table
 from bench.estimate.show import estimate_table
 from bench.estimate.verdict import Verdict, budget_verdict, refusal, verdict_line
-from bench.judge.stage import load_judges
+from bench.judge.judgments import load_judges
 from bench.models.budget import PriceUnknown, dollars
 from bench.models.preflight import preflight
 from bench.run import Run, open_run, shown_path
-from bench.stages import called_specs, make_llm
+from bench.stage_runs import called_specs, make_llm
 
 
 def validate(params: str | Path, cells: str | None = None) -> int:

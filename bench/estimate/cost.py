@@ -17,7 +17,7 @@ from bench.config.params import Cell
 from bench.estimate.bounds import SIMULATED, Ask
 from bench.estimate.observed import Observed, observe
 from bench.estimate.work import Placeholder, StageWork, stage_work
-from bench.judge.stage import load_judges
+from bench.judge.judgments import load_judges
 from bench.models.cache import open_cache
 from bench.models.client import LLM
 from bench.models.reasoning import thinks
@@ -46,7 +46,7 @@ class StageEstimate:
     cached: int  # of those, not sent: held by the run folder or answered by the response cache
     held: int  # ... held by the run folder (items already done)
     cache_hits: int  # ... answered by the response cache (or identical to a request counted before)
-    to_send: int  # requests - cached: what goes on the wire (repair turns and retries come on top)
+    to_send: int  # requests - cached: what goes in flight (repair turns and retries come on top)
     unknown: int  # of to_send, judge requests of answers not collected yet (cache not checkable)
     input_tokens: int
     output_tokens_max: int

@@ -17,7 +17,7 @@ from bench.estimate.cost import StageEstimate
 from bench.models.budget import dollars
 from bench.models.eventloop import run as run_loop
 from bench.run import Run
-from bench.stages import run_collect, run_judge
+from bench.stage_runs import run_collect, run_judge
 
 
 def pilot_run(run: Run, stages: list[StageEstimate]) -> Run:

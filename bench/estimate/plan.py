@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from bench.core.outcome import row_format
 from bench.core.tally import Planned
 from bench.estimate.work import stage_work
-from bench.judge.stage import judgment_counts, load_judges
+from bench.judge.judgments import judgment_counts, load_judges
 from bench.models.client import LLM
 from bench.run import Run
 

@@ -22,7 +22,7 @@ from bench.estimate.bounds import Ask, bound_of, conversation, stand_in
 from bench.judge.packed import packed_messages, short_id  # the packed call, as grade_packed builds it
 from bench.judge.grader import Item, Judge
 from bench.judge.solutions import solution_messages
-from bench.judge.stage import grid_positions, items_for, load_judges, next_attempts, owns_dataset
+from bench.judge.judgments import grid_positions, items_for, load_judges, next_attempts, owns_dataset
 from bench.models.client import LLM
 from bench.models.routing import ModelSpec, resolve
 from bench.models.tokens import output_bound

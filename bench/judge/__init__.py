@@ -1,14 +1,14 @@
 """The judge layer: judges grade the run's answers into Judgment records.
 
 A judge is a model, a versioned rubric and a mode (:class:`Judge`); each mode's grader meets the :class:`Grader`
-contract and ``modes.GRADERS`` names them. ``stage.py`` grades stored answers, ``stream.py`` answers as they
+contract and ``modes.GRADERS`` names them. ``judgments.py`` grades stored answers, ``stream.py`` answers as they
 arrive. A reply that cannot be used is a failed Judgment with the prompt, the raw reply and the reason.
 """
 
 from bench.judge.modes import GRADERS  # every mode's grader, registered by name
 from bench.judge.grader import Emit, Grader, Item, Judge, Request, grade_items
 from bench.judge.replies import MIRROR, extract_json, parse_verdict, rationale_of, validate_scores
-from bench.judge.stage import (JudgeResult, failed_after, items_for, judge_stage, judgment_counts,
+from bench.judge.judgments import (JudgeResult, failed_after, items_for, judge_stage, judgment_counts,
                                load_judges, next_attempts, pending_judgments)
 from bench.judge.stream import JudgeStream
 from bench.judge.transcripts import transcript_text, turn_count

@@ -105,7 +105,7 @@ async def run_bounded(tasks: list[Task], emit: Emit, llm: LLM, halt: Halt | None
                 return
             left -= 1
             URGENCY.set(max(inherited, (left + 1) / n_workers))  # rounds left, as a collect lane says
-            # (bench.collect.stage.lanes): a full shared cap serves the most urgent waiting request first
+            # (bench.collect.candidates.lanes): a full shared cap serves the most urgent waiting request first
             try:
                 result = await make()
             except Halted as stop:

@@ -27,8 +27,8 @@ async def grade_checklist(judge: Judge, item: Item, llm: LLM) -> Judgment:
 
     A failing call marks that requirement unfulfilled with fallback feedback and its error;
     only if every call fails is the item a failure (a judge outage is not a score of 0). A call
-    refused for the budget (``Halted``) stops the item: no requirement starts after it, those on
-    the wire finish (their replies are cached, not paid again), and the item gets no record, unless
+    refused for the budget (``Halted``) stops the item: no requirement starts after it, those in
+    flight finish (their replies are cached, not paid again), and the item gets no record, unless
     its own answer was paid here (``solve_first``): then it is written as failed with what it spent.
     """
     note = shown_text(judge, item, 0)[1]

@@ -10,7 +10,7 @@ from bench.collect import WorkItem
 from bench.core.records import Candidate
 from bench.core.writer import Halt
 from bench.judge.grader import Emit, Item, Judge, grade_items
-from bench.judge.stage import grid_positions, items_for
+from bench.judge.judgments import grid_positions, items_for
 from bench.models.client import LLM
 from bench.run import Run
 

@@ -1,4 +1,4 @@
-"""A model's answer as the seam returns it (``Completion``), and its usage, made for every reply: from the wire's
+"""A model's answer as the seam returns it (``Completion``), and its usage, made for every reply: from the transport's
 usage dict, from a cache entry, or shared with an identical request that was in flight.
 
 Per reply this is the seam's own bookkeeping, so it is kept cheap: a ``Usage`` is built as ``model_construct``
@@ -94,7 +94,7 @@ def cache_entry(comp: Completion) -> dict[str, Any]:
 
 
 def thought(usage: dict[str, Any]) -> str | None:
-    """Take the reply's reasoning text off the wire's usage dict (``_transport.thought_apart`` put it there) and
+    """Take the reply's reasoning text off the transport's usage dict (``_transport.thought_apart`` put it there) and
     return it: a Usage holds counts, never text."""
     text = usage.pop("reasoning", None)
     return storable(text) if text else None

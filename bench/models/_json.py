@@ -1,4 +1,4 @@
-"""JSON for the wire and the response cache: orjson when it is installed (the ``perf`` extra), else the
+"""JSON for request bodies and the response cache: orjson when it is installed (the ``perf`` extra), else the
 standard library, with one meaning either way.
 
 Per request the seam encodes a body, decodes a reply and encodes the reply it caches. For a small chat

@@ -37,7 +37,7 @@ FOLDER_PREFIX = "bench-limits-"  # + the driver's pid: the private folder of a l
 class RemoteLimiter:
     """Leases from the sweep's LeaseServer over one unix-socket connection (per process and event loop).
 
-    Wire format: one JSON object per line. Client: ``{"op": "acquire", "id", "key", "caps",
+    Message format: one JSON object per line. Client: ``{"op": "acquire", "id", "key", "caps",
     "est"}`` and ``{"op": "release", "id", "tokens"}`` (also how a waiting acquire is given
     up), ``{"op": "ping", "id"}`` (a worker's start-up check; on TCP after ``{"op": "hello",
     "token"}``); server: ``{"id"}`` when a lease is granted, ``{"id", "pong": true}`` for a ping.
@@ -113,7 +113,7 @@ class RemoteLimiter:
     release_pair = release  # the server knows the id holds two leases
 
     async def reserve(self, usd: float) -> tuple[int, dict[str, Any]]:
-        """Reserve ``usd`` of the sweep's budget (waiting while reservations on the wire may make room); return
+        """Reserve ``usd`` of the sweep's budget (waiting while reservations in flight may make room); return
         (reservation id, the server's answer: ``ok``, else ``spent`` and ``limit`` or ``error``)."""
         return await self._ask({"op": "reserve", "usd": usd}, give_up={"op": "settle", "usd": 0.0})
 

@@ -17,7 +17,7 @@ from bench.models._transport import storable
 
 
 def no_answer(model: str, usage: dict[str, Any], where: str = "") -> ProviderError:
-    """Return the ProviderError of ``model``'s reply with an empty answer (``usage``: the wire's usage dict, its
+    """Return the ProviderError of ``model``'s reply with an empty answer (``usage``: the transport's usage dict, its
     reasoning text still on it); ``where`` adds where it came from (" in batch …")."""
     finish = usage.get("finish_reason")
     thought, tokens = usage.get("reasoning"), usage.get("reasoning_tokens")

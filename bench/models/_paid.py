@@ -34,7 +34,7 @@ _ITEMIZED = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cost_usd
 
 
 def reconcile(route: Route, body: dict[str, Any], text: str, usage: dict[str, Any], batch: bool = False) -> None:
-    """Complete ``usage`` (the wire's reply usage, in place): estimate missing tokens, flag an output over the
+    """Complete ``usage`` (the transport's reply usage, in place): estimate missing tokens, flag an output over the
     request's limit, and set ``cost_usd`` (None only when the price is unknown)."""
     prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
     if prompt is None or completion is None or (not prompt and not completion and text):

@@ -1,4 +1,4 @@
-"""A spend cap's counters on one event loop: USD spent, USD reserved by requests on the wire, and who waits.
+"""A spend cap's counters on one event loop: USD spent, USD reserved by requests in flight, and who waits.
 
 Held by ``bench.models.budget.Budget`` in a process and by the sweep's lease server for every kernel. A request
 reserves its worst-case cost and settles its real one; a reservation is granted when spent + reserved + it
@@ -24,14 +24,14 @@ class Purse:
         self.reserved = 0.0
         self.held = 0  # reservations granted and not settled (at 0, ``reserved`` is exactly 0: no float residue)
         self.waiters: deque[tuple[asyncio.Future, float]] = deque()
-        self.margin = 0.0  # the largest overrun of one reply so far: set aside for each reservation on the wire
+        self.margin = 0.0  # the largest overrun of one reply so far: set aside for each reservation in flight
         self.overruns = 0  # replies that cost more than their reservation
         self.overrun_usd = 0.0  # what they cost past their reservations, in all
         self.surprise = 0.0  # overruns past the margin set aside when granted: the most the limit is passed by
         self._granted: dict[float, list[float]] = {}  # reservation USD -> the margins set aside when granted
 
     def committed(self) -> float:
-        """Return what the limit must hold now: spent, reserved, and the margin for each reservation on the wire."""
+        """Return what the limit must hold now: spent, reserved, and the margin for each reservation in flight."""
         return self.spent + self.reserved + self.held * self.margin
 
     def never_fits(self, usd: float) -> bool:
@@ -43,14 +43,14 @@ class Purse:
         return self.committed() + usd + self.margin <= self.limit
 
     def report(self) -> dict[str, float | int]:
-        """Return the counters a refusal and the budget line name (JSON-ready): spent, the limit, what is on the
-        wire (reservations, their USD and the margin set aside for them) and the overruns seen."""
-        return {"spent": self.spent, "limit": self.limit, "on_wire": self.held, "reserved": self.reserved,
+        """Return the counters a refusal and the budget line name (JSON-ready): spent, the limit, what is in
+        flight (reservations, their USD and the margin set aside for them) and the overruns seen."""
+        return {"spent": self.spent, "limit": self.limit, "in_flight": self.held, "reserved": self.reserved,
                 "margin_usd": self.held * self.margin, "margin": self.margin, "overruns": self.overruns,
                 "overrun_usd": self.overrun_usd, "surprise": self.surprise}
 
     async def reserve(self, usd: float) -> bool:
-        """Return True once ``usd`` is reserved (waiting while reservations on the wire may make room), False
+        """Return True once ``usd`` is reserved (waiting while reservations in flight may make room), False
         when it can never fit. A cancelled wait reserves nothing."""
         if self.never_fits(usd):
             return False
@@ -147,13 +147,13 @@ class Spending:
             self.held[rid] = entry[1]
             self._answer({"id": rid, "ok": True})
         else:
-            self._answer({"id": rid, "ok": False, **purse.report()})  # spent, limit, what is on the wire
+            self._answer({"id": rid, "ok": False, **purse.report()})  # spent, limit, what is in flight
 
     def _answer(self, message: dict[str, Any]) -> None:
         self.writer.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
 
     def close(self) -> None:
-        """The connection ended: waits are dropped, and what was on the wire counts as spent (it may have been paid)."""
+        """The connection ended: waits are dropped, and what was in flight counts as spent (it may have been paid)."""
         for task, amount in self.waiting.values():
             if task.done() and not task.cancelled() and task.result():
                 self.purse.settle(amount, None)  # type: ignore[union-attr]

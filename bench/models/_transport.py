@@ -1,4 +1,4 @@
-"""The wire: one request sent (one POST on an aiohttp session, ``bench.models._direct``, or
+"""One request sent (one POST on an aiohttp session, ``bench.models._direct``, or
 ``litellm.acompletion``), its reply read into ``(text, usage, body)``, or its failure classified as a
 ProviderError (retryable or final).
 

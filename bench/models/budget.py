@@ -2,13 +2,13 @@
 
 What counts as spent: the run folder's records (``bench.core.spend.recorded_spend``: every paid reply,
 earlier runs and failed attempts included) plus what this sweep has paid since it started. Before a
-request goes on the wire it reserves its worst-case cost: its prompt, counted with
+request goes in flight it reserves its worst-case cost: its prompt, counted with
 ``bench.models.tokens.bound_counter`` (the model's tokenizer where LiteLLM has it, else its UTF-8 bytes:
 never fewer tokens than the model makes; each image at ``tokens.IMAGE_TOKENS``), and its whole output limit
 (``max_tokens``; when it sets none, the model's maximum output for a model that thinks, whose thinking runs to
 thousands of tokens, else 1024 tokens: ``tokens.output_ceiling``) at the price it is called at (``routing.price_per_token``, the Batch API price for a batched
 call). It is granted when spent + reserved + it (and the margin of overruns, ``bench.models._purse``) fits
-the budget; it waits while requests on the wire may settle for less; it is refused with ``BudgetReached``
+the budget; it waits while requests in flight may settle for less; it is refused with ``BudgetReached``
 when spent + it passes the budget. After the reply the reservation is settled with what the reply was
 billed (``bench.models._paid``: its usage, estimated when the reply had none, an empty reply included) and
 reconciled with what it reserved; a request that failed (an HTTP error, a timeout) is released, as its
@@ -26,7 +26,7 @@ starts with the budget and the run folder's spend at the sweep's start, and name
 notebook's ``lease_server`` and ``shared_budget`` parameters): then every reservation of every kernel is counted
 in that one place.
 
-A stage that hears BudgetReached starts no new item; what is on the wire finishes and is written; the
+A stage that hears BudgetReached starts no new item; what is in flight finishes and is written; the
 items not started get no record (never a failed one); the stage then raises BudgetReached once.
 """
 
@@ -108,7 +108,7 @@ class Budget:
     async def reserve(self, route: Route, body: dict[str, Any], *, batch: bool = False) -> Held | None:
         """Reserve the worst-case cost of one request before it is sent; None when it is free.
 
-        Waits while requests on the wire may make room; raises BudgetReached when it would pass the
+        Waits while requests in flight may make room; raises BudgetReached when it would pass the
         budget, PriceUnknown when the model has no known price.
         """
         usd = self.worst_case(route, body, batch)
@@ -143,7 +143,7 @@ class Budget:
 
     def reached(self, route: Route, usd: float, state: dict[str, Any]) -> BudgetReached:
         """Return the BudgetReached of a request refused: what was spent, what it would have cost, what the
-        calls on the wire may still add (``state``: ``Purse.report``), what to do."""
+        calls in flight may still add (``state``: ``Purse.report``), what to do."""
         counted = self.counting.get(route.spec.model)
         return BudgetReached(f"limits.budget_usd = {dollars(float(state['limit']))} reached: {self.run_dir} has "
                              f"spent {dollars(float(state['spent']))}, and the next request to {route.spec.model} "
@@ -154,14 +154,14 @@ class Budget:
 
 
 def in_flight(state: dict[str, Any]) -> str:
-    """Return what the calls on the wire may still add to the spend, from a purse's ``report``: their
+    """Return what the calls in flight may still add to the spend, from a purse's ``report``: their
     reservations, the margin set aside for replies over their reservations, and when they could pass the budget."""
-    n, overruns = int(state.get("on_wire", 0)), int(state.get("overruns", 0))
+    n, overruns = int(state.get("in_flight", 0)), int(state.get("overruns", 0))
     seen = (f"{overruns} repl(ies) so far cost more than reserved, by up to {dollars(float(state['margin']))} each"
             if overruns else "")
     if not n:
-        return "no call is on the wire" + (f"; {seen}" if seen else "")
-    said = f"{n} call(s) on the wire finish and are kept: they reserved {dollars(float(state.get('reserved', 0)))}"
+        return "no call is in flight" + (f"; {seen}" if seen else "")
+    said = f"{n} call(s) in flight finish and are kept: they reserved {dollars(float(state.get('reserved', 0)))}"
     if not overruns:
         return said + ", and add more only if a reply costs more than its reservation"
     return (f"{said} and {dollars(float(state['margin_usd']))} more is set aside ({seen}); they pass the budget only "
@@ -175,6 +175,6 @@ def budget_line(state: dict[str, Any]) -> str:
     if not state.get("overruns"):
         return line + "; every reply cost at most what it reserved"
     return (f"{line}; {state['overruns']} repl(ies) cost more than reserved (+{dollars(float(state['overrun_usd']))} "
-            f"in all, up to {dollars(float(state['margin']))} each, set aside from then on for every call on the "
-            f"wire); the budget can be passed by at most {dollars(float(state['surprise']))}: what replies overran "
+            f"in all, up to {dollars(float(state['margin']))} each, set aside from then on for every call in "
+            f"flight); the budget can be passed by at most {dollars(float(state['surprise']))}: what replies overran "
             f"past the margin set aside when they were sent")

@@ -340,7 +340,7 @@ class ResponseCache:
 
     def _write_failed(self, exc: OSError) -> None:
         """Keep the error for ``flush`` to say: a full disk that stops a stage's records stops the cache too, and
-        the stage's one message says so (``bench.stages`` hides the cache's warning then); said at once, the
+        the stage's one message says so (``bench.stage_runs`` hides the cache's warning then); said at once, the
         cache's would come first, a second message."""
         self._retry_at = time.monotonic() + RETRY_S
         self._failure = exc

@@ -13,7 +13,7 @@ params once, then each request is one POST on an aiohttp session (``bench.models
 proxies from the environment, replies bounded in bytes, redirects not followed). Other providers go through
 ``litellm.acompletion``. See docs/llm-seam.md for the measured effect. A ``dry/<name>``
 model is answered in-process (``bench.models.dry``) through the same cache, caps and usage.
-The wire itself (sending, parsing replies, classifying errors) is ``bench.models._transport``.
+Sending itself (sending, parsing replies, classifying errors) is ``bench.models._transport``.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from bench.models._transport import (Reply, open_endpoint, send_direct, send_lit
 from bench.models.batches.ledger import Ledger
 from bench.models.batch_policy import BATCH_POOL
 from bench.models.batches.queue import Batcher
-from bench.models.batches.wire import close_clients, line_body
+from bench.models.batches.batch_api import close_clients, line_body
 from bench.models.budget import Budget, Held
 from bench.models.cache import ResponseCache
 from bench.models.limits import Limits
@@ -61,16 +61,16 @@ class _LoopState:
     in_flight: int = 0
     peak: int = 0
     shared: int | None = None  # the sweep's global cap held by its lease server (LLM.sweep_cap), read once per loop
-    flying: dict[str, asyncio.Future | None] = field(default_factory=dict)  # request key → the request on the wire
+    flying: dict[str, asyncio.Future | None] = field(default_factory=dict)  # request key → the request in flight
     # (None until an identical call asks to share it: most requests have no twin, and no future is made for them)
 
 
 class LLM:
     """A client with one concurrency cap, one retry policy and one response cache."""
 
-    journal: Any = None  # a bench.core.journal.Journal (set by bench.stages.make_llm): requests on the wire, per process
-    batch_dir: Any = None  # <run folder>/batches (set by bench.stages.make_llm): the ledger of provider batches
-    image_folder: Any = None  # <run folder>/images (set by bench.stages.make_llm): the images requests carry
+    journal: Any = None  # a bench.core.journal.Journal (set by bench.stage_runs.make_llm): requests in flight, per process
+    batch_dir: Any = None  # <run folder>/batches (set by bench.stage_runs.make_llm): the ledger of provider batches
+    image_folder: Any = None  # <run folder>/images (set by bench.stage_runs.make_llm): the images requests carry
 
     def __init__(self, limits: Limits | None = None, cache: ResponseCache | str | None = None):
         load_env()
@@ -82,7 +82,7 @@ class LLM:
         self.calls = 0  # requests actually sent (attempts), for tests and progress
         self._keys = KeyMaker()  # request keys, from a hasher per model and settings (bench.models._request_keys)
         self.ledger: Ledger | None = None  # the batch ledger, read on the first batched request
-        self.budget: Budget | None = None  # limits.budget_usd (set by bench.stages.make_llm): bench.models.budget
+        self.budget: Budget | None = None  # limits.budget_usd (set by bench.stage_runs.make_llm): bench.models.budget
         self.lease_server: str | None = None  # the sweep's lease server (set by make_llm): caps held sweep-wide there
         self.sweep_cap: int | None = None  # limits.max_concurrency held there across executions side by side
 
@@ -95,7 +95,7 @@ class LLM:
         """Return the model's answer to ``messages``, from the cache when possible.
 
         ``params`` override the spec's generation params; ``sample`` separates repeats of the same request and
-        ``attempt`` > 1 a resume's fresh try of an item that failed (both key the cache, never the wire).
+        ``attempt`` > 1 a resume's fresh try of an item that failed (both key the cache, never the request sent).
         ``cache_reply=False`` leaves the reply out of the cache until the caller has checked it and calls ``keep``:
         a judge reply that cannot be parsed is never answered from the cache again. An identical request
         already in flight is not sent twice: this call waits for it and shares its reply. ``tools`` (OpenAI tool
@@ -105,7 +105,7 @@ class LLM:
         Raises ProviderError once retries are spent or for a failure that cannot succeed.
         """
         st = self._state()
-        if st.cap.locked():  # it would wait for a slot: the requests being sent go on the wire before this one's
+        if st.cap.locked():  # it would wait for a slot: the requests being sent go in flight before this one's
             await _next_turn()  # key, lookup and body (docs/llm-seam.md)
         route = self._routes.get(spec)
         if route is None or route.api_base is None:
@@ -117,7 +117,7 @@ class LLM:
             return completion(hit["text"], reused(hit["usage"]), None, key, hit.get("logprobs"), hit.get("reasoning"),
                               hit.get("tool_calls"))
         flying = st.flying
-        if key in flying:  # the same request is on the wire: share its reply (or its failure)
+        if key in flying:  # the same request is in flight: share its reply (or its failure)
             return await join(flying, key)
         wire_messages = route.provider.wire_messages(inline_images(messages, self.image_folder))  # stored → data URL
         body = {"model": route.served_model, "messages": wire_messages,
@@ -329,7 +329,7 @@ class LLM:
             if st.in_flight > st.peak:
                 st.peak = st.in_flight
             self.calls += 1
-            if self.journal is not None:  # on the wire now: a kill from here on may repay it
+            if self.journal is not None:  # in flight now: a kill from here on may repay it
                 self.journal.sent()
             t0 = time.perf_counter()
             try:

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from bench.core.errors import PreflightError
 from bench.core.http_get import get
 from bench.core.secrets import load_env
-from bench.models.batches.wire import provider_of, unsupported
+from bench.models.batches.batch_api import provider_of, unsupported
 from bench.models.providers import provider_for
 from bench.models.routing import ModelSpec, resolve
 

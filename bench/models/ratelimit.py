@@ -22,7 +22,7 @@ from bench.models._messages import message_text, output_limit
 __all__ = ["CHARS_PER_TOKEN", "DEFAULT_COMPLETION_TOKENS", "SWEEP_KEY", "TOKEN_ENV", "URGENCY", "Caps", "LeaseServer",
            "Limiter", "LocalLimiter", "RemoteLimiter", "endpoint_key", "estimate_tokens", "limiter_for", "limits_of"]
 
-# how long the caller's work still needs at its cap (its items left per worker: bench.collect.stage.lanes): when a
+# how long the caller's work still needs at its cap (its items left per worker: bench.collect.candidates.lanes): when a
 # shared cap (the sweep's, or the process's) is full, the most urgent waiting request gets the next slot, so the
 # model that bounds the sweep never waits behind one that will finish early anyway (0: claims no urgency)
 URGENCY: contextvars.ContextVar[float] = contextvars.ContextVar("bench_urgency", default=0.0)

@@ -1,4 +1,4 @@
-"""A reply's reasoning, kept apart from its answer: the thinking text and its token count, read from any wire.
+"""A reply's reasoning, kept apart from its answer: the thinking text and its token count, read from any provider's reply.
 
 Thinking is read from a message field (``reasoning_content``, ``reasoning``), Anthropic's thinking blocks or
 inline markers (``<think>…</think>``, or the entry's ``think_end``), so a record's ``output`` is only the

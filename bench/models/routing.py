@@ -2,7 +2,7 @@
 
 The provider registry (``bench.models.providers``) says who answers a spec; LiteLLM stays the authority on
 model strings, keys and parameter translation. This module memoizes the resolution, so an OpenAI-compatible
-call costs one JSON body and one HTTP round trip ("direct"); other wires go through ``litellm.acompletion``.
+call costs one JSON body and one HTTP round trip ("direct"); other wire formats go through ``litellm.acompletion``.
 """
 
 from __future__ import annotations

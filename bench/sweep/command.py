@@ -24,7 +24,7 @@ from bench.gates.command import check_baseline, sweep_gates
 from bench.models.batches import summary_line
 from bench.core.progress import configure
 from bench.run import Run, open_run, shown_path
-from bench.stages import interrupted_line
+from bench.stage_runs import interrupted_line
 from bench.report.render import render_report
 from bench.sweep.cluster import ClusterSession, ClusterStages, cluster_address  # the one place that chooses
 from bench.sweep.driver import SweepResult, run_sweep
@@ -106,7 +106,7 @@ def _summarize(run: Run, result: SweepResult, req: SweepRequest, code: int, repo
         print(f"{len(rerun)} execution(s) ran more than once: " + "; ".join(_attempts_line(ex) for ex in rerun),
               flush=True)
     if repeats := repeats_since(result.run_dir, result.started):
-        print(f"up to {repeats} request(s) were on the wire when an execution stopped (an earlier run of this "
+        print(f"up to {repeats} request(s) were in flight when an execution stopped (an earlier run of this "
               f"folder, or a lost worker) and may have been asked again (paid twice)", flush=True)
     if batches := summary_line(result.run_dir, result.started):
         print(batches, flush=True)

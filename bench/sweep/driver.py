@@ -18,12 +18,12 @@ from bench.core import paths
 from bench.core.errors import BenchError
 from bench.core.outcome import retry_command
 from bench.core.records import Candidate, utc_now
-from bench.judge.stage import pending_judgments
+from bench.judge.judgments import pending_judgments
 from bench.estimate import before_sweep
 from bench.core.digests import supersede
 from bench.kernels import papermill
 from bench.run import Run, open_run, shown_path
-from bench.stages import prepare
+from bench.stage_runs import prepare
 from bench.sweep.executions import STAGES, Execution, plan_executions, run_stage
 from bench.sweep.shared import SharedLimits, SharedLocalServer
 

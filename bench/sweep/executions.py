@@ -98,7 +98,7 @@ def group_cells(cells: list[Cell], n: int) -> list[list[Cell]]:
     """Deal ``cells`` into at most ``n`` groups (a group per slot), each model's cells in turn across the groups.
 
     The deal goes on where the previous model's cells stopped, so groups differ by at most one cell and each carries
-    as many models as it can: an execution then keeps several endpoints busy at once (its lanes, bench.collect.stage),
+    as many models as it can: an execution then keeps several endpoints busy at once (its lanes, bench.collect.candidates),
     and a model's cells in several executions share its cap through the sweep's lease server. The number of
     executions is bounded by the slots, not by the cells; a killed execution still loses only its requests in flight
     (every answer is written as it arrives)."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from bench.core.errors import BenchError, Halted
 from bench.core.outcome import EXIT_BAD_INPUT, EXIT_CRASHED, EXIT_INTERRUPTED
 from bench.core.sweeps import record_end, record_plan, record_start
-from bench.judge.stage import judgment_counts, load_judges
+from bench.judge.judgments import judgment_counts, load_judges
 from bench.run import Run
 
 

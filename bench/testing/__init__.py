@@ -7,7 +7,7 @@ faults, reads its counters, stops it); ``bench.testing.grids`` writes params fil
 folder (``env``, ``bench``, ``sweep``, ``started``); ``bench.testing.records`` makes records with
 plain defaults (``scenario``, ``candidate``, ``judgment``); ``bench.testing.processes`` looks at the
 processes a test starts (``free_port``, ``tree``, ``listening``, ``read_line``, ``fetch_when_up``,
-``stopped_at_exit``); ``dask_cluster`` and ``postgres`` start real servers on loopback; ``bench.testing.stages``
+``stopped_at_exit``); ``dask_cluster`` and ``postgres`` start real servers on loopback; ``bench.testing.in_process``
 runs a params file's stages in the test's own process (``run_stages``: what `bench sweep` runs, without its
 kernels), for the tests whose subject is not the command line. Used by tests and benchmarks, never by bench
 itself. It is the lowest layer and imports nothing of bench outside ``bench/testing``, except ``records``, which
@@ -27,7 +27,7 @@ _EXPORTS = {
     "params": "grids", "grid": "grids", "model": "grids", "judge": "grids", "prompt": "grids",
     "generate": "grids", "rubric": "grids", "env": "grids", "bench": "grids", "sweep": "grids", "sweep_args": "grids",
     "started": "grids", "ROOT": "grids", "hermetic": "grids",
-    "run_stages": "stages", "StagesRun": "stages", "command": "stages", "Finished": "stages",
+    "run_stages": "in_process", "StagesRun": "in_process", "command": "in_process", "Finished": "in_process",
     "scenario": "records", "candidate": "records", "judgment": "records",
     "free_port": "processes", "tree": "processes", "listening": "processes", "read_line": "processes",
     "fetch_when_up": "processes", "stopped_at_exit": "processes",

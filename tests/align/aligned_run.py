@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.testing.grids import bench, generate, grid, judge, model, rubric, sweep
-from bench.testing.stages import command, run_stages
+from bench.testing.in_process import command, run_stages
 
 ANSWERS_PER_MODEL = 12
 QUALITY = {"m1": 0.78, "m2": 0.62}  # true grades mostly 3-5: a natural 1 needs a 3-sigma bad item

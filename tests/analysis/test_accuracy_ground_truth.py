@@ -15,7 +15,7 @@ from bench.analysis import judge_accuracy, label_agreement, load_run
 from bench.config.rubrics import load_rubric, snapshot_rubric
 from bench.core.store import RunStore
 from bench.run import open_run
-from bench.stages import run_collect, run_judge
+from bench.stage_runs import run_collect, run_judge
 from bench.testing.grids import grid, judge
 from bench.testing.records import candidate, judgment, scenario
 

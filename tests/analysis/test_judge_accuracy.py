@@ -17,7 +17,7 @@ from bench.core.store import RunStore
 from bench.judgebench import normalize_label
 from bench.testing.grids import ROOT, grid, judge
 from bench.testing.records import candidate, judgment, scenario
-from bench.testing.stages import run_stages
+from bench.testing.in_process import run_stages
 
 JUDGEBENCH = ROOT.parent / "shared" / "data" / "judgebench" / "judgebench-gpt-4o.jsonl"  # as params/judgebench.yaml
 # pair marker → (label, source, the judge's reply in both orders): A=B is the same verdict whichever order it is

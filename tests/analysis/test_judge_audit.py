@@ -19,7 +19,7 @@ from bench.analysis.judge_audit import MEASURES, _levels
 from bench.analysis.tables import CANDIDATE_SCHEMA, JUDGMENT_SCHEMA, SCORE_SCHEMA, RunTables
 from bench.testing.fake_provider import FakeProvider
 from bench.testing.grids import generate, grid, judge, model, prompt
-from bench.testing.stages import run_stages
+from bench.testing.in_process import run_stages
 
 P_FIRST = 0.3  # gemma-first's position bias
 BONUS = 1  # gpt-judge's favour of gpt-cand's answers, in levels of every criterion (so of the composite)

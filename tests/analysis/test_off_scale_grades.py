@@ -12,7 +12,7 @@ import pytest
 
 from bench.analysis.tables import load_run
 from bench.testing.grids import grid, judge, model, prompt
-from bench.testing.stages import run_stages
+from bench.testing.in_process import run_stages
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import pytest
 from bench.core.records import Candidate
 from bench.core.store import RunStore
 from bench.run import Run, open_run
-from bench.stages import run_collect
+from bench.stage_runs import run_collect
 from bench.testing import grids
 
 WEATHER = {"name": "get_weather", "description": "Current weather in a city",

@@ -11,7 +11,7 @@ import yaml
 from bench.core.errors import BudgetReached
 from bench.core.spend import recorded_spend
 from bench.run import open_run
-from bench.stages import run_collect
+from bench.stage_runs import run_collect
 from tests.collect.dialogues import candidates, collect, every, inline, use_runs, write
 
 PRICE = {"input_per_mtok": 1000.0, "output_per_mtok": 1000.0}  # $0.001 per (fake) token

@@ -1,4 +1,4 @@
-"""A sweep killed (SIGKILL) while a later turn of a conversation is on the wire resumes at the first unanswered turn
+"""A sweep killed (SIGKILL) while a later turn of a conversation is in flight resumes at the first unanswered turn
 of each conversation: every reply a later request carried was in the response cache, with its cost, before that
 request was sent; no completed turn is paid twice (its replay knows what it cost), and the journal counts the turn
 that was in flight."""
@@ -37,7 +37,7 @@ def test_a_killed_conversation_resumes_without_paying_a_finished_turn_again(tmp_
                         limits={"max_concurrency": 2, "timeout_s": 10, "retries": 0})
     with started(tmp_path, *sweep_args(params), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **env) as proc:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:  # a later turn was sent (its history in the cache), one on the wire
+        while time.monotonic() < deadline:  # a later turn was sent (its history in the cache), one in flight
             stats = fake.stats()
             if stats["in_flight"] and any(later_turn(body) for body in stats["recent"]):
                 break
@@ -64,7 +64,7 @@ def test_a_killed_conversation_resumes_without_paying_a_finished_turn_again(tmp_
     # upper bound (a reply that came back just before the kill and was kept is counted, yet not asked again)
     repaid = recorded_repeats(run_dir)
     assert N_CONVERSATIONS * N_TURNS <= fake.stats()["requests"] <= N_CONVERSATIONS * N_TURNS + repaid
-    # the requests on the wire at the kill (the cap: two), and any that ended between the last look and the kill
+    # the requests in flight at the kill (the cap: two), and any that ended between the last look and the kill
     assert 1 <= repaid <= 2 * 2
 
 

@@ -12,7 +12,7 @@ import yaml
 from bench.config.params import load_sweep
 from bench.core.errors import ParamsError
 from bench.run import open_run
-from bench.stages import run_collect
+from bench.stage_runs import run_collect
 from tests.collect.dialogues import WEATHER, inline, use_runs, write
 
 TURNS = {"id": "chat", "version": "v1", "system": "be brief", "turns": ["Hi, I am {topic}.", "One tip.", "Shorter."]}

@@ -1,4 +1,4 @@
-"""One execution works on every model at once: each endpoint has its own lane (bench.collect.stage.lanes).
+"""One execution works on every model at once: each endpoint has its own lane (bench.collect.candidates.lanes).
 
 Before, the items of an execution were one queue in cell order: a model with a small cap took every worker while
 its items lasted (they waited on its cap), so the next model's cells started only when it was nearly done. The

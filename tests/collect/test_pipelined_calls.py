@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from bench.run import open_run
-from bench.stages import run_collect
+from bench.stage_runs import run_collect
 from bench.testing.grids import grid, judge, model, prompt
 
 

@@ -11,7 +11,7 @@ from bench.run import open_run
 from bench.sweep.cluster.worker_secrets import declared_key_vars
 from bench.sweep.shared import SharedLimits, SharedLocalServer
 from bench.testing.grids import bench
-from bench.testing.stages import command
+from bench.testing.in_process import command
 from tests.collect.dialogues import inline, use_runs, write
 
 

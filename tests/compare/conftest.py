@@ -15,7 +15,7 @@ import pytest
 
 from bench.testing.fake_provider.quality import model_tag
 from bench.testing.grids import generate, grid, judge, model, prompt, rubric
-from bench.testing.stages import run_stages
+from bench.testing.in_process import run_stages
 
 CHANGED_A, CHANGED_B, SAME = "m/q@v1", "m/q@v2", "m/p@v1"
 STRONG_ANSWER = f"fake answer {model_tag('strong')}00000"

@@ -14,7 +14,7 @@ from scipy import stats
 
 from bench.analysis import compare_runs
 from bench.testing.grids import bench
-from bench.testing.stages import command
+from bench.testing.in_process import command
 from tests.compare.conftest import CHANGED_A, CHANGED_B, SAME, STRONG_ANSWER
 
 MAP = {CHANGED_A: CHANGED_B}

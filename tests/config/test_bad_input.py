@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.testing.stages import run_stages
+from bench.testing.in_process import run_stages
 
 GOOD = """name: bad
 models:

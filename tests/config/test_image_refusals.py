@@ -13,7 +13,7 @@ from PIL import Image
 from bench.core.errors import ParamsError
 from bench.run import open_run
 from bench.testing.grids import bench, grid, judge, model, prompt, rubric, sweep
-from bench.testing.stages import command, run_stages
+from bench.testing.in_process import command, run_stages
 
 
 def png() -> bytes:

@@ -19,7 +19,7 @@ from bench.core.images import IMAGE_FOLDER
 from bench.core.records import Judgment
 from bench.core.store import RunStore
 from bench.run import open_run
-from bench.stages import run_collect, run_judge
+from bench.stage_runs import run_collect, run_judge
 from bench.testing.grids import grid, judge, model, prompt, rubric
 
 

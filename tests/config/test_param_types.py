@@ -7,7 +7,7 @@ import pytest
 from bench.config.params import load_sweep
 from bench.core.errors import ParamsError
 from bench.testing.grids import bench, grid, judge, model
-from bench.testing.stages import command
+from bench.testing.in_process import command
 
 
 def test_a_list_for_a_one_value_param_is_refused_naming_file_entry_and_key(tmp_path, fake):

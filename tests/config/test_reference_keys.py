@@ -13,7 +13,7 @@ from bench.config.rubrics import parse_rubric
 from bench.core.errors import ParamsError
 from bench.run import open_run
 from bench.testing.grids import bench, grid, judge, prompt, sweep
-from bench.testing.stages import command, run_stages
+from bench.testing.in_process import command, run_stages
 
 HEAD = ("---\nid: {id}\nversion: '1'\nmode: {mode}\ncriteria:\n  - {{id: quality, description: how good, "
         "scale: [1, 2], anchors: {{1: bad, 2: good}}}}\n")

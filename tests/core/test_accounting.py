@@ -11,7 +11,7 @@ from bench.analysis import summarize
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
 from bench.testing.grids import bench, grid, judge, model, sweep
-from bench.testing.stages import run_stages
+from bench.testing.in_process import run_stages
 
 
 def jury(url: str) -> list[dict]:

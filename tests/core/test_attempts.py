@@ -5,7 +5,7 @@ from __future__ import annotations
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
 from bench.testing.grids import grid, judge
-from bench.testing.stages import run_stages
+from bench.testing.in_process import run_stages
 
 GARBAGE = {"match": "The response to grade:", "content": "I would rather not grade this."}
 

@@ -1,6 +1,6 @@
 """A full disk or a failing write never loses paid replies; a kill's repaid requests are counted.
 
-The stages run in a subprocess through the real path (bench.stages → bench.models.client → the loopback
+The stages run in a subprocess through the real path (bench.stage_runs → bench.models.client → the loopback
 fake) with ``RLIMIT_FSIZE`` set and SIGXFSZ ignored, so a write past the limit is cut short
 and the next one fails with EFBIG, the way a full disk fails with ENOSPC (no root needed).
 """
@@ -41,7 +41,7 @@ from bench.core import writer
 writer.FLUSH_EVERY_N = int(sys.argv[3])
 from bench.core.errors import BenchError
 from bench.run import open_run
-from bench.stages import run_collect, run_judge
+from bench.stage_runs import run_collect, run_judge
 
 async def main(params, judge):
     run = open_run(params)
@@ -264,7 +264,7 @@ def test_a_kill_leaves_a_journal_and_the_resume_counts_the_requests_it_asks_agai
                             env=driver_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
-        while True:  # until some replies were received and others are on the wire
+        while True:  # until some replies were received and others are in flight
             stats = fake.stats()
             if stats["requests"] >= 3 * CAP and stats["in_flight"] > 0:
                 break
@@ -277,7 +277,7 @@ def test_a_kill_leaves_a_journal_and_the_resume_counts_the_requests_it_asks_agai
         assert time.monotonic() < deadline
     sent = fake.stats()["requests"]
     cache_path = tmp_path / "runs" / ".cache" / "responses"
-    expected = sent - cache_entries(cache_path)  # on the wire at the kill: a reply is in the cache as it is received
+    expected = sent - cache_entries(cache_path)  # in flight at the kill: a reply is in the cache as it is received
     assert 1 <= expected <= CAP  # at most the requests in flight, which the cap bounds
     journals = sorted(run_dir.glob(JOURNAL_GLOB))
     assert len(journals) == 1 and len(journals[0].read_text().splitlines()) == sent  # every request sent, once

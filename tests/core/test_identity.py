@@ -9,7 +9,7 @@ from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
 from bench.testing.fake_provider import FakeProvider
 from bench.testing.grids import grid, judge, model
-from bench.testing.stages import run_stages
+from bench.testing.in_process import run_stages
 
 
 def endpoints(fake) -> tuple[str, str]:

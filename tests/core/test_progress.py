@@ -28,7 +28,7 @@ def jury_grid(tmp_path: Path, url: str, topics: int = 4, cap: int = 1) -> Path:
 
 def test_pipelined_collect_shows_each_judge_and_never_waits_silently(tmp_path, fake, monkeypatch, capsys):
     """Text mode: a line per judge whose total grows as answers arrive, "judging" while the rest is graded,
-    and lines while nothing finishes (the rate, what is left, the requests on the wire)."""
+    and lines while nothing finishes (the rate, what is left, the requests in flight)."""
     import bench
 
     monkeypatch.setenv("BENCH_RUNS", str(tmp_path / "runs"))
@@ -47,12 +47,12 @@ def test_pipelined_collect_shows_each_judge_and_never_waits_silently(tmp_path, f
     # once every answer is in, what is left is graded under "judging": the line does not stop at collect's 100%
     collect_done = lines.index(next(ln for ln in lines if ln.startswith("collect: 4/4 (100%)")))
     judging = [ln for ln in lines[collect_done:] if ln.startswith("judging: ")]
-    assert judging and all(re.search(r"\| \d+ left, \d+ requests? on the wire$", ln) for ln in judging), lines
+    assert judging and all(re.search(r"\| \d+ left, \d+ requests? in flight$", ln) for ln in judging), lines
     assert "judge: 8/8 (100%) | grader 4/4 | second 4/4 | failed 0 |" in "\n".join(lines)
-    # a heartbeat: the same counts shown again while a request is on the wire (nothing finished in between)
+    # a heartbeat: the same counts shown again while a request is in flight (nothing finished in between)
     shown: dict[str, list[str]] = {}
     for ln in lines:
-        if ln.endswith("on the wire") and " left, " in ln:
+        if ln.endswith("in flight") and " left, " in ln:
             shown.setdefault(ln.split(":")[0], []).append(ln.rsplit(" | ", 2)[0])  # counts, without rate and pending
     assert any(a == b for counts in shown.values() for a, b in zip(counts, counts[1:])), lines
     assert lines[-1] == next(ln for ln in lines if ln.startswith("collect: 4 planned"))  # the stage's one line
@@ -136,7 +136,7 @@ def test_interrupting_the_kernel_prints_one_line_not_a_traceback(tmp_path, fake,
             f"result = await bench.run_collect(run, progress='text', judge=True)")
     msg_id = kc.execute(cell)
     deadline = time.monotonic() + 60
-    while not (fake.stats()["in_flight"] and fake.stats()["requests"] >= 3):  # the stage is on the wire
+    while not (fake.stats()["in_flight"] and fake.stats()["requests"] >= 3):  # the stage is in flight
         assert time.monotonic() < deadline, fake.stats()
         time.sleep(0.02)
     km.interrupt_kernel()

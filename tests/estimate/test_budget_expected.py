@@ -21,7 +21,7 @@ from bench.core.spend import recorded_spend
 from bench.core.store import RunStore
 from bench.models.budget import dollars
 from bench.testing import grids
-from bench.testing.stages import command, run_stages
+from bench.testing.in_process import command, run_stages
 
 PRICE = {"input_per_mtok": 1000.0, "output_per_mtok": 1000.0}  # $0.001 per (fake) token
 JUDGE_PRICE = {"input_per_mtok": 10.0, "output_per_mtok": 10.0}

@@ -19,7 +19,7 @@ import pytest
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
 from bench.testing.grids import bench, sweep
-from bench.testing.stages import command, run_stages
+from bench.testing.in_process import command, run_stages
 from tests.estimate.conversation_grid import BILL, SIM_MAX_TOKENS, TOOL_SCRIPT, conversation_grid
 
 SIM_PRICE = {"input_per_mtok": 1.0, "output_per_mtok": 4.0}  # the simulator's own price: its own line

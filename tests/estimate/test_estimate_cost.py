@@ -24,7 +24,7 @@ from bench.models.routing import ModelSpec, price_per_token, resolve
 from bench.models.tokens import counter_for, output_bound
 from bench.run import open_run
 from bench.testing.grids import bench, grid, judge, model, prompt, sweep
-from bench.testing.stages import command, run_stages
+from bench.testing.in_process import command, run_stages
 
 PRICE = {"input_per_mtok": 2.0, "output_per_mtok": 8.0}
 STAGE_KEYS = {"stage", "id", "requests", "cached", "input_tokens", "output_tokens_max", "cost_usd_max",

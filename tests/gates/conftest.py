@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.testing.stages import run_stages
+from bench.testing.in_process import run_stages
 from tests.gates.gate_runs import QUALITY, params
 
 

@@ -9,7 +9,7 @@ import shutil
 from bench.analysis import compare_runs
 from bench.testing.fake_provider import FakeProvider
 from bench.testing.grids import generate, grid, judge, model, sweep
-from bench.testing.stages import command, run_stages
+from bench.testing.in_process import command, run_stages
 from tests.gates.gate_runs import QUALITY, SCENARIOS, cases, failed, params
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 from bench.analysis import judge_vs_human, load_run
 from bench.gates import gate_agreement
 from bench.testing.grids import bench
-from bench.testing.stages import command
+from bench.testing.in_process import command
 from tests.gates.gate_runs import cases, failed, params
-from tests.judges.reviewed_run import judge_grades
+from tests.judge_trust.reviewed_run import judge_grades
 
 
 def test_a_regression_fails_the_gate_with_exit_5_and_junit_xml(runs):

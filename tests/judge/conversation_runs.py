@@ -12,7 +12,7 @@ from pathlib import Path
 from bench.core.records import Candidate
 from bench.core.store import RunStore
 from bench.run import Run, open_run
-from bench.stages import run_collect
+from bench.stage_runs import run_collect
 from bench.testing.grids import generate, grid, judge, model, prompt
 
 

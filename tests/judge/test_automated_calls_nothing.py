@@ -7,7 +7,7 @@ import json
 
 from bench.analysis import load_run, summarize
 from bench.testing.grids import grid, judge, model, prompt
-from bench.testing.stages import run_stages
+from bench.testing.in_process import run_stages
 
 CHECKS = """---
 id: exact

@@ -22,9 +22,9 @@ from bench.judge.grader import Item, Judge, grade_items
 from bench.judge.logprobs import NO_LOGPROBS
 from bench.models.client import LLM, Limits
 from bench.run import open_run
-from bench.stages import run_collect
+from bench.stage_runs import run_collect
 from bench.testing.grids import ROOT, bench, grid, judge, model, rubric
-from bench.testing.stages import command
+from bench.testing.in_process import command
 
 
 

@@ -11,7 +11,7 @@ from bench.analysis import judge_stability, load_run, stability_leaderboard
 from bench.core.records import Judgment
 from bench.core.store import RunStore
 from bench.testing.grids import bench, grid, judge, model, sweep
-from bench.testing.stages import command, run_stages
+from bench.testing.in_process import command, run_stages
 
 
 def _params(tmp_path, url):

@@ -1,6 +1,6 @@
 """Every grading mode end to end on a dry judge: in-process, no server, through the real client and parsers.
 
-The wire, the faults and canned replies are tested against the loopback fake provider (test_modes.py);
+HTTP, the faults and canned replies are tested against the loopback fake provider (test_modes.py);
 these tests only need replies that are valid, which ``dry/<name>`` gives without a subprocess.
 """
 

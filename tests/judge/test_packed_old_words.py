@@ -18,7 +18,7 @@ from bench.core.errors import ParamsError
 from bench.core.records import Judgment, content_hash
 from bench.core.store import RunStore
 from bench.run import open_run
-from bench.stages import run_collect, run_judge
+from bench.stage_runs import run_collect, run_judge
 from bench.testing.grids import grid, judge, model
 
 OLD = {"mode": "batch", "batch_size": 3}

@@ -7,7 +7,7 @@ from __future__ import annotations
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
 from bench.testing.grids import grid, judge, model, sweep
-from bench.testing.stages import run_stages
+from bench.testing.in_process import run_stages
 
 K, TOPICS = 3, 7  # two cells of 7 answers: packs of 3 that cross from one cell to the next, and a last one of 2
 

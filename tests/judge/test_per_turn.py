@@ -19,7 +19,7 @@ from bench.core.records import Judgment, Review
 from bench.core.store import RunStore
 from bench.judge import judgment_counts, load_judges
 from bench.run import open_run
-from bench.stages import run_judge
+from bench.stage_runs import run_judge
 from bench.testing.grids import grid, judge, model
 from bench.testing.records import judgment
 from tests.judge.conversation_runs import chat, collected, rewrite, rubric_file

@@ -18,9 +18,9 @@ from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
 from bench.report import render_report
 from bench.run import open_run
-from bench.stages import run_collect
+from bench.stage_runs import run_collect
 from bench.testing.grids import bench, grid, judge, model, prompt, rubric, sweep
-from bench.testing.stages import command, run_stages
+from bench.testing.in_process import command, run_stages
 
 CHECKS = """---
 id: ref

@@ -13,7 +13,7 @@ from bench.core.records import Judgment
 from bench.core.store import RunStore
 from bench.judge._prompts import SOLVE_SYSTEM
 from bench.testing.grids import bench, grid, judge, model, sweep
-from bench.testing.stages import command, run_stages
+from bench.testing.in_process import command, run_stages
 
 MARKER = "MARKER-REFERENCE-RUBRIC"
 SCENARIOS = [{"fields": {"topic": f"t{n}"}, "reference": {"answer": f"tip {n}", "extra": n}} for n in range(3)]

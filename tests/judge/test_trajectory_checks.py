@@ -14,9 +14,9 @@ from bench.config.rubrics import load_rubric
 from bench.core.errors import ParamsError
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
-from bench.stages import run_judge
+from bench.stage_runs import run_judge
 from bench.testing.grids import grid, judge, model, prompt, sweep
-from bench.testing.stages import run_stages
+from bench.testing.in_process import run_stages
 from tests.judge.conversation_runs import agent, collected, rewrite, rubric_file
 
 

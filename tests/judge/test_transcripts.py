@@ -17,10 +17,10 @@ from bench.core.records import Judgment, Scenario, canonical_json
 from bench.core.store import RunStore
 from bench.judge.grader import GRADERS, Item, Judge, grade_items
 from bench.judge.packed import packed_messages, short_id
-from bench.judge.stage import items_for
+from bench.judge.judgments import items_for
 from bench.judge.transcripts import transcript_text, turn_count
 from bench.models.client import LLM, Limits
-from bench.stages import run_judge
+from bench.stage_runs import run_judge
 from bench.testing.records import candidate
 from tests.judge.conversation_runs import agent, call, collected, rewrite, rubric_file
 

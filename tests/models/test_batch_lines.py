@@ -19,7 +19,7 @@ from litellm.llms.vertex_ai.files.transformation import VertexAIFilesConfig, _op
 
 from bench.models.batches import BatchPolicy
 from bench.models.batches.outputs import read_line
-from bench.models.batches.wire import jsonl_line, line_body
+from bench.models.batches.batch_api import jsonl_line, line_body
 from bench.models.client import LLM
 from bench.models.limits import Limits
 from bench.models.routing import ModelSpec, body_params, resolve

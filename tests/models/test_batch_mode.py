@@ -24,7 +24,7 @@ from bench.core.spend import recorded_spend
 from bench.core.store import RunStore
 from bench.models.batches import BatchPolicy, batches_of
 from bench.run import open_run
-from bench.stages import run_collect
+from bench.stage_runs import run_collect
 from bench.testing.grids import grid, judge, model, started, sweep, sweep_args
 
 PRICE = {"input_per_mtok": 1.0, "output_per_mtok": 2.0, "batch_discount": 0.5}

@@ -22,10 +22,10 @@ from bench.core.spend import recorded_spend
 from bench.core.store import RunStore
 from bench.models.batches import BatchInfo, batches_of, summary_line
 from bench.models.batches.lookup import lookup
-from bench.models.batches.wire import Wire, close_clients, jsonl_line
+from bench.models.batches.batch_api import BatchApi, close_clients, jsonl_line
 from bench.models.routing import ModelSpec, resolve
 from bench.run import open_run
-from bench.stages import run_collect
+from bench.stage_runs import run_collect
 from bench.testing.grids import grid, model
 
 PRICE = {"input_per_mtok": 1.0, "output_per_mtok": 2.0, "batch_discount": 0.5}
@@ -107,14 +107,14 @@ def test_a_lost_create_reply_is_found_by_its_input_file_where_the_provider_keeps
 
 def test_a_lookup_matches_a_batch_without_metadata_by_its_requests_and_never_guesses(fake, tmp_path):
     fake.configure(batch_drop_metadata=True)  # a provider that keeps no metadata
-    wire = Wire(resolve(ModelSpec(model="openai/m1", api_base=fake.url)))
+    api = BatchApi(resolve(ModelSpec(model="openai/m1", api_base=fake.url)))
     body = {"model": "m1", "messages": [{"role": "user", "content": "hi"}]}
 
     async def main(info: BatchInfo):
-        file_id = await wire.upload("in.jsonl", b"".join(jsonl_line(k, body) for k in ("k1", "k2")))
-        made = await wire.create(file_id, "24h", {"bench_batch": "lost"})
+        file_id = await api.upload("in.jsonl", b"".join(jsonl_line(k, body) for k in ("k1", "k2")))
+        made = await api.create(file_id, "24h", {"bench_batch": "lost"})
         try:
-            return made.id, await lookup(wire, info, lambda fn, *args: fn(*args))
+            return made.id, await lookup(api, info, lambda fn, *args: fn(*args))
         finally:
             await close_clients()  # LiteLLM's clients of this loop
 

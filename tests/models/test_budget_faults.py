@@ -22,7 +22,7 @@ from bench.models._purse import Purse
 from bench.models.routing import ModelSpec, resolve
 from bench.models.tokens import counter_for
 from bench.run import open_run
-from bench.stages import run_collect
+from bench.stage_runs import run_collect
 from bench.testing import grids
 
 CJK = "".join(chr(0x4E00 + i * 997 % 6000) for i in range(400))  # 891 cl100k tokens; 100 as characters / 4
@@ -164,7 +164,7 @@ def test_a_sweep_summary_says_which_records_were_estimated_or_over_their_limit(t
     assert "budget: spent $" in log and "every reply cost at most what it reserved" in log, log
 
 
-def test_the_purse_sets_aside_the_largest_overrun_for_every_call_on_the_wire():
+def test_the_purse_sets_aside_the_largest_overrun_for_every_call_in_flight():
     async def main() -> None:
         purse = Purse(1.0)
         assert await purse.reserve(0.1)

@@ -308,7 +308,7 @@ run_dir, folder, keys = sys.argv[1], sys.argv[2], sys.argv[3:]
 journal, cache = Journal(run_dir), ResponseCache(folder)
 for i, key in enumerate(keys):
     journal.arm(key)
-    journal.sent()  # on the wire
+    journal.sent()  # in flight
     if i < 3:
         cache.put(key, {"text": key})  # answered; the last two are still in flight at the kill
 os.kill(os.getpid(), signal.SIGKILL)

@@ -13,7 +13,7 @@ from bench.models.client import LLM, Limits
 from bench.models.preflight import preflight
 from bench.models.routing import ModelSpec
 from bench.run import open_run
-from bench.stages import make_llm
+from bench.stage_runs import make_llm
 from bench.testing.grids import grid
 
 FAST = dict(backoff_s=0.01, backoff_max_s=0.05, timeout_s=5)

@@ -22,7 +22,7 @@ from bench.models.genparams import param_problems, supported_params
 from bench.models.preflight import preflight
 from bench.models.routing import ModelSpec, resolve
 from bench.testing.grids import bench
-from bench.testing.stages import run_stages
+from bench.testing.in_process import run_stages
 from tests.repo import REPO
 
 SPEC = ModelSpec("dry/gpt-4o", params={"temperature": 0.2})

@@ -1,6 +1,6 @@
 """The fault matrix: collect and every judging mode against every provider fault the fake can throw.
 
-Each case runs the stage through the real path (bench.stages → bench.models.client → the loopback fake) with
+Each case runs the stage through the real path (bench.stage_runs → bench.models.client → the loopback fake) with
 one fault switched on and a single retry, so some work fails for good. Then every planned item
 must have a record that is either a success or a failure with its reason, no id may have two
 successes, and a re-run with the fault off must complete exactly the failures.
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.judge.stage import items_for, load_judges
+from bench.judge.judgments import items_for, load_judges
 from bench.core.records import Candidate, Judgment
 from bench.run import open_run
-from bench.stages import run_collect, run_judge
+from bench.stage_runs import run_collect, run_judge
 from bench.core.store import RunStore
 from bench.testing import grids
 

@@ -23,7 +23,7 @@ from bench.models.limits import Limits
 from bench.models.routing import ModelSpec
 from bench.estimate import stage_work
 from bench.run import open_run
-from bench.stages import make_llm, run_collect, run_judge
+from bench.stage_runs import make_llm, run_collect, run_judge
 from bench.testing.grids import ROOT, grid, judge, model, prompt, rubric
 
 URL_IMAGE = "https://example.org/chart.png"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from bench.core.records import Candidate
 from bench.core.store import RunStore
 from bench.testing.grids import bench, grid, judge, model
-from bench.testing.stages import command, run_stages
+from bench.testing.in_process import command, run_stages
 
 
 def test_a_typo_in_generation_params_is_refused_with_the_nearest_name(tmp_path, fake):

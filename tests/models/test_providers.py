@@ -11,7 +11,7 @@ import pytest
 
 from bench.core.errors import PreflightError
 from bench.models import providers
-from bench.models.batches.wire import unsupported
+from bench.models.batches.batch_api import unsupported
 from bench.models.client import LLM, Limits
 from bench.models.preflight import preflight
 from bench.models.routing import ModelSpec, price_per_token, resolve

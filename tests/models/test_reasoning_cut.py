@@ -16,7 +16,7 @@ from bench.models._paid import itemized, with_paid
 from bench.models.client import LLM, Limits
 from bench.models.routing import ModelSpec
 from bench.run import open_run
-from bench.stages import run_collect
+from bench.stage_runs import run_collect
 from bench.testing.grids import grid, model
 
 ASK = [{"role": "user", "content": "What is two plus two?"}]

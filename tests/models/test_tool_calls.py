@@ -77,7 +77,7 @@ def test_a_reply_of_tool_calls_only_is_an_answer_not_an_empty_one_retried(fake):
 
 
 def test_identical_tool_requests_in_flight_share_one_reply_and_its_calls(fake):
-    fake.configure(tool_calls=[WEATHER], latency_ms=300)  # the first is on the wire while the others arrive
+    fake.configure(tool_calls=[WEATHER], latency_ms=300)  # the first is in flight while the others arrive
     comps = ask(ModelSpec("openai/agent", api_base=fake.url), times=3, tools=TOOLS)
     assert fake.stats()["requests"] == 1
     assert all(c.tool_calls == comps[0].tool_calls and c.tool_calls for c in comps)

@@ -12,7 +12,7 @@ import pytest
 
 from bench.analysis import confusion, load_run
 from bench.testing.grids import bench
-from tests.judges.reviewed_run import reviewed_run
+from tests.judge_trust.reviewed_run import reviewed_run
 
 CHROMIUM = os.environ.get("BENCH_CHROMIUM", "/usr/bin/chromium")
 HEATMAPS = """() => Array.from(document.querySelectorAll('.js-plotly-plot'))

@@ -25,7 +25,7 @@ from bench.report import conversations
 from bench.report.display import number
 from bench.testing.grids import ROOT, bench, grid, model, sweep
 from bench.testing.records import candidate, judgment, scenario
-from bench.testing.stages import command, run_stages
+from bench.testing.in_process import command, run_stages
 from tests.estimate.conversation_grid import BILL, PRICE, TOOL_SCRIPT, conversation_grid
 
 HOSTILE = "<script>window.__pwned = 1</script><img src=x onerror=alert(1)>"

@@ -18,7 +18,7 @@ from bench.core.records import Judgment, Review
 from bench.core.store import RunStore
 from bench.review import ReviewPanel, ReviewSession
 from bench.testing.grids import bench, grid, judge, model, sweep
-from bench.testing.stages import command, run_stages
+from bench.testing.in_process import command, run_stages
 
 CRITERIA = ("relevance", "actionability", "tone")  # tip-v1, each 1–5
 

@@ -24,9 +24,9 @@ from bench.models._leases import LeaseServer, RemoteLimiter
 from bench.models._purse import Purse
 from bench.models.budget import PriceUnknown
 from bench.run import open_run
-from bench.stages import run_collect, run_judge
+from bench.stage_runs import run_collect, run_judge
 from bench.testing import grids
-from bench.testing.stages import run_stages
+from bench.testing.in_process import run_stages
 
 PRICE = {"input_per_mtok": 1000.0, "output_per_mtok": 1000.0}  # $0.001 per (fake) token
 JUDGE_PRICE = {"input_per_mtok": 100.0, "output_per_mtok": 100.0}
@@ -205,11 +205,11 @@ def test_a_purse_grants_waits_for_room_and_refuses_what_can_never_fit():
         assert not waiting.done()
         purse.settle(0.5, 0.1)  # cost less than reserved: now 0.3 spent, the second fits
         assert await waiting and purse.reserved == pytest.approx(0.5)
-        assert not await purse.reserve(0.75)  # 0.3 + 0.75 > 1 even with nothing on the wire: refused at once
+        assert not await purse.reserve(0.75)  # 0.3 + 0.75 > 1 even with nothing in flight: refused at once
         purse.settle(0.5, None)  # unknown cost: counted as reserved
         assert purse.spent == pytest.approx(0.8) and purse.reserved == 0.0 and purse.held == 0
         assert await purse.reserve(0.15)
-        small = asyncio.ensure_future(purse.reserve(0.1))  # fits only if the 0.15 on the wire costs less: it waits
+        small = asyncio.ensure_future(purse.reserve(0.1))  # fits only if the 0.15 in flight costs less: it waits
         await asyncio.sleep(0)
         assert not small.done()
         purse.settle(0.15, 0.15)  # it cost all of it: 0.95 spent, 0.1 more can never fit
@@ -228,11 +228,11 @@ def test_the_lease_server_holds_one_budget_for_every_connection_and_charges_a_de
         assert not waiting.done()
         a.settle(ra, 0.5)  # a paid 0.5: b's 0.6 can never fit now
         _rb, refused = await waiting
-        assert {k: refused[k] for k in ("id", "ok", "spent", "limit", "on_wire")} == {
-            "id": _rb, "ok": False, "spent": 0.5, "limit": 1.0, "on_wire": 0}
+        assert {k: refused[k] for k in ("id", "ok", "spent", "limit", "in_flight")} == {
+            "id": _rb, "ok": False, "spent": 0.5, "limit": 1.0, "in_flight": 0}
         rc, granted = await b.reserve(0.3)
         assert granted["ok"]
-        b.transport.close()  # b dies with its request on the wire: it may have been paid
+        b.transport.close()  # b dies with its request in flight: it may have been paid
         await asyncio.sleep(0.05)
         _rd, last = await a.reserve(0.3)
         return last["ok"], last.get("spent", -1.0)

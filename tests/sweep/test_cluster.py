@@ -153,7 +153,7 @@ def test_a_worker_killed_mid_sweep_reruns_elsewhere_with_the_same_records(tmp_pa
     assert "ran more than once" in out and "attempt 1 lost with its worker tcp://127.0.0.1:" in out
     # the replies in flight on the lost worker were asked again: the summary's count covers each of them
     asked_twice = _answers_asked(fake.stats()) - LOCAL_REQUESTS[0]
-    said = re.search(r"up to (\d+) request\(s\) were on the wire when an execution stopped", out)
+    said = re.search(r"up to (\d+) request\(s\) were in flight when an execution stopped", out)
     assert asked_twice == 0 or (said and int(said.group(1)) >= asked_twice), (asked_twice, out[-2000:])
 
 
@@ -178,10 +178,10 @@ def test_a_grouped_execution_killed_mid_way_asks_again_only_what_was_in_flight(t
     assert len(cands) == 80 and set(cands.values()) == {1} and len(judged) == 80 and set(judged.values()) == {1}
     asked = _answers_asked(fake.stats())
     asked_twice = asked - 80
-    # at most what the killed kernel had on the wire (limits.max_concurrency 6 across the sweep), never the answers
+    # at most what the killed kernel had in flight (limits.max_concurrency 6 across the sweep), never the answers
     # it had already received: those are in the response cache, and its retry took them from there
     assert 0 <= asked_twice <= 6, (asked, out[-2000:])
-    said = re.search(r"up to (\d+) request\(s\) were on the wire when an execution stopped", out)
+    said = re.search(r"up to (\d+) request\(s\) were in flight when an execution stopped", out)
     assert asked_twice == 0 or (said and int(said.group(1)) >= asked_twice), out[-2000:]
 
 

@@ -60,7 +60,7 @@ def keyed_env(tmp_dir: str) -> dict[str, str]:
 
 def wait_running(run_dir: Path, proc: subprocess.Popen, fake: object = None) -> dict:
     """Return an attempt record once an execution runs on a worker and has written a record (files: readiness);
-    with ``fake``, once a request is on the wire too (what a kill "mid-sweep" means)."""
+    with ``fake``, once a request is in flight too (what a kill "mid-sweep" means)."""
     deadline = time.monotonic() + BUDGET_S
     while time.monotonic() < deadline:
         assert proc.poll() is None, f"the sweep ended first: {proc.stdout.read()[-3000:]}{proc.stderr.read()[-2000:]}"

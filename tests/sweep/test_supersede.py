@@ -26,9 +26,9 @@ from bench.core.outcome import failures
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
 from bench.run import open_run
-from bench.stages import run_collect
+from bench.stage_runs import run_collect
 from bench.testing.grids import ROOT, bench, grid, judge, model, prompt, sweep
-from bench.testing.stages import command, run_stages
+from bench.testing.in_process import command, run_stages
 
 TOPICS = 4
 TEMPLATE = "One tip about {topic}."

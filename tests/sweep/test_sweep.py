@@ -122,11 +122,11 @@ def test_kill_9_mid_sweep_then_resume_gives_every_candidate_exactly_once(tmp_pat
     assert len(done) == N_CELLS * N_SCENARIOS and set(done.values()) == {1}  # nothing lost, nothing twice
     # every request paid for an answer we kept, except those in flight at the kill (at most the cap)
     distinct = N_CELLS * N_SCENARIOS - 2 * 15  # q@v1 ignores {n}: one request answers two candidates
-    # paid twice: what was on the wire at the kill (up to the cap) plus at most one cache commit group
+    # paid twice: what was in flight at the kill (up to the cap) plus at most one cache commit group
     repeats = fake.stats()["requests"] - distinct
     assert 0 <= repeats <= 2 * 4
     if repeats:  # the resumed sweep gives an upper bound of what it asked again
-        said = re.search(r"up to (\d+) request\(s\) were on the wire when an execution stopped", resumed.stdout)
+        said = re.search(r"up to (\d+) request\(s\) were in flight when an execution stopped", resumed.stdout)
         assert said and int(said.group(1)) >= repeats, resumed.stdout[-2000:]
 
 
@@ -218,7 +218,7 @@ def test_ctrl_c_prints_one_line_saying_what_was_saved_and_how_to_resume(tmp_path
     params = judged_grid(tmp_path, fake.url, topics=12, cap=2)
     with started(tmp_path, *sweep_args(params)) as proc:
         deadline = time.monotonic() + 120
-        while not (fake.stats()["in_flight"] and fake.stats()["requests"] >= 3):  # the kernel's stage is on the wire
+        while not (fake.stats()["in_flight"] and fake.stats()["requests"] >= 3):  # the kernel's stage is in flight
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.02)
         proc.send_signal(signal.SIGINT)

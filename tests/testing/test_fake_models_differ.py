@@ -12,7 +12,7 @@ import pytest
 from bench.analysis import summarize
 from bench.testing.fake_provider import FakeProvider
 from bench.testing.grids import generate, grid, judge, model, prompt, sweep
-from bench.testing.stages import run_stages
+from bench.testing.in_process import run_stages
 
 
 def _grid(tmp_path, url, name):

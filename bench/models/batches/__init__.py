@@ -1,6 +1,6 @@
 """Provider Batch APIs: a batched model's requests gathered into batches, submitted once, adopted on resume.
 
-``wire`` (LiteLLM's files/batches calls), ``ledger`` (the run folder's record of every batch), ``lookup``,
+``batch_api`` (LiteLLM's files/batches calls), ``ledger`` (the run folder's record of every batch), ``lookup``,
 ``outputs`` and ``lines`` (reading a finished batch's files) and ``queue`` (one endpoint's queue), used by
 ``LLM.complete`` for every batched request. See docs/batch-apis.md.
 """

@@ -21,7 +21,7 @@ from bench.models._no_answer import no_answer
 from bench.models._paid import itemized, reconcile, with_paid
 from bench.models._transport import Reply, parse_openai
 from bench.models.batches.outputs import Files, shown, usage_of
-from bench.models.batches.wire import line_error
+from bench.models.batches.batch_api import line_error
 from bench.models.routing import Route
 from bench.models.tokens import output_bound
 from bench.models.tools_support import calls_text
@@ -37,7 +37,7 @@ class Request:
     fut: asyncio.Future
     allow_empty: bool = False
     line: bytes = b""
-    line_body: dict[str, Any] | None = None  # the batch line's body when it is not ``body`` (wire.line_body)
+    line_body: dict[str, Any] | None = None  # the batch line's body when it is not ``body`` (batch_api.line_body)
     tries: int = 0  # batches this request has been in
     t0: float = field(default_factory=time.monotonic)
     item: str | None = None  # the item's digest (item_digest): the same on every attempt of the item

@@ -15,7 +15,7 @@ from typing import Any
 
 from bench.core.errors import ProviderError
 from bench.models.batches.ledger import BatchInfo
-from bench.models.batches.wire import BatchState, Wire
+from bench.models.batches.batch_api import BatchApi, BatchState
 
 META_KEY = "bench_batch"  # the provider-side metadata naming bench's local id of a batch
 SKEW_S = 3600  # how much earlier than its submission the provider's list is read (clock differences)
@@ -23,9 +23,9 @@ SKEW_S = 3600  # how much earlier than its submission the provider's list is rea
 Call = Callable[..., Awaitable[Any]]  # the caller's retrying call of a provider function
 
 
-async def lookup(wire: Wire, info: BatchInfo, call: Call) -> BatchState | None:
+async def lookup(api: BatchApi, info: BatchInfo, call: Call) -> BatchState | None:
     """Return the provider's batch that is ``info``, or None when the provider's list confirms there is none."""
-    listed = await call(wire.recent, _epoch(info.at) - SKEW_S)
+    listed = await call(api.recent, _epoch(info.at) - SKEW_S)
     for state in listed:
         if (state.metadata or {}).get(META_KEY) == info.local:
             return state
@@ -37,7 +37,7 @@ async def lookup(wire: Wire, info: BatchInfo, call: Call) -> BatchState | None:
     for state in listed:
         if META_KEY in (state.metadata or {}) or not state.input_file_id:
             continue  # another bench batch (its own metadata), or nothing to compare
-        if custom_ids(await call(wire.content, state.input_file_id)) == keys:
+        if custom_ids(await call(api.content, state.input_file_id)) == keys:
             return state
     return None
 

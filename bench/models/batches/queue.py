@@ -23,7 +23,7 @@ from bench.models.batches.lines import Request, charge, item_digest, reply_of
 from bench.models.batches.lookup import META_KEY, lookup, unknown_error
 from bench.models.batches.outputs import Files, odd_lines, read_files, shown
 from bench.models.batch_policy import BatchPolicy
-from bench.models.batches.wire import BatchState, Wire, jsonl_line
+from bench.models.batches.batch_api import BatchApi, BatchState, jsonl_line
 from bench.models.routing import Route
 
 MAX_POLL_FAILURES = 30  # failed polls in a row (each after its own retries) before the waiting calls hear it
@@ -38,7 +38,7 @@ class Batcher:
     def __init__(self, route: Route, ledger: Ledger, *, retries: int, direct: Direct, backoff_s: float = 0.5):
         self.route, self.ledger, self.retries, self.direct = route, ledger, retries, direct
         self.policy: BatchPolicy = route.spec.batch or BatchPolicy()
-        self.wire = Wire(route)
+        self.api = BatchApi(route)
         self.backoff_s = backoff_s
         self.queue: list[Request] = []
         self.queued_bytes = 0
@@ -127,7 +127,7 @@ class Batcher:
             req.tries += 1
         self.ledger.submitting(info)  # before the upload: a process killed from here on is found again
         try:
-            file_id = await self._with_backoff(self.wire.upload, f"bench-{info.local}.jsonl",
+            file_id = await self._with_backoff(self.api.upload, f"bench-{info.local}.jsonl",
                                                b"".join(r.line for r in chunk))
         except ProviderError as err:  # no batch exists: nothing to look for on a resume
             self.ledger.finished(info, "never_created", None, None, set())
@@ -144,7 +144,7 @@ class Batcher:
         looked up at the provider; it is created again only once the provider confirms it does not exist."""
         for attempt in range(self.retries + 1):
             try:
-                return await self.wire.create(file_id, self.policy.window, {META_KEY: info.local})  # a fresh dict
+                return await self.api.create(file_id, self.policy.window, {META_KEY: info.local})  # a fresh dict
             except ProviderError as err:
                 if not err.retryable:  # refused: no batch exists
                     self.ledger.finished(info, "never_created", None, None, set())
@@ -169,7 +169,7 @@ class Batcher:
         """Return the provider's batch that is ``info``, or None when the provider confirms there is none."""
         async def call(fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
             return await self._with_backoff(fn, *args, tries=max(self.retries, LOOKUP_RETRIES) + 1)
-        return await lookup(self.wire, info, call)
+        return await lookup(self.api, info, call)
 
     async def _with_backoff(self, call: Callable[..., Awaitable[Any]], *args: Any, tries: int | None = None) -> Any:
         """Call the provider, retrying what may succeed (429, 5xx, timeouts) with exponential backoff."""
@@ -241,7 +241,7 @@ class Batcher:
                 await asyncio.sleep(delay)
                 delay = min(delay * 1.5, self.policy.poll_max_s)
             try:
-                new = await self._with_backoff(self.wire.retrieve, info.batch_id)
+                new = await self._with_backoff(self.api.retrieve, info.batch_id)
             except ProviderError as err:
                 failures += 1
                 if err.retryable and failures < MAX_POLL_FAILURES:
@@ -294,7 +294,7 @@ class Batcher:
 
     async def _read_files(self, info: BatchInfo, output_id: str | None, error_id: str | None) -> Files:
         """Return what a batch's output file and error file say of its requests (bench.models.batches.outputs)."""
-        data = [await self._with_backoff(self.wire.content, f) if f else b"" for f in (output_id, error_id)]
+        data = [await self._with_backoff(self.api.content, f) if f else b"" for f in (output_id, error_id)]
         return read_files(data[0], data[1], set(info.keys))
 
     def _answer(self, req: Request, files: Files, status: str | None, info: BatchInfo) -> None:

@@ -18,7 +18,7 @@ from bench.core.secrets import add_secret
 from bench.models.batch_policy import BatchPolicy
 
 Transport = Literal["auto", "direct", "litellm"]  # what a ModelSpec may ask for (params ``transport:``)
-Wire = Literal["direct", "litellm", "dry"]  # how a route's requests travel: one HTTP POST, LiteLLM, in-process
+Transport = Literal["direct", "litellm", "dry"]  # how a route's requests travel: one HTTP POST, LiteLLM, in-process
 Counting = Literal["litellm", "bundled"]  # litellm.token_counter, or the encoding files LiteLLM bundles
 OwnTokenizer = Literal["none", "tiktoken", "litellm"]  # where the model's own tokenizer may be known from
 KnownParams = Literal["any", "openai", "llama_cpp", "litellm"]  # which generation params it accepts (genparams)
@@ -63,10 +63,10 @@ class Route:
     """A resolved model: its provider, how its requests travel, where, with which ready-made body params."""
 
     spec: ModelSpec
-    transport: Wire
+    transport: Transport
     provider: Provider
     vendor: str  # LiteLLM's name of the provider ("openai", "anthropic", …; "dry", "local" for ours)
-    served_model: str  # the "model" field sent on the wire (direct) or to LiteLLM
+    served_model: str  # the "model" field sent in flight (direct) or to LiteLLM
     api_base: str | None
     identity: str  # what the cache key uses for the endpoint (never a key, never a port of ours)
     key_env: str | None
@@ -94,7 +94,7 @@ class Provider(ABC):
     translates_params: ClassVar[bool] = False  # params go through LiteLLM's per-provider translation
     params: ClassVar[KnownParams] = "openai"  # the generation params it takes (bench.models.genparams)
     free: ClassVar[bool] = False  # costs nothing, whatever price a spec declares
-    answers_in_process: ClassVar[bool] = False  # no wire at all (bench.models.dry)
+    answers_in_process: ClassVar[bool] = False  # no HTTP at all (bench.models.dry)
     launches: ClassVar[bool] = False  # a server of ours is started on first use (``launch``)
     probes_api_base: ClassVar[bool] = True  # the preflight asks a spec's api_base whether it answers
     named_in_listing: ClassVar[bool] = True  # the model's name must be among those its api_base lists

@@ -13,7 +13,7 @@ from bench.models.providers.contract import ModelSpec, Provider, Route
 
 
 class DryProvider(Provider):
-    """``dry/<name>``: a stand-in for any model, answered by bench.models.dry without a wire or a price.
+    """``dry/<name>``: a stand-in for any model, answered by bench.models.dry without a request or a price.
     It takes whatever the model it stands in for would (images and tools are read past, never refused)."""
 
     name = "dry"

@@ -23,7 +23,7 @@ from bench.core.records import utc_now
 from bench.core.runlock import run_lock
 from bench.core.store import os_reason
 from bench.run import Run
-from bench.stages import prepare
+from bench.stage_runs import prepare
 from bench.sweep.cluster import remote
 from bench.sweep.cluster.progress import ClusterProgress
 from bench.sweep.cluster.session import ClusterLost, ClusterSession, cluster_address

@@ -46,7 +46,7 @@ class BatchState:
         return self.status in TERMINAL
 
 
-class Wire:
+class BatchApi:
     """One route's Files + Batch API calls (the key read from its variable per call, never stored)."""
 
     def __init__(self, route: Route):

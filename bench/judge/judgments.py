@@ -20,9 +20,9 @@ from bench.config.scenarios import reference_source
 from bench.core.digests import current_candidates
 from bench.core.errors import ParamsError
 from bench.core.images import content_text
-from bench.core.progress import Progress, requests_on_the_wire
+from bench.core.progress import Progress, requests_in_flight
 from bench.core.records import Candidate, Judgment, Scenario
-from bench.core.stage import StageResult
+from bench.core.stage_result import StageResult
 from bench.core.store import RunStore
 from bench.core.writer import RecordWriter
 from bench.judge.automated import refuse_unrunnable_checks
@@ -174,7 +174,7 @@ async def judge_stage(run: Run, llm: LLM, judges: list[Judge], *, shard: str | N
         result.skipped += (len(items) - len(pending) - len(exhausted)) * per_item
         result.exhausted += len(exhausted) * per_item
         work.append((judge, pending, len(pending) * per_item))
-    bar = Progress("judge", {j.entry.id: n for j, _p, n in work}, mode=progress, wire=requests_on_the_wire(llm))
+    bar = Progress("judge", {j.entry.id: n for j, _p, n in work}, mode=progress, in_flight=requests_in_flight(llm))
     writer = RecordWriter(store)  # a failed write sets writer.halt: no new item starts, the rest is rescued
 
     def emit(j: Judgment) -> None:

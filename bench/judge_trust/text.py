@@ -1,4 +1,4 @@
-"""The tables `bench judges` prints: the JSON document of :mod:`bench.judges.document`, read as a person reads it
+"""The tables `bench judges` prints: the JSON document of :mod:`bench.judge_trust.document`, read as a person reads it
 (each value with its interval in brackets, every note and verdict on its own)."""
 
 from __future__ import annotations

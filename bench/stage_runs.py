@@ -25,14 +25,14 @@ from bench.core.errors import CacheWriteWarning, WritesFailed
 from bench.core.images import IMAGE_FOLDER
 from bench.core.journal import Journal, settle
 from bench.core.migrate import migrate_run
-from bench.core.progress import Progress, configure, in_kernel, requests_on_the_wire, say
+from bench.core.progress import Progress, configure, in_kernel, requests_in_flight, say
 from bench.core.records import Judgment
 from bench.core.rescue import import_rescued
 from bench.core.runlock import run_lock
 from bench.core.store import RunStore
 from bench.core.writer import Halt, RecordWriter
 from bench.judge.grader import Judge
-from bench.judge.stage import JudgeResult, judge_specs, judge_stage, judgment_counts, load_judges
+from bench.judge.judgments import JudgeResult, judge_specs, judge_stage, judgment_counts, load_judges
 from bench.judge.stream import JudgeStream
 from bench.models.budget import Budget
 from bench.models.cache import open_cache
@@ -48,7 +48,7 @@ def make_llm(run: Run, max_concurrency: int | None = None) -> LLM:
     cap = int(max_concurrency) if max_concurrency else lim.max_concurrency
     llm = LLM(lim.model_copy(update={"max_concurrency": cap}), cache=open_cache(root=run.root))
     llm.batch_dir = run.dir / "batches"  # the provider batches of batched models (bench.models.batches.ledger)
-    llm.journal = Journal(run.dir)  # the requests on the wire (a file only once one is sent): see bench.core.journal
+    llm.journal = Journal(run.dir)  # the requests in flight (a file only once one is sent): see bench.core.journal
     llm.image_folder = run.dir / IMAGE_FOLDER  # the dataset's images, which requests carry (bench.core.images)
     link = run.link  # what the sweep's driver shares with this execution (none in a notebook of one's own)
     llm.lease_server, llm.sweep_cap = link.lease_server, link.sweep_cap
@@ -172,7 +172,7 @@ async def _collect_and_judge(run: Run, llm: LLM, shard: str | None, progress: st
     writer = RecordWriter(store, halt=halt)
     # one bar per judge, its total growing as answers arrive; "judging" once collect is done and the rest is graded
     bar = Progress("judge", {j.entry.id: 0 for j in judges}, mode=progress, growing=True,
-                   wire=requests_on_the_wire(llm))
+                   in_flight=requests_in_flight(llm))
 
     def emit(j: Judgment) -> None:
         writer.add(j)

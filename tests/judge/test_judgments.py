@@ -8,7 +8,7 @@ from pathlib import Path
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
 from bench.testing.grids import ROOT, bench, env, generate, grid, judge, model, prompt, sweep
-from bench.testing.stages import command, run_stages
+from bench.testing.in_process import command, run_stages
 from tests.repo import parameterized_copy
 
 

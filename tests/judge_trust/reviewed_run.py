@@ -17,7 +17,7 @@ import polars as pl
 
 from bench.analysis import COMPOSITE, load_run
 from bench.testing.grids import generate, grid, judge, model
-from bench.testing.stages import command, run_stages
+from bench.testing.in_process import command, run_stages
 
 SCENARIOS = 12
 SHIFT = {"ann": 3, "bob": 4}  # every n-th reviewed entry: one point up (down at the top of the scale)

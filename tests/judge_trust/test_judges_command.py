@@ -14,10 +14,10 @@ from sklearn.metrics import cohen_kappa_score
 from bench.analysis import human_agreement, load_run
 from bench.core.records import Judgment, Review
 from bench.core.store import RunStore
-from bench.judges.document import plain
+from bench.judge_trust.document import plain
 from bench.testing.grids import bench
-from bench.testing.stages import command
-from tests.judges.reviewed_run import reviewed_run
+from bench.testing.in_process import command
+from tests.judge_trust.reviewed_run import reviewed_run
 
 AUDIT_MEASURES = {"first_slot_preference", "flip_rate", "length_correlation", "length_gap", "style_length_coefficient",
                   "self_preference", "modal_share", "entropy", "jury_disagreement"}

@@ -10,8 +10,8 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-_LAZY = {"judges_command": "bench.judges.command", "judges_document": "bench.judges.document",
-         "judged_run": "bench.judges.document", "judges_text": "bench.judges.text"}
+_LAZY = {"judges_command": "bench.judge_trust.command", "judges_document": "bench.judge_trust.document",
+         "judged_run": "bench.judge_trust.document", "judges_text": "bench.judge_trust.text"}
 
 __all__ = ["judged_run", "judges_command", "judges_document", "judges_text"]
 
@@ -19,5 +19,5 @@ __all__ = ["judged_run", "judges_command", "judges_document", "judges_text"]
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'bench.judges' has no attribute {name!r}")
+        raise AttributeError(f"module 'bench.judge_trust' has no attribute {name!r}")
     return getattr(import_module(module), name)

@@ -19,9 +19,9 @@ from bench.collect.answers import answer
 from bench.collect.tool_runs import check_functions
 from bench.collect.work_items import WorkItem, plan
 from bench.core.errors import Halted
-from bench.core.progress import Progress, requests_on_the_wire
+from bench.core.progress import Progress, requests_in_flight
 from bench.core.records import Candidate
-from bench.core.stage import StageResult
+from bench.core.stage_result import StageResult
 from bench.core.store import RunStore
 from bench.core.writer import Halt, RecordWriter
 from bench.models.client import LLM
@@ -66,7 +66,7 @@ async def collect_stage(run: Run, llm: LLM, *, shard: str | None = None, progres
     store.ensure_writable()
     tries = store.attempts(Candidate)
     result, pending = _pending(run, store, tries, expect)
-    bar = Progress("collect", _totals(pending), mode=progress, wire=requests_on_the_wire(llm))
+    bar = Progress("collect", _totals(pending), mode=progress, in_flight=requests_in_flight(llm))
     writer = RecordWriter(store, halt=halt)
 
     async def worker(lane: Lane) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.judges.reviewed_run import reviewed_run
+from tests.judge_trust.reviewed_run import reviewed_run
 
 
 @pytest.fixture(scope="package")

@@ -33,10 +33,10 @@ from bench.core.digests import supersede
 from bench.core.records import utc_now
 from bench.estimate import before_sweep
 from bench.gates.command import sweep_gates
-from bench.judge.stage import pending_judgments
+from bench.judge.judgments import pending_judgments
 from bench.models.eventloop import run as run_loop
 from bench.run import Run, open_run, shown_path
-from bench.stages import prepare, run_collect, run_judge
+from bench.stage_runs import prepare, run_collect, run_judge
 from bench.sweep.halts import spend_line, stopped_summary
 from bench.testing.grids import ROOT
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench import judges as api  # its document and tables load polars on first use (bench.cli stays cheap)
+from bench import judge_trust as api  # its document and tables load polars on first use (bench.cli stays cheap)
 from bench.core import paths
 
 
