@@ -22,7 +22,7 @@ from bench.config.vision import store_images
 from bench.core.digests import Digest, check_digests, supersede
 from bench.core.errors import CacheWriteWarning, WritesFailed
 from bench.core.images import IMAGE_FOLDER
-from bench.core.journal import Journal, settle
+from bench.core.journal import Journal, settle, unclaimed_keys
 from bench.core.migrate import migrate_run
 from bench.core.progress import Progress, in_kernel, requests_on_the_wire, say
 from bench.core.records import Judgment
@@ -69,6 +69,7 @@ async def _stage_llm(run: Run, max_concurrency: int | None, images: bool = True)
         store_images(run.scenarios, run.sweep.scenarios.dataset, [run.params_path.parent, run.root], run.dir)
     llm = make_llm(run, max_concurrency)
     settle(run.dir, llm.cache)
+    llm.unclaimed = unclaimed_keys(run.dir)  # paid by a killed process, perhaps never recorded: counted once taken
     interrupted = writes_failed = False
     try:
         yield llm
