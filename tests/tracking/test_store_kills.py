@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -74,3 +75,15 @@ def test_a_half_made_store_an_older_bench_left_is_set_aside_and_made_anew(tmp_pa
     said = again.stdout + again.stderr
     assert again.returncode == 0 and "logged to MLflow" in said and "failed" not in said, said[-2000:]
     assert said.count("was left half-made") == 1 and len(list(run_dir.glob("mlflow.db.half-made-*"))) >= 1, said
+
+
+def test_a_tracking_failure_is_said_once_with_its_effect(tmp_path, fake):
+    with socket.socket() as s:  # a port nothing listens on: every MLflow call is refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    params = grids.grid(tmp_path / "t.yaml", fake.url, name="t", topics=2)
+    done = grids.sweep(tmp_path, params, track=True, MLFLOW_TRACKING_URI=f"http://127.0.0.1:{port}",
+                       MLFLOW_HTTP_REQUEST_MAX_RETRIES="0", MLFLOW_HTTP_REQUEST_TIMEOUT="5")
+    failures = [line for line in (done.stdout + done.stderr).splitlines() if "tracking:" in line and "failed" in line]
+    assert done.returncode == 0 and len(failures) == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "not logged to MLflow" in failures[0] and "records are unaffected" in failures[0], failures
