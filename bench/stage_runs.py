@@ -23,7 +23,7 @@ from bench.config.vision import store_images
 from bench.core.digests import Digest, check_digests, supersede
 from bench.core.errors import CacheWriteWarning, WritesFailed
 from bench.core.images import IMAGE_FOLDER
-from bench.core.journal import Journal, settle
+from bench.core.journal import Journal, settle, unclaimed_keys
 from bench.core.migrate import migrate_run
 from bench.core.progress import Progress, configure, in_kernel, requests_in_flight, say
 from bench.core.records import Judgment
@@ -73,6 +73,7 @@ async def _stage_llm(run: Run, max_concurrency: int | None, images: bool = True)
         store_images(run.scenarios, run.sweep.scenarios.dataset, [run.params_path.parent, run.root], run.dir)
     llm = make_llm(run, max_concurrency)
     settle(run.dir, llm.cache)
+    llm.unclaimed = unclaimed_keys(run.dir)  # paid by a killed process, perhaps never recorded: counted once taken
     interrupted = writes_failed = False
     try:
         yield llm

@@ -1,10 +1,11 @@
 """The request journal: which requests were in flight when a run stopped, so a resume can count them.
 
-Each process appends the cache key of every request it sends to its own flocked
-``<run folder>/requests-<pid>-<token>.journal`` and removes it at a clean end. At a stage's start
-``settle`` counts the keys of dead processes' journals that the cache lacks (possibly paid, asked again)
-into ``repeats.json`` (``recorded_repeats``). The seam calls ``arm(key)`` before sending and ``sent()``
-once the request holds a slot, so a request queued behind the cap is not counted.
+Each process appends the cache key and the reservation (worst-case USD, ``?`` unknown) of every request it
+sends to its own flocked ``<run folder>/requests-<pid>-<token>.journal`` and removes it at a clean end. At a
+stage's start ``settle`` reads dead processes' journals into ``repeats.json``: the keys the cache lacks were on
+the wire (possibly paid, asked again: counted at their reservation as estimated spend); the keys it holds were
+paid and cached, perhaps with no record yet (``unclaimed``: a resume that takes one counts it as spent). The seam
+calls ``arm(key)`` before sending and ``sent(usd)`` once the request holds a slot, so a queued one is not counted.
 """
 
 from __future__ import annotations
@@ -42,8 +43,13 @@ class Journal:
         """Name the request the current task is about to send (no I/O)."""
         _armed.set(key)
 
-    def sent(self) -> None:
-        """Journal the armed request of the current task, once (its retries are the same request)."""
+    def pending(self) -> bool:
+        """Return whether the current task armed a request not journaled yet (its reservation is then needed)."""
+        return _armed.get() is not None and self.error is None
+
+    def sent(self, usd: float | None = None) -> None:
+        """Journal the armed request of the current task, once (its retries are the same request), with its
+        reservation: the most it can cost (None: unknown)."""
         key = _armed.get()
         if key is None or self.error is not None:
             return
@@ -52,7 +58,7 @@ class Journal:
         if fd is None:
             return
         try:
-            os.write(fd, key.encode() + b"\n")  # 65 bytes, O_APPEND: whole or not at all in practice
+            os.write(fd, f"{key} {'?' if usd is None else repr(float(usd))}\n".encode())  # O_APPEND: whole
             self.lines += 1
         except OSError as exc:  # disk full: the run is stopping anyway; the journal must not add to it
             self._give_up(exc)
@@ -94,9 +100,9 @@ class Journal:
 
 
 @contextlib.contextmanager
-def _leftovers(run_dir: Path) -> Iterator[list[tuple[Path, set[str]]]]:
-    """Yield (path, keys) of every journal in ``run_dir`` whose process is gone, locked for the block."""
-    held: list[tuple[int, Path, set[str]]] = []
+def _leftovers(run_dir: Path) -> Iterator[list[tuple[Path, dict[str, float | None]]]]:
+    """Yield (path, {key: reservation}) of every journal in ``run_dir`` whose process is gone, locked for the block."""
+    held: list[tuple[int, Path, dict[str, float | None]]] = []
     try:
         for path in sorted(run_dir.glob(GLOB)) if run_dir.is_dir() else []:
             try:
@@ -111,7 +117,7 @@ def _leftovers(run_dir: Path) -> Iterator[list[tuple[Path, set[str]]]]:
                 os.close(fd)
                 continue
             with os.fdopen(os.dup(fd), "rb") as fh:
-                keys = {line.strip().decode("ascii", "replace") for line in fh if line.endswith(b"\n")}
+                keys = dict(_entry(line) for line in fh if line.endswith(b"\n"))
             held.append((fd, path, keys))
         yield [(path, keys) for _fd, path, keys in held]
     finally:
@@ -119,10 +125,26 @@ def _leftovers(run_dir: Path) -> Iterator[list[tuple[Path, set[str]]]]:
             os.close(fd)
 
 
-def _uncached(keys: set[str], cache: Any) -> int:
-    if not keys or cache is None:
-        return len(keys)
-    return len(keys) - len(cache.held(sorted(keys)))
+def _entry(line: bytes) -> tuple[str, float | None]:
+    """Return a journal line's key and reservation (a line of a journal written before reservations: unknown)."""
+    key, _, usd = line.decode("ascii", "replace").strip().partition(" ")
+    try:
+        return key, float(usd)
+    except ValueError:
+        return key, None
+
+
+def _merged(found: list[tuple[Path, dict[str, float | None]]]) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for _path, keys in found:
+        out.update(keys)
+    return out
+
+
+def _split(keys: dict[str, float | None], cache: Any) -> tuple[dict[str, float | None], list[str]]:
+    """Return the journaled requests the cache lacks (in flight at the stop) and the keys it holds (paid)."""
+    held = cache.held(sorted(keys)) if keys and cache is not None else set()
+    return {k: v for k, v in keys.items() if k not in held}, sorted(held)
 
 
 def in_flight_repeats(run_dir: str | os.PathLike[str], cache: Any) -> int:
@@ -132,24 +154,32 @@ def in_flight_repeats(run_dir: str | os.PathLike[str], cache: Any) -> int:
     Those requests may have been paid, and a resume asks them again. Changes nothing.
     """
     with _leftovers(Path(run_dir)) as found:
-        return _uncached(set().union(*(keys for _p, keys in found)), cache)
+        return len(_split(_merged(found), cache)[0])
 
 
 def settle(run_dir: str | os.PathLike[str], cache: Any) -> int:
     """Count the leftover journals' uncached requests, add them to ``repeats.json``, remove the journals.
 
-    Call it when a stage starts, before any request. Returns this start's count.
+    Each is counted at its reservation (``lost_in_flight_usd``; unknown ones in ``lost_in_flight_unpriced``); the
+    journaled keys the cache holds join ``unclaimed``. Call it when a stage starts, before any request.
+    Returns this start's count.
     """
     run_dir = Path(run_dir)
     try:
         with _lock(run_dir), _leftovers(run_dir) as found:
             if not found:
                 return 0
-            n = _uncached(set().union(*(keys for _p, keys in found)), cache)
+            wire, paid = _split(_merged(found), cache)
+            n, usd = len(wire), sum(v for v in wire.values() if v is not None)
             data = read_repeats(run_dir)
             data["in_flight_repeats"] = int(data.get("in_flight_repeats", 0)) + n
-            data.setdefault("events", []).append({"time": utc_now(), "in_flight_repeats": n, "journals": len(found),
-                                                  "journaled": sum(len(k) for _p, k in found)})
+            data["lost_in_flight_usd"] = float(data.get("lost_in_flight_usd", 0.0)) + usd
+            unpriced = sum(v is None for v in wire.values())
+            data["lost_in_flight_unpriced"] = int(data.get("lost_in_flight_unpriced", 0)) + unpriced
+            data["unclaimed"] = sorted(set(data.get("unclaimed", [])) | set(paid))
+            data.setdefault("events", []).append({"time": utc_now(), "in_flight_repeats": n, "lost_in_flight_usd": usd,
+                                                  "journals": len(found), "journaled": sum(len(k) for _p, k in found),
+                                                  "cached": len(paid)})
             atomic_write(run_dir / REPEATS_FILE, (json.dumps(data, indent=1) + "\n").encode())
             for path, _keys in found:
                 path.unlink(missing_ok=True)
@@ -167,6 +197,12 @@ def read_repeats(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}
+
+
+def unclaimed_keys(run_dir: str | os.PathLike[str]) -> set[str]:
+    """Return the keys of replies a stopped process of this run folder paid and cached, perhaps with no record: a
+    resume that takes one from the cache counts it as spent (``bench.models.client.LLM.unclaimed``)."""
+    return set(read_repeats(run_dir).get("unclaimed", []))
 
 
 def recorded_repeats(run_dir: str | os.PathLike[str]) -> int:

@@ -3,7 +3,8 @@
 A record answered wholly from the response cache costs nothing now; every other record counts its
 ``cost_usd`` in full, paid attempts and estimated usage included. A record of unknown price counts nothing
 and is reported apart, so a budget never treats an unpriced call as free silently. A conversation counts its
-model's and simulated user's requests alike, less turns the cache answered.
+model's and simulated user's requests alike, less turns the cache answered. Requests a kill left in flight
+(``bench.core.journal``) count at their reservation, marked as estimated (``lost_in_flight``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.core.journal import read_repeats
 from bench.core.records import Candidate, Judgment, Usage
 from bench.core.store import RunStore
 
@@ -26,6 +28,8 @@ class RunSpend:
     over_limit: int = 0
     estimated: int = 0
     repaid: int = 0
+    lost_in_flight: int = 0  # requests in flight at a kill, whose replies were lost: counted at their reservation
+    lost_in_flight_usd: float = 0.0  # of ``usd``, what they count (an estimate: the most each could cost)
 
     def notes(self) -> str:
         """Return what the spend holds besides plain replies, for a summary line ("" when nothing; an unknown
@@ -33,7 +37,9 @@ class RunSpend:
         said = [f"{self.over_limit} with a reply over its max_tokens (usage.over_limit)" if self.over_limit else "",
                 f"{self.estimated} estimated: a reply had no usage, counted from its text (usage.estimated)"
                 if self.estimated else "",
-                f"{self.repaid} paid more than once (usage.paid_attempts)" if self.repaid else ""]
+                f"{self.repaid} paid more than once (usage.paid_attempts)" if self.repaid else "",
+                f"${self.lost_in_flight_usd:.4f} estimated for {self.lost_in_flight} request(s) in flight at a kill "
+                f"(counted at their reservation, repeats.json)" if self.lost_in_flight else ""]
         return "; ".join(s for s in said if s)
 
 
@@ -53,7 +59,16 @@ def recorded_spend(run_dir: str | Path) -> RunSpend:
                     flagged[0] += usage.over_limit
                     flagged[1] += usage.estimated
                     flagged[2] += bool(usage.paid_attempts)
-    return RunSpend(round(usd, 9), unpriced, *flagged)
+    lost = read_repeats(run_dir)  # requests a kill left in flight: at their reservation (bench.core.journal)
+    lost_usd = float(lost.get("lost_in_flight_usd", 0.0))
+    unpriced += int(lost.get("lost_in_flight_unpriced", 0))
+    return RunSpend(round(usd + lost_usd, 9), unpriced, *flagged, lost_in_flight=_lost_count(lost),
+                    lost_in_flight_usd=round(lost_usd, 9))
+
+
+def _lost_count(repeats: dict[str, Any]) -> int:
+    """Return the requests counted at their reservation (events of folders journaled before reservations: none)."""
+    return sum(int(e.get("in_flight_repeats", 0)) for e in repeats.get("events", []) if "lost_in_flight_usd" in e)
 
 
 def _parts(rec: Candidate | Judgment) -> list[tuple[Usage | None, str]]:

@@ -28,6 +28,7 @@ class Verdict:
     pilot: list[StageEstimate] = field(default_factory=list)  # stages whose reply length a pilot measures first
     assumed: list[StageEstimate] = field(default_factory=list)  # paid stages whose reply length nothing observed
     rest: list[StageEstimate] = field(default_factory=list)  # paid stages not piloted: in ``floor`` at their expected cost
+    estimated: float = 0.0  # of ``spent``, requests a kill left in flight, at their reservation (bench.core.spend)
 
     @property
     def outcome(self) -> str:
@@ -44,7 +45,8 @@ class Verdict:
         """Return the verdict as `bench estimate --json` prints it under "budget"."""
         return {"limit_usd": self.limit, "spent_usd": round(self.spent, 9), "expected_usd": round(self.expected, 9),
                 "worst_usd": round(self.worst, 9), "floor_usd": round(self.floor, 9), "outcome": self.outcome,
-                "pilot": [f"{s.stage} {s.id}" for s in self.pilot] if self.outcome == "pilot" else []}
+                "pilot": [f"{s.stage} {s.id}" for s in self.pilot] if self.outcome == "pilot" else [],
+                "spent_estimated_usd": round(self.estimated, 9)}
 
 
 def budget_verdict(run: Run, est: Estimate, *, pilot: bool = True) -> Verdict | None:
@@ -61,9 +63,11 @@ def budget_verdict(run: Run, est: Estimate, *, pilot: bool = True) -> Verdict | 
     measured = [s for s in assumed if not s.batch] if pilot and run.sweep.limits.pilot > 0 else []
     piloted = {id(s) for s in measured}
     floor = sum(float((s.cost_usd_min if id(s) in piloted else s.cost_usd_expected) or 0.0) for s in est.stages)
-    out = Verdict(float(limit), recorded_spend(run.dir).usd, float(total["cost_usd_expected"] or 0.0),
+    spend = recorded_spend(run.dir)
+    out = Verdict(float(limit), spend.usd, float(total["cost_usd_expected"] or 0.0),
                   float(total["cost_usd_max"] or 0.0), floor, measured, assumed,
-                  [s for s in est.stages if id(s) not in piloted and (s.cost_usd_expected or 0) > 0])
+                  [s for s in est.stages if id(s) not in piloted and (s.cost_usd_expected or 0) > 0],
+                  estimated=spend.lost_in_flight_usd)
     if out.outcome == "pilot":
         for s in measured:
             s.expected_from = PILOT
@@ -76,10 +80,14 @@ def _unmeasured(s: StageEstimate) -> bool:
     return bool(s.to_send and ASSUMED in s.expected_from.split("+") and (s.cost_usd_max or 0) > 0)
 
 
+def _estimated(v: Verdict) -> str:
+    return f" (of which {dollars(v.estimated)} estimated: requests in flight at a kill)" if v.estimated else ""
+
+
 def verdict_line(run: Run, v: Verdict) -> str:
     """Return the one line a sweep (and `bench estimate`) prints about its budget."""
-    head = (f"budget: limits.budget_usd = {dollars(v.limit)}; spent so far {dollars(v.spent)} + expected "
-            f"{dollars(v.expected)} = {dollars(v.spent + v.expected)}")
+    head = (f"budget: limits.budget_usd = {dollars(v.limit)}; spent so far {dollars(v.spent)}{_estimated(v)} + "
+            f"expected {dollars(v.expected)} = {dollars(v.spent + v.expected)}")
     outcome = v.outcome
     if outcome == "fits":
         return f"{head}; even the worst case ({dollars(v.spent + v.worst)}) fits"

@@ -74,6 +74,24 @@ def reused(stored: dict[str, Any]) -> Usage:
     return usage_of({**stored, "cached": True, "calls": 0, "cache_hits": 1})
 
 
+def hit_usage(stored: dict[str, Any], key: str, unclaimed: set[str], budget: Any) -> Usage:
+    """Return the usage of a cache hit: free (``reused``), unless a killed process paid it and no record has
+    claimed it (``key`` in ``unclaimed``: bench.core.journal): then the record made of it counts it as spent,
+    once (taken out of ``unclaimed``; ``budget``, a bench.models.budget.Budget or None, counts it now)."""
+    if key not in unclaimed:
+        return reused(stored)
+    unclaimed.discard(key)
+    if budget is not None:
+        budget.count(stored.get("cost_usd"))
+    return claimed(stored)
+
+
+def claimed(stored: dict[str, Any]) -> Usage:
+    """Return the usage of a cached reply a killed process paid and no record counted: its requests and cost,
+    as if asked now (a resume's record claims it, so the spend counts it once)."""
+    return usage_of({**stored, "cached": False, "calls": int(stored.get("attempts") or 1), "cache_hits": 0})
+
+
 def cache_entry(comp: Completion) -> dict[str, Any]:
     """Return what the response cache stores of a reply: its text, the ``KEPT`` usage, its logprobs, its
     reasoning and its tool calls if any (an entry written before ``reasoning_tokens`` existed reads as None:

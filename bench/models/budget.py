@@ -66,6 +66,21 @@ def dollars(usd: float) -> str:
     return f"${usd:,.2f}" if usd >= 100 else f"${usd:.4f}" if usd >= 0.01 else f"${usd:.6f}"
 
 
+_PRICER: Budget | None = None  # prices reservations outside any budget (``reservation``)
+
+
+def reservation(route: Route, body: dict[str, Any]) -> float | None:
+    """Return the most ``body`` can cost on ``route`` (what a budget would reserve), None when its price is unknown:
+    what the request journal counts a request at when a kill leaves it in flight (bench.core.journal)."""
+    global _PRICER
+    if _PRICER is None:
+        _PRICER = Budget(float("inf"), ".")
+    try:
+        return _PRICER.worst_case(route, body)
+    except PriceUnknown:
+        return None
+
+
 def sweep_budget(limit: float | None, run_dir: str | Path) -> tuple[float, float] | None:
     """Return what a sweep's lease server holds for ``limits.budget_usd``: (the budget, the run folder's spend now)."""
     return None if limit is None else (float(limit), recorded_spend(run_dir).usd)
@@ -86,6 +101,8 @@ class Budget:
         self.purse: Purse | None = None  # this process's cap, made on the first paid request (not shared)
         self._prices: dict[tuple[Any, bool], tuple[float, float] | None] = {}
         self.counting: dict[str, str] = {}  # model -> what counted its prompts (a tokenizer, or "UTF-8 bytes")
+        self.claimed = 0.0  # cached replies a killed process paid, counted by this process's records (``count``)
+        self.estimated = 0.0  # of the spend, requests in flight at a kill, at their reservation (bench.core.spend)
 
     def worst_case(self, route: Route, body: dict[str, Any], batch: bool = False) -> float:
         """Return the most ``body`` can cost on ``route``: its prompt (counted never short) and its whole output
@@ -125,7 +142,9 @@ class Budget:
                                  f"outside `bench sweep`)")
             raise self.reached(route, usd, answer)
         if self.purse is None:
-            self.purse = Purse(self.limit, recorded_spend(self.run_dir).usd)
+            spend = recorded_spend(self.run_dir)
+            self.estimated = spend.lost_in_flight_usd
+            self.purse = Purse(self.limit, spend.usd + self.claimed)
         if await self.purse.reserve(usd):
             return Held(usd)
         raise self.reached(route, usd, self.purse.report())
@@ -141,16 +160,30 @@ class Budget:
         elif self.purse is not None:
             self.purse.settle(held.usd, cost)
 
+    def count(self, usd: float | None) -> None:
+        """Count a cached reply that a killed process paid and no record counted as spent now (its record, once
+        written, holds it). Under a sweep's shared budget the lease server counts it at the next start."""
+        if usd:
+            self.claimed += float(usd)
+            if self.purse is not None:
+                self.purse.spent += float(usd)
+
     def reached(self, route: Route, usd: float, state: dict[str, Any]) -> BudgetReached:
         """Return the BudgetReached of a request refused: what was spent, what it would have cost, what the
         calls in flight may still add (``state``: ``Purse.report``), what to do."""
         counted = self.counting.get(route.spec.model)
         return BudgetReached(f"limits.budget_usd = {dollars(float(state['limit']))} reached: {self.run_dir} has "
-                             f"spent {dollars(float(state['spent']))}, and the next request to {route.spec.model} "
+                             f"spent {dollars(float(state['spent']))}{_estimated_note(self.estimated)}, and the next "
+                             f"request to {route.spec.model} "
                              f"may cost up to {dollars(usd)}{f' (prompt counted with {counted})' if counted else ''}; "
                              f"no paid call starts any more ({in_flight(state)}; what was not started has no "
                              f"record, never a failed one). Raise limits.budget_usd in {self.params} and run again "
                              f"to continue")
+
+
+def _estimated_note(usd: float) -> str:
+    """Return what of a spend was estimated (requests a kill left in flight), "" when nothing."""
+    return f" (of which {dollars(usd)} estimated: requests in flight at a kill, at their reservation)" if usd else ""
 
 
 def in_flight(state: dict[str, Any]) -> str:

@@ -29,7 +29,7 @@ from bench.core.errors import Halted, LocalModelError, ProviderError
 from bench.core.images import inline_images
 from bench.core.secrets import load_env
 from bench.models import dry
-from bench.models._completion import (Completion, cache_entry, completion, join, reused, settle_shared, thought,
+from bench.models._completion import (Completion, cache_entry, completion, hit_usage, join, settle_shared, thought,
                                       usage_of)
 from bench.models._direct import Endpoint
 from bench.models._no_answer import no_answer
@@ -41,7 +41,7 @@ from bench.models.batches.ledger import Ledger
 from bench.models.batch_policy import BATCH_POOL
 from bench.models.batches.queue import Batcher
 from bench.models.batches.batch_api import close_clients, line_body
-from bench.models.budget import Budget, Held
+from bench.models.budget import Budget, Held, reservation
 from bench.models.cache import ResponseCache
 from bench.models.limits import Limits
 from bench.models.ratelimit import (SWEEP_KEY, URGENCY, Caps, Limiter, LocalLimiter, estimate_tokens, limiter_for,
@@ -85,6 +85,7 @@ class LLM:
         self.budget: Budget | None = None  # limits.budget_usd (set by bench.stage_runs.make_llm): bench.models.budget
         self.lease_server: str | None = None  # the sweep's lease server (set by make_llm): caps held sweep-wide there
         self.sweep_cap: int | None = None  # limits.max_concurrency held there across executions side by side
+        self.unclaimed: set[str] = set()  # replies a killed process paid and cached (bench.core.journal.unclaimed_keys)
 
     # -- public -------------------------------------------------------------------------
     async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], *, tools: list[dict] | None = None,
@@ -114,8 +115,8 @@ class LLM:
         settings = settings_of(route, merged, params, response_format, tools, tool_choice)  # also the param memo key
         key = self._keys.key(route, settings, sample, attempt, messages)
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
-            return completion(hit["text"], reused(hit["usage"]), None, key, hit.get("logprobs"), hit.get("reasoning"),
-                              hit.get("tool_calls"))
+            return completion(hit["text"], hit_usage(hit["usage"], key, self.unclaimed, self.budget), None, key,
+                              hit.get("logprobs"), hit.get("reasoning"), hit.get("tool_calls"))
         flying = st.flying
         if key in flying:  # the same request is in flight: share its reply (or its failure)
             return await join(flying, key)
@@ -329,8 +330,8 @@ class LLM:
             if st.in_flight > st.peak:
                 st.peak = st.in_flight
             self.calls += 1
-            if self.journal is not None:  # in flight now: a kill from here on may repay it
-                self.journal.sent()
+            if self.journal is not None and self.journal.pending():  # in flight now: a kill may repay it
+                self.journal.sent(held.usd if held is not None else reservation(route, body))
             t0 = time.perf_counter()
             try:
                 if route.transport == "direct":

@@ -53,7 +53,8 @@ SCHEMA: dict[str, Any] = {  # `bench status --json`: what orchestrators and note
         "items": {"type": "array", "items": _ROW},  # per model (collect) and per judge (judge)
         "spend": {"type": "object", "required": ["usd", "unpriced", "budget_usd", "fraction"],
                   "properties": {"usd": {"type": "number"}, "unpriced": _COUNT,
-                                 "budget_usd": {"type": ["number", "null"]}, "fraction": {"type": ["number", "null"]}}},
+                                 "budget_usd": {"type": ["number", "null"]}, "fraction": {"type": ["number", "null"]},
+                                 "estimated_usd": {"type": "number"}}},  # requests in flight at a kill
         "executions": {"type": "array", "items": {
             "type": "object", "required": ["name", "stage", "cells", "status", "worker", "attempts"],
             "properties": {"attempts": {"type": "array", "items": _ATTEMPT, "minItems": 1}}}},
@@ -120,7 +121,7 @@ def _document(run_dir: Path, state: RunState, rows: list[Row], running: list[dic
         "items": [{"stage": r.stage, "id": r.id, "planned": r.planned, "done": r.done, "failed": r.failed,
                    "in_flight": r.in_flight} for r in rows],
         "spend": {"usd": spend.usd, "unpriced": spend.unpriced, "budget_usd": budget,
-                  "fraction": round(spend.usd / budget, 6) if budget else None},
+                  "fraction": round(spend.usd / budget, 6) if budget else None, "estimated_usd": spend.lost_in_flight_usd},
         "executions": executions(run_dir, opened, alive=bool(running)),
         "rate": _rate(rows, state.state == "running", now, window),
     }
@@ -191,7 +192,10 @@ def _spend_line(spend: dict[str, Any]) -> str:
     budget = spend["budget_usd"]
     of = f" of budget ${budget:.4f} ({100 * spend['fraction']:.1f}%)" if budget else " (no budget set)"
     unpriced = f"; {spend['unpriced']} record(s) with no known price" if spend["unpriced"] else ""
-    return f"spend: ${spend['usd']:.4f}{of}{unpriced}"
+    lost = spend.get("estimated_usd")
+    estimated = (f" (of which ${lost:.4f} estimated: requests in flight at a kill, at their reservation)"
+                 if lost else "")
+    return f"spend: ${spend['usd']:.4f}{estimated}{of}{unpriced}"
 
 
 def _n(value: int | None) -> str:

@@ -1,6 +1,7 @@
 """What tracking prints: a progress line after a few quiet seconds, and a warning when it fails.
 
-Tracking never stops a sweep: a failure is one line on stderr saying the run's records are unaffected.
+Tracking never stops a sweep: a failure is one line on stderr, once per cause, saying what MLflow misses and that
+the run's records are unaffected.
 """
 
 from __future__ import annotations
@@ -56,8 +57,17 @@ class TrackingProgress:
                 print(self.line(), flush=True)
 
 
+_SAID: set[str] = set()  # the failures said already (one cause, hit by several steps of one sweep, is said once)
+
+
 def warn(what: str, err: BaseException) -> None:
-    """Print that ``what`` failed (the error's first line, redacted) and that the run's records are unaffected."""
+    """Print that ``what`` failed (the error's first line, redacted), its effect, and that the run's records are
+    unaffected; a failure with the same error as one already said is not said again."""
     text = redact(str(err))  # an error may quote a tracking URI's user:password@
-    print(f"tracking: {what} failed ({type(err).__name__}: {text.splitlines()[0][:300] if text else ''}); "
-          f"the run's records are unaffected", file=sys.stderr, flush=True)
+    reason = f"{type(err).__name__}: {text.splitlines()[0][:300] if text else ''}"
+    if reason in _SAID:
+        return
+    _SAID.add(reason)
+    print(f"tracking: {what} failed ({reason}); so it is not logged to MLflow, nor what else fails for this reason "
+          f"(said once); the run's records are unaffected: `bench track` logs them once MLflow works",
+          file=sys.stderr, flush=True)

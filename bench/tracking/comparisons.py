@@ -16,7 +16,7 @@ from bench.compare.comparison import Comparison
 from bench.core.records import canonical_json, content_hash
 from bench.tracking._console import warn
 from bench.tracking._metrics import _clean
-from bench.tracking.mlflow_store import _import_mlflow, mlflow_client, shown_uri, tracking_uri
+from bench.tracking.mlflow_store import mlflow_client, shown_uri, store_ready, tracking_uri
 
 LEVEL = "comparison"
 ROW_METRICS = ("diff", "ci_low", "ci_high", "p_value", "p_holm", "n_matched", "n_changed", "mean_a", "mean_b")
@@ -38,7 +38,7 @@ def sweep_run_id(run_dir: Path, name: str) -> str | None:
     """
     if "MLFLOW_TRACKING_URI" not in os.environ and not (Path(run_dir) / "mlflow.db").exists():
         return None
-    client = _import_mlflow().MlflowClient(tracking_uri(run_dir))
+    client = store_ready(run_dir).MlflowClient(tracking_uri(run_dir))
     exp = client.get_experiment_by_name(f"bench/{name}")
     if exp is None:
         return None

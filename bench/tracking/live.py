@@ -25,7 +25,7 @@ from bench.estimate import planned_progress
 from bench.run import Run
 from bench.tracking._console import warn
 from bench.tracking._live_progress import SweepProgress
-from bench.tracking.mlflow_store import _import_mlflow, mlflow_client, tracking_uri
+from bench.tracking.mlflow_store import _import_mlflow, mlflow_client, store_ready, tracking_uri
 
 EVERY_ENV = "BENCH_MLFLOW_LIVE_S"  # seconds between two batches of progress metrics
 EVERY_S = 10.0  # a watcher sees the sweep move; a tracking server gets one small batch per sweep every 10 s
@@ -182,7 +182,7 @@ def mark_crashed(run_dir: str | Path) -> bool:
     if not held_here(run_dir) and is_held(run_dir) is not False:
         return False  # a live driver (its run is running), or one this machine cannot see: not ours to end
     try:
-        client = _import_mlflow().MlflowClient(tracking_uri(run_dir))
+        client = store_ready(run_dir).MlflowClient(tracking_uri(run_dir))
         exp = client.get_experiment_by_name(f"bench/{run_dir.name}")
         if exp is None:
             return False

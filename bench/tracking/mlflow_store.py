@@ -4,7 +4,7 @@ The store defaults to ``sqlite:///<run folder>/mlflow.db`` with artifacts in
 ``<run folder>/mlartifacts``; ``MLFLOW_TRACKING_URI`` points a team at a tracking server. Each run
 folder is the experiment ``bench/<sweep>``. The state file (:data:`STATE`, in the run folder)
 remembers, per store, each answer's trace id and the assessments and reviews logged, so a
-re-track logs only what is new.
+re-track logs only what is new. The run folder's own store is made whole or not at all (``_local_store``).
 """
 
 from __future__ import annotations
@@ -12,12 +12,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
 
 from bench.core.secrets import redact
 from bench.core.store import atomic_write
+from bench.tracking._local_store import ensure_store
 
 STATE = ".mlflow-state.json"  # what has been logged where: candidate → trace id, logged assessments
 
@@ -53,9 +55,18 @@ def _artifact_location(run_dir: Path, local: bool) -> str | None:
     return (run_dir.resolve() / "mlartifacts").as_uri() if local else None
 
 
+def store_ready(run_dir: Path) -> Any:
+    """Import mlflow quietly and, unless ``MLFLOW_TRACKING_URI`` names another store, make the run folder's own
+    one if it has none, whole (a half-made one, left by a kill, set aside and said once); return mlflow."""
+    mlflow = _import_mlflow()
+    if "MLFLOW_TRACKING_URI" not in os.environ and (said := ensure_store(Path(run_dir).resolve())):
+        print(said, file=sys.stderr, flush=True)
+    return mlflow
+
+
 def mlflow_module(run_dir: Path, name: str) -> Any:
     """Import mlflow quietly, point it at the run's store and experiment ``bench/<sweep>``; return the module."""
-    mlflow = _import_mlflow()
+    mlflow = store_ready(run_dir)
     local = "MLFLOW_TRACKING_URI" not in os.environ
     mlflow.set_tracking_uri(tracking_uri(run_dir))
     if local:  # mlflow exports the URI it is given; keep the environment saying "the run's own store"
@@ -73,7 +84,7 @@ def mlflow_client(run_dir: Path, name: str) -> tuple[Any, str]:
     Only clients bound to the URI are used (no ``mlflow.set_tracking_uri``): the process's
     environment and mlflow's global state stay as they were.
     """
-    client = _import_mlflow().MlflowClient(tracking_uri(run_dir))
+    client = store_ready(run_dir).MlflowClient(tracking_uri(run_dir))
     exp_name = f"bench/{name}"
     exp = client.get_experiment_by_name(exp_name)
     if exp is not None:
