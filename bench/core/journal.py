@@ -2,8 +2,8 @@
 
 Each process appends the cache key and the reservation (worst-case USD, ``?`` unknown) of every request it
 sends to its own flocked ``<run folder>/requests-<pid>-<token>.journal`` and removes it at a clean end. At a
-stage's start ``settle`` reads dead processes' journals into ``repeats.json``: the keys the cache lacks were on
-the wire (possibly paid, asked again: counted at their reservation as estimated spend); the keys it holds were
+stage's start ``settle`` reads dead processes' journals into ``repeats.json``: the keys the cache lacks were in
+flight (possibly paid, asked again: counted at their reservation as estimated spend); the keys it holds were
 paid and cached, perhaps with no record yet (``unclaimed``: a resume that takes one counts it as spent). The seam
 calls ``arm(key)`` before sending and ``sent(usd)`` once the request holds a slot, so a queued one is not counted.
 """
@@ -169,12 +169,12 @@ def settle(run_dir: str | os.PathLike[str], cache: Any) -> int:
         with _lock(run_dir), _leftovers(run_dir) as found:
             if not found:
                 return 0
-            wire, paid = _split(_merged(found), cache)
-            n, usd = len(wire), sum(v for v in wire.values() if v is not None)
+            lost, paid = _split(_merged(found), cache)
+            n, usd = len(lost), sum(v for v in lost.values() if v is not None)
             data = read_repeats(run_dir)
             data["in_flight_repeats"] = int(data.get("in_flight_repeats", 0)) + n
             data["lost_in_flight_usd"] = float(data.get("lost_in_flight_usd", 0.0)) + usd
-            unpriced = sum(v is None for v in wire.values())
+            unpriced = sum(v is None for v in lost.values())
             data["lost_in_flight_unpriced"] = int(data.get("lost_in_flight_unpriced", 0)) + unpriced
             data["unclaimed"] = sorted(set(data.get("unclaimed", [])) | set(paid))
             data.setdefault("events", []).append({"time": utc_now(), "in_flight_repeats": n, "lost_in_flight_usd": usd,
