@@ -15,6 +15,8 @@ import sqlite3
 import time
 from pathlib import Path
 
+from bench.core.processes import pid_alive
+
 DB = "mlflow.db"
 _TMP = ".mlflow.db."  # + <pid>.<token>.tmp: a store being made (its -journal beside it)
 _SQLITE_SIDES = ("", "-journal", "-wal", "-shm")  # a database's own file and the files sqlite keeps beside it
@@ -84,15 +86,5 @@ def _remove_stale_temporaries(run_dir: Path) -> None:
     """Remove the stores a killed process was making (its pid gone)."""
     for path in run_dir.glob(f"{_TMP}*.tmp*"):
         pid = path.name[len(_TMP):].split(".", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             path.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
