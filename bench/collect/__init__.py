@@ -10,12 +10,12 @@ run lock and the interrupt line around a stage: ``bench.stage_runs.run_collect``
 """
 
 from bench.collect.answers import answer
-from bench.collect.conversation import converse, request_messages
+from bench.collect.conversation import converse, request_transcript
 from bench.collect.simulator import simulator_specs, simulator_view
 from bench.collect.candidates import CollectResult, answer_counts, collect_stage
 from bench.collect.tool_runs import check_functions, register_tool, run_call, tool_function
 from bench.collect.work_items import WorkItem, make_candidate, plan, request_messages
 
 __all__ = ["CollectResult", "WorkItem", "answer", "answer_counts", "check_functions", "collect_stage", "converse",
-           "make_candidate", "plan", "register_tool", "request_messages", "run_call", "simulator_specs", "simulator_view",
-           "tool_function", "request_messages"]
+           "make_candidate", "plan", "register_tool", "request_messages", "request_transcript", "run_call",
+           "simulator_specs", "simulator_view", "tool_function"]

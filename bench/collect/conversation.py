@@ -125,7 +125,7 @@ async def _assistant_turn(talk: Dialogue, llm: LLM, turn: int) -> bool:
     definitions = [t.definition() for t in tools] or None
     for step in range(item.cell.prompt.step_limit if tools else 1):
         comp = await _ask(talk, turn, step, "model", llm.complete(
-            item.cell.model.spec(), request_messages(talk.transcript), tools=definitions, sample=item.sample,
+            item.cell.model.spec(), request_transcript(talk.transcript), tools=definitions, sample=item.sample,
             label=item.candidate_id))
         talk.reasoning = comp.reasoning
         calls = comp.tool_calls if tools else None
@@ -153,7 +153,7 @@ async def _ask(talk: Dialogue, turn: int, step: int, by: str, request: Any) -> C
     return comp
 
 
-def request_messages(transcript: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def request_transcript(transcript: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Return the transcript as a request carries it: OpenAI's message keys only (no ``simulated`` mark, no
     tool ``name``), so the same history is always the same request."""
     return [{k: v for k, v in m.items() if k in _REQUEST_KEYS} for m in transcript]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.collect import WorkItem, request_messages
-from bench.collect.conversation import request_messages
+from bench.collect.conversation import request_transcript
 from bench.collect.simulator import said_done, simulator_params, simulator_view, stops_at
 from bench.config.entries import PromptEntry
 from bench.config.templates import field_values, later_turns, text
@@ -96,10 +96,10 @@ def conversation(item: WorkItem, llm: LLM, replies: tuple[int, int],
     script = later_turns(prompt, item.scenario)
     definitions = json.dumps(tools) if tools else ""
     for turn in range(1, bound.turns + 1):
-        key = llm.request_key(item.cell.model.spec(), request_messages(transcript), tools=tools, sample=item.sample)
+        key = llm.request_key(item.cell.model.spec(), request_transcript(transcript), tools=tools, sample=item.sample)
         reply = _replayed(llm, key, cached)
         if reply is None:
-            _bounded(out, item, bound, (turn, 0, False), replies, definitions, request_messages(transcript))
+            _bounded(out, item, bound, (turn, 0, False), replies, definitions, request_transcript(transcript))
             return out
         out.model_cached += 1
         out.replies += _tokens(reply)

@@ -101,7 +101,7 @@ def test_the_embedded_model_is_routed_by_its_weights_without_starting_llama(tmp_
     monkeypatch.setenv("BENCH_LOCAL_LOGPROBS", "1")
     assert p.logprobs(route)
     assert counter_for(route).tokenizer == "cl100k_base" and bound_counter(route).tokenizer == BYTES
-    assert price_per_token(route) is None and p.batch_vendor(route) is None
+    assert price_per_token(route) == (0.0, 0.0) and p.batch_vendor(route) is None  # the embedded model is free
     assert "the embedded model has no Batch API" in unsupported(route)
     folded = p.wire_messages(MESSAGES)
     assert [m["role"] for m in folded] == ["user"] and "Be brief." in folded[0]["content"]

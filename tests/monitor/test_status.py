@@ -180,7 +180,8 @@ class Terminal(io.StringIO):
         return True
 
 
-def test_watch_redraws_in_place_on_a_terminal_and_stops_when_the_sweep_ends(tmp_path):
+def test_watch_redraws_in_place_on_a_terminal_and_stops_when_the_sweep_ends(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")  # lines are cut at the terminal's width: a long tmp_path (xdist) cut the state
     sweep_id = record_start(tmp_path, command="c", budget_usd=None, stages=["collect"])
     looks = []
 
