@@ -37,9 +37,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.core.errors import BenchError, BudgetReached, Halted
+from bench.core.journal import settle
 from bench.core.spend import recorded_spend
 from bench.models._leases import RemoteLimiter
 from bench.models._purse import Purse
+from bench.models.cache import open_cache
 from bench.models.ratelimit import limiter_for
 from bench.models.routing import Route, price_per_token
 from bench.models.tokens import bound_counter, output_ceiling
@@ -81,9 +83,15 @@ def reservation(route: Route, body: dict[str, Any]) -> float | None:
         return None
 
 
-def sweep_budget(limit: float | None, run_dir: str | Path) -> tuple[float, float] | None:
-    """Return what a sweep's lease server holds for ``limits.budget_usd``: (the budget, the run folder's spend now)."""
-    return None if limit is None else (float(limit), recorded_spend(run_dir).usd)
+def sweep_budget(limit: float | None, run_dir: str | Path, root: Path | None = None) -> tuple[float, float] | None:
+    """Return what a sweep's lease server holds for ``limits.budget_usd``: (the budget, the run folder's spend now).
+
+    Requests a killed sweep left in flight are settled first (``bench.core.journal.settle``, with the cache of the
+    project at ``root``), so their estimate is spent before the server starts, not only at the kernels' start."""
+    if limit is None:
+        return None
+    settle(run_dir, open_cache(root=root))
+    return float(limit), recorded_spend(run_dir).usd
 
 
 class Budget:

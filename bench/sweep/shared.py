@@ -67,7 +67,7 @@ class SharedLimits:
 
     def __enter__(self) -> "SharedLimits":
         if self.wanted:
-            held = sweep_budget(self.budget, self.run.dir)  # (budget, the run folder's spend now) or None
+            held = sweep_budget(self.budget, self.run.dir, self.run.root)  # (budget, the run folder's spend now) or None
             self.server = ratelimit.LeaseServer(self.run.sweep.limits.rate_window_s, budget=held)
             self.link = Link(self.server.start(), self.sweep_cap, held is not None, lock_held=True)
             if self.caps:

@@ -14,9 +14,11 @@ import time
 
 import pytest
 
+from bench.core.journal import Journal
 from bench.core.records import Candidate
 from bench.core.spend import recorded_spend
 from bench.core.store import RunStore
+from bench.models.budget import sweep_budget
 from bench.testing import grids
 from bench.testing.grids import started, sweep_args
 from tests.sweep.test_sweep import wait_until_no_kernel_writes
@@ -61,3 +63,17 @@ def test_kills_leave_no_billed_reply_unrecorded(tmp_path, fake):
         status.stdout
     again = grids.sweep(tmp_path, params, **env)  # a second finishing run counts nothing again
     assert again.returncode == 0 and recorded_spend(run_dir).usd == pytest.approx(spend.usd)
+
+
+def test_a_sweeps_shared_budget_starts_with_what_the_last_kill_left_in_flight(tmp_path):
+    """The lease server's budget is taken once, by the driver, before any kernel settles the killed processes'
+    journals: requests a kill left in flight are settled there first, or the resumed sweep could spend them again."""
+    run_dir = tmp_path / "runs" / "k"
+    journal = Journal(run_dir)
+    journal.arm("a-request-no-cache-holds")
+    journal.sent(0.25)  # its reservation: the most it could have cost
+    journal.close(keep=True)  # as a SIGKILL leaves it
+    limit, spent = sweep_budget(1.0, run_dir)
+    assert (limit, spent) == (1.0, pytest.approx(0.25))
+    assert recorded_spend(run_dir).lost_in_flight_usd == pytest.approx(0.25)  # settled once: not counted again
+    assert sweep_budget(1.0, run_dir) == (1.0, pytest.approx(0.25))

@@ -91,7 +91,7 @@ class ClusterSession:
         try:
             self._connect()
             self.server = ratelimit.LeaseServer(self.run.sweep.limits.rate_window_s, host=self._lease_host(),
-                                                budget=sweep_budget(self.run.sweep.limits.budget_usd, self.run.dir))
+                                                budget=sweep_budget(self.run.sweep.limits.budget_usd, self.run.dir, self.run.root))
             self.server.start()
             self._share_secrets()
             self._probe()
