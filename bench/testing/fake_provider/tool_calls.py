@@ -17,7 +17,7 @@ from bench.testing.fake_provider.replies import usage
 from bench.testing.fake_provider.request_body import response_schema
 
 TOOL_DEFAULTS: dict[str, Any] = {
-    "tool_calls": [],           # [{"match", "model", "name", "arguments", "until"}]: scripted tool calls (above)
+    "tool_calls": [],           # [{"match", "model", "name", "arguments", "until"}]: scripted calls (docs/tests.md)
     "tools_supported": True,    # False: a request with `tools` gets a 400 (a server without function calling)
 }
 _SCRIPT_KEYS = {"match", "model", "name", "arguments", "until"}
