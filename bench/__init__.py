@@ -1,11 +1,7 @@
 """bench: a Jupyter-first workbench for evaluating LLMs and prompts with LLM judges.
 
-The public surface is small and imported lazily, so `import bench` stays cheap
-(LiteLLM, MLflow, plotly, polars and papermill load only where they are used).
-
-Importing bench first makes LiteLLM, whoever imports it later in this process or its
-children, use its bundled price map instead of downloading one (which blocks without
-internet); ``BENCH_ONLINE_PRICES=1`` opts out (see bench._prices).
+The public surface is small and imported lazily, so `import bench` stays cheap. Importing bench makes LiteLLM use
+its bundled price map instead of downloading one (``BENCH_ONLINE_PRICES=1`` opts out; see bench._prices).
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """LiteLLM's price map from its own package, never from the internet (set before LiteLLM is imported).
 
-Importing LiteLLM downloads its model price map unless ``LITELLM_LOCAL_MODEL_COST_MAP=True``;
-without internet that download retries and can block whatever imported it (a bare
-``mlflow ui`` imports LiteLLM and may never start listening). ``import bench`` therefore
-calls :func:`use_local_prices` before anything can import LiteLLM, so the CLI, notebooks,
-their papermill kernels and the processes they start (``bench ui``'s MLflow server) use the
-price map bundled with LiteLLM. ``BENCH_ONLINE_PRICES=1`` opts out (LiteLLM then fetches
-the current map); an explicit ``LITELLM_LOCAL_MODEL_COST_MAP`` always wins.
-
-This module sits below every layer (standard library only), because ``bench/__init__`` runs it.
+Importing LiteLLM downloads its price map unless ``LITELLM_LOCAL_MODEL_COST_MAP=True``, which can block without
+internet; ``import bench`` calls :func:`use_local_prices` first, so bench and every process it starts use the bundled
+map. ``BENCH_ONLINE_PRICES=1`` opts out; an explicit ``LITELLM_LOCAL_MODEL_COST_MAP`` wins. Standard library only:
+``bench/__init__`` runs it, below every layer.
 """
 
 from __future__ import annotations

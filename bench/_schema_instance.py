@@ -1,13 +1,9 @@
 """A JSON instance of a JSON schema, chosen by a seeded random generator: what a dry model (``bench.models.dry``)
 and the fake provider (``bench.testing.fake_provider``) reply when a request asks for structured output.
 
-One maker for both, below every layer (standard library only), so the two kinds of pretend model build
-their replies alike. Covers what structured-output schemas use (OpenAI's strict subset and a little more):
-objects with their properties (every required one present, declared or not), arrays within
-``minItems``/``maxItems`` (``prefixItems``, draft 4's list of ``items``, ``uniqueItems``), ``enum`` and
-``const``, integers and numbers inside their (exclusive) bounds and ``multipleOf``, strings within
-``minLength``/``maxLength`` and common ``format`` values, ``anyOf``/``oneOf``/``allOf``, ``$ref`` into
-``$defs``/``definitions``, and nullable types. A ``pattern`` is not matched (no regex inversion).
+One maker for both, so the two kinds of pretend model reply alike; standard library only, below every layer. It
+covers OpenAI's strict subset and a little more (bounds, ``enum``/``const``, combinators, ``$ref``, nullable
+types); a ``pattern`` is not matched.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """The stages driven on a run: `run_collect` and `run_judge`, what notebooks, `bench sweep` and the pilot call.
 
-A stage run is the same every time: the run folder locked, its contents checked (a cell, judge
-or rubric version changed under its name is refused, or set aside with ``--supersede``), every
-model preflighted, the seam client opened (:func:`make_llm`: the params' caps, the shared cache,
-the budget), the stage itself (``bench.collect``, ``bench.judge``), the client closed. An interrupt
-becomes one line (:class:`Interrupted`): what was saved, what is left, how to resume. The runners live
-above both stage packages because ``run_collect(judge=True)`` hands each new answer to the judges.
+A stage run locks the run folder, checks its contents (a changed cell, judge or rubric refused, or set aside with
+``--supersede``), preflights every model, opens the seam client (:func:`make_llm`), runs the stage and closes the
+client; an interrupt becomes one line (:class:`Interrupted`). They live above both stage packages because
+``run_collect(judge=True)`` hands each new answer to the judges.
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """Run files read by polars: every readable record of a kind as the dict of its fields, one schema per kind.
 
-Each kind's polars schema is derived from its pydantic model (``bench.core.records`` stays the one contract):
-strings, numbers, booleans, literals and lists of strings are read by ``pl.read_ndjson`` against it, strictly
-(a value of another type fails the file); a nested model (``Usage``) is a struct. Free-form JSON (params,
-details, messages, scores) has no polars type that keeps it as written (read as text, a nested object loses
-its escapes and ``2.0`` becomes ``2``, which would change a content digest), so the rows are the lines parsed
-once (orjson where the ``perf`` extra is installed), after polars has checked them.
-
-A file polars reads whole, whose lines the model's rules accept as they stand (exactly its keys, literals
-among their values, an id, a schema_version this bench reads, text where it wants text, free-form fields of
-their kind), is taken so. A file with any other line (a hand-edited value, an unknown key, a record from
-before a field existed, an old spelling a model validator rewrites) is read line by line by its pydantic
-model, as ``RunStore.iter`` reads it: a bad line is set aside with the store's warning naming the file and
-line. A torn last line (a kill mid-write) is set aside the same way, and the rest of its file still read
-the fast way.
+Each kind's polars schema is derived from its pydantic model, so ``bench.core.records`` stays the one contract. A
+file whose every line the model accepts as it stands is read whole and strictly by polars, its rows the lines parsed
+once (free-form JSON keeps its exact spelling); any other file is read line by line by its pydantic model, as
+``RunStore.iter`` reads it, a bad or torn line set aside with the store's warning.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """The collect layer: every cell of a run answers its scenarios into Candidate records.
 
-Shaped like the judge layer: ``work_items.py`` is the work (a :class:`WorkItem`, its id known
-before any call, and the Candidate it becomes), ``answers.py`` one answer (:func:`answer` asks
-once; a conversation or a tool loop goes to ``conversation.py``, its tool calls run by
-``tool_runs.py``, its simulated user in ``simulator.py``), its failure kept as data, as
-``bench.judge.grader`` is one grade; ``candidates.py`` runs every pending item of a run under one
-cap (:func:`collect_stage`), as ``bench.judge.judgments`` does for judges. Opening the LLM client, the
-run lock and the interrupt line around a stage: ``bench.stage_runs.run_collect``.
+Shaped like the judge layer: ``work_items`` is the work, ``answers`` one answer (a conversation or tool loop in
+``conversation``, ``tool_runs`` and ``simulator``), its failure kept as data, and ``candidates`` every pending item
+under one cap (:func:`collect_stage`). The client, lock and interrupt line around it: ``bench.stage_runs.run_collect``.
 """
 
 from bench.collect.answers import answer

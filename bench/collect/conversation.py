@@ -1,17 +1,10 @@
 """A conversation or a tool loop, answered turn by turn into one Candidate with its whole transcript.
 
-A prompt with ``turns`` is a script: the model answers each user turn with the full history. ``messages``:
-the model answers the last user turn of a written history. ``user_simulator``: a model plays the user after
-the seed message (bench.collect.simulator) until ``max_turns``, ``stop_when`` or its ``done`` marker. With
-``tools``, each assistant turn is a loop: the model's tool calls are executed (bench.collect.tool_runs) and
-fed back until it answers without calling one, or ``max_steps`` requests were made (``ended: "max_steps"``).
-
-Every request is an ordinary ``LLM.complete`` of the history so far: its own cached request. Its key holds no
-attempt: the turns a failed or interrupted conversation finished are cached replies of successful requests,
-so the next attempt replays them from the cache for nothing, and asks afresh only the turn that failed (a
-failure is never cached). A request the budget refuses (``Halted``) stops the conversation between two
-requests; when it had paid for some, a failed candidate with the transcript so far and its spend is noted on
-the stop (``finished``: the stage writes it), so that spend is never lost.
+``turns`` is a script, ``messages`` a written history, ``user_simulator`` a model playing the user
+(bench.collect.simulator); with ``tools`` each assistant turn loops through its tool calls (bench.collect.tool_runs)
+until it answers or ``max_steps``. Each request is an ordinary cached ``LLM.complete`` whose key holds no attempt,
+so a retried conversation replays its finished turns for nothing. A budget stop between requests keeps what was
+paid: a failed candidate with the transcript so far is noted on the stop.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The simulated user of a conversation: what it is shown, how its request is seeded, and when it ends the talk.
 
-The simulator (a prompt's ``user_simulator``) is its own endpoint: its own caps, price and cost line. It sees
-the conversation with the roles flipped (the user's turns as its own, the assistant's replies as what it is
-told; the tool calls and results the user never sees are left out) under its instructions, filled from the
-scenario's fields, as the system message. Its requests are seeded: its params' ``seed``, else the sweep's seed
-plus the sample, and keyed by the sample, so the same grid says the same things again, and a resumed
-conversation replays its recorded turns from the response cache.
+The simulator (``user_simulator``) is its own endpoint with its own caps and cost. It sees the conversation with
+the roles flipped, tool traffic left out, under its instructions; its requests are seeded and keyed by the sample,
+so the same grid says the same things again and a resumed conversation replays from the response cache.
 """
 
 from __future__ import annotations

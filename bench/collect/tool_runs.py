@@ -1,15 +1,9 @@
 """A model's tool calls, executed: the tool message fed back to it and the trajectory entry recorded for each.
 
-A call's result is, in this order: the scenario's ``tool_results`` for that tool (a text as given, any other
-value as compact JSON); the tool's Python ``function`` (``"module:attr"`` or a name given to `register_tool`),
-called with the arguments as keywords (and the scenario's fields as ``scenario=`` when it takes that and the tool
-has no such argument), in its own thread (or awaited, when it is a coroutine function) and cut off after the
-tool's ``timeout_s``; else its ``result`` template filled from the arguments, then the scenario's fields.
-
-Nothing a model asks can crash the loop: an unknown tool, arguments that are not a JSON object or lack a required
-one, a function that raises or runs too long are each a recorded ``outcome`` (``unknown_tool``,
-``malformed_arguments``, ``tool_error``, ``timeout``), and the tool message says what went wrong, so the model
-can try again.
+A call's result is the scenario's ``tool_results`` for that tool, else the tool's Python ``function`` (in its own
+thread, cut off at ``timeout_s``), else its ``result`` template. Nothing a model asks can crash the loop: an unknown
+tool, malformed arguments, a raising or slow function are each a recorded ``outcome``, and the tool message says
+what went wrong so the model can try again.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The images of a dataset row: each ``scenarios.dataset.images`` column read, checked and hashed.
 
-A cell holds a file path (relative to the dataset file, or absolute), an http(s) URL, a ``data:`` URL,
-raw bytes (a Parquet binary column, or the ``{"bytes": …, "path": …}`` struct Hugging Face datasets
-store images as), or a list of these; an empty cell holds no image. A file is refused when it cannot be
-read, is larger than ``max_image_mb`` or is not a PNG, JPEG, GIF or WebP image by its signature: one
-ParamsError naming the row, the column and the file, before anything is sent. What a scenario keeps is a
-ref (bench.core.images): the content hash, never the bytes; a ``sink`` (the run folder's store) gets them.
+A cell holds a path, an http(s) or ``data:`` URL, raw bytes, or a list of these. A file that cannot be read, is over
+``max_image_mb`` or is not a PNG, JPEG, GIF or WebP is one ParamsError naming row, column and file, before anything
+is sent. A scenario keeps a ref (bench.core.images), never the bytes; a ``sink`` gets them.
 """
 
 from __future__ import annotations

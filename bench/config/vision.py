@@ -1,12 +1,8 @@
 """What a run whose scenarios hold images needs: models and judges that read them, and its images on disk.
 
-:func:`check_vision` refuses, before anything is sent (``bench validate``, ``bench sweep``, a notebook's
-``open_run``), each model of the chosen cells, and each judge whose rubric says ``images: true``, that
-reads no images: an entry's own ``images: true/false`` wins, else its provider says
-(bench.models.providers.takes_images); on a run whose scenarios hold no image, a rubric with ``images: true``
-shows its judges nothing, which it says once per process, naming the rubric. :func:`store_images` writes
-the dataset's images into ``<run folder>/images`` (once each, by content hash) before a stage that sends
-them makes its first request: requests are built from those files (bench.core.images).
+:func:`check_vision` refuses, before anything is sent, a chosen model or an ``images: true`` rubric's judge that
+reads no images (the entry's ``images`` wins, else its provider says). :func:`store_images` writes the dataset's
+images into ``<run folder>/images`` before a stage sends them: requests are built from those files.
 """
 
 from __future__ import annotations

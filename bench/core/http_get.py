@@ -1,11 +1,9 @@
-"""Every HTTP call bench makes outside the LLM seam (the preflight's probes, the embedded server's and the MLflow
-UI's readiness checks) is one ``get``: it refuses redirects and reads proxies as the seam does.
+"""Every HTTP call bench makes outside the LLM seam (the preflight's probes, readiness checks) is one ``get``:
+it refuses redirects and reads proxies as the seam does.
 
-A followed redirect would carry the request's Authorization header (a probe's Basic or Bearer key) to whatever host
-its ``Location`` names, so a redirect is returned as a reply, never followed. Proxies come from ``HTTP(S)_PROXY``
-and ``NO_PROXY``, read at each call (``urllib.request.urlopen`` reads them once per process), and a loopback host
-is never proxied: a proxy's loopback is not this machine's. The seam's sessions (``bench.models._direct``) follow
-the same two rules.
+A followed redirect would carry the request's Authorization header wherever its ``Location`` names, so it is
+returned as a reply. Proxies come from ``HTTP(S)_PROXY``/``NO_PROXY`` at each call, and a loopback host is never
+proxied. The seam's sessions (``bench.models._direct``) follow the same two rules.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Images in records and requests: the run folder's image store, and the image parts of a chat message.
 
-A dataset's image (read and checked by bench.config.dataset_images) is stored once, by the sha256 of its
-bytes, as ``<run folder>/images/<sha256>.<ext>``. A record names it by that relative path (its *ref*:
-column, sha256, mime type, file), never by its bytes. A request carries it as an OpenAI ``image_url``
-content part whose URL is that same path in the record and in the request's cache key, so the content
-hash is part of the request's identity; only the body sent in flight holds the stored file itself, as a
-``data:`` URL (:func:`inline_images`). An image a dataset gives by http(s) URL passes as that URL: it is
-never fetched, so its identity is the URL's text, not the content behind it.
+A dataset's image is stored once as ``<run folder>/images/<sha256>.<ext>`` and named by that path in records and in
+a request's cache key, so its content hash is part of the request's identity; only the body in flight carries its
+bytes, as a ``data:`` URL (:func:`inline_images`). An http(s) image URL passes as given, never fetched.
 """
 
 from __future__ import annotations

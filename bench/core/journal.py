@@ -1,10 +1,8 @@
 """The request journal: which requests were in flight when a run stopped, so a resume can count them.
 
-Each process appends the cache key and the reservation (worst-case USD, ``?`` unknown) of every request it
-sends to its own flocked ``<run folder>/requests-<pid>-<token>.journal`` and removes it at a clean end. At a
-stage's start ``settle`` reads dead processes' journals into ``repeats.json``: the keys the cache lacks were in
-flight (possibly paid, asked again: counted at their reservation as estimated spend); the keys it holds were
-paid and cached, perhaps with no record yet (``unclaimed``: a resume that takes one counts it as spent). The seam
+Each process appends each sent request's cache key and reservation to its own flocked journal in the run folder and
+removes it at a clean end. At a stage's start ``settle`` reads dead processes' journals into ``repeats.json``: keys
+the cache lacks were in flight (counted at their reservation), keys it holds were paid (``unclaimed``). The seam
 calls ``arm(key)`` before sending and ``sent(usd)`` once the request holds a slot, so a queued one is not counted.
 """
 

@@ -1,13 +1,9 @@
 """Progress bars that work in JupyterLab (widgets) and in papermill logs and terminals (text lines).
 
-No wait is silent: while a stage runs, text mode prints a line at least every ``every_s``
-seconds even when nothing finishes (with the rate, the time elapsed, what is left and the
-requests in flight), and widget bars are refreshed as often, so they stay truthful until the
-cell ends. Text lines come every 2 s on a terminal and every 5 s into a pipe or a file (a log
-is read later, not watched): :func:`every_for`; `bench sweep` passes its own choice to its kernels
-(a papermill parameter, :func:`configure`). Under `bench sweep` every line bench prints for the terminal
-(progress, a stage's one-line result) starts with :data:`MARK`, an invisible ANSI reset: the driver passes
-those lines on and leaves the rest of the notebooks' output (tables) in the executed notebooks.
+No wait is silent: text mode prints a line at least every ``every_s`` seconds while a stage runs, and widgets are
+refreshed as often (:func:`every_for` picks the interval; `bench sweep` passes its own through :func:`configure`).
+Under `bench sweep` every line meant for the terminal starts with :data:`MARK`, so the driver passes those on and
+leaves the rest in the executed notebooks.
 """
 
 from __future__ import annotations
@@ -85,15 +81,11 @@ def in_kernel() -> bool:
 class Progress:
     """Overall and per-group counters (e.g. per model), shown as bars or as periodic text lines.
 
-    ``mode``: "widgets" (tqdm bars in a notebook), "text" (a line at most every
-    ``every_s`` seconds: what papermill's ``--log-output`` streams), "none", or "auto"
-    (widgets inside a Jupyter kernel, text elsewhere). `bench sweep` passes "text".
-
-    ``growing``: the totals are not known up front and grow with :meth:`grow` (a pipelined
-    judge: each answer that arrives adds its judgments); the line says so until :meth:`phase`
-    declares them final. ``in_flight``: a function counting the requests in flight, shown with
-    what is left. Made inside a running event loop, the counters are also shown every
-    ``every_s`` seconds while nothing finishes (a heartbeat), until :meth:`close`.
+    ``mode``: "widgets" (tqdm bars), "text" (a line at most every ``every_s`` seconds, what papermill's
+    ``--log-output`` streams; `bench sweep` passes it), "none", or "auto" (widgets in a Jupyter kernel).
+    ``growing``: totals grow with :meth:`grow` (a pipelined judge) until :meth:`phase` declares them final.
+    ``in_flight`` counts the requests in flight. Made inside a running event loop, it also shows the counters
+    every ``every_s`` seconds while nothing finishes (a heartbeat), until :meth:`close`.
     """
 
     def __init__(self, title: str, totals: dict[str, int], mode: str = "auto", every_s: float | None = None, *,

@@ -1,13 +1,9 @@
 """The run store: append-only JSONL files under ``runs/<sweep>/``, one file per record kind.
 
-Crash safety: each ``append`` call writes all its records (looping over short writes) and
-then ``fsync``s, so a killed process loses at most the records it was writing. A torn last
-line (a kill mid-write) is skipped with a warning by readers and cut off before the next
-append. A write that fails (disk full, file size limit, quota) raises StoreWriteError and
-cuts the file back; ``RecordWriter`` then keeps what it could not write, its stage stops
-issuing calls, and the records are saved to a rescue file (``bench.core.rescue``) that the
-next run reads. Concurrent writers (parallel sweep executions) each get their own shard file
-(``candidates.<shard>.jsonl``); readers merge every shard.
+Each ``append`` writes all its records then ``fsync``s, so a kill loses at most the records being written; a torn
+last line is skipped by readers and cut off before the next append. A failed write raises StoreWriteError and cuts
+the file back, and its records go to a rescue file (``bench.core.rescue``) the next run reads. Concurrent writers
+each get their own shard (``candidates.<shard>.jsonl``); readers merge every shard.
 """
 
 from __future__ import annotations

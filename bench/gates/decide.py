@@ -1,13 +1,9 @@
 """The gate's statistics: one-sided tests of a bound, Holm across the gate's checks, the scenarios a test needs.
 
-A bound is a tolerance (issue 48): by default a check fails only when breaking it is *shown* (a one-sided test
-rejects "the bound holds" after Holm's correction across every tested check of the gate, and the interval lies
-wholly beyond the bound); ``strict`` passes a check only when keeping it is shown (each check tested at alpha on
-its own: the gate passes only when all pass, an intersection-union test, so its false-pass rate is at most
-alpha without a correction). The test is the sign-flip test of the mean, one-sided and shifted by the bound:
-exact up to ``N_EXACT`` scenarios as compare's, Monte Carlo above (not Wilcoxon: shifted 1–5 grade differences
-are skewed, and a signed-rank test of them tests their pseudo-median, not the mean the bound is on). Too few
-scenarios for any test to reach alpha cannot decide (exit 6). docs/gates.md has the rule and its calibration.
+A bound is a tolerance: by default a check fails only when breaking it is shown (a one-sided sign-flip test of the
+mean, shifted by the bound, after Holm's correction, its interval wholly beyond the bound); ``strict`` passes a check
+only when keeping it is shown. Too few scenarios for any test to reach alpha cannot decide (exit 6). The rule, why
+not Wilcoxon, and its calibration: docs/gates.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """The one LLM seam: every model call of collect and judge goes through ``LLM.complete``.
 
-A ``ModelSpec`` (a LiteLLM model string plus endpoint settings) is resolved once into a route
-(``routing``), checked before anything is spent (``preflight``, ``genparams``), and asked through
-one client (``client``) under one ``Limits`` (``limits``: concurrency, timeouts, retries) and the
-per-model caps of ``ratelimit``, with an on-disk response cache (``cache.open_cache``: a ``ResponseCache``,
-a folder of per-process append-only files, safe on a network filesystem).
-What it produces is a ``Completion``: the reply's text and its ``Usage`` (tokens, cost, latency, attempts).
-
-Three kinds of model sit behind the same seam: providers (OpenAI-compatible ones by one HTTP POST,
-others through LiteLLM), the embedded ``local/<name>`` model (``local``: llama.cpp on loopback) and
-the in-process ``dry/<name>`` model of a dry run (``dry``: schema-valid replies, no cost). Each kind is
-one ``Provider`` of the registry in ``providers``, which the seam asks how to route, check, count, price
-and batch a model and whether it takes images, tools and logprobs.
+A ``ModelSpec`` is resolved once into a route (``routing``), checked before anything is spent (``preflight``,
+``genparams``), and asked through one client (``client``) under one ``Limits`` and the caps of ``ratelimit``, with
+an on-disk response cache (``cache``); it produces a ``Completion`` (text and ``Usage``). Providers, the embedded
+``local/<name>`` model and the dry run's ``dry/<name>`` are each one ``Provider`` of the ``providers`` registry.
 """
 
 from bench.models.cache import ResponseCache, open_cache, request_key

@@ -1,13 +1,10 @@
 """The direct transport's HTTP: one aiohttp ``ClientSession`` per route and event loop POSTs chat completions and
 reads each reply within a bound in bytes, raw and once decompressed.
 
-aiohttp does the HTTP: kept-alive connections, TLS against the system's CAs (or ``SSL_CERT_FILE``), proxies from
-``HTTP(S)_PROXY`` and ``NO_PROXY`` (read by aiohttp's own function as a route's session opens; a loopback host
-never proxied, as in ``bench.core.http_get``), timeouts. What bench adds is what a hostile or broken server could otherwise cost a sweep: a redirect is never
-followed (the key would go where its ``Location`` says); a reply larger than ``limits.max_reply_mb`` is refused,
-counted as it arrives and again as it is decompressed, a piece at a time with the event loop free between pieces (a
-gzip bomb stops at the bound); conflicting ``Content-Length`` headers and codings bench cannot read are refused.
-These failures are ``Refused`` (final: a retry pays again).
+aiohttp does the HTTP (keep-alive, system CAs, proxies from the environment, a loopback host never proxied). What
+bench adds guards a sweep against a hostile or broken server: no redirect followed (the key would go along), a
+reply over ``limits.max_reply_mb`` refused as it arrives and as it decompresses, conflicting lengths and unknown
+codings refused: each a final ``Refused`` (a retry pays again).
 """
 
 from __future__ import annotations

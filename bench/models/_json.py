@@ -1,13 +1,9 @@
 """JSON for request bodies and the response cache: orjson when it is installed (the ``perf`` extra), else the
 standard library, with one meaning either way.
 
-Per request the seam encodes a body, decodes a reply and encodes the reply it caches. For a small chat
-completion orjson does each in 0.2–1 µs where ``json`` takes 3–5 µs, a tenth of what the seam adds to a
-bare HTTP client. What orjson refuses goes to ``json`` unchanged: a lone surrogate or an integer past
-64 bits in a body, ``NaN`` or a lone surrogate escape in a reply. Identities keep
-``bench.core.records.canonical_json``'s spelling (orjson spells some floats differently: ``1e-05`` as
-``0.00001``): ``messages_bytes`` lets orjson spell only messages whose every value is a string, which both
-spell alike (tests/models/test_request_keys.py holds them equal).
+What orjson refuses goes to ``json`` unchanged, and identities keep ``canonical_json``'s spelling:
+``messages_bytes`` lets orjson spell only messages both spell alike (tests/models/test_request_keys.py).
+Its timing against ``json``: docs/llm-seam.md.
 """
 
 from __future__ import annotations

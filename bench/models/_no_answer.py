@@ -1,11 +1,8 @@
 """The failure of a reply that holds no answer: retried when it is merely empty, final when the model thought.
 
-An empty reply (a provider's hiccup, a ``finish_reason=length`` cut) may come back whole when asked again, so
-it is retried (``kind="empty"``). A reply whose answer is empty but which carries reasoning (its text, inline
-``<think>`` never closed or a field of its own, or its reasoning tokens) spent its output limit thinking:
-asking again spends the same limit on the same thinking, so it fails for good at once (``kind="reasoning_cut"``,
-not retryable) and says to raise the output limit. Either way the reply was billed: the caller counts it as a
-paid attempt (bench.models._paid), and the thinking rides on the error (``reasoning``) for the failed record.
+An empty reply may come back whole when asked again (``kind="empty"``, retried). An empty answer with reasoning
+spent its output limit thinking and would again, so it fails at once (``kind="reasoning_cut"``) and says to raise the
+limit. Either way the reply was billed: the caller counts it as a paid attempt (bench.models._paid).
 """
 
 from __future__ import annotations

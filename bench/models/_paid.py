@@ -1,22 +1,10 @@
 """What a reply was paid, made whole before anything counts it: its usage estimated when the provider sent
 none, its overrun of ``max_tokens`` flagged, its price, and every paid attempt of a retried call kept.
 
-A provider bills every reply it sends: one that carries no usage, one longer than the request allowed, an
-empty ``finish_reason=length`` reply that the client retries. Each is counted here, so the records, the
-budget (``bench.models.budget``) and a resume's "spent so far" (``bench.core.spend``) say what was billed:
-
-- no usage in the reply: its prompt and completion tokens are counted from the request's and the reply's
-  text (its reasoning included: thinking is billed as output) with ``bench.models.tokens.bound_counter``
-  (the model's tokenizer where LiteLLM has it, else UTF-8 bytes, never fewer; an image at ``tokens.IMAGE_TOKENS``),
-  priced, and ``estimated`` is set: unknown is never counted as zero. A model that may think unseen
-  (``reasoning.hides_thinking``) is counted at its output limit (``tokens.output_ceiling``) at least: its text
-  says nothing of the thinking it was billed for;
-- more completion tokens than the request's output limit, by the provider's own usage: ``over_limit`` is set;
-- a call that took several paid replies (an empty reply retried): each is listed in ``paid_attempts``
-  and the usage's tokens and cost are their sum; a call that fails for good carries its paid replies on
-  its ProviderError (``paid``), and so on its failed record (``bench.core.records.failed_usage``). A call
-  whose retry the budget refuses after a paid reply fails the same way, with what it paid, instead of
-  stopping unrecorded (an item cut by a budget stop has no record, and its spend would be lost).
+A provider bills every reply it sends, so the records, the budget and a resume's spend must count each: a reply
+without usage is counted with ``tokens.bound_counter`` and marked ``estimated`` (never zero; a model that may think
+unseen at its output limit at least), one over its limit is marked ``over_limit``, and a call's paid attempts are
+summed in ``paid_attempts`` and carried on its ProviderError (``paid``) when it fails for good.
 """
 
 from __future__ import annotations

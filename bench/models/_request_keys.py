@@ -1,12 +1,8 @@
 """A request's cache key: sha256 over its identity parts, the part that stays the same for a model made once.
 
-The key is ``bench.models.cache.request_key(identity, model, settings, sample, messages)``: the endpoint's
-identity, the model string, the canonical (params, response_format[, tools, tool_choice]), the repeat and
-the canonical messages, joined by ``\\x1e``. Every part but the messages is the same for all requests of one
-model and settings, so a hasher fed those parts is made once (``KeyMaker``) and each request copies it and
-feeds only its messages: the key is the same hex digest, at a third of the cost (docs/llm-seam.md).
-The messages' canonical JSON comes from orjson when it spells them as ``canonical_json`` does
-(``bench.models._json.messages_bytes``).
+The key (``bench.models.cache.request_key``) hashes the endpoint's identity, the model, the canonical settings, the
+repeat and the canonical messages. All but the messages are the same for one model and settings, so a ``KeyMaker``
+hashes them once and each request copies it and feeds only its messages: the same digest, cheaper (docs/llm-seam.md).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """How one model's requests go through its provider's Batch API: limits per batch, polling, retries.
 
-A model or judge with ``batch: true`` (or ``batch: {…}``) in the params file carries one
-``BatchPolicy`` on its ModelSpec; ``bench sweep --batch`` gives every model and judge the
-default one. The defaults are OpenAI's published limits (50 000 requests, 200 MB per batch
-file) and a 24-hour completion window. It lives beside ``bench.models.batches`` rather than in it:
-``bench.models.routing`` and ``bench.config.entries`` read the settings and the discount without
-loading the Batch API machinery (which itself imports ``routing``).
+A model or judge with ``batch: true`` (or ``batch: {…}``) carries one ``BatchPolicy``; ``bench sweep --batch`` gives
+every one the default (OpenAI's published limits: docs/batch-apis.md). It sits beside ``bench.models.batches`` so
+that ``routing`` and ``bench.config.entries`` read the settings without loading the Batch API machinery.
 """
 
 from __future__ import annotations

@@ -1,33 +1,10 @@
 """``limits.budget_usd``: a hard cap on what a run folder spends, held before every paid request (docs/budget.md).
 
-What counts as spent: the run folder's records (``bench.core.spend.recorded_spend``: every paid reply,
-earlier runs and failed attempts included) plus what this sweep has paid since it started. Before a
-request goes in flight it reserves its worst-case cost: its prompt, counted with
-``bench.models.tokens.bound_counter`` (the model's tokenizer where LiteLLM has it, else its UTF-8 bytes:
-never fewer tokens than the model makes; each image at ``tokens.IMAGE_TOKENS``), and its whole output limit
-(``max_tokens``; when it sets none, the model's maximum output for a model that thinks, whose thinking runs to
-thousands of tokens, else 1024 tokens: ``tokens.output_ceiling``) at the price it is called at (``routing.price_per_token``, the Batch API price for a batched
-call). It is granted when spent + reserved + it (and the margin of overruns, ``bench.models._purse``) fits
-the budget; it waits while requests in flight may settle for less; it is refused with ``BudgetReached``
-when spent + it passes the budget. After the reply the reservation is settled with what the reply was
-billed (``bench.models._paid``: its usage, estimated when the reply had none, an empty reply included) and
-reconciled with what it reserved; a request that failed (an HTTP error, a timeout) is released, as its
-record counts nothing. So the spend passes the budget only by what replies overran their reservations
-beyond the largest overrun seen before they were sent (``Purse.surprise``): 0 with a provider that keeps to
-``max_tokens``.
-
-A reply from the response cache sends nothing and is never refused; a free request (a dry model, a price
-of 0) reserves nothing. A priced request under a budget whose model has no known price is refused with
-``PriceUnknown``: its spend cannot be capped.
-
-One process holds its cap in a ``Purse``. The executions of one sweep (``--jobs``, collect then judge, a
-cluster's workers) hold theirs in the sweep's lease server (bench.models._leases), which ``bench sweep``
-starts with the budget and the run folder's spend at the sweep's start, and names to each execution (its
-notebook's ``lease_server`` and ``shared_budget`` parameters): then every reservation of every kernel is counted
-in that one place.
-
-A stage that hears BudgetReached starts no new item; what is in flight finishes and is written; the
-items not started get no record (never a failed one); the stage then raises BudgetReached once.
+Before a request goes in flight it reserves its worst case (its prompt by ``tokens.bound_counter``, its whole output
+limit, at the price it is called at); it is refused with ``BudgetReached`` when spent + it passes the budget, or
+``PriceUnknown`` when its price is unknown, and settled with what it was billed (``bench.models._paid``). Cached and
+free requests reserve nothing. A sweep's executions share one cap in its lease server (bench.models._leases). A stage
+that hears BudgetReached starts no new item, writes what is in flight, then raises it once.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """The response cache: a folder of append-only JSONL files, one per process, read by every process.
 
-An identical request (same endpoint identity, model, messages, generation params, output schema, sample and
-attempt) is answered from here without a call. Only successes are stored, each with its usage and cost, so a
-resume that takes a reply knows what it cost. Each process appends whole lines to its own file and reads every
-process's files: no locks and no shared memory, so the cache is safe where cluster workers share a network
-filesystem. A write is synchronous: a reply is in its file, redacted, before ``put`` returns, so a kill loses
-only the replies in flight. Files are 0600 in a 0700 folder: prompts and replies stay the user's.
-Why this kind, and what it costs: docs/llm-seam.md#the-response-cache.
+An identical request is answered from here without a call; only successes are stored, with their usage and cost.
+Each process appends whole lines, redacted and synchronously, to its own 0600 file and reads every process's files:
+no locks or shared memory, so it is safe on a network filesystem. Why this kind, and what it costs:
+docs/llm-seam.md#the-response-cache.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """The one LLM seam: every model call of collect and judge goes through ``LLM.complete``.
 
-What it guarantees, per process: at most ``max_concurrency`` requests in flight (one cap
-for everything, plus an optional requests-per-minute cap per model); bounded retries
-with exponential backoff and jitter on 429, 5xx, timeouts, dropped connections,
-malformed bodies and empty replies, honouring Retry-After; nothing retried that cannot
-succeed (400, auth, not found, a reply that spent its output limit thinking); a per-request timeout; an on-disk response cache keyed
-by content; usage, latency and cost (None when unknown) on every answer.
-
-OpenAI-compatible endpoints (OpenAI, OpenRouter, vLLM, llama.cpp, Ollama's /v1, the
-embedded model) take the "direct" transport: LiteLLM resolves the route and translates
-params once, then each request is one POST on an aiohttp session (``bench.models._direct``:
-proxies from the environment, replies bounded in bytes, redirects not followed). Other providers go through
-``litellm.acompletion``. See docs/llm-seam.md for the measured effect. A ``dry/<name>``
-model is answered in-process (``bench.models.dry``) through the same cache, caps and usage.
-Sending itself (sending, parsing replies, classifying errors) is ``bench.models._transport``.
+Per process: at most ``max_concurrency`` requests in flight (plus optional per-model rate caps), bounded retries
+with backoff on what may succeed and none on what cannot, a per-request timeout, the on-disk response cache, and
+usage, latency and cost on every answer. OpenAI-compatible endpoints take the direct transport
+(``bench.models._direct``), other providers ``litellm.acompletion``, a ``dry/<name>`` model ``bench.models.dry``;
+sending itself is ``bench.models._transport``. docs/llm-seam.md has the design and its measured effect.
 """
 
 from __future__ import annotations
@@ -95,15 +86,12 @@ class LLM:
                        label: str | None = None) -> Completion:
         """Return the model's answer to ``messages``, from the cache when possible.
 
-        ``params`` override the spec's generation params; ``sample`` separates repeats of the same request and
-        ``attempt`` > 1 a resume's fresh try of an item that failed (both key the cache, never the request sent).
-        ``cache_reply=False`` leaves the reply out of the cache until the caller has checked it and calls ``keep``:
-        a judge reply that cannot be parsed is never answered from the cache again. An identical request
-        already in flight is not sent twice: this call waits for it and shares its reply. ``tools`` (OpenAI tool
-        definitions) and ``tool_choice`` key the request; its calls are ``Completion.tool_calls`` (bench.models.
-        tools_support). A model with ``batch`` goes through its provider's Batch API (bench.models.batches);
-        ``label`` names the item the request answers in the run folder's batch ledger.
-        Raises ProviderError once retries are spent or for a failure that cannot succeed.
+        ``params`` override the spec's generation params; ``sample`` (repeats) and ``attempt`` > 1 (a resume's fresh
+        try) key the cache, never the request sent. ``cache_reply=False`` caches nothing until the caller calls
+        ``keep``. An identical request in flight is shared, not sent twice. ``tools`` and ``tool_choice`` key the
+        request (its calls: ``Completion.tool_calls``); a model with ``batch`` goes through its provider's Batch API,
+        ``label`` naming the item in the batch ledger. Raises ProviderError once retries are spent or for a failure
+        that cannot succeed.
         """
         st = self._state()
         if st.cap.locked():  # it would wait for a slot: the requests being sent go in flight before this one's

@@ -1,21 +1,9 @@
 """The dry-run provider: ``dry/<name>`` models answer in-process, with no server, no HTTP and no cost.
 
-A researcher runs a whole params file end to end before spending (``bench sweep params.yaml
---dry-run`` swaps every model and judge for ``dry_model(model)``). Replies go through the real
-client path (``LLM.complete``: cache, caps, usage, Completion), so records, judge parsing,
-analysis and reports see what they would see from a provider:
-
-- a request with a JSON-schema ``response_format`` gets a schema-valid JSON instance (enums from
-  the enum, numbers inside their bounds, required keys present; ``bench._schema_instance``);
-  ``{"type": "json_object"}`` gets a small JSON object;
-- a pairwise judge prompt without a schema gets a short comparison ending in a ``[[A>B]]``-style
-  verdict taken from the labels the prompt lists;
-- anything else gets a plausible prose answer of realistic length (cut at ``max_tokens``, with
-  ``finish_reason: "length"``, as a provider would).
-
-Every reply is deterministic from the request (the client seeds it with the request's cache key,
-so repeats of a sample differ and a rerun answers the same). Usage is estimated like a tokenizer
-would roughly count (about 4 characters a token, plus a few per message); the cost is 0.
+``bench sweep --dry-run`` swaps every model and judge for one, so a params file runs end to end before spending.
+Replies go through ``LLM.complete`` (cache, caps, usage) and are shaped like a provider's: a schema-valid instance
+for a JSON schema, a ``[[A>B]]``-style verdict for a pairwise prompt, else prose cut at ``max_tokens``. Each is
+deterministic from the request's cache key; usage is a rough estimate and the cost is 0.
 """
 
 from __future__ import annotations

@@ -1,32 +1,9 @@
 """Tokens before any call: a prompt counted with its model's tokenizer, and a request's output bound.
 
-Counting is LiteLLM's ``token_counter`` arithmetic for chat messages: each message costs 3 tokens
-plus the tokens of each of its string fields (role, content; a ``name`` one more), and the reply's
-priming 3. Each distinct text is counted once (memoized), so ten thousand prompts that share a system
-message count it once, and a grid's estimate takes seconds.
-
-Which tokenizer, never fetched from the network (the route's ``provider.counting`` says which path):
-
-- A provider's model (routed through LiteLLM, which ``routing.resolve`` has imported for it):
-  ``litellm.token_counter`` with the model's name: o200k_base for gpt-4o and later OpenAI models,
-  cl100k_base for the others and for any model LiteLLM knows no tokenizer for (its default), the
-  Anthropic tokenizer LiteLLM bundles. The Hugging Face tokenizers LiteLLM would download (Llama 2
-  and 3, Cohere's command-r) are never loaded: those models are counted with cl100k_base, and
-  :attr:`TokenCounter.note` says so.
-- A self-hosted endpoint, the embedded model, a dry model (resolved without importing LiteLLM, which
-  costs seconds per process): the encoding LiteLLM would pick for that name (tiktoken's table of model
-  names; cl100k_base for any other name), loaded by tiktoken itself from the encoding files LiteLLM
-  bundles (``TIKTOKEN_CACHE_DIR`` pointed there first, as LiteLLM does when imported), with the same
-  arithmetic. ``tests/estimate/test_estimate_cost.py`` checks both paths agree with ``litellm.token_counter``.
-
-If no bundled encoding file can be found at all, texts are counted as their UTF-8 bytes (a bound: a
-byte-level tokenizer never makes more tokens than bytes; characters / 4 counts 400 CJK characters as
-100 tokens where cl100k_base makes about 900) and the note says so.
-
-What a budget holds a request to (``limits.budget_usd``) and what a reply without usage is counted as
-must never be too low, so they use :func:`bound_counter`: the model's own tokenizer where LiteLLM has
-it (an OpenAI model name in tiktoken's table, Anthropic's), else the UTF-8 byte bound, never a stand-in
-tokenizer that may count fewer tokens than the model's own.
+Counting is LiteLLM's ``token_counter`` arithmetic, each distinct text counted once, with a tokenizer never fetched
+from the network: LiteLLM's for a provider's model, else tiktoken's encoding for that name from the files LiteLLM
+bundles, else UTF-8 bytes (:attr:`TokenCounter.note` says which). A budget and a reply without usage use
+:func:`bound_counter`, which never counts fewer tokens than the model's own tokenizer (docs/budget.md).
 """
 
 from __future__ import annotations

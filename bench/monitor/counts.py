@@ -1,11 +1,8 @@
 """Per stage and per model or judge: planned, done, failed and in flight, and the rate over the last minute.
 
-Read from the run folder alone, every shard included: the answers and judgments (a record id seen twice counts
-once, a success once there is one, as bench.core.tally counts), the plan of the sweep (its ``plan`` line in
-``sweeps.jsonl``: answers per cell, judgments per judge) and the open attempts under ``attempts/``. "In flight"
-counts the items not recorded yet that a running execution is working through: an answer of a cell a running
-collect execution covers, a judgment of a judge while an execution that judges runs (a pipelined collect, or
-judge). The rate counts the items recorded in the last minute, by their records' ``created_at``.
+Read from the run folder alone, every shard included: the records (counted as bench.core.tally counts), the sweep's
+``plan`` line in ``sweeps.jsonl`` and the open attempts under ``attempts/``. "In flight" is what a running execution
+has yet to record; the rate counts records created in the last minute.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """Whether a run is running, finished, failed, interrupted or crashed, from its run folder alone, taking no lock.
 
-The last sweep of ``sweeps.jsonl`` (bench.core.sweeps) says how it ended; one with no end line is running while
-its driver lives, and crashed once it is gone (killed with ``-9``: its lock file still names it, nobody holds
-it). Whether the driver lives is asked of this machine: its process table (the pid, and that it started no
-later than the sweep: a pid reused since is not the driver) and ``/proc/locks`` (who holds the lock's
-``flock``). The lock itself is never taken, not even for a moment: a sweep starting at that moment would find
-it held and refuse. A driver on another host cannot be asked (an ``flock`` is local to the machine that took
-it): the state is then what ``sweeps.jsonl`` says, and its reason says so. A folder without ``sweeps.jsonl``
-(written before it existed, or a stage run from a notebook) is read from the lock and ``executions.jsonl``.
+The last sweep of ``sweeps.jsonl`` says how it ended; one with no end line is running while its driver lives
+(asked of this machine's process table and ``/proc/locks``), crashed once it is gone. The lock is never taken, or a
+sweep starting at that moment would refuse; a driver on another host cannot be asked, and the reason says so.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """`bench sweep`: the stage notebooks executed with papermill over a params grid, then the report and MLflow.
 
-The grid's cells are split into executions (:mod:`~bench.sweep.executions`): one for the whole grid
-(default: one event loop, one cap), N side by side (``--jobs N``), or one per cell (``--per-cell``, at
-most ``--jobs`` at a time). The driver (:mod:`~bench.sweep.driver`) runs the stages in order and shares
-the embedded model and the model caps with every execution (:mod:`~bench.sweep.shared`); a stage stopped
-on purpose (the budget reached) is said by :mod:`~bench.sweep.halts`. :mod:`~bench.sweep.command` is the
-whole command: lock, stages, report, tracking, summary, exit code.
-
-That is the whole local path, and it reads on its own: on a Dask cluster (``--cluster``) the stages run as
-tasks instead (bench.sweep.cluster), and :mod:`~bench.sweep.command` is the one module that chooses,
-handing the driver a cluster's stages in place of its kernels (:class:`~bench.sweep.driver.RemoteStages`).
+The grid is split into executions (:mod:`~bench.sweep.executions`); the driver (:mod:`~bench.sweep.driver`) runs
+the stages in order and shares the embedded model and the caps (:mod:`~bench.sweep.shared`); :mod:`~bench.sweep.command`
+is the whole command, and the one module that chooses a Dask cluster's stages (bench.sweep.cluster) in place of
+the local kernels.
 """
 
 from bench.sweep.command import SweepRequest, report_command, sweep_command, track

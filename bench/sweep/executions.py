@@ -1,12 +1,9 @@
 """The papermill executions of a stage: planned over the grid's cells, run side by side under one cap, stopped cleanly.
 
-Each execution is papermill running its stage notebook in a kernel papermill starts, and reaches the run through
-the notebook's papermill parameters (:func:`notebook_parameters`), never through the environment. The sweep's
-concurrency cap is held by the driver's lease server for the executions side by side, or divided among them, so
-the sweep as a whole never exceeds it. Each execution appends to its own shard of the run store and saves its executed notebook under
-``runs/<sweep>/notebooks/``; a failed execution is reported with that path and does not stop the others.
-An execution whose kernel raised a ``Halted`` (the budget reached: exit code 4; bench.sweep.halts) stopped
-on purpose: its return code is that exception's ``exit_code`` and it is reported as stopped, not failed.
+Each execution runs its stage notebook in a papermill kernel and reaches the run only through its papermill
+parameters (:func:`notebook_parameters`), never the environment; the sweep's cap is held by the driver's lease server
+or divided among executions. A failed execution is reported with its saved notebook and stops no other; one whose
+kernel raised ``Halted`` (the budget reached) is reported as stopped, with that exception's ``exit_code``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """What the executions of one sweep share, served from the driver: the embedded model and the model caps.
 
-Each model's and judge's own caps (``max_concurrency``, ``rpm``, ``tpm``) are never divided or multiplied:
-when executions run side by side, the driver serves them from one lease server (bench.models.ratelimit)
-whose address every execution gets as a papermill parameter (``lease_server``). With ``limits.budget_usd`` that
-server also holds
-the sweep's spend cap (bench.models.budget), for one execution or many: every paid request of every kernel
-reserves its worst case in that one place.
+Each model's and judge's own caps (``max_concurrency``, ``rpm``, ``tpm``) are never divided or multiplied: the
+executions side by side are served from one lease server (bench.models.ratelimit), named to each as the papermill
+parameter ``lease_server``, which also holds the sweep's ``limits.budget_usd`` (bench.models.budget).
 """
 
 from __future__ import annotations

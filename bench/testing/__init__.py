@@ -1,20 +1,10 @@
 """What the project's tests and benchmarks run against: the fake provider, the params builder and the test kit.
 
-``bench.testing.fake_provider`` is the loopback OpenAI-compatible fake provider the project
-owns (:class:`FakeProvider` starts it as a subprocess on 127.0.0.1, configures its latency and
-faults, reads its counters, stops it); ``bench.testing.grids`` writes params files and rubrics on it
-(defaults plus overrides, the provider's URL filled in) and runs the ``bench`` command in a test's
-folder (``env``, ``bench``, ``sweep``, ``started``); ``bench.testing.records`` makes records with
-plain defaults (``scenario``, ``candidate``, ``judgment``); ``bench.testing.processes`` looks at the
-processes a test starts (``free_port``, ``tree``, ``listening``, ``read_line``, ``fetch_when_up``,
-``stopped_at_exit``); ``dask_cluster`` and ``postgres`` start real servers on loopback; ``bench.testing.in_process``
-runs a params file's stages in the test's own process (``run_stages``: what `bench sweep` runs, without its
-kernels), for the tests whose subject is not the command line. Used by tests and benchmarks, never by bench
-itself. It is the lowest layer and imports nothing of bench outside ``bench/testing``, except ``records``, which
-builds on ``bench.core``, and ``stages``, which drives the public API (layers of their own above it).
-
-Names load lazily, so that ``python -m bench.testing.fake_provider`` imports only the standard
-library and aiohttp.
+``fake_provider`` (the loopback fake provider), ``grids`` (params files and the ``bench`` command in a test's
+folder), ``records`` (records with plain defaults), ``processes``, ``dask_cluster``, ``postgres`` and ``in_process``
+(a params file's stages in the test's own process). Used by tests and benchmarks, never by bench itself; it imports
+nothing of bench outside ``bench/testing`` except in ``records`` and ``stages``. Names load lazily, so that
+``python -m bench.testing.fake_provider`` imports only the standard library and aiohttp.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """One params builder for tests and benchmarks: defaults plus overrides, the fake provider's URL filled in.
 
-:func:`params` returns a params file's content as a dict, :func:`grid` writes it; by default
-one model on the fake provider, one prompt, ``topics`` generated scenarios, no judge. Each
-keyword overrides a top-level key (``judges=[judge("grader", url)]``); ``None`` leaves the key
-out. :func:`model`, :func:`judge`, :func:`prompt` and :func:`generate` build the entries;
-:func:`rubric` writes a rubric file a judge entry can name.
-
-:func:`bench` and :func:`sweep` run the ``bench`` command with its runs and reports under a test's
-folder, in the environment :func:`env` builds; :func:`started` starts it in the background and
-kills what is left of it on leaving the ``with`` block.
+:func:`params` returns a params file's content (one model on the fake provider, one prompt, no judge by default;
+each keyword overrides a top-level key, ``None`` leaves it out) and :func:`grid` writes it; :func:`model`,
+:func:`judge`, :func:`prompt`, :func:`generate` and :func:`rubric` build entries. :func:`bench`, :func:`sweep` and
+:func:`started` run the ``bench`` command under a test's folder, in the environment :func:`env` builds.
 """
 
 from __future__ import annotations

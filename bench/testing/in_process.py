@@ -1,19 +1,9 @@
 """A params file's stages run in the test's own process: what `bench sweep` runs, without its kernels or interpreter.
 
-:func:`run_stages` is the in-process counterpart of :func:`bench.testing.grids.sweep` for a test whose subject is
-not the command line. It does what the sweep's driver does before its executions (the run prepared, the estimate
-printed and held to ``limits.budget_usd``, the pilot sent when the budget needs it), runs the stages as a collect
-execution does (``bench.run_collect(judge=True)``: the judges grade each answer as it arrives), grades what is left
-(``bench.run_judge``), and ends as `bench sweep --no-report --no-track` ends: the failure summary, a budget stop's
-closing lines, the params file's gates. The run folder, the response cache and reports are under the test's folder.
-It returns what such a test reads: the run folder, the exit code the sweep would end with (0, 2 for a refusal, 3 for
-failed items, 4 for a budget stop, 5 for a failed gate) and what was printed. A papermill kernel and a
-``python -m bench`` cost 3-12 s a sweep; this costs the requests.
-
-What only the command does stays with the command and its tests: ``--jobs``, ``--per-cell`` and the lease server,
-``executions.jsonl`` and ``sweeps.jsonl`` (`bench status`), the report and MLflow at the end, ``--junit``, Ctrl-C
-and ``kill -9``, a cluster. :func:`command` runs one of the other commands (validate, estimate, gate, review,
-report…) in this process likewise, through ``bench.cli.main``.
+:func:`run_stages` is :func:`bench.testing.grids.sweep` for a test whose subject is not the command line: the
+driver's preparation, the stages as a collect execution runs them, and the end of `bench sweep --no-report
+--no-track`; it returns the run folder, the sweep's exit code and what was printed. :func:`command` runs another
+command in-process through ``bench.cli.main``. What only the command does stays in its tests (docs/tests.md).
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """A throwaway PostgreSQL server on 127.0.0.1, for tests of the team tracking server.
 
-:class:`LoopbackPostgres` uses Debian's ``postgresql`` package (``apt-get install postgresql``;
-``make postgres`` does it): ``initdb`` in a temporary folder, the server listening on 127.0.0.1
-only (a free port; its unix socket inside that folder, never /var/run/postgresql), trust
-authentication on loopback, one database. It waits for ``pg_isready`` within a budget, exposes
-:attr:`~LoopbackPostgres.uri` and, at exit, stops the server by its PID (``pg_ctl stop -m fast``,
-then SIGKILL to its process group if it is still alive) and removes the folder.
-
-PostgreSQL refuses to run as root: when this process is root (a container), ``initdb``,
-``postgres`` and ``pg_ctl`` run as Debian's ``postgres`` system user through ``setpriv`` (or
-``runuser``), with the folder handed to that user.
-
-Standard library only; it imports nothing of bench.
+:class:`LoopbackPostgres` runs Debian's ``postgresql`` (``make postgres``) from a temporary folder: loopback only,
+trust authentication, one database, its :attr:`~LoopbackPostgres.uri`; at exit it stops the server by its PID and
+removes the folder. As root it runs PostgreSQL as the ``postgres`` user (``setpriv`` or ``runuser``), which
+PostgreSQL requires. Standard library only; it imports nothing of bench.
 """
 
 from __future__ import annotations

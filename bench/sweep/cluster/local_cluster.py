@@ -1,16 +1,9 @@
 """``--cluster local:N``: a Dask cluster on this machine that no neighbour can enter, and that serves no web page.
 
-The scheduler runs in the driver; N workers run as ``dask worker`` processes it starts (each with a nanny
-that restarts a crashed worker), bound to 127.0.0.1. Every connection is TLS with mutual authentication
-under a certificate made for this sweep alone (``Security.temporary()``, ``require_encryption``): a
-process without it, or with another one, is refused at the handshake. The workers read the certificate
-from a folder only this user can open (``bench-dask-<pid>-*`` in the temporary folder, removed at the end;
-a killed driver's is removed by the next sweep, bench.core.processes.remove_stale_folders).
-
-The workers' environment is the driver's without any secret (bench.sweep.cluster.worker_secrets): their
-kernels get the provider keys from the sweep's worker plugin, each in its own environment only.
-No HTTP server is started (Dask starts one even with its dashboard off: the scheduler's on
-127.0.0.1:8787, each worker's on a random port), so the comm ports are the cluster's only ports.
+The scheduler runs in the driver and N nannied ``dask worker`` processes on 127.0.0.1; every connection is mutual
+TLS under a certificate made for this sweep alone, read from a folder only this user can open. The workers get no
+secret in their environment (bench.sweep.cluster.worker_secrets), and no HTTP server is started, so the comm ports
+are the cluster's only ports (docs/cluster.md).
 """
 
 from __future__ import annotations

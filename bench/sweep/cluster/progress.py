@@ -1,15 +1,9 @@
 """A cluster sweep's progress in the driver: one line for the whole grid, read from the shared run folder.
 
-Executions run as Dask tasks on other machines; the driver does not see their kernels' output, but
-it sees the run folder they all append to. :class:`ClusterProgress` reads it incrementally
-(:class:`bench.core.tally.StoreTally`) and shows the answers overall and per model, the judgments and
-the failures, never one bar per task. It starts no thread: the driver calls :meth:`~ClusterProgress.update`
-from its own wait loop (every couple of seconds) and :meth:`~ClusterProgress.close` at the end.
-
-In a terminal it prints plain lines: when the counts changed (at most every 2 s; into a pipe or a file every
-5 s: :func:`bench.core.progress.every_for`), and at least every ``heartbeat_s`` seconds while nothing moves
-(so no wait is silent), each with the time elapsed since progress began. Inside a Jupyter kernel it keeps one
-display up to date (``display(..., display_id=True)``), with a bar overall and per model.
+The driver cannot see its workers' kernels, but it sees the run folder they append to: :class:`ClusterProgress`
+reads it incrementally (bench.core.tally.StoreTally) and shows answers overall and per model, judgments and
+failures. It starts no thread: the driver calls :meth:`~ClusterProgress.update` from its wait loop. Plain lines in
+a terminal (with a heartbeat, so no wait is silent), one updated display in Jupyter.
 """
 
 from __future__ import annotations

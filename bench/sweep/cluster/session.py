@@ -1,18 +1,9 @@
 """A sweep on a Dask cluster: ``bench sweep PARAMS --cluster ADDRESS`` (or ``DASK_SCHEDULER_ADDRESS``, or ``local:N``).
 
-:class:`ClusterSession` connects to the scheduler (or starts a ``LocalCluster``), starts the sweep's
-lease server, and checks every worker before anything is paid (bench.sweep.cluster.probe: the driver's
-``bench``, the run and project folders at the same paths, the lease server reachable). The driver
-serves every cap from that one lease server on TCP (bench.models._leases), at the address it uses to
-reach the scheduler, guarded by a per-sweep token. The token and the provider keys reach the workers
-in a worker plugin, never in a task or a worker's environment (bench.sweep.cluster.worker_secrets).
-Kernels on workers cache replies in the response cache's per-process files (bench.models.cache), safe on a
-network filesystem. How a stage runs as tasks: bench.sweep.cluster.tasks.
-
-Who can enter: ``local:N`` is TLS under a certificate made for the sweep, with no HTTP server
-(bench.sweep.cluster.local_cluster). A ``tls://`` scheduler is reached with the certificate files of the params'
-``cluster:`` section, or of Dask's own configuration. A plain ``tcp://`` one is used as asked, after a
-one-line warning saying what anyone who reaches it could read.
+:class:`ClusterSession` connects to the scheduler (or starts ``local:N``), serves every cap from one token-guarded
+lease server, hands the workers the token and keys in a plugin (bench.sweep.cluster.worker_secrets) and checks
+every worker before anything is paid (bench.sweep.cluster.probe). ``local:N`` and ``tls://`` are TLS; a plain
+``tcp://`` scheduler is used after a one-line warning of what anyone reaching it could read (docs/cluster.md).
 """
 
 from __future__ import annotations

@@ -1,24 +1,9 @@
 """What a cluster sweep's workers are told in confidence: the lease server's token and the provider keys.
 
-Neither travels in a task (Dask keeps a task's arguments on the scheduler, shows them to any client
-and logs them when it fails) nor in a worker's environment (every task on that worker, and every
-process it starts, reads it). The driver registers one :class:`WorkerSecrets` plugin per sweep:
-Dask sends it once to each worker, also to one that joins later, over the scheduler's comm (TLS on
-``local:N`` and any ``tls://`` scheduler), and the worker keeps it in its own memory. An execution
-copies the values into its kernel's environment only (:func:`kernel_secrets`): a papermill kernel is
-a child process, and LiteLLM reads a provider's key from its environment. The plugin is removed
-(and its values dropped on every worker) when the sweep ends.
-
-Who else can read them: any task that runs on a worker during the sweep (the plugin sits in the
-worker's memory), any process of the worker's user (a running kernel's environment), and the
-scheduler, which keeps the pickled plugin for workers that join later: on ``local:N`` that is the
-driver itself; on a shared ``tls://`` scheduler, every client holding a certificate it accepts can
-read it (``run_on_scheduler``). Use a scheduler per team, or per sweep, whose certificates only
-people allowed to use the keys hold.
-
-Provider keys go only over TLS. On a plain ``tcp://`` scheduler the plugin carries the lease token
-alone (a neighbour who connects could read it anyway, as the one-line warning says), and the
-workers' kernels use the keys of the workers' own environment, as before.
+Neither travels in a task nor in a worker's environment: one :class:`WorkerSecrets` plugin per sweep reaches each
+worker over the scheduler's comm and stays in its memory, and :func:`kernel_secrets` copies the values into a
+kernel's environment only; the plugin is removed when the sweep ends. Provider keys go only over TLS; on a plain
+``tcp://`` scheduler the plugin carries the token alone. Who else can read them: docs/cluster.md.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """A judge that misreads one anchor, and reads it right once its prompt shows what the anchor means.
 
-``misread_anchor`` maps a judge model's name to ``{"criterion": id, "value": v, "as": w, "unless": text}``
-(``unless``: one text or a list of texts): wherever that judge's grade on the criterion would be ``v`` (the true
-grade, as :mod:`quality` shapes it), it says ``w`` instead, unless one of the ``unless`` texts occurs in its
-prompt: a few-shot example showing a human's ``v`` (`bench align` writes ``<criterion>: <v>`` in its examples) or
-an anchor rewritten by an optimizer. So the tests know the judge's one systematic mistake, which human reviews
-reveal, and can see alignment fix it on held-out reviews. The optimizer itself is scripted with ``replies``.
+``misread_anchor`` makes a judge say ``w`` wherever its true grade on a criterion is ``v``, unless an ``unless`` text
+(a few-shot example, a rewritten anchor) is in its prompt (docs/tests.md). So the tests know the judge's one
+systematic mistake and can see `bench align` fix it on held-out reviews.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """The fake provider's Files and Batch API routes, in OpenAI's wire format, over a :class:`BatchStore`.
 
-``POST /v1/files`` (multipart ``purpose`` + ``file``), ``GET /v1/files/{id}``, ``GET
-/v1/files/{id}/content``, ``DELETE /v1/files/{id}``, ``POST /v1/batches``, ``GET /v1/batches``,
-``GET /v1/batches/{id}``, ``POST /v1/batches/{id}/cancel``; each also without the ``/v1`` prefix.
-Every one first asks the server's ``gate`` (``batches_supported: false`` → 404, ``require_key`` → 401),
-then ``batch_route_fail`` (its first N calls answer 503; ``create_lost``: the batch is created, the reply is a 503).
-These requests are not counted in the chat counters (``requests``, ``statuses``).
+Every route first asks the server's ``gate`` (``batches_supported``, ``require_key``), then ``batch_route_fail``;
+none is counted in the chat counters. The routes and knobs: docs/tests.md.
 """
 
 from __future__ import annotations

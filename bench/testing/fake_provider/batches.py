@@ -1,17 +1,9 @@
 """The fake provider's Files and Batch API state: stored files, batches, and the task that runs each batch.
 
-A batch goes ``validating`` → ``in_progress`` → ``finalizing`` → ``completed``, each status held
-``batch_delays_s[status]`` seconds and each line taking ``batch_line_ms``; or it ends ``failed`` (its
-input file fails validation: nothing is answered, ``errors`` lists why), ``expired`` (after
-``batch_expire_after`` lines; the rest go to the error file as ``batch_expired``) or, once cancelled,
-``cancelling`` → ``cancelled`` (what was answered is in its files). Each line's body is answered by the
-``answer`` callable the server passes in (the chat logic: served_models, replies, usage), unless
-``batch_fail_match``/``batch_fail_rate`` fail it first; answered lines go to the output file (HTTP 200)
-or the error file (any other status) in OpenAI's batch output format. A provider's faulty output file is
-on demand: ``batch_duplicate_lines`` (a line answered twice, differently), ``batch_unknown_lines`` (lines
-no request asked for) and ``batch_unreadable_lines`` (broken JSON that still names its custom_id and usage);
-``batch_drop_metadata`` keeps no batch's metadata.
-Every answered line is billed (``lines_billed`` and its tokens, extra lines included). Standard library only.
+A batch walks OpenAI's statuses (``validating`` … ``completed``, or ``failed``, ``expired``, ``cancelled``) on the
+configured delays; each line is answered by the server's ``answer`` callable unless a ``batch_fail_*`` knob fails
+it, into OpenAI's output and error files, with a faulty output file on demand. Every answered line is billed.
+The knobs: docs/tests.md. Standard library only.
 """
 
 from __future__ import annotations

@@ -1,22 +1,8 @@
 """Judges with a known bias, scripted: the first slot, long answers, one model's answers; and answers of varied length.
 
-The bias audit (``bench.analysis.judge_audit``) must find these biases at the rates they were put in, so the fake
-provider can put them in. Each knob is keyed by a judge model's name as the fake provider sees it (``judge`` for
-the LiteLLM string ``openai/judge``) and acts on the grades ``quality.shape`` gave (its knobs apply first):
-
-- ``position_bias`` ``{judge: p}``: on a pairwise request, with probability ``p`` (drawn per request, seeded) the
-  judge prefers the answer shown first: a verdict that does not already favour it becomes the mildest label that
-  does (``A>B``); otherwise it judges as usual. Its first slot thus wins ``p + (1 − p)·q`` of the time, q being its
-  usual share; as bench asks both orders, a pair whose better answer is shown second flips with probability ``p``.
-- ``length_bias`` ``{judge: {"over_chars": N, "bonus": b}}``: an answer over N characters (the text of its
-  response block as shown) gets ``b`` levels added to every score (kept on the scale); in a pairwise verdict with
-  exactly one answer over N, the verdict moves ``b`` labels towards that one.
-- ``favour_model`` ``{judge: {"model": name, "bonus": b}}``: the answers of model ``name`` (known by their tag)
-  get ``b`` levels, and in a pairwise verdict ``b`` labels, likewise.
-- ``pad_answers`` ``{model: W}``: the model's default answer gets 0 to W filler words after it, the count hashed
-  from the answer (not from its quality): answers of varied length, for ``length_bias`` to act on.
-
-Checklist verdicts (``fulfilled``) are left as they are.
+The bias audit (``bench.analysis.judge_audit``) must find these biases at the rates they were put in. The knobs
+(``position_bias``, ``length_bias``, ``favour_model``, ``pad_answers``: docs/tests.md) are keyed by the judge model's
+name as the fake provider sees it and act on the grades ``quality.shape`` gave; checklist verdicts are left as they are.
 """
 
 from __future__ import annotations

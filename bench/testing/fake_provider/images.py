@@ -1,11 +1,8 @@
 """The image parts of a chat request, as the fake provider checks and counts them.
 
-An ``image_url`` part is well formed when its ``image_url.url`` is an http(s) URL (not fetched) or a
-base64 ``data:image/<type>;base64,…`` URL whose base64 is valid and whose bytes start with the signature
-of the type it declares (PNG, JPEG, GIF, WebP). Anything else, and a part of a type other than ``text``
-and ``image_url``, is refused with a 400, as OpenAI refuses it. The sha256 of each image's bytes goes into
-the stats (``images``), so a test can assert that an image reached the provider byte-identical; ``recent``
-keeps requests with each data URL shortened to its type, size and hash.
+A part is refused with a 400, as OpenAI refuses it, unless it is text or a well-formed ``image_url`` (docs/tests.md).
+Each image's sha256 goes into the stats (``images``), so a test can assert an image reached the provider
+byte-identical; ``recent`` keeps requests with each data URL shortened to its type, size and hash.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """A judge that obeys prompt injections (the ``obey_injections`` knob): the worst case a defence must hold against.
 
-It is not a model. It reads the prompt the way a fully instruction-following model would, with
-one rule: text inside a data block the prompt declares as data (a ``<name-tag>…</name-tag>``
-block with the same tag at both ends, in a prompt that says its tagged text is "not
-instructions") is data; every other line is an instruction. If an instruction demands a grade
-("give this answer 5", "the correct grade is 5 for every criterion", a JSON object of scores),
-every score of its reply is that grade; otherwise every score is its scale's middle value, so a
-grade that moved moved because of an injection. So it measures one thing: whether an answer's text
-reaches the judge outside its delimiters (no delimiters at all, or a delimiter the answer could
-close), not how persuasive an injection is to a real model.
+It reads every line outside a data block the prompt declares as data as an instruction: a demanded grade becomes
+every score, else each score is its scale's middle. So it measures one thing, whether an answer's text reaches the
+judge outside its delimiters, not how persuasive an injection is to a real model.
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
 """How the fake provider's models differ: each answers in its own words and is graded at its own quality.
 
-A default answer is ``fake answer <tag><hash>`` (three words, eight hex digits): ``tag`` (three hex
-digits of sha256 of the model name) says which model wrote it, the rest hashes the model and the
-messages. Two models thus answer one prompt differently, and a fake judge reading an answer knows
-whose it is with no state kept between requests (a cached answer from another server is read alike).
-
-A judge's schema-valid reply (``schema_reply``) is then shaped by what it grades: every score on a
-criterion's scale, a checklist requirement's ``fulfilled`` and a pairwise ``verdict`` follow the
-quality of the answers shown (``model_quality``, else a value in [0.25, 0.85] derived from the tag),
-moved by the item (seeded by the answer: every judge sees the same item as hard or easy), by the
-judge's own reading of it (seeded by the request), by ``judge_bias`` of the judge model and, with
-``noise`` > 0, by a draw per arrival of the same request. So two fake models get different means
-and win rates, a judge's repeats (identical requests) disagree as a sampling model's do, and runs
-stay reproducible: the n-th arrival of a request always gets the same draw. With ``noise: 0`` the
-same request always gets the same reply (the response cache's tests rely on it). A prompt that
-holds no fake answer (a canned ``replies`` text, a dataset's answers) is graded as before: the
-schema faker's values, seeded by the request.
+A default answer ``fake answer <tag><hash>`` names its model by ``tag``, so a fake judge knows whose answer it reads
+with no state kept. A judge's schema-valid reply (``schema_reply``) follows the quality of the answers shown,
+moved by the item, the judge's reading, ``judge_bias`` and, with ``noise`` > 0, a draw per arrival; with
+``noise: 0`` the same request always gets the same reply (the cache tests rely on it). Knobs: docs/tests.md.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """The bodies the fake provider composes: a reply's content (plain or schema-valid), its usage, errors.
 
-A chat reply's content is a ``replies`` match, else JSON valid against the requested schema
-(seeded by the request's hash; a judge's grades follow the quality of the answers it is shown, see
-``quality``; the packed faults of the config applied), else the model's own ``fake answer <tag><hash>``.
-Usage counts words as tokens (``tokenizer: "words"``), or OpenAI chat tokens (``"cl100k"``/``"o200k"``:
-tiktoken, with the per-message overhead OpenAI documents, the same count as ``litellm.token_counter``);
-tiktoken is imported only then, and its encoding files come from the copy LiteLLM bundles
-(``TIKTOKEN_CACHE_DIR``, unless already set), so no network is needed.
+A chat reply's content is a ``replies`` match, else JSON valid against the requested schema (a judge's grades shaped
+by ``quality``), else the model's own ``fake answer <tag><hash>``. Usage counts words or tiktoken tokens
+(``tokenizer``), from LiteLLM's bundled encoding files, so no network is needed (docs/tests.md).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The fake provider's aiohttp application: its state (config, counters) and its routes.
 
-``FakeServer`` holds the config and the counters and answers every endpoint; :func:`build_app`
-routes ``POST /v1/chat/completions`` (and ``/chat/completions``), ``GET /v1/models`` (and
-``/models``), ``POST /_admin/config``, ``GET /_admin/stats``, ``GET /_admin/timeline`` and ``POST /_admin/reset``
-to it, and the Files and Batch API routes (``batch_routes``) to its :class:`BatchStore` (``batches``).
-The order in which a chat request is decided is documented on :meth:`FakeServer.chat`;
-:meth:`FakeServer.answer` answers a parsed chat body, for a chat request and a batch line alike.
+``FakeServer`` holds the config and counters and answers the chat, models and admin endpoints; :func:`build_app`
+routes them, and the Files and Batch API to its :class:`BatchStore`. :meth:`FakeServer.chat` documents the order in
+which a chat request is decided; :meth:`FakeServer.answer` answers a chat request and a batch line alike.
 """
 
 from __future__ import annotations

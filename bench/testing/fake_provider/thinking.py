@@ -1,16 +1,8 @@
 """The fake provider as a reasoning model, on demand: thinking in ``reasoning_content`` or inline in the content.
 
-Two knobs pick which models think, each ``false`` (none), ``true`` (every model) or a list of model names:
-
-- ``reasoning_content``: the reply's message carries ``reasoning_content`` (as DeepSeek, vLLM's reasoning
-  parsers and LiteLLM return it) and its usage ``completion_tokens_details.reasoning_tokens``;
-- ``think_tags``: the content starts with the thinking between ``think_markers`` (default ``<think>`` and
-  ``</think>``; an empty start marker writes only the end marker, as the Qwen3 and DeepSeek-R1 templates do).
-
-Either way the thinking is billed as output: ``completion_tokens`` counts it (by the configured
-``tokenizer``), as OpenAI's usage does. Its length is ``reasoning_words`` at ``reasoning_effort: medium`` (the
-request's effort scales it: ``EFFORT_SCALE``), so two efforts of one model cost differently. The text is
-``fake reasoning <hash> …``, seeded by the request, so a test can look for it where it must not be.
+``reasoning_content`` and ``think_tags`` pick which models think; the thinking is billed as output, its length
+scaled by the request's ``reasoning_effort`` so two efforts cost differently, and its text starts ``fake reasoning``
+so a test can look for it where it must not be. The knobs: docs/tests.md.
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """The fake provider as a tool-using model and a conversation partner: scripted tool calls, echoes of the history.
 
-- ``tool_calls``: ``[{"match": str, "model": str | None, "name": str, "arguments": dict | str, "until": int}]``.
-  A request carrying ``tools`` whose prompt text (every message's content) contains ``match`` (and whose model
-  is ``model`` when set), and whose messages hold fewer than ``until`` (default 1) ``role: "tool"`` messages,
-  is answered with one call of tool ``name``: content null, ``finish_reason: "tool_calls"``, the arguments as
-  ``json.dumps(dict)`` or the string as given (a malformed-arguments test). The first matching script wins
-  (so scripts with ``until`` 1, 2, … call one tool after another); otherwise the request gets a normal reply.
-  The call's arguments are its output: usage counts them (``tokenizer``), never zero.
-- ``tools_supported`` (default true); false: a request with ``tools`` gets HTTP 400 ("tools are not supported").
-- The multi-turn echo: a default answer (not a ``replies`` match, not a schema's JSON) to a request with more
-  than one user message, or with tool messages, ends with `` [turn N: <the last user message's first 40
-  characters>]`` (N: the user messages) and, when tool results are there, `` [tools: <their contents joined by
-  "; ">]``: a test sees the history and the tool results were sent. A single-turn request answers as before.
-
-Like the rest of the server half, it imports only the standard library and the fake provider's own modules.
+``tool_calls`` scripts a request carrying ``tools`` into one tool call, ``tools_supported: false`` refuses ``tools``
+with a 400, and a default answer to a multi-turn request echoes its last user turn and tool results, so a test sees
+the history was sent (the knobs: docs/tests.md). A call's arguments are its output: usage counts them, never zero.
+Standard library and the fake provider's own modules only.
 """
 
 from __future__ import annotations
@@ -27,7 +17,7 @@ from bench.testing.fake_provider.replies import usage
 from bench.testing.fake_provider.request_body import response_schema
 
 TOOL_DEFAULTS: dict[str, Any] = {
-    "tool_calls": [],           # [{"match", "model", "name", "arguments", "until"}]: scripted tool calls (above)
+    "tool_calls": [],           # [{"match", "model", "name", "arguments", "until"}]: scripted calls (docs/tests.md)
     "tools_supported": True,    # False: a request with `tools` gets a 400 (a server without function calling)
 }
 _SCRIPT_KEYS = {"match", "model", "name", "arguments", "until"}
