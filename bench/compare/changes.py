@@ -9,7 +9,6 @@ string or endpoint in the other run is a warning, as a changed judge is.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,17 +19,8 @@ from bench.core.store import RunStore
 
 
 def _records(run_dir: Path | None, kind: type) -> Iterator[dict[str, Any]]:
-    """Yield the run's records of ``kind`` as written (dicts; unreadable lines skipped: the loader warns)."""
-    if run_dir is None:
-        return
-    for path in RunStore(run_dir).files(kind):
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(rec, dict):
-                yield rec
+    """Yield the run's records of ``kind`` as written (none without a run folder)."""
+    return iter(()) if run_dir is None else RunStore(run_dir).raw(kind)
 
 
 def rubric_hashes(run_dir: Path | None) -> dict[tuple[str, str], set[str]]:

@@ -9,6 +9,7 @@ each get their own shard (``candidates.<shard>.jsonl``); readers merge every sha
 from __future__ import annotations
 
 import errno
+import json
 import os
 import tempfile
 import threading
@@ -172,6 +173,18 @@ class RunStore:
             return []
         return sorted(p for p in self.root.iterdir() if p.is_file()
                       and (p.name == f"{stem}.jsonl" or (p.name.startswith(f"{stem}.") and p.suffix == ".jsonl")))
+
+    def raw(self, kind: str | type[Record]) -> Iterator[dict]:
+        """Yield ``kind``'s records as written, unvalidated dicts (unreadable lines skipped: the loaders warn):
+        for checks that must see what a record claims, such as a NaN grade or a rubric hash, before any model."""
+        for path in self.files(kind):
+            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(rec, dict):
+                    yield rec
 
     def ensure_writable(self) -> None:
         """Create the run folder if needed; raise StoreError naming it if it cannot be written."""

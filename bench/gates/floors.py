@@ -8,7 +8,6 @@ rubric) would fail every cell of the lower scale: it is refused, naming each jud
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from bench.config.rubrics import run_scales
@@ -45,14 +44,9 @@ def judge_scales(run_dir: Path) -> dict[str, set[tuple[float, float]]]:
     """Return each scoring judge's composite scales in the run folder (from its judgments' rubric snapshots; a
     rubric found nowhere adds none)."""
     rubrics: dict[str, set[tuple[str, str]]] = {}
-    for path in RunStore(run_dir).files(Judgment):
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(rec, dict) and rec.get("mode") != "pairwise" and isinstance(rec.get("judge_id"), str):
-                rubrics.setdefault(rec["judge_id"], set()).add((str(rec.get("rubric_id")), str(rec.get("rubric_hash"))))
+    for rec in RunStore(run_dir).raw(Judgment):
+        if rec.get("mode") != "pairwise" and isinstance(rec.get("judge_id"), str):
+            rubrics.setdefault(rec["judge_id"], set()).add((str(rec.get("rubric_id")), str(rec.get("rubric_hash"))))
     out: dict[str, set[tuple[float, float]]] = {}
     for judge, pairs in rubrics.items():
         kinds = [type("R", (), {"rubric_id": i, "rubric_hash": h}) for i, h in pairs]
