@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,7 +59,16 @@ class StagesRun(Finished):
 def environment(tmp_path: Path, drop: Sequence[str] = (), **extra: str) -> Iterator[None]:
     """Set, for the block, what :func:`bench.testing.grids.env` gives a subprocess: runs and reports under
     ``tmp_path``, ``extra``; the variables of ``drop`` unset; the checkout as the working folder. Everything is put
-    back on leaving."""
+    back on leaving. One block at a time: the environment, the working folder and the redirected output are the
+    process's, so two threads running stages at once would share them (one run's folder taken for the other's)."""
+    with _ONE_AT_A_TIME:
+        yield from _environment(tmp_path, drop, **extra)
+
+
+_ONE_AT_A_TIME = threading.RLock()
+
+
+def _environment(tmp_path: Path, drop: Sequence[str] = (), **extra: str) -> Iterator[None]:
     saved = dict(os.environ)
     stack = contextlib.ExitStack()
     stack.enter_context(contextlib.chdir(ROOT))  # where a bench subprocess of the kit runs: relative paths alike

@@ -4,7 +4,6 @@ each statistic is the hand-computed one; a measure that cannot apply says so."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -51,10 +50,9 @@ def _sweep(tmp: Path, biased: bool) -> RunTables:
 
 @pytest.fixture(scope="module")
 def audited_runs(tmp_path_factory):
-    """The tables of the grid run with the biases and without them (the two sweeps run side by side)."""
-    dirs = [tmp_path_factory.mktemp(name) for name in ("biased", "unbiased")]
-    with ThreadPoolExecutor(2) as pool:
-        return list(pool.map(_sweep, dirs, (True, False)))
+    """The tables of the grid run with the biases and without them (one after the other: in-process runs share
+    the process's environment)."""
+    return [_sweep(tmp_path_factory.mktemp(name), biased) for name, biased in (("biased", True), ("unbiased", False))]
 
 
 @pytest.fixture(scope="module")
