@@ -27,6 +27,7 @@ from bench.core.progress import Progress, configure, in_kernel, requests_in_flig
 from bench.core.records import Judgment
 from bench.core.rescue import import_rescued
 from bench.core.runlock import run_lock
+from bench.core.spend import open_lost
 from bench.core.store import RunStore
 from bench.core.writer import Halt, RecordWriter
 from bench.judge.grader import Judge
@@ -72,6 +73,7 @@ async def _stage_llm(run: Run, max_concurrency: int | None, images: bool = True)
     llm = make_llm(run, max_concurrency)
     settle(run.dir, llm.cache)
     llm.unclaimed = unclaimed_keys(run.dir)  # paid by a killed process, perhaps never recorded: counted once taken
+    llm.lost = open_lost(run.dir)  # in flight at a kill, reply lost: the reply to the same request claims it
     interrupted = writes_failed = False
     try:
         yield llm

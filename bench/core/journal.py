@@ -2,8 +2,9 @@
 
 Each process appends each sent request's cache key and reservation to its own flocked journal in the run folder and
 removes it at a clean end. At a stage's start ``settle`` reads dead processes' journals into ``repeats.json``: keys
-the cache lacks were in flight (counted at their reservation), keys it holds were paid (``unclaimed``). The seam
-calls ``arm(key)`` before sending and ``sent(usd)`` once the request holds a slot, so a queued one is not counted.
+the cache lacks were in flight (``lost``: each attempt with its reservation), keys it holds were paid
+(``unclaimed``). The seam calls ``arm(key)`` before sending and ``sent(usd)`` once the request holds a slot, so a
+queued one is not counted. ``bench.core.spend`` says how the records claim both.
 """
 
 from __future__ import annotations
@@ -156,9 +157,9 @@ def in_flight_repeats(run_dir: str | os.PathLike[str], cache: Any) -> int:
 
 
 def settle(run_dir: str | os.PathLike[str], cache: Any) -> int:
-    """Count the leftover journals' uncached requests, add them to ``repeats.json``, remove the journals.
+    """Add the leftover journals' uncached requests to ``repeats.json`` and remove the journals.
 
-    Each is counted at its reservation (``lost_in_flight_usd``; unknown ones in ``lost_in_flight_unpriced``); the
+    Each such request is one attempt in ``lost`` ({key: [its reservation, or None when unknown, per attempt]}); the
     journaled keys the cache holds join ``unclaimed``. Call it when a stage starts, before any request.
     Returns this start's count.
     """
@@ -168,14 +169,13 @@ def settle(run_dir: str | os.PathLike[str], cache: Any) -> int:
             if not found:
                 return 0
             lost, paid = _split(_merged(found), cache)
-            n, usd = len(lost), sum(v for v in lost.values() if v is not None)
             data = read_repeats(run_dir)
-            data["in_flight_repeats"] = int(data.get("in_flight_repeats", 0)) + n
-            data["lost_in_flight_usd"] = float(data.get("lost_in_flight_usd", 0.0)) + usd
-            unpriced = sum(v is None for v in lost.values())
-            data["lost_in_flight_unpriced"] = int(data.get("lost_in_flight_unpriced", 0)) + unpriced
+            data["in_flight_repeats"] = int(data.get("in_flight_repeats", 0)) + len(lost)
+            attempts = data.setdefault("lost", {})
+            for key, usd in lost.items():
+                attempts.setdefault(key, []).append(usd)
             data["unclaimed"] = sorted(set(data.get("unclaimed", [])) | set(paid))
-            data.setdefault("events", []).append({"time": utc_now(), "in_flight_repeats": n, "lost_in_flight_usd": usd,
+            data.setdefault("events", []).append({"time": utc_now(), "in_flight_repeats": len(lost),
                                                   "journals": len(found), "journaled": sum(len(k) for _p, k in found),
                                                   "cached": len(paid)})
             atomic_write(run_dir / REPEATS_FILE, (json.dumps(data, indent=1) + "\n").encode())
@@ -185,16 +185,23 @@ def settle(run_dir: str | os.PathLike[str], cache: Any) -> int:
         warnings.warn(f"cannot count the requests an earlier stop left in flight in {run_dir}: {exc}",
                       RuntimeWarning, stacklevel=2)
         return 0
-    return n
+    return len(lost)
 
 
 def read_repeats(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """Return ``repeats.json`` of a run folder: ``in_flight_repeats`` (the total so far) and its ``events``."""
+    """Return ``repeats.json`` of a run folder: ``in_flight_repeats`` (the total so far), ``lost``, ``unclaimed``
+    and its ``events``."""
     try:
         data = json.loads((Path(run_dir) / REPEATS_FILE).read_text())
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}
+
+
+def lost_attempts(run_dir: str | os.PathLike[str]) -> dict[str, list[float | None]]:
+    """Return the requests kills left in flight with their reply lost: {key: [reservation per attempt]}."""
+    lost = read_repeats(run_dir).get("lost")
+    return lost if isinstance(lost, dict) else {}
 
 
 def unclaimed_keys(run_dir: str | os.PathLike[str]) -> set[str]:

@@ -88,7 +88,9 @@ class Usage(BaseModel):
 
     Every paid reply counts, also one that was not used (an empty ``finish_reason=length`` reply
     retried): a call paid more than once lists each paid attempt in ``paid_attempts`` (its tokens,
-    cost and finish reason), and the totals above are their sum. ``over_limit``: some reply returned
+    cost and finish reason), and the totals above are their sum. A request a kill left in flight is
+    listed there too, claimed by the reply to the same request (``in_flight_at_kill``, ``estimated``:
+    bench.core.spend), in the tokens and cost, not in ``calls``. ``over_limit``: some reply returned
     more completion tokens than its request's output limit (``max_tokens``). ``estimated``: some
     reply carried no usage, so its tokens were counted from its text and the request's with a bound
     that never counts fewer (``bench.models.tokens.bound_counter``), never taken as zero.

@@ -1,21 +1,25 @@
 """What a run folder has spent: the sum of every record's paid cost, failed attempts and earlier runs included.
 
-A record answered wholly from the response cache costs nothing now; every other record counts its
-``cost_usd`` in full, paid attempts and estimated usage included. A record of unknown price counts nothing
-and is reported apart, so a budget never treats an unpriced call as free silently. A conversation counts its
-model's and simulated user's requests alike, less turns the cache answered. Requests a kill left in flight
-(``bench.core.journal``) count at their reservation, marked as estimated (``lost_in_flight``).
+A record answered wholly from the response cache costs nothing now; every other record counts its ``cost_usd`` in
+full, paid attempts and estimated usage included; one of unknown price is reported apart, never taken as free. A
+conversation counts its model's and simulated user's requests, less turns the cache answered. A request a kill
+left in flight (``bench.core.journal``: ``lost``) is estimated spend: the record of the next reply to the same
+request claims it (a ``paid_attempts`` entry marked ``estimated`` and ``in_flight_at_kill``); until then it
+counts at its reservation (docs/budget.md, Kills).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.core.journal import read_repeats
+from bench.core.journal import lost_attempts
 from bench.core.records import Candidate, Judgment, Usage
 from bench.core.store import RunStore
+
+LOST = "in_flight_at_kill"  # marks a paid_attempts entry: a request a kill left in flight (bench.models._completion)
 
 
 @dataclass(frozen=True)
@@ -28,8 +32,9 @@ class RunSpend:
     over_limit: int = 0
     estimated: int = 0
     repaid: int = 0
-    lost_in_flight: int = 0  # requests in flight at a kill, whose replies were lost: counted at their reservation
-    lost_in_flight_usd: float = 0.0  # of ``usd``, what they count (an estimate: the most each could cost)
+    lost_in_flight: int = 0  # requests in flight at a kill, whose replies were lost (estimated spend)
+    lost_in_flight_usd: float = 0.0  # of ``usd``, what they count: a repeat's cost, or a reservation
+    lost_reserved: int = 0  # of ``lost_in_flight``, those no reply to the same request priced yet: at their reservation
 
     def notes(self) -> str:
         """Return what the spend holds besides plain replies, for a summary line ("" when nothing; an unknown
@@ -38,15 +43,30 @@ class RunSpend:
                 f"{self.estimated} estimated: a reply had no usage, counted from its text (usage.estimated)"
                 if self.estimated else "",
                 f"{self.repaid} paid more than once (usage.paid_attempts)" if self.repaid else "",
-                f"${self.lost_in_flight_usd:.4f} estimated for {self.lost_in_flight} request(s) in flight at a kill "
-                f"(counted at their reservation, repeats.json)" if self.lost_in_flight else ""]
+                self._lost() if self.lost_in_flight else ""]
         return "; ".join(s for s in said if s)
+
+    def estimated_note(self) -> str:
+        """Return " (of which $X estimated: …)" for a spend line: what requests in flight at a kill count ("")."""
+        return f" (of which {self._lost()})" if self.lost_in_flight else ""
+
+    def _lost(self) -> str:
+        every, n = self.lost_reserved == self.lost_in_flight, self.lost_in_flight
+        how = (f"{'all' if every else self.lost_reserved} at {'their' if every else 'a'} reservation until the same "
+               f"request is answered again" if self.lost_reserved else "each at the cost of its repeat")
+        return f"{dollars(self.lost_in_flight_usd)} estimated: {n} request(s) in flight at a kill, {how}"
+
+
+def dollars(usd: float) -> str:
+    """Return ``usd`` as a short dollar amount that still shows a fraction of a cent."""
+    return f"${usd:,.2f}" if usd >= 100 else f"${usd:.4f}" if usd >= 0.01 else f"${usd:.6f}"
 
 
 def recorded_spend(run_dir: str | Path) -> RunSpend:
     """Return what the records of ``run_dir`` say was paid (every attempt of every candidate and judgment,
-    a conversation's simulated user included)."""
+    a conversation's simulated user included), and the requests a kill left in flight no record claimed."""
     store, usd, unpriced, flagged = RunStore(Path(run_dir)), 0.0, 0, [0, 0, 0]
+    claims: list[dict[str, Any]] = []
     for kind in (Candidate, Judgment):
         for rec in store.iter(kind):
             for usage, by in _parts(rec):
@@ -56,19 +76,28 @@ def recorded_spend(run_dir: str | Path) -> RunSpend:
                 else:
                     usd += cost
                 if usage is not None and not usage.cached and usage.calls:
+                    claims += [a for a in usage.paid_attempts or () if LOST in a]
                     flagged[0] += usage.over_limit
                     flagged[1] += usage.estimated
                     flagged[2] += bool(usage.paid_attempts)
-    lost = read_repeats(run_dir)  # requests a kill left in flight: at their reservation (bench.core.journal)
-    lost_usd = float(lost.get("lost_in_flight_usd", 0.0))
-    unpriced += int(lost.get("lost_in_flight_unpriced", 0))
-    return RunSpend(round(usd + lost_usd, 9), unpriced, *flagged, lost_in_flight=_lost_count(lost),
-                    lost_in_flight_usd=round(lost_usd, 9))
+    left = open_lost(run_dir, Counter(a[LOST] for a in claims))  # at their reservation
+    reserved = [r for attempts in left.values() for r in attempts]
+    lost_usd = sum(r for r in reserved if r is not None) + sum(a.get("cost_usd") or 0.0 for a in claims)
+    return RunSpend(round(usd + sum(r or 0.0 for r in reserved), 9), unpriced + sum(r is None for r in reserved),
+                    *flagged, lost_in_flight=len(claims) + len(reserved), lost_in_flight_usd=round(lost_usd, 9),
+                    lost_reserved=len(reserved))
 
 
-def _lost_count(repeats: dict[str, Any]) -> int:
-    """Return the requests counted at their reservation (events of folders journaled before reservations: none)."""
-    return sum(int(e.get("in_flight_repeats", 0)) for e in repeats.get("events", []) if "lost_in_flight_usd" in e)
+def open_lost(run_dir: str | Path, claimed: Counter[str] | None = None) -> dict[str, list[float | None]]:
+    """Return the requests kills left in flight that no record has claimed yet: {key: [reservation per attempt]}.
+
+    ``claimed``: how many attempts of each key the records claim (None: read from the records)."""
+    lost = lost_attempts(run_dir)
+    if lost and claimed is None:
+        claimed = Counter(a[LOST] for kind in (Candidate, Judgment) for rec in RunStore(Path(run_dir)).iter(kind)
+                          for usage, _by in _parts(rec) for a in (usage and usage.paid_attempts) or () if LOST in a)
+    return {key: attempts[claimed[key]:] for key, attempts in lost.items()
+            if isinstance(attempts, list) and len(attempts) > claimed[key]}
 
 
 def _parts(rec: Candidate | Judgment) -> list[tuple[Usage | None, str]]:

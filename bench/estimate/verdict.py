@@ -28,7 +28,8 @@ class Verdict:
     pilot: list[StageEstimate] = field(default_factory=list)  # stages whose reply length a pilot measures first
     assumed: list[StageEstimate] = field(default_factory=list)  # paid stages whose reply length nothing observed
     rest: list[StageEstimate] = field(default_factory=list)  # paid stages not piloted: in ``floor`` at their expected cost
-    estimated: float = 0.0  # of ``spent``, requests a kill left in flight, at their reservation (bench.core.spend)
+    estimated: float = 0.0  # of ``spent``, requests a kill left in flight (bench.core.spend: lost_in_flight_usd)
+    estimated_note: str = ""  # " (of which $X estimated: …)" (``RunSpend.estimated_note``)
 
     @property
     def outcome(self) -> str:
@@ -67,7 +68,7 @@ def budget_verdict(run: Run, est: Estimate, *, pilot: bool = True) -> Verdict | 
     out = Verdict(float(limit), spend.usd, float(total["cost_usd_expected"] or 0.0),
                   float(total["cost_usd_max"] or 0.0), floor, measured, assumed,
                   [s for s in est.stages if id(s) not in piloted and (s.cost_usd_expected or 0) > 0],
-                  estimated=spend.lost_in_flight_usd)
+                  estimated=spend.lost_in_flight_usd, estimated_note=spend.estimated_note())
     if out.outcome == "pilot":
         for s in measured:
             s.expected_from = PILOT
@@ -80,13 +81,10 @@ def _unmeasured(s: StageEstimate) -> bool:
     return bool(s.to_send and ASSUMED in s.expected_from.split("+") and (s.cost_usd_max or 0) > 0)
 
 
-def _estimated(v: Verdict) -> str:
-    return f" (of which {dollars(v.estimated)} estimated: requests in flight at a kill)" if v.estimated else ""
-
-
 def verdict_line(run: Run, v: Verdict) -> str:
     """Return the one line a sweep (and `bench estimate`) prints about its budget."""
-    head = (f"budget: limits.budget_usd = {dollars(v.limit)}; spent so far {dollars(v.spent)}{_estimated(v)} + "
+    spent = dollars(v.spent) + v.estimated_note
+    head = (f"budget: limits.budget_usd = {dollars(v.limit)}; spent so far {spent} + "
             f"expected {dollars(v.expected)} = {dollars(v.spent + v.expected)}")
     outcome = v.outcome
     if outcome == "fits":
@@ -95,7 +93,7 @@ def verdict_line(run: Run, v: Verdict) -> str:
         return (f"{head} fits, the worst case ({dollars(v.spent + v.worst)}) does not: the sweep stops at the budget "
                 f"if the replies run longer than expected (every request reserves its worst case first)")
     if outcome == "pilot":
-        return (f"budget: limits.budget_usd = {dollars(v.limit)}; spent so far {dollars(v.spent)}; no reply of "
+        return (f"budget: limits.budget_usd = {dollars(v.limit)}; spent so far {spent}; no reply of "
                 f"{stage_names(v.pilot)} has been observed, so a sweep first sends a pilot (the first "
                 f"limits.pilot = {run.sweep.limits.pilot} answers per model and their grades), then starts the rest "
                 f"only if its expected cost, from the pilot's replies, fits (the worst case is "
@@ -106,21 +104,21 @@ def verdict_line(run: Run, v: Verdict) -> str:
 def refusal(run: Run, v: Verdict, after_pilot: str | None = None) -> BudgetReached:
     """Return the BudgetReached (exit 4) of a sweep refused by ``v``: before anything was sent, or after the
     pilot (``after_pilot``: what the pilot sent and kept)."""
-    params, folder = shown_path(run.params_path), shown_path(run.dir)
+    params, folder, spent = shown_path(run.params_path), shown_path(run.dir), dollars(v.spent) + v.estimated_note
     need = dollars(needed_budget(v.spent, v.expected))
     if after_pilot is not None:
         note = (f" ({stage_names(v.assumed)}: no reply observed in the pilot, assumed at the output bound)"
                 if v.assumed else "")
         return BudgetReached(f"after the pilot ({after_pilot}), the rest of this sweep is expected to cost "
                              f"{dollars(v.expected)}{note} (at most {dollars(v.worst)}), and {folder} has spent "
-                             f"{dollars(v.spent)} so far, the pilot included: {dollars(v.spent + v.expected)} is more "
+                             f"{spent} so far, the pilot included: {dollars(v.spent + v.expected)} is more "
                              f"than limits.budget_usd = {dollars(v.limit)}, so the rest does not start; the pilot's "
                              f"records are kept. Raise limits.budget_usd in {params} to at least {need} and re-run "
                              f"to continue, or run fewer cells (--cells)")
     if v.pilot:
         return BudgetReached(f"this sweep is expected to cost {dollars(v.expected)} (at most {dollars(v.worst)}; "
                              f"{stage_names(v.pilot)} at the output bound, as no reply of theirs was observed), and "
-                             f"{folder} has spent {dollars(v.spent)} so far: even if {stage_names(v.pilot)} replied "
+                             f"{folder} has spent {spent} so far: even if {stage_names(v.pilot)} replied "
                              f"nothing, {dollars(v.spent + v.floor)} ({floor_holds(v)}) is more than "
                              f"limits.budget_usd = {dollars(v.limit)}, so "
                              f"the sweep does not start; nothing was sent (no pilot either). Raise limits.budget_usd "
@@ -129,7 +127,7 @@ def refusal(run: Run, v: Verdict, after_pilot: str | None = None) -> BudgetReach
     note = (f"; {stage_names(v.assumed)} at the output bound, as no reply of theirs was observed and no pilot is "
             f"sent (limits.pilot = 0, a Batch API model, or a cluster sweep)") if v.assumed else ""
     return BudgetReached(f"this sweep is expected to cost {dollars(v.expected)} (at most {dollars(v.worst)}{note}), and "
-                         f"{folder} has spent {dollars(v.spent)} so far: {dollars(v.spent + v.expected)} is more "
+                         f"{folder} has spent {spent} so far: {dollars(v.spent + v.expected)} is more "
                          f"than limits.budget_usd = {dollars(v.limit)}, so the sweep does not start; nothing was "
                          f"sent. Raise limits.budget_usd in {params} to at least {need}, or run fewer cells (--cells)")
 

@@ -1,5 +1,6 @@
 """A model's answer as the seam returns it (``Completion``), and its usage, made for every reply: from the transport's
-usage dict, from a cache entry, or shared with an identical request that was in flight.
+usage dict, from a cache entry, or shared with an identical request that was in flight; a paid one claims the
+attempts of the same request that kills left in flight (``with_lost``).
 
 Per reply this is the seam's own bookkeeping, so it is kept cheap: a ``Usage`` is built as ``model_construct``
 builds it, without its per-field walk (``usage_of``), and the cache entry reads the values
@@ -14,6 +15,8 @@ from typing import Any
 
 from bench.core.errors import Halted, ProviderError
 from bench.core.records import Usage
+from bench.core.spend import LOST
+from bench.models._paid import itemized, summed_known
 from bench.models._transport import storable
 
 
@@ -74,16 +77,51 @@ def reused(stored: dict[str, Any]) -> Usage:
     return usage_of({**stored, "cached": True, "calls": 0, "cache_hits": 1})
 
 
-def hit_usage(stored: dict[str, Any], key: str, unclaimed: set[str], budget: Any) -> Usage:
+def hit_usage(stored: dict[str, Any], key: str, llm: Any) -> Usage:
     """Return the usage of a cache hit: free (``reused``), unless a killed process paid it and no record has
-    claimed it (``key`` in ``unclaimed``: bench.core.journal): then the record made of it counts it as spent,
-    once (taken out of ``unclaimed``; ``budget``, a bench.models.budget.Budget or None, counts it now)."""
-    if key not in unclaimed:
+    claimed it (``key`` in ``llm.unclaimed``: bench.core.journal): then the record made of it counts it as spent,
+    once (taken out of ``unclaimed``; ``llm.budget``, if any, counts it now), with the attempts of the same
+    request a kill left in flight (``with_lost``)."""
+    if key not in llm.unclaimed:
         return reused(stored)
-    unclaimed.discard(key)
-    if budget is not None:
-        budget.count(stored.get("cost_usd"))
-    return claimed(stored)
+    llm.unclaimed.discard(key)
+    if llm.budget is not None:
+        llm.budget.count(stored.get("cost_usd"))
+    return with_lost(claimed(stored), key, llm.lost)
+
+
+def with_lost(usage: Usage, key: str, lost: dict[str, list[float | None]]) -> Usage:
+    """Return a paid reply's ``usage`` with the attempts of the same request that kills left in flight (``lost``:
+    {key: [reservation per attempt]}, bench.core.spend.open_lost; taken out, so claimed once), each in
+    ``paid_attempts`` marked ``estimated`` and ``in_flight_at_kill``: at this reply's cost (the same messages and
+    params; docs/decisions.md), never above its reservation, or at the reservation when this cost is unknown.
+    In the tokens and cost, not in ``calls`` (a request the journal saw may not have reached the provider)."""
+    attempts = lost.pop(key, None) if lost else None
+    if not attempts:
+        return usage
+    u = usage.__dict__
+    own = u["paid_attempts"] or [itemized(u, u["attempts"])]
+    last = own[-1]  # the reply that answered
+    cost = last.get("cost_usd")
+    each = [{"attempt": 0, LOST: key, "prompt_tokens": last.get("prompt_tokens"),
+             "completion_tokens": last.get("completion_tokens"), "estimated": True,
+             "cost_usd": r if cost is None else cost if r is None else min(r, cost)} for r in attempts]
+    costs = [u["cost_usd"], *(a["cost_usd"] for a in each)]
+    plus = lambda name: (u[name] or 0) + sum(a[name] or 0 for a in each)  # noqa: E731
+    return usage_of({**u, "prompt_tokens": plus("prompt_tokens"), "completion_tokens": plus("completion_tokens"),
+                     "cost_usd": None if None in costs else round(sum(costs), 12), "cached": False,
+                     "paid_attempts": [*each, *own]})
+
+
+def _own(u: dict[str, Any]) -> dict[str, Any]:
+    """Return a usage's values without the attempts ``with_lost`` added: what the reply itself cost (cached)."""
+    if not u["paid_attempts"] or not any(LOST in a for a in u["paid_attempts"]):
+        return u
+    own = [a for a in u["paid_attempts"] if LOST not in a]
+    costs = [a.get("cost_usd") for a in own]
+    return {**u, "prompt_tokens": summed_known(own, "prompt_tokens"),
+            "completion_tokens": summed_known(own, "completion_tokens"),
+            "cost_usd": None if None in costs else sum(costs)}
 
 
 def claimed(stored: dict[str, Any]) -> Usage:
@@ -96,7 +134,7 @@ def cache_entry(comp: Completion) -> dict[str, Any]:
     """Return what the response cache stores of a reply: its text, the ``KEPT`` usage, its logprobs, its
     reasoning and its tool calls if any (an entry written before ``reasoning_tokens`` existed reads as None:
     ``usage_of``)."""
-    u = comp.usage.__dict__  # the plain values model_dump(include=KEPT) returns, spelled out: no loop per reply
+    u = _own(comp.usage.__dict__)  # the plain values model_dump(include=KEPT) returns, spelled out: no loop per reply
     entry = {"text": comp.text, "usage": {
         "prompt_tokens": u["prompt_tokens"], "completion_tokens": u["completion_tokens"],
         "reasoning_tokens": u["reasoning_tokens"], "cost_usd": u["cost_usd"], "latency_s": u["latency_s"],

@@ -15,7 +15,7 @@ from typing import Any
 
 from bench.core.errors import BenchError, BudgetReached, Halted
 from bench.core.journal import settle
-from bench.core.spend import recorded_spend
+from bench.core.spend import dollars, recorded_spend
 from bench.models._leases import RemoteLimiter
 from bench.models._purse import Purse
 from bench.models.cache import open_cache
@@ -38,11 +38,6 @@ class Held:
     usd: float
     rid: int | None = None
     server: RemoteLimiter | None = None
-
-
-def dollars(usd: float) -> str:
-    """Return ``usd`` as a short dollar amount that still shows a fraction of a cent."""
-    return f"${usd:,.2f}" if usd >= 100 else f"${usd:.4f}" if usd >= 0.01 else f"${usd:.6f}"
 
 
 _PRICER: Budget | None = None  # prices reservations outside any budget (``reservation``)
@@ -87,7 +82,6 @@ class Budget:
         self._prices: dict[tuple[Any, bool], tuple[float, float] | None] = {}
         self.counting: dict[str, str] = {}  # model -> what counted its prompts (a tokenizer, or "UTF-8 bytes")
         self.claimed = 0.0  # cached replies a killed process paid, counted by this process's records (``count``)
-        self.estimated = 0.0  # of the spend, requests in flight at a kill, at their reservation (bench.core.spend)
 
     def worst_case(self, route: Route, body: dict[str, Any], batch: bool = False) -> float:
         """Return the most ``body`` can cost on ``route``: its prompt (counted never short) and its whole output
@@ -127,9 +121,7 @@ class Budget:
                                  f"outside `bench sweep`)")
             raise self.reached(route, usd, answer)
         if self.purse is None:
-            spend = recorded_spend(self.run_dir)
-            self.estimated = spend.lost_in_flight_usd
-            self.purse = Purse(self.limit, spend.usd + self.claimed)
+            self.purse = Purse(self.limit, recorded_spend(self.run_dir).usd + self.claimed)
         if await self.purse.reserve(usd):
             return Held(usd)
         raise self.reached(route, usd, self.purse.report())
@@ -156,19 +148,14 @@ class Budget:
     def reached(self, route: Route, usd: float, state: dict[str, Any]) -> BudgetReached:
         """Return the BudgetReached of a request refused: what was spent, what it would have cost, what the
         calls in flight may still add (``state``: ``Purse.report``), what to do."""
-        counted = self.counting.get(route.spec.model)
+        counted, estimated = self.counting.get(route.spec.model), recorded_spend(self.run_dir).estimated_note()
         return BudgetReached(f"limits.budget_usd = {dollars(float(state['limit']))} reached: {self.run_dir} has "
-                             f"spent {dollars(float(state['spent']))}{_estimated_note(self.estimated)}, and the next "
+                             f"spent {dollars(float(state['spent']))}{estimated}, and the next "
                              f"request to {route.spec.model} "
                              f"may cost up to {dollars(usd)}{f' (prompt counted with {counted})' if counted else ''}; "
                              f"no paid call starts any more ({in_flight(state)}; what was not started has no "
                              f"record, never a failed one). Raise limits.budget_usd in {self.params} and run again "
                              f"to continue")
-
-
-def _estimated_note(usd: float) -> str:
-    """Return what of a spend was estimated (requests a kill left in flight), "" when nothing."""
-    return f" (of which {dollars(usd)} estimated: requests in flight at a kill, at their reservation)" if usd else ""
 
 
 def in_flight(state: dict[str, Any]) -> str:

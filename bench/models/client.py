@@ -21,7 +21,7 @@ from bench.core.images import inline_images
 from bench.core.secrets import load_env
 from bench.models import dry
 from bench.models._completion import (Completion, cache_entry, completion, hit_usage, join, settle_shared, thought,
-                                      usage_of)
+                                      usage_of, with_lost)
 from bench.models._direct import Endpoint
 from bench.models._no_answer import no_answer
 from bench.models._paid import PaidAttempts, lines_cost, reconcile
@@ -77,6 +77,7 @@ class LLM:
         self.lease_server: str | None = None  # the sweep's lease server (set by make_llm): caps held sweep-wide there
         self.sweep_cap: int | None = None  # limits.max_concurrency held there across executions side by side
         self.unclaimed: set[str] = set()  # replies a killed process paid and cached (bench.core.journal.unclaimed_keys)
+        self.lost: dict[str, list[float | None]] = {}  # requests kills left in flight (bench.core.spend.open_lost)
 
     # -- public -------------------------------------------------------------------------
     async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], *, tools: list[dict] | None = None,
@@ -103,7 +104,7 @@ class LLM:
         settings = settings_of(route, merged, params, response_format, tools, tool_choice)  # also the param memo key
         key = self._keys.key(route, settings, sample, attempt, messages)
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
-            return completion(hit["text"], hit_usage(hit["usage"], key, self.unclaimed, self.budget), None, key,
+            return completion(hit["text"], hit_usage(hit["usage"], key, self), None, key,
                               hit.get("logprobs"), hit.get("reasoning"), hit.get("tool_calls"))
         flying = st.flying
         if key in flying:  # the same request is in flight: share its reply (or its failure)
@@ -132,7 +133,7 @@ class LLM:
             raise
         if (shared := flying.pop(key, None)) is not None:  # identical calls waited for it
             shared.set_result((text, usage, lps, reasoning, calls))
-        comp = completion(text, usage_of(usage), raw, key, lps, reasoning, calls)
+        comp = completion(text, with_lost(usage_of(usage), key, self.lost), raw, key, lps, reasoning, calls)
         if cache_reply and self.cache is not None:  # ``keep``, without asking what a fresh reply is
             self.cache.put(key, cache_entry(comp))  # in its file before the caller sees the reply
         return comp

@@ -17,7 +17,7 @@ from typing import Any
 from bench.core.errors import BenchError
 from bench.core.progress import clock
 from bench.core.records import utc_now
-from bench.core.spend import recorded_spend
+from bench.core.spend import RunSpend, recorded_spend
 from bench.monitor.counts import RATE_WINDOW_S, Row, executions, open_attempts, stage_rows
 from bench.monitor.state import STATES, RunState, run_state
 
@@ -54,7 +54,8 @@ SCHEMA: dict[str, Any] = {  # `bench status --json`: what orchestrators and note
         "spend": {"type": "object", "required": ["usd", "unpriced", "budget_usd", "fraction"],
                   "properties": {"usd": {"type": "number"}, "unpriced": _COUNT,
                                  "budget_usd": {"type": ["number", "null"]}, "fraction": {"type": ["number", "null"]},
-                                 "estimated_usd": {"type": "number"}}},  # requests in flight at a kill
+                                 "estimated_usd": {"type": "number"}, "estimated_requests": _COUNT,
+                                 "estimated_at_reservation": _COUNT}},  # requests in flight at a kill
         "executions": {"type": "array", "items": {
             "type": "object", "required": ["name", "stage", "cells", "status", "worker", "attempts"],
             "properties": {"attempts": {"type": "array", "items": _ATTEMPT, "minItems": 1}}}},
@@ -121,7 +122,9 @@ def _document(run_dir: Path, state: RunState, rows: list[Row], running: list[dic
         "items": [{"stage": r.stage, "id": r.id, "planned": r.planned, "done": r.done, "failed": r.failed,
                    "in_flight": r.in_flight} for r in rows],
         "spend": {"usd": spend.usd, "unpriced": spend.unpriced, "budget_usd": budget,
-                  "fraction": round(spend.usd / budget, 6) if budget else None, "estimated_usd": spend.lost_in_flight_usd},
+                  "fraction": round(spend.usd / budget, 6) if budget else None,
+                  "estimated_usd": spend.lost_in_flight_usd, "estimated_requests": spend.lost_in_flight,
+                  "estimated_at_reservation": spend.lost_reserved},  # requests in flight at a kill
         "executions": executions(run_dir, opened, alive=bool(running)),
         "rate": _rate(rows, state.state == "running", now, window),
     }
@@ -192,9 +195,9 @@ def _spend_line(spend: dict[str, Any]) -> str:
     budget = spend["budget_usd"]
     of = f" of budget ${budget:.4f} ({100 * spend['fraction']:.1f}%)" if budget else " (no budget set)"
     unpriced = f"; {spend['unpriced']} record(s) with no known price" if spend["unpriced"] else ""
-    lost = spend.get("estimated_usd")
-    estimated = (f" (of which ${lost:.4f} estimated: requests in flight at a kill, at their reservation)"
-                 if lost else "")
+    estimated = RunSpend(spend["usd"], spend["unpriced"], lost_in_flight=spend.get("estimated_requests", 0),
+                         lost_in_flight_usd=spend.get("estimated_usd", 0.0),
+                         lost_reserved=spend.get("estimated_at_reservation", 0)).estimated_note()
     return f"spend: ${spend['usd']:.4f}{estimated}{of}{unpriced}"
 
 

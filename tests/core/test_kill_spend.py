@@ -1,73 +1,110 @@
-"""No billed money goes unrecorded after kills: a collect SIGKILLed (the whole process group) four times, then
-finished, records at least what the fake provider billed, and at most 1.5 times it.
+"""No billed money goes unrecorded after kills: a collect SIGKILLed twelve times, then finished, records at least
+what the fake provider billed (every reply, and every request whose client hung up at a kill), and at most 1.5
+times it; the requests in flight at the kills are estimated, and marked so in the records, `bench status`,
+`bench estimate` and the budget.
 
-Before the fix a reply that reached the response cache but whose record was not written yet came back at $0 on
-resume, and a request in flight at the kill was only counted, not priced: 24% of the bill went unrecorded.
+Before the fix a request in flight at a kill counted at its reservation (max_tokens priced), even once the same
+request was answered again: 12 kills recorded 1.52x the bill (2.12x against a fake that billed no hung-up request).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
 
+from bench.core.errors import BudgetReached
 from bench.core.journal import Journal
 from bench.core.records import Candidate
-from bench.core.spend import recorded_spend
+from bench.core.spend import LOST, recorded_spend
 from bench.core.store import RunStore
 from bench.models.budget import sweep_budget
+from bench.models.cache import open_cache
 from bench.testing import grids
-from bench.testing.grids import started, sweep_args
-from tests.sweep.test_sweep import wait_until_no_kernel_writes
+from bench.models.eventloop import run as run_loop
+from bench.run import open_run
+from bench.stage_runs import run_collect
+from bench.testing import in_process
+from bench.testing.in_process import command, run_stages
 
-ITEMS, KILLS, CAP = 120, 4, 4
+ITEMS, KILLS, CAP, LATENCY_MS = 80, 12, 4, 200
+STEPS = (12, 5)  # requests between kills, in turn: one after the first records are written (0.5 s), one before
 PRICE = {"input_per_mtok": 10.0, "output_per_mtok": 400.0}  # output-heavy, as most calls are
 BILL = {"input": 10.0, "output": 400.0}
-MAX_TOKENS = 8  # the fake's replies take 3-4 (a reservation counts the whole limit: the bound a kill's estimate uses)
+MAX_TOKENS = 8  # the fake's replies take 3-4: a reservation (the whole limit) is 3x a reply
+COLLECT = ("import sys; from bench.models.eventloop import run; from bench.run import open_run; "  # a kernel's stage
+           "from bench.stage_runs import run_collect; run(run_collect(open_run(sys.argv[1]), progress='none'))")
+
+
+def kill_after(tmp_path, params, fake, step: int) -> None:
+    """Run the collect stage in a process of its own; SIGKILL its group once ``step`` more requests reached the fake."""
+    seen = fake.stats()["requests"]
+    proc = subprocess.Popen([sys.executable, "-c", COLLECT, str(params)], cwd=grids.ROOT, start_new_session=True,
+                            env=grids.env(tmp_path, drop=("BENCH_CACHE",)), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while fake.stats()["requests"] < seen + step:
+            assert proc.poll() is None, f"the collect ended before it could be killed: {proc.stderr.read()[-2000:]}"
+            assert time.monotonic() < deadline, "the collect sent no request in 120 s"
+            time.sleep(0.005)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        proc.stderr.close()
 
 
 def test_kills_leave_no_billed_reply_unrecorded(tmp_path, fake):
-    fake.configure(latency_ms=60, bill_per_mtok=BILL)
+    fake.configure(latency_ms=LATENCY_MS, bill_per_mtok=BILL, bill_hung_up=True)  # bills replies nobody read
     entry = grids.model("m1", fake.url, price=PRICE, params={"max_tokens": MAX_TOKENS})
     params = grids.grid(tmp_path / "k.yaml", fake.url, name="k", topics=ITEMS, models=[entry],
-                        limits={"max_concurrency": CAP, "timeout_s": 10, "retries": 0})
-    env = {"drop": ("BENCH_CACHE",)}
+                        limits={"max_concurrency": CAP, "timeout_s": 10, "retries": 0, "budget_usd": 100.0})
     for kill in range(KILLS):
-        seen = fake.stats()["requests"]
-        with started(tmp_path, *sweep_args(params), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                     **env) as proc:
-            deadline = time.monotonic() + 120
-            while fake.stats()["requests"] < seen + 12 + 2 * kill:  # replies answered, some not yet recorded
-                assert proc.poll() is None, "the sweep ended before it could be killed"
-                assert time.monotonic() < deadline, "the sweep sent no request in 120 s"
-                time.sleep(0.01)
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        wait_until_no_kernel_writes(tmp_path)
-    fake.configure(latency_ms=0)
-    done = grids.sweep(tmp_path, params, **env)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        kill_after(tmp_path, params, fake, STEPS[kill % 2])
     run_dir = tmp_path / "runs" / "k"
+    before = recorded_spend(run_dir)  # what the resumes settled of the kills (the last one's: by the next start)
+    assert before.lost_in_flight > 0, before
+    estimate = command(tmp_path, "estimate", str(params), "--json", drop=("BENCH_CACHE",))
+    assert estimate.returncode == 0, estimate.log
+    assert json.loads(estimate.stdout)["budget"]["spent_estimated_usd"] == pytest.approx(before.lost_in_flight_usd)
+    said = command(tmp_path, "estimate", str(params), drop=("BENCH_CACHE",)).stdout
+    assert f"spent so far ${before.usd:.4f}{before.estimated_note()}" in said, said
+
+    fake.configure(latency_ms=0)
+    done = run_stages(tmp_path, params, stages=("collect",), drop=("BENCH_CACHE",))
+    assert done.returncode == 0, done.log
     assert sum(c.ok for c in RunStore(run_dir).latest(Candidate).values()) == ITEMS
-    billed, spend = float(fake.stats()["billed"]["usd"]), recorded_spend(run_dir)
-    said = f"recorded ${spend.usd:.4f} against ${billed:.4f} billed: {spend}, {fake.stats()['billed']}"
+    bill, spend = fake.stats()["billed"], recorded_spend(run_dir)
+    said = f"recorded ${spend.usd:.6f} against ${bill['usd']:.6f} billed: {spend}, {bill}"
     print(said)
-    assert billed <= spend.usd <= 1.5 * billed, said
-    assert spend.lost_in_flight and spend.lost_in_flight_usd > 0  # four kills with requests in flight: said so
-    assert "in flight at a kill" in spend.notes()
-    status = grids.bench(tmp_path, "status", str(run_dir))
-    assert f"of which ${spend.lost_in_flight_usd:.4f} estimated: requests in flight at a kill" in status.stdout, \
-        status.stdout
-    again = grids.sweep(tmp_path, params, **env)  # a second finishing run counts nothing again
-    assert again.returncode == 0 and recorded_spend(run_dir).usd == pytest.approx(spend.usd)
+    assert bill["replies"] > fake.stats()["statuses"]["200"], said  # it billed requests the kills cut: a real bound
+    assert bill["usd"] - 1e-9 <= spend.usd <= 1.5 * bill["usd"], said
+    assert spend.lost_in_flight >= KILLS and spend.lost_reserved == 0, said  # each answered again: at its cost
+
+    claims = [a for c in RunStore(run_dir).iter(Candidate) for a in c.usage.paid_attempts or () if LOST in a]
+    assert len(claims) == spend.lost_in_flight and all(a["estimated"] for a in claims), claims[:3]
+    cache = open_cache(tmp_path / "runs" / ".cache" / "responses")
+    for claim in claims:  # at the cost of the reply to the same request, which the cache holds as it was billed
+        assert claim["cost_usd"] == pytest.approx(cache.get(claim[LOST])["usage"]["cost_usd"]), claim
+    assert sum(a["cost_usd"] for a in claims) == pytest.approx(spend.lost_in_flight_usd)
+
+    status = command(tmp_path, "status", str(run_dir))
+    assert (f"spend: ${spend.usd:.4f} (of which ${spend.lost_in_flight_usd:.4f} estimated: {spend.lost_in_flight} "
+            f"request(s) in flight at a kill, each at the cost of its repeat)") in status.stdout, status.stdout
+    again = run_stages(tmp_path, params, stages=("collect",), drop=("BENCH_CACHE",))  # a second finish adds nothing
+    assert again.returncode == 0 and recorded_spend(run_dir) == spend
 
 
-def test_a_sweeps_shared_budget_starts_with_what_the_last_kill_left_in_flight(tmp_path):
+def test_a_sweeps_shared_budget_starts_with_what_the_last_kill_left_in_flight(tmp_path, fake):
     """The lease server's budget is taken once, by the driver, before any kernel settles the killed processes'
-    journals: requests a kill left in flight are settled there first, or the resumed sweep could spend them again."""
+    journals: requests a kill left in flight are settled there first, or the resumed sweep could spend them again.
+    Until the same request is answered again each counts at its reservation, and the estimate and a budget refusal
+    say so."""
     run_dir = tmp_path / "runs" / "k"
     journal = Journal(run_dir)
     journal.arm("a-request-no-cache-holds")
@@ -75,5 +112,18 @@ def test_a_sweeps_shared_budget_starts_with_what_the_last_kill_left_in_flight(tm
     journal.close(keep=True)  # as a SIGKILL leaves it
     limit, spent = sweep_budget(1.0, run_dir)
     assert (limit, spent) == (1.0, pytest.approx(0.25))
-    assert recorded_spend(run_dir).lost_in_flight_usd == pytest.approx(0.25)  # settled once: not counted again
+    spend = recorded_spend(run_dir)  # settled once: not counted again
+    assert (spend.lost_in_flight, spend.lost_reserved, spend.lost_in_flight_usd) == (1, 1, pytest.approx(0.25))
     assert sweep_budget(1.0, run_dir) == (1.0, pytest.approx(0.25))
+
+    note = ("(of which $0.2500 estimated: 1 request(s) in flight at a kill, all at their reservation until the same "
+            "request is answered again)")
+    entry = grids.model("m1", fake.url, price=PRICE, params={"max_tokens": MAX_TOKENS})
+    params = grids.grid(tmp_path / "k.yaml", fake.url, name="k", topics=4, models=[entry],
+                        limits={"max_concurrency": CAP, "timeout_s": 10, "retries": 0, "budget_usd": 0.251})
+    said = command(tmp_path, "estimate", str(params), drop=("BENCH_CACHE",))
+    assert f"spent so far $0.2500 {note}" in said.stdout, said.log
+    with in_process.environment(tmp_path, drop=("BENCH_CACHE",)), pytest.raises(BudgetReached) as refused:
+        run_loop(run_collect(open_run(str(params)), progress="none"))
+    assert f"has spent $0.2500 {note}" in str(refused.value)
+    assert fake.stats()["requests"] == 0

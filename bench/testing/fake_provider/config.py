@@ -59,6 +59,8 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "empty_bills_limit": False,  # ... and every empty reply bills the request's max_tokens as completion tokens
                                  # (a model that spent its limit before answering), not the usual 1
     "bill_per_mtok": None,      # {"input": USD, "output": USD} per million tokens: stats "billed" counts USD
+    "bill_hung_up": False,      # a request whose client hung up (a kill) before its reply is billed all the same,
+                                # as a provider that finishes a reply bills it (billed replies beyond statuses 200)
     # How models differ (quality.py): a default answer names its model; a judge grades it at that model's quality.
     "model_quality": {},        # {model name: 0-1}: how good its answers are graded (default: from its name's hash)
     "judge_bias": {},           # {judge model name: -1..1}: a shift of all its grades, as a share of the scale
@@ -141,7 +143,7 @@ def validate_spend_config(cfg: dict[str, Any]) -> None:
     n = cfg["over_limit_tokens"]
     if n is not None and not (isinstance(n, int) and not isinstance(n, bool) and n > 0):
         raise ValueError(f"over_limit_tokens must be null or a positive integer, got {n!r}")
-    for key in ("omit_usage", "empty_bills_limit"):
+    for key in ("omit_usage", "empty_bills_limit", "bill_hung_up"):
         if not isinstance(cfg[key], bool):
             raise ValueError(f"{key} must be true or false, got {cfg[key]!r}")
     first = cfg["empty_first"]

@@ -166,7 +166,12 @@ class FakeServer:
             self.images.update(image_digests(body.get("messages")))
         authorized = self.auth_header is None or auth == self.auth_header
         fault = self.draw_fault(body) if authorized else None
-        await self.sleep()
+        try:
+            await self.sleep()
+        except asyncio.CancelledError:  # the client hung up (handler_cancellation): bill_hung_up bills its reply
+            if authorized and fault is None and self.config["bill_hung_up"] and (cut := self.answer(body))[0] == 200:
+                self.bill(cut[1]["usage"])
+            raise
         if not authorized:
             return self.unauthorized(auth)
         if fault is not None and self.model_refusal(body) is None:
@@ -350,8 +355,7 @@ class FakeServer:
             update = json.loads(await request.read() or b"{}")
             if not isinstance(update, dict):
                 raise ValueError("the config body must be a JSON object")
-            reset = bool(update.pop("reset", False))
-            return web.json_response(self.set_config(update, reset=reset))
+            return web.json_response(self.set_config(update, reset=bool(update.pop("reset", False))))
         except ValueError as exc:
             return web.Response(status=400, body=error_body(400, str(exc)), content_type="application/json")
 
