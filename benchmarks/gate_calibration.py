@@ -5,7 +5,7 @@ the real gate in-process (``bench.gates.evaluate_gates``, ``--max-drop D``, defa
 2,000 resamples). The grades: 3 cells of base levels 3.0, 3.4 and 3.8; ``n`` scenarios whose effects are
 N(0, 0.8), shared by both runs and every cell; a grade is round(level + scenario + N(0, 0.7)) clipped to 1–5
 (a fresh draw in each run). A "true drop" is one of the expected grade (after rounding and clipping), the latent
-shift solved for it. Three settings per n = 10, 30, 100:
+shift solved for it. Five settings per n = 10, 30, 100:
 
 - ``null_fail_rate``: no change (the run regraded: same levels, fresh noise); target ≤ 0.05 (0.06 for 200 reps);
 - ``tolerance_fail_rate``: every cell drops D/2, within the tolerance; target ≤ 0.05;
@@ -15,7 +15,8 @@ shift solved for it. Three settings per n = 10, 30, 100:
   rate over the baseline at ``WIN_FLOOR`` (``win_rate_min``), and a blind reviewer agrees with both judges at
   kappa ``KAPPA_FLOOR`` (``agreement_min``): the human grade is the judge's with probability KAPPA_FLOOR, else an
   independent draw from the same marginal, so the quadratic kappa is exactly that; target ≤ 0.05 (0.06);
-- ``power_2d_all_checks``: the same gate, every cell dropping 2D: what a family of 9 checks costs in power.
+- ``power_2d_all_checks``: the same gate, every cell dropping 2D: what a family of 9 checks (3 drops; 4 win
+  rates, the reference answer's too; 2 kappas) costs in power.
 
 A run fails when the gate exits non-zero (5, or 6: cannot decide). The last line is JSON.
 
