@@ -5,11 +5,18 @@ the real gate in-process (``bench.gates.evaluate_gates``, ``--max-drop D``, defa
 2,000 resamples). The grades: 3 cells of base levels 3.0, 3.4 and 3.8; ``n`` scenarios whose effects are
 N(0, 0.8), shared by both runs and every cell; a grade is round(level + scenario + N(0, 0.7)) clipped to 1–5
 (a fresh draw in each run). A "true drop" is one of the expected grade (after rounding and clipping), the latent
-shift solved for it. Three settings per n = 10, 30, 100:
+shift solved for it. Five settings per n = 10, 30, 100:
 
 - ``null_fail_rate``: no change (the run regraded: same levels, fresh noise); target ≤ 0.05 (0.06 for 200 reps);
 - ``tolerance_fail_rate``: every cell drops D/2, within the tolerance; target ≤ 0.05;
-- ``power_2d``: every cell drops 2D; target ≥ 0.8 at n = 100.
+- ``power_2d``: every cell drops 2D; target ≥ 0.8 at n = 100;
+- ``null_fail_rate_all_checks``: a gate of every statistical check, each at its null's boundary: every cell drops
+  D (``max_drop``), a pairwise judge ``arena`` (each cell's answer against a fixed reference answer) puts the win
+  rate over the baseline at ``WIN_FLOOR`` (``win_rate_min``), and a blind reviewer agrees with both judges at
+  kappa ``KAPPA_FLOOR`` (``agreement_min``): the human grade is the judge's with probability KAPPA_FLOOR, else an
+  independent draw from the same marginal, so the quadratic kappa is exactly that; target ≤ 0.05 (0.06);
+- ``power_2d_all_checks``: the same gate, every cell dropping 2D: what a family of 9 checks (3 drops; 4 win
+  rates, the reference answer's too; 2 kappas) costs in power.
 
 A run fails when the gate exits non-zero (5, or 6: cannot decide). The last line is JSON.
 
@@ -34,7 +41,10 @@ from bench.testing.graded_runs import write_run
 LEVELS = {"m1/p@v1": 3.0, "m2/p@v1": 3.4, "m3/p@v1": 3.8}
 SCENARIO_SD, NOISE_SD = 0.8, 0.7
 NS = (10, 30, 100)
-SETTINGS = ("null_fail_rate", "tolerance_fail_rate", "power_2d")
+SETTINGS = {"null_fail_rate": 0.0, "tolerance_fail_rate": 0.5, "power_2d": 2.0,  # true drop, in units of D
+            "null_fail_rate_all_checks": 1.0, "power_2d_all_checks": 2.0}
+VERDICTS, BASE_ODDS = ("A>B", "A=B", "B>A"), (0.35, 0.3, 0.35)  # arena: a cell's answer (A) vs the reference (B)
+WIN_FLOOR, KAPPA_FLOOR = 0.4, 0.6
 
 
 def expected_grade(level: float) -> float:
@@ -58,21 +68,48 @@ def grades(rng: np.random.Generator, scenarios: np.ndarray, shifts: dict[str, fl
             for cell, level in LEVELS.items()}
 
 
-def drops(setting: str, d: float) -> dict[str, float]:
-    """Return each cell's true drop of the expected grade in ``setting``."""
-    drop = {"null_fail_rate": 0.0, "tolerance_fail_rate": d / 2, "power_2d": 2 * d}[setting]
-    return {cell: drop for cell in LEVELS}
+def run_odds(win_rate: float) -> np.ndarray:
+    """Return the run's odds of A>B, A=B, B>A (ties as the baseline's) whose win rate over the baseline's
+    verdicts (B's answer better: a win, as good: ½) is ``win_rate``."""
+    won = np.array([[.5, 1, 1], [0, .5, 1], [0, 0, .5]]) @ BASE_ODDS  # each run verdict's expected win
+    tie = BASE_ODDS[1]
+    a = (win_rate - tie * won[1] - (1 - tie) * won[2]) / (won[0] - won[2])
+    return np.array([a, tie, 1 - tie - a])
+
+
+def reviewed(rng: np.random.Generator, said: list, fresh: np.ndarray) -> list:
+    """Return a blind reviewer's grades of what a judge ``said``: the same with probability KAPPA_FLOOR, else
+    ``fresh`` (independent draws from the same marginal)."""
+    return np.where(rng.random(len(said)) < KAPPA_FLOOR, np.array(said), fresh).tolist()
+
+
+def fresh_grades(rng: np.random.Generator, n: int, shifts: dict[str, float]) -> np.ndarray:
+    """Return ``n`` independent draws of the run's grade over its items: a random cell, scenario and noise."""
+    drawn = np.array(list(grades(rng, rng.normal(0, SCENARIO_SD, n), shifts).values()))
+    return drawn[rng.integers(0, len(LEVELS), n), np.arange(n)]
 
 
 def fail_rate(setting: str, n: int, reps: int, d: float, rng: np.random.Generator, tmp: Path) -> float:
-    shifts = {cell: shift_for(LEVELS[cell], drop) for cell, drop in drops(setting, d).items()}
+    shifts = {cell: shift_for(level, SETTINGS[setting] * d) for cell, level in LEVELS.items()}
+    every = setting.endswith("_all_checks")
+    gates = Gates(max_drop=d, baseline="base", **({"win_rate_min": WIN_FLOOR, "agreement_min": KAPPA_FLOOR}
+                                                   if every else {}))
+    odds = run_odds(WIN_FLOOR)
     failed = 0
     for rep in range(reps):
         scenarios = rng.normal(0, SCENARIO_SD, n)
         folder = tmp / f"{setting}-{n}-{rep}"
-        base = write_run(folder / "base", grades(rng, scenarios, {}))
-        run = write_run(folder / "run", grades(rng, scenarios, shifts))
-        failed += evaluate_gates(run, Gates(max_drop=d, baseline="base"), base).exit_code != 0
+        base_grades, run_grades = grades(rng, scenarios, {}), grades(rng, scenarios, shifts)
+        more: dict = {}
+        if every:
+            verdicts = {c: rng.choice(VERDICTS, n, p=odds).tolist() for c in LEVELS}
+            more = {"verdicts": verdicts, "reviews": {
+                "grader": {c: reviewed(rng, g, fresh_grades(rng, n, shifts)) for c, g in run_grades.items()},
+                "arena": {c: reviewed(rng, v, rng.choice(VERDICTS, n, p=odds)) for c, v in verdicts.items()}}}
+        base = write_run(folder / "base", base_grades, verdicts={c: rng.choice(VERDICTS, n, p=BASE_ODDS).tolist()
+                                                                  for c in LEVELS} if every else None)
+        run = write_run(folder / "run", run_grades, **more)
+        failed += evaluate_gates(run, gates, base).exit_code != 0
         shutil.rmtree(folder)
     return failed / reps
 
@@ -94,9 +131,10 @@ def main() -> None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     allowed = 0.06 if args.reps >= 200 else 0.05  # no change: 0.05, with 0.06 allowed for 200 reps' noise
-    ok = (all(v <= allowed for v in out["null_fail_rate"].values())
+    ok = (all(v <= allowed for s in ("null_fail_rate", "null_fail_rate_all_checks") for v in out[s].values())
           and all(v <= 0.05 for v in out["tolerance_fail_rate"].values()) and out["power_2d"]["100"] >= 0.8)
-    print(f"targets (no change fails ≤ {allowed}, D/2 ≤ 0.05, 2D at n=100 ≥ 0.8): {'met' if ok else 'NOT MET'}")
+    print(f"targets (no change, and every check at its bound, fail ≤ {allowed}; D/2 ≤ 0.05; 2D at n=100 ≥ 0.8): "
+          f"{'met' if ok else 'NOT MET'}")
     print(json.dumps({**out, "reps": args.reps, "seed": args.seed, "max_drop": args.max_drop, "targets_met": ok}))
 
 

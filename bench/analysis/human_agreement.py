@@ -125,7 +125,7 @@ def _agreement(judge: str, rubric: str | None, criterion: str, part: pl.DataFram
         why = (f"no blind human review of its judgments: agreement needs {BLIND_NEEDED}" if not items
                else f"{items} answer(s) reviewed blind; at least {min_reviews} are needed (min_reviews)")
         return {**row, "state": "not_enough_reviews", "note": why}
-    x, y, within, weights = _graded(part, criterion)
+    x, y, within, weights = rated(part, criterion)
     kappa = cohen_kappa(x, y, weights)  # on verdicts, exact agreement is on the five labels (positions equal)
     draws = agreement_draws(x, y, part["item"].to_numpy(), weights=weights, within=within, resamples=resamples,
                             seed=seed)
@@ -138,7 +138,7 @@ def _agreement(judge: str, rubric: str | None, criterion: str, part: pl.DataFram
     return {**row, "state": "ok" if note is None else "undefined", "note": note}
 
 
-def _graded(part: pl.DataFrame, criterion: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, str | None]:
+def rated(part: pl.DataFrame, criterion: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, str | None]:
     """Return (judge grades, human grades, which pairs are adjacent or None, kappa weights) of one criterion."""
     if criterion == VERDICT:
         x, y = part["judge_value"].to_numpy().astype(str), part["human"].to_numpy().astype(str)

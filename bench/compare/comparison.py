@@ -41,6 +41,7 @@ class Comparison:
     settings: dict[str, Any]  # mapping, seed, n_boot, alpha, human_overrides, exact_test_max_scenarios
     tables_a: RunTables | None = field(default=None, repr=False)  # the answers, rationales and scenario texts
     tables_b: RunTables | None = field(default=None, repr=False)
+    battles: pl.DataFrame | None = field(default=None, repr=False)  # the pairwise battles both runs fought (matching)
 
     @property
     def name(self) -> str:
@@ -144,7 +145,8 @@ def compare_runs(run_a: str | Path | RunTables, run_b: str | Path | RunTables,
                 "allow_rubric_change": allow_rubric_change}
     rows = paired_rows(m.items, m.shared, n_boot=n_boot, seed=seed, alpha=alpha, lost=m.lost)
     return Comparison(a.name, b.name, rows, win_rate_rows(m.battles, n_boot=n_boot, seed=seed, alpha=alpha),
-                      m.only_in_a, m.only_in_b, changed + m.warnings + too_few(rows, alpha), m.items, settings, a, b)
+                      m.only_in_a, m.only_in_b, changed + m.warnings + too_few(rows, alpha), m.items, settings, a, b,
+                      m.battles)
 
 
 def too_few(rows: pl.DataFrame, alpha: float) -> list[str]:

@@ -172,8 +172,7 @@ def win_rate_rows(fought: pl.DataFrame, *, n_boot: int, seed: int, alpha: float)
     with a bootstrap interval over scenarios. 0.5 = no change."""
     if fought.is_empty():
         return pl.DataFrame(schema=PAIRWISE_SCHEMA)
-    gap = fought["score_b"] - fought["score_a"]
-    won = pl.Series("won", np.where(gap > CHANGED, 1.0, np.where(gap < -CHANGED, 0.0, 0.5)))
+    won = battle_wins(fought)
     g = _Grid(fought, ["cell_a", "cell_b", "judge"])
     rate, scenarios = column_means(g.means(won))
     out = g.keys.with_columns(
@@ -181,3 +180,9 @@ def win_rate_rows(fought: pl.DataFrame, *, n_boot: int, seed: int, alpha: float)
         pl.Series("wins", g.totals(won == 1.0)), pl.Series("ties", g.totals(won == 0.5)),
         pl.Series("losses", g.totals(won == 0.0)), pl.Series("n_scenarios", scenarios.astype(np.int64)))
     return out.sort("cell_a", "cell_b", "judge").select(list(PAIRWISE_SCHEMA))
+
+
+def battle_wins(fought: pl.DataFrame) -> pl.Series:
+    """Return each battle's win of B's answer over A's (``won``): 1 when it did better, ½ as well, 0 worse."""
+    gap = fought["score_b"] - fought["score_a"]
+    return pl.Series("won", np.where(gap > CHANGED, 1.0, np.where(gap < -CHANGED, 0.0, 0.5)))

@@ -1,14 +1,16 @@
-"""The gate's statistics: one-sided tests of a bound, Holm across the gate's checks, the scenarios a test needs.
+"""The gate's statistics: one-sided tests of a bound, Holm across all the gate's checks, the units a test needs.
 
-A bound is a tolerance: by default a check fails only when breaking it is shown (a one-sided sign-flip test of the
-mean, shifted by the bound, after Holm's correction, its interval wholly beyond the bound); ``strict`` passes a check
-only when keeping it is shown. Too few scenarios for any test to reach alpha cannot decide (exit 6). The rule, why
-not Wilcoxon, and its calibration: docs/gates.md.
+A bound is a tolerance: by default a check fails only when breaking it is shown (its one-sided test after Holm's
+correction across every statistical check of the gate, its interval wholly beyond the bound); ``strict`` passes a
+check only when keeping it is shown. A mean (``min``, ``max_drop``, ``win_rate_min``) is tested by a sign-flip test
+of its per-scenario values shifted by the bound, a kappa (``agreement_min``) by its bootstrap draws. Too few units
+for any test to reach alpha cannot decide (exit 6). The rules and their calibration: docs/gates.md.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,15 +60,6 @@ def min_scenarios(alpha: float) -> int:
     return max(1, math.ceil(math.log2(1.0 / alpha) - 1e-12))
 
 
-def holm_adjusted(p: list[float | None]) -> list[float | None]:
-    """Return Holm's adjusted p-values of the gate's tested checks (None: a check with no test, left out)."""
-    kept = [i for i, v in enumerate(p) if v is not None and not math.isnan(v)]
-    out: list[float | None] = [None] * len(p)
-    for i, v in zip(kept, holm(np.array([p[i] for i in kept], dtype=np.float64)) if kept else ()):
-        out[i] = float(v)
-    return out
-
-
 @dataclass(frozen=True)
 class BoundTest:
     """One check's one-sided test: its p-value, Holm's adjustment of it (= p when strict) and its scenarios."""
@@ -83,15 +76,31 @@ def needed(checks: int, *, strict: bool, alpha: float) -> int:
     return min_scenarios(alpha if strict else alpha / max(1, checks))
 
 
-def bound_tests_of(samples: dict[Any, tuple[np.ndarray, float]], *, strict: bool,
-                   alpha: float) -> dict[Any, BoundTest]:
-    """Return the test of each check of ``samples`` (key -> per-scenario values, bound) that has scenarios enough
-    (:func:`needed`): not strict, p that the mean is below the bound, Holm-adjusted across them all; strict, p
-    that it is above, each on its own (the gate passes only when every one does)."""
-    arrays = {k: (np.asarray(x, dtype=np.float64), b) for k, (x, b) in samples.items()}
-    counts = {k: int(np.count_nonzero(~np.isnan(x))) for k, (x, _b) in arrays.items()}
-    need = needed(sum(1 for n in counts.values() if n), strict=strict, alpha=alpha)
-    p = {k: (p_above if strict else p_below)(x, b) for k, (x, b) in arrays.items() if counts[k] >= need}
-    keys = list(p)
-    adjusted = [p[k] for k in keys] if strict else holm_adjusted([p[k] for k in keys])
-    return {k: BoundTest(p[k], float(a), counts[k]) for k, a in zip(keys, adjusted)}
+Check = tuple[int, Callable[[], float]]  # a check's units (scenarios, reviewed answers) and its one-sided p, lazily
+
+
+def sign_flip(x: np.ndarray, bound: float, *, strict: bool) -> Check:
+    """Return the check of the mean of the per-scenario values ``x`` against ``bound``: not strict, p that it is
+    below the bound (:func:`p_below`); strict, above it."""
+    x = np.asarray(x, dtype=np.float64)
+    return int(np.count_nonzero(~np.isnan(x))), lambda: (p_above if strict else p_below)(x, bound)
+
+
+def bootstrap_p(draws: np.ndarray, bound: float, *, strict: bool) -> float:
+    """Return the one-sided bootstrap p-value of a statistic against ``bound`` from its resampled ``draws`` (NaN
+    draws left out; NaN with none): not strict, that it is below the bound, (1 + draws at or above it) / (1 +
+    draws); strict, that it is above. It is below a when the percentile interval's one-sided 1 − a bound lies
+    beyond the bound (up to the + 1, which keeps it above 0)."""
+    d = np.asarray(draws, dtype=np.float64)
+    d = d[~np.isnan(d)]
+    return (1 + int(np.count_nonzero(d <= bound if strict else d >= bound))) / (1 + d.size) if d.size else math.nan
+
+
+def bound_tests_of(checks: dict[Any, Check], *, strict: bool, alpha: float) -> dict[Any, BoundTest]:
+    """Return the test of each of ``checks`` (key -> units, p) that has units enough (:func:`needed`, the family
+    counting every check with a unit): not strict, its p Holm-adjusted across them all; strict, each on its own (the
+    gate passes only when every one does)."""
+    need = needed(sum(1 for n, _p in checks.values() if n), strict=strict, alpha=alpha)
+    p = {k: v for k, (n, test) in checks.items() if n >= need and not math.isnan(v := test())}
+    adjusted = list(p.values()) if strict else holm(np.array(list(p.values()), dtype=np.float64))
+    return {k: BoundTest(v, float(a), checks[k][0]) for (k, v), a in zip(p.items(), adjusted)}

@@ -2,8 +2,8 @@
 
 One result per thing a gate checks (``min``, ``max_drop``, ``coverage``, ``win_rate_min``, ``agreement_min``),
 derived from what must exist, so a cell whose items all failed fails. Without ``strict`` a bound fails only when
-breaking it is shown (bench.gates.decide: a one-sided test, Holm across the checks, the interval beyond the
-bound); with ``strict: true`` it passes only when keeping it is shown. Too few scenarios, or a run that cannot be
+breaking it is shown (bench.gates.decide: a one-sided test, Holm across every statistical check, the interval
+beyond the bound); with ``strict: true`` it passes only when keeping it is shown. Too few scenarios, or a run that cannot be
 gated (bench.gates.health), exit 6. A gate with nothing to check fails. docs/gates.md gives examples.
 """
 
@@ -23,8 +23,9 @@ from bench.core.errors import BenchError
 from bench.core.exit_codes import ExitCode
 from bench.compare.changes import rubric_changes
 from bench.compare.matching import CHANGED
+from bench.compare.paired import battle_wins
 from bench.gates.agreement import gate_agreement
-from bench.gates.decide import BoundTest, bound_tests_of, needed
+from bench.gates.decide import BoundTest, Check, bound_tests_of, needed, sign_flip
 from bench.gates.floors import floors_of
 from bench.gates.health import unfit
 from bench.gates.spec import Gates
@@ -49,7 +50,7 @@ class GateResult:
     n: int  # scenarios (min, max_drop), baseline answers (coverage), pairs (win_rate_min), reviewed judgments
     passed: bool
     reason: str
-    p: float | None = None  # the one-sided test of the bound (min, max_drop): bench.gates.decide
+    p: float | None = None  # the one-sided test of the bound (every check but coverage): bench.gates.decide
     p_holm: float | None = None  # its Holm-adjusted value across the gate's tested checks (not strict)
     decided: bool = True  # False: the check cannot decide (too few scenarios, a run that cannot be gated): exit 6
 
@@ -124,23 +125,23 @@ def evaluate_gates(run_dir: str | Path, gates: Gates, baseline: str | Path | Non
             report.ungateable += [f"{r} (--allow-rubric-change compares anyway)"
                                   for r in rubric_changes(base, run_dir)]
         report.warnings = list(cmp.warnings)
-    tests, family = bound_tests(gates, t, floors, cmp)
+    agreement = None if gates.agreement_min is None else gate_agreement(
+        t, floor=gates.agreement_min, strict=gates.strict, resamples=resamples, seed=seed, level=level).to_dicts()
+    tests, family = bound_tests(gates, t, floors, cmp, agreement)
+    kw = {"tests": tests, "alpha": gates.alpha, "family": family}
     if board is not None:
         expected = [(j, c, crit) for j, c in scoring_cells(t) for (fj, crit) in floors if fj == j]
-        results += min_results(board, math.nan, gates.strict, expected=expected, tests=tests, alpha=gates.alpha,
-                               family=family)
+        results += min_results(board, math.nan, gates.strict, expected=expected, **kw)
     if cmp is not None:
         missing, graded = lacking(cmp.tables_a, t, dict(gates.map))
         results.append(coverage_result(missing, graded, gates.allow_missing) if graded else
                        coverage_result(cmp.only_in_a, _answers(cmp.tables_a), gates.allow_missing))
         if gates.max_drop is not None:
-            results += drop_results(cmp.rows.to_dicts(), gates.max_drop, gates.strict, tests=tests,
-                                    alpha=gates.alpha, family=family)
+            results += drop_results(cmp.rows.to_dicts(), gates.max_drop, gates.strict, **kw)
         if gates.win_rate_min is not None:
-            results += win_rate_results(cmp.pairwise.to_dicts(), gates.win_rate_min, gates.strict)
-    if gates.agreement_min is not None:
-        agreement = gate_agreement(t, seed=seed, level=level)
-        results += agreement_results(agreement.to_dicts(), gates.agreement_min, gates.strict)
+            results += win_rate_results(cmp.pairwise.to_dicts(), gates.win_rate_min, gates.strict, **kw)
+    if agreement is not None:
+        results += agreement_results(agreement, gates.agreement_min, gates.strict, **kw)
     return report
 
 
@@ -200,15 +201,14 @@ def _answers(t: RunTables | None) -> int:
 
 
 def min_results(board: Iterable[dict[str, Any]], floor: float, strict: bool,
-                expected: Iterable[tuple[str, str]] = (), *, tests: dict[Any, BoundTest] | None = None,
-                alpha: float = 0.05, family: int = 1) -> list[GateResult]:
+                expected: Iterable[tuple[str, str, str]] = (), *, tests: dict[Any, BoundTest], alpha: float = 0.05,
+                family: int = 1) -> list[GateResult]:
     """Return the ``min`` check of each (judge, cell) composite row of a leaderboard (mean, ci_low, ci_high, n),
-    and a failed one for each ``expected`` (judge, cell) the leaderboard has no row of (its answers or judgments
-    all failed). ``tests``: each row's one-sided test (as drop_results); without any (a leaderboard alone), the
-    interval decides."""
+    and a failed one for each ``expected`` (judge, cell, criterion) the leaderboard has no row of (its answers or
+    judgments all failed). ``tests``: each row's one-sided test (as drop_results)."""
     rows = [{"criterion": COMPOSITE, "floor": floor, **r} for r in board]
-    out = [_floor("min", _graded_by(r["judge"], r["criterion"], r["cell"]), r["floor"], r["mean"], r["ci_low"],
-                  r["ci_high"], r["n"], strict, "mean") if tests is None or _missing(r["mean"]) else
+    out = [GateResult("min", _graded_by(r["judge"], r["criterion"], r["cell"]), r["floor"], None, None, None,
+                      int(r["n"] or 0), False, "no mean: nothing to check") if _missing(r["mean"]) else
            _bounded("min", _graded_by(r["judge"], r["criterion"], r["cell"]), r["floor"], r["mean"], r["ci_low"],
                     r["ci_high"], r["n"], tests.get(("min", r["judge"], r["cell"], r["criterion"])), strict, alpha,
                     r["floor"], f"mean {r['mean']:.3g} (floor {r['floor']:g})", "a mean below the floor", r["n"],
@@ -216,10 +216,10 @@ def min_results(board: Iterable[dict[str, Any]], floor: float, strict: bool,
            for r in rows]
     seen = {(r["judge"], r["cell"], r["criterion"]) for r in rows}
     known = {(r["judge"], r["criterion"]): r["floor"] for r in rows}
-    out += [GateResult("min", _graded_by(*e[:1], e[2] if len(e) > 2 else COMPOSITE, e[1]),
-                       known.get((e[0], e[2] if len(e) > 2 else COMPOSITE), floor), None, None, None, 0, False,
-                       "no score: no answer of this cell has a grade of this judge (its answers or judgments failed)")
-            for e in expected if (e[0], e[1], e[2] if len(e) > 2 else COMPOSITE) not in seen]
+    out += [GateResult("min", _graded_by(judge, criterion, cell), known.get((judge, criterion), floor), None, None,
+                       None, 0, False, "no score: no answer of this cell has a grade of this judge (its answers or "
+                                        "judgments failed)")
+            for judge, cell, criterion in expected if (judge, cell, criterion) not in seen]
     return out or [_nothing("min", floor, "no cell has a composite score (does the grid have a scoring judge, "
                                           "and did its judge stage run?)")]
 
@@ -246,30 +246,33 @@ def coverage_result(missing: list[dict[str, Any]], baseline_answers: int, allow_
                       f"{what} (allow_missing: true / --allow-missing accepts it)")
 
 
-def win_rate_results(rows: Iterable[dict[str, Any]], floor: float, strict: bool) -> list[GateResult]:
-    """Return the ``win_rate_min`` check of each row of a comparison's pairwise win rates."""
-    out = [_floor("win_rate_min", f"{r['judge']} · {_pair(r)}", floor, r["win_rate_b"], r["ci_low"], r["ci_high"],
-                  r["n"], strict, "win rate") for r in rows]
+def win_rate_results(rows: Iterable[dict[str, Any]], floor: float, strict: bool, *, tests: dict[Any, BoundTest],
+                     alpha: float = 0.05, family: int = 1) -> list[GateResult]:
+    """Return the ``win_rate_min`` check of each row of a comparison's pairwise win rates (n battles, n_scenarios),
+    decided as a ``min`` floor on the mean of its per-scenario win rates (``tests``, as drop_results)."""
+    out = [_bounded("win_rate_min", f"{r['judge']} · {_pair(r)}", floor, r["win_rate_b"], r["ci_low"], r["ci_high"],
+                    r["n"], tests.get(("win_rate_min", r["judge"], r["cell_a"], r["cell_b"])), strict, alpha, floor,
+                    f"win rate {r['win_rate_b']:.3g} (floor {floor:g})", "a win rate below the floor",
+                    r["n_scenarios"], family) for r in rows]
     return out or [_nothing("win_rate_min", floor, "no pairwise judge judged the same pairs in both runs")]
 
 
-def agreement_results(rows: Iterable[dict[str, Any]], floor: float, strict: bool) -> list[GateResult]:
-    """Return the ``agreement_min`` check of each judge's row of :func:`~bench.gates.agreement.gate_agreement`."""
-    out = []
-    for r in rows:
-        subject = f"{r['judge']} · {r['criterion']} vs humans"
-        if _missing(r["kappa"]):
-            out.append(GateResult("agreement_min", subject, floor, None, None, None, r["n"], False,
-                                  f"kappa unknown: {r['note'] or 'no pair of grades'}"))
-        else:
-            out.append(_floor("agreement_min", subject, floor, r["kappa"], r["ci_low"], r["ci_high"], r["n"],
-                              strict, "kappa"))
+def agreement_results(rows: Iterable[dict[str, Any]], floor: float, strict: bool, *, tests: dict[Any, BoundTest],
+                      alpha: float = 0.05, family: int = 1) -> list[GateResult]:
+    """Return the ``agreement_min`` check of each judge's row of :func:`~bench.gates.agreement.gate_agreement`,
+    decided as a floor by its bootstrap test (``tests``, as drop_results; its unit the reviewed answer)."""
+    out = [GateResult("agreement_min", f"{r['judge']} · {r['criterion']} vs humans", floor, None, None, None, r["n"],
+                      False, f"kappa unknown: {r['note'] or 'no pair of grades'}") if _missing(r["kappa"]) else
+           _bounded("agreement_min", f"{r['judge']} · {r['criterion']} vs humans", floor, r["kappa"], r["ci_low"],
+                    r["ci_high"], r["n"], tests.get(("agreement_min", r["judge"])), strict, alpha, floor,
+                    f"kappa {r['kappa']:.3g} (floor {floor:g})", "a kappa below the floor", r["items"], family,
+                    unit="reviewed answers")
+           for r in rows]
     return out or [_nothing("agreement_min", floor, "the run has no judge")]
 
 
-def drop_results(rows: Iterable[dict[str, Any]], max_drop: float, strict: bool, *,
-                 tests: dict[Any, BoundTest] | None = None, alpha: float = 0.05,
-                 family: int = 1) -> list[GateResult]:
+def drop_results(rows: Iterable[dict[str, Any]], max_drop: float, strict: bool, *, tests: dict[Any, BoundTest],
+                 alpha: float = 0.05, family: int = 1) -> list[GateResult]:
     """Return the ``max_drop`` check of each composite row (cell_a, cell_b, judge, diff = B − A, ci_low, ci_high,
     n_matched) of a comparison, A the baseline. ``max_drop`` is a tolerance: not strict, a check fails only when a
     drop beyond it is shown (the interval lies wholly below −max_drop and the row's one-sided test in ``tests``,
@@ -287,7 +290,7 @@ def drop_results(rows: Iterable[dict[str, Any]], max_drop: float, strict: bool, 
             out.append(GateResult("max_drop", subject, max_drop, None, _num(lo), _num(hi), r["n_matched"], False,
                                   why))
             continue
-        test = (tests or {}).get(("max_drop", r["judge"], r["cell_a"], r["cell_b"]))
+        test = tests.get(("max_drop", r["judge"], r["cell_a"], r["cell_b"]))
         drop = -diff
         moved = f"dropped {drop:.3g}" if drop > CHANGED else f"rose {-drop:.3g}" if drop < -CHANGED else "unchanged"
         out.append(_bounded("max_drop", subject, max_drop, diff, lo, hi, r["n_matched"], test, strict, alpha,
@@ -299,16 +302,16 @@ def drop_results(rows: Iterable[dict[str, Any]], max_drop: float, strict: bool, 
 
 def _bounded(gate: str, subject: str, bound: float, value: float, lo: Any, hi: Any, n: Any, test: BoundTest | None,
              strict: bool, alpha: float, edge: float, said: str, broken: str, scenarios: Any,
-             family: int = 1) -> GateResult:
+             family: int = 1, unit: str = "scenarios") -> GateResult:
     """Return a tested check of ``value`` against ``edge`` (the floor, or −max_drop): not strict, FAIL only when
     ``broken`` is shown (interval wholly below ``edge``, p_holm < alpha); strict, pass only when it is shown kept
-    (interval wholly above, p < alpha); no test: too few scenarios, it cannot decide."""
+    (interval wholly above, p < alpha); no test: too few ``unit`` (``scenarios`` of them), it cannot decide."""
     lo, hi, ci, n = _num(lo), _num(hi), _ci(lo, hi), int(n or 0)
     if test is None:
         need, has = needed(family, strict=strict, alpha=alpha), "" if _missing(scenarios) else f"has {int(scenarios)}"
         level = f"alpha {alpha:g}" if strict or family == 1 else f"alpha/{family} (Holm's first step of {family} checks)"
         return GateResult(gate, subject, bound, float(value), lo, hi, n, False,
-                          f"cannot decide: needs at least {need} scenarios ({has}): no one-sided test on fewer can "
+                          f"cannot decide: needs at least {need} {unit} ({has}): no one-sided test on fewer can "
                           f"reach {level}; {said}, CI {ci}", decided=False)
     kw = {"p": test.p, "p_holm": test.p_holm}
     if strict:
@@ -325,43 +328,34 @@ def _bounded(gate: str, subject: str, bound: float, value: float, lo: Any, hi: A
     return GateResult(gate, subject, bound, float(value), lo, hi, n, not shown, why, **kw)
 
 
-def bound_tests(gates: Gates, t: RunTables, floors: dict[tuple[str, str], float],
-                cmp: Any) -> tuple[dict[Any, BoundTest], int]:
-    """Return the one-sided test of every ``min`` and ``max_drop`` check (bench.gates.decide), keyed as the checks
-    look them up (per-scenario means of each judge and criterion with a floor in ``floors`` against it, per-scenario differences against −max_drop),
-    and how many checks the family has (those with a scenario)."""
-    samples: dict[Any, tuple[Any, float]] = {}
+def bound_tests(gates: Gates, t: RunTables, floors: dict[tuple[str, str], float], cmp: Any,
+                agreement: list[dict[str, Any]] | None) -> tuple[dict[Any, BoundTest], int]:
+    """Return the one-sided test of every statistical check (bench.gates.decide), keyed as the checks look them
+    up, and how many checks the family has (those with a unit): per-scenario means of each judge and criterion with
+    a floor in ``floors`` against it, per-scenario differences against −max_drop, per-scenario win rates against
+    win_rate_min, and each judge's kappa draws against agreement_min (rows of ``agreement``)."""
+    checks: dict[Any, Check] = {}
     means = (t.scores.filter(pl.col("value").is_not_null())
              .group_by("judge", "cell", "criterion", "scenario").agg(pl.col("value").mean()))
     for (judge, cell, criterion), g in means.group_by("judge", "cell", "criterion") if floors else ():
         if (judge, criterion) in floors:
-            samples[("min", judge, cell, criterion)] = (g["value"].to_numpy(), floors[(judge, criterion)])
+            checks[("min", judge, cell, criterion)] = sign_flip(g["value"].to_numpy(), floors[(judge, criterion)],
+                                                                strict=gates.strict)
     if cmp is not None and gates.max_drop is not None:
         for (cell_a, cell_b, judge), g in cmp.scenario_diffs().group_by("cell_a", "cell_b", "judge"):
-            samples[("max_drop", judge, cell_a, cell_b)] = (g["diff"].to_numpy(), -gates.max_drop)
-    family = sum(1 for x, _b in samples.values() if len(x))
-    return bound_tests_of(samples, strict=gates.strict, alpha=gates.alpha), family
-
-
-def _floor(gate: str, subject: str, floor: float, value: Any, lo: Any, hi: Any, n: Any, strict: bool,
-           what: str) -> GateResult:
-    """Return a floor's check: without ``strict``, it fails only when the whole interval lies below the floor."""
-    ci = _ci(lo, hi)
-    if _missing(value):
-        return GateResult(gate, subject, floor, None, lo, hi, int(n or 0), False, f"no {what}: nothing to check")
-    if value >= floor:
-        passed, reason = True, f"{what} {value:.3g} ≥ {floor:g}"
-    elif strict:
-        passed, reason = False, f"{what} {value:.3g} < {floor:g} (strict: the point estimate decides)"
-    elif _missing(hi):
-        passed, reason = False, f"{what} {value:.3g} < {floor:g}, and it has no interval to give it the benefit " \
-                                f"of the doubt"
-    elif hi < floor:
-        passed, reason = False, f"{what} {value:.3g} < {floor:g} with its whole CI {ci} below it"
-    else:
-        passed, reason = True, f"{what} {value:.3g} < {floor:g}, but its CI {ci} reaches it: within noise " \
-                               f"(strict: true would fail it)"
-    return GateResult(gate, subject, floor, float(value), _num(lo), _num(hi), int(n or 0), passed, reason)
+            checks[("max_drop", judge, cell_a, cell_b)] = sign_flip(g["diff"].to_numpy(), -gates.max_drop,
+                                                                    strict=gates.strict)
+    if cmp is not None and gates.win_rate_min is not None and not cmp.battles.is_empty():
+        wins = (cmp.battles.with_columns(battle_wins(cmp.battles))
+                .group_by("cell_a", "cell_b", "judge", "scenario").agg(pl.col("won").mean()))
+        for (cell_a, cell_b, judge), g in wins.group_by("cell_a", "cell_b", "judge"):
+            checks[("win_rate_min", judge, cell_a, cell_b)] = sign_flip(g["won"].to_numpy(), gates.win_rate_min,
+                                                                        strict=gates.strict)
+    for r in agreement or ():
+        if r["p"] is not None:
+            checks[("agreement_min", r["judge"])] = (r["items"], lambda p=r["p"]: p)
+    family = sum(1 for n, _p in checks.values() if n)
+    return bound_tests_of(checks, strict=gates.strict, alpha=gates.alpha), family
 
 
 def _graded_by(judge: str, criterion: str, cell: str) -> str:

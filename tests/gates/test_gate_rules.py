@@ -1,4 +1,6 @@
-"""The verdict rules on rows as the leaderboard and the comparison give them: the interval decides unless strict."""
+"""The verdict rules on rows as the leaderboard and the comparison give them: every bound (a drop, a floor, a win
+rate, a kappa) fails only when its interval lies beyond it and its Holm-adjusted test says so; strict passes it
+only when keeping it is shown."""
 
 from __future__ import annotations
 
@@ -48,29 +50,49 @@ def test_only_composite_rows_are_gated_and_renamed_cells_read_as_a_pair():
     assert result.subject == "grader · m1/p@v1 → m1/p@v2" and not result.passed
 
 
-@pytest.mark.parametrize(("mean", "lo", "hi", "strict", "passed"), [
-    (3.0, 2.7, 3.4, False, True),   # below the floor, its CI reaches it: within noise
-    (3.0, 2.7, 3.4, True, False),   # strict: the mean decides
-    (3.0, 2.6, 3.2, False, False),  # the whole CI below the floor
-    (3.6, 3.2, 4.0, True, True),
+@pytest.mark.parametrize(("mean", "lo", "hi", "test", "strict", "passed"), [
+    (3.0, 2.7, 3.4, SHOWN, False, True),      # below the floor, its CI reaches it: within noise
+    (3.0, 2.6, 3.2, NOT_SHOWN, False, True),  # the whole CI below the floor, but Holm's p says noise
+    (3.0, 2.6, 3.2, SHOWN, False, False),     # both: shown below the floor
+    (3.0, 2.7, 3.4, SHOWN, True, False),      # strict: its CI reaches below the floor
+    (3.6, 3.4, 4.0, NOT_SHOWN, True, False),  # strict: its CI above, but its own test not below alpha
+    (3.6, 3.4, 4.0, SHOWN, True, True),
 ])
-def test_a_floor_fails_when_its_whole_ci_is_below_it_unless_strict(mean, lo, hi, strict, passed):
+def test_every_floor_follows_the_rule_of_a_drop(mean, lo, hi, test, strict, passed):
+    """min, win_rate_min and agreement_min alike: before issue 48 item 2, win rates and kappas were decided by their
+    interval alone (outside the gate's Holm family) and strict compared the point estimate."""
     board = [{"judge": "grader", "cell": "m1/p@v1", "mean": mean, "ci_low": lo, "ci_high": hi, "n": 8}]
-    [result] = min_results(board, 3.3, strict)
-    assert result.passed is passed and result.bound == 3.3 and result.subject == "grader · m1/p@v1"
-    [rate] = win_rate_results([{"judge": "arena", "cell_a": "c", "cell_b": "c", "n": 8, "win_rate_b": mean / 10,
-                                "ci_low": lo / 10, "ci_high": hi / 10}], 0.33, strict)
-    assert rate.passed is passed and rate.subject == "arena · c"
+    [result] = min_results(board, 3.3, strict, tests={("min", "grader", "m1/p@v1", "composite"): test})
+    [rate] = win_rate_results([{"judge": "arena", "cell_a": "c", "cell_b": "c", "n": 8, "n_scenarios": 8,
+                                "win_rate_b": mean / 10, "ci_low": lo / 10, "ci_high": hi / 10}], 0.33, strict,
+                              tests={("win_rate_min", "arena", "c", "c"): test})
+    [kappa] = agreement_results([{"judge": "grader", "criterion": "composite", "n": 8, "items": 8, "kappa": mean / 10,
+                                  "ci_low": lo / 10, "ci_high": hi / 10, "note": None}], 0.33, strict,
+                                tests={("agreement_min", "grader"): test})
+    assert [r.passed for r in (result, rate, kappa)] == [passed] * 3
+    assert [r.p_holm for r in (result, rate, kappa)] == [test.p_holm] * 3
+    assert (result.subject, rate.subject, kappa.subject) == ("grader · m1/p@v1", "arena · c",
+                                                             "grader · composite vs humans")
+    assert all(r.decided and r.bound in (3.3, 0.33) for r in (result, rate, kappa))
+
+
+def test_a_floor_with_no_test_cannot_decide_naming_its_unit():
+    [kappa] = agreement_results([{"judge": "grader", "criterion": "composite", "n": 4, "items": 4, "kappa": 0.1,
+                                  "ci_low": -0.5, "ci_high": 0.4, "note": None}], 0.6, False, tests={}, family=9)
+    assert not kappa.decided and kappa.reason.startswith("cannot decide: needs at least 8 reviewed answers (has 4)")
+    [rate] = win_rate_results([{"judge": "arena", "cell_a": "c", "cell_b": "c", "n": 6, "n_scenarios": 3,
+                                "win_rate_b": 0.0, "ci_low": 0.0, "ci_high": 0.0}], 0.5, False, tests={})
+    assert not rate.decided and rate.reason.startswith("cannot decide: needs at least 5 scenarios (has 3)")
 
 
 def test_a_gate_with_nothing_to_check_fails_saying_why():
-    for results in (min_results([], 3.0, False), drop_results([], 0.2, False), win_rate_results([], 0.5, False),
-                    agreement_results([], 0.5, False)):
+    for results in (min_results([], 3.0, False, tests={}), drop_results([], 0.2, False, tests={}),
+                    win_rate_results([], 0.5, False, tests={}), agreement_results([], 0.5, False, tests={})):
         [result] = results
         assert not result.passed and result.value is None and result.reason
     [unreviewed] = agreement_results([{"judge": "grader", "criterion": "composite", "n": 0, "kappa": None,
                                        "ci_low": None, "ci_high": None, "note": "no human review of its judgments"}],
-                                     0.5, False)
+                                     0.5, False, tests={})
     assert not unreviewed.passed and "no human review" in unreviewed.reason
-    [nan] = drop_results([drop_row(math.nan, math.nan, math.nan)], 0.2, False)
+    [nan] = drop_results([drop_row(math.nan, math.nan, math.nan)], 0.2, False, tests={})
     assert not nan.passed and "no matched item" in nan.reason
