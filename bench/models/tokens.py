@@ -1,9 +1,7 @@
 """Tokens before any call: a prompt counted with its model's tokenizer, and a request's output bound.
 
-Counting is LiteLLM's ``token_counter`` arithmetic, each distinct text counted once, with a tokenizer never fetched
-from the network: LiteLLM's for a provider's model, else tiktoken's encoding for that name from the files LiteLLM
-bundles, else UTF-8 bytes (:attr:`TokenCounter.note` says which). A budget and a reply without usage use
-:func:`bound_counter`, which never counts fewer tokens than the model's own tokenizer (docs/budget.md).
+LiteLLM's ``token_counter`` arithmetic, with a tokenizer never fetched from the network; :func:`bound_counter`
+never counts fewer tokens than the model's own tokenizer (docs/budget.md).
 """
 
 from __future__ import annotations
@@ -85,8 +83,7 @@ def counter_for(route: Route) -> TokenCounter:
 
 def bound_counter(route: Route) -> TokenCounter:
     """Return a counter that never counts fewer tokens than ``route``'s model makes: its own tokenizer where
-    LiteLLM has it (an OpenAI name tiktoken knows, Anthropic's), else the UTF-8 byte bound (its ``note`` says
-    why). A budget's reservations and the usage of a reply that carried none are counted with it."""
+    LiteLLM has it, else the UTF-8 byte bound (its ``note`` says why)."""
     name = bare_name(route)
     key = ("bound", name, route.provider.counting != "litellm")
     counter = _counters.get(key)
@@ -206,12 +203,8 @@ def _bundled_file(folder: Path, encoding: str) -> Path:
 
 
 def output_bound(route: Route) -> tuple[int, str]:
-    """Return the most output tokens one request to ``route`` may take, and where that bound comes from.
-
-    ``"max_tokens"``: the request's own limit (``max_tokens``, ``max_completion_tokens``, … in its params);
-    ``"model"``: the model's maximum output in LiteLLM's local model map; ``"default"``: neither is known,
-    so ``bench.models.ratelimit.DEFAULT_COMPLETION_TOKENS`` (the bound the ``tpm`` caps and the budget use).
-    """
+    """Return the most output tokens one request to ``route`` may take, and where that bound comes from:
+    ``"max_tokens"`` (its params), ``"model"`` (LiteLLM's model map) or ``"default"`` (DEFAULT_COMPLETION_TOKENS)."""
     limit = output_limit(route.spec.params)
     if limit is not None:
         return max(0, limit), "max_tokens"
@@ -220,10 +213,8 @@ def output_bound(route: Route) -> tuple[int, str]:
 
 
 def output_ceiling(route: Route, body: dict[str, Any]) -> int:
-    """Return the most output tokens one request ``body`` to ``route`` can be billed for: its own output limit; else,
-    for a model that may think unseen (``reasoning.hides_thinking``: thinking runs to thousands of tokens), the
-    model's maximum output (``output_bound``); else ``DEFAULT_COMPLETION_TOKENS``. What a budget reserves for the
-    reply, and what a thinking reply without usage is counted at."""
+    """Return the most output tokens one request ``body`` can be billed for: its own output limit; else, for a
+    model that may think unseen, the model's maximum output; else ``DEFAULT_COMPLETION_TOKENS``."""
     limit = output_limit(body)
     if limit is not None:
         return max(0, limit)
