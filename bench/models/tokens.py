@@ -24,12 +24,8 @@ DEFAULT_ENCODING = "cl100k_base"  # LiteLLM's default tokenizer
 BOUND_MEMO = 4096  # texts a bound counter remembers (it counts every request of a sweep: its memory stays flat)
 BYTES = "UTF-8 bytes"  # the counting of a model whose tokenizer LiteLLM does not have: a bound, never fewer
 PER_MESSAGE, PER_NAME, REPLY_PRIMING = 3, 1, 3  # LiteLLM's token_counter for chat models
-# An image_url part, counted before any reply says what it cost (its bytes or URL are never counted as text): a
-# bound above what the providers bill for one image at its largest. OpenAI's patch models bill up to 1,536 patches
-# times the model's multiplier (o4-mini 1.72: 2,642; gpt-4.1-nano and gpt-5-nano 2.46: 3,779); its tile models
-# (gpt-4o) 85 + 170 per 512 px tile, at most 1,445; Anthropic (w*h)/750, about 1,600 at its 1.15 MP cap; Gemini 258
-# per 768 px tile. Not bounded by it: gpt-4o-mini, which bills images at 33x the tokens of gpt-4o (same dollars),
-# and a self-hosted vision model configured for more (docs/budget.md).
+# an image_url part before any reply says what it cost (never its bytes or URL as text): a bound above what the
+# providers bill for one image at its largest, with the two it does not bound (docs/budget.md)
 IMAGE_TOKENS = 4_000
 _ENCODING_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"  # tiktoken's cache key
 
