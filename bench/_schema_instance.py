@@ -1,9 +1,7 @@
 """A JSON instance of a JSON schema, chosen by a seeded random generator: what a dry model (``bench.models.dry``)
-and the fake provider (``bench.testing.fake_provider``) reply when a request asks for structured output.
+and the fake provider reply when a request asks for structured output, so the two reply alike.
 
-One maker for both, so the two kinds of pretend model reply alike; standard library only, below every layer. It
-covers OpenAI's strict subset and a little more (bounds, ``enum``/``const``, combinators, ``$ref``, nullable
-types); a ``pattern`` is not matched.
+Standard library only. It covers OpenAI's strict subset and a little more; a ``pattern`` is not matched.
 """
 
 from __future__ import annotations

@@ -2,9 +2,7 @@
 
 JudgeBench (Tan et al., 2024) judges each pair in both orders; each verdict adds +1 when it agrees with the
 label, −1 when it contradicts it, 0 for a tie or none, and a pair is correct when the sum is positive.
-Accuracy counts failures in the denominator. Also reported: ``inconsistent`` and ``nulls``.
-``score_file`` scores JudgeBench's own files, ``score_judgments`` our records, ``export_judgebench``
-writes ours in its format, ``main_score`` is the command line.
+Accuracy counts failures in the denominator.
 """
 
 from __future__ import annotations
@@ -34,10 +32,7 @@ _FLIP = {"A>B": "B>A", "B>A": "A>B", "A=B": "A=B"}
 
 
 def normalize_label(label: Any) -> str | None:
-    """Return ``A>B``, ``B>A``, ``A=B`` or None for a decision; strong labels collapse (``A>>B`` → ``A>B``).
-
-    Raises ValueError for anything else.
-    """
+    """Return ``A>B``, ``B>A``, ``A=B`` or None for a decision (``A>>B`` → ``A>B``); ValueError for anything else."""
     if label is None:
         return None
     if isinstance(label, str) and label.strip() in _NORMAL:
@@ -178,13 +173,9 @@ def _flip(decision: str | None) -> str | None:
 
 
 def score_file(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Return JudgeBench's scores of a judge output file in JudgeBench's format.
-
-    ``{"overall": 65.71, "categories": {"knowledge": …, "reasoning": …, "math": …,
-    "coding": …}, "pairs": 350, "inconsistent": …, "nulls": …}``; percentages are rounded
-    to 2 decimals, a category without pairs is None. Raises ParamsError (a BenchError)
-    naming ``file:line`` for a malformed line.
-    """
+    """Return JudgeBench's scores of a judge output file: ``{"overall", "categories", "pairs", "inconsistent",
+    "nulls"}``, percentages rounded to 2 decimals (None for a category without pairs); ParamsError naming
+    ``file:line`` for a malformed line."""
     return _score(_read_file(Path(path))).as_dict()
 
 
@@ -240,9 +231,7 @@ def _verdict(j: Judgment | None) -> str | None:
 def score_judgments(judgments: Iterable[Judgment], scenarios: dict[str, Scenario]) -> dict[str, Any]:
     """Return the same dict as ``score_file`` for our pairwise judgments of JudgeBench scenarios.
 
-    ``scenarios`` maps scenario id → Scenario (reference with ``label`` and ``source``).
-    The pairs scored are the scenarios with at least one judgment; a failed judgment is a
-    null verdict. A pair with a ``BA`` judgment is a two-order pair (a missing ``AB`` is a
+    A failed judgment is a null verdict. A pair with a ``BA`` judgment is a two-order pair (a missing ``AB`` is a
     null); a pair with only ``AB`` is a single-order pair.
     """
     pairs = []
@@ -272,13 +261,10 @@ def _exported(j: Judgment | None) -> dict[str, Any] | None:
 
 def export_judgebench(judgments: list[Judgment], scenarios: dict[str, Scenario],
                       judge_name: str) -> list[dict[str, Any]]:
-    """Return JudgeBench output records of our pairwise judgments: one per judged scenario, in ``scenarios`` order.
+    """Return JudgeBench output records of our pairwise judgments, one per judged scenario in ``scenarios`` order.
 
-    Each record is the pair (``PAIR_KEYS``, from the scenario's fields and reference)
-    plus ``judge_name`` and ``judgments``: ``[AB, BA]`` (or ``[AB]`` for a single-order
-    pair), each ``{"judgment": {"judge_model", "prompt", "response"}, "decision"}`` with
-    the decision in the order shown to the judge (normalized to A>B/B>A/A=B), or null for
-    a failed judgment. ``score_file`` of the written records equals ``score_judgments``.
+    Each is the pair (``PAIR_KEYS``) plus ``judge_name`` and ``judgments`` (``[AB, BA]`` or ``[AB]``), each decision in
+    the order shown to the judge, or null for a failed judgment: ``score_file`` of them equals ``score_judgments``.
     """
     out = []
     for sid, orders in _by_scenario(judgments, scenarios).items():
@@ -341,10 +327,8 @@ def print_score(file: str | Path, as_json: bool = False) -> int:
 
 
 def export_run(run_dir: str | Path, file: str | Path, judge: str | None = None) -> tuple[int, str, Path]:
-    """Write a run's pairwise judgments of one judge in JudgeBench's format; return (pairs, judge, path).
-
-    ``judge`` may be omitted when the run has one pairwise judge.
-    """
+    """Write a run's pairwise judgments of one judge (``judge`` may be omitted when there is one) in JudgeBench's
+    format; return (pairs, judge, path)."""
     store = RunStore(run_dir)
     judgments = [j for j in store.latest(Judgment).values() if j.mode == "pairwise"]
     judges = sorted({j.judge_id for j in judgments})

@@ -1,9 +1,7 @@
 """A run: one params file opened and validated, with its scenarios, its selected cells and its folder.
 
-`open_run` is what notebooks and `bench sweep` call first. It validates everything that
-can be validated without a model call (params, scenarios, template placeholders,
-cells, run folder), so a mistake stops the run before anything is spent. Driving a
-stage on a run (`run_collect`, `run_judge`): bench.stage_runs.
+`open_run` validates everything that can be validated without a model call, so a mistake stops the run before
+anything is spent.
 """
 
 from __future__ import annotations
@@ -55,9 +53,8 @@ class Run:
     link: Link = field(default_factory=Link)  # what the sweep's driver shares with this execution (none: a notebook)
 
     def endpoints(self) -> list[Endpoint]:
-        """Return every entry this run may call, each once: its cells' models, their prompts' simulated users and
-        the judges. Whatever holds for every called model (keys sent to workers, caps shared, the embedded model
-        served) reads this list, so a kind of caller added later is not left out."""
+        """Return every entry this run may call, each once: its cells' models, their prompts' simulated users and the
+        judges (whatever holds for every called model reads this list)."""
         cells = self.cells
         called = ([c.model for c in cells] + [c.prompt.user_simulator for c in cells if c.prompt.user_simulator]
                   + list(self.sweep.judges))
@@ -82,12 +79,10 @@ def open_run(params: str | Path, cells: Any = None, run_dir: str | Path | None =
              sweep_cap: int | None = None, shared_budget: bool = False, lock_held: bool = False) -> Run:
     """Return the validated Run of a params file (no model is called); raise ParamsError on any mistake.
 
-    ``dry_run`` swaps every model and judge for its ``dry/`` stand-in (see :func:`dry_sweep`): the whole
-    pipeline runs at no cost, into ``runs/<name>-dry`` (a ``run_dir`` is refused: a dry run never
-    writes where real results are). ``batch`` (`bench sweep --batch`) sends every model's and judge's requests
-    through its provider's Batch API. ``supersede`` (`--supersede`; always for a dry run, which costs nothing) lets
-    a stage give a cell, judge or rubric version of the run folder a new content, setting its earlier records
-    aside (see bench.stage_runs.check_contents). The rest is what `bench sweep` passes its executions (:class:`Link`).
+    ``dry_run`` swaps every model and judge for its ``dry/`` stand-in (:func:`dry_sweep`), into ``runs/<name>-dry``.
+    ``batch`` sends every request through its provider's Batch API. ``supersede`` (always for a dry run) lets a
+    stage give a cell, judge or rubric version a new content, setting its earlier records aside. The rest is what
+    `bench sweep` passes its executions (:class:`Link`).
     """
     root = paths.project_root()
     sweep, params_path = load_sweep(paths.resolve(params, root))
@@ -134,12 +129,10 @@ def dry_name(name: str) -> str:
 
 def dry_sweep(sweep: Sweep, params_path: Path) -> Sweep:
     """Return ``sweep`` with every model, judge and simulated user answered in-process by ``dry/<id>`` (no server,
-    no cost).
+    no cost), renamed ``<name>-dry`` so its folder, report and MLflow experiment never mix with real ones.
 
-    Each entry's model string becomes ``dry/<its id>``, so entries that differ only in endpoint stay
-    distinct; endpoints, keys, rate caps and prices are dropped (a dry reply needs none). Prompts,
-    scenarios, rubrics and modes stay, so every stage, the report and tracking run as they will for real.
-    The sweep is renamed ``<name>-dry``: its run folder, report and MLflow experiment never mix with real ones.
+    Endpoints, keys, rate caps and prices are dropped; prompts, scenarios, rubrics and modes stay, so every stage
+    runs as it will for real.
     """
     def dry(entry: Any) -> dict[str, Any]:
         data = entry.model_dump(exclude_none=True)
@@ -170,11 +163,8 @@ def _check_size(sweep: Sweep, cells: int, scenarios: int | None, params_path: Pa
 
 
 def select_cells(sweep: Sweep, cells: Any) -> list[Cell]:
-    """Return the cells named by ``cells`` (None = all; a list, or a JSON/YAML/comma-separated string).
-
-    A cell is named ``model_id/prompt_id@version``; ``model_id`` alone or ``*/prompt_id@version``
-    select a row or a column of the grid.
-    """
+    """Return the cells named by ``cells`` (None = all; a list, or a JSON/YAML/comma-separated string):
+    ``model_id/prompt_id@version``, or ``model_id`` alone or ``*/prompt_id@version`` for a row or a column."""
     every = sweep.cells()
     if cells is None or cells == "" or cells == []:
         return every

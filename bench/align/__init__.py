@@ -1,9 +1,6 @@
 """Judges aligned to human reviews: `bench align RUN --judge ID` builds judge variants from a run's blind reviews,
-scores each on held-out reviews by k-fold cross-validation and writes the best as a new rubric version.
-
-``alignment`` is the whole command, ``command`` its cheap entry from the CLI (docs/align.md). Only the command
-is cheap to import: the rest loads polars on first use.
-"""
+scores each on held-out reviews by k-fold cross-validation and writes the best as a new rubric version
+(docs/align.md). Only the command is cheap to import: the rest loads polars on first use."""
 
 from __future__ import annotations
 

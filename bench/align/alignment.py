@@ -1,10 +1,8 @@
 """What `bench align RUN --judge ID` does: align a judge to a run's blind human reviews, write the best variant as
-a rubric version, print and record it (`bench.align.command` is its cheap entry from the CLI).
+a rubric version, print and record it.
 
-Opens the run's params file and ``align:`` section, checks the judge, splits the reviews into folds, estimates
-and holds the cost to the budget, cross-validates, chooses and writes the rubric version, its record in
-``<run>/align/`` and its MLflow run; each step refuses with exit 2 before spending. ``--dry-run`` stops after
-the estimate; a re-run is answered from the cache.
+Each step refuses with exit 2 before spending; ``--dry-run`` stops after the estimate; a re-run is answered
+from the cache.
 """
 
 from __future__ import annotations

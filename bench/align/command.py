@@ -1,8 +1,5 @@
-"""`bench align RUN --judge ID [--k K] [--params FILE] [--dry-run]`: the command, cheap to import.
-
-The work (reading the run, cross-validating, writing the rubric) loads polars and is imported on first use, so
-``bench.cli`` stays light; it is :func:`bench.align.alignment.align`. docs/align.md says how to read what it prints.
-"""
+"""`bench align RUN --judge ID [--k K] [--params FILE] [--dry-run]`: the command, cheap to import (the work,
+:func:`bench.align.alignment.align`, loads polars on first use)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """What `bench align` will send and may cost, before it sends anything, and its hold on ``limits.budget_usd``.
 
-Requests are looked up in the response cache; those under anchors the optimizer has not written yet are
-counted as the current rubric's request plus the optimizer's whole output limit, never as cached. Under a
-budget, an alignment whose prompts alone would pass what is left is refused before anything is sent.
+Requests under anchors not written yet count as the current rubric's request plus the optimizer's whole output
+limit, never as cached; an alignment whose prompts alone would pass the budget left is refused.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
 """`bench align`'s cross-validation: per fold, variants built from its train answers and graded on its held-out
-ones; then each variant kind's held-out agreement over all folds, and the kind chosen.
-
-Variants grade through the rubric mode's own grading and the one seam; what each was built from and scored on
-is checked against its fold (a leak raises). The "before" is the judge's own grades in the run.
-"""
+ones; then each variant kind's held-out agreement over all folds, and the kind chosen. A leak raises."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """The k folds of `bench align`'s cross-validation, split by review unit (an answer), and the check that they never
 leak: no reviewed answer both builds a variant and scores it.
 
-Each fold holds out every k-th answer of a seeded shuffle; the variant of a fold is built from the other answers
-(its few-shot examples, what its optimizer is shown) and scored on the held-out ones. :func:`check_no_leak` is
-called on the folds and again on what each variant was actually built from and scored on: a leak raises, it is
-never a warning.
+:func:`check_no_leak` is called on the folds and again on what each variant was actually built from and scored
+on: a leak raises, it is never a warning.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """The agreement `bench align` chooses by: quadratic Cohen's kappa of a judge's grades with the reviewers', pooled
-over the rubric's criteria, with a bootstrap interval over the reviewed answers.
-
-One pair per (answer, criterion, reviewer), each grade placed on its scale as a fraction so criteria pool; each
-criterion's own kappa is given too. A failed grading has no pair: it counts in ``failed``, never as 0.
-"""
+over the rubric's criteria (each grade a fraction of its scale), with a bootstrap interval over the reviewed
+answers. A failed grading counts in ``failed``, never as 0."""
 
 from __future__ import annotations
 

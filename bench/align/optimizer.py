@@ -1,8 +1,7 @@
 """Anchor rewrites proposed by an optimizer model from the answers a judge graded unlike the reviewers.
 
-The optimizer (``align.optimizer``) sees the criteria, their anchors and the worst-agreeing training answers in
-content-hashed data blocks, and replies with a JSON list of ``{criterion, level, text}``. It is called through
-the one seam; an unusable reply is a failure kept with its reason and asked again next run.
+It replies with a JSON list of ``{criterion, level, text}``; an unusable reply is a failure kept with its reason
+and asked again next run.
 """
 
 from __future__ import annotations

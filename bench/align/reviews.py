@@ -1,9 +1,7 @@
 """The reviewed answers one judge is aligned on: each answer's item, its human grades and the judge's own grades.
 
-A review covers an answer on a rubric version (bench.core.reviewed); only each reviewer's latest *blind* review
-counts (saved with the judges' grades hidden: a review that saw the judge's grade could echo it, and aligning a
-judge to its own echo proves nothing). The judge's grades are its run records' (its first repeat): what it said
-before any alignment, the "before" of `bench align`.
+Only each reviewer's latest *blind* review counts: a review that saw the judge's grade could echo it. The judge's
+grades are its run records' (its first repeat): the "before" of `bench align`.
 """
 
 from __future__ import annotations

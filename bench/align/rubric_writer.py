@@ -1,7 +1,7 @@
 """The aligned rubric version `bench align` writes: ``<source id>-aligned-<n>.md`` next to the source rubric.
 
-A new id (version "1"), so no run folder holds two contents under one rubric version; its front matter's
-``provenance`` says where it came from, and ``provenance.key`` lets a repeat alignment find it and write nothing.
+A new id, so no run folder holds two contents under one rubric version; ``provenance.key`` lets a repeat
+alignment find it and write nothing.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ SUFFIX = "-aligned-"
 
 def aligned_id(source: Rubric, key: str) -> tuple[str, Path | None]:
     """Return the id to write the alignment ``key`` under, and the file already holding it (None: a new one,
-    numbered after the source's earlier aligned versions). An aligned rubric aligned again counts on from its
-    source's number (``tip-v1-aligned-1`` gives ``tip-v1-aligned-2``)."""
+    numbered after the source's earlier aligned versions: ``tip-v1-aligned-1`` gives ``tip-v1-aligned-2``)."""
     base = re.sub(rf"{SUFFIX}\d+$", "", source.id)
     folder = source.path.parent
     numbers = []

@@ -1,8 +1,7 @@
 """Judge variants as rubric files: the source rubric with its anchors rewritten, few-shot examples added, or both.
 
-A variant is rubric-file text, parsed by the one rubric loader, so what `bench align` scores is what it
-writes. Few-shot examples go in the rubric body in content-hashed data blocks, with the question, answer and
-reviewers' grades only, never a reviewer's note.
+Rubric-file text, parsed by the one rubric loader, so what `bench align` scores is what it writes; examples never
+hold a reviewer's note.
 """
 
 from __future__ import annotations

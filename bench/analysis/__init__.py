@@ -2,8 +2,7 @@
 accuracy, human agreement, bias audit, calibration and usage.
 
 :func:`load_run` is the one loader of a run's records; ``summarize(run_dir)`` computes everything the report
-shows from its tables, and every piece is also a function of them for notebooks. Importing this package
-imports polars and numpy (``import bench`` alone does not).
+shows. Importing this package imports polars and numpy (``import bench`` alone does not).
 """
 
 from __future__ import annotations

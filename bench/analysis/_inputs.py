@@ -1,8 +1,5 @@
-"""Input checks shared by the analysis functions: say which function lacks which columns.
-
-Without them a frame missing a column fails deep inside polars with its internal names (e.g.
-``__POLARS_GB_ROW_INDEX`` from a group-by that keeps order), which tells the caller nothing.
-"""
+"""Input checks shared by the analysis functions: say which function lacks which columns (polars' own error
+names its internal columns, which tells the caller nothing)."""
 
 from __future__ import annotations
 

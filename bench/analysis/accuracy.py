@@ -1,10 +1,7 @@
 """Judge accuracy against ground truth: the share of a judge's judgments that agree with a known answer.
 
-Ground truth is either the scenario's ``label`` (a pairwise side, pass/fail or an expected score) or an
-``automated`` judge's reference checks, against which every other graded judge is measured on the same
-answers. A failed or ungraded judgment counts as disagreeing (as in JudgeBench). Accuracy is per judge and
-ground truth, overall and per category, with a bootstrap interval over scenarios; docs/analysis.md says
-which label forms are read and how.
+Ground truth is the scenario's ``label`` or an ``automated`` judge's reference checks. A failed or ungraded
+judgment counts as disagreeing (as in JudgeBench). docs/analysis.md says which label forms are read and how.
 """
 
 from __future__ import annotations
@@ -87,9 +84,8 @@ def _number(value: Any) -> float | None:
 def label_sides(labels: Sequence[str]) -> dict[str, str] | str:
     """Return each of a rubric's verdict labels' side as shown (``A>B``, ``A=B``, ``B>A``), or why they have none.
 
-    A label's own words decide when :func:`side` reads them (``A>>B``, ``tie``, ``A``); else its place: first
-    (and the first half) A better, last (and the last half) B better, the middle one of an odd count a tie.
-    When a label needs its place but another's words contradict its own place, the order means nothing.
+    A label's own words decide when :func:`side` reads them; else its place (first half A better, last half B
+    better, an odd count's middle a tie), unless another label's words contradict its place.
     """
     n = len(labels)
     place = ["A>B" if 2 * i < n - 1 else "B>A" if 2 * i > n - 1 else "A=B" for i in range(n)]
@@ -113,13 +109,11 @@ def _category(scenario: Any, keys: Sequence[str]) -> str | None:
 def label_agreement(t: RunTables, *, label: str = LABEL, category: Sequence[str] = CATEGORY_KEYS,
                     pass_at: float | Mapping[str, float] | None = None, score_tolerance: float = 0.5,
                     checks: bool = True) -> pl.DataFrame:
-    """Return one row per judgment that has a ground truth: judge, against (``reference.<label>`` or
-    ``checks of <judge>``), scenario, category, judgment, truth, the judge's decision, agree (1 or 0) and note
-    (why a judge is left out: its agree is then null).
+    """Return one row per judgment that has a ground truth: judge, against, scenario, category, judgment, truth,
+    the judge's decision, agree (1, 0, or null with a ``note`` saying why the judge is left out).
 
-    ``pass_at``: the composite a graded judgment passes at (one number, or per judge id); by default the
-    middle of the judge's composite scale (its rubric's, from the run folder; 0.5 for 0–1 modes).
-    ``checks=False`` leaves the reference-check ground truth out.
+    ``pass_at``: the composite a graded judgment passes at (one number, or per judge id; default: the middle of
+    its composite scale). ``checks=False`` leaves the reference-check ground truth out.
     """
     labels = {sid: s.reference[label] for sid, s in t.scenarios.items() if s.reference and label in s.reference}
     checkers = reference_checkers(t) if checks else {}
@@ -266,11 +260,10 @@ def _pass_marks(t: RunTables, pass_at: float | Mapping[str, float] | None) -> di
 
 def judge_accuracy(t: RunTables | pl.DataFrame, *, resamples: int = 1000, seed: int = 0, level: float = 0.95,
                    **options: Any) -> pl.DataFrame:
-    """Return per judge, ground truth and category (``all`` first): accuracy (the share of judgments agreeing),
-    its bootstrap interval over scenarios, n judgments, how many agree, how many had no grade, scenarios.
+    """Return per judge, ground truth and category (``all`` first): accuracy, its bootstrap interval over
+    scenarios, n judgments, how many agree, how many had no grade, scenarios.
 
     ``t``: a run's tables (``options`` go to :func:`label_agreement`), or the agreement rows themselves.
-    Empty when no scenario has a label and no automated judge checks against a reference.
     """
     rows = t if isinstance(t, pl.DataFrame) else label_agreement(t, **options)
     require(rows, ["judge", "against", "scenario", "category", "decision", "agree"], "judge_accuracy", "agreement")

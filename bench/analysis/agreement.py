@@ -47,9 +47,9 @@ def complete_pairs(a: Sequence, b: Sequence) -> tuple[np.ndarray, np.ndarray, in
 def cohen_kappa(a: Sequence, b: Sequence, weights: str | None = None) -> float:
     """Return Cohen's kappa of two raters' paired ratings; ``weights`` None (nominal), "linear" or "quadratic".
 
-    NaN when chance agreement is already perfect. Weighted kappa measures distance between the values
-    themselves (scikit-learn uses their positions in ``labels``). A missing rating raises ValueError, as in
-    scikit-learn: drop such pairs first with :func:`complete_pairs`, which counts them.
+    NaN when chance agreement is already perfect. Weighted kappa measures the distance between the values
+    (scikit-learn uses their positions in ``labels``). A missing rating raises ValueError: drop such pairs with
+    :func:`complete_pairs`.
     """
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape or a.ndim != 1:
@@ -99,14 +99,12 @@ def _kappa_weights(values: np.ndarray, weights: str | None) -> np.ndarray:
 
 
 def krippendorff_alpha(data: np.ndarray | Sequence[Sequence[float]], level: str = "interval") -> float:
-    """Return Krippendorff's alpha of a units × raters matrix (NaN = not rated) at ``level``:
-    "nominal", "ordinal", "interval" or "ratio". Units with fewer than two ratings are not pairable.
+    """Return Krippendorff's alpha of a units × raters matrix (NaN = not rated) at ``level``: "nominal",
+    "ordinal", "interval" or "ratio".
 
-    Orientation: one row per unit (an answer), one column per rater (a judge), as bench's tables
-    pivot. The ``krippendorff`` package takes the transpose (raters × units, its ``reliability_data``):
-    ``krippendorff_alpha(x, level) == krippendorff.alpha(reliability_data=x.T, level_of_measurement=level)``.
-    Ordinal distances rank the values by their observed frequencies (its value domain is the values
-    that occur)."""
+    The ``krippendorff`` package takes the transpose (raters × units): ``krippendorff_alpha(x, level) ==
+    krippendorff.alpha(reliability_data=x.T, level_of_measurement=level)``.
+    """
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, not {level!r}")
     x = np.asarray(data, dtype=np.float64)

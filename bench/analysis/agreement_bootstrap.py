@@ -1,9 +1,8 @@
 """Bootstrap draws of the agreement between two raters (a judge and a human): weighted Cohen's kappa, exact and
 adjacent agreement, and a mean difference, all from the same resamples.
 
-The unit resampled is the item, not the pair of grades (an item's pairs stand or fall together); each item's
-pairs are summed into one row, so a resample is one matrix product. `bench judges` and the ``agreement_min``
-gate read their intervals from here.
+The unit resampled is the item (an item's pairs stand or fall together); each item's pairs are summed into one
+row, so a resample is one matrix product.
 """
 
 from __future__ import annotations
@@ -35,12 +34,9 @@ class AgreementDraws:
 
 def agreement_draws(x: np.ndarray, y: np.ndarray, items: np.ndarray, *, weights: str | None,
                     within: np.ndarray | None = None, resamples: int = 2000, seed: int = 0) -> AgreementDraws:
-    """Return bootstrap draws of kappa (``weights``: None, "linear" or "quadratic"), exact agreement and, when
-    ``within`` says which pairs are adjacent (e.g. ``|x − y| ≤ 1``), adjacent agreement, resampling ``items``.
-
-    ``x``, ``y``: the paired grades (numbers for weighted kappa; any labels for nominal), no missing value;
-    ``items``: each pair's item (any hashable labels): pairs of one item are drawn together.
-    """
+    """Return bootstrap draws of kappa, exact agreement and (with ``within``, which pairs are adjacent) adjacent
+    agreement, resampling ``items``: ``x``, ``y`` the paired grades, no missing value; pairs of one item are
+    drawn together."""
     x, y, items = np.asarray(x), np.asarray(y), np.asarray(items)
     if not x.shape == y.shape == items.shape == (x.shape if within is None else np.shape(within)) or x.ndim != 1:
         raise ValueError("agreement_draws needs equally long 1-d arrays of grades, items (and within)")
@@ -67,10 +63,8 @@ def agreement_draws(x: np.ndarray, y: np.ndarray, items: np.ndarray, *, weights:
 
 
 def kappa_of_counts(counts: np.ndarray, weight: np.ndarray) -> np.ndarray:
-    """Return Cohen's kappa of each (k × k) confusion matrix in ``counts`` (… × k × k; rows the first rater)
-    under the disagreement ``weight`` (k × k, 0 on the diagonal); NaN where chance agreement is perfect.
-
-    A row or column of zeros (a value absent from a resample) adds nothing, so this equals
+    """Return Cohen's kappa of each (k × k) confusion matrix in ``counts`` (rows the first rater) under the
+    disagreement ``weight`` (0 on the diagonal); NaN where chance agreement is perfect. Equals
     :func:`bench.analysis.cohen_kappa` of the resample's pairs."""
     total = counts.sum(axis=(-2, -1))
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -1,10 +1,8 @@
 """The bias audit's verdicts: one plain line per measure saying what the number means and what to do about it.
 
-One rule for every verdict: it reads the interval, not the point. A bias is called only when the whole interval
-lies beyond the unbiased value (50% first-slot wins, no correlation, no gap); a rule-of-thumb warning (flips,
-collapse, jury disagreement: no unbiased value to test against) only when the whole interval lies beyond its
-threshold. When the point is beyond a threshold but the interval still reaches back across it, the line says the
-interval is too wide to tell, rather than calling it either way.
+A verdict reads the interval, not the point: a bias (or a rule-of-thumb warning) is called only when the whole
+interval lies beyond the unbiased value (or threshold); when it still reaches back across, the line says the
+interval is too wide to tell.
 """
 
 from __future__ import annotations

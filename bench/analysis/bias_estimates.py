@@ -1,10 +1,7 @@
 """The bias audit's statistics on plain arrays, each with a seeded percentile bootstrap interval over its units.
 
-The unit resampled is what the judge saw once: an answer (a candidate), or an A/B pair with both its orders, so
-grades that stand or fall together are drawn together. Each function returns an :class:`Estimate`, whose state is
-"ok", "not_applicable" (the measure does not exist for this judge: a pointwise judge has no seats) or
-"not_enough_data" (it exists, but fewer than ``MIN_UNITS`` units carry it, or nothing varies), with the reason.
-:mod:`bench.analysis.judge_audit` feeds them a run's frames and words the verdicts.
+The unit resampled is what the judge saw once: an answer, or an A/B pair with both its orders. Each returns an
+:class:`Estimate`: "ok", "not_applicable" or "not_enough_data", with the reason.
 """
 
 from __future__ import annotations
@@ -120,11 +117,9 @@ def _average_ranks(values: np.ndarray) -> np.ndarray:
 
 def reference_gap(own: np.ndarray, other: np.ndarray, *, resamples: int, seed: int, level: float,
                   groups: tuple[str, str] = ("answers of its own family", "of others")) -> Estimate:
-    """Return the mean over reference columns of (column mean on ``own`` rows − column mean on ``other`` rows):
-    ``own`` and ``other`` are units × references matrices of differences (NaN where that reference does not
-    serve for that unit). Each reference is compared with itself on both groups, so its own leniency cancels;
-    references lacking either group are left out. Rows are resampled within their group (stratified);
-    ``groups`` names the two kinds of rows in the not-enough-data reason."""
+    """Return the mean over reference columns of (column mean on ``own`` rows − column mean on ``other`` rows)
+    (units × references matrices of differences, NaN where a reference does not serve): each reference is compared
+    with itself, so its own leniency cancels. Rows are resampled within their group."""
     own, other = np.asarray(own, float), np.asarray(other, float)
     n = own.shape[0] + other.shape[0]
     if min(own.shape[0], other.shape[0]) < MIN_UNITS // 2 or n < MIN_UNITS:

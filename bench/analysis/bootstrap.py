@@ -38,11 +38,8 @@ def _columns(values: np.ndarray, function: str) -> tuple[np.ndarray, bool]:
 
 
 def bootstrap_means(values: np.ndarray, resamples: int = 1000, seed: int = 0) -> np.ndarray:
-    """Return (resamples × K) bootstrap means of each column of ``values`` (S × K, NaN = missing); a 1-d
-    vector of S values is one column and gives a 1-d vector of ``resamples`` means.
-
-    A resample in which a column has no value at all gives NaN for that column.
-    """
+    """Return (resamples × K) bootstrap means of each column of ``values`` (S × K, NaN = missing; a column with no
+    value in a resample gives NaN); a 1-d vector is one column and gives a 1-d result."""
     values, vector = _columns(values, "bootstrap_means")
     mask = ~np.isnan(values)
     if mask.all():  # every resample has exactly S values per column: one product, no mask
@@ -53,11 +50,8 @@ def bootstrap_means(values: np.ndarray, resamples: int = 1000, seed: int = 0) ->
 
 
 def bootstrap_ratios(num: np.ndarray, den: np.ndarray | None, resamples: int = 1000, seed: int = 0) -> np.ndarray:
-    """Return (resamples × K) bootstrap values of Σ num / Σ den per column, resampling the S rows.
-
-    With ``den`` = 1 where a value exists this is a mean (``den=None``: 1 everywhere); with
-    weights it is a weighted rate. 1-d ``num`` (and ``den``) are one column and give a 1-d result.
-    """
+    """Return (resamples × K) bootstrap values of Σ num / Σ den per column, resampling the S rows (``den=None``: 1
+    everywhere, a mean); a 1-d ``num`` is one column and gives a 1-d result."""
     num, vector = _columns(num, "bootstrap_ratios")
     if den is not None:
         den = _columns(den, "bootstrap_ratios")[0]
@@ -116,10 +110,9 @@ def exact_sign_flip(d: np.ndarray) -> float:
 def sign_flip_pvalues(diffs: np.ndarray, permutations: int = 10000, seed: int = 0) -> np.ndarray | float:
     """Return two-sided p-values that each column of paired differences (S × P, NaN = unpaired) has mean 0.
 
-    Under the null the sign of each scenario's difference is exchangeable, so the observed mean
-    is compared with the means of random sign flips; p = (1 + #|flipped| ≥ |observed|) / (1 + R).
-    A column of at most ``N_EXACT`` scenarios gets the exact p-value instead (:func:`exact_sign_flip`, as
-    `bench compare`'s). A 1-d vector of S differences is one column and gives one p-value (a float).
+    The observed mean is compared with the means of random sign flips: p = (1 + #|flipped| ≥ |observed|) / (1 + R);
+    a column of at most ``N_EXACT`` scenarios gets the exact p-value (:func:`exact_sign_flip`). A 1-d vector gives a
+    float.
     """
     diffs, vector = _columns(diffs, "sign_flip_pvalues")
     if vector:

@@ -1,9 +1,8 @@
 """A leaderboard calibrated by human reviews: prediction-powered inference (PPI++), per judge and cell.
 
-The judge's mean over all judgments is corrected by the mean of (human − λ·judge) over the reviewed ones,
-with λ tuned (cross-fitted on small samples) and clipped to [0, 1], so the interval is valid however biased
-the judge and never wider than the human-only one. Intervals use Student's t and assume the reviews are a
-random sample of the cell's judgments. docs/analysis.md gives the formulas and the measured coverage.
+The judge's mean over all judgments is corrected by the mean of (human − λ·judge) over the reviewed ones, λ
+clipped to [0, 1], so the interval is valid however biased the judge and never wider than the human-only one
+(docs/analysis.md).
 """
 
 from __future__ import annotations
@@ -143,9 +142,8 @@ def reviews_to_halve(p: PPI, n_human: int) -> int | None:
 def human_scores(reviews: pl.DataFrame, criterion: str = COMPOSITE) -> pl.DataFrame:
     """Return one human score per reviewed judgment: the latest review of each reviewer, averaged over reviewers.
 
-    Only blind reviews calibrate (bench.core.reviewed): a reviewer's latest review saved with the judges'
-    grades shown (``blind`` false; every review from before the flag) is left out, and so is a value that is
-    not finite. A frame without a ``blind`` column (a simulation's own reviews) is taken as blind.
+    Only blind reviews calibrate (bench.core.reviewed), and only finite values; a frame without a ``blind`` column
+    is taken as blind.
     """
     require(reviews, ("judgment", "reviewer", "criterion", "value", "created_at"), "human_scores", "reviews")
     blind = pl.col("blind").fill_null(False).last() if "blind" in reviews.columns else pl.lit(True)
@@ -161,12 +159,9 @@ def calibrated_leaderboard(judged: pl.DataFrame, reviews: pl.DataFrame, *, crite
     """Return the human-calibrated mean of each (judge, cell) with its interval, beside the judge-only and
     human-only ones.
 
-    ``judged``: the judgments or long scores frame of ``bench.analysis.tables``; ``reviews``: its reviews frame.
-    The unit is an answer (repeats averaged); a review calibrates every judge of its answer's rubric version.
-    A cell with fewer than 2 reviews gets no estimate and a ``note``. ``lam`` is PPI++'s λ; ``reviews_to_halve``
-    how many more random reviews would halve the interval. ``scale`` (per criterion or per judge id) bounds the
-    intervals and sets their variance floor, else the scores' observed range stands in; ``small_sample`` marks
-    rows with fewer than 10 reviews or a floored width.
+    The unit is an answer (repeats averaged); a review calibrates every judge of its rubric version; a cell with
+    fewer than 2 reviews gets a ``note``. ``reviews_to_halve``: how many more reviews would halve the interval.
+    ``scale`` (per criterion or judge id) bounds the intervals and sets their variance floor.
     """
     given = dict(scale) if isinstance(scale, Mapping) else {}
     for pair in ([scale] if scale is not None and not isinstance(scale, Mapping) else given.values()):

@@ -1,9 +1,6 @@
-"""One grade per conversation from a ``per_turn`` judge's grades of its turns: the mean over the graded turns.
-
-Every statistic counts one item per answer, so a conversation's turn judgments become one (the mean of its
-graded turns, per criterion and composite, with their count in ``turns``) before the long score table is made.
-The first turn's record stands for them, so a human review of the conversation replaces the mean.
-"""
+"""One grade per conversation from a ``per_turn`` judge's grades of its turns: the mean over the graded turns,
+made before the long score table, so every statistic counts one item per answer. The first turn's record
+stands for them."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
 """How far each judge agrees with the people it stands in for: per judge and criterion, on the reviewed items.
 
-:func:`human_agreement` (weighted kappa, exact and adjacent agreement, bootstrap intervals and a ``state``),
-:func:`confusion`, :func:`bias_by_level` and :func:`reviewer_ceiling` (the reviewers' own Krippendorff's alpha).
 Each review is paired with every judgment of its answer and rubric version (``n`` counts pairs, ``items``
-answers). Only blind reviews count (``not_blind`` counts those left out), and judges' own grades are compared,
-never human overrides.
+answers). Only blind reviews count, and judges' own grades are compared, never human overrides.
 """
 
 from __future__ import annotations
@@ -219,9 +216,8 @@ def bias_by_level(t: RunTables, *, resamples: int = 2000, seed: int = 0, level: 
 def reviewer_ceiling(t: RunTables, *, resamples: int = 2000, seed: int = 0, level: float = 0.95,
                      min_items: int = 10) -> pl.DataFrame:
     """Return per rubric and criterion the reviewers' agreement with each other on the items two or more of them
-    reviewed blind: Krippendorff's alpha (interval on scores and on verdicts by their order, as quadratic kappa
-    weighs; nominal on a custom scale's labels) with a
-    bootstrap interval over those items, and a state ("not_enough_reviews" below ``min_items`` such items)."""
+    reviewed blind: Krippendorff's alpha with a bootstrap interval over those items, and a state
+    ("not_enough_reviews" below ``min_items`` such items)."""
     reviews = _reviews_by_item(t)
     rows = []
     for (rubric, criterion), g in reviews.group_by(["rubric", "criterion"], maintain_order=True):

@@ -1,10 +1,5 @@
-"""The bias audit of each judge of a run: where it leans, with a bootstrap interval and a one-line verdict per measure.
-
-:func:`judge_audit` measures, per judge, position bias (``first_slot_preference``, ``flip_rate``), length bias
-(``length_correlation``, ``length_gap``, ``style_length_coefficient``), ``self_preference`` (a difference in
-differences against reference judges of another family; needs three families), score collapse (``modal_share``,
-``entropy``) and ``jury_disagreement``. docs/judges.md defines each measure and its units.
-"""
+"""The bias audit of each judge of a run: where it leans, with a bootstrap interval and a one-line verdict per
+measure (position, length, self-preference, score collapse, jury disagreement: docs/judges.md)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """Is a judge stable enough to trust? Test–retest agreement over its ``repeats: k`` gradings, and a
 leaderboard whose intervals include the judge's own variance.
 
-Per judge and criterion: ``icc`` (ICC(1,1), one-way random effects), ``alpha`` (Krippendorff's, interval),
-``within_var`` (:func:`item_variance` per item) and a ``verdict`` ("stable" at ICC ≥ 0.75).
-:func:`stability_leaderboard` adds to each cell's usual interval a two-level bootstrap one that also
-resamples each item's repeats.
+Per judge and criterion: ``icc`` (ICC(1,1)), ``alpha`` (Krippendorff's, interval), ``within_var`` and a
+``verdict`` ("stable" at ICC ≥ 0.75).
 """
 
 from __future__ import annotations
@@ -45,11 +43,8 @@ def icc_oneway(groups: list[np.ndarray]) -> float:
 
 
 def judge_stability(scores: pl.DataFrame, *, criteria: list[str] | None = None) -> pl.DataFrame:
-    """Return per (judge, criterion) the test–retest ICC, alpha, mean within-item variance and a verdict.
-
-    ``scores``: the long scores frame of ``bench.analysis.tables`` (judge, candidate, criterion, value,
-    repeat); an item is a candidate (or a pair) graded by one judge. ``criteria`` default: every one.
-    """
+    """Return per (judge, criterion) the test–retest ICC, alpha, mean within-item variance and a verdict (an item:
+    a candidate or a pair graded by one judge; ``criteria`` default: every one)."""
     require(scores, ("judge", "candidate", "criterion", "value", "repeat"), "judge_stability", "scores")
     wanted = scores if criteria is None else scores.filter(pl.col("criterion").is_in(criteria))
     rows = []

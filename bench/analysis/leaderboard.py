@@ -1,8 +1,7 @@
 """Per-cell scores with bootstrap confidence intervals, and paired differences between cells.
 
-The unit of resampling is the scenario: samples of a scenario are averaged first, then every
-(cell, criterion) column is resampled with the same scenario draws, so an interval reflects
-how much a ranking depends on which scenarios were in the grid.
+The unit of resampling is the scenario (its samples averaged first), so an interval reflects how much a
+ranking depends on which scenarios were in the grid.
 """
 
 from __future__ import annotations
@@ -25,12 +24,8 @@ def _codes(expr: pl.Expr) -> pl.Expr:
 
 
 def _matrices(scores: pl.DataFrame, column: pl.Expr, meta: list[str]):
-    """Yield (judge, scenarios × columns matrix of per-scenario means with NaN for missing, column meta).
-
-    Strings are hashed once into integer codes; samples are averaged per (scenario, column) by two
-    ``bincount`` passes straight into the dense matrix, so the cost is linear in the rows (no sort,
-    no group-by). The resampling unit is the matrix row.
-    """
+    """Yield (judge, scenarios × columns matrix of per-scenario means with NaN for missing, column meta), built by
+    two ``bincount`` passes over integer codes: linear in the rows."""
     if scores["value"].null_count():
         scores = scores.filter(pl.col("value").is_not_null())
     enc = scores.select(_codes(pl.col("judge")).alias("_j"), _codes(pl.col("scenario")).alias("_s"),
@@ -63,9 +58,8 @@ def _dense(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def leaderboard(scores: pl.DataFrame, *, resamples: int = 1000, seed: int = 0, level: float = 0.95) -> pl.DataFrame:
     """Return per (judge, cell, criterion): mean, bootstrap CI, scenarios n and items, best first.
 
-    ``scores`` is the long table of :func:`bench.analysis.load_run`, or any frame with the columns it
-    uses: judge, cell, criterion, scenario, value (null = no grade, left out). model and prompt are
-    only labels: copied when present, null otherwise.
+    ``scores``: the long table of :func:`bench.analysis.load_run` (judge, cell, criterion, scenario, value; null =
+    no grade); model and prompt are copied when present.
     """
     require(scores, ["judge", "cell", "criterion", "scenario", "value"], "leaderboard", "scores")
     labels = [c for c in CELL_COLS[1:] if c in scores.columns]
@@ -102,13 +96,9 @@ def _pairs(cells: pl.DataFrame, compare: str) -> list[tuple[int, int]]:
 def paired_differences(scores: pl.DataFrame, *, criterion: str = COMPOSITE, compare: str = "all",
                        resamples: int = 1000, permutations: int = 10000, seed: int = 0,
                        level: float = 0.95) -> pl.DataFrame:
-    """Return per judge and pair of cells (a, b): mean of a − b over the scenarios both have, its
-    bootstrap CI, a two-sided sign-flip p-value, its Holm-adjusted value, and wins/ties/losses.
-
-    ``compare`` = "prompts" pairs cells of the same model, "models" cells of the same prompt. ``scores``
-    needs the columns judge, cell, criterion, scenario and value, and model (for "prompts") or prompt
-    (for "models").
-    """
+    """Return per judge and pair of cells (a, b): mean of a − b over the scenarios both have, its bootstrap CI, a
+    two-sided sign-flip p-value, its Holm-adjusted value, and wins/ties/losses (``compare`` = "prompts": cells of
+    the same model; "models": of the same prompt)."""
     if compare not in ("all", "prompts", "models"):
         raise ValueError(f"compare must be 'all', 'prompts' (within a model) or 'models' (within a prompt), not {compare!r}")
     same = {"prompts": ["model"], "models": ["prompt"]}.get(compare, [])

@@ -1,8 +1,5 @@
-"""The records as the collect and judge notebooks list them, from :func:`~bench.analysis.tables.load_run`.
-
-One row per answer or judgment (latest record per id), scenarios shown by their fields, long text clipped;
-and counts per cell and per judge. An empty run gives empty frames that keep their columns.
-"""
+"""The records as the collect and judge notebooks list them: one row per answer or judgment (latest record per
+id), long text clipped, and counts per cell and per judge."""
 
 from __future__ import annotations
 
@@ -47,10 +44,8 @@ def candidate_listing(run: str | Path | RunTables, width: int = 120) -> pl.DataF
 
 
 def judgment_listing(run: str | Path | RunTables, width: int = 100) -> pl.DataFrame:
-    """Return one row per judgment id (latest record): judge, mode, item, scores, verdict or error.
-
-    ``scores`` holds each judgment's scores per criterion as a dict (a struct column would give every
-    row every rubric's criteria)."""
+    """Return one row per judgment id (latest record): judge, mode, item, scores (a dict per row), verdict or
+    error."""
     t = _tables(run)
     scores: dict[str, dict[str, float]] = {}
     for jid, criterion, value in t.scores.filter(pl.col("criterion") != COMPOSITE).select(

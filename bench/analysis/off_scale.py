@@ -1,9 +1,7 @@
 """Grades outside their rubric's scale, set aside before any table counts them.
 
-A judge's grade is checked against its rubric's scale when it is recorded, but a record can still hold one
-outside it (edited by hand, written by an older bench, damaged): 1e308 on a 1-5 scale made `bench judges`
-build a table as wide as the grade and be killed for memory. Both run readers (bench.analysis.tables) leave
-such a judgment out of every table, with one warning naming the run folder, the first one and its grade.
+A record can hold one (edited by hand, written by an older bench, damaged): 1e308 on a 1-5 scale made `bench
+judges` build a table as wide as the grade. Such a judgment is left out of every table, with one warning.
 """
 
 from __future__ import annotations

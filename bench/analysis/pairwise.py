@@ -1,8 +1,7 @@
 """Pairwise verdicts as battles: win rates against a baseline, Bradley–Terry ratings, position bias.
 
-A verdict is stored in the original (A, B) order whatever order the judge saw, so each
-pairwise judgment is one battle of cell A against cell B with A's outcome 1 (win), 0.5 (tie)
-or 0 (loss). Strong verdicts (``A>>B``) may count several times, as in arena-hard.
+A verdict is stored in the original (A, B) order, so each pairwise judgment is one battle of cell A against
+cell B, A's outcome 1, 0.5 or 0; strong verdicts (``A>>B``) may count several times, as in arena-hard.
 """
 
 from __future__ import annotations
@@ -58,12 +57,8 @@ def common_opponent(battle: pl.DataFrame) -> str | None:
 
 def win_rates(battle: pl.DataFrame, *, baseline: str | None = "auto", strong_weight: float = 1.0,
               resamples: int = 1000, seed: int = 0, level: float = 0.95) -> pl.DataFrame:
-    """Return per (judge, cell): win rate against ``baseline``, ties counting ½, strong verdicts counting
-    ``strong_weight`` times (3 = arena-hard), with a bootstrap CI over scenarios.
-
-    ``baseline="auto"`` takes, per judge, the cell present in every battle; None (or no such cell)
-    pools all opponents.
-    """
+    """Return per (judge, cell): win rate against ``baseline`` (``"auto"``: the cell in every battle; None: all
+    opponents pooled), ties counting ½, strong verdicts ``strong_weight`` times, with a bootstrap CI over scenarios."""
     require(battle, BATTLE_COLS, "win_rates", "battle")
     out = []
     for (judge,), jb in battle.group_by(["judge"], maintain_order=True):
@@ -109,14 +104,11 @@ def win_matrix(battle: pl.DataFrame) -> pl.DataFrame:
 
 def fit_bradley_terry(i: np.ndarray, j: np.ndarray, score: np.ndarray, weight: np.ndarray, players: int,
                       prior: float = 0.5, tol: float = 1e-10, max_iter: int = 5000) -> np.ndarray:
-    """Return log-strengths (mean 0) maximizing the Bradley–Terry likelihood of battles i vs j.
+    """Return log-strengths (mean 0) maximizing the Bradley–Terry likelihood of battles i vs j (Hunter's 2004
+    minorize–maximize iterations).
 
-    ``score`` is i's outcome (ties = ½ to each side). ``prior`` adds that many virtual wins each
-    way to every pair that met (with a positive weight), so a player who won (or lost) every battle
-    keeps a finite rating; it pulls ratings toward each other, less the more battles a pair had.
-    ``prior=0`` is the plain maximum-likelihood fit, which exists only when every split of the
-    players into two groups has a win each way across it; otherwise ValueError.
-    Solved by Hunter's (2004) minorize–maximize iterations.
+    ``score`` is i's outcome (ties ½). ``prior`` adds that many virtual wins each way to every pair that met, so an
+    unbeaten player keeps a finite rating; ``prior=0``, the plain fit, raises ValueError when it does not exist.
     """
     if not (np.isfinite(prior) and prior >= 0):
         raise ValueError(f"prior must be a finite number ≥ 0 of virtual wins each way per pair, not {prior!r}")
@@ -157,15 +149,9 @@ def _strongly_connected(beat: np.ndarray) -> bool:
 def bradley_terry(battle: pl.DataFrame, *, anchor: str | None = None, resamples: int = 1000, seed: int = 0,
                   level: float = 0.95, strong_weight: float = 1.0, scale: float = 400.0,
                   base: float = 1000.0, prior: float = 0.5) -> pl.DataFrame:
-    """Return per (judge, cell): a Bradley–Terry rating on the Elo scale (``anchor`` at ``base``, else
-    the mean at ``base``) with a bootstrap CI resampling scenarios, the number of battles, and the
-    ``prior`` the fit used.
-
-    ``prior`` is a regularization: that many virtual wins each way (default ½: half a win for each
-    side) are added to every pair of cells that met, so a cell that never lost (or never won) keeps a
-    finite rating; it shrinks ratings toward each other, noticeably only for pairs with few battles.
-    ``prior=0`` is the plain maximum-likelihood fit (see :func:`fit_bradley_terry`).
-    """
+    """Return per (judge, cell): a Bradley–Terry rating on the Elo scale (``anchor`` at ``base``, else the mean)
+    with a bootstrap CI resampling scenarios, the number of battles, and the ``prior`` the fit used (virtual wins
+    each way per pair that met: :func:`fit_bradley_terry`)."""
     require(battle, BATTLE_COLS, "bradley_terry", "battle")
     out = []
     for (judge,), part in battle.group_by(["judge"], maintain_order=True):
@@ -209,11 +195,9 @@ def position_pairs(battle: pl.DataFrame) -> pl.DataFrame:
 
 
 def position_consistency(battle: pl.DataFrame) -> pl.DataFrame:
-    """Return per judge: pairs seen in both orders, the share whose two verdicts agree (ties agree only
-    with ties), and how often a decisive verdict favoured the response shown first (0.5 = no bias).
-
-    With a judge's ``repeats``, a pair is one repeat's two orders: repeats disagreeing with each other is
-    test–retest noise (``judge_stability``), not position bias."""
+    """Return per judge: pairs seen in both orders, the share whose two verdicts agree (ties only with ties), and
+    how often a decisive verdict favoured the response shown first (0.5 = no bias). With ``repeats``, a pair is one
+    repeat's two orders."""
     require(battle, ["judge", "scenario", "sample", "a", "b", "order", "outcome"], "position_consistency", "battle")
     per = position_pairs(battle)
     both = (per.filter(pl.col("orders") == 2)

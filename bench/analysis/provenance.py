@@ -1,9 +1,5 @@
-"""Where a run's executions ran: one row per worker from ``runs/<sweep>/executions.jsonl`` (bench.core.executions).
-
-A local sweep's worker is its driver process (``local:<pid>``); a cluster sweep's are Dask workers
-(``tcp://host:port``). ``lost`` counts attempts whose worker died under them (each ran again elsewhere).
-The table spans every sweep of the folder (a resumed run's records came from all of them).
-"""
+"""Where a run's executions ran: one row per worker from ``runs/<sweep>/executions.jsonl`` (bench.core.executions),
+over every sweep of the folder; ``lost`` counts attempts whose worker died under them."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """Run files read by polars: every readable record of a kind as the dict of its fields, one schema per kind.
 
-Each kind's polars schema is derived from its pydantic model, so ``bench.core.records`` stays the one contract. A
-file whose every line the model accepts as it stands is read whole and strictly by polars, its rows the lines parsed
-once (free-form JSON keeps its exact spelling); any other file is read line by line by its pydantic model, as
-``RunStore.iter`` reads it, a bad or torn line set aside with the store's warning.
+Each kind's polars schema is derived from its pydantic model. A file whose every line the model accepts as it
+stands is read whole by polars; any other is read line by line by its model, as ``RunStore.iter`` reads it.
 """
 
 from __future__ import annotations

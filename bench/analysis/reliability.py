@@ -107,13 +107,9 @@ def packed_vs_single(scores: pl.DataFrame, *, weights: str | None = "quadratic")
 
 def judge_vs_human(scores: pl.DataFrame, judgments: pl.DataFrame, reviews: pl.DataFrame,
                    *, weights: str | None = "quadratic") -> pl.DataFrame:
-    """Return per judge and criterion the agreement of the judge's grades with human reviews of the same
-    judgments (scores per criterion; pairwise verdicts count as the criterion "verdict").
-
-    ``reviews`` counts the human reviews of the judge's judgments; a review whose judgment has no grade
-    or verdict from the judge (the judgment failed, or gave none) is left out of the statistics, never
-    counted as a category of its own, and counted in ``dropped`` (so ``n`` + ``dropped`` = ``reviews``).
-    """
+    """Return per judge and criterion the agreement of the judge's grades with human reviews of the same judgments
+    (pairwise verdicts: the criterion "verdict"); a review whose judgment has no grade from the judge is counted
+    in ``dropped`` (``n`` + ``dropped`` = ``reviews``)."""
     require(scores, ["judgment", "judge", "criterion", "value"], "judge_vs_human", "scores")
     require(judgments, ["id", "judge", "verdict"], "judge_vs_human", "judgments")
     require(reviews, ["judgment", "reviewer", "criterion", "value", "verdict"], "judge_vs_human", "reviews")

@@ -1,9 +1,6 @@
 """The run tables' frames built column by column from records read as dicts (``bench.analysis.record_reader``).
 
-``load_run`` reads a run folder's records as the dicts of their fields and builds each frame from columns of
-them (polars joins the strings, a dict lookup finds each judgment's cell): per record, nothing but a few C
-loops. ``tests/analysis/test_load_run_frames.py`` holds each frame to the rows built one pydantic record at a
-time: same columns, same rows, same order.
+tests/analysis/test_load_run_frames.py holds each frame to the rows built one pydantic record at a time.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The scales a run's judges graded on, read from the rubrics the run snapshotted: what a figure's colours span.
-
-A colour scale fitted to the data says nothing about quality (a 3.1 and a 3.4 as the two ends of the
-palette look like "worst" and "best"); the rubric's own scale (1–5) does. The run folder keeps every
-rubric it graded with (``rubrics/<hash>/<id>.md``, see :func:`bench.config.rubrics.snapshot_rubric`).
-"""
+"""The scales a run's judges graded on, read from the rubrics the run snapshotted: what a figure's colours span
+(a scale fitted to the data would paint a 3.1 and a 3.4 as "worst" and "best")."""
 
 from __future__ import annotations
 
@@ -29,12 +25,8 @@ def graded_scales(rubric: Rubric, mode: str) -> dict[str, Scale]:
 
 
 def judge_scales(run_dir: str | Path, judgments: Any) -> dict[str, dict[str, Scale]]:
-    """Return per judge id the scale of each criterion it graded (``graded_scales``), from the run's rubric
-    snapshots; a judge whose rubric is not in the run folder is left out (its figure then says so).
-
-    ``judgments``: the judgments frame of :class:`bench.analysis.RunTables` (judge, rubric ``id@version``, mode).
-    A rubric edited under one version (several snapshots) spans the widest of their scales.
-    """
+    """Return per judge id the scale of each criterion it graded, from the run's rubric snapshots (several of one
+    version: the widest); a judge whose rubric is not in the run folder is left out."""
     out: dict[str, dict[str, Scale]] = {}
     seen = judgments.select("judge", "rubric", "mode").unique().iter_rows() if judgments.height else []
     for judge, key, mode in seen:

@@ -1,9 +1,7 @@
 """Pairwise ratings with style control: does a cell win on substance, or on length and markdown?
 
-As arena-hard-auto and LMArena do, a Bradley–Terry regression fits the cells' strengths together with one
-coefficient per style covariate (normalised differences of length, headers, list items and bold spans):
-P(a beats b) = σ(θ_a − θ_b + Σ_k β_k·x_k). Raw and controlled ratings come from the same fit, on the Elo
-scale with bootstrap intervals over scenarios; coefficients are log-odds per standard deviation.
+As arena-hard-auto and LMArena do, a Bradley–Terry regression fits the cells' strengths with one coefficient per
+style covariate: P(a beats b) = σ(θ_a − θ_b + Σ_k β_k·x_k); coefficients are log-odds per standard deviation.
 """
 
 from __future__ import annotations

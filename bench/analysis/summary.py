@@ -61,11 +61,8 @@ class Summary:
 def summarize(run: str | Path | RunTables, *, resamples: int = 1000, seed: int = 0, level: float = 0.95,
               compare: str = "all", baseline: str | None = "auto", strong_weight: float = 1.0,
               human_overrides: bool = False) -> Summary:
-    """Compute every table of the report for a run folder (or already loaded tables). Calls no model.
-
-    ``human_overrides`` replaces each reviewed judgment's grade by its latest human review in the
-    leaderboards and ratings; agreement with humans is always measured against the judges' own grades.
-    """
+    """Compute every table of the report for a run folder (or loaded tables); calls no model. ``human_overrides``
+    puts human reviews in place of the judges' grades in the leaderboards and ratings."""
     raw = run if isinstance(run, RunTables) else load_run(run)
     t = with_reviews(raw) if human_overrides else raw
     board = leaderboard(t.scores, resamples=resamples, seed=seed, level=level)

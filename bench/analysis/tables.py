@@ -1,8 +1,5 @@
-"""A run folder as polars tables: candidates, judgments, long-format scores, reviews, scenario texts.
-
-Every later computation reads these frames, never the JSONL directly, so a synthetic frame
-with the same columns (tests, benchmarks) goes through exactly the same code.
-"""
+"""A run folder as polars tables: candidates, judgments, long-format scores, reviews, scenario texts. Every later
+computation reads these frames, so a synthetic frame with the same columns goes through the same code."""
 
 from __future__ import annotations
 
@@ -80,10 +77,8 @@ class RunTables:
 def load_run(run_dir: str | Path) -> RunTables:
     """Read a run folder (``runs/<sweep>``) into :class:`RunTables`; raise if it holds no records.
 
-    Records of a cell, judge or rubric version's earlier content (superseded, or mixed in before bench
-    refused that) are left out of every table and counted in ``set_aside`` (bench.core.digests). The records
-    are read by polars against the schema their models declare (bench.analysis.record_reader) and the frames
-    built from their columns (bench.analysis.row_frames).
+    Records of a cell, judge or rubric version's earlier content are left out of every table and counted in
+    ``set_aside`` (bench.core.digests).
     """
     run_dir = _run_folder(run_dir)
     with _gc_paused():  # and the rows freed before it ends: no full collection over them when it is resumed

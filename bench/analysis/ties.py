@@ -9,10 +9,8 @@ from bench.analysis.tables import COMPOSITE
 
 
 def ties_broken(scores: pl.DataFrame, *, criterion: str = COMPOSITE) -> pl.DataFrame:
-    """Return per judge: how many pairs of answers tie on the sampled score, and how many of those ties the
-    expected score breaks; plus the cells whose rank differs between the sampled and the expected means.
-
-    ``scores``: the long scores frame of ``bench.analysis.tables`` (``value`` sampled, ``expected``)."""
+    """Return per judge: how many pairs of answers tie on the sampled score and how many of those the expected
+    score breaks; plus the cells whose rank differs between the sampled and the expected means."""
     require(scores, ("judge", "cell", "criterion", "value", "expected"), "ties_broken", "scores")
     part = scores.filter((pl.col("criterion") == criterion) & pl.col("expected").is_not_null())
     rows = []

@@ -1,9 +1,7 @@
 """What a run cost: provider requests, cache hits, tokens, dollars and latency per cell and per judge.
 
-Every attempt counts, retried failures included. ``calls`` are requests actually sent, ``cache_hits`` replies
-answered without one; cost is summed only where every price was known (else the row says how many were
-not); latency excludes cache hits. A simulated user's requests are its own line (:func:`usage_by_simulator`);
-:func:`run_spend` is what the run paid as the budget counts it.
+Every attempt counts, retried failures included; cost is summed only where every price was known; latency
+excludes cache hits.
 """
 
 from __future__ import annotations
@@ -34,20 +32,15 @@ def _summary(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
 
 
 def usage_by_cell(candidates: pl.DataFrame) -> pl.DataFrame:
-    """Return per (model, prompt) cell: requests, cache hits, records and failed ones, tokens, cost, latency.
-
-    Pass every attempt (``RunTables.candidate_attempts``) to count what was paid for.
-    """
+    """Return per (model, prompt) cell: requests, cache hits, records and failed ones, tokens, cost, latency (pass
+    every attempt to count what was paid for)."""
     require(candidates, ["cell", "model", "prompt", *USAGE_COLS], "usage_by_cell", "candidates")
     return _summary(candidates, ["cell", "model", "prompt"])
 
 
 def usage_by_judge(judgments: pl.DataFrame) -> pl.DataFrame:
-    """Return per judge: requests, cache hits, records and failed ones, tokens, cost and latency p50/p95.
-
-    A packed call is counted once: schema-2 records carry it on the call's first item;
-    schema-1 records carried it on every item, so those are counted once per distinct call.
-    """
+    """Return per judge: requests, cache hits, records and failed ones, tokens, cost and latency p50/p95; a packed
+    call counted once (schema-1 records carried it on every item)."""
     require(judgments, ["judge", "pack_id", "schema_version", *USAGE_COLS], "usage_by_judge", "judgments")
     call = ["pack_id", "prompt_tokens", "completion_tokens", "latency_s"]
     legacy = pl.col("pack_id").is_not_null() & (pl.col("schema_version").fill_null(1) < 2)
@@ -66,11 +59,9 @@ SPEND_PARTS = ("answers", "user simulators", "judges")
 
 
 def run_spend(candidates: pl.DataFrame, simulators: pl.DataFrame | None, judgments: pl.DataFrame) -> pl.DataFrame:
-    """Return what the run paid: per part (the answering models, the simulated users, the judges) and in total,
-    the provider requests sent, ``paid_usd`` (what those requests cost: a reply from the response cache costs
-    nothing, a resumed conversation's replayed turns were paid by the attempt that asked them) and the records
-    whose paid requests had no known price (``paid_usd`` is then null, never a partial sum). Pass every attempt;
-    the total is ``bench.core.spend.recorded_spend``'s: what ``limits.budget_usd`` holds."""
+    """Return what the run paid: per part (models, simulated users, judges) and in total, the requests sent,
+    ``paid_usd`` (null, never a partial sum, when some price was unknown) and the records without a known price.
+    Pass every attempt: the total is what ``limits.budget_usd`` holds (``bench.core.spend.recorded_spend``)."""
     frames = [candidates, simulators if simulators is not None else candidates.clear(), judgments]
     rows = []
     for part, frame in zip(SPEND_PARTS, frames):

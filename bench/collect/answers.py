@@ -1,9 +1,5 @@
-"""One answer of the collect stage: a work item asked, and the Candidate record it becomes.
-
-:func:`answer` asks the cell's model once for a one-reply prompt; a conversation or a tool loop
-(a prompt with turns, messages, tools or a simulated user) goes to bench.collect.conversation. A
-failure becomes a candidate with ``error`` (data, redone on the next run), never an exception.
-"""
+"""One answer of the collect stage: a work item asked, and the Candidate record it becomes (a failure: a
+candidate with ``error``, redone on the next run, never an exception)."""
 
 from __future__ import annotations
 
@@ -21,9 +17,8 @@ from bench.models.client import LLM
 async def answer(item: WorkItem, llm: LLM, attempt: int = 1) -> Candidate:
     """Answer one work item; a failure becomes a candidate with ``error``, never an exception.
 
-    ``attempt`` > 1 (a resume asking a failure again) is part of a one-reply request's identity, so
-    it is a fresh request, never a reply kept for an earlier attempt. A conversation's requests keep
-    their keys across attempts (bench.collect.conversation): its finished turns replay from the cache.
+    ``attempt`` > 1 (a resume asking a failure again) makes a one-reply request fresh; a conversation's requests
+    keep their keys across attempts, so its finished turns replay from the cache.
     """
     if item.cell.prompt.is_conversation:
         return await converse(item, llm, attempt)

@@ -1,10 +1,7 @@
 """The collect stage: every (model, prompt) cell of a run answers every scenario, `samples` times.
 
-Work already done (a successful candidate with the same content id) is skipped, so a
-re-run makes zero calls and an interrupted run continues where it stopped. Failures are
-stored as candidates with ``error`` and redone on the next run. Candidates are appended
-a few hundred at a time (one write + fsync each) as they arrive, and optionally handed to a sink
-(the judge stage, in a pipelined sweep).
+Work already done is skipped, so a re-run makes zero calls and an interrupted run continues where it stopped;
+failures are stored with ``error`` and redone on the next run.
 """
 
 from __future__ import annotations
@@ -49,16 +46,11 @@ async def collect_stage(run: Run, llm: LLM, *, shard: str | None = None, progres
                         expect: Callable[[list[WorkItem]], None] | None = None) -> CollectResult:
     """Produce every missing candidate of the run's cells; return what was done.
 
-    Concurrency is bounded by ``llm``'s cap (one cap for the whole process); each endpoint works in its own lane
-    (``lanes``), so the cells of different models run side by side. If a write of
-    the stage fails (disk full), no new call starts, calls in flight finish, what could not
-    be written is saved to a rescue file, and StoreError says so once. A call refused because
-    ``limits.budget_usd`` is reached (``Halted``: bench.models.budget) stops it the same way: its
-    item and the items not started get no record, and that Halted is raised once at the end.
-    ``halt``: shared with the caller's writers (a pipelined judge); then the caller raises it, after its own rescue.
-    ``expect``, then ``sink``: told the items it will ask (in the grid's order), then each new answer that succeeded.
-    A conversation the stop cut short after paying for some of its turns is written, failed, with that spend
-    (bench.collect.conversation). Tools' Python functions are found before anything is sent (ParamsError if not).
+    Each endpoint works in its own lane (``lanes``) under ``llm``'s cap. A failed write (disk full) or a call
+    refused for ``limits.budget_usd`` (``Halted``) stops new calls; calls in flight finish, what could not be
+    written goes to a rescue file, and the error is raised once at the end (``halt``: shared with a pipelined
+    judge, whose caller raises it). ``expect``, then ``sink``: told the items it will ask, then each new success.
+    Tools' Python functions are found before anything is sent.
     """
     t0, calls0 = time.monotonic(), llm.calls
     check_functions({c.prompt.key: c.prompt for c in run.cells}.values(), run.params_path)
@@ -135,12 +127,9 @@ class Lane:
 def lanes(items: list[WorkItem], llm: LLM) -> list[Lane]:
     """Return the stage's lanes: one per endpoint, its items (in plan order) and how many workers take them.
 
-    Each endpoint works on its own items, so no endpoint waits behind another's cap: a capped endpoint gets as many
-    workers as its ``max_concurrency`` (it can never have more in flight), every other one what ``llm.pool`` gives
-    (twice the process cap, or a batch's worth when batched). Models on one endpoint share a lane, as they share
-    its caps. The process cap (and a sweep's, through its lease server) still bounds all lanes together; when it is
-    full, the lane with the most rounds left is served first (each worker says so in URGENCY), so the model that
-    bounds the stage keeps its cap while the others fill what is left.
+    A capped endpoint gets as many workers as its ``max_concurrency``, every other one ``llm.pool``'s; models on one
+    endpoint share a lane. When the process cap is full, the lane with the most rounds left is served first
+    (URGENCY), so the model that bounds the stage keeps its cap.
     """
     by_endpoint: dict[str, list[WorkItem]] = {}
     specs: dict[str, ModelSpec] = {}

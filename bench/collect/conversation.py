@@ -1,10 +1,8 @@
 """A conversation or a tool loop, answered turn by turn into one Candidate with its whole transcript.
 
-``turns`` is a script, ``messages`` a written history, ``user_simulator`` a model playing the user
-(bench.collect.simulator); with ``tools`` each assistant turn loops through its tool calls (bench.collect.tool_runs)
-until it answers or ``max_steps``. Each request is an ordinary cached ``LLM.complete`` whose key holds no attempt,
-so a retried conversation replays its finished turns for nothing. A budget stop between requests keeps what was
-paid: a failed candidate with the transcript so far is noted on the stop.
+Each request is an ordinary cached ``LLM.complete`` whose key holds no attempt, so a retried conversation
+replays its finished turns for nothing; a budget stop keeps what was paid (a failed candidate with the
+transcript so far).
 """
 
 from __future__ import annotations
@@ -135,8 +133,7 @@ async def _assistant_turn(talk: Dialogue, llm: LLM, turn: int) -> bool:
 
 async def _ask(talk: Dialogue, turn: int, step: int, by: str, request: Any) -> Completion:
     """Await one request of the conversation and count its usage (a failed one's too) as ``by``'s. A paid reply is
-    in the response cache, with its cost, when ``LLM.complete`` returns it (the cache writes synchronously), so a kill
-    while the next request is in flight never loses a turn already answered: the resume replays it free."""
+    in the response cache when ``LLM.complete`` returns it, so a kill never loses a turn already answered."""
     try:
         comp = await request
     except ProviderError as err:

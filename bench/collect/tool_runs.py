@@ -1,9 +1,8 @@
 """A model's tool calls, executed: the tool message fed back to it and the trajectory entry recorded for each.
 
-A call's result is the scenario's ``tool_results`` for that tool, else the tool's Python ``function`` (in its own
-thread, cut off at ``timeout_s``), else its ``result`` template. Nothing a model asks can crash the loop: an unknown
-tool, malformed arguments, a raising or slow function are each a recorded ``outcome``, and the tool message says
-what went wrong so the model can try again.
+A call's result is the scenario's ``tool_results``, else the tool's Python ``function`` (cut off at
+``timeout_s``), else its ``result`` template. Nothing a model asks can crash the loop: each failure is a recorded
+``outcome``, and the tool message says what went wrong.
 """
 
 from __future__ import annotations
@@ -39,9 +38,8 @@ def register_tool(name: str, fn: Callable[..., Any]) -> None:
 
 
 def check_functions(prompts: Iterable[Any], params_path: Path) -> None:
-    """Raise ParamsError, one line per tool, when a tool's ``function`` cannot be found: a name nobody registered
-    in this process, a module that does not import (from the params file's folder) or lacks the attribute.
-    Called before a collect stage sends anything."""
+    """Raise ParamsError, one line per tool, when a tool's ``function`` cannot be found (not registered, a module
+    that does not import from the params file's folder, or no such attribute); before anything is sent."""
     lines, seen = [], set()
     for prompt in prompts:
         for tool in prompt.tool_entries:

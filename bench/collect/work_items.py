@@ -1,9 +1,5 @@
-"""The work of the collect stage: one item per (cell, scenario, sample), its id known before any call, the
-messages its first request asks, and the Candidate record it becomes.
-
-A work item's candidate id is known up front, so what is done can be skipped without asking. Answering
-it: `bench.collect.answers` (one reply) and `bench.collect.conversation` (a conversation or a tool loop).
-"""
+"""The work of the collect stage: one item per (cell, scenario, sample), its candidate id known before any call
+(so what is done is skipped without asking), the messages its first request asks, and its Candidate record."""
 
 from __future__ import annotations
 
@@ -44,19 +40,15 @@ def plan(sweep: Sweep, scenarios: list[Scenario], cells: Iterable[Cell]) -> list
 
 def request_messages(item: WorkItem) -> list[dict]:
     """Return the messages a work item asks first: its cell's prompt filled with the scenario's fields (a
-    conversation: up to its first user turn), then the scenario's images after the user text
-    (bench.core.images; a scenario without images: the filled prompt)."""
+    conversation: up to its first user turn), then the scenario's images."""
     return attach_images(fill_prompt(item.cell.prompt, item.scenario), item.scenario.images)
 
 
 def make_candidate(item: WorkItem, messages: list[dict], *, output: str | None = None,
                    error: Exception | None = None, usage=None, attempt: int = 1,
                    reasoning: str | None = None, **conversation: Any) -> Candidate:
-    """Return the Candidate record of a finished work item: its answer (its reasoning apart), or its failure.
-
-    ``conversation``: a conversation's ``transcript``, ``turns``, ``trajectory``, ``ended`` and
-    ``simulator_usage`` (bench.collect.conversation); ``error_kind`` overrides the error's own kind.
-    """
+    """Return the Candidate record of a finished work item: its answer (its reasoning apart) or its failure
+    (``conversation``: its transcript, turns, trajectory, ``ended`` and simulator usage)."""
     kind = conversation.pop("error_kind", None) or getattr(error, "kind", None) or (
         "internal" if error is not None else None)
     if error is not None and usage is None:

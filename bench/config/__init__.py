@@ -1,9 +1,7 @@
 """What a researcher writes, validated: params files, scenarios, rubric files and automated checks.
 
-Layer 3 (above core and models): a `Sweep` from a params file (`load_sweep`), its `Scenario`s (`build`,
-`generate`, `load_dataset`, `fill_prompt`) and their images, a `Rubric` from a rubric file (`load_rubric`),
-and automated `Check` results (`run_checks`, `automated_score`). Every mistake in a file is a ParamsError
-naming the file, the key path and what is allowed. Nothing here calls a model.
+Every mistake in a file is a ParamsError naming the file, the key path and what is allowed. Nothing here calls
+a model.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Validation errors as one line each: ``file: key.path: what is wrong (what is allowed)``.
 
-Shared by params files and rubric files. Key paths name only keys the researcher wrote: pydantic's
-names of union members (``list[any]``, ``function-after[_sizes(), SubsetDimension]``) and
-discriminator tags (the ``regex`` of ``checks[0].regex.pattern``) are dropped, found by walking the
-model's annotations along the error's location. An unknown key lists the keys allowed at that place.
+Key paths name only keys the researcher wrote: pydantic's union member names and discriminator tags are
+dropped, found by walking the model's annotations along the error's location.
 """
 
 from __future__ import annotations

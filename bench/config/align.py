@@ -1,8 +1,7 @@
 """A params file's optional ``align:`` section: how `bench align` builds and scores judge variants (docs/align.md).
 
-``optimizer`` is the model that proposes anchor rewrites: any endpoint a model or judge entry could name (a
-provider's model, a self-hosted server through ``api_base``, or the embedded ``local/…`` model), called through
-the same seam, cache, caps and budget. Without it, `bench align` builds the few-shot variant only and says so.
+``optimizer`` proposes anchor rewrites, called through the same seam, cache, caps and budget as any endpoint;
+without it, `bench align` builds the few-shot variant only and says so.
 """
 
 from __future__ import annotations

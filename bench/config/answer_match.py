@@ -1,8 +1,4 @@
-"""How an answer is compared with a reference answer: normalised text, tokens, numbers and choice letters.
-
-Pure functions for the reference checks: SQuAD's :func:`normalize_answer` and :func:`token_f1`,
-:func:`numbers` and :func:`as_number`, :func:`choice_letter` and :func:`reference_letter`.
-"""
+"""How an answer is compared with a reference answer: normalised text, tokens, numbers and choice letters."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
-"""Automated checks: cheap, deterministic tests of a candidate's text (no model call).
+"""Automated checks: cheap, deterministic tests of a candidate's answer, never its reasoning (no model call).
 
-A rubric's ``checks:`` each have an ``id``, a ``kind`` and a ``weight`` and score 0..1; the kinds are text
-checks (``regex``, ``length``, ``json``, ``contains``, ``excludes``), reference checks
-(`bench.config.reference_checks`) and trajectory checks (`bench.config.trajectory_checks`). They read the
-answer, never the reasoning. `run_check` is pure and never raises: a check that cannot be evaluated fails
-with the reason in ``detail``. Python's ``re`` has no timeout: keep patterns simple.
+Text checks here; reference checks in `bench.config.reference_checks`, trajectory checks in
+`bench.config.trajectory_checks`. `run_check` never raises: a check that cannot be evaluated fails with the
+reason in ``detail``. Python's ``re`` has no timeout: keep patterns simple.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field, TypeAdapter, field_validator, model_validator
+from pydantic import AfterValidator, Field, TypeAdapter, model_validator
 
 from bench.config._strict import Strict
 from bench.config.ids import SafeId
@@ -97,31 +95,24 @@ def _non_empty_values(v: list[str]) -> list[str]:
     return v
 
 
+_Values = Annotated[list[str], Field(min_length=1), AfterValidator(_non_empty_values)]
+
+
 class ContainsCheck(_CheckBase):
     """Passes when all (``all: true``) or any (``all: false``) of ``values`` occur in the text."""
 
     kind: Literal["contains"]
-    values: list[str] = Field(min_length=1)
+    values: _Values
     all: bool = True
     case_sensitive: bool = False
-
-    @field_validator("values")
-    @classmethod
-    def _non_empty(cls, v: list[str]) -> list[str]:
-        return _non_empty_values(v)
 
 
 class ExcludesCheck(_CheckBase):
     """Passes when none of ``values`` occurs in the text."""
 
     kind: Literal["excludes"]
-    values: list[str] = Field(min_length=1)
+    values: _Values
     case_sensitive: bool = False
-
-    @field_validator("values")
-    @classmethod
-    def _non_empty(cls, v: list[str]) -> list[str]:
-        return _non_empty_values(v)
 
 
 Check = Annotated[Union[RegexCheck, LengthCheck, JsonCheck, ContainsCheck, ExcludesCheck, ExactMatchCheck,
@@ -166,9 +157,8 @@ def run_check(check: Check, text: Any, reference: Mapping[str, Any] | None = Non
               trajectory: Trajectory | None = None) -> CheckResult:
     """Return the result of one check on ``text``; never raises (an unevaluable check fails).
 
-    ``reference``: the scenario's reference values, read by a check that names a reference key (one it
-    lacks fails the check, saying so; `reference_problems` finds that before any spend). ``trajectory``: the
-    answer's tool calls and requests, read by a trajectory check (None: a plain answer, no tool called).
+    ``reference``: the scenario's reference values (a key it lacks fails the check); ``trajectory``: the answer's
+    tool calls and requests (None: no tool called).
     """
     cid = str(getattr(check, "id", "?"))
     try:
@@ -246,13 +236,8 @@ def _regex_error(pattern: str) -> str | None:
 
 
 def automated_score(results: Sequence[CheckResult], checks: Sequence[Check]) -> float:
-    """Return the weighted mean of the checks' scores, in [0, 1] (with pass/fail checks: the weighted
-    fraction passed).
-
-    Each check counts with its ``weight``; a check without a result counts as failed.
-    Returns 0.0 when there are no checks or all weights are 0. Raises ValueError for a
-    result whose id is not among ``checks`` (results of another rubric).
-    """
+    """Return the weighted mean of the checks' scores in [0, 1]; a check without a result counts as failed, no
+    checks (or all weights 0) give 0.0. ValueError for a result whose id is not among ``checks``."""
     ids = {c.id for c in checks}
     unknown = sorted({r.id for r in results} - ids)
     if unknown:

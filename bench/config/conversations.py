@@ -1,9 +1,7 @@
 """The tools a params file declares (top-level ``tools:``), and the prompts that name them bound to them.
 
-A tool is ``{name, description, parameters, result}``, ``result`` a template filled from the call's arguments
-and the scenario; ``function`` names a Python callable instead, and a scenario's ``tool_results`` overrides
-either. `bind_prompts` resolves each prompt's tool names (an unknown one is an error) and gives a simulated
-user the sweep's seed.
+A tool's ``result`` is a template filled from the call's arguments and the scenario; ``function`` names a
+Python callable instead, and a scenario's ``tool_results`` overrides either.
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from bench.config._strict import Strict
-from bench.config.entries import PromptEntry, checked_template, template_fields
+from bench.config.entries import PromptEntry, Template, template_fields
 
 TOOL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,63}")  # what providers accept as a function name (no dots)
 _CALLABLE = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")  # module:attr (attr may be dotted: Class.method)
@@ -27,7 +25,7 @@ class ToolEntry(Strict):
     name: str
     description: str = ""
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
-    result: str | None = None  # a template: the call's arguments, then the scenario's fields
+    result: Template | None = None  # a template: the call's arguments, then the scenario's fields
     function: str | None = None  # "module:attr", or a name given to bench.register_tool
     timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0, le=3600)
 
@@ -37,11 +35,6 @@ class ToolEntry(Strict):
         if not TOOL_NAME.fullmatch(v):
             raise ValueError("must be 1–64 letters, digits, '_' or '-' (what providers accept as a function name)")
         return v
-
-    @field_validator("result")
-    @classmethod
-    def _template(cls, v: str | None) -> str | None:
-        return v if v is None else checked_template(v)
 
     @field_validator("function")
     @classmethod

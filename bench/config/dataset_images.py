@@ -1,8 +1,7 @@
 """The images of a dataset row: each ``scenarios.dataset.images`` column read, checked and hashed.
 
-A cell holds a path, an http(s) or ``data:`` URL, raw bytes, or a list of these. A file that cannot be read, is over
-``max_image_mb`` or is not a PNG, JPEG, GIF or WebP is one ParamsError naming row, column and file, before anything
-is sent. A scenario keeps a ref (bench.core.images), never the bytes; a ``sink`` gets them.
+What cannot be sent is one ParamsError naming row, column and file, before anything is sent. A scenario keeps
+a ref (bench.core.images), never the bytes; a ``sink`` gets them.
 """
 
 from __future__ import annotations

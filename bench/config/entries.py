@@ -1,18 +1,16 @@
-"""The entries of a params file's axes: models (and how to reach them), prompt templates (one reply, or a
-conversation with its simulated user), judges. The tools prompts name: `bench.config.conversations`.
+"""The entries of a params file's axes: models (and how to reach them), prompt templates, judges.
 
-Each is a frozen pydantic model whose fields are exactly the YAML keys an entry may use.
-`identity_key` says what makes two entries give different records, so two entries that
-would share every record id are refused (see `bench.config.params.Sweep`).
+`identity_key` says what makes two entries give different records, so two entries that would share every
+record id are refused (`bench.config.params.Sweep`).
 """
 
 from __future__ import annotations
 
 import re
 import string
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import AfterValidator, Field, PrivateAttr, field_validator, model_validator
 
 from bench.config._strict import Strict
 from bench.config.ids import SafeId
@@ -31,6 +29,39 @@ _NO_HEADERS = ("bench sends no HTTP headers from params (params are sent in the 
 _URL_USERINFO = re.compile(r"://[^/@]*@")
 _TEMPLATE_HELP = "placeholders are {name}; write a literal brace as {{ or }}"
 DEFAULT_MAX_STEPS = 8  # model requests per assistant turn of a tool loop: room for a few calls and an answer
+
+
+def checked_template(text: str) -> str:
+    """Return ``text`` when it is a valid template, else raise ValueError saying what is wrong (a validator)."""
+    problem = _template_problem(text)
+    if problem:
+        raise ValueError(f"invalid template ({problem}); {_TEMPLATE_HELP}")
+    return text
+
+
+def template_fields(text: str) -> list[str]:
+    """Return the placeholders of a ``str.format`` template in order, as written; ValueError if its braces
+    are unbalanced."""
+    return [name for _lit, name, _spec, _conv in string.Formatter().parse(text) if name is not None]
+
+
+def _template_problem(text: str) -> str | None:
+    """Return what is wrong with a template's braces or placeholders, or None if nothing is."""
+    try:
+        names = template_fields(text)
+    except ValueError as exc:
+        return str(exc)
+    for name in names:
+        if not name:
+            return "{} has no field name"
+        if name.isdigit():
+            return f"{{{name}}} is a position, not a field name"
+        if "." in name or "[" in name:
+            return f"{{{name}}} uses an attribute or index"
+    return None
+
+
+Template = Annotated[str, AfterValidator(checked_template)]  # a valid template, else a ValueError
 
 
 class Price(Strict):
@@ -118,12 +149,9 @@ class Endpoint(Strict):
 
     @property
     def endpoint(self) -> str | None:
-        """Return where this model is served, as part of every record id: None for the provider's own
-        endpoint, else the api_base (never its credentials) and a transport other than auto.
-
-        The same weights behind two servers (vLLM and llama.cpp, two Ollama hosts, two
-        quantizations) are two cells, never one: their replies can differ.
-        """
+        """Return where this model is served, as part of every record id: None for the provider's own endpoint, else
+        the api_base (never its credentials) and a transport other than auto (two servers of one model's weights
+        are two cells: their replies can differ)."""
         if self.api_base is None and self.transport == "auto":
             return None
         base = _URL_USERINFO.sub("://", self.api_base.rstrip("/")) if self.api_base else ""
@@ -154,12 +182,7 @@ class PromptMessage(Strict):
     """One message of a ``messages:`` prompt: its role and its template (the model answers the last, a user turn)."""
 
     role: Literal["system", "user", "assistant"]
-    content: str
-
-    @field_validator("content")
-    @classmethod
-    def _template(cls, v: str) -> str:
-        return checked_template(v)
+    content: Template
 
 
 class SimulatorEntry(Endpoint):
@@ -168,15 +191,10 @@ class SimulatorEntry(Endpoint):
 
     kind: ClassVar[str] = "user simulator"
     id: SafeId = "user-simulator"
-    instructions: str  # its system message: a template over the scenario's fields ("You are {persona}, …")
+    instructions: Template  # its system message: a template over the scenario's fields ("You are {persona}, …")
     max_turns: int = Field(default=6, ge=1, le=100)  # assistant turns at most
     stop_when: str | None = Field(default=None, min_length=1)  # a regex searched in each assistant reply: it ends
     done: str = Field(default="[DONE]", min_length=1)  # the simulator's reply holding this ends the conversation
-
-    @field_validator("instructions")
-    @classmethod
-    def _template(cls, v: str) -> str:
-        return checked_template(v)
 
     @field_validator("stop_when")
     @classmethod
@@ -199,16 +217,15 @@ class SimulatorEntry(Endpoint):
 class PromptEntry(Strict):
     """One versioned prompt template; ``{field}`` placeholders are filled from each scenario.
 
-    One reply to ``user``; or a conversation (bench.collect.conversation): a script of user ``turns``, a
-    ``messages`` history whose last user turn the model answers, or a ``user_simulator`` continuing from the seed
-    ``user`` (or ``messages``). ``tools`` (names from the params file's top-level ``tools:``) let the model call
-    them, up to ``max_steps`` requests per assistant turn (default 8).
+    One reply to ``user``; or a conversation (bench.collect.conversation): user ``turns``, a ``messages`` history,
+    or a ``user_simulator`` continuing from the seed; ``tools`` let the model call them, up to ``max_steps``
+    requests per assistant turn.
     """
 
     id: SafeId
     version: SafeId
-    system: str | None = None
-    user: str | None = None
+    system: Template | None = None
+    user: Template | None = None
     turns: list[str] | None = Field(default=None, min_length=1)
     messages: list[PromptMessage] | None = Field(default=None, min_length=1)
     tools: list[str] | None = Field(default=None, min_length=1)
@@ -260,12 +277,6 @@ class PromptEntry(Strict):
                 "user_simulator": self.user_simulator.identity(self._seed) if self.user_simulator else None}
         return content_hash({**text, **{k: v for k, v in more.items() if v is not None}})
 
-    @field_validator("system", "user")
-    @classmethod
-    def _template(cls, v: str | None) -> str | None:
-        """Refuse unbalanced braces and placeholders that are not plain field names."""
-        return v if v is None else checked_template(v)
-
     @field_validator("turns")
     @classmethod
     def _turn_templates(cls, v: list[str] | None) -> list[str] | None:
@@ -315,36 +326,6 @@ def _shape_problem(p: PromptEntry) -> str | None:
         return "max_steps bounds a tool loop: give tools too"
     if p.tools and len(set(p.tools)) != len(p.tools):
         return f"tools: {', '.join(sorted({t for t in p.tools if p.tools.count(t) > 1}))} listed twice"
-    return None
-
-
-def checked_template(text: str) -> str:
-    """Return ``text`` when it is a valid template, else raise ValueError saying what is wrong (a validator)."""
-    problem = _template_problem(text)
-    if problem:
-        raise ValueError(f"invalid template ({problem}); {_TEMPLATE_HELP}")
-    return text
-
-
-def template_fields(text: str) -> list[str]:
-    """Return the placeholders of a ``str.format`` template in order, as written; ValueError if its braces
-    are unbalanced."""
-    return [name for _lit, name, _spec, _conv in string.Formatter().parse(text) if name is not None]
-
-
-def _template_problem(text: str) -> str | None:
-    """Return what is wrong with a template's braces or placeholders, or None if nothing is."""
-    try:
-        names = template_fields(text)
-    except ValueError as exc:
-        return str(exc)
-    for name in names:
-        if not name:
-            return "{} has no field name"
-        if name.isdigit():
-            return f"{{{name}}} is a position, not a field name"
-        if "." in name or "[" in name:
-            return f"{{{name}}} uses an attribute or index"
     return None
 
 

@@ -1,8 +1,6 @@
 """Scenarios generated from named dimensions: the full product, or a seeded sample of ``n`` of it.
 
-A list dimension gives one value per scenario; a subset dimension gives a list of its values.
-Deterministic: the same dimensions and seed give the same scenarios, in the same order, in every
-process. A sample never enumerates a huge product: it draws indices and decodes them.
+Deterministic in every process; a sample never enumerates a huge product: it draws indices and decodes them.
 """
 
 from __future__ import annotations
@@ -76,11 +74,8 @@ def _unrank_combination(m: int, k: int, rank: int) -> list[int]:
 
 
 def _dimensions(source: GenerateSource) -> list[_Dim]:
-    """Return the declared dimensions; an empty one or a repeated value is a ParamsError.
-
-    Repeated values would make identical scenarios (ids are content hashes), so a sample
-    of ``n`` could not be ``n`` distinct scenarios: they are refused rather than dropped.
-    """
+    """Return the declared dimensions; an empty one or a repeated value (identical scenarios: ids are content
+    hashes) is a ParamsError."""
     dims = []
     for name, spec in source.dimensions.items():
         values = spec.of if isinstance(spec, SubsetDimension) else spec
@@ -98,13 +93,11 @@ def _dimensions(source: GenerateSource) -> list[_Dim]:
 
 
 def generate(source: GenerateSource, seed: int) -> list[Scenario]:
-    """Return the scenarios of named dimensions: the full product, or a seeded sample of ``n``.
+    """Return the scenarios of named dimensions: the full product in declared order, or (``n`` below its size)
+    ``n`` distinct scenarios drawn with ``random.Random(seed)``, in product order.
 
-    A list dimension gives one value per scenario; a subset dimension gives a list (in the
-    order of ``of``) whose size is within ``size``. Without ``n`` (or with ``n`` at least
-    the product's size) the result is the whole product in declared order; otherwise it is
-    ``n`` distinct scenarios drawn with ``random.Random(seed)`` and returned in product
-    order, so the same params give the same scenarios in every process.
+    A list dimension gives one value per scenario; a subset dimension a list (in the order of ``of``) whose size
+    is within ``size``.
     """
     dims = _dimensions(source)
     total = math.prod(d.count for d in dims)
@@ -120,11 +113,8 @@ def generate(source: GenerateSource, seed: int) -> list[Scenario]:
 
 
 def _sample_indices(dims: list[_Dim], total: int, n: int, rng: random.Random) -> list[int]:
-    """Return ``n`` distinct, sorted product indices drawn with ``rng``.
-
-    A small product is sampled as a whole; a huge one (more than ENUMERATE_LIMIT
-    combinations) one dimension at a time, redrawing a combination already taken.
-    """
+    """Return ``n`` distinct, sorted product indices drawn with ``rng``: a huge product (over ENUMERATE_LIMIT)
+    one dimension at a time, redrawing a combination already taken."""
     if total <= ENUMERATE_LIMIT:
         return sorted(rng.sample(range(total), n))
     taken: set[int] = set()

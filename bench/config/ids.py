@@ -1,8 +1,5 @@
-"""The one id rule: every id and name a researcher writes (models, prompts, judges, rubrics, checks, sweeps).
-
-An id is 1–64 letters, digits, ``.``, ``_`` or ``-``, starting with a letter or digit, matched in
-full: safe in paths, URLs, MLflow and shells.
-"""
+"""The one id rule for every id and name a researcher writes: 1–64 letters, digits, ``.``, ``_`` or ``-``,
+starting with a letter or digit (safe in paths, URLs, MLflow and shells)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
 """Params files (`params/*.yaml`): the grid of models × prompt versions × scenarios, validated.
 
-YAML keys map one-to-one onto these pydantic models (the entries in `bench.config.entries`,
-the scenario sources in `bench.config.sources`, the ``limits:`` section in
-`bench.models.limits`); an unknown key or a wrong type is a ParamsError naming the file,
-the key path and what is allowed. Nothing here calls a model: `load_sweep` is safe to run
-anywhere.
+YAML keys map one-to-one onto these pydantic models; an unknown key or a wrong type is a ParamsError naming
+the file, the key path and what is allowed. `load_sweep` calls no model.
 """
 
 from __future__ import annotations
@@ -30,11 +27,8 @@ from bench.models.limits import Limits
 
 
 class ClusterTLS(Strict):
-    """``cluster:``: the certificate files this driver shows a ``tls://`` Dask scheduler (``--cluster tls://…``).
-
-    Paths are relative to the params file. Dask's own ``DASK_DISTRIBUTED__COMM__TLS__CA_FILE``,
-    ``…__CLIENT__CERT`` and ``…__CLIENT__KEY`` variables work too; these keys win over them.
-    """
+    """``cluster:``: the certificate files this driver shows a ``tls://`` Dask scheduler, relative to the params
+    file; they win over Dask's own ``DASK_DISTRIBUTED__COMM__TLS__…`` variables."""
 
     tls_ca_file: str  # the cluster's certificate authority (PEM)
     tls_client_cert: str  # this driver's certificate (PEM; may hold the key too)
@@ -155,10 +149,8 @@ class Cell(BaseModel):
 
 
 def load_sweep(path: str | Path) -> tuple[Sweep, Path]:
-    """Return the validated Sweep of a params file and the file's resolved path.
-
-    Raises ParamsError naming the file, the key path and what is allowed.
-    """
+    """Return the validated Sweep of a params file and the file's resolved path; ParamsError naming the file,
+    the key path and what is allowed."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")

@@ -1,8 +1,5 @@
-"""Dataset files as scenarios: a registry of readers, one per file format, and `load_dataset`.
-
-A reader is one function satisfying `DatasetReader`; `READERS` maps a format name (the file's
-extension) to it. Adding a format is one function and one entry there.
-"""
+"""Dataset files as scenarios: `READERS` maps a format name (the file's extension) to its reader, and
+`load_dataset` reads one. Adding a format is one function and one entry there."""
 
 from __future__ import annotations
 
@@ -24,10 +21,8 @@ _MISSING = object()  # a CSV row shorter than its header: the cell is missing, n
 
 
 class DatasetReader(Protocol):
-    """Yield a dataset file's rows in order (at least its first ``limit``; all of them when None).
-
-    Every problem is a one-line ParamsError naming the file (and the line, where there is one).
-    """
+    """Yield a dataset file's rows in order (at least its first ``limit``; all when None); a problem is a
+    one-line ParamsError naming the file (and the line)."""
 
     def __call__(self, path: Path, limit: int | None) -> Iterator[Row]: ...
 
@@ -83,13 +78,10 @@ READERS: dict[str, DatasetReader] = {"jsonl": jsonl_rows, "csv": csv_rows, "parq
 
 
 def load_dataset(source: DatasetSource, base_dirs: list[Path], sink: Sink | None = None) -> list[Scenario]:
-    """Return one scenario per distinct row of a dataset file, read by the `READERS` entry of its extension.
+    """Return one scenario per distinct row of a dataset file (first occurrence kept: ids are content hashes).
 
-    ``fields`` maps template fields to columns and ``reference`` maps ground-truth keys
-    to columns; ``limit`` keeps the first N rows. Rows with the same fields and
-    reference are the same scenario (ids are content hashes), so they are kept once, in
-    first-occurrence order. Every problem is a one-line ParamsError naming the file.
-    ``images`` columns are read and checked by bench.config.dataset_images (``sink`` gets their bytes).
+    ``fields`` and ``reference`` map template fields and ground-truth keys to columns; ``limit`` keeps the first
+    N rows; ``images`` columns are read by bench.config.dataset_images (``sink`` gets their bytes).
     """
     path = _resolve(source.path, base_dirs)
     reader = READERS.get(path.suffix.lower().removeprefix("."))

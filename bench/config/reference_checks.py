@@ -1,8 +1,7 @@
 """Checks against a reference answer: exact match, numeric match, choice letter and token F1 (no model call).
 
-Each names the scenario's reference key it compares with and scores 1 or 0 (``token_f1``: the F1 itself); a
-list of acceptable answers counts the best, and ``extract`` (a regex, last match) first takes the answer out
-of a longer reply. `run_reference_check` compares, given the reference value already looked up.
+A list of acceptable answers counts the best; ``extract`` (a regex, last match) first takes the answer out of
+a longer reply.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""The JSON schemas of a judge's replies, for OpenAI-style ``response_format``.
-
-Every object is closed (``additionalProperties: false``) with all properties required, and
-integer scales are spelled as ``enum`` (llama.cpp's grammar enforces enum but not minimum/maximum).
-"""
+"""The JSON schemas of a judge's replies, for OpenAI-style ``response_format``: closed objects, every property
+required, integer scales as ``enum`` (llama.cpp's grammar enforces enum, not minimum/maximum)."""
 
 from __future__ import annotations
 

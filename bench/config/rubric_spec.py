@@ -25,6 +25,8 @@ NEEDS: dict[str, tuple[str, ...]] = {"rubric": ("criteria",), "packed": ("criter
                                      "checklist": ("requirements",), "automated": ("checks",)}
 PART_TEXT = {"criteria": "criterion (id, description, scale, anchors)", "requirements": "requirement (id, text)",
              "checks": f"check (id, kind: {' | '.join(KINDS)})"}
+_PART_NOUNS = {"criteria": ("criterion", "criteria's"), "requirements": ("requirement", None),
+               "checks": ("check", "checks'")}  # (an id's noun, whose weights must not sum to 0)
 
 
 class Criterion(Strict):
@@ -162,20 +164,15 @@ class RubricSpec(Strict):
             raise ValueError("cannot be empty")
         return v
 
-    @field_validator("criteria")
+    @field_validator("criteria", "requirements", "checks")
     @classmethod
-    def _criteria(cls, v: list[Criterion], info: ValidationInfo) -> list[Criterion]:
-        _needed(info.data.get("mode"), "criteria", v)
-        refuse_duplicates("criterion id", [c.id for c in v])
-        if v and sum(c.weight for c in v) <= 0:
-            raise ValueError("the criteria's weights sum to 0; give at least one a positive weight")
-        return v
-
-    @field_validator("requirements")
-    @classmethod
-    def _requirements(cls, v: list[Requirement], info: ValidationInfo) -> list[Requirement]:
-        _needed(info.data.get("mode"), "requirements", v)
-        refuse_duplicates("requirement id", [r.id for r in v])
+    def _parts(cls, v: list[Any], info: ValidationInfo) -> list[Any]:
+        part = str(info.field_name)
+        _needed(info.data.get("mode"), part, v)
+        noun, whose = _PART_NOUNS[part]
+        refuse_duplicates(f"{noun} id", [p.id for p in v])
+        if whose and v and sum(p.weight for p in v) <= 0:
+            raise ValueError(f"the {whose} weights sum to 0; give at least one a positive weight")
         return v
 
     @field_validator("labels")
@@ -186,15 +183,6 @@ class RubricSpec(Strict):
         if any(not s.strip() for s in v):
             raise ValueError("labels cannot be empty")
         refuse_duplicates("label", v)
-        return v
-
-    @field_validator("checks")
-    @classmethod
-    def _checks(cls, v: list[Any], info: ValidationInfo) -> list[Any]:
-        _needed(info.data.get("mode"), "checks", v)
-        refuse_duplicates("check id", [c.id for c in v])
-        if v and sum(c.weight for c in v) <= 0:
-            raise ValueError("the checks' weights sum to 0; give at least one a positive weight")
         return v
 
     @field_validator("weights")

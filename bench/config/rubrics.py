@@ -1,10 +1,7 @@
-"""Rubric files (`rubrics/<id>.md`): a judge's instruction, its scales and its checks, versioned and hashed.
+"""Rubric files (`rubrics/<id>.md`): YAML front matter (`RubricSpec`), then the instruction the judge reads.
 
-YAML front matter (`RubricSpec`: ``mode``, criteria, requirements, labels, checks, weights, reference keys,
-``solve_first``, ``per_turn``) then a markdown body, the instruction the judge reads. The whole file's text
-is hashed into ``Rubric.hash``, so an edit without a version bump is still a different rubric. Scoring is
-in `bench.config.scoring`, reply schemas in `bench.config.reply_schemas`, the judge's prompt in
-bench.judge._prompts.
+The whole file's text is hashed into ``Rubric.hash``, so an edit without a version bump is still a different
+rubric.
 """
 
 from __future__ import annotations
@@ -122,9 +119,8 @@ def run_scales(run_dir: Path | str, judgments: Iterable[Any], root: Path | str |
 
 
 def check_reference_keys(rubric: Rubric, scenarios: list[Scenario], source: str) -> None:
-    """Raise ParamsError when ``rubric`` names a reference key (``reference:``) that some scenario lacks,
-    naming the rubric file and the key, and ``source`` (where the scenarios come from) with the reference
-    keys every scenario has. Checked before any call: a judge must never be shown a reference that is not there."""
+    """Raise ParamsError naming the rubric file, the key and ``source`` when ``rubric`` names a reference key some
+    scenario lacks: a judge must never be shown a reference that is not there."""
     if not rubric.reference:
         return
     have = [set(s.reference or {}) for s in scenarios]
@@ -143,13 +139,8 @@ def available_rubrics(root: Path | str) -> list[str]:
 
 
 def load_rubric(ref: str, root: Path | str, base: Path | str | None = None) -> Rubric:
-    """Return the validated Rubric named by ``ref``.
-
-    ``ref`` is a rubric id (→ ``root/rubrics/<id>.md``) or a path to a rubric file: absolute,
-    or relative to ``base`` (e.g. the params file's folder) and then to ``root``. Raises
-    ParamsError naming the file and key for an invalid rubric, and listing the available
-    ids when no file is found.
-    """
+    """Return the validated Rubric named by ``ref``: a rubric id (``root/rubrics/<id>.md``) or a path, absolute
+    or relative to ``base`` and then ``root``. ParamsError naming the file and key, or the ids available."""
     path = _resolve(str(ref), Path(root), Path(base) if base is not None else None)
     try:
         text = path.read_text(encoding="utf-8-sig")

@@ -1,8 +1,7 @@
-"""Scenarios: the inputs of the grid, generated from named dimensions, read from a dataset or listed in the
-params file (``scenarios.inline``, each with its fields and, optionally, its reference).
+"""Scenarios: the inputs of the grid, generated from named dimensions, read from a dataset or listed inline.
 
-``build`` turns ``scenarios:`` into ``Scenario`` records, deterministically in every process, and checks every
-prompt placeholder against them; ``write_scenarios`` / ``read_scenarios`` keep them in ``scenarios.jsonl``.
+``build`` makes them, deterministically, and checks every prompt placeholder against them;
+``write_scenarios`` / ``read_scenarios`` keep them in ``scenarios.jsonl``.
 """
 
 from __future__ import annotations
@@ -46,10 +45,8 @@ def planned_count(sweep: Sweep) -> int | None:
 
 
 def build(sweep: Sweep, params_path: Path, project_root: Path) -> list[Scenario]:
-    """Return the sweep's scenarios, after checking every prompt can be filled from each of them.
-
-    Datasets are looked up next to the params file first, then under the project root.
-    """
+    """Return the sweep's scenarios, after checking every prompt can be filled from each of them (datasets are
+    looked up next to the params file, then under the project root)."""
     source = sweep.scenarios
     if source.generate is not None:
         try:
@@ -92,12 +89,8 @@ def reference_source(sweep: Sweep, params_path: Path) -> str:
 
 
 def write_scenarios(run_dir: Path, scenarios: list[Scenario]) -> Path:
-    """Write ``run_dir/scenarios.jsonl`` atomically and return its path.
-
-    One ``model_dump_json()`` per line, so the same params give a byte-identical file; the
-    file is written to a temporary name in the same folder, fsynced, then renamed over the
-    old one, so a reader never sees half a file.
-    """
+    """Write ``run_dir/scenarios.jsonl`` atomically (the same params give a byte-identical file); return its
+    path."""
     path = RunStore(run_dir).path(Scenario)
     data = "".join(s.model_dump_json() + "\n" for s in scenarios).encode("utf-8")
     atomic_write(path, data)
@@ -120,10 +113,8 @@ def _fsync_dir(folder: Path) -> None:
 
 
 def read_scenarios(run_dir: Path) -> list[Scenario]:
-    """Return the scenarios of a run, in the order ``write_scenarios`` wrote them.
-
-    Raises StoreError naming the file (and line) when it is missing or unreadable.
-    """
+    """Return the scenarios of a run in file order; StoreError naming the file (and line) when it is missing or
+    unreadable."""
     path = RunStore(run_dir).path(Scenario)
     try:
         lines = path.read_bytes().split(b"\n")

@@ -1,7 +1,7 @@
 """A rubric's scoring maths: criterion scores to one composite, a 0–1 normalized score, a hybrid score.
 
-All criteria on one scale: the composite is their weighted mean on that scale (e.g. 1–5).
-Scales that differ: each score is first mapped to 0–1 on its own scale, and so is the result.
+On one shared scale the composite is the weighted mean on it; on scales that differ each score is first
+mapped to 0–1, and so is the result.
 """
 
 from __future__ import annotations
@@ -22,10 +22,8 @@ def composite_scale(rubric: RubricSpec) -> tuple[int, int]:
 
 
 def composite(rubric: RubricSpec, scores: dict[str, float]) -> float:
-    """Return the weighted mean of the criterion scores, on `composite_scale`.
-
-    Scores of unknown criteria are refused, as are missing ones (ValueError).
-    """
+    """Return the weighted mean of the criterion scores, on `composite_scale`; ValueError for an unknown or missing
+    criterion."""
     _check_scores(rubric, scores)
     total = sum(c.weight for c in rubric.criteria)
     if shared_scale(rubric):

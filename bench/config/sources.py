@@ -1,8 +1,5 @@
-"""Where a params file's scenarios come from: named dimensions to generate from, or a dataset file.
-
-These models only validate the ``scenarios:`` section; `bench.config.generator` and
-`bench.config.readers` make the scenarios.
-"""
+"""Where a params file's scenarios come from (the ``scenarios:`` section, validated): named dimensions, or a
+dataset file."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
 """Prompt templates meet scenarios: `fill_prompt` fills a prompt with one scenario's fields, and
-`check_placeholders` proves, before anything is called, that every prompt can be filled from
-every scenario.
-
-Templates follow ``str.format`` rules; a conversation's turns, messages, simulated user's instructions and
-tool results are filled the same way.
+`check_placeholders` proves, before anything is called, that every prompt can be filled from every scenario.
 """
 
 from __future__ import annotations
@@ -23,11 +19,8 @@ TOOL_RESULTS = "tool_results"  # the scenario field overriding tools' results: {
 def fill_prompt(prompt: PromptEntry, scenario: Scenario) -> list[dict[str, str]]:
     """Return the OpenAI chat messages of a prompt's first request, filled with a scenario's fields.
 
-    The messages are an optional ``system`` message, then the ``user`` message (a conversation: its first
-    turn, or every message of ``messages``). Templates follow ``str.format`` rules: ``{field}`` is replaced
-    by the field's text, and a literal brace is written doubled, ``{{`` or ``}}`` (``{{"a": {x}}}`` is
-    filled as ``{"a": 1}`` for x = 1). A list value is joined with ``", "``, a dict value becomes compact
-    JSON, anything else is ``str(value)``.
+    ``str.format`` rules (a literal brace doubled); a list value is joined with ``", "``, a dict becomes compact
+    JSON, anything else ``str(value)``.
     """
     values = field_values(scenario)
     messages = [] if prompt.system is None else [{"role": "system", "content": _fill(prompt.system, values, prompt,
@@ -83,10 +76,9 @@ def text(value: Any) -> str:
 def check_placeholders(prompts: list[PromptEntry], scenarios: list[Scenario], params_path: Path) -> None:
     """Raise ParamsError, one line per problem, if a prompt needs a field some scenario lacks.
 
-    Checked before any call, so a typo in a template cannot cost a sweep: every template of a prompt (its
-    turns, messages and simulated user's instructions too) and its tools' results (a placeholder that is
-    no argument of the tool is a field each scenario needs, unless its ``tool_results`` overrides that
-    tool). Scenarios are grouped by their set of fields, so each distinct set is checked once.
+    Every template of a prompt is checked, and its tools' results (a placeholder that is no argument of the tool
+    is a field each scenario needs, unless its ``tool_results`` overrides that tool); each distinct set of
+    fields once.
     """
     groups: dict[tuple[Any, ...], list[Any]] = {}  # field names, overridden tools → [first scenario, how many]
     for scenario in scenarios:

@@ -1,9 +1,7 @@
 """Trajectory checks: what an agent did, read from its recorded tool calls and requests (no model call).
 
-``tool_called`` (optionally with ``arguments`` or a ``schema``), ``tool_order`` (a subsequence of the calls),
-``tool_not_called`` and ``max_steps`` read ``Candidate.trajectory`` and ``Candidate.turns``. A call refused
-before the tool ran counts for nothing except in ``tool_not_called``; a candidate without a trajectory called
-no tool. Each scores 1 or 0 and combines with the other checks (``bench.config.checks``).
+A call refused before the tool ran counts only in ``tool_not_called``; a candidate without a trajectory called
+no tool. Each scores 1 or 0.
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""What a run whose scenarios hold images needs: models and judges that read them, and its images on disk.
-
-:func:`check_vision` refuses, before anything is sent, a chosen model or an ``images: true`` rubric's judge that
-reads no images (the entry's ``images`` wins, else its provider says). :func:`store_images` writes the dataset's
-images into ``<run folder>/images`` before a stage sends them: requests are built from those files.
-"""
+"""What a run whose scenarios hold images needs: models and judges that read them, and its images on disk."""
 
 from __future__ import annotations
 
@@ -82,11 +77,10 @@ def _reads_none(entry: Endpoint) -> str | None:
 
 
 def store_images(scenarios: list[Scenario], source: DatasetSource | None, base_dirs: list[Path], run_dir: Path) -> int:
-    """Write into ``run_dir/images`` every image of ``scenarios`` it does not hold yet; return how many were missing.
+    """Write into ``run_dir/images`` every image of ``scenarios`` it lacks; return how many were missing.
 
-    Nothing is read when every image is there (a resumed run). Otherwise the dataset is read again and
-    each image stored under its content hash; an image of the scenarios that the dataset no longer
-    holds (the file changed since the run was opened) is a ParamsError.
+    Nothing is read when every image is there; otherwise the dataset is read again, and an image it no longer
+    holds is a ParamsError.
     """
     missing = missing_images(run_dir, [ref for s in scenarios for ref in s.images or ()])
     if not missing:

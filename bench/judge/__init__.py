@@ -1,8 +1,7 @@
 """The judge layer: judges grade the run's answers into Judgment records.
 
-A judge is a model, a versioned rubric and a mode (:class:`Judge`); each mode's grader meets the :class:`Grader`
-contract and ``modes.GRADERS`` names them. ``judgments.py`` grades stored answers, ``stream.py`` answers as they
-arrive. A reply that cannot be used is a failed Judgment with the prompt, the raw reply and the reason.
+A judge is a model, a versioned rubric and a mode (:class:`Judge`); ``modes.GRADERS`` names each mode's grader.
+A reply that cannot be used is a failed Judgment with the prompt, the raw reply and the reason.
 """
 
 from bench.judge.modes import GRADERS  # every mode's grader, registered by name

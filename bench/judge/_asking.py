@@ -1,8 +1,6 @@
 """Asking a judge model: one repair turn for an unusable reply, the spend behind a judgment, a bounded pool.
 
-Every provider request and cache hit behind one judgment is counted on it (``Spend``);
-a reply enters the response cache only once it parses, so a bad reply is never served
-again from the cache.
+A reply enters the response cache only once it parses, so a bad reply is never served again from the cache.
 """
 
 from __future__ import annotations
@@ -48,11 +46,8 @@ def failure(base: dict, err: Exception, prompt: list[dict], raw: str | None, spe
 async def ask_json(llm: LLM, judge: Judge, messages: list[dict], rf: dict, parse: Callable[[Any], Any],
                    spend: Spend, attempt: int = 1, timeout_s: float | None = None,
                    label: str | None = None, sample: int = 0) -> tuple[Any, str]:
-    """Return (parsed value, raw reply), with one repair turn; raise JudgeParseError or ProviderError.
-
-    Every call's usage goes into ``spend``; a reply enters the response cache only once it parses.
-    ``sample``: the item's repeat (``repeats: k``), a distinct request for each.
-    """
+    """Return (parsed value, raw reply), with one repair turn; raise JudgeParseError or ProviderError. Every call's
+    usage goes into ``spend``; ``sample``: the item's repeat, a distinct request for each."""
     async def ask(msgs: list[dict]) -> Any:
         try:
             comp = await llm.complete(judge.entry.spec(), msgs, response_format=rf, timeout_s=timeout_s,
@@ -85,11 +80,8 @@ async def ask_json(llm: LLM, judge: Judge, messages: list[dict], rf: dict, parse
 async def run_bounded(tasks: list[Task], emit: Emit, llm: LLM, halt: Halt | None = None, judge: Judge | None = None) -> None:
     """Run task factories with a bounded pool of workers, emitting their judgments as they finish.
 
-    A worker checks ``halt`` (truthy once a write of the stage failed) before each new task. A task
-    that raises ``Halted`` (the budget reached: bench.models.budget) sets it: its item gets no record
-    (the judgments noted on the stop, ``finished_before``, are emitted: those it finished first, and the
-    failure of an item whose own answer it paid, bench.judge.solutions) and no new task starts; the
-    stage raises it once at its end (``halt.check()``; here, when no ``halt`` was given).
+    No new task starts once ``halt`` is set (a failed write) or a task raised ``Halted`` (the budget): then the
+    judgments noted on the stop (``finished_before``) are emitted and the stage raises it once at its end.
     """
     work = iter(tasks)
     own = halt is None

@@ -1,9 +1,8 @@
 """The judge's prompt, built in one place: its templates, the rubric's criteria as the judge reads them,
 and the pieces every mode builds its messages from.
 
-The templates are part of every request's cache key: change one byte and every judgment is asked again.
-A response (or a conversation) and each reference is shown between tags derived from a hash of the content,
-so it cannot close its own tag, and a response is clipped past the rubric's ``max_chars``.
+The templates are part of every request's cache key. A response and each reference is shown between tags
+derived from a hash of the content, so it cannot close its own tag.
 """
 
 from __future__ import annotations
@@ -74,9 +73,8 @@ def content_tag(*texts: str) -> str:
 
 
 def references(rubric: Rubric, item: Any) -> list[tuple[str, str]]:
-    """Return the reference blocks the judge sees for ``item`` as (template, text): the scenario's values of
-    the keys the rubric names (``reference:``), then the judge's own answer (``solve_first``); [] for neither,
-    so a rubric that asks for none sends the very prompt it sent before these existed."""
+    """Return the reference blocks the judge sees for ``item`` as (template, text): the scenario's values of the
+    rubric's ``reference:`` keys, then the judge's own answer (``solve_first``)."""
     out = []
     if rubric.reference:
         values = item.scenario.reference or {}
@@ -110,10 +108,8 @@ def system_message(rubric: Rubric) -> str:
 
 
 def criteria_text(rubric: Rubric) -> str:
-    """Return the criteria with their anchored scales as markdown, highest anchor first (empty if none).
-
-    A criterion's weight is shown only when the weights differ: equal weights tell the judge nothing.
-    """
+    """Return the criteria with their anchored scales as markdown, highest anchor first (empty if none); weights
+    only when they differ."""
     shared_weights = len({c.weight for c in rubric.criteria}) <= 1
     blocks = []
     for c in rubric.criteria:

@@ -1,7 +1,5 @@
-"""The ``automated`` mode: the rubric's checks only (no model call); one score per check on 0..1 (1 passed, 0
-failed; a token F1 is fractional), and their weighted mean. Checks read the candidate's answer (its ``output``,
-never its reasoning), the scenario's reference values and the answer's tool calls (trajectory checks; of one
-turn, for a ``per_turn`` hybrid judge)."""
+"""The ``automated`` mode: the rubric's checks only (no model call), one score per check on 0..1 and their
+weighted mean, read from the answer (never its reasoning), the reference values and the tool calls."""
 
 from __future__ import annotations
 

@@ -25,11 +25,9 @@ from bench.models.client import LLM
 async def grade_checklist(judge: Judge, item: Item, llm: LLM) -> Judgment:
     """Judge each requirement by its own call (at most ``item_concurrency`` at once).
 
-    A failing call marks that requirement unfulfilled with fallback feedback and its error;
-    only if every call fails is the item a failure (a judge outage is not a score of 0). A call
-    refused for the budget (``Halted``) stops the item: no requirement starts after it, those in
-    flight finish (their replies are cached, not paid again), and the item gets no record, unless
-    its own answer was paid here (``solve_first``): then it is written as failed with what it spent.
+    A failed call marks its requirement unfulfilled; only if every call fails is the item a failure (an outage is
+    not a score of 0). A budget refusal (``Halted``) stops the item without a record, unless its own answer was
+    paid here (``solve_first``): then it is written failed with what it spent.
     """
     note = shown_text(judge, item, 0)[1]
     spend = Spend()  # every requirement's calls, repairs and failures count on the item's record

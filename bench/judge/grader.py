@@ -1,9 +1,7 @@
 """The contract of grading: what a judge grades (Item), who grades (Judge) and what a mode does (Grader).
 
-A grading mode is one module of ``bench.judge`` holding one object that satisfies
-:class:`Grader`; ``bench.judge.modes`` maps each mode name to it (``GRADERS``). Adding a mode
-is one module and one entry there. A grader never raises for a bad reply or a failed call:
-it emits a Judgment with ``error`` (the prompt, the raw reply and the reason kept as data).
+Adding a mode is one module and one entry in ``bench.judge.modes.GRADERS``. A grader never raises for a bad
+reply or a failed call: it emits a Judgment with ``error``.
 """
 
 from __future__ import annotations
@@ -56,18 +54,14 @@ class Grader(Protocol):
         ...
 
     def first_requests(self, judge: Judge, item: Item, done: Set[str]) -> list[Request] | None:
-        """Return every first-turn request grading ``item`` sends (None when ``packed``); ``done``: ids graded.
-
-        Repair turns and retries come on top.
-        """
+        """Return every first-turn request grading ``item`` sends (None when ``packed``; repairs and retries come on
+        top); ``done``: ids graded."""
         ...
 
     async def grade(self, judge: Judge, items: list[Item], llm: LLM, emit: Emit, *, seed: int,
                     done: Set[str], halt: Halt | None) -> None:
-        """Grade ``items`` (their judgments in ``done`` excepted), emitting each Judgment as it is made.
-
-        Concurrency is bounded by ``llm``'s cap; once ``halt`` is set (a write failed) no new item starts.
-        """
+        """Grade ``items`` (those in ``done`` excepted), emitting each Judgment as it is made; once ``halt`` is set no
+        new item starts."""
         ...
 
 
@@ -126,8 +120,7 @@ async def grade_items(judge: Judge, items: list[Item], llm: LLM, emit: Emit, see
                       done: Set[str] = frozenset(), halt: Halt | None = None) -> None:
     """Grade every item with this judge, emitting each Judgment as it is made (bounded by the LLM's cap).
 
-    ``done``: judgment ids already graded successfully; a pairwise item whose one order succeeded
-    earlier is re-graded in the other order only (so a resume never writes a second success).
-    ``halt``: the stage's ``Halt``; once it is set (a write failed) no new item is started.
+    ``done``: judgment ids already graded; a pairwise item whose one order succeeded is re-graded in the other order
+    only. Once ``halt`` is set no new item is started.
     """
     await judge.grader.grade(judge, items, llm, emit, seed=seed, done=done, halt=halt)

@@ -1,8 +1,5 @@
-"""The rubric prompt *without* bench's injection defence: the baseline ``benchmarks/injection.py`` measures against.
-
-The same rubric prompt with the answer pasted in plainly, no content-derived tags and no note, as one-off
-judge scripts do. Used only to measure what the defence (``bench.judge._prompts``) buys; no mode uses it.
-"""
+"""The rubric prompt *without* bench's injection defence (the answer pasted in plainly): the baseline
+``benchmarks/injection.py`` measures the defence against. No mode uses it."""
 
 from __future__ import annotations
 

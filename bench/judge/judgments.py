@@ -1,8 +1,6 @@
 """The judge stage: every judge of a run (a jury, concurrently, under one cap) grades its items.
 
-Items are the run's successful candidates (per turn for ``per_turn``; against the ``baseline`` cell for
-pairwise) or a pairwise dataset's ``response_A``/``response_B``. Done judgments are skipped, failures redone
-on the next run, and records appended in batches as they are made (``bench.core.writer``).
+Done judgments are skipped, failures redone on the next run, and records appended as they are made.
 """
 
 from __future__ import annotations
@@ -70,10 +68,8 @@ def load_judges(run: Run, only: str | Iterable[str] | None = None) -> list[Judge
 
 def grid_positions(run: Run) -> dict[tuple[str, str, int], int]:
     """Return each answer's place in the grid's order, ``(cell key, scenario id, sample) -> position``: cells as the
-    params file declares them (not as an execution or ``--cells`` lists them), then scenarios, then samples. The
-    judge stage packs answers in this order, as the pipelined stream does (``bench.judge.stream``) and the estimate
-    predicts, so the same answers share the same calls on every run (their requests then hit the response cache),
-    whatever order they were asked, answered and written in."""
+    params file declares them, then scenarios, then samples. Packs follow it, so the same answers share the same
+    calls on every run (and hit the response cache), whatever order they were asked in."""
     samples = range(run.sweep.samples)
     keys = ((c.key, s.id, n) for c in run.sweep.cells() for s in run.scenarios for n in samples)
     return {key: position for position, key in enumerate(keys)}
@@ -126,9 +122,8 @@ def next_attempts(judge: Judge, items: list[Item], done: Set[str], tries: dict[s
                   settled: Set[str] = frozenset()) -> tuple[list[Item], list[Item]]:
     """Return (items to grade now, each with its attempt number; items left failed after ``max_attempts``).
 
-    Items whose every judgment succeeded are neither, nor are items whose open judgments are
-    all ``settled`` (failed earlier in this same sweep: a sweep asks each item once). An item
-    that failed n times is asked again as attempt n + 1: a fresh request, never the reply that failed.
+    Items all of whose judgments succeeded, or are ``settled`` (failed earlier in this sweep), are neither; an item
+    that failed n times is asked again as attempt n + 1, a fresh request.
     """
     pending, exhausted = [], []
     for item in items:
@@ -148,11 +143,8 @@ def owns_dataset(run: Run) -> bool:
 
 async def judge_stage(run: Run, llm: LLM, judges: list[Judge], *, shard: str | None = None,
                       progress: str = "auto", failed_since: str | None = None) -> JudgeResult:
-    """Grade every pending item of every judge; return what was done.
-
-    ``failed_since`` (an ISO time; the sweep's start): items that failed since then are not
-    asked again in this stage, so one sweep pays for each item once.
-    """
+    """Grade every pending item of every judge; return what was done. Items failed since ``failed_since`` (the
+    sweep's start) are not asked again: one sweep pays for each item once."""
     t0, calls0 = time.monotonic(), llm.calls
     store = RunStore(run.dir, shard=shard)
     store.ensure_writable()
@@ -208,11 +200,8 @@ def failed_after(store: RunStore, since: str | None) -> set[str]:
 
 
 def judgment_counts(run: Run, judges: list[Judge] | None = None) -> tuple[int, int]:
-    """Return (judgments saved, judgments planned) of the run's cells by its judges (or by ``judges``).
-
-    The planned count includes the answers not collected yet (one judgment per planned answer;
-    two, one per order, per pair against a baseline), so it does not move as answers arrive.
-    """
+    """Return (judgments saved, judgments planned) of the run's cells by its judges; the planned count includes the
+    answers not collected yet, so it does not move as they arrive."""
     judges = load_judges(run) if judges is None else judges
     store = RunStore(run.dir)
     done = store.done_ids(Judgment)

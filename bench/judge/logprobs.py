@@ -1,9 +1,7 @@
 """Probability-weighted rubric scores (as G-Eval does): the expected score over the score tokens' probabilities.
 
-With ``params: {logprobs: true, top_logprobs: k}``, each criterion's value token and its alternatives that
-are whole values on the scale give Σ value·p / Σ p, stored beside the sampled score, never instead. A value
-written over two tokens, or alternatives holding less than ``MIN_MASS``, gives no expectation; the composite
-needs every criterion's. A provider that returns no logprobs leaves the sampled score (``NO_LOGPROBS``).
+With ``params: {logprobs: true, top_logprobs: k}``, each criterion's value and its alternatives on the scale give
+Σ value·p / Σ p, stored beside the sampled score, never instead; below ``MIN_MASS`` there is none.
 """
 
 from __future__ import annotations

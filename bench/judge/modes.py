@@ -1,8 +1,4 @@
-"""The grading modes by name: each mode is one module holding its grader; this mapping is the registry.
-
-``rubric``, ``packed``, ``checklist``, ``pairwise``, ``automated`` and ``hybrid``. An unparseable reply gets
-one repair turn, then is stored as a failure, never as a score. Adding a mode: one module, one entry.
-"""
+"""The grading modes by name: each mode is one module holding its grader; this mapping is the registry."""
 
 from __future__ import annotations
 

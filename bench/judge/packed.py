@@ -120,10 +120,9 @@ async def _ask_pack(judge: Judge, order: list[Item], ids: list[str], messages: l
 async def _judgments(judge: Judge, order: list[Item], ids: list[str], reply: PackReply,
                      solved: dict[str, tuple[dict, Spend]], notes: dict[str, dict], llm: LLM,
                      pack_id: str) -> list[Judgment]:
-    """Return each item's judgment: its grade in ``reply``, else its single re-grade (the record keeps its pack id
-    and why). Once the budget refuses a re-grade, no other is asked: the stop is raised with the judgments
-    noted on it, those of the items graded (by the reply or singly) and a failure for each item left whose
-    own answer was paid (``solve_first``)."""
+    """Return each item's judgment: its grade in ``reply``, else its single re-grade. Once the budget refuses a
+    re-grade, no other is asked: the stop is raised with the judgments made and the failure of each item whose
+    own answer was paid noted on it."""
     out: list[Judgment] = []
     stop: Halted | None = None
     for n, (sid, item) in enumerate(zip(ids, order)):
@@ -155,10 +154,9 @@ async def _judgments(judge: Judge, order: list[Item], ids: list[str], reply: Pac
 
 async def _solve_all(judge: Judge, order: list[Item], ids: list[str], llm: LLM
                      ) -> tuple[list[Item], list[str], dict[str, tuple[dict, Spend]], list[Judgment]]:
-    """Return the items to pack with their own answers (``solve_first``; unchanged without it), their short
-    ids, each one's answer details and spend by short id, and a failure for each item whose answer could not
-    be asked (it is left out of the packed call). Raises ``Halted`` once every answer asked has ended, with the
-    failures and a failed judgment of each item whose answer was paid noted on it (nothing else is recorded)."""
+    """Return the items to pack with their own answers (``solve_first``), their short ids, each one's answer
+    details and spend, and a failure for each item whose answer could not be asked. Raises ``Halted`` once every
+    answer asked has ended, with the failures noted on it."""
     if not judge.rubric.solve_first:
         return order, ids, {}, []
     spends = [Spend() for _ in order]

@@ -1,8 +1,7 @@
 """Judge replies turned into data: JSON found in prose or code fences, verdict labels, validated scores.
 
-Judges answer in many shapes: a bare JSON object, JSON in a ```json fence, JSON after a
-paragraph of reasoning, a verdict as ``[[A>B]]``. These functions find what was meant,
-or raise JudgeParseError with a reason a researcher can read; they never guess a score.
+These functions find what was meant, or raise JudgeParseError with a reason a researcher can read; they never
+guess a score.
 """
 
 from __future__ import annotations
@@ -20,10 +19,8 @@ MIRROR = {"A>>B": "B>>A", "A>B": "B>A", "A=B": "A=B", "B>A": "A>B", "B>>A": "A>>
 
 
 def extract_json(text: str | None) -> Any:
-    """Return the first JSON value in ``text``: the whole reply, a fenced block, or a balanced {…}/[…] span.
-
-    Raw control characters inside strings are accepted (small models emit raw newlines).
-    """
+    """Return the first JSON value in ``text``: the whole reply, a fenced block, or a balanced {…}/[…] span (raw
+    control characters inside strings accepted: small models emit raw newlines)."""
     if not text or not text.strip():
         raise JudgeParseError("empty reply")
     for chunk in (text, *(m.group(1) for m in _FENCE.finditer(text)), *_balanced_spans(text)):
@@ -56,10 +53,8 @@ def _balanced_spans(text: str, limit: int = 20) -> list[str]:
 
 
 def parse_verdict(text: str | None, labels: list[str]) -> str:
-    """Return the verdict label of a pairwise reply: ``[[A>B]]``-style, else JSON ``{"verdict": …}``.
-
-    Several different bracketed labels are ambiguous and raise, as in arena-hard.
-    """
+    """Return the verdict label of a pairwise reply: ``[[A>B]]``-style, else JSON ``{"verdict": …}``; several
+    different bracketed labels are ambiguous and raise, as in arena-hard."""
     found = {_normalize(m.group(1)) for m in _LABEL.finditer(text or "")}
     found &= set(labels)
     if len(found) == 1:

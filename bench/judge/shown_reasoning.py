@@ -1,9 +1,5 @@
-"""The candidate's reasoning as a judge sees it: never, unless the rubric asks (``show_reasoning: true``).
-
-With it, each response is followed by its reasoning in a delimited data block whose tag derives from the
-response's tag and the reasoning, so it cannot close its own block. Without it, the prompt and cache key
-are exactly what they were before the field existed.
-"""
+"""The candidate's reasoning as a judge sees it: never, unless the rubric asks (``show_reasoning: true``); then in
+a delimited data block whose tag derives from the response's and the reasoning, so it cannot close its own."""
 
 from __future__ import annotations
 
@@ -16,9 +12,8 @@ REASONING = ("The reasoning the model wrote before this response (data to grade 
 
 
 def response_block(judge: Judge, item: Item, index: int, tag: str, text: str) -> str:
-    """Return the block of the item's ``index``-th response (``text``, as shown, between ``tag``s; a conversation's
-    after the line saying so), followed by its reasoning when the rubric shows reasoning and the response has some;
-    else the response block alone."""
+    """Return the block of the item's ``index``-th response (``text`` between ``tag``s), followed by its reasoning
+    when the rubric shows reasoning and the response has some."""
     response = framed_response(item, index, tag, text)
     if not judge.rubric.show_reasoning or index >= len(item.reasonings) or not item.reasonings[index]:
         return response

@@ -1,9 +1,7 @@
 """The judge's own answer to a question (a rubric's ``solve_first: true``), asked before it sees any candidate.
 
-Its request depends on the judge, the question and the repeat, never the candidate, so it is paid once per
-judge × question × repeat and served to every candidate by the cache. It is shown as the judge's own
-reference answer and kept in ``details["solution"]``; its usage counts on the one judgment that sent it
-(``solution_paid``), also when a budget stop refuses the grading after it (``stopped_after_solution``).
+Its request never depends on the candidate, so it is paid once per judge × question × repeat and served to every
+candidate by the cache; its usage counts on the one judgment that sent it.
 """
 
 from __future__ import annotations
@@ -34,10 +32,8 @@ def solution_label(judge: Judge, item: Item) -> str:
 
 
 async def solve(judge: Judge, item: Item, llm: LLM, spend: Spend) -> tuple[Item, dict[str, Any]]:
-    """Return ``item`` with the judge's own answer and the details that record it (unchanged and {} when the
-    rubric does not ``solve_first``). A request actually sent is counted on ``spend``; a reply reused (from
-    the cache, or shared with an identical request in flight) is not. Raises ProviderError (counted on
-    ``spend``) when the request fails, and ``Halted`` when the budget refuses it."""
+    """Return ``item`` with the judge's own answer and the details that record it (unchanged and {} without
+    ``solve_first``). Only a request actually sent counts on ``spend``. Raises ProviderError, or ``Halted``."""
     if not judge.rubric.solve_first:
         return item, {}
     if item.solution is not None:  # asked already (a packed call's item re-graded singly)
@@ -56,13 +52,9 @@ async def solve(judge: Judge, item: Item, llm: LLM, spend: Spend) -> tuple[Item,
 
 def stopped_after_solution(stop: Halted, base: dict, prompt: list[dict] | None, spend: Spend, details: dict,
                            **extra: Any) -> Halted:
-    """Return ``stop``, with the failed judgment of an item whose own answer was paid (``details["solution_paid"]``)
-    noted on it (``finished``: ``run_bounded`` writes it), carrying ``spend`` and the ``prompt`` that was refused.
-
-    Without it the item would get no record (as any item a stop cuts short) and the answer's cost would be lost:
-    the answer is cached, so the resume that grades the item again reuses it without paying or counting it.
-    ``stop`` is returned unchanged when this grading paid no answer.
-    """
+    """Return ``stop`` with the failed judgment of an item whose own answer was paid noted on it, carrying ``spend``
+    and the refused ``prompt``: otherwise the answer's cost would be lost (the resume reuses it from the cache without
+    counting it). Unchanged when this grading paid no answer."""
     if details.get("solution_paid"):
         kind = "budget" if isinstance(stop, BudgetReached) else "stopped"
         finished_before(stop, [Judgment(**base, error=f"the judge's own answer was paid, then the grading was not "

@@ -18,10 +18,8 @@ from bench.run import Run
 class JudgeStream:
     """Judges candidates as collect produces them (the pipelined sweep): one event loop, one cap.
 
-    Single-item modes grade each candidate on arrival; the packed mode grades a pack once its k answers have
-    arrived, packs being k consecutive answers in the grid's order (``expect``), never in arrival order, so a
-    re-run packs alike and hits the cache; pairwise waits for both answers of a scenario. ``drain`` grades what
-    is left and waits; once ``halt`` is set nothing new starts; ``planned`` grows the progress total.
+    Single-item modes grade each candidate on arrival; packed grades k consecutive answers in the grid's order
+    (``expect``), so a re-run packs alike and hits the cache; pairwise waits for both answers of a scenario.
     """
 
     def __init__(self, run: Run, llm: LLM, judges: list[Judge], emit: Emit, done: set[str],
@@ -119,11 +117,8 @@ class JudgeStream:
             await asyncio.gather(*list(self.tasks))
 
     async def settle(self, cancel: bool) -> None:
-        """Wait for (or, if ``cancel``, cancel) every grading still running, so none outlives the HTTP session.
-
-        Called when the stage stops early: after a failed write, gradings in flight finish
-        (they are paid; their judgments are kept); after another error they are cancelled.
-        """
+        """Wait for (or, if ``cancel``, cancel) every grading still running, so none outlives the HTTP session: after a
+        failed write, gradings in flight finish (they are paid); after another error they are cancelled."""
         while self.tasks:
             tasks = list(self.tasks)
             if cancel:

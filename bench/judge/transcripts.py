@@ -1,10 +1,7 @@
 """Conversations as a judge reads them: a candidate's transcript as text, its assistant turns, and the items a
 judge grades of it (the whole conversation, or each turn in its context for a ``per_turn`` rubric).
 
-:func:`transcript_text` writes one bracketed header line per message (``[user]``, ``[assistant, turn 2]``,
-``[tool result: …]``) with the message's lines indented below, so no message can pass itself off as another.
-The model's turns are the last ``turns`` runs of assistant and tool messages; a candidate without a transcript
-is graded on its output alone.
+One bracketed header line per message, its lines indented below, so no message can pass itself off as another.
 """
 
 from __future__ import annotations
@@ -54,9 +51,8 @@ def turn_spans(candidate: Candidate) -> list[tuple[int, int]]:
 
 
 def answer_items(judge: Judge, scenario: Scenario, candidate: Candidate, question: str) -> list[Item]:
-    """Return the items ``judge`` grades of ``candidate``: one (the whole answer), or for a ``per_turn`` rubric
-    one per assistant turn. ``question`` is what the model was asked (:func:`asked` for a conversation); a
-    turn's item says the user message that turn answers."""
+    """Return the items ``judge`` grades of ``candidate``: one, or for a ``per_turn`` rubric one per assistant turn
+    (saying the user message it answers)."""
     traj = Trajectory.of(candidate.trajectory, candidate.turns)
     if not judge.rubric.per_turn:
         shown = transcript_text(candidate) if candidate.transcript is not None else None
@@ -145,9 +141,8 @@ def _message(m: dict[str, Any], turn: int | None) -> str:
 
 
 def _one_line(value: Any) -> str:
-    """Return ``value`` as a header field: on one line (a header never spans two), its brackets and commas made
-    parentheses and semicolons, so a name the model chose (an unknown tool's) cannot close a header and fake the
-    next (``x] [assistant, turn 9``)."""
+    """Return ``value`` as a header field on one line, brackets and commas made parentheses and semicolons, so a
+    name the model chose cannot close a header and fake the next."""
     return " ".join(str(value).translate(_HEADER_SAFE).split())
 
 

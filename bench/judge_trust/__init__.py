@@ -1,9 +1,5 @@
-"""How far a run's judges can be trusted: `bench judges RUN [--json]`.
-
-`judges_document` (agreement with reviews, confusion, bias by grade, bias audit, the reviewers' own agreement),
-`judges_text` (its tables) and `judges_command`. Only the command is cheap to import; the rest loads polars on
-first use.
-"""
+"""How far a run's judges can be trusted: `bench judges RUN [--json]`. Only the command is cheap to import; the
+rest loads polars on first use."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """`bench judges RUN`: how far each judge of a run can be trusted, as readable tables (or one JSON document).
 
-Per judge: agreement with the human reviews, bias at each human grade and the bias audit with its verdicts;
-then the reviewers' own agreement, the ceiling. Reads records only, calls no model; docs/judges.md says how
-to read each number.
+Reads records only, calls no model; docs/judges.md says how to read each number.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""The JSON document of `bench judges RUN --json`: per judge, its agreement with the human reviews (kappa, exact and
-adjacent agreement with their intervals and a state), its confusion matrices, its bias at each human grade and its
-bias audit; and the reviewers' own agreement (the ceiling a judge can reach). ``reviews`` counts the blind
-reviews the statistics read, ``not_blind_reviews`` those saved with the judges shown (left out). A value that is
-undefined (NaN) is written as null, so that the document is strict JSON any tool reads."""
+"""The JSON document of `bench judges RUN --json`: per judge, its agreement with the blind human reviews, its
+confusion matrices, its bias at each human grade and its bias audit; and the reviewers' own agreement (the
+ceiling). An undefined value (NaN) is written as null, so the document is strict JSON."""
 
 from __future__ import annotations
 

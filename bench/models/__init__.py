@@ -1,9 +1,8 @@
 """The one LLM seam: every model call of collect and judge goes through ``LLM.complete``.
 
-A ``ModelSpec`` is resolved once into a route (``routing``), checked before anything is spent (``preflight``,
-``genparams``), and asked through one client (``client``) under one ``Limits`` and the caps of ``ratelimit``, with
-an on-disk response cache (``cache``); it produces a ``Completion`` (text and ``Usage``). Providers, the embedded
-``local/<name>`` model and the dry run's ``dry/<name>`` are each one ``Provider`` of the ``providers`` registry.
+A ``ModelSpec`` is resolved once into a route (``routing``), checked before anything is spent (``preflight``),
+and asked through one client (``client``) under ``Limits``, the caps of ``ratelimit`` and the response cache;
+each kind of model is one ``Provider`` of the ``providers`` registry.
 """
 
 from bench.models.cache import ResponseCache, open_cache, request_key

@@ -1,8 +1,7 @@
 """Per-model caps of one event loop: requests in flight, and sliding windows of request starts and tokens.
 
-``LocalLimiter`` is what a process uses by default (no server, no socket, nothing per request
-beyond the counters), and what the sweep's lease server (``bench.models._leases``) holds for all
-its clients. See ``bench.models.ratelimit`` for what is counted and how.
+``LocalLimiter`` is what a process uses by default, and what the sweep's lease server (``bench.models._leases``)
+holds for all its clients (bench.models.ratelimit says what is counted).
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """JSON for request bodies and the response cache: orjson when it is installed (the ``perf`` extra), else the
-standard library, with one meaning either way.
-
-What orjson refuses goes to ``json`` unchanged, and identities keep ``canonical_json``'s spelling:
-``messages_bytes`` lets orjson spell only messages both spell alike (tests/models/test_request_keys.py).
-Its timing against ``json``: docs/llm-seam.md.
-"""
+standard library, with one meaning either way: what orjson refuses goes to ``json``, and identities keep
+``canonical_json``'s spelling (tests/models/test_request_keys.py)."""
 
 from __future__ import annotations
 
@@ -52,11 +48,8 @@ def dumps_str(text: str) -> str:
 
 
 def cache_text(value: dict[str, Any]) -> str:
-    """Return a reply as the response cache stores it (JSON text that ``json.loads`` reads back equal).
-
-    Token logprobs may hold ``-Infinity``, which orjson would write as ``null``: a value carrying them is
-    written by ``json``, like anything orjson refuses.
-    """
+    """Return a reply as the response cache stores it (JSON text that ``json.loads`` reads back equal); logprobs
+    may hold ``-Infinity``, which orjson would write as ``null``, so such a value is written by ``json``."""
     if orjson is not None and "logprobs" not in value:
         try:
             return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
@@ -66,10 +59,8 @@ def cache_text(value: dict[str, Any]) -> str:
 
 
 def messages_bytes(messages: list[dict[str, Any]]) -> bytes:
-    """Return ``canonical_json(messages)`` as the bytes a request key hashes (UTF-8, a lone surrogate kept): by orjson
-    (0.3 µs where ``json`` takes 2–3) when every message is a plain dict of strings, which orjson spells the same
-    (sorted keys, no spaces, UTF-8, the same escapes), else by ``canonical_json`` itself (numbers, nested parts, a
-    lone surrogate)."""
+    """Return ``canonical_json(messages)`` as the bytes a request key hashes (UTF-8, a lone surrogate kept): by
+    orjson when every message is a plain dict of strings, which it spells the same, else by ``canonical_json``."""
     if orjson is not None:
         for message in messages:
             if type(message) is not dict:

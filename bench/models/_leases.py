@@ -1,10 +1,8 @@
 """Caps held across a whole sweep: a lease server in the driver, a ``RemoteLimiter`` per kernel.
 
-The ``LeaseServer`` (its address passed to every execution as the notebooks' ``lease_server`` parameter) holds
-one ``LocalLimiter`` and, under ``limits.budget_usd``, the sweep's ``Purse``; a dead process's leases are released
-when its connection closes, and its open reservations count as spent. It listens on a private unix socket, or for
-a cluster sweep on TCP behind the sweep's token (``BENCH_LIMITS_TOKEN``, by environment only; unproven connections
-are dropped after ``HELLO_S``, at most ``MAX_UNPROVEN`` wait at once).
+The ``LeaseServer`` holds one ``LocalLimiter`` and, under ``limits.budget_usd``, the sweep's ``Purse``; a dead
+process's leases are released when its connection closes, and its open reservations count as spent. It
+listens on a private unix socket, or for a cluster sweep on TCP behind the sweep's token (``BENCH_LIMITS_TOKEN``).
 """
 
 from __future__ import annotations
@@ -167,10 +165,8 @@ class _LeaseProtocol(asyncio.Protocol):
 class LeaseServer:
     """Serves every model's caps to the processes of one sweep, from a thread of the driver.
 
-    By default it listens on a unix socket in a private (0700) temporary folder. With ``host``
-    (a cluster sweep) it listens on TCP at that address only, and a connection whose first line
-    is not ``{"op": "hello", "token": <self.token>}`` is closed. Each connection's leases end
-    when it closes, so a kernel that dies (even by ``kill -9``) frees its slots at once.
+    A unix socket in a private (0700) folder, or with ``host`` (a cluster sweep) TCP, where a connection must
+    first show the token. A connection's leases end when it closes: a kernel killed by ``kill -9`` frees its slots.
     """
 
     def __init__(self, window_s: float = 60.0, host: str | None = None, budget: tuple[float, float] | None = None):
@@ -256,9 +252,8 @@ class LeaseServer:
     async def _admitted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         """Return whether a TCP connection's first line carries the sweep's token (anything else is dropped).
 
-        A connection gets HELLO_S to show it, and at most MAX_UNPROVEN wait at once: a newcomer past that
-        closes the longest-waiting one (a real client shows its token as soon as it connects, so only an
-        idle stranger is ever the oldest), so no neighbour can hold the server's sockets.
+        It has HELLO_S to show it, and at most MAX_UNPROVEN wait at once: a newcomer past that closes the oldest (a
+        real client shows its token at once), so no neighbour can hold the server's sockets.
         """
         me = asyncio.current_task()
         self._unproven[me] = writer

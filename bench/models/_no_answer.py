@@ -1,9 +1,6 @@
-"""The failure of a reply that holds no answer: retried when it is merely empty, final when the model thought.
-
-An empty reply may come back whole when asked again (``kind="empty"``, retried). An empty answer with reasoning
-spent its output limit thinking and would again, so it fails at once (``kind="reasoning_cut"``) and says to raise the
-limit. Either way the reply was billed: the caller counts it as a paid attempt (bench.models._paid).
-"""
+"""The failure of a reply that holds no answer: retried when it is merely empty (``kind="empty"``), final when
+the model spent its output limit thinking (``kind="reasoning_cut"``). Either way the reply was billed
+(bench.models._paid)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """What a reply was paid, made whole before anything counts it: its usage estimated when the provider sent
 none, its overrun of ``max_tokens`` flagged, its price, and every paid attempt of a retried call kept.
 
-A provider bills every reply it sends, so the records, the budget and a resume's spend must count each: a reply
-without usage is counted with ``tokens.bound_counter`` and marked ``estimated`` (never zero; a model that may think
-unseen at its output limit at least), one over its limit is marked ``over_limit``, and a call's paid attempts are
-summed in ``paid_attempts`` and carried on its ProviderError (``paid``) when it fails for good.
+A reply without usage is counted with ``tokens.bound_counter`` and marked ``estimated`` (never zero); a call's
+paid attempts are summed in ``paid_attempts`` and carried on its ProviderError (``paid``) when it fails.
 """
 
 from __future__ import annotations

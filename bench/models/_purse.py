@@ -1,9 +1,7 @@
 """A spend cap's counters on one event loop: USD spent, USD reserved by requests in flight, and who waits.
 
-Held by ``bench.models.budget.Budget`` in a process and by the sweep's lease server for every kernel. A request
-reserves its worst-case cost and settles its real one; a reservation is granted when spent + reserved + it
-fits, refused at once when spent + it does not, else waits in order. After an overrun the largest one seen is
-set aside per reservation (``committed``), so spend passes the limit only by ``surprise`` (docs/budget.md).
+A request reserves its worst-case cost and settles its real one; a reservation is granted when spent +
+reserved + it fits, refused when spent + it does not, else waits in order (docs/budget.md).
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""A request's cache key: sha256 over its identity parts, the part that stays the same for a model made once.
-
-The key (``bench.models.cache.request_key``) hashes the endpoint's identity, the model, the canonical settings, the
-repeat and the canonical messages. All but the messages are the same for one model and settings, so a ``KeyMaker``
-hashes them once and each request copies it and feeds only its messages: the same digest, cheaper (docs/llm-seam.md).
-"""
+"""A request's cache key: sha256 over its identity parts. All but the messages are the same for one model and
+settings, so a ``KeyMaker`` hashes them once and each request feeds only its messages (docs/llm-seam.md)."""
 
 from __future__ import annotations
 
@@ -17,8 +13,7 @@ from bench.models.providers import Route
 
 def identity(route: Route) -> str:
     """Return the endpoint part of a request's identity: the route's, with the spec's ``think_end`` when it has one
-    (the cache keeps a reply after its thinking is split off, so another marker is another request; a spec
-    without one keeps the key of old caches)."""
+    (the cache keeps a reply with its thinking split off)."""
     end = route.spec.think_end
     return route.identity if end is None else f"{route.identity}\x1fthink_end={end}"
 

@@ -1,10 +1,7 @@
-"""One request sent (one POST on an aiohttp session, ``bench.models._direct``, or
-``litellm.acompletion``), its reply read into ``(text, usage, body)``, or its failure classified as a
-ProviderError (retryable or final).
+"""One request sent (one POST through ``bench.models._direct``, or ``litellm.acompletion``), its reply read
+into ``(text, usage, body)``, or its failure classified as a ProviderError (retryable or final).
 
-The usage dict holds ``prompt_tokens``, ``completion_tokens`` and ``finish_reason`` (and, from a reasoning
-model, ``reasoning_tokens`` and the ``reasoning`` text, which the client takes off: ``thought_apart``); the
-client adds attempts, latency and cost. Every error message is redacted before it is cut, so no half key leaks.
+Every error message is redacted before it is cut, so no half key leaks.
 """
 
 from __future__ import annotations
@@ -33,10 +30,9 @@ Reply = tuple[str, dict[str, Any], dict | None]  # text, usage, the parsed provi
 
 
 def open_endpoint(route: Route, max_bytes: int) -> Endpoint:
-    """Return the HTTP endpoint of one route's chat completions on this event loop (``bench.models._direct``): its
-    headers hold the key (read once, kept in memory only); its replies are refused past ``max_bytes``. An
-    api_base's ``user:password@`` goes as a Basic header, as the preflight probes it; with a key as well, the one
-    Authorization header cannot carry both: a final error says so."""
+    """Return the HTTP endpoint of one route's chat completions on this event loop: its headers hold the key
+    (kept in memory only), its replies are refused past ``max_bytes``. An api_base's ``user:password@`` goes as a
+    Basic header; with a key as well (one Authorization header cannot carry both) a final error says so."""
     key = route.api_key()
     url, token = basic_credentials(f"{route.api_base}/chat/completions")
     if token is not None:
@@ -164,9 +160,8 @@ async def send_litellm(route: Route, body: dict, timeout_s: float) -> Reply:
 
 
 def wire_calls(calls: list[Any]) -> list[dict[str, Any]]:
-    """Return a reply's tool calls in OpenAI's wire form, ``[{"id", "type": "function", "function": {"name",
-    "arguments"}}]``, from plain dicts (the direct transport) or LiteLLM's objects; the arguments stay the text the
-    model wrote (a dict some servers send is written as JSON), for the caller to parse and judge."""
+    """Return a reply's tool calls in OpenAI's wire form from plain dicts (the direct transport) or LiteLLM's
+    objects; the arguments stay the text the model wrote (a dict is written as JSON)."""
     out = []
     for call in calls:
         plain = call.model_dump() if hasattr(call, "model_dump") else call
@@ -183,8 +178,7 @@ def wire_calls(calls: list[Any]) -> list[dict[str, Any]]:
 def thought_apart(route: Route, text: str, message: Any, usage: dict[str, Any], total: int | None,
                   thinking_tokens: int | None, raw: dict | None) -> Reply:
     """Return the reply with its reasoning apart (``bench.models.reasoning``): the answer as the text, the thinking
-    (a message field, thinking blocks, inline ``<think>``) under ``usage["reasoning"]`` for the client to take
-    off, its tokens as ``reasoning_tokens`` (priced as output); a plain reply's usage is left as it was."""
+    under ``usage["reasoning"]``, its tokens as ``reasoning_tokens``; a plain reply's usage is left as it was."""
     if not thinking_tokens and plain(text, message, route.spec.think_end):
         return text, usage, raw  # most replies: nothing to take apart
     answer, reasoning, offset = separated(text, message, route.spec.think_end)

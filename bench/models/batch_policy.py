@@ -1,8 +1,7 @@
 """How one model's requests go through its provider's Batch API: limits per batch, polling, retries.
 
-A model or judge with ``batch: true`` (or ``batch: {…}``) carries one ``BatchPolicy``; ``bench sweep --batch`` gives
-every one the default (OpenAI's published limits: docs/batch-apis.md). It sits beside ``bench.models.batches`` so
-that ``routing`` and ``bench.config.entries`` read the settings without loading the Batch API machinery.
+Apart from ``bench.models.batches`` so that ``routing`` and ``bench.config.entries`` read the settings without
+loading the Batch API machinery (docs/batch-apis.md).
 """
 
 from __future__ import annotations

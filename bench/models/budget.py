@@ -1,10 +1,8 @@
 """``limits.budget_usd``: a hard cap on what a run folder spends, held before every paid request (docs/budget.md).
 
-Before a request goes in flight it reserves its worst case (its prompt by ``tokens.bound_counter``, its whole output
-limit, at the price it is called at); it is refused with ``BudgetReached`` when spent + it passes the budget, or
-``PriceUnknown`` when its price is unknown, and settled with what it was billed (``bench.models._paid``). Cached and
-free requests reserve nothing. A sweep's executions share one cap in its lease server (bench.models._leases). A stage
-that hears BudgetReached starts no new item, writes what is in flight, then raises it once.
+A request reserves its worst case before it goes in flight, is refused with ``BudgetReached`` (or
+``PriceUnknown``), and is settled with what it was billed. A sweep's executions share one cap in its lease
+server (bench.models._leases).
 """
 
 from __future__ import annotations
@@ -56,10 +54,8 @@ def reservation(route: Route, body: dict[str, Any]) -> float | None:
 
 
 def sweep_budget(limit: float | None, run_dir: str | Path, root: Path | None = None) -> tuple[float, float] | None:
-    """Return what a sweep's lease server holds for ``limits.budget_usd``: (the budget, the run folder's spend now).
-
-    Requests a killed sweep left in flight are settled first (``bench.core.journal.settle``, with the cache of the
-    project at ``root``), so their estimate is spent before the server starts, not only at the kernels' start."""
+    """Return what a sweep's lease server holds for ``limits.budget_usd``: (the budget, the run folder's spend now),
+    after settling the requests a killed sweep left in flight (``bench.core.journal.settle``)."""
     if limit is None:
         return None
     settle(run_dir, open_cache(root=root))
@@ -67,10 +63,8 @@ def sweep_budget(limit: float | None, run_dir: str | Path, root: Path | None = N
 
 
 class Budget:
-    """The spend cap of one client (``LLM.budget``): reserve a paid request's worst case, settle its real cost.
-
-    ``params`` names the params file in the messages (where to raise ``limits.budget_usd``).
-    """
+    """The spend cap of one client (``LLM.budget``): reserve a paid request's worst case, settle its real cost
+    (``params`` names the params file in the messages)."""
 
     def __init__(self, limit_usd: float, run_dir: str | Path, params: str = "the params file",
                  lease_server: str | None = None):
@@ -102,11 +96,8 @@ class Budget:
         return price[0] * counter.messages(body.get("messages") or []) + price[1] * output_ceiling(route, body)
 
     async def reserve(self, route: Route, body: dict[str, Any], *, batch: bool = False) -> Held | None:
-        """Reserve the worst-case cost of one request before it is sent; None when it is free.
-
-        Waits while requests in flight may make room; raises BudgetReached when it would pass the
-        budget, PriceUnknown when the model has no known price.
-        """
+        """Reserve the worst-case cost of one request before it is sent (None when it is free), waiting while
+        requests in flight may make room; BudgetReached when it would pass the budget, PriceUnknown without a price."""
         usd = self.worst_case(route, body, batch)
         if usd <= 0:
             return None

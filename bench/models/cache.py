@@ -1,9 +1,7 @@
 """The response cache: a folder of append-only JSONL files, one per process, read by every process.
 
-An identical request is answered from here without a call; only successes are stored, with their usage and cost.
-Each process appends whole lines, redacted and synchronously, to its own 0600 file and reads every process's files:
-no locks or shared memory, so it is safe on a network filesystem. Why this kind, and what it costs:
-docs/llm-seam.md#the-response-cache.
+Only successes are stored, with their usage and cost; each process appends whole redacted lines to its own 0600
+file: no locks or shared memory, so it is safe on a network filesystem (docs/llm-seam.md#the-response-cache).
 """
 
 from __future__ import annotations
@@ -257,9 +255,9 @@ class ResponseCache:
 
     # -- writing ----------------------------------------------------------------------------------
     def put(self, key: str, value: dict[str, Any]) -> None:
-        """Store a successful reply in this process's file now, before returning (the first one wins: a known key is
-        never written again). A write that fails keeps the reply in memory, answered, for a later write; a value JSON
-        cannot hold (a set: never in a reply the seam builds) is left out with a warning."""
+        """Store a successful reply in this process's file before returning (a known key is never written again). A
+        failed write keeps the reply in memory, answered, for a later write; a value JSON cannot hold is left out with
+        a warning."""
         if _ikey(key) in self._index or key in self._memory:
             return
         try:
@@ -336,9 +334,8 @@ class ResponseCache:
             self._fd, self._own = None, None
 
     def _write_failed(self, exc: OSError) -> None:
-        """Keep the error for ``flush`` to say: a full disk that stops a stage's records stops the cache too, and
-        the stage's one message says so (``bench.stage_runs`` hides the cache's warning then); said at once, the
-        cache's would come first, a second message."""
+        """Keep the error for ``flush`` to say: a full disk that stops the cache stops a stage's records too, and the
+        stage's one message says so (said now, the cache's would come first, a second message)."""
         self._retry_at = time.monotonic() + RETRY_S
         self._failure = exc
 

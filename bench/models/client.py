@@ -1,10 +1,7 @@
 """The one LLM seam: every model call of collect and judge goes through ``LLM.complete``.
 
-Per process: at most ``max_concurrency`` requests in flight (plus optional per-model rate caps), bounded retries
-with backoff on what may succeed and none on what cannot, a per-request timeout, the on-disk response cache, and
-usage, latency and cost on every answer. OpenAI-compatible endpoints take the direct transport
-(``bench.models._direct``), other providers ``litellm.acompletion``, a ``dry/<name>`` model ``bench.models.dry``;
-sending itself is ``bench.models._transport``. docs/llm-seam.md has the design and its measured effect.
+Per process: the concurrency and per-model caps, bounded retries with backoff, a per-request timeout, the
+response cache, and usage, latency and cost on every answer (docs/llm-seam.md).
 """
 
 from __future__ import annotations
@@ -87,12 +84,10 @@ class LLM:
                        label: str | None = None) -> Completion:
         """Return the model's answer to ``messages``, from the cache when possible.
 
-        ``params`` override the spec's generation params; ``sample`` (repeats) and ``attempt`` > 1 (a resume's fresh
-        try) key the cache, never the request sent. ``cache_reply=False`` caches nothing until the caller calls
-        ``keep``. An identical request in flight is shared, not sent twice. ``tools`` and ``tool_choice`` key the
-        request (its calls: ``Completion.tool_calls``); a model with ``batch`` goes through its provider's Batch API,
-        ``label`` naming the item in the batch ledger. Raises ProviderError once retries are spent or for a failure
-        that cannot succeed.
+        ``params`` override the spec's; ``sample`` and ``attempt`` > 1 key the cache, never the request sent.
+        ``cache_reply=False`` caches nothing until ``keep``. An identical request in flight is shared. A model with
+        ``batch`` goes through its provider's Batch API (``label`` names the item in the ledger). Raises
+        ProviderError once retries are spent or for a failure that cannot succeed.
         """
         st = self._state()
         if st.cap.locked():  # it would wait for a slot: the requests being sent go in flight before this one's

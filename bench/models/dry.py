@@ -1,9 +1,8 @@
 """The dry-run provider: ``dry/<name>`` models answer in-process, with no server, no HTTP and no cost.
 
-``bench sweep --dry-run`` swaps every model and judge for one, so a params file runs end to end before spending.
-Replies go through ``LLM.complete`` (cache, caps, usage) and are shaped like a provider's: a schema-valid instance
-for a JSON schema, a ``[[A>B]]``-style verdict for a pairwise prompt, else prose cut at ``max_tokens``. Each is
-deterministic from the request's cache key; usage is a rough estimate and the cost is 0.
+``bench sweep --dry-run`` swaps every model and judge for one, so a params file runs end to end before
+spending. Replies are shaped like a provider's (a schema-valid instance, a pairwise verdict, prose cut at
+``max_tokens``) and deterministic from the request's cache key.
 """
 
 from __future__ import annotations

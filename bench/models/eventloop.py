@@ -1,10 +1,6 @@
-"""The event loop bench starts for its own coroutines: uvloop's when it is installed (the ``perf`` extra), else
-asyncio's.
-
-The seam runs on whatever loop its caller runs. In a notebook or a sweep that is the Jupyter kernel's loop;
-where bench starts the loop itself (``bench smoke``, the estimate's pilot, the benchmarks) it is this one.
-uvloop runs the callbacks of many requests in flight in C: the same replies for less CPU per request.
-"""
+"""The event loop bench starts for its own coroutines (``bench smoke``, the estimate's pilot, the benchmarks):
+uvloop's when it is installed (the ``perf`` extra), else asyncio's. In a notebook or a sweep the seam runs on
+the kernel's loop."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """Generation params checked against what the provider accepts, before anything is sent.
 
-Each ``params`` key is checked against the params LiteLLM lists for the provider (an unknown key is refused
-with the nearest valid name), every known value for its type, and a reasoning model's params against
-LiteLLM's translation of them. Provider-specific fields go under ``params.extra_body``. OpenAI-compatible
-endpoints are checked against OpenAI's chat params without importing LiteLLM; a ``dry/`` model takes any.
+Each ``params`` key is checked against LiteLLM's list for the provider (an unknown key is refused with the
+nearest valid name) and each known value for its type; provider-specific fields go under ``params.extra_body``.
 """
 
 from __future__ import annotations
@@ -78,10 +76,8 @@ def supported_params(model: str, api_base: str | None) -> frozenset[str] | None:
 
 
 def param_problems(entries: list[tuple[str, Any]]) -> list[str]:
-    """Return one line per unknown or refused generation param of ``(key path, entry)`` pairs.
-
-    The key path is where the entry sits in the params file (``models[0]``, ``judges[1]``).
-    """
+    """Return one line per unknown or refused generation param of ``(key path, entry)`` pairs (the key path:
+    ``models[0]``, ``judges[1]``)."""
     problems = []
     memo: dict[tuple[str, str | None], frozenset[str] | None] = {}
     for where, entry in entries:
@@ -177,9 +173,8 @@ def _unknown(where: str, entry: Any, name: str, allowed: frozenset[str]) -> str:
 def type_problems(params: dict[str, Any], entry_id: str | None = None) -> list[str]:
     """Return one line per known generation param whose value has the wrong type (empty when all fit).
 
-    Exists because a params file states one setting per entry: a list where the API takes one value
-    (``reasoning_effort: [low, high]``) would reach the provider as a literal list, not as two runs, so
-    it is refused with how to compare settings instead. ``entry_id`` names the entry in the hint.
+    A list where the API takes one value (``reasoning_effort: [low, high]``) would reach the provider as a literal
+    list, not as two runs: it is refused with how to compare settings instead.
     """
     problems = []
     for name, value in params.items():

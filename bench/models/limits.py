@@ -1,8 +1,5 @@
-"""One ``Limits``: the caps, timeouts and retry policy of every model call, as the params file's ``limits:`` section.
-
-The same frozen model is validated from YAML (``bench.config.params.Sweep.limits``) and handed to the
-client (``bench.models.client.LLM``), so a knob has one name, one default and one check everywhere.
-"""
+"""One ``Limits``: the caps, timeouts and retry policy of every model call, as the params file's ``limits:``
+section, validated from YAML and handed to the client: one name, one default and one check per knob."""
 
 from __future__ import annotations
 

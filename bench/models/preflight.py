@@ -1,10 +1,7 @@
 """The preflight: before the first call, check every model of a run and report every problem at once.
 
-It resolves each model string, checks that each needed key is in the environment (or
-``.env``) and that each explicit ``api_base`` answers, and raises one PreflightError
-listing everything that is wrong. Nothing is sent to a model, so nothing is spent. A dry model
-(``dry/<name>``) always passes, without probing anything. What each kind of model needs is its
-provider's ``check`` (bench.models.providers).
+Each model string resolves, each needed key is in the environment (or ``.env``) and each explicit
+``api_base`` answers; nothing is sent to a model. Each provider's ``check`` says what its models need.
 """
 
 from __future__ import annotations
@@ -47,12 +44,8 @@ def preflight(specs: Iterable[ModelSpec], *, probe_timeout_s: float = 3.0) -> No
 
 
 def _unknown_models(specs: list[ModelSpec], served: dict[str, set[str]]) -> list[str]:
-    """Return a problem for each model an ``api_base`` does not list among the models it serves.
-
-    Only servers that list their models (vLLM, Ollama, gateways: ``GET /models``) are checked;
-    an empty or unreadable listing checks nothing. A single-model server that ignores the name
-    (llama.cpp's) lists the name to use.
-    """
+    """Return a problem for each model an ``api_base`` does not list among the models it serves (only servers that
+    list their models are checked; a single-model server that ignores the name lists the name to use)."""
     problems = []
     for spec in specs:
         listed = served.get((spec.api_base or "").rstrip("/"))
@@ -67,11 +60,8 @@ def _unknown_models(specs: list[ModelSpec], served: dict[str, set[str]]) -> list
 
 
 def _check_batches(spec: ModelSpec, timeout_s: float) -> str | None:
-    """Return why a batched model's requests cannot go through a Batch API, or None (nothing is spent).
-
-    LiteLLM must batch for its provider; an ``api_base`` must answer ``GET /batches`` (a server without
-    a Batch API, e.g. vLLM or llama.cpp, answers 404).
-    """
+    """Return why a batched model's requests cannot go through a Batch API, or None: LiteLLM must batch for its
+    provider, an ``api_base`` must answer ``GET /batches``."""
     route = resolve(spec)
     if route.provider.answers_in_process:
         return None  # a dry run probes nothing

@@ -1,10 +1,8 @@
 """Per-model caps: a model's ``max_concurrency``, ``rpm`` and ``tpm``, held for one process or a whole sweep.
 
-Caps are counted per endpoint (model string and ``api_base``), whoever sends: in-flight requests, request
-starts in a 60 s window and tokens charged in it (an estimate before sending, the real usage after).
-``LocalLimiter`` holds the counters in one event loop; ``RemoteLimiter`` leases them from the sweep's
-``LeaseServer`` (the notebooks' ``lease_server`` parameter), which also holds a sweep's global cap (``SWEEP_KEY``).
-The counters live in ``bench.models._counters``, the server and its clients in ``bench.models._leases``.
+Counted per endpoint, whoever sends: requests in flight, request starts and tokens in a 60 s window (an
+estimate before sending, the real usage after). The counters live in ``bench.models._counters``, the sweep's
+lease server and its clients in ``bench.models._leases``.
 """
 
 from __future__ import annotations

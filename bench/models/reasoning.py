@@ -1,10 +1,8 @@
-"""A reply's reasoning, kept apart from its answer: the thinking text and its token count, read from any provider's reply.
+"""A reply's reasoning, kept apart from its answer: the thinking text and its token count, from any provider.
 
-Thinking is read from a message field (``reasoning_content``, ``reasoning``), Anthropic's thinking blocks or
-inline markers (``<think>…</think>``, or the entry's ``think_end``), so a record's ``output`` is only the
-answer. A reply that opens thinking and never closes it is a ``reasoning_cut`` failure. Reasoning tokens are
-output, added to ``completion_tokens`` when a server reports them apart. ``think_end`` is part of a spec's
-request key, since the cache keeps replies as read.
+Thinking is read from a message field, Anthropic's thinking blocks or inline markers (``<think>``, or the
+entry's ``think_end``), so a record's ``output`` is only the answer; a reply that never closes its thinking is
+a ``reasoning_cut`` failure.
 """
 
 from __future__ import annotations
@@ -24,12 +22,8 @@ def start_marker(end: str) -> str:
 
 
 def split_think(text: str, think_end: str | None = None) -> tuple[str, str | None, int]:
-    """Return (answer, reasoning or None, offset of the answer in ``text``) of a reply's content.
-
-    Without ``think_end`` only a reply that starts with ``<think>`` is split; with it, the reply is split at
-    the first end marker even without a start marker. The answer's leading whitespace is dropped (the
-    offset points past it), so the answer is exactly ``text[offset:]``.
-    """
+    """Return (answer, reasoning or None, offset of the answer in ``text``): without ``think_end`` only a reply
+    starting with ``<think>`` is split; the answer's leading whitespace is dropped, so it is ``text[offset:]``."""
     end = think_end or THINK_END
     start = start_marker(end)
     body = text.lstrip()
@@ -68,9 +62,8 @@ def plain(text: str, message: Any, think_end: str | None) -> bool:
 
 
 def separated(text: str, message: Any, think_end: str | None) -> tuple[str, str | None, int]:
-    """Return (answer, reasoning or None, offset of the answer in ``text``) of a reply's content and message: the
-    thinking of its own field and its inline thinking, joined. After thinking, the answer's leading whitespace
-    is dropped (LiteLLM, splitting ``<think>`` itself, leaves it), so both transports give one answer."""
+    """Return (answer, reasoning or None, offset of the answer in ``text``) of a reply's content and message, its
+    field's thinking and inline thinking joined (leading whitespace dropped, so both transports give one answer)."""
     if plain(text, message, think_end):
         return text, None, 0  # the common reply, no thinking anywhere: answered without copies
     answer, inline, offset = split_think(text, think_end)
@@ -131,11 +124,9 @@ _hidden: dict[Any, bool] = {}  # ModelSpec -> whether its replies may be billed 
 
 
 def hides_thinking(route: Any, body: dict[str, Any] | None = None) -> bool:
-    """Return whether a reply of ``route`` may be billed for thinking it never shows (OpenAI's reasoning models
-    return none of it): its request or its spec sets ``reasoning_effort`` or ``thinking``, or LiteLLM's model map
-    says the model reasons. Then its output cannot be judged from its text: budgets and estimates of replies
-    without usage take its output limit (``bench.models.tokens.output_ceiling``). ``think_end`` alone does not
-    count: inline thinking is in the reply's text."""
+    """Return whether a reply of ``route`` may be billed for thinking it never shows: ``reasoning_effort`` or
+    ``thinking`` is set, or LiteLLM's map says the model reasons. Budgets and estimates of its replies without
+    usage then take its output limit (``bench.models.tokens.output_ceiling``)."""
     if body is not None and any(k in body for k in REASONING_PARAMS):
         return True
     known = _hidden.get(route.spec)

@@ -1,9 +1,6 @@
-"""How a model string is reached: resolved once per (model, params), then reused for every request.
-
-The provider registry (``bench.models.providers``) says who answers a spec; LiteLLM stays the authority on
-model strings, keys and parameter translation. This module memoizes the resolution, so an OpenAI-compatible
-call costs one JSON body and one HTTP round trip ("direct"); other wire formats go through ``litellm.acompletion``.
-"""
+"""How a model string is reached: resolved once per (model, params), then reused for every request, so an
+OpenAI-compatible call costs one JSON body and one HTTP round trip ("direct"); other wire formats go through
+``litellm.acompletion``."""
 
 from __future__ import annotations
 
@@ -60,10 +57,8 @@ def body_params(route: Route, params: dict[str, Any], response_format: dict | No
 def price_per_token(route: Route, batch: bool | None = None) -> tuple[float, float] | None:
     """Return (input, output) USD per token, or None when the price is unknown.
 
-    A dry model is free; otherwise a declared ``price`` wins. A self-hosted endpoint (explicit api_base) is unknown unless
-    declared, because a model name there says nothing about what it costs. ``batch`` (default: whether the model
-    is batched) asks for the Batch API price: LiteLLM's ``*_cost_per_token_batches`` where its map has them, else
-    the direct price less the declared ``batch_discount`` (default 0.5, what every Batch API listed in docs/batch-apis.md takes off).
+    A dry model is free; a declared ``price`` wins; a self-hosted endpoint is unknown unless declared. ``batch``
+    asks for the Batch API price: LiteLLM's where its map has one, else the direct price less ``batch_discount``.
     """
     batch = route.spec.batch is not None if batch is None else batch
     if route.provider.free:

@@ -1,9 +1,7 @@
 """Tokens before any call: a prompt counted with its model's tokenizer, and a request's output bound.
 
-Counting is LiteLLM's ``token_counter`` arithmetic, each distinct text counted once, with a tokenizer never fetched
-from the network: LiteLLM's for a provider's model, else tiktoken's encoding for that name from the files LiteLLM
-bundles, else UTF-8 bytes (:attr:`TokenCounter.note` says which). A budget and a reply without usage use
-:func:`bound_counter`, which never counts fewer tokens than the model's own tokenizer (docs/budget.md).
+LiteLLM's ``token_counter`` arithmetic, with a tokenizer never fetched from the network; :func:`bound_counter`
+never counts fewer tokens than the model's own tokenizer (docs/budget.md).
 """
 
 from __future__ import annotations
@@ -26,12 +24,8 @@ DEFAULT_ENCODING = "cl100k_base"  # LiteLLM's default tokenizer
 BOUND_MEMO = 4096  # texts a bound counter remembers (it counts every request of a sweep: its memory stays flat)
 BYTES = "UTF-8 bytes"  # the counting of a model whose tokenizer LiteLLM does not have: a bound, never fewer
 PER_MESSAGE, PER_NAME, REPLY_PRIMING = 3, 1, 3  # LiteLLM's token_counter for chat models
-# An image_url part, counted before any reply says what it cost (its bytes or URL are never counted as text): a
-# bound above what the providers bill for one image at its largest. OpenAI's patch models bill up to 1,536 patches
-# times the model's multiplier (o4-mini 1.72: 2,642; gpt-4.1-nano and gpt-5-nano 2.46: 3,779); its tile models
-# (gpt-4o) 85 + 170 per 512 px tile, at most 1,445; Anthropic (w*h)/750, about 1,600 at its 1.15 MP cap; Gemini 258
-# per 768 px tile. Not bounded by it: gpt-4o-mini, which bills images at 33x the tokens of gpt-4o (same dollars),
-# and a self-hosted vision model configured for more (docs/budget.md).
+# an image_url part before any reply says what it cost (never its bytes or URL as text): a bound above what the
+# providers bill for one image at its largest, with the two it does not bound (docs/budget.md)
 IMAGE_TOKENS = 4_000
 _ENCODING_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"  # tiktoken's cache key
 
@@ -85,8 +79,7 @@ def counter_for(route: Route) -> TokenCounter:
 
 def bound_counter(route: Route) -> TokenCounter:
     """Return a counter that never counts fewer tokens than ``route``'s model makes: its own tokenizer where
-    LiteLLM has it (an OpenAI name tiktoken knows, Anthropic's), else the UTF-8 byte bound (its ``note`` says
-    why). A budget's reservations and the usage of a reply that carried none are counted with it."""
+    LiteLLM has it, else the UTF-8 byte bound (its ``note`` says why)."""
     name = bare_name(route)
     key = ("bound", name, route.provider.counting != "litellm")
     counter = _counters.get(key)
@@ -206,12 +199,8 @@ def _bundled_file(folder: Path, encoding: str) -> Path:
 
 
 def output_bound(route: Route) -> tuple[int, str]:
-    """Return the most output tokens one request to ``route`` may take, and where that bound comes from.
-
-    ``"max_tokens"``: the request's own limit (``max_tokens``, ``max_completion_tokens``, … in its params);
-    ``"model"``: the model's maximum output in LiteLLM's local model map; ``"default"``: neither is known,
-    so ``bench.models.ratelimit.DEFAULT_COMPLETION_TOKENS`` (the bound the ``tpm`` caps and the budget use).
-    """
+    """Return the most output tokens one request to ``route`` may take, and where that bound comes from:
+    ``"max_tokens"`` (its params), ``"model"`` (LiteLLM's model map) or ``"default"`` (DEFAULT_COMPLETION_TOKENS)."""
     limit = output_limit(route.spec.params)
     if limit is not None:
         return max(0, limit), "max_tokens"
@@ -220,10 +209,8 @@ def output_bound(route: Route) -> tuple[int, str]:
 
 
 def output_ceiling(route: Route, body: dict[str, Any]) -> int:
-    """Return the most output tokens one request ``body`` to ``route`` can be billed for: its own output limit; else,
-    for a model that may think unseen (``reasoning.hides_thinking``: thinking runs to thousands of tokens), the
-    model's maximum output (``output_bound``); else ``DEFAULT_COMPLETION_TOKENS``. What a budget reserves for the
-    reply, and what a thinking reply without usage is counted at."""
+    """Return the most output tokens one request ``body`` can be billed for: its own output limit; else, for a
+    model that may think unseen, the model's maximum output; else ``DEFAULT_COMPLETION_TOKENS``."""
     limit = output_limit(body)
     if limit is not None:
         return max(0, limit)

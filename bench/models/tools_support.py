@@ -1,10 +1,6 @@
-"""Tools through the one seam: a request's tool definitions among its params, a reply's tool calls counted as
-its output, and which models are refused tools before anything is sent.
-
-Tool definitions enter the request key and go to the body in OpenAI's form (``with_tools``), not through
-``routing.body_params`` (LiteLLM would translate them twice). ``check_tools`` refuses at ``open_run`` a model
-given tools that is known not to call functions (``tools_refusal``); one at an ``api_base`` answers for itself.
-"""
+"""Tools through the one seam: tool definitions in the request key and body (in OpenAI's form, never through
+``routing.body_params``: LiteLLM would translate them twice), and the models refused tools before anything
+is sent."""
 
 from __future__ import annotations
 
@@ -38,10 +34,8 @@ def calls_text(usage: dict[str, Any]) -> str:
 def tools_refusal(spec: ModelSpec) -> str | None:
     """Return why ``spec``'s model cannot be given tools, or None when it can (or cannot be told before a call).
 
-    Refused: a model LiteLLM's model map lists with ``supports_function_calling: false`` (LiteLLM's word), and
-    a model whose provider says it calls no functions (the embedded model: no function-calling chat format).
-    Not refused: a model the map is silent on, any model at an ``api_base`` (the server answers a tools request
-    it cannot take with a 400), a dry model, and a spec that cannot be routed at all (the preflight says why).
+    Refused: a model LiteLLM's map lists with ``supports_function_calling: false``, and one whose provider calls no
+    functions. A server at an ``api_base`` answers for itself.
     """
     provider = provider_for(spec)
     try:

@@ -1,9 +1,5 @@
 """The report of a run, the layer above analysis: an HTML file and what the analysis notebook displays.
-
-:func:`render_report` (`bench report`) executes ``notebooks/03_analyze.ipynb`` into one self-contained HTML
-file; the notebook shows through :mod:`bench.report.display` and :mod:`bench.report.figures`, with
-:func:`image_gallery` and :func:`conversations`. ``import bench.report`` imports neither plotly nor polars.
-"""
+``import bench.report`` imports neither plotly nor polars."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""The run report's links to the comparisons of the run (`bench compare A B` makes ``reports/<a>-vs-<b>/``).
-
-Each diff report keeps its data beside it as ``comparison.json`` (bench.compare.diff_report); a run's report
-links to every one whose run B is this run, relative to ``reports/<run>/index.html`` (so the links hold
-when the ``reports/`` folder is shared as a whole). A comparison made after the report shows up when the
-report is rendered again (`bench report`).
-"""
+"""The run report's links to the comparisons of the run (`bench compare A B` makes ``reports/<a>-vs-<b>/``):
+every one whose run B is this run, relative, so the links hold when ``reports/`` is shared as a whole."""
 
 from __future__ import annotations
 

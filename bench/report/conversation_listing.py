@@ -1,8 +1,5 @@
-"""The report's conversations: how each cell's conversations and agent loops ended, and a few transcripts.
-
-:func:`conversations` counts per cell the conversations, their turns, why they ended and their tool calls by
-outcome, and lists the first ``per_cell`` transcripts per way of ending. Set-aside records are left out.
-"""
+"""The report's conversations: how each cell's conversations and agent loops ended (turns, endings, tool calls by
+outcome), and the first ``per_cell`` transcripts per way of ending."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """What the analysis notebook displays: escaped HTML tables and text, and plotly figures.
 
-The report is the executed notebook rendered to HTML, so whatever a cell displays is what a
-reader's browser gets. Nothing from a run (answers, rationales, scenario text, names) is ever
-displayed as Markdown or raw HTML: every value goes through ``html.escape``. plotly.js is
-emitted once, inline, by :func:`setup`, so the report works from a file with no network.
+Nothing from a run is ever displayed as Markdown or raw HTML: every value goes through ``html.escape``.
+plotly.js is emitted once, inline, by :func:`setup`, so the report works from a file with no network.
 """
 
 from __future__ import annotations
@@ -62,12 +60,10 @@ _CODE, _BOLD, _ITALIC = re.compile(r"`([^`]+)`"), re.compile(r"\*\*([^*]+)\*\*")
 
 
 def section(title: str, about: str = "", *, empty: str | None = None, level: int = 2) -> bool:
-    """Display a report section's heading and the paragraph saying what it shows, or, when ``empty`` says
-    why there is nothing to show, that alone as one line ("Paired differences: needs two cells …").
+    """Display a report section's heading and the paragraph saying what it shows, or, when ``empty`` says why there
+    is nothing to show, that alone as one line; return whether the section has something to show.
 
-    Return whether the section has something to show: the cell displays it only then, so an empty
-    section is never a heading, a paragraph and an empty figure. ``title`` and ``about`` are the
-    notebook's own text (never a run's): ``about`` may use `code`, **bold** and *italics*.
+    ``title`` and ``about`` are the notebook's own text (never a run's): ``about`` may use `code`, **bold**, *italics*.
     """
     if empty is not None:
         _display({"text/html": f'<p class="bench-note"><b>{html.escape(title)}</b>: {html.escape(visible(empty))}</p>',
@@ -94,10 +90,8 @@ ZERO_BELOW = 1e-12  # |x| below this is floating-point residue (a mean of differ
 
 
 def number(value: float, digits: int = 3, unit: str = "") -> str:
-    """Return a number's text: ``digits`` decimals from 0.1 up, ``digits`` significant digits below
-    (0.00042, not 0.000), the exponent only below 1e-4 (4.2e-05) or from 1e6; NaN as "n/a", None as "—".
-    A value within ``ZERO_BELOW`` of zero (-2.2e-16 left by rounding) and -0.0 read as 0.000, never signed.
-    ``unit`` is put before the number ("$")."""
+    """Return a number's text: ``digits`` decimals from 0.1 up, ``digits`` significant digits below, the exponent
+    only below 1e-4 or from 1e6; NaN as "n/a", None as "—", near-zero and -0.0 unsigned; ``unit`` before it ("$")."""
     if value is None:
         return "—"
     value = float(value)
@@ -132,9 +126,8 @@ def _header(name: str) -> str:
 
 
 def table_html(frame: Any, *, digits: int = 3, max_rows: int = 60) -> str:
-    """Return a polars frame as an HTML table with every header and value escaped (text columns left-aligned),
-    in its own horizontally scrolling box (the page never scrolls sideways). Columns ending in ``_usd`` read
-    as dollars; a ``note`` column with no note in any row is left out."""
+    """Return a polars frame as an escaped HTML table in its own horizontally scrolling box; columns ending in
+    ``_usd`` read as dollars, an empty ``note`` column is left out."""
     import polars as pl  # noqa: PLC0415 (polars: `import bench.report` stays light)
 
     if NOTE in frame.columns and frame[NOTE].null_count() == frame.height:

@@ -1,9 +1,5 @@
-"""Plotly figures of a run's analysis (:class:`bench.analysis.Summary` tables in, ``go.Figure`` out).
-
-Every label that comes from the run (cell, judge and criterion names) is HTML-escaped before it
-reaches a figure: plotly renders a subset of HTML in text, and a report must show a model's
-name or answer as text, never as markup.
-"""
+"""Plotly figures of a run's analysis (:class:`bench.analysis.Summary` tables in, ``go.Figure`` out). Every label
+from the run is HTML-escaped: plotly renders a subset of HTML in text."""
 
 from __future__ import annotations
 
@@ -31,11 +27,8 @@ def _empty(title: str, why: str) -> go.Figure:
 
 
 def _interval_dots(frame: pl.DataFrame, value: str, title: str, axis: str) -> go.Figure:
-    """Return one dot per cell at ``value`` with its [ci_low, ci_high] bar, one colour per judge.
-
-    The judges of a cell sit side by side within the cell's row (``scattermode="group"`` with
-    ``orientation="h"``: the offset is along the cell axis, never along the value axis), so every dot
-    is drawn exactly at its value."""
+    """Return one dot per cell at ``value`` with its [ci_low, ci_high] bar, one colour per judge, the judges of a
+    cell side by side along the cell axis (never the value axis)."""
     fig = go.Figure()
     for (judge,), part in frame.sort(value).group_by(["judge"], maintain_order=True):
         n = part["n"] if "n" in part.columns else part["battles"]
@@ -62,12 +55,9 @@ def leaderboard_figure(overview: pl.DataFrame, *, title: str = "Leaderboard (com
 
 def criteria_heatmap(board: pl.DataFrame, judge: str, *, title: str | None = None,
                      scales: dict[str, tuple[float, float]] | None = None) -> go.Figure:
-    """Return a cells × criteria heatmap of mean scores for one judge (composite last), coloured on the
-    rubric's scale (``scales``: per criterion, e.g. from :func:`bench.analysis.scales.judge_scales`).
-
-    One scale for every column: the colours span it (a 1–5 rubric's 3.1 and 3.4 look alike, as they are).
-    Scales that differ: each column is coloured by its share of its own scale, the text keeps the mean.
-    Without ``scales`` the colours span the data, and the colour bar says so."""
+    """Return a cells × criteria heatmap of mean scores for one judge (composite last), coloured on the rubric's
+    scale (``scales``), else on each column's share of its own scale; without ``scales`` on the data, as the
+    colour bar says."""
     part = board.filter(pl.col("judge") == judge)
     title = title or f"Mean score per criterion — {judge}"
     if part.is_empty():
@@ -134,11 +124,8 @@ def _labels_fit(x: list[float], y: list[float], lo: list[float], hi: list[float]
 
 
 def cost_quality(overview: pl.DataFrame, usage_cells: pl.DataFrame) -> go.Figure:
-    """Return quality (composite with CI) against cost per answer; when a price is unknown, against mean
-    output tokens per answer instead (the axis title says which).
-
-    Each point names its cell on hover; permanent labels are drawn only when no two of them would
-    overlap (:func:`_labels_fit`), otherwise the title says to hover."""
+    """Return quality (composite with CI) against cost per answer, or against mean output tokens when a price is
+    unknown; permanent labels only when none would overlap (:func:`_labels_fit`)."""
     joined = overview.join(usage_cells.select("cell", "calls", "cost_usd", "mean_completion_tokens"), on="cell")
     joined = joined.filter(pl.col("mean").is_not_null() & ~pl.col("mean").is_nan())
     if joined.is_empty():

@@ -1,6 +1,5 @@
 """Plotly figures of the report's Judges section: each judge's confusion matrices against the human reviews, and
-its bias at each human grade. Every label from the run (judge, criterion, verdict names) is HTML-escaped, as in
-:mod:`bench.report.figures`."""
+its bias at each human grade (labels HTML-escaped)."""
 
 from __future__ import annotations
 
@@ -30,9 +29,8 @@ def _in_order(values: set) -> list:
 
 
 def confusion_heatmaps(judge: str, matrices: dict[str, pl.DataFrame]) -> go.Figure:
-    """Return one heatmap per criterion of how often the judge gave each grade (rows) when the human gave each
-    grade (columns), ``matrices`` being :func:`bench.analysis.confusion` frames by criterion; the counts are
-    written in the cells, the diagonal is agreement."""
+    """Return one heatmap per criterion of how often the judge gave each grade (rows) when the human gave each grade
+    (columns), counts written in the cells."""
     names = list(matrices)
     rows = max(1, math.ceil(len(names) / PER_ROW))
     cols = min(PER_ROW, max(1, len(names)))

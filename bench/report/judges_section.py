@@ -1,10 +1,5 @@
-"""The report's Judges section: how far each judge can be trusted, as `bench judges` says it.
-
-Agreement with the human reviews (kappa, exact and adjacent agreement with their intervals and states), the
-confusion matrices as heatmaps, the bias at each human grade, the reviewers' own agreement (the ceiling) and the
-bias audit with its verdicts. Each part with nothing to show says why in one line ("no reviews yet", …), so the
-demo's report, which has no review, shows the section with honest empty states rather than leaving it out.
-"""
+"""The report's Judges section: how far each judge can be trusted, as `bench judges` says it. Each part with
+nothing to show says why in one line ("no reviews yet", …)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """`bench report runs/<sweep>`: the executed analysis notebook as one self-contained HTML file.
 
-papermill executes ``notebooks/03_analyze.ipynb`` against the run folder and nbconvert renders it, code hidden,
-into ``reports/<sweep>/index.html`` (``index-human.html`` with ``human_overrides``). It reads records only, so
-a report can be re-made any time, offline; stderr is dropped and a failed cell stops rendering with an error.
+It reads records only, so a report can be re-made any time, offline; stderr is dropped and a failed cell stops
+rendering with an error.
 """
 
 from __future__ import annotations
@@ -77,9 +76,8 @@ def _execute(source: Path, executed: Path, params: dict[str, Any]) -> None:
 
 
 def shown_outputs(nb: Any, source: str | Path = "the notebook") -> Any:
-    """Drop what a report must never show from an executed notebook (in place; return it): every stderr
-    stream (warnings, with the local paths they quote) and every error output. A cell that failed is
-    never rendered as a traceback in the HTML: raise BenchError (the CLI prints it and writes nothing)."""
+    """Drop every stderr stream and error output from an executed notebook (in place; return it); a failed cell
+    raises BenchError instead of becoming a traceback in the HTML."""
     failed = []
     for n, cell in enumerate(nb.cells):
         kept = []
@@ -117,11 +115,8 @@ def to_html(notebook: str | Path, title: str) -> str:
 
 
 def screenshot(report: str | Path, png: str | Path, *, width: int = 1250, height: int = 1500) -> Path:
-    """Save a PNG of the top of a rendered report, as a reader's browser shows it (headless Chromium).
-
-    Uses Playwright with the system's Chromium (``$BENCH_CHROMIUM``, default ``/usr/bin/chromium``;
-    Debian: ``apt-get install chromium``); it never downloads a browser.
-    """
+    """Save a PNG of the top of a rendered report in headless Chromium (``$BENCH_CHROMIUM``, default
+    ``/usr/bin/chromium``), through Playwright; it never downloads a browser."""
     chromium = os.environ.get("BENCH_CHROMIUM", "/usr/bin/chromium")
     if not Path(chromium).exists():
         raise BenchError(f"{chromium} not found: install Chromium (Debian: apt-get install chromium) "

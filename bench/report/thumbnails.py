@@ -1,9 +1,5 @@
-"""Thumbnails of a run's images as self-contained HTML: the report's image gallery and the review panel's.
-
-Stored images are downscaled with Pillow and embedded as small JPEG ``data:`` URLs, so the report stays one
-offline file. An image given by URL is named as text, never fetched nor shown as an ``<img>``; captions are
-escaped.
-"""
+"""Thumbnails of a run's images as self-contained HTML (small JPEG ``data:`` URLs): the report's image gallery
+and the review panel's. An image given by URL is named as text, never fetched."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
 """A conversation's transcript as readable, escaped HTML: what the report's listing and the review panel show.
-
-Each message under its role, the system prompt and each tool call folded in a ``<details>`` (no script), with
-a call's result and any outcome other than "ok". Everything from the run is escaped and clipped
-(``bench.report.display.visible``): no transcript text can become markup.
-"""
+Everything from the run is escaped and clipped: no transcript text can become markup."""
 
 from __future__ import annotations
 
@@ -133,9 +129,8 @@ def conversation_line(c: Candidate) -> str:
 
 
 def candidate_transcript_html(c: Candidate, *, css: bool = True, line: bool = True) -> str:
-    """Return a candidate's transcript as a styled block: the one-line summary (turns, tool calls, why it
-    ended; ``line``), then the messages; a candidate without a transcript shows its output alone. ``css``:
-    with the styles (once per page is enough)."""
+    """Return a candidate's transcript as a styled block: the one-line summary (``line``), then the messages (a
+    candidate without a transcript: its output); ``css``: with the styles."""
     if not c.transcript:
         body = f'<div class="bench-msg bench-assistant"><div class="bench-text">{_e(c.output)}</div></div>'
     else:

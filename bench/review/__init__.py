@@ -1,9 +1,5 @@
-"""Human review of a run's judgments, the layer above tracking: ``Review`` records of answers.
-
-:class:`ReviewSession` loads the items, filters them, validates and saves reviews against the item's rubric
-version, and exports / applies offline files; :class:`ReviewPanel` is the same in a notebook. Reviewing is blind
-by default (``Review.blind``). ``import bench.review`` imports neither ipywidgets nor mlflow.
-"""
+"""Human review of a run's judgments, the layer above tracking: ``Review`` records of answers, blind by default.
+``import bench.review`` imports neither ipywidgets nor mlflow."""
 
 from __future__ import annotations
 

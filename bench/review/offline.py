@@ -1,9 +1,7 @@
 """Offline review files (`bench review export|apply`): one entry per item, blind unless asked otherwise.
 
-A blind export holds the scenario, answers and scales but no judge's grade, and its reviews are recorded as
-blind (only those calibrate); ``--show-judges`` adds the judgments and makes them not blind, as is a
-``bench-review/1`` file. Applying is all or nothing and idempotent: conflicting entries are refused,
-an entry equal to its reviewer's latest review (:func:`same_review`) is not applied again.
+Applying is all or nothing and idempotent: conflicting entries are refused, an entry equal to its reviewer's
+latest review is not applied again.
 """
 
 from __future__ import annotations
@@ -32,9 +30,8 @@ SHOWN = ("This file shows the judges' grades (--show-judges): the reviews applie
 
 
 def same_review(a: Review, b: Review) -> bool:
-    """Return whether two reviews say the same thing: same judgment, reviewer, scores (as numbers) or
-    verdict, and note. Re-applying a review file skips an entry that is the same as the latest review of
-    its item by that reviewer; the time of the review does not count, nor whether it was blind."""
+    """Return whether two reviews say the same thing: same judgment, reviewer, scores (as numbers) or verdict, and
+    note (not the time, nor whether it was blind)."""
     def scores(r: Review) -> dict[str, float] | None:
         return {k: float(v) for k, v in r.scores.items()} if r.scores else None
 
@@ -107,9 +104,8 @@ def _conversations(it: Any) -> dict[str, Any]:
 
 
 def apply_file(session: Any, path: Path) -> Applied:
-    """Return the reviews a filled-in review file adds to ``session``'s run (not yet stored), or raise a
-    BenchError listing every problem: an invalid entry, or two entries of one item by one reviewer that
-    disagree (naming both). Entries already applied are counted in ``unchanged``."""
+    """Return the reviews a filled-in review file adds to ``session``'s run (not yet stored), or raise a BenchError
+    listing every problem; entries already applied count in ``unchanged``."""
     doc = _read_review_file(path)
     if not isinstance(doc, dict) or doc.get("format") not in FORMATS or not isinstance(doc.get("entries"), list):
         raise BenchError(f"{path}: not a bench review file (expected format {EXPORT_FORMAT!r} with entries)")

@@ -1,8 +1,7 @@
 """The review panel: an ipywidgets view of a :class:`bench.review.session.ReviewSession`, one item at a time.
 
-Shows the scenario and the answer (or pair, or transcript) and a toggle per criterion, a note and Save
-(Alt+N / Alt+P / Alt+S). Blind by default: judges' grades appear only after a save or on "Show the judges",
-which records the review as not blind. Everything from the run is HTML-escaped.
+Blind by default: judges' grades appear only after a save or on "Show the judges", which records the review as
+not blind. Everything from the run is HTML-escaped.
 """
 
 from __future__ import annotations

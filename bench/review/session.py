@@ -1,9 +1,7 @@
 """Human review of a run's judgments: the items to review, filters, and saving reviews.
 
-An item is an answer (or pair) on one rubric version (``bench.core.reviewed``). Reviews are appended, never
-edited: a later review by the same reviewer supersedes, the history stays. Scores are checked against the
-item's rubric snapshot; ``Review.blind`` says whether the judges' grades were hidden. The "random" filter
-draws unreviewed items in seeded random order, as calibration requires. Offline files: :mod:`bench.review.offline`.
+Reviews are appended, never edited (a later one by the same reviewer supersedes); scores are checked against the
+item's rubric snapshot. The "random" filter draws unreviewed items in seeded random order, as calibration requires.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """What the project's tests and benchmarks run against: the fake provider, the params builder and the test kit.
 
-``fake_provider`` (the loopback fake provider), ``grids`` (params files and the ``bench`` command in a test's
-folder), ``records`` (records with plain defaults), ``processes``, ``dask_cluster``, ``postgres`` and ``in_process``
-(a params file's stages in the test's own process). Used by tests and benchmarks, never by bench itself; it imports
-nothing of bench outside ``bench/testing`` except in ``records`` and ``stages``. Names load lazily, so that
-``python -m bench.testing.fake_provider`` imports only the standard library and aiohttp.
+Never used by bench itself. Names load lazily, so that ``python -m bench.testing.fake_provider`` imports only
+the standard library and aiohttp.
 """
 
 from __future__ import annotations

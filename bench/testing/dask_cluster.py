@@ -1,10 +1,8 @@
 """A real Dask cluster on loopback for tests and benchmarks: a scheduler and N workers, each its own process.
 
-Every process binds 127.0.0.1 only (no dashboard), is started with ``dask scheduler`` / ``dask worker``
-as a separate process group, and is stopped by its PID at exit. Workers run without a nanny by
-default, so a worker killed with SIGKILL stays dead (what a lost machine looks like to the scheduler).
-With ``tls=(ca, cert, key)`` (PEM files, e.g. from :func:`write_certificate`) every process speaks TLS
-only and asks the same certificate of whoever connects.
+Every process binds 127.0.0.1 only and is stopped by its PID at exit. Workers run without a nanny by default,
+so a worker killed with SIGKILL stays dead (a lost machine). With ``tls=(ca, cert, key)`` every process speaks
+TLS only.
 """
 
 from __future__ import annotations

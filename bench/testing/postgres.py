@@ -1,9 +1,7 @@
 """A throwaway PostgreSQL server on 127.0.0.1, for tests of the team tracking server.
 
-:class:`LoopbackPostgres` runs Debian's ``postgresql`` (``make postgres``) from a temporary folder: loopback only,
-trust authentication, one database, its :attr:`~LoopbackPostgres.uri`; at exit it stops the server by its PID and
-removes the folder. As root it runs PostgreSQL as the ``postgres`` user (``setpriv`` or ``runuser``), which
-PostgreSQL requires. Standard library only; it imports nothing of bench.
+:class:`LoopbackPostgres` runs Debian's ``postgresql`` from a temporary folder with trust authentication, stops
+it by its PID at exit and removes the folder; as root it runs as the ``postgres`` user. Standard library only.
 """
 
 from __future__ import annotations
@@ -68,10 +66,8 @@ def _as_postgres() -> list[str]:
 
 
 class LoopbackPostgres:
-    """A PostgreSQL server on 127.0.0.1 in a temporary folder, for the length of a ``with`` block.
-
-    ``uri`` is ``postgresql://<user>@127.0.0.1:<port>/<database>`` (no password: trust on loopback).
-    """
+    """A PostgreSQL server on 127.0.0.1 in a temporary folder, for the length of a ``with`` block (``uri``: no
+    password, trust on loopback)."""
 
     def __init__(self, database: str = "mlflow", user: str = "bench", timeout_s: float = READY_TIMEOUT_S):
         self.database, self.user, self.timeout_s = database, user, timeout_s

@@ -1,9 +1,5 @@
 """What tests see of the processes they start: a free loopback port, a process tree, its listening sockets,
-the line a server prints when it is ready, and a server stopped with its group.
-
-Tests start servers (``bench ui``, ``bench tracking-server``, JupyterLab) and check that each binds
-127.0.0.1 only and leaves nothing behind; these helpers say it once.
-"""
+the line a server prints when it is ready, and a server stopped with its group."""
 
 from __future__ import annotations
 
@@ -55,12 +51,9 @@ def listening(procs: list[psutil.Process]) -> dict[tuple[str, int], int]:
 
 
 def read_line(proc: subprocess.Popen, pattern: str, timeout_s: float) -> tuple[str, str]:
-    """Return (the first line of ``proc``'s text stdout matching ``pattern``, everything read) within ``timeout_s``;
-    ("", everything read) when the time runs out or the process ends first.
-
-    A thread reads the lines (a select on the pipe would miss lines already in the reader's buffer); it keeps
-    reading after the match, so that the process never blocks on a full pipe.
-    """
+    """Return (the first line of ``proc``'s stdout matching ``pattern``, everything read) within ``timeout_s``, or
+    ("", everything read). A thread reads (a select would miss lines already buffered) and keeps reading after
+    the match, so the process never blocks on a full pipe."""
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(ln) for ln in iter(proc.stdout.readline, "")], daemon=True).start()
     seen, deadline = "", time.monotonic() + timeout_s
@@ -78,11 +71,8 @@ def read_line(proc: subprocess.Popen, pattern: str, timeout_s: float) -> tuple[s
 
 
 def fetch_when_up(url: str, proc: subprocess.Popen, timeout_s: float, log: Path | None = None) -> bytes:
-    """Return the body of ``url`` once the server ``proc`` started answers it, asking every half second.
-
-    Raise AssertionError, with the tail of ``log`` (the server's output file), when ``proc`` exits first or
-    ``timeout_s`` runs out.
-    """
+    """Return the body of ``url`` once the server ``proc`` answers it; AssertionError with the tail of ``log`` when
+    ``proc`` exits first or ``timeout_s`` runs out."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:

@@ -1,9 +1,7 @@
 """A loopback HTTP forward proxy for tests: it maps host names nobody can resolve (``provider.invalid:PORT``) onto
 loopback servers, so that an api_base only a proxy can reach is reached through ``HTTP_PROXY`` or not at all.
 
-It serves plain http only (a request line with an absolute URL, one request per connection), on 127.0.0.1, from a
-thread of the test's process (nothing is left running once its ``with`` block ends), and keeps every URL it was
-asked for in ``asked``.
+Plain http only, one request per connection, from a thread of the test's process; ``asked`` keeps every URL.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Records for tests and benchmarks: a scenario, a candidate and a judgment with plain defaults.
 
-Each factory fills what its record requires with fixed values and takes any other field as a keyword,
-so that a test names only what it is about: ``candidate("s3", error="HTTP 500")`` is a failed answer,
-``judgment(cand, score=2)`` a grade of it. The defaults are constants (``openai/<id>`` model strings,
-prompt ``p@v1``, rubric ``tip@1``), so that two calls with the same arguments make records with the same id.
-A failure (``error=…``) has no output and no score unless they are given.
+A test names only what it is about (``candidate("s3", error="HTTP 500")``); the defaults are constants, so two
+calls with the same arguments make records with the same id.
 """
 
 from __future__ import annotations
@@ -21,11 +18,8 @@ def scenario(fields: dict[str, Any] | None = None, **record: Any) -> Scenario:
 
 def candidate(of: Scenario | str = "s0", *, model_id: str = "m", output: str | None = None,
               **record: Any) -> Candidate:
-    """Return model ``model_id``'s answer (prompt ``p@v1``) to scenario ``of`` (a Scenario or its id).
-
-    The output defaults to ``answer to <scenario id>``, so that answers to different scenarios differ in their
-    text too. Any other keyword sets that field (``model``, ``prompt_version``, ``sample``, ``usage``, ``error``, …).
-    """
+    """Return model ``model_id``'s answer (prompt ``p@v1``) to scenario ``of``; the output defaults to ``answer to
+    <scenario id>``, any other keyword sets that field."""
     scenario_id = of.id if isinstance(of, Scenario) else of
     if output is None and not record.get("error"):
         output = f"answer to {scenario_id}"
@@ -36,12 +30,8 @@ def candidate(of: Scenario | str = "s0", *, model_id: str = "m", output: str | N
 
 def judgment(of: Candidate | None = None, *, judge_id: str = "j", score: float | None = None,
              **record: Any) -> Judgment:
-    """Return judge ``judge_id``'s rubric grade of the answer ``of`` (default: :func:`candidate`'s), ``score`` 4.0
-    unless it is given, the judgment failed or it is pairwise.
-
-    Any other keyword sets that field (``mode``, ``scores``, ``rubric_version``, ``usage``, ``error``, …);
-    a pairwise judgment (``mode="pairwise"``) gives its own ``candidate_ids``, ``order`` and ``verdict``.
-    """
+    """Return judge ``judge_id``'s rubric grade of the answer ``of``, ``score`` 4.0 unless given, failed or
+    pairwise; any other keyword sets that field."""
     item = of or candidate()
     if score is None and not record.get("error") and record.get("mode") != "pairwise":
         score = 4.0

@@ -1,9 +1,6 @@
 """MLflow tracking of a run folder, the layer above analysis and report: what a team browses in MLflow's UI.
 
-:func:`track_run` (`bench track`, a sweep's end), :func:`log_reviews`, :func:`log_comparison`, :func:`serve`
-(`bench ui`, offline on loopback), :func:`tracking_server` (a team's server on PostgreSQL) and the live
-parent run (:func:`live_run`, :func:`mark_crashed`). ``import bench.tracking`` imports neither mlflow nor
-polars: both load on first use.
+``import bench.tracking`` imports neither mlflow nor polars: both load on first use.
 """
 
 from __future__ import annotations

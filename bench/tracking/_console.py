@@ -1,8 +1,5 @@
-"""What tracking prints: a progress line after a few quiet seconds, and a warning when it fails.
-
-Tracking never stops a sweep: a failure is one line on stderr, once per cause, saying what MLflow misses and that
-the run's records are unaffected.
-"""
+"""What tracking prints: a progress line after a few quiet seconds, and a warning when it fails (once per cause:
+tracking never stops a sweep)."""
 
 from __future__ import annotations
 
@@ -17,11 +14,8 @@ PROGRESS_EVERY_S = float(os.environ.get("BENCH_TRACKING_PROGRESS_S", "3"))  # a 
 
 
 class TrackingProgress:
-    """Say what tracking is doing: after ``every_s`` seconds without a line, one line (from a daemon thread).
-
-    ``tracking: traces 400/1000 (7s)``; a step without a count reads ``tracking: <step> … (3s)``.
-    Nothing is printed when tracking is quicker than ``every_s``.
-    """
+    """Say what tracking is doing: after ``every_s`` seconds without a line, one line (``tracking: traces 400/1000
+    (7s)``) from a daemon thread; nothing when tracking is quicker."""
 
     def __init__(self, every_s: float = PROGRESS_EVERY_S):
         self.every_s, self.step, self.done, self.total = every_s, "starting", 0, 0

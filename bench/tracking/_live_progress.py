@@ -1,9 +1,5 @@
-"""What a running sweep has done so far, as the metrics of its live MLflow run (bench.tracking.live).
-
-Read incrementally from the run folder alone: answers and judgments done and failed
-(:class:`bench.core.tally.StoreTally`) and each stage's spend (:class:`StageSpend`), counted as
-bench.core.spend counts it, so the last value logged is what the budget is measured against.
-"""
+"""What a running sweep has done so far, as the metrics of its live MLflow run (bench.tracking.live): answers
+and judgments done and failed, and each stage's spend as bench.core.spend counts it, read from the run folder."""
 
 from __future__ import annotations
 

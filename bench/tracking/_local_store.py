@@ -1,10 +1,8 @@
 """A run folder's own MLflow store (``mlflow.db``), made so that a kill at any moment leaves a usable one.
 
-MLflow makes a sqlite store by creating its tables, then running its alembic migrations, which are not one
-transaction: a process killed meanwhile left a half-made ``mlflow.db`` that every later run failed to open
-(``table … already exists``). Here the store is made in a temporary file and published under its name only
-once MLflow has finished (a hard link: never over a store another process published first). A half-made store
-left by an older bench (its schema short of MLflow's head and no run in it) is set aside, kept, and made anew.
+MLflow's table creation and migrations are not one transaction, so the store is made in a temporary file and
+published under its name (a hard link) once MLflow has finished. A half-made store left by an older bench is set
+aside and made anew.
 """
 
 from __future__ import annotations

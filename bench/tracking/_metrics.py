@@ -1,9 +1,5 @@
-"""The metrics tracking logs, from a run's :class:`bench.analysis.Summary`: the same names on both levels.
-
-``answers.<metric>``, ``judge.<id>.<metric>`` and ``simulator.<id>.<metric>`` (counts, failure rates, usage);
-a cell adds ``judge.<id>.<criterion>.mean|ci_low|ci_high|n`` and win rates; the sweep adds ``failed_items``
-and ``failed.<stage>.<who>.<kind>``.
-"""
+"""The metrics tracking logs, from a run's :class:`bench.analysis.Summary`: ``answers.<metric>``,
+``judge.<id>.<metric>`` and ``simulator.<id>.<metric>``, the same names for the sweep and each cell."""
 
 from __future__ import annotations
 
@@ -27,9 +23,8 @@ def _clean(metrics: dict[str, Any]) -> dict[str, float]:
 
 
 def _scope_metrics(s: Summary, cell: str | None) -> dict[str, Any]:
-    """Return ``answers.*`` and ``judge.<id>.*`` of the whole sweep (``cell`` None) or of one cell: the same
-    names on both levels. Usage counts every attempt (what was paid for); n and failure_rate the latest record
-    of each item. A pairwise judgment belongs to the cells of both its answers."""
+    """Return ``answers.*`` and ``judge.<id>.*`` of the whole sweep (``cell`` None) or of one cell. Usage counts
+    every attempt; n and failure_rate the latest record of each item; a pairwise judgment belongs to both cells."""
     t = s.tables
     in_cell = (lambda f: f) if cell is None else (lambda f: f.filter(pl.col("cell") == cell))  # noqa: E731
     judged = (lambda f: f) if cell is None else (  # noqa: E731

@@ -1,10 +1,7 @@
-"""Each answer as an MLflow trace (the model call: messages in, answer out), each judge's scores of it as
-assessments on the trace, written a few hundred at a time.
+"""Each answer as an MLflow trace (the model call), each judge's scores of it as assessments on the trace.
 
-A new trace is written with its assessments in one call, and the spans of a few hundred traces
-in one ``log_spans``. Trace and assessment ids derive from the experiment and the records, so a
-re-track after an interrupted one rewrites rather than duplicates. mlflow is imported inside functions:
-``bench.tracking.runs._track_run`` loads it on a thread while it summarizes the run.
+Ids derive from the experiment and the records, so a re-track after an interrupted one rewrites rather than
+duplicates.
 """
 
 from __future__ import annotations
@@ -26,11 +23,8 @@ def log_traces(client: Any, exp_id: str, run_dir: Path, rec: RunRecords, runs: d
                progress: TrackingProgress) -> None:
     """Log each answer as a trace (up to MAX_TRACES) with each judge's scores of it as assessments, in chunks.
 
-    A new trace is written together with its assessments in one call (``start_trace``), then the
-    spans of a whole chunk in one ``log_spans``. A trace logged earlier that has new judgments
-    gets them in one call as well (``start_trace`` of the same trace id adds them to the stored
-    trace). The state file is saved after every chunk, so an interrupted track loses at most a chunk,
-    and redoing one rewrites the same ids.
+    A trace and its assessments are one call, a chunk's spans one ``log_spans``; a trace logged earlier gets its new
+    judgments the same way. The state file is saved after every chunk: an interrupted track loses at most a chunk.
     """
     from mlflow.tracing.client import TracingClient  # noqa: PLC0415 (mlflow: loaded meanwhile, see _track_run)
 
@@ -86,13 +80,8 @@ def _log_spans(tracing: Any, exp_id: str, written: list[tuple[Any, Any]]) -> Non
 
 
 class _TraceBuilder:
-    """Build an answer's trace in memory: its TraceInfo (tags, its cell's run, the judges' assessments) and its
-    one LLM span, from the request to the reply at the recorded time and latency.
-
-    The trace id derives from the experiment and the answer id, the span id from the trace, each
-    assessment id from the trace, the judgment and the criterion: writing the same trace again
-    (a track interrupted before its state was saved) updates it instead of adding a copy.
-    """
+    """Build an answer's trace in memory: its TraceInfo (tags, its cell's run, the judges' assessments) and its one
+    LLM span. Its ids derive from the experiment and the records: writing it again updates it."""
 
     def __init__(self, exp_id: str):
         # opentelemetry's SDK comes with mlflow and is needed only to build spans

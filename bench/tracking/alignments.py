@@ -1,9 +1,5 @@
-"""`bench align`'s MLflow run: a judge aligned from a run's reviews, in that run's store.
-
-One run tagged ``bench.level = alignment`` (``bench.align.*`` tags; nested under the sweep run when tracked),
-with the held-out kappa before and after and each variant kind's as metrics, and the rubric written and the
-alignment's JSON as artifacts. Aligning again with the same key updates the same run; a failure is a warning.
-"""
+"""`bench align`'s MLflow run: a judge aligned from a run's reviews, in that run's store (``bench.level =
+alignment``), its kappas as metrics and its rubric as an artifact; a failure is a warning."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""`bench compare`'s MLflow run: the comparison of two runs, linked to both runs' sweep runs.
-
-Logged to run B's store as one run tagged ``bench.level = comparison`` (nested under B's sweep run when
-tracked) with counts as metrics, a child run per cell pair holding ``judge.<id>.<criterion>.*`` differences,
-and the diff report as an artifact. Comparing again updates the same runs; a failure is only a warning.
-"""
+"""`bench compare`'s MLflow run: the comparison of two runs, in run B's store (``bench.level = comparison``), a
+child run per cell pair and the diff report as an artifact; a failure is only a warning."""
 
 from __future__ import annotations
 
@@ -32,10 +28,8 @@ def log_comparison(cmp: Comparison, report: str | Path | None = None) -> str | N
 
 
 def sweep_run_id(run_dir: Path, name: str) -> str | None:
-    """Return the MLflow id of a run folder's sweep run (the latest) if the run was tracked, else None.
-
-    A run folder with no store of its own (and no ``MLFLOW_TRACKING_URI``) was not tracked: no store is made.
-    """
+    """Return the MLflow id of a run folder's latest sweep run if the run was tracked, else None (no store is
+    made)."""
     if "MLFLOW_TRACKING_URI" not in os.environ and not (Path(run_dir) / "mlflow.db").exists():
         return None
     client = store_ready(run_dir).MlflowClient(tracking_uri(run_dir))

@@ -1,9 +1,7 @@
 """A sweep's parent MLflow run, live: created as the sweep starts, moving while it runs, ended with its exit code.
 
-:class:`LiveRun` works on its own thread, so the sweep never waits for MLflow: it marks crashed earlier runs,
-creates the parent run, logs progress metrics at most every ``BENCH_MLFLOW_LIVE_S`` seconds, and ends the
-run FINISHED, KILLED or FAILED by the exit code. Each sweep gets its own parent run; tracking never fails
-a sweep (docs/tracking.md).
+:class:`LiveRun` works on its own thread, so the sweep never waits for MLflow; tracking never fails a sweep
+(docs/tracking.md).
 """
 
 from __future__ import annotations
@@ -57,11 +55,8 @@ class LiveRun:
         return self
 
     def begin(self) -> None:
-        """The sweep's stages start (nothing refused it): mark the crashed runs, create this one, log progress.
-
-        A sweep refused before (bad input, a failed preflight, a stage with nothing to do, an estimate over
-        the budget) creates no MLflow run and no store: nothing started.
-        """
+        """The sweep's stages start: mark the crashed runs, create this one, log progress (a sweep refused before
+        creates no MLflow run and no store)."""
         self._begun = True
         self._wake.set()
 
@@ -168,13 +163,9 @@ def live_run(run: Run, *, enabled: bool = True) -> Iterator[LiveRun]:
 
 
 def mark_crashed(run_dir: str | Path) -> bool:
-    """Set KILLED, with the tag ``bench.ended = crashed``, every RUNNING sweep run of ``run_dir`` whose driver
-    is dead (the run folder's lock is not held, or is held by this process: then any other driver is gone);
-    return whether one was. Called by the next sweep of the folder as its stages start, and by `bench status`.
-    A lock last taken on another host cannot be seen from here (bench.core.runlock.is_held): nothing is marked.
-
-    Read-only on a folder never tracked: its own store is not created to find nothing there.
-    """
+    """Set KILLED (tag ``bench.ended = crashed``) every RUNNING sweep run of ``run_dir`` whose driver is dead (the
+    folder's lock is free, or ours); return whether one was. A lock taken on another host cannot be seen: nothing is
+    marked. Read-only on a folder never tracked."""
     run_dir = Path(run_dir).resolve()
     own = "MLFLOW_TRACKING_URI" not in os.environ
     if own and not (run_dir / "mlflow.db").exists():

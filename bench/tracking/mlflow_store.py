@@ -1,10 +1,7 @@
 """A run's MLflow store: its URI, a client bound to it, and the state file of what was logged there.
 
-The store defaults to ``sqlite:///<run folder>/mlflow.db`` with artifacts in
-``<run folder>/mlartifacts``; ``MLFLOW_TRACKING_URI`` points a team at a tracking server. Each run
-folder is the experiment ``bench/<sweep>``. The state file (:data:`STATE`, in the run folder)
-remembers, per store, each answer's trace id and the assessments and reviews logged, so a
-re-track logs only what is new. The run folder's own store is made whole or not at all (``_local_store``).
+The store defaults to ``sqlite:///<run folder>/mlflow.db``; ``MLFLOW_TRACKING_URI`` points a team at a server.
+The state file remembers, per store, what was logged, so a re-track logs only what is new.
 """
 
 from __future__ import annotations
@@ -35,11 +32,8 @@ def shown_uri(uri: str) -> str:
 
 
 def _import_mlflow() -> Any:
-    """Import mlflow without its telemetry, import warnings, INFO logs and "View run at" lines; return the module.
-
-    MLflow prints each ended run's URL to stdout, credentials of the tracking URI included
-    (``http://user:password@host``); bench prints the store once, redacted, instead (`shown_uri`).
-    """
+    """Import mlflow without its telemetry, warnings, INFO logs and "View run at" lines (which print the tracking
+    URI's credentials); return the module."""
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
     with warnings.catch_warnings():
@@ -79,11 +73,8 @@ def mlflow_module(run_dir: Path, name: str) -> Any:
 
 
 def mlflow_client(run_dir: Path, name: str) -> tuple[Any, str]:
-    """Import mlflow quietly; return a client of the run's store and the id of experiment ``bench/<sweep>``.
-
-    Only clients bound to the URI are used (no ``mlflow.set_tracking_uri``): the process's
-    environment and mlflow's global state stay as they were.
-    """
+    """Import mlflow quietly; return a client bound to the run's store (never ``mlflow.set_tracking_uri``: global
+    state stays as it was) and the id of experiment ``bench/<sweep>``."""
     client = store_ready(run_dir).MlflowClient(tracking_uri(run_dir))
     exp_name = f"bench/{name}"
     exp = client.get_experiment_by_name(exp_name)

@@ -1,9 +1,5 @@
-"""Human reviews as MLflow assessments on their answers' traces, whose source is the reviewer.
-
-Reviews are logged only for a run that was tracked (its answers have traces); each Review id is
-logged once, however often a review file is applied or the run re-tracked. An assessment's metadata
-carries the review id, the judgment it was saved on and whether it was blind (``Review.blind``).
-"""
+"""Human reviews as MLflow assessments on their answers' traces, whose source is the reviewer; logged only for a
+tracked run, each Review id once."""
 
 from __future__ import annotations
 
@@ -17,12 +13,8 @@ from bench.tracking.mlflow_store import mlflow_module, read_state, save_state
 
 
 def log_reviews(run_dir: str | Path, reviews: list[Review]) -> int:
-    """Log human reviews as assessments (source: the reviewer) on their answers' traces; return how many.
-
-    Does nothing when the run was never tracked (no trace to attach to); warns on failure. Idempotent:
-    a Review id already logged (remembered in the state file, or found in the trace's assessments'
-    ``review_id``) is never logged again.
-    """
+    """Log human reviews as assessments on their answers' traces; return how many. Does nothing for a run never
+    tracked; warns on failure; a Review id already logged is never logged again."""
     run_dir = Path(run_dir)
     state = read_state(run_dir)
     done = set(state.setdefault("reviewed", []))

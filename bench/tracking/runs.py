@@ -1,9 +1,7 @@
 """`bench track`: a run folder logged to MLflow, one parent run per sweep and one child run per cell.
 
-``track_run`` logs params, metrics, tags and (on the parent) the records, notebooks and report as artifacts,
-each answer as a trace with the judges' scores as assessments (:mod:`bench.tracking._traces`), writes batched.
-Re-tracking updates the same MLflow runs and adds only new traces and assessments. Tracking never stops a
-sweep: a failure prints a warning. mlflow is imported inside functions, on a thread (docs/tracking.md).
+Re-tracking updates the same MLflow runs and adds only new traces and assessments; a failure prints a warning
+(docs/tracking.md).
 """
 
 from __future__ import annotations
@@ -29,10 +27,7 @@ from bench.tracking.mlflow_store import mlflow_client
 def track_run(run_dir: str | Path, *, status: dict[str, str] | None = None, report: str | Path | None = None,
               resamples: int = 1000, parent: str | None = None) -> str | None:
     """Log a run folder to MLflow; return the parent MLflow run id, or None if tracking failed (warned).
-
-    ``parent``: the sweep's live run (bench.tracking.live), which then gets the sweep-level logging and the
-    cells' runs, and is left for its sweep to end (its status says how the sweep ended, not that tracking did).
-    """
+    ``parent``: the sweep's live run, left for its sweep to end."""
     run_dir = Path(run_dir)
     try:
         return _track_run(run_dir, status or {}, Path(report) if report else None, resamples, parent)

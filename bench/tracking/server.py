@@ -1,9 +1,7 @@
 """`bench tracking-server`: a team's MLflow tracking server on a PostgreSQL backend store, in the foreground.
 
-Checks that PostgreSQL accepts a connection, runs ``mlflow server`` with served artifacts, waits for
-``/health``, prints the ``MLFLOW_TRACKING_URI`` to export and stops its process group on Ctrl-C, SIGTERM or
-SIGHUP. A password in the backend URI is never printed nor put on a command line (it goes in
-``PGPASSWORD``). :class:`TrackingServer` is the same server as a context manager.
+A password in the backend URI is never printed nor put on a command line (it goes in ``PGPASSWORD``).
+:class:`TrackingServer` is the same server as a context manager.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""`bench ui`: MLflow's UI on a run's store, offline, on loopback, in the foreground.
-
-Starts ``mlflow ui`` with LiteLLM's local price map (a bare one blocks without internet: docs/tracking.md) on
-127.0.0.1 at a free port, prints its URL and stops its processes on Ctrl-C, SIGTERM or SIGHUP. The store is a
-run folder's ``mlflow.db``, else ``MLFLOW_TRACKING_URI``, else the most recently tracked run.
-"""
+"""`bench ui`: MLflow's UI on a run's store, offline, on loopback, in the foreground (with LiteLLM's local
+price map: a bare one blocks without internet)."""
 
 from __future__ import annotations
 
@@ -27,11 +23,8 @@ STOP_TIMEOUT_S = 10.0
 
 
 def find_store(run: str | None = None) -> tuple[str, Path | None]:
-    """Return (backend store URI, run folder or None) of ``run`` (a folder or a sweep name) or the default store.
-
-    Without ``run``: ``$MLFLOW_TRACKING_URI`` if set, else the run folder under ``runs/`` whose
-    ``mlflow.db`` changed last. Raises BenchError when there is nothing to show.
-    """
+    """Return (backend store URI, run folder or None) of ``run`` (a folder or a sweep name), else
+    ``$MLFLOW_TRACKING_URI``, else the run folder whose ``mlflow.db`` changed last; BenchError if none."""
     if run is None and os.environ.get("MLFLOW_TRACKING_URI"):
         return os.environ["MLFLOW_TRACKING_URI"], None
     if run is None:

@@ -1,8 +1,7 @@
 """A provider's Files + Batch API, through LiteLLM: upload a JSONL file, create a batch, poll it, read its files.
 
-LiteLLM decides which providers have a Batch API and their wire format; an OpenAI-compatible ``api_base`` is
-reached at ``<api_base>/files`` and ``/batches``, probed before anything is spent (``probe``). Every failure
-comes back as a redacted ProviderError, never as a LiteLLM exception.
+An OpenAI-compatible ``api_base`` is reached at ``<api_base>/files`` and ``/batches``; every failure comes back
+as a redacted ProviderError, never as a LiteLLM exception.
 """
 
 from __future__ import annotations
@@ -103,11 +102,9 @@ class BatchApi:
         return resp.content if hasattr(resp, "content") else bytes(resp)
 
     async def recent(self, since: float, pages: int = 50) -> list[BatchState]:
-        """Return every batch the provider lists as created at or after ``since`` (epoch seconds), newest first.
-
-        The list is complete or this raises: a ProviderError (``batch_lookup_incomplete``) when ``pages``
-        pages of 100 did not reach ``since``, so that a caller never reads "not listed" as "does not exist".
-        """
+        """Return every batch the provider lists as created at or after ``since`` (epoch seconds), newest first; a
+        ProviderError (``batch_lookup_incomplete``) when ``pages`` pages of 100 did not reach it: "not listed" must
+        never be read as "does not exist"."""
         after, found = None, []
         for _ in range(pages):
             try:
@@ -168,10 +165,8 @@ def _get(obj: Any, name: str) -> Any:
 def line_body(route: Route, body: dict[str, Any], params: dict[str, Any], response_format: dict | None) -> dict[str, Any]:
     """Return the body of ``route``'s batch line: OpenAI's chat request, which LiteLLM's files API translates.
 
-    ``body`` is the direct request, already in OpenAI's form on the direct transport. On the
-    "litellm" transport (Vertex, Bedrock, Mistral, ...) it carries LiteLLM's provider-specific
-    params (``max_output_tokens``, ``maxTokens``, ...), which the batch translation would drop or
-    misread: the line is rebuilt from the OpenAI params and the provider's own model name.
+    On the "litellm" transport ``body`` carries provider-specific params the batch translation would drop or
+    misread, so the line is rebuilt from the OpenAI params and the provider's own model name.
     """
     if route.transport != "litellm":
         return body

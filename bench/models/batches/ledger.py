@@ -1,10 +1,8 @@
 """The run folder's record of every provider batch: written before polling starts, read by every resume.
 
-Each process appends fsynced lines to its own ``<run folder>/batches/<host>-<pid>-<token>.jsonl``: a
-batch's ``submitting``, ``uploaded``, ``created``, ``status`` and ``finished`` events, so a batch that exists
-at the provider is never forgotten. ``Ledger.load`` folds every file on resume: a running batch is adopted,
-a finished one read from its output file, and one seen only as ``submitting`` is looked up at the provider
-before anything is sent again.
+Each process appends fsynced events to its own file under ``<run folder>/batches/``, so a batch that exists at
+the provider is never forgotten: on resume a running batch is adopted, a finished one read, and one seen only
+as ``submitting`` looked up at the provider before anything is sent again.
 """
 
 from __future__ import annotations
@@ -121,11 +119,8 @@ class Ledger:
         return held
 
     def pending_items(self, endpoint: str) -> dict[str, tuple[BatchInfo, str]]:
-        """Return item digest → (batch, custom_id) for every request of ``endpoint`` in a batch not finished yet.
-
-        A re-run asks a failed item again under a new key (its attempt is part of the key): this finds the
-        batch that still holds the item's earlier request, so that it is adopted instead of paid again.
-        """
+        """Return item digest → (batch, custom_id) for every request of ``endpoint`` in a batch not finished yet: a
+        re-run asks a failed item under a new key, and this finds its earlier request to adopt, not pay again."""
         pending: dict[str, tuple[BatchInfo, str]] = {}
         for info in self.load().batches.values():
             if info.endpoint == endpoint and not info.finished:

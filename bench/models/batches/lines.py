@@ -1,9 +1,6 @@
-"""One request's line in a provider batch: what it waits for, and what its batch's files make of it.
-
-``reply_of`` turns a ``Request``'s batch files into its answer or failure, charging on its usage every line
-the provider billed that it could not use (``Usage.paid_attempts``; the ``carrier`` also takes lines no request
-owns). A paid line without usage is estimated, never zero.
-"""
+"""One request's line in a provider batch: what it waits for, and what its batch's files make of it; every
+line the provider billed that could not be used is charged (``Usage.paid_attempts``), estimated when it has no
+usage."""
 
 from __future__ import annotations
 
@@ -65,9 +62,8 @@ def charge(route: Route, req: Request, files: Files, carrier: str | None) -> Non
 
 
 def paid_line(route: Route, req: Request, used: dict[str, Any] | None, why: str) -> dict[str, Any]:
-    """Return one billed line as a paid attempt; without usage, its tokens are estimated (the prompt from the
-    request, the completion at the request's output limit, else the model's: ``bench.models.tokens.output_bound``):
-    an unknown cost is never counted as zero."""
+    """Return one billed line as a paid attempt; without usage, its tokens are estimated (the completion at the
+    output limit: ``bench.models.tokens.output_bound``), never counted as zero."""
     usage = dict(used) if used else {"prompt_tokens": None,
                                      "completion_tokens": output_limit(req.body) or output_bound(route)[0]}
     reconcile(route, req.body, "", usage, batch=True)

@@ -1,9 +1,7 @@
 """Whether a batch bench submitted exists at the provider, asked before any of its requests is sent again.
 
-The provider's batch list is read back to a little before the submission (``SKEW_S``) and a batch matches by
-its ``bench_batch`` metadata, else its uploaded input file, else its input's exact ``custom_id`` set.
-``None`` means the provider confirms no such batch exists; a list that cannot be read raises: not knowing is
-never taken for "it does not exist".
+A batch matches by its ``bench_batch`` metadata, else its input file, else its ``custom_id`` set. ``None``
+means the provider confirms none exists; a list that cannot be read raises.
 """
 
 from __future__ import annotations

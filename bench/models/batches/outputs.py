@@ -1,9 +1,7 @@
 """One line of a batch's output or error file, read as OpenAI's ``(custom_id, status, body, error)``.
 
-OpenAI-style lines are read as they are; Bedrock's lines (Anthropic Messages or Converse replies) are turned
-into an OpenAI chat completion body, forced JSON tool calls into content, so the queue answers every
-provider alike. ``read_files`` trusts no line: a ``custom_id`` answered twice differently is a conflict,
-unknown and unreadable lines are counted, and every billed line not used is listed so its cost is recorded.
+Bedrock's lines are turned into an OpenAI chat completion body, so the queue answers every provider alike.
+``read_files`` trusts no line: conflicts, unknown and unreadable lines are counted, billed unused lines listed.
 """
 
 from __future__ import annotations

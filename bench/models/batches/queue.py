@@ -1,9 +1,7 @@
 """One endpoint's Batch API queue: requests gathered into batches, submitted once, polled, answered by ``custom_id``.
 
-Requests that arrive together share a batch, sent after ``gather_s`` of quiet or at the provider's limits.
-Each batch is in the run folder's ledger before polling, so a request a batch already holds (by key or item
-digest) is adopted, never submitted again; a batch in doubt is looked up before re-asking. Failed lines are
-retried up to ``limits.retries``; every billed line counts in the records (docs/batch-apis.md).
+Each batch is in the run folder's ledger before polling, so a request a batch already holds is adopted, never
+submitted again; failed lines are retried up to ``limits.retries`` (docs/batch-apis.md).
 """
 
 from __future__ import annotations
@@ -55,10 +53,8 @@ class Batcher:
     # -- asking ---------------------------------------------------------------------------
     async def ask(self, key: str, body: dict[str, Any], label: str | None = None, allow_empty: bool = False,
                   line_body: dict[str, Any] | None = None) -> Reply:
-        """Return the reply to one request, from a batch that already holds it or from a new one.
-
-        ``body`` is the direct request (a ``retry: direct`` sends it); ``line_body`` the batch line's, if different.
-        """
+        """Return the reply to one request, from a batch that already holds it or from a new one (``body``: the direct
+        request, for ``retry: direct``; ``line_body``: the batch line's, if different)."""
         req = Request(key, body, label, asyncio.get_running_loop().create_future(), allow_empty, line_body=line_body,
                       item=item_digest(label, line_body or body), custom_id=key)
         info = self.held.get(key) or self.mine.get(key)  # a batch holds it already: never submit it twice

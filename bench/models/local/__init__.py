@@ -1,8 +1,6 @@
 """The embedded default model: a GGUF file served by llama.cpp's OpenAI-compatible server on loopback.
 
-``weights`` (which GGUF file a ``local/<name>`` names), ``server`` (the ``llama_cpp.server`` child) and
-``manager`` (its lifecycle, or the shared ``bench serve-local`` server), each importing only the ones before;
-``llama_format`` reshapes requests for llama.cpp. llama_cpp is only ever imported by the child process.
+llama_cpp is only ever imported by the server's child process.
 """
 
 from bench.models.local._launch import HOST, logprobs_wanted

@@ -54,10 +54,8 @@ def child_env() -> dict[str, str]:
 
 
 def _cpu_threads() -> int:
-    """Return the threads to generate with: env BENCH_LOCAL_THREADS, else every CPU we may use.
-
-    llama_cpp.server defaults to half the CPUs: 1 thread on 2 cores, about half the speed.
-    """
+    """Return the threads to generate with: env BENCH_LOCAL_THREADS, else every CPU we may use
+    (llama_cpp.server's default is half)."""
     configured = os.environ.get("BENCH_LOCAL_THREADS", "").strip()
     if configured:
         if not configured.isdigit() or int(configured) < 1:

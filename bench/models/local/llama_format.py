@@ -6,11 +6,8 @@ from typing import Any
 
 
 def llama_response_format(rf: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Return ``rf`` in the form llama_cpp.server understands.
-
-    Its server ignores OpenAI's ``{"type": "json_schema", "json_schema": {"schema": S}}`` and only
-    constrains output (by grammar) for ``{"type": "json_object", "schema": S}``; other forms pass through.
-    """
+    """Return ``rf`` in the form llama_cpp.server constrains output for: ``{"type": "json_object", "schema": S}``
+    (it ignores OpenAI's ``json_schema`` form); other forms pass through."""
     if not rf or rf.get("type") != "json_schema":
         return rf
     schema = (rf.get("json_schema") or {}).get("schema")
@@ -18,11 +15,8 @@ def llama_response_format(rf: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def llama_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Return ``messages`` with system messages folded into the first user message.
-
-    llama_cpp's ``gemma`` chat format silently drops ``role: system`` messages (Gemma has no system
-    turn), so judge instructions would be lost; this keeps them as a prefix of the first user turn.
-    """
+    """Return ``messages`` with system messages folded into the first user message: llama_cpp's ``gemma`` chat
+    format silently drops ``role: system`` messages, and judge instructions with them."""
     system = "\n\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "system").strip()
     rest = [dict(m) for m in messages if m.get("role") != "system"]
     if not system:

@@ -1,8 +1,5 @@
-"""The embedded model's lifecycle: one llama.cpp server per process, started on demand, reused, or shared.
-
-``ensure(model)`` keeps one local model loaded per process, or defers to the shared ``bench serve-local``
-server named by ``BENCH_LOCAL_API_BASE`` (``serve_foreground``). Importing it never imports llama_cpp.
-"""
+"""The embedded model's lifecycle: one llama.cpp server per process, started on demand, reused, or the shared
+``bench serve-local`` server named by ``BENCH_LOCAL_API_BASE``."""
 
 from __future__ import annotations
 
@@ -58,11 +55,8 @@ def _external_endpoint(url: str, spec: LocalModel) -> LocalEndpoint:
 
 
 def ensure(model: str) -> LocalEndpoint:
-    """Return a live endpoint serving ``model``, starting (or switching) this process's server if needed.
-
-    With env BENCH_LOCAL_API_BASE set, that server (``bench serve-local``) is used instead. Only one
-    local model is loaded at a time. Thread-safe; from async code use ``await asyncio.to_thread(ensure, m)``.
-    """
+    """Return a live endpoint serving ``model``, starting (or switching) this process's server if needed, or the
+    ``bench serve-local`` server of BENCH_LOCAL_API_BASE. Thread-safe; from async code use ``asyncio.to_thread``."""
     global _current
     spec = parse(model)
     shared = os.environ.get("BENCH_LOCAL_API_BASE", "").strip()
@@ -91,11 +85,8 @@ def shutdown() -> None:
 
 
 def serve_foreground(model: str = DEFAULT_MODEL, port: int | None = None) -> None:
-    """Serve ``model`` until Ctrl-C or SIGTERM, then stop it and return normally (exit status 0).
-
-    Prints the endpoint and the ``export BENCH_LOCAL_API_BASE=...`` line that lets notebooks and
-    sweeps share this one server. Raises LocalModelError if the server cannot start or dies.
-    """
+    """Serve ``model`` until Ctrl-C or SIGTERM, printing the ``export BENCH_LOCAL_API_BASE=...`` line that shares
+    it; LocalModelError if the server cannot start or dies."""
     server = LocalServer(model, port=port)
     with _sigterm_raises_interrupt():
         try:

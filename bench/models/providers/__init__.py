@@ -1,8 +1,5 @@
 """The provider registry: each kind of model (dry, embedded, self-hosted OpenAI-compatible, LiteLLM) as one
-``Provider`` that the seam asks how to route, check, count, price and batch a model, and whether it takes
-images, tools and logprobs. ``contract`` (ModelSpec, Route, Provider), ``inprocess`` (dry, local),
-``network`` (self-hosted, LiteLLM), ``registry`` (the order of precedence).
-"""
+``Provider`` that the seam asks how to route, check, count, price and batch a model, and what it takes."""
 
 from bench.models.providers.contract import ModelSpec, Provider, Route, Transport
 from bench.models.providers.network import DIRECT_PROVIDERS, SELF_HOSTED_PREFIXES, batch_vendors

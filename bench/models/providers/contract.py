@@ -1,10 +1,6 @@
-"""What the seam asks of a kind of model: the ModelSpec a researcher writes, the Route it resolves to, and
-the ``Provider`` that answers for that route (how it is reached, checked, counted, priced and batched, and
-what it takes: images, tools, logprobs).
-
-Code outside ``bench.models.providers`` asks ``route.provider`` instead of branching on which kind of
-model it holds; a new capability is one more member here, answered by each provider.
-"""
+"""What the seam asks of a kind of model: the ModelSpec a researcher writes, the Route it resolves to, and the
+``Provider`` that answers for that route. Code outside ``bench.models.providers`` asks ``route.provider``
+instead of branching on the kind of model; a new capability is one more member here."""
 
 from __future__ import annotations
 
@@ -26,13 +22,8 @@ KnownParams = Literal["any", "openai", "llama_cpp", "litellm"]  # which generati
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """Where and how to call one model: a LiteLLM model string plus endpoint settings.
-
-    ``params`` are default generation params (temperature, max_tokens, seed, …);
-    ``price`` is (USD per million input tokens, USD per million output tokens) for
-    endpoints LiteLLM cannot price (self-hosted servers); ``rpm`` caps requests per minute and
-    ``tpm`` tokens per minute (see bench.models.ratelimit: caps hold across a sweep's executions).
-    """
+    """Where and how to call one model: a LiteLLM model string plus endpoint settings (``price``: USD per
+    million input and output tokens, for endpoints LiteLLM cannot price)."""
 
     model: str
     api_base: str | None = None

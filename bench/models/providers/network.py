@@ -1,9 +1,6 @@
 """The two providers reached over the network: an OpenAI-compatible server at an ``api_base`` (resolved
-without importing LiteLLM), and every model string LiteLLM knows (sent as one HTTP POST when its provider
-speaks OpenAI's chat API, through ``litellm.acompletion`` otherwise).
-
-LiteLLM stays the authority on model strings, providers, keys, prices, capabilities and Batch APIs.
-"""
+without importing LiteLLM), and every model string LiteLLM knows, the authority on model strings,
+providers, keys, prices and capabilities."""
 
 from __future__ import annotations
 

@@ -17,9 +17,8 @@ def provider_for(spec: ModelSpec) -> Provider:
 
 
 def takes_images(spec: ModelSpec) -> bool:
-    """Return whether ``spec``'s model reads image parts, as its provider says (the embedded model: no; a
-    self-hosted server: yes, it refuses what it cannot take; LiteLLM: its map's ``supports_vision``, no where
-    the map is silent). Raises PreflightError (or LocalModelError) when the spec cannot be routed at all."""
+    """Return whether ``spec``'s model reads image parts, as its provider says; PreflightError (or
+    LocalModelError) when the spec cannot be routed at all."""
     provider = provider_for(spec)
     return provider.takes_images(provider.route(spec))
 

@@ -1,9 +1,5 @@
-"""A judge that misreads one anchor, and reads it right once its prompt shows what the anchor means.
-
-``misread_anchor`` makes a judge say ``w`` wherever its true grade on a criterion is ``v``, unless an ``unless`` text
-(a few-shot example, a rewritten anchor) is in its prompt (docs/tests.md). So the tests know the judge's one
-systematic mistake and can see `bench align` fix it on held-out reviews.
-"""
+"""A judge that misreads one anchor, and reads it right once its prompt shows what the anchor means
+(``misread_anchor``): the tests know its one systematic mistake and can see `bench align` fix it."""
 
 from __future__ import annotations
 

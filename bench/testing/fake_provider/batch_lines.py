@@ -1,11 +1,5 @@
-"""The validation of a Batch API input file: its JSONL lines read into requests, or the errors that fail it.
-
-Error codes are OpenAI's: ``invalid_json_line``, ``missing_required_parameter``, ``invalid_value``,
-``duplicate_custom_id``, ``url_mismatch``, ``model_mismatch``, ``empty_file``, ``too_many_tasks``, and
-``file_too_large`` (the input file is over ``batch_max_bytes``); each error is ``{"code", "message",
-"param", "line"}`` with lines numbered from 1 (``line`` null for an error of the whole file).
-Standard library only.
-"""
+"""The validation of a Batch API input file: its JSONL lines read into requests, or the errors that fail it
+(OpenAI's error codes, ``line`` numbered from 1, null for the whole file). Standard library only."""
 
 from __future__ import annotations
 

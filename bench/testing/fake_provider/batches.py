@@ -1,9 +1,7 @@
 """The fake provider's Files and Batch API state: stored files, batches, and the task that runs each batch.
 
-A batch walks OpenAI's statuses (``validating`` … ``completed``, or ``failed``, ``expired``, ``cancelled``) on the
-configured delays; each line is answered by the server's ``answer`` callable unless a ``batch_fail_*`` knob fails
-it, into OpenAI's output and error files, with a faulty output file on demand. Every answered line is billed.
-The knobs: docs/tests.md. Standard library only.
+A batch walks OpenAI's statuses on the configured delays; each line is answered by the server's ``answer``
+unless a ``batch_fail_*`` knob fails it. Every answered line is billed (docs/tests.md). Standard library only.
 """
 
 from __future__ import annotations

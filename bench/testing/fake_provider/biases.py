@@ -1,8 +1,7 @@
 """Judges with a known bias, scripted: the first slot, long answers, one model's answers; and answers of varied length.
 
-The bias audit (``bench.analysis.judge_audit``) must find these biases at the rates they were put in. The knobs
-(``position_bias``, ``length_bias``, ``favour_model``, ``pad_answers``: docs/tests.md) are keyed by the judge model's
-name as the fake provider sees it and act on the grades ``quality.shape`` gave; checklist verdicts are left as they are.
+The bias audit (``bench.analysis.judge_audit``) must find them at the rates they were put in. The knobs are keyed
+by the judge model's name and act on the grades ``quality.shape`` gave (docs/tests.md).
 """
 
 from __future__ import annotations

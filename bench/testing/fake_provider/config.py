@@ -1,10 +1,5 @@
-"""The fake provider's knobs: latency, faults, canned replies, auth, served models, model quality, scripted
-judge biases, the Batch API.
-
-:data:`DEFAULT_CONFIG` lists every key with its default; :func:`validate_config` rejects a
-config whose values have the wrong shape. ``POST /_admin/config`` merges keys over the
-current config; ``FakeProvider(**config)`` and ``--config JSON`` set the initial one.
-"""
+"""The fake provider's knobs: :data:`DEFAULT_CONFIG` lists every key with its default; :func:`validate_config`
+rejects a config whose values have the wrong shape."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """The client-side handle on a fake provider: start its subprocess, configure it, read its stats, stop it.
 
-``FakeProvider`` spawns ``python -m bench.testing.fake_provider`` bound to 127.0.0.1 on a free
-port, talks to its admin endpoints over urllib (never through a proxy), and stops it by PID
-(SIGTERM, then SIGKILL after 5 s); any provider still running when the interpreter exits is
-stopped too, and the server exits by itself once its parent is gone.
+It talks to the admin endpoints over urllib (never through a proxy) and stops the server by PID; one still
+running at exit is stopped too, and the server exits by itself once its parent is gone.
 """
 
 from __future__ import annotations
@@ -29,11 +27,8 @@ IMPORT_ROOT = Path(__file__).resolve().parents[3]  # the folder holding `bench`:
 
 
 class FakeProvider:
-    """A handle on a fake provider subprocess: start, configure, read stats, stop.
-
-    ``latency_ms`` becomes the server's default latency (it survives :meth:`reset`);
-    the other ``config`` keys only set the initial config, which :meth:`reset` drops.
-    """
+    """A handle on a fake provider subprocess; ``latency_ms`` survives :meth:`reset`, the other ``config`` keys
+    only set the initial config."""
 
     ADMIN_TIMEOUT_S = 5.0
     START_TIMEOUT_S = 20.0

@@ -1,9 +1,5 @@
-"""The image parts of a chat request, as the fake provider checks and counts them.
-
-A part is refused with a 400, as OpenAI refuses it, unless it is text or a well-formed ``image_url`` (docs/tests.md).
-Each image's sha256 goes into the stats (``images``), so a test can assert an image reached the provider
-byte-identical; ``recent`` keeps requests with each data URL shortened to its type, size and hash.
-"""
+"""The image parts of a chat request, as the fake provider checks and counts them: a malformed part is refused
+with a 400, as OpenAI refuses it; each image's sha256 goes into the stats (``images``)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """A judge that obeys prompt injections (the ``obey_injections`` knob): the worst case a defence must hold against.
 
-It reads every line outside a data block the prompt declares as data as an instruction: a demanded grade becomes
-every score, else each score is its scale's middle. So it measures one thing, whether an answer's text reaches the
-judge outside its delimiters, not how persuasive an injection is to a real model.
+Every line outside a declared data block is an instruction: a demanded grade becomes every score, else each
+score is its scale's middle. It measures whether an answer's text reaches the judge outside its delimiters.
 """
 
 from __future__ import annotations

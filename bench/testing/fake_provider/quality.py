@@ -1,9 +1,7 @@
 """How the fake provider's models differ: each answers in its own words and is graded at its own quality.
 
-A default answer ``fake answer <tag><hash>`` names its model by ``tag``, so a fake judge knows whose answer it reads
-with no state kept. A judge's schema-valid reply (``schema_reply``) follows the quality of the answers shown,
-moved by the item, the judge's reading, ``judge_bias`` and, with ``noise`` > 0, a draw per arrival; with
-``noise: 0`` the same request always gets the same reply (the cache tests rely on it). Knobs: docs/tests.md.
+A default answer ``fake answer <tag><hash>`` names its model, so a fake judge knows whose answer it reads with no
+state kept. With ``noise: 0`` the same request always gets the same reply (the cache tests rely on it).
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """The bodies the fake provider composes: a reply's content (plain or schema-valid), its usage, errors.
 
-A chat reply's content is a ``replies`` match, else JSON valid against the requested schema (a judge's grades shaped
-by ``quality``), else the model's own ``fake answer <tag><hash>``. Usage counts words or tiktoken tokens
-(``tokenizer``), from LiteLLM's bundled encoding files, so no network is needed (docs/tests.md).
+Usage counts words or tiktoken tokens (``tokenizer``) from LiteLLM's bundled encoding files: no network.
 """
 
 from __future__ import annotations
@@ -56,13 +54,9 @@ def error_body(status: int, message: str, code: str | None = None) -> bytes:
 
 def schema_reply(schema: dict[str, Any], body: dict[str, Any], fallback: str, cfg: dict[str, Any] | None = None,
                  arrival: int = 0) -> str:
-    """The JSON text of a value valid against ``schema``, seeded by the request's hash.
-
-    A judge's grades follow the quality of the fake answers it is shown (``quality.shape``: ``model_quality``,
-    ``judge_bias``, ``noise`` drawn per ``arrival``), moved by its scripted biases (``biases.biased``); then
-    ``obey_injections``, ``corrupt_items`` (the fraction of graded packed items whose first score is put off its
-    scale) and ``packed_fault`` apply (see DEFAULT_CONFIG).
-    """
+    """The JSON text of a value valid against ``schema``, seeded by the request's hash: a judge's grades follow
+    the quality of the answers shown (``quality.shape``), moved by its scripted biases, then the
+    ``obey_injections``, ``corrupt_items`` and ``packed_fault`` knobs apply."""
     cfg = {**SHAPE_DEFAULTS, **(cfg or {})}
     if schema.get("_json_object"):
         return json.dumps({"answer": fallback})

@@ -1,9 +1,5 @@
-"""The fake provider as a process: its command line, the loopback check, serving until signalled.
-
-Run it as ``python -m bench.testing.fake_provider --port 0 [--host 127.0.0.1] [--latency-ms 100]
-[--config JSON] [--parent-pid PID]``: it prints one JSON line ``{"port": N}`` when ready and
-serves until SIGTERM/SIGINT, or until its parent process is gone.
-"""
+"""The fake provider as a process: ``python -m bench.testing.fake_provider --port 0 [--latency-ms 100]
+[--config JSON] [--parent-pid PID]`` prints ``{"port": N}`` when ready and serves until signalled or orphaned."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The fake provider's aiohttp application: its state (config, counters) and its routes.
 
-``FakeServer`` holds the config and counters and answers the chat, models and admin endpoints; :func:`build_app`
-routes them, and the Files and Batch API to its :class:`BatchStore`. :meth:`FakeServer.chat` documents the order in
-which a chat request is decided; :meth:`FakeServer.answer` answers a chat request and a batch line alike.
+:meth:`FakeServer.chat` documents the order in which a chat request is decided; :meth:`FakeServer.answer`
+answers a chat request and a batch line alike.
 """
 
 from __future__ import annotations
@@ -122,11 +121,8 @@ class FakeServer:
     async def chat(self, request: web.Request) -> web.Response:
         """Answer one chat completion request.
 
-        Order: count it; 400 if the body is not a JSON object; sleep the latency; 401 if
-        ``require_key`` does not match; ``fail_first``; the random faults (429, 500, hang,
-        malformed, empty, reset); a ``replies`` match (status or content); else the
-        schema-valid or ``fake answer <hash>`` reply. In flight is also counted per body
-        ``model`` (``peak_in_flight_by_model``).
+        Order: count it; 400 if the body is not a JSON object; sleep the latency; 401 if ``require_key`` does not match;
+        ``fail_first``; the random faults; a ``replies`` match; else :meth:`answer`.
         """
         self.requests += 1
         generation = self.generation
@@ -238,12 +234,11 @@ class FakeServer:
 
     def answer(self, body: dict[str, Any], completion_id: str | None = None, content: str | None = None,
                finish_reason: str = "stop") -> tuple[int, dict[str, Any]]:
-        """Answer a parsed chat body (a chat request's or a batch line's): (HTTP status, JSON payload).
+        """Answer a parsed chat body (a chat request's or a batch line's): (HTTP status, JSON payload). Counts nothing.
 
-        404 if ``served_models`` excludes its model; 400 if an image part is malformed (images.py) or ``tools``
-        are sent to a server without them; else a scripted tool call (tool_calls.py), a ``replies`` match (a status
-        gives that error), else the schema-valid or ``fake answer <hash>`` content, a multi-turn request's history
-        echoed (``content`` skips all four); usage counted by ``tokenizer``. Counts nothing: the caller does.
+        404 if ``served_models`` excludes its model; 400 for a malformed image part or ``tools`` sent to a server
+        without them; else a scripted tool call, a ``replies`` match, else the schema-valid or default content
+        (``content`` skips all four).
         """
         refusal = self.model_refusal(body) or tools_refusal(body, self.config)
         if refusal is not None:

@@ -1,9 +1,5 @@
-"""The fake provider as a reasoning model, on demand: thinking in ``reasoning_content`` or inline in the content.
-
-``reasoning_content`` and ``think_tags`` pick which models think; the thinking is billed as output, its length
-scaled by the request's ``reasoning_effort`` so two efforts cost differently, and its text starts ``fake reasoning``
-so a test can look for it where it must not be. The knobs: docs/tests.md.
-"""
+"""The fake provider as a reasoning model, on demand: thinking in ``reasoning_content`` or inline in the content,
+billed as output, scaled by ``reasoning_effort``, its text starting ``fake reasoning`` (docs/tests.md)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """What each model has in flight on the fake provider: the count now, its peak, and every request's span.
 
-The spans are the provider's side of a sweep's concurrency: ``GET /_admin/timeline`` returns them as
-``[model, start, end]`` (seconds since the epoch, so they line up with a run's record times), from which a
-benchmark tells how long each model sat below its cap while it still had work (benchmarks/cluster.py).
-At most :data:`TIMELINE_MAX` spans are kept, the newest; ``dropped`` counts the older ones let go.
+``GET /_admin/timeline`` returns the spans as ``[model, start, end]`` (epoch seconds), for benchmarks/cluster.py;
+at most :data:`TIMELINE_MAX` are kept, ``dropped`` counts the older ones.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""Token log-probabilities for a reply, when a request asks for them (``logprobs: true``), in OpenAI's shape.
+"""Token log-probabilities for a reply (``logprobs: true``), in OpenAI's shape.
 
-Every token of the reply is certain (logprob 0) except a number written as a JSON value (after
-``:``) that the requested schema allows: it gets probability 1 − ``logprob_alt`` and its
-alternative, the next allowed value up or down (chosen by the request's hash), gets
-``logprob_alt``. So a judge's expected score is exactly ``sampled ± logprob_alt``, and two
-answers with the same sampled score can have different expected scores.
+Every token is certain except a JSON number the schema allows: it gets probability 1 − ``logprob_alt``, and the
+next allowed value up or down ``logprob_alt``, so a judge's expected score is exactly ``sampled ± logprob_alt``.
 """
 
 from __future__ import annotations

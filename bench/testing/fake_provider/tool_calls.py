@@ -1,9 +1,7 @@
 """The fake provider as a tool-using model and a conversation partner: scripted tool calls, echoes of the history.
 
-``tool_calls`` scripts a request carrying ``tools`` into one tool call, ``tools_supported: false`` refuses ``tools``
-with a 400, and a default answer to a multi-turn request echoes its last user turn and tool results, so a test sees
-the history was sent (the knobs: docs/tests.md). A call's arguments are its output: usage counts them, never zero.
-Standard library and the fake provider's own modules only.
+A default answer to a multi-turn request echoes its last user turn and tool results, so a test sees the history
+was sent. A call's arguments are its output: usage counts them, never zero (docs/tests.md).
 """
 
 from __future__ import annotations
