@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from bench.testing.grids import ROOT, grid, judge, model, prompt, started, sweep
@@ -21,32 +22,39 @@ from bench.testing.processes import fetch_when_up, free_port, stopped_at_exit
 BUDGET_S = 240  # JupyterLab on a loaded 2-core machine
 
 
-def test_a_stage_line_never_says_ok_beside_failed_items(tmp_path, fake):
-    fake.configure(replies=[{"match": "about t1.", "status": 400}])  # one answer fails for good (never retried)
-    params = grid(tmp_path / "g.yaml", fake.url, models=[model("m1", fake.url), model("m2", fake.url)],
-                  judges=[judge("grader", fake.url)])
-    out = sweep(tmp_path, params)
+@pytest.fixture(scope="module")
+def per_cell(tmp_path_factory, fake_server):
+    """Sweep two models × prompts p and q, judged, one execution per cell (--per-cell), q's answer on t1 failing for
+    good (an HTTP 400 is never retried); return the finished command."""
+    fake_server.reset()
+    fake_server.configure(replies=[{"match": "hint on t1.", "status": 400}])
+    tmp, url = tmp_path_factory.mktemp("per-cell"), fake_server.url
+    params = grid(tmp / "g.yaml", url, models=[model("m1", url), model("m2", url)],
+                  prompts=[prompt("p", "One tip about {topic}."), prompt("q", "One hint on {topic}.")],
+                  judges=[judge("grader", url)])
+    try:
+        return sweep(tmp, params, "--per-cell")
+    finally:
+        fake_server.reset()
+
+
+def test_a_stage_line_never_says_ok_beside_failed_items(per_cell):
+    out = per_cell
     assert out.returncode == 3, out.stdout[-3000:] + out.stderr[-2000:]  # the run ended with failed items
-    stage = [ln for ln in out.stdout.splitlines() if ln.startswith("  collect")]
-    assert len(stage) == 1 and "ok" not in stage[0].split(), stage
-    assert re.fullmatch(r"  collect: finished, 2 item\(s\) failed: see the summary below \[\d+\.\ds\]", stage[0])
-    assert "2 item(s) failed:" in out.stdout  # the summary the line points to
-
-    fake.reset()
-    clean = sweep(tmp_path, grid(tmp_path / "h.yaml", fake.url, name="h"))
-    assert clean.returncode == 0 and re.search(r"^  collect: ok \[", clean.stdout, re.M), clean.stdout[-2000:]
-
-
-def test_each_execution_line_counts_only_its_own_cells_failures(tmp_path, fake):
-    """--per-cell: the failed answers of prompt q's cells make only those executions' lines say so (the
-    same model's cells of prompt p stay "ok"), and failures of an earlier sweep of other cells never count."""
-    fake.configure(replies=[{"match": "hint on t1.", "status": 400}])  # q's answer on t1 fails for good
-    params = grid(tmp_path / "g.yaml", fake.url, models=[model("m1", fake.url), model("m2", fake.url)],
-                  prompts=[prompt("p", "One tip about {topic}."), prompt("q", "One hint on {topic}.")])
-    out = sweep(tmp_path, params, "--per-cell")
-    assert out.returncode == 3, out.stdout[-3000:] + out.stderr[-2000:]
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("  collect")]
-    assert len(lines) == 4, out.stdout[-3000:]
+    failed = [ln for ln in lines if "failed" in ln]
+    assert len(failed) == 2 and not any("ok" in ln.split() for ln in failed), lines
+    assert all(re.fullmatch(r"  collect\.\S+: finished, 1 item\(s\) failed: see the summary below \[\d+\.\ds\]", ln)
+               for ln in failed), failed
+    assert "2 item(s) failed:" in out.stdout  # the summary the lines point to
+    assert sum(bool(re.fullmatch(r"  collect\.\S+: ok \[.*", ln)) for ln in lines) == 2, lines
+
+
+def test_each_execution_line_counts_only_its_own_cells_failures(per_cell):
+    """--per-cell: the failed answers of prompt q's cells make only those executions' lines say so (the same
+    model's cells of prompt p stay "ok")."""
+    lines = [ln for ln in per_cell.stdout.splitlines() if ln.startswith("  collect")]
+    assert len(lines) == 4, per_cell.stdout[-3000:]
     failed = [ln for ln in lines if "finished, 1 item(s) failed" in ln]
     assert len(failed) == 2 and all("q" in ln.split(":")[0] for ln in failed), lines
     assert sum(bool(re.search(r": ok \[", ln)) for ln in lines) == 2, lines
@@ -104,11 +112,10 @@ def test_progress_into_a_pipe_is_a_line_every_few_seconds_with_the_time_elapsed(
     assert float(text.decode().splitlines()[0]) == 2.0 and " elapsed" in text.decode()
 
 
-def test_a_sweeps_progress_into_a_pipe_says_the_time_elapsed(tmp_path, fake):
-    out = sweep(tmp_path, grid(tmp_path / "g.yaml", fake.url, judges=[judge("grader", fake.url)]))
-    assert out.returncode == 0, out.stdout[-3000:]
-    lines = [ln for ln in out.stdout.splitlines() if re.match(r"\[collect\] (collect|judge|judging): \d+/\d+", ln)]
-    assert lines and all(re.search(r" \| \d+:\d\d elapsed", ln) for ln in lines), out.stdout[-3000:]
+def test_a_sweeps_progress_into_a_pipe_says_the_time_elapsed(per_cell):
+    out = per_cell.stdout
+    lines = [ln for ln in out.splitlines() if re.match(r"\[collect[.\w-]*\] (collect|judge|judging): \d+/\d+", ln)]
+    assert lines and all(re.search(r" \| \d+:\d\d elapsed", ln) for ln in lines), out[-3000:]
 
 
 def test_make_lab_starts_jupyterlab_without_its_news_prompt(tmp_path):

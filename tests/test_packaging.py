@@ -49,11 +49,6 @@ def test_import_bench_is_cheap():
     assert out.strip() == "[]"
 
 
-def test_python_m_bench_is_the_command():
-    out = subprocess.run([sys.executable, "-m", "bench", "--help"], capture_output=True, text=True)
-    assert out.returncode == 0 and "serve-local" in out.stdout
-
-
 def test_make_lab_passes_allow_root_only_when_root_and_binds_loopback():
     """As root (containers), Jupyter refuses to start without --allow-root; JupyterLab listens on loopback."""
     out = subprocess.run(["make", "-n", "lab"], cwd=ROOT, capture_output=True, text=True, check=True).stdout

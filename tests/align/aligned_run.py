@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench.testing.grids import bench, generate, grid, judge, model, rubric, sweep
+from bench.testing.grids import generate, grid, judge, model, rubric
 from bench.testing.in_process import command, run_stages
 
 ANSWERS_PER_MODEL = 12

@@ -11,7 +11,7 @@ import pytest
 
 from bench.align.variants import KINDS
 from bench.config.rubrics import load_rubric
-from bench.testing.grids import grid, judge, model, generate, sweep
+from bench.testing.grids import grid, judge, model, generate
 from bench.testing.in_process import run_stages
 from tests.align.aligned_run import (ANSWERS_PER_MODEL, REWRITTEN, align, aligned_params, fake_config, review,
                                      swept)

@@ -1,14 +1,12 @@
-"""A sweep killed (SIGKILL) while a later turn of a conversation is in flight resumes at the first unanswered turn
+"""A run killed (SIGKILL) while a later turn of a conversation is in flight resumes at the first unanswered turn
 of each conversation: every reply a later request carried was in the response cache, with its cost, before that
 request was sent; no completed turn is paid twice (its replay knows what it cost, and the resumed record counts it
-once: the killed run recorded nothing of it), and the journal counts the turn that was in flight."""
+once: the killed run recorded nothing of it), and the journal counts the turn that was in flight. The stages run in a
+child process (``started_stages``), killed for real, then resume in this one."""
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -18,16 +16,15 @@ from bench.core.journal import recorded_repeats
 from bench.core.records import Candidate
 from bench.core.store import RunStore
 from bench.testing import grids
-from bench.testing.grids import started, sweep_args
+from bench.testing.in_process import run_stages
 from tests.collect.dialogues import inline
-from tests.sweep.test_sweep import wait_until_no_kernel_writes
+from tests.staged import started_stages
 
 N_CONVERSATIONS, N_TURNS = 4, 3
 PRICE = {"input_per_mtok": 1.0, "output_per_mtok": 2.0}
 
 
 def test_a_killed_conversation_resumes_without_paying_a_finished_turn_again(tmp_path, fake):
-    env = {"drop": ("BENCH_CACHE",)}
     fake.configure(latency_ms=300)
     chat = {"id": "chat", "version": "v1", "system": "be brief",
             "turns": ["Hi, I am {persona}.", "Give me one tip.", "Make it shorter."]}
@@ -35,7 +32,7 @@ def test_a_killed_conversation_resumes_without_paying_a_finished_turn_again(tmp_
                         models=[grids.model("m1", fake.url, price=PRICE)],
                         scenarios=inline(*({"persona": f"p{n}"} for n in range(N_CONVERSATIONS))),
                         limits={"max_concurrency": 2, "timeout_s": 10, "retries": 0})
-    with started(tmp_path, *sweep_args(params), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **env) as proc:
+    with started_stages(tmp_path, params) as proc:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:  # a later turn was sent (its history in the cache), one in flight
             stats = fake.stats()
@@ -44,16 +41,15 @@ def test_a_killed_conversation_resumes_without_paying_a_finished_turn_again(tmp_
             time.sleep(0.02)
         else:
             pytest.fail(f"no later turn reached the provider in 120 s: {fake.stats()['requests']} requests")
-        os.killpg(proc.pid, signal.SIGKILL)
+        proc.kill()  # SIGKILL
         proc.wait()
-    wait_until_no_kernel_writes(tmp_path)
     assert 3 <= fake.stats()["requests"] < N_CONVERSATIONS * N_TURNS
     stored = cached_usage(tmp_path / "runs" / ".cache" / "responses")
     carried = {m["content"] for body in fake.stats()["recent"] for m in body["messages"] if m["role"] == "assistant"}
     assert carried and all(text in stored and stored[text]["cost_usd"] > 0 for text in carried), (carried, stored)
     fake.configure(latency_ms=0)
-    resumed = grids.sweep(tmp_path, params, **env)
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    resumed = run_stages(tmp_path, params)
+    assert resumed.returncode == 0, resumed.log
     run_dir = tmp_path / "runs" / "k"
     done = [c for c in RunStore(run_dir).latest(Candidate).values() if c.ok]
     assert len(done) == N_CONVERSATIONS and all(c.ended == "turns_done" and len(c.turns) == N_TURNS for c in done)

@@ -10,7 +10,6 @@ from bench.core.errors import BenchError, ParamsError
 from bench.run import open_run
 from bench.sweep.cluster.worker_secrets import declared_key_vars
 from bench.sweep.shared import SharedLimits, SharedLocalServer
-from bench.testing.grids import bench
 from bench.testing.in_process import command
 from tests.collect.dialogues import inline, use_runs, write
 

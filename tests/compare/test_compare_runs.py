@@ -13,7 +13,6 @@ import pytest
 from scipy import stats
 
 from bench.analysis import compare_runs
-from bench.testing.grids import bench
 from bench.testing.in_process import command
 from tests.compare.conftest import CHANGED_A, CHANGED_B, SAME, STRONG_ANSWER
 

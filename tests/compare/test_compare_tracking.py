@@ -11,7 +11,8 @@ import polars as pl
 import pytest
 
 from bench.analysis import compare_runs
-from bench.testing.grids import bench
+from bench.testing.grids import NOT_INHERITED
+from bench.testing.in_process import command
 from tests.compare.conftest import CHANGED_A, CHANGED_B
 
 
@@ -34,14 +35,15 @@ def _level(runs: list, level: str) -> list:
 def test_the_comparison_is_an_mlflow_run_linking_both_runs_and_run_b_report_links_to_it(two_runs):
     tmp, a, b = two_runs
     assert not (a / "mlflow.db").exists(), "an untracked run gets no store from a comparison"
-    untracked = bench(tmp, "compare", str(a), str(b), "--map", f"{CHANGED_A}={CHANGED_B}", "--no-report")
+    untracked = command(tmp, "compare", str(a), str(b), "--map", f"{CHANGED_A}={CHANGED_B}", "--no-report",
+                        drop=NOT_INHERITED)
     assert untracked.returncode == 0, untracked.stderr[-3000:]
     (first,) = _level(_runs(b), "comparison")
     assert "bench.compare.a_run_id" not in first.data.tags and not (a / "mlflow.db").exists()
     for run in (a, b):
-        done = bench(tmp, "track", str(run))
+        done = command(tmp, "track", str(run), drop=NOT_INHERITED)
         assert done.returncode == 0, done.stderr[-3000:]
-    out = bench(tmp, "compare", str(a), str(b), "--map", f"{CHANGED_A}={CHANGED_B}")
+    out = command(tmp, "compare", str(a), str(b), "--map", f"{CHANGED_A}={CHANGED_B}", drop=NOT_INHERITED)
     assert out.returncode == 0, out.stderr[-3000:]
     sweep_a = _level(_runs(a), "sweep")[0].info.run_id
     runs = _runs(b)
@@ -65,7 +67,7 @@ def test_the_comparison_is_an_mlflow_run_linking_both_runs_and_run_b_report_link
     artifacts = {f.path for f in _client(b).list_artifacts(comparison.info.run_id, "comparison")}
     assert artifacts == {"comparison/index.html", "comparison/comparison.json"}
 
-    report = bench(tmp, "report", str(b), timeout=600)
+    report = command(tmp, "report", str(b), "--resamples", "200")
     assert report.returncode == 0, report.stderr[-3000:]
     page = (tmp / "reports" / "cb" / "index.html").read_text(encoding="utf-8")
     assert re.search(r'<a href="\.\./ca-vs-cb/index\.html">compared with ca</a> \(3 significantly better, 0 worse',

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -11,7 +12,8 @@ import yaml
 
 from bench.core.errors import ParamsError
 from bench.config.params import load_sweep
-from bench.testing.grids import ROOT, bench, grid
+from bench.testing.grids import NOT_INHERITED, ROOT, grid
+from bench.testing.in_process import command, run_stages
 
 # seven levels of ten aliases each: 10^7 values once expanded, a few hundred bytes of YAML
 BOMB = ("[&a [x, x, x, x, x, x, x, x, x, x], &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a], "
@@ -24,7 +26,7 @@ def test_an_alias_bomb_inside_model_params_is_refused_before_it_expands(tmp_path
     params = grid(tmp_path / "g.yaml", fake.url)
     params.write_text(params.read_text().replace("  model: openai/m1", f"  model: openai/m1\n  params: {{stop: {BOMB}}}", 1))
     assert "stop: [&a" in params.read_text()
-    out = bench(tmp_path, "validate", str(params), timeout=120)
+    out = command(tmp_path, "validate", str(params))
     assert out.returncode == 2 and "aliases (&name / *name) expand to more than 200,000 values" in out.stderr
 
 
@@ -37,7 +39,7 @@ def test_a_recursive_or_deeply_nested_file_is_refused(tmp_path):
 
 def test_a_huge_sample_count_is_refused_naming_the_limit(tmp_path, fake):
     params = grid(tmp_path / "g.yaml", fake.url, samples=100_000_000)
-    out = bench(tmp_path, "validate", str(params), timeout=120)
+    out = command(tmp_path, "validate", str(params))
     assert out.returncode == 2, out.stderr
     assert "plans 400,000,000 answers (1 cells × 4 scenarios × 100,000,000 samples)" in out.stderr
     assert "raise limits.max_items" in out.stderr and fake.stats()["requests"] == 0
@@ -46,7 +48,7 @@ def test_a_huge_sample_count_is_refused_naming_the_limit(tmp_path, fake):
 def test_a_huge_generated_sample_is_refused_before_it_is_drawn(tmp_path, fake):
     dims = {f"d{i}": [f"v{j}" for j in range(100)] for i in range(5)}  # 10^10 combinations
     params = grid(tmp_path / "g.yaml", fake.url, scenarios={"generate": {"dimensions": dims, "n": 50_000_000}})
-    out = bench(tmp_path, "validate", str(params), timeout=120)
+    out = command(tmp_path, "validate", str(params))
     assert out.returncode == 2 and "limits.max_items" in out.stderr
 
 
@@ -55,7 +57,7 @@ def test_a_file_with_200k_prompts_parses_and_checks_in_linear_time(tmp_path, fak
     data["prompts"] = [{"id": f"p{i}", "version": "v1", "user": "tip {topic}"} for i in range(200_000)]
     data["prompts"].append({"id": "p17", "version": "v1", "user": "again"})
     big = tmp_path / "big.yaml"
-    big.write_text(yaml.safe_dump(data, width=1000))
+    big.write_text(json.dumps(data))  # YAML in its flow style (JSON is YAML), written in a second
     code = "import sys; from bench.config.params import load_sweep; load_sweep(sys.argv[1])"
     out = subprocess.run([sys.executable, "-c", code, str(big)], cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert out.returncode == 1 and "prompts: duplicate id@version p17@v1" in out.stderr
@@ -86,8 +88,10 @@ def test_a_run_folder_with_a_quote_in_its_name_is_tracked_and_retracked_without_
 
     params = grid(tmp_path / "g.yaml", fake.url, topics=2)
     folder = tmp_path / "runs" / "it's-a-run"
-    assert bench(tmp_path, "sweep", str(params), "--no-report", "--run-dir", str(folder)).returncode == 0
-    assert bench(tmp_path, "track", str(folder)).returncode == 0  # again: the same runs, updated
+    assert run_stages(tmp_path, params, run_dir=folder).returncode == 0
+    for _ in range(2):  # again: the same runs, updated
+        tracked = command(tmp_path, "track", str(folder), drop=NOT_INHERITED)
+        assert tracked.returncode == 0 and "tracking: MLflow logging" not in tracked.stderr, tracked.log
     mlflow.set_tracking_uri(f"sqlite:///{folder / 'mlflow.db'}")
     os.environ.pop("MLFLOW_TRACKING_URI", None)  # mlflow exports it: keep it from processes tests start
     runs = mlflow.search_runs(experiment_names=["bench/it's-a-run"], output_format="list")

@@ -12,7 +12,7 @@ from PIL import Image
 
 from bench.core.errors import ParamsError
 from bench.run import open_run
-from bench.testing.grids import bench, grid, judge, model, prompt, rubric, sweep
+from bench.testing.grids import grid, judge, model, prompt, rubric
 from bench.testing.in_process import command, run_stages
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from bench.config.params import load_sweep
 from bench.core.errors import ParamsError
-from bench.testing.grids import bench, grid, judge, model
+from bench.testing.grids import grid, judge, model
 from bench.testing.in_process import command
 
 

@@ -12,7 +12,7 @@ import pytest
 from bench.config.rubrics import parse_rubric
 from bench.core.errors import ParamsError
 from bench.run import open_run
-from bench.testing.grids import bench, grid, judge, prompt, sweep
+from bench.testing.grids import grid, judge, prompt
 from bench.testing.in_process import command, run_stages
 
 HEAD = ("---\nid: {id}\nversion: '1'\nmode: {mode}\ncriteria:\n  - {{id: quality, description: how good, "

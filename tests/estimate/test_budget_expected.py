@@ -188,7 +188,7 @@ def test_a_floor_refusal_says_what_its_floor_holds_the_judges_stand_in_answers_t
     judges = [grids.judge("grader", fake.url, name="fake-judge", price=PRICE)]
     params = write(tmp_path / "b.yaml", fake.url, topics=12, budget=0.04, judges=judges)
     floor = estimate(tmp_path, params)["budget"]["floor_usd"]
-    refused = grids.sweep(tmp_path, params)
+    refused = run_stages(tmp_path, params)
     assert refused.returncode == 4, refused.stdout + refused.stderr
     assert "every reply empty" not in refused.stderr
     assert (f"even if collect m1, judge grader replied nothing, {dollars(floor)} (their prompts alone, the judges' "

@@ -18,7 +18,6 @@ import pytest
 
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
-from bench.testing.grids import bench, sweep
 from bench.testing.in_process import command, run_stages
 from tests.estimate.conversation_grid import BILL, SIM_MAX_TOKENS, TOOL_SCRIPT, conversation_grid
 

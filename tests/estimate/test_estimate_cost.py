@@ -23,8 +23,9 @@ from bench.models.budget import dollars
 from bench.models.routing import ModelSpec, price_per_token, resolve
 from bench.models.tokens import counter_for, output_bound
 from bench.run import open_run
-from bench.testing.grids import bench, grid, judge, model, prompt, sweep
+from bench.testing.grids import grid, judge, model, prompt
 from bench.testing.in_process import command, run_stages
+from tests.staged import run_planned
 
 PRICE = {"input_per_mtok": 2.0, "output_per_mtok": 8.0}
 STAGE_KEYS = {"stage", "id", "requests", "cached", "input_tokens", "output_tokens_max", "cost_usd_max",
@@ -264,8 +265,8 @@ def test_packed_calls_are_counted_as_grading_packs_them(tmp_path, fake):
     other = params_for(tmp_path, fake.url, topics=4, judges=[judge("packed2", fake.url, pack_size=3, price=PRICE)],
                        name="cells")
     assert by_stage(estimate_json(tmp_path, other))["packed2"]["to_send"] == 3  # one execution: 8 answers, 3 calls
-    ran = sweep(tmp_path, other, "--per-cell")  # one execution per cell packs its own 4: 2 calls each
-    assert ran.returncode == 0, ran.stdout + ran.stderr
+    ran = run_planned(tmp_path, other, per_cell=True)  # one execution per cell packs its own 4: 2 calls each
+    assert ran.returncode == 0, ran.log
     row = next(line.split() for line in ran.stdout.splitlines() if line.startswith("judge ") and " packed2 " in line)
     assert row[6] == "4" and fake.stats()["by_model"]["packed2"] == 4  # to send, as printed; as sent
 

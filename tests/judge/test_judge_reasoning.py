@@ -23,7 +23,7 @@ from bench.judge.logprobs import NO_LOGPROBS
 from bench.models.client import LLM, Limits
 from bench.run import open_run
 from bench.stage_runs import run_collect
-from bench.testing.grids import ROOT, bench, grid, judge, model, rubric
+from bench.testing.grids import ROOT, grid, judge, model, rubric
 from bench.testing.in_process import command
 
 

@@ -10,7 +10,7 @@ import json
 from bench.analysis import judge_stability, load_run, stability_leaderboard
 from bench.core.records import Judgment
 from bench.core.store import RunStore
-from bench.testing.grids import bench, grid, judge, model, sweep
+from bench.testing.grids import grid, judge, model
 from bench.testing.in_process import command, run_stages
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
-from bench.testing.grids import grid, judge, model, sweep
+from bench.testing.grids import grid, judge, model
 from bench.testing.in_process import run_stages
+from tests.staged import run_planned
 
 K, TOPICS = 3, 7  # two cells of 7 answers: packs of 3 that cross from one cell to the next, and a last one of 2
 
@@ -59,18 +60,21 @@ def test_the_same_answers_share_the_same_calls_whatever_order_they_came_in(tmp_p
 
 def test_executions_pack_in_the_grids_order_and_the_estimate_predicts_their_packs(tmp_path, fake):
     """Under --jobs an execution's cells come model by model, the capped model first: its packs still follow the
-    params file's order, the one the estimate predicts, so a re-run is estimated (and answered) as all cached."""
+    params file's order, the one the estimate predicts, so a re-run is estimated (and answered) as all cached. The
+    two executions --jobs 2 plans run in this process (``run_planned``)."""
     models = [model("m1", fake.url), model("m2", fake.url, max_concurrency=4)]
 
     def two_models(name):  # 2 models x 2 prompts: each of the two executions has a cell of each model
         return grid(tmp_path / f"{name}.yaml", fake.url, name=name, topics=TOPICS, models=models, prompts=PROMPTS,
                     judges=[judge("packed", fake.url, pack_size=K)], limits={"max_concurrency": 14, "retries": 0})
 
-    first = sweep(tmp_path, two_models("j1"), "--jobs", "2")
-    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    first = run_planned(tmp_path, two_models("j1"), jobs=2)
+    assert first.returncode == 0, first.log
+    cut = packs(tmp_path / "runs" / "j1")  # each execution packs its own 14 answers: 4 packs of 3 and one of 2
+    assert len(cut) == 2 * -(-2 * TOPICS // K) and {len(p) for p in cut} == {2, 3}, sorted(map(len, cut))
     sent = fake.stats()["requests"]
-    again = sweep(tmp_path, two_models("j2"), "--jobs", "2")
-    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    again = run_planned(tmp_path, two_models("j2"), jobs=2)
+    assert again.returncode == 0, again.log
     total = next(ln.split() for ln in again.stdout.splitlines() if ln.startswith("total "))
     assert total[3] == "0" and total[1] == total[2], again.stdout[-3000:]  # requests, cached, to send
     assert fake.stats()["requests"] == sent

@@ -19,7 +19,7 @@ from bench.core.store import RunStore
 from bench.report import render_report
 from bench.run import open_run
 from bench.stage_runs import run_collect
-from bench.testing.grids import bench, grid, judge, model, prompt, rubric, sweep
+from bench.testing.grids import grid, judge, model, prompt, rubric
 from bench.testing.in_process import command, run_stages
 
 CHECKS = """---

@@ -12,7 +12,7 @@ import pytest
 from bench.core.records import Judgment
 from bench.core.store import RunStore
 from bench.judge._prompts import SOLVE_SYSTEM
-from bench.testing.grids import bench, grid, judge, model, sweep
+from bench.testing.grids import grid, judge, model
 from bench.testing.in_process import command, run_stages
 
 MARKER = "MARKER-REFERENCE-RUBRIC"

@@ -15,7 +15,7 @@ from bench.core.errors import ParamsError
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
 from bench.stage_runs import run_judge
-from bench.testing.grids import grid, judge, model, prompt, sweep
+from bench.testing.grids import grid, judge, model, prompt
 from bench.testing.in_process import run_stages
 from tests.judge.conversation_runs import agent, collected, rewrite, rubric_file
 

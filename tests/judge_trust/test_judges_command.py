@@ -15,7 +15,6 @@ from bench.analysis import human_agreement, load_run
 from bench.core.records import Judgment, Review
 from bench.core.store import RunStore
 from bench.judge_trust.document import plain
-from bench.testing.grids import bench
 from bench.testing.in_process import command
 from tests.judge_trust.reviewed_run import reviewed_run
 

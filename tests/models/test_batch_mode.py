@@ -1,6 +1,6 @@
 """Batch API mode end to end: the real client, LiteLLM's files/batches calls, the fake provider's /v1/batches.
 
-Each test runs the collect stage (in process, or `bench sweep` as a subprocess) of a small grid whose
+Each test runs the collect stage (in process, or in a child process that is killed) of a small grid whose
 model has ``batch:`` against the session's fake provider, and checks what a researcher relies on:
 the records, the batch ids and prices on them, what the provider was asked (batches created, direct
 chat requests), and what happens when a batch fails lines, expires, is cancelled or refused.
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import threading
 import time
 import urllib.request
@@ -25,7 +24,9 @@ from bench.core.store import RunStore
 from bench.models.batches import BatchPolicy, batches_of
 from bench.run import open_run
 from bench.stage_runs import run_collect
-from bench.testing.grids import grid, judge, model, started, sweep, sweep_args
+from bench.testing.grids import grid, judge, model
+from bench.testing.in_process import run_stages
+from tests.staged import started_stages
 
 PRICE = {"input_per_mtok": 1.0, "output_per_mtok": 2.0, "batch_discount": 0.5}
 FAST = {"poll_s": 0.05, "poll_max_s": 0.2, "gather_s": 0.1}
@@ -176,34 +177,49 @@ def _records(run_dir: Path) -> tuple[dict, dict]:
 
 
 def test_a_sweep_in_batch_mode_ends_with_the_records_of_the_direct_one(fake, tmp_path):
-    def run(where: Path, *args: str) -> tuple[dict, dict]:
+    def run(where: Path, batch: dict | None) -> tuple[dict, dict]:
         where.mkdir()
-        path = grid(where / "g.yaml", fake.url, topics=4, models=[model("m1", fake.url, price=PRICE)],
-                    judges=[judge("grader", fake.url, price=PRICE),  # every grading mode composes with batches
-                            judge("packed", fake.url, price=PRICE, mode="packed", pack_size=3),
-                            judge("checks", fake.url, rubric="tip-checklist", price=PRICE)])
-        done = sweep(where, path, *args)
-        assert done.returncode == 0, done.stdout + done.stderr
+        how = {"price": PRICE, **({"batch": batch} if batch else {})}
+        path = grid(where / "g.yaml", fake.url, topics=4, models=[model("m1", fake.url, **how)],
+                    judges=[judge("grader", fake.url, **how),  # every grading mode composes with batches
+                            judge("packed", fake.url, mode="packed", pack_size=3, **how),
+                            judge("checks", fake.url, rubric="tip-checklist", **how)])
+        done = run_stages(where, path)
+        assert done.returncode == 0, done.log
         return _records(where / "runs" / "g")
 
-    direct = run(tmp_path / "direct")
+    direct = run(tmp_path / "direct", None)
     direct_requests = fake.stats()["requests"]
     fake.reset()
-    batched = run(tmp_path / "batched", "--batch")
+    batched = run(tmp_path / "batched", FAST)
     assert batched == direct and len(direct[0]) == 4 and len(direct[1]) == 12
     assert direct_requests > 12 and fake.stats()["requests"] == 0
     assert _batch_stats(fake)["created"] >= 2  # the answers, then their grades
 
 
-def test_a_killed_sweep_adopts_its_batch_and_never_submits_it_twice(fake, tmp_path):
-    fake.configure(batch_delays_s={"in_progress": 15})  # long enough to kill the sweep while it polls
+def test_sweep_batch_puts_every_model_and_judge_without_batch_settings_through_the_batch_api(fake, tmp_path):
+    """`bench sweep --batch` is ``open_run(batch=True)``: ``batch: true`` on every entry that has no settings of its
+    own, kept where it has them; never for a dry run (which sends nothing)."""
+    path = grid(tmp_path / "g.yaml", fake.url, models=[model("m1", fake.url), model("m2", fake.url, batch=FAST)],
+                judges=[judge("grader", fake.url)])
+
+    def policies(run) -> list:
+        return [entry.spec().batch for entry in (*run.sweep.models, *run.sweep.judges)]
+
+    assert policies(open_run(path, batch=True)) == [BatchPolicy(), BatchPolicy(**FAST), BatchPolicy()]
+    assert policies(open_run(path)) == [None, BatchPolicy(**FAST), None]
+    assert policies(open_run(path, batch=True, dry_run=True))[::2] == [None, None]
+
+
+def test_a_killed_run_adopts_its_batch_and_never_submits_it_twice(fake, tmp_path):
+    fake.configure(batch_delays_s={"in_progress": 4})  # long enough to kill the run while it polls
     path = _grid(tmp_path, fake.url, topics=4)
-    with started(tmp_path, *sweep_args(path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):
-        info = _wait_for_batch(tmp_path / "runs" / "g", budget_s=240)  # then the sweep is killed
+    with started_stages(tmp_path, path):
+        info = _wait_for_batch(tmp_path / "runs" / "g", budget_s=240)  # then the run is killed (SIGKILL)
     assert _batch_stats(fake)["created"] == 1
-    done = sweep(tmp_path, path)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert _batch_stats(fake)["created"] == 1, "the resumed sweep adopted the batch instead of submitting it again"
+    done = run_stages(tmp_path, path)
+    assert done.returncode == 0, done.log
+    assert _batch_stats(fake)["created"] == 1, "the resumed run adopted the batch instead of submitting it again"
     assert "adopted" in done.stdout
     cands = _candidates(tmp_path / "runs" / "g")
     assert len(cands) == 4 and all(c.ok and c.usage.batch_id == info.batch_id for c in cands.values())

@@ -19,10 +19,13 @@ from bench.core.records import Candidate, Usage
 from bench.core.spend import recorded_spend
 from bench.core.store import RunStore
 from bench.models._purse import Purse
+from bench.models.budget import dollars
 from bench.models.routing import ModelSpec, resolve
 from bench.models.tokens import counter_for
 from bench.run import open_run
 from bench.stage_runs import run_collect
+from bench.sweep.halts import spend_line
+from bench.sweep.shared import SharedLimits
 from bench.testing import grids
 
 CJK = "".join(chr(0x4E00 + i * 997 % 6000) for i in range(400))  # 891 cl100k tokens; 100 as characters / 4
@@ -154,14 +157,20 @@ def test_a_paid_empty_reply_whose_retry_the_budget_refuses_is_recorded_with_its_
     assert cut and all(r.usage.cost_usd and r.error_kind == "empty" for r in cut)  # failed: a resume asks again
 
 
-def test_a_sweep_summary_says_which_records_were_estimated_or_over_their_limit(tmp_path, fake):
+def test_a_sweep_summary_says_which_records_were_estimated_or_over_their_limit(tmp_path, fake, capsys):
+    """The lines a sweep ends with: the driver's lease server, which holds the budget for its executions, says what
+    was spent of it (``SharedLimits``), and the spend line what of the records was estimated (``spend_line``)."""
     fake.configure(omit_usage=True)
     params = write(tmp_path / "f.yaml", fake.url, topics=2, budget=5.0)
-    proc = grids.sweep(tmp_path, params)
-    log = proc.stdout + proc.stderr
-    assert proc.returncode == 0, log
-    assert "; of its records: 2 estimated: a reply had no usage" in log, log
-    assert "budget: spent $" in log and "every reply cost at most what it reserved" in log, log
+    run = open_run(params)
+    with SharedLimits(run, jobs=1, per_cell=False) as shared:  # what the sweep's driver holds for its executions
+        link = shared.link
+        staged = open_run(params, lease_server=link.lease_server, shared_budget=link.shared_budget, lock_held=True)
+        asyncio.run(run_collect(staged, progress="none"))
+    log = capsys.readouterr().out + (spend_line(run) or "")
+    assert link.shared_budget and "; of its records: 2 estimated: a reply had no usage" in log, log
+    spent = dollars(recorded_spend(run.dir).usd)  # what the server counted is what the records hold
+    assert f"budget: spent {spent} of $5.0000; every reply cost at most what it reserved" in log, log
 
 
 def test_the_purse_sets_aside_the_largest_overrun_for_every_call_in_flight():

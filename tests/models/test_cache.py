@@ -1,7 +1,7 @@
 """The response cache (bench.models.cache): per-process append-only files in one folder, read by every process.
 
 Real files and real processes: writers are subprocesses (killed for real where it matters), and the sweeps run
-`bench sweep` against the loopback fake provider. Redaction: tests/core/test_secrets.py; a full disk during a
+their stages in-process (``run_stages``) against the loopback fake provider. Redaction: tests/core/test_secrets.py; a full disk during a
 stage: tests/core/test_disk_full.py; a killed conversation: tests/collect/test_conversation_kill.py.
 """
 
@@ -26,7 +26,8 @@ from bench.core.journal import in_flight_repeats, recorded_repeats, settle
 from bench.core.records import Candidate
 from bench.core.store import RunStore
 from bench.models.cache import ResponseCache, open_cache, request_key
-from bench.testing.grids import grid, judge, model, sweep
+from bench.testing.grids import grid, judge, model
+from bench.testing.in_process import run_stages
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -365,16 +366,16 @@ def priced(url: str) -> list[dict]:
 
 def test_a_sweep_stores_every_reply_with_its_cost_and_a_rerun_makes_no_call(tmp_path, fake):
     judges = [judge("grader", fake.url, price={"input_per_mtok": 3.0, "output_per_mtok": 4.0})]
-    first = sweep(tmp_path, grid(tmp_path / "g.yaml", fake.url, topics=12, models=priced(fake.url), judges=judges))
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    first = run_stages(tmp_path, grid(tmp_path / "g.yaml", fake.url, topics=12, models=priced(fake.url), judges=judges))
+    assert first.returncode == 0, first.log
     assert fake.stats()["requests"] == 24  # 12 answers and 12 judgments
     lines = [e for entries in lines_of(tmp_path / "runs/.cache/responses").values() for e in entries]
     assert len(lines) == 24 and all(e["v"]["usage"]["cost_usd"] > 0 for e in lines)  # the reply with what it cost
     paid = {c.output: c.usage.cost_usd for c in RunStore(tmp_path / "runs/g").read(Candidate)}
     assert {e["v"]["text"]: e["v"]["usage"]["cost_usd"] for e in lines if e["v"]["text"] in paid} == paid
     renamed = grid(tmp_path / "h.yaml", fake.url, name="h", topics=12, models=priced(fake.url), judges=judges)
-    again = sweep(tmp_path, renamed)  # the same grid under another name: everything asked again
-    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    again = run_stages(tmp_path, renamed)  # the same grid under another name: everything asked again
+    assert again.returncode == 0, again.log
     assert fake.stats()["requests"] == 24  # every reply came from the cache
     replayed = RunStore(tmp_path / "runs/h").read(Candidate)
     assert all(c.usage.cached for c in replayed) and {c.output: c.usage.cost_usd for c in replayed} == paid
@@ -384,7 +385,7 @@ def test_the_cache_is_private_to_its_user(tmp_path, fake):
     """Issue 47, item 8: the cache was created 0644 (prompts and replies readable by every user of the machine)."""
     previous = os.umask(0o022)  # the common umask, inherited by the sweep: what the cache asks for decides
     try:
-        assert sweep(tmp_path, grid(tmp_path / "g.yaml", fake.url)).returncode == 0
+        assert run_stages(tmp_path, grid(tmp_path / "g.yaml", fake.url)).returncode == 0
     finally:
         os.umask(previous)
     folder = tmp_path / "runs/.cache/responses"
@@ -395,13 +396,14 @@ def test_the_cache_is_private_to_its_user(tmp_path, fake):
 
 def test_a_damaged_line_is_skipped_with_one_warning_and_its_reply_asked_again(tmp_path, fake):
     params = grid(tmp_path / "g.yaml", fake.url, topics=6)
-    assert sweep(tmp_path, params).returncode == 0
+    assert run_stages(tmp_path, params).returncode == 0
     (path,) = (tmp_path / "runs/.cache/responses").glob("*.jsonl")
     lines = path.read_bytes().splitlines(keepends=True)
     lines[2] = b"\x00garbage where a reply was\n"  # damage on disk: a complete line that is no cache line
     path.write_bytes(b"".join(lines))
-    out = sweep(tmp_path, grid(tmp_path / "h.yaml", fake.url, name="h", topics=6))  # all from the cache but one
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    assert (out.stdout + out.stderr).count("1 damaged line(s) skipped") >= 1
+    with pytest.warns(RuntimeWarning) as said:  # all from the cache but one
+        out = run_stages(tmp_path, grid(tmp_path / "h.yaml", fake.url, name="h", topics=6))
+    assert out.returncode == 0, out.log
+    assert any("1 damaged line(s) skipped" in str(w.message) for w in said), [str(w.message) for w in said]
     assert fake.stats()["requests"] == 6 + 1
     assert all(c.ok for c in RunStore(tmp_path / "runs/h").read(Candidate))

@@ -22,7 +22,7 @@ from bench.models.genparams import param_problems, supported_params
 from bench.models.preflight import preflight
 from bench.models.routing import ModelSpec, resolve
 from bench.testing.grids import bench
-from bench.testing.in_process import run_stages
+from bench.testing.in_process import command, run_stages
 from tests.repo import REPO
 
 SPEC = ModelSpec("dry/gpt-4o", params={"temperature": 0.2})
@@ -197,10 +197,10 @@ def test_a_dry_run_never_writes_where_real_results_are(tmp_path) -> None:
         "prompts": [{"id": "p", "version": "v1", "user": "One tip about {topic}."}],
         "scenarios": {"generate": {"dimensions": {"topic": ["sleep"]}}},
         "judges": [{"id": "grader", "model": "openai/gpt-4o", "rubric": "tip-v1"}]}))
-    out = bench(tmp_path, "sweep", str(params), "--dry-run", "--run-dir", str(tmp_path / "runs" / "paid"))
+    out = command(tmp_path, "sweep", str(params), "--dry-run", "--run-dir", str(tmp_path / "runs" / "paid"))
     assert out.returncode == 2 and "drop --run-dir" in out.stderr, out.stderr
     assert not (tmp_path / "runs" / "paid").exists()
-    out = bench(tmp_path, "sweep", str(params), "--dry-run", "--only-stage", "judge", "--no-report", "--no-track")
+    out = command(tmp_path, "sweep", str(params), "--dry-run", "--only-stage", "judge", "--no-report", "--no-track")
     assert out.returncode == 2 and "--only-stage collect --dry-run" in out.stderr, out.stderr
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bench.core.records import Candidate
 from bench.core.store import RunStore
-from bench.testing.grids import bench, grid, judge, model
+from bench.testing.grids import grid, judge, model
 from bench.testing.in_process import command, run_stages
 
 

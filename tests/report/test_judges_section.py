@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.analysis import confusion, load_run
-from bench.testing.grids import bench
+from bench.testing.in_process import command
 from tests.judge_trust.reviewed_run import reviewed_run
 
 CHROMIUM = os.environ.get("BENCH_CHROMIUM", "/usr/bin/chromium")
@@ -28,8 +28,8 @@ def reports(tmp_path_factory, fake_server):
     fake_server.reset()
     tmp = tmp_path_factory.mktemp("judges-report")
     run = reviewed_run(tmp, fake_server.url)
-    out = bench(tmp, "report", str(run), "--resamples", "200", timeout=600)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    out = command(tmp, "report", str(run), "--resamples", "200")
+    assert out.returncode == 0, out.log
     reviewed_run(tmp, fake_server.url, name="bare", reviewers=(), report=True)
     return run, tmp / "reports" / "judged" / "index.html", tmp / "reports" / "bare" / "index.html"
 

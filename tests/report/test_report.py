@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from bench.analysis import summarize
-from bench.testing.grids import ROOT, bench, env, generate, grid, judge, model, prompt, rubric, sweep
+from bench.testing.grids import ROOT, env, generate, grid, judge, model, prompt, rubric, sweep
+from bench.testing.in_process import command
 from tests.repo import parameterized_copy
 
 CHROMIUM = os.environ.get("BENCH_CHROMIUM", "/usr/bin/chromium")
@@ -81,8 +82,8 @@ def test_report_is_self_contained_and_escapes_run_text(fixture_run):
 def test_rerendering_calls_no_model(fixture_run, fake_server, tmp_path):
     tmp, _ = fixture_run
     requests = fake_server.stats()["requests"]
-    out = bench(tmp, "report", str(tmp / "runs" / "rep"), "--out", str(tmp_path / "again.html"), "--resamples", "200",
-                "--compare", "prompts")
+    out = command(tmp, "report", str(tmp / "runs" / "rep"), "--out", str(tmp_path / "again.html"), "--resamples", "200",
+                  "--compare", "prompts")
     assert out.returncode == 0, out.stdout + out.stderr
     assert (tmp_path / "again.html").stat().st_size > 100_000
     assert fake_server.stats()["requests"] == requests  # the run's provider was never asked anything
@@ -90,7 +91,7 @@ def test_rerendering_calls_no_model(fixture_run, fake_server, tmp_path):
 
 def test_report_of_a_missing_or_empty_run_names_the_folder(tmp_path):
     for folder in (tmp_path / "nope", tmp_path):
-        out = bench(tmp_path, "report", str(folder), timeout=60)
+        out = command(tmp_path, "report", str(folder))
         assert out.returncode == 2 and str(folder) in out.stderr, out.stderr
 
 

@@ -21,7 +21,8 @@ from bench.analysis import summarize
 from bench.core.errors import BenchError
 from bench.report.render import to_html
 from bench.report.display import number
-from bench.testing.grids import bench, generate, grid, judge, model, prompt, rubric, sweep
+from bench.testing.grids import generate, grid, judge, model, prompt, rubric
+from bench.testing.in_process import command, run_stages
 
 CHROMIUM = os.environ.get("BENCH_CHROMIUM", "/usr/bin/chromium")
 UNDEFINED = "kappa n/a: every grade is 4, so agreement beyond chance is undefined"
@@ -31,7 +32,7 @@ FLAT_REPLY = '{"scores": {"quality": 4, "clarity": 4}, "rationale": "fine"}'
 
 @pytest.fixture(scope="module")
 def flat_run(tmp_path_factory, fake_server):
-    """Sweep the constant-grade grid (it ends by rendering its report); return the tmp dir."""
+    """Run the constant-grade grid, then render its report (as a sweep ends); return the tmp dir."""
     fake_server.reset()
     tmp = tmp_path_factory.mktemp("flat")
     rubric(tmp / "flat.md", "quality", "clarity")
@@ -45,9 +46,11 @@ def flat_run(tmp_path_factory, fake_server):
                  judge("j2", url, rubric="flat.md", name="judge-b", price=PRICE)],
          limits={"max_concurrency": 8, "timeout_s": 10, "retries": 2})
     fake_server.configure(replies=[{"match": "MARKER-FLAT-RUBRIC", "content": FLAT_REPLY}])
-    out = sweep(tmp, tmp / "flat.yaml", report=True, timeout=600)
+    out = run_stages(tmp, tmp / "flat.yaml")
     fake_server.reset()
-    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    assert out.returncode == 0, out.log
+    shown = command(tmp, "report", str(out.run_dir))
+    assert shown.returncode == 0, shown.log
     return tmp
 
 
@@ -216,7 +219,7 @@ def test_costs_and_small_numbers_keep_significant_digits(flat_run):
 def test_human_overrides_write_their_own_report(flat_run):
     judges_report = flat_run / "reports" / "flat" / "index.html"
     before = judges_report.read_bytes()
-    out = bench(flat_run, "report", str(flat_run / "runs" / "flat"), "--human-overrides", "--resamples", "50")
+    out = command(flat_run, "report", str(flat_run / "runs" / "flat"), "--human-overrides", "--resamples", "50")
     assert out.returncode == 0, out.stdout + out.stderr
     human = flat_run / "reports" / "flat" / "index-human.html"
     assert f"report: {human}" in out.stdout

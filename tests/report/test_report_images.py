@@ -12,7 +12,8 @@ import pytest
 from PIL import Image
 
 from bench.review import ReviewPanel
-from bench.testing.grids import grid, judge, prompt, sweep
+from bench.testing.grids import grid, judge, prompt
+from bench.testing.in_process import command, run_stages
 
 URL_IMAGE = "https://example.org/chart.png"
 IMG = re.compile(r"<img ([^>]*)>")
@@ -26,7 +27,7 @@ def big_png() -> bytes:
 
 @pytest.fixture(scope="module")
 def image_run(tmp_path_factory, fake_server):
-    """Sweep a dataset with a file image, an URL image and a row without one, judged, with its report."""
+    """Run a dataset with a file image, an URL image and a row without one, judged, then render its report."""
     fake_server.reset()
     tmp = tmp_path_factory.mktemp("report-images")
     (tmp / "a&b.png").write_bytes(big_png())
@@ -36,8 +37,10 @@ def image_run(tmp_path_factory, fake_server):
     grid(tmp / "pics.yaml", fake_server.url, name="pics", prompts=[prompt("p", "{q}")],
          scenarios={"dataset": {"path": "data.jsonl", "fields": {"q": "q"}, "images": ["img"]}},
          judges=[judge("j", fake_server.url)])
-    out = sweep(tmp, tmp / "pics.yaml", report=True, timeout=600)
-    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    out = run_stages(tmp, tmp / "pics.yaml")
+    assert out.returncode == 0, out.log
+    shown = command(tmp, "report", str(out.run_dir))
+    assert shown.returncode == 0, shown.log
     return tmp
 
 

@@ -4,7 +4,7 @@ self-contained file), and per cell why the conversations ended and how their too
 
 The first run folder holds records written here (the report reads records only): an agent cell whose conversations
 called a tool, one of them an unknown tool and one to ``max_steps``, and a simulated-user cell whose user said it was
-done. The second is a real sweep of conversations on the fake provider (tests.estimate.conversation_grid), priced as
+done. The second is a real run of conversations on the fake provider (tests.estimate.conversation_grid), priced as
 the fake bills: its report's total is what the provider billed, the simulated user on a line of its own. The HTML
 is parsed, not grepped: a text counts as shown only inside the element that shows it.
 """
@@ -23,7 +23,7 @@ from bench.core.spend import recorded_spend
 from bench.core.store import RunStore
 from bench.report import conversations
 from bench.report.display import number
-from bench.testing.grids import ROOT, bench, grid, model, sweep
+from bench.testing.grids import ROOT, grid, model
 from bench.testing.records import candidate, judgment, scenario
 from bench.testing.in_process import command, run_stages
 from tests.estimate.conversation_grid import BILL, PRICE, TOOL_SCRIPT, conversation_grid
@@ -179,14 +179,16 @@ def test_the_listing_shows_one_transcript_per_cell_and_way_of_ending(run_dir):
 
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory, fake_server) -> tuple[Path, dict]:
-    """Sweep the conversation grid with its report, every price the fake's bill; return (tmp dir, fake's stats)."""
+    """Run the conversation grid, then render its report, every price the fake's bill; return (tmp dir, fake's
+    stats)."""
     fake_server.reset()
     fake_server.configure(tool_calls=TOOL_SCRIPT, bill_per_mtok=BILL)
     tmp = tmp_path_factory.mktemp("swept")
-    out = sweep(tmp, conversation_grid(tmp / "conv.yaml", fake_server.url), report=True, timeout=600)
+    out = run_stages(tmp, conversation_grid(tmp / "conv.yaml", fake_server.url))
+    shown = command(tmp, "report", str(out.run_dir))
     stats = fake_server.stats()
     fake_server.reset()
-    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    assert out.returncode == 0 and shown.returncode == 0, out.log + shown.log
     return tmp, stats
 
 

@@ -1,6 +1,6 @@
 """The shipped example params/examples/vision-reference.yaml, end to end on the fake provider: its models and
 judges pointed at the loopback server (with a price, as for any self-hosted endpoint, and short timeouts; the
-grid, dataset, images and rubrics as shipped), swept by `bench sweep` with its report. Its
+grid, dataset, images and rubrics as shipped), run in-process and reported as a sweep ends. Its
 reasoning model thinks in ``reasoning_content``, each question gets a crafted answer (some right, some wrong)
 and the LLM grader a crafted grade (agreeing with the reference checks on all but two questions), so the
 report's numbers can be worked out by hand."""
@@ -18,7 +18,7 @@ import yaml
 
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
-from bench.testing.grids import sweep
+from bench.testing.in_process import command, run_stages
 from tests.repo import REPO
 
 EXAMPLE = REPO / "params" / "examples" / "vision-reference.yaml"
@@ -71,12 +71,14 @@ def replies() -> list[dict]:
 
 @pytest.fixture(scope="module")
 def example_run(tmp_path_factory, fake_server):
-    """Sweep the example once, with its report; return (tmp folder, the fake's stats after the sweep)."""
+    """Run the example once, then render its report; return (tmp folder, the fake's stats after the run)."""
     fake_server.reset()
     fake_server.configure(reasoning_content=["o4-mini"], replies=replies())
     tmp = tmp_path_factory.mktemp("vision-reference")
-    out = sweep(tmp, on_fake(tmp, fake_server.url), report=True, timeout=600)
-    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    out = run_stages(tmp, on_fake(tmp, fake_server.url))
+    assert out.returncode == 0, out.log
+    shown = command(tmp, "report", str(out.run_dir))
+    assert shown.returncode == 0, shown.log
     return tmp, fake_server.stats()
 
 

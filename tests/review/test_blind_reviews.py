@@ -17,7 +17,7 @@ from bench.analysis import load_run, summarize
 from bench.core.records import Judgment, Review
 from bench.core.store import RunStore
 from bench.review import ReviewPanel, ReviewSession
-from bench.testing.grids import bench, grid, judge, model, sweep
+from bench.testing.grids import grid, judge, model
 from bench.testing.in_process import command, run_stages
 
 CRITERIA = ("relevance", "actionability", "tone")  # tip-v1, each 1–5

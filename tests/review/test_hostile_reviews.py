@@ -8,7 +8,7 @@ import pytest
 
 from bench.core.records import Review
 from bench.core.store import RunStore
-from bench.testing.grids import bench, grid, judge
+from bench.testing.grids import grid, judge
 from bench.testing.in_process import command, run_stages
 
 

@@ -1,9 +1,11 @@
-"""Human review and MLflow tracking through the real path: a fake-provider sweep (tracked, with a canary
-API key), offline export/apply with every validation error, superseding reviews, MLflow runs, params,
-metrics, traces and assessments, and nbval on notebooks/04_review.ipynb."""
+"""Human review and MLflow tracking through the real path: a fake-provider run (with a canary API key, its stages
+in-process, then rendered and tracked as a sweep's end does it), offline export/apply with every validation error,
+superseding reviews, MLflow runs, params, metrics, traces and assessments, and nbval on notebooks/04_review.ipynb."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -17,7 +19,9 @@ from bench.core.errors import BenchError
 from bench.core.records import Review
 from bench.review.session import ReviewSession
 from bench.core.store import RunStore
-from bench.testing.grids import ROOT, bench, env, generate, grid, judge, model, prompt, sweep
+from bench.sweep.command import report_command, track
+from bench.testing.grids import NOT_INHERITED, ROOT, env, generate, grid, judge, model, prompt
+from bench.testing.in_process import command, environment, run_stages
 from tests.repo import parameterized_copy
 
 CANARY = "sk-canary-7f3a9c1e55d04b6e"
@@ -25,7 +29,8 @@ CANARY = "sk-canary-7f3a9c1e55d04b6e"
 
 @pytest.fixture(scope="module")
 def tracked_run(tmp_path_factory, fake_server):
-    """A sweep whose every request needs the canary key, rendered and logged to MLflow; return its folder."""
+    """A run whose every request needs the canary key, rendered and logged to MLflow as a sweep's end renders and
+    logs it (bench.sweep.command._finish: the stages' status tagged); return its folder."""
     fake_server.reset()
     fake_server.configure(require_key=CANARY)
     tmp = tmp_path_factory.mktemp("review")
@@ -37,11 +42,14 @@ def tracked_run(tmp_path_factory, fake_server):
          judges=[judge("grader", url, name="judge", api_key_env=key),
                  judge("arena", url, rubric="arena-pairwise", name="judge", api_key_env=key, baseline="m1/p@v1")],
          limits={"max_concurrency": 8, "timeout_s": 10, "retries": 2})
-    out = sweep(tmp, tmp / "rv.yaml", report=True, track=True, timeout=600, OPENAI_API_KEY=CANARY)
+    out = run_stages(tmp, tmp / "rv.yaml", OPENAI_API_KEY=CANARY)
     fake_server.configure(require_key=None)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    assert "tracking: logged to MLflow" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
-    return tmp / "runs" / "rv"
+    assert out.returncode == 0, out.log
+    said = io.StringIO()
+    with environment(tmp, NOT_INHERITED, OPENAI_API_KEY=CANARY), contextlib.redirect_stdout(said):
+        track(out.run_dir, report_command(out.run_dir), {"collect": "ok"})
+    assert "tracking: logged to MLflow" in said.getvalue(), said.getvalue()[-2000:]
+    return out.run_dir
 
 
 def mlflow_for(run_dir: Path):
@@ -104,12 +112,12 @@ def fill(doc: dict, reviewer: str = "ann") -> dict:
 
 def test_export_then_apply_round_trip_logs_human_assessments(tracked_run, tmp_path):
     path = tmp_path / "review.json"
-    out = bench(tmp_path, "review", "export", str(tracked_run), str(path), timeout=120, OPENAI_API_KEY=CANARY)
+    out = command(tmp_path, "review", "export", str(tracked_run), str(path), OPENAI_API_KEY=CANARY)
     assert out.returncode == 0, out.stderr
     doc = json.loads(path.read_text())
     assert len(doc["entries"]) == 8 + 4  # 8 answers graded by grader, 4 pairs (A/B order) by arena
     path.write_text(json.dumps(fill(doc)))
-    out = bench(tmp_path, "review", "apply", str(tracked_run), str(path), timeout=120, OPENAI_API_KEY=CANARY)
+    out = command(tmp_path, "review", "apply", str(tracked_run), str(path), OPENAI_API_KEY=CANARY)
     assert out.returncode == 0, out.stderr
     assert "applied 12 review(s)" in out.stdout
     reviews = RunStore(tracked_run).read(Review)
@@ -186,7 +194,7 @@ def test_review_notebook_passes_nbval(tracked_run, tmp_path):
 
 def test_a_tracking_failure_warns_and_does_not_fail_the_command(tracked_run, tmp_path):
     (tmp_path / "a-file").write_text("not a folder")
-    out = bench(tmp_path, "track", str(tracked_run), OPENAI_API_KEY=CANARY,
-                MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path}/a-file/mlflow.db")
+    out = command(tmp_path, "track", str(tracked_run), drop=NOT_INHERITED, OPENAI_API_KEY=CANARY,
+                  MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path}/a-file/mlflow.db")
     assert out.returncode == 0
     assert "tracking: MLflow logging of" in out.stderr and "the run's records are unaffected" in out.stderr

@@ -13,7 +13,6 @@ from bench.core.records import Review
 from bench.review import ReviewSession, same_review
 from bench.core.store import RunStore
 from bench.tracking.reviews import log_reviews
-from bench.testing.grids import bench
 from bench.testing.in_process import command
 from tests.review.test_review import CANARY, fill, mlflow_for, tracked_run  # noqa: F401 (the module-scoped fixture)
 

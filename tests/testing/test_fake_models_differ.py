@@ -11,7 +11,7 @@ import pytest
 
 from bench.analysis import summarize
 from bench.testing.fake_provider import FakeProvider
-from bench.testing.grids import generate, grid, judge, model, prompt, sweep
+from bench.testing.grids import generate, grid, judge, model, prompt
 from bench.testing.in_process import run_stages
 
 

@@ -1,21 +1,16 @@
-"""The test kit itself: a rubric bench loads, the environment a bench subprocess gets, a started command that
-leaves nothing behind, and records whose defaults say what a test did not."""
+"""The test kit itself: a rubric bench loads, the environment a bench subprocess gets, and records whose defaults
+say what a test did not. That a started command left running is killed with its kernels: tests/test_quiet.py."""
 
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
-
-import psutil
 
 from bench.config.rubrics import load_rubric
 from bench.core.records import Candidate
-from bench.testing.grids import NOT_INHERITED, ROOT, env, grid, rubric, started, sweep_args
-from bench.testing.processes import tree
+from bench.testing.grids import NOT_INHERITED, ROOT, env, rubric
 from bench.testing.records import candidate, judgment, scenario
 
 
@@ -53,21 +48,6 @@ def test_a_stray_bench_variable_of_the_shell_never_reaches_a_run(tmp_path):
                          text=True, timeout=600)
     assert out.returncode == 0 and "1 passed" in out.stdout, out.stdout[-3000:] + out.stderr[-2000:]
     assert not [name for name, value in stray.items() if value.startswith("/") and Path(value).exists()]
-
-
-def test_a_started_sweep_left_running_is_killed_with_its_kernel(tmp_path, fake):
-    fake.configure(latency_ms=300)
-    params = grid(tmp_path / "g.yaml", fake.url, topics=12, limits={"max_concurrency": 1, "timeout_s": 10,
-                                                                    "retries": 0})
-    with started(tmp_path, *sweep_args(params)) as proc:
-        deadline = time.monotonic() + 120
-        while not fake.stats()["in_flight"]:  # its kernel is asking the fake provider
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        family = tree(proc.pid)
-        assert len(family) >= 2
-    assert proc.returncode == -signal.SIGKILL  # killed, not finished
-    gone, alive = psutil.wait_procs(family, timeout=30)
-    assert alive == []
 
 
 def test_records_have_plain_defaults_and_a_failure_has_no_output_or_score():
