@@ -32,7 +32,7 @@ from bench.judge.judgments import pending_judgments
 from bench.models.eventloop import run as run_loop
 from bench.run import Link, Run, open_run, shown_path
 from bench.stage_runs import prepare, run_collect, run_judge
-from bench.sweep.command import SweepRequest, _finish, _gates_skipped, _summarize
+from bench.sweep.command import SweepRequest, finish, gates_skipped, summarize
 from bench.sweep.driver import SweepResult, check_stage
 from bench.sweep.executions import Execution, close_leftovers
 from bench.sweep.ledger import sweep_ledger
@@ -143,14 +143,14 @@ def _sweep(run: Run, req: SweepRequest, max_concurrency: int | None) -> int:
     """What ``bench.sweep.command.sweep_command`` does with an opened run, on this machine: a gate's baseline
     checked, the run folder locked, the sweep's lines of sweeps.jsonl and its live MLflow run, then the stages
     (:func:`_stages`) and the command's own end (the report, tracking, the summary, the gates); return the exit code."""
-    if not _gates_skipped(req):
+    if not gates_skipped(req):
         check_baseline(run.sweep.gates, run.params_path)
     with run_lock(run.dir, wait=req.wait), \
             sweep_ledger(run, req.retry(only_stage=req.only_stage), req.only_stage) as ledger, \
             live_run(run, enabled=req.track) as live:
         result = _stages(run, req.only_stage, max_concurrency, lambda: (ledger.begin(), live.begin()))
-        code, report = _finish(result, req, None, live)
-        code = _summarize(run, result, req, code, report)
+        code, report = finish(result, req, None, live)
+        code = summarize(run, result, req, code, report)
         return ledger.ended(live.ended(code))
 
 

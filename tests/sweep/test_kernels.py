@@ -64,7 +64,8 @@ def test_a_sweep_refused_by_its_preflight_starts_no_kernel_and_records_nothing(t
     with silent_server() as silent:
         params = two_models(tmp_path, fake.url, silent)
         done: list = []
-        swept = threading.Thread(target=lambda: done.append(command(tmp_path, *grids.sweep_args(params, "--jobs", "2"))))
+        args = grids.sweep_args(params, "--jobs", "2")
+        swept = threading.Thread(target=lambda: done.append(command(tmp_path, *args)))
         swept.start()
         seen: set[int] = set()
         while swept.is_alive():

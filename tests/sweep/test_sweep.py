@@ -128,7 +128,8 @@ def test_failed_items_show_the_same_counts_in_the_terminal_report_and_mlflow(swe
     assert f"bench sweep {params}" in out.stdout and out.stdout.rstrip().splitlines()[-1].startswith("report: ")
 
     report = (tmp / "reports/endings/index.html").read_text()
-    section = html.unescape(report[report.index("Failed items"):report.index("Leaderboard", report.index("Failed items"))])
+    start = report.index("Failed items")
+    section = html.unescape(report[start:report.index("Leaderboard", start)])
     assert re.search(r"collect.{0,200}m1.{0,200}server.{0,200}>1<", section, re.S)
     assert re.search(r"judge.{0,200}grader.{0,200}parse.{0,200}>3<", section, re.S)
 
