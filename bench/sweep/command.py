@@ -76,7 +76,7 @@ def sweep_command(req: SweepRequest) -> int:
     if req.junit and run.sweep.gates is None:
         raise ParamsError(f"{run.params_path}: --junit writes the gates' results, and this file has no gates: "
                           f"section (docs/gates.md)")
-    if not _gates_skipped(req):  # a gate's missing baseline is refused before anything is spent
+    if not gates_skipped(req):  # a gate's missing baseline is refused before anything is spent
         check_baseline(run.sweep.gates, run.params_path)
     try:
         with run_lock(run.dir, wait=req.wait), \
@@ -87,8 +87,8 @@ def sweep_command(req: SweepRequest) -> int:
                 cluster = ClusterStages(session) if session is not None else None  # else: kernels on this machine
                 result = run_sweep(run, jobs=req.jobs, per_cell=req.per_cell, only_stage=req.only_stage,
                                    cluster=cluster, on_start=lambda: (ledger.begin(), live.begin()))
-                code, report = _finish(result, req, cluster, live)
-            code = _summarize(run, result, req, code, report)
+                code, report = finish(result, req, cluster, live)
+            code = summarize(run, result, req, code, report)
             return ledger.ended(live.ended(code))  # the MLflow run's end, then the ledger's, before the lock goes
     except KeyboardInterrupt:  # Ctrl-C: one line, no report; the live MLflow run ends KILLED
         resume = "resume with: " + req.retry(only_stage=req.only_stage)
@@ -100,7 +100,7 @@ def sweep_command(req: SweepRequest) -> int:
         return EXIT_INTERRUPTED
 
 
-def _summarize(run: Run, result: SweepResult, req: SweepRequest, code: int, report: Path | None) -> int:
+def summarize(run: Run, result: SweepResult, req: SweepRequest, code: int, report: Path | None) -> int:
     """Print what an earlier stop made this sweep ask again, the failed items and the report's path; return the code."""
     if rerun := [ex for ex in result.executions if len(ex.attempts) > 1]:
         print(f"{len(rerun)} execution(s) ran more than once: " + "; ".join(_attempts_line(ex) for ex in rerun),
@@ -131,7 +131,7 @@ def _gates(run: Run, result: SweepResult, req: SweepRequest, code: int) -> int:
     """
     if run.sweep.gates is None:
         return code
-    if skipped := _gates_skipped(req) or ("the run is incomplete (an execution failed)"
+    if skipped := gates_skipped(req) or ("the run is incomplete (an execution failed)"
                                           if crashed(result.executions) else None):
         print(f"gates: skipped, {skipped}", flush=True)
         return code
@@ -139,7 +139,7 @@ def _gates(run: Run, result: SweepResult, req: SweepRequest, code: int) -> int:
     return code or gated
 
 
-def _gates_skipped(req: SweepRequest) -> str | None:
+def gates_skipped(req: SweepRequest) -> str | None:
     """Return why this sweep applies no gate whatever happens (a dry run, a collect-only sweep), or None."""
     if req.dry_run:
         return "a dry run's grades are stand-ins"
@@ -153,7 +153,7 @@ def _attempts_line(ex: Any) -> str:
                                       f"{a.get('worker')}" for a in ex.attempts)
 
 
-def _finish(result: SweepResult, req: SweepRequest, cluster: ClusterStages | None = None,
+def finish(result: SweepResult, req: SweepRequest, cluster: ClusterStages | None = None,
             live: LiveRun | None = None) -> tuple[int, Path | None]:
     """Print each execution; render the report and log to MLflow (into the ``live`` run) unless an execution
     crashed."""

@@ -1,9 +1,10 @@
 """A params file's stages run in the test's own process: what `bench sweep` runs, without its kernels or interpreter.
 
 :func:`run_stages` is :func:`bench.testing.grids.sweep` for a test whose subject is not the command line: the
-driver's preparation, the stages as a collect execution runs them, and the end of `bench sweep --no-report
---no-track`; it returns the run folder, the sweep's exit code and what was printed. :func:`command` runs another
-command in-process through ``bench.cli.main``. What only the command does stays in its tests (docs/tests.md).
+command's own preparation, lock, ledger, live MLflow run, end (report, tracking, summary, gates) around the stages
+run here as their notebook runs them in a kernel; it returns the run folder, the sweep's exit code and what was
+printed. :func:`command` runs another command in-process through ``bench.cli.main``. What only the command does
+stays in its tests (docs/tests.md).
 """
 
 from __future__ import annotations
@@ -11,25 +12,33 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import secrets
+import sys
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 
-from bench.core.errors import BenchError, Halted
-from bench.core.outcome import EXIT_FAILED_ITEMS, failures, retry_command, summary
 from bench.cli import main
 from bench.core.digests import supersede
+from bench.core.errors import BenchError, Halted
+from bench.core.executions import ExecutionAttempt, local_marker, record_attempt
 from bench.core.records import utc_now
+from bench.core.runlock import run_lock
 from bench.estimate import before_sweep
-from bench.gates.command import sweep_gates
+from bench.gates.command import check_baseline
 from bench.judge.judgments import pending_judgments
 from bench.models.eventloop import run as run_loop
-from bench.run import Run, open_run, shown_path
+from bench.run import Link, Run, open_run, shown_path
 from bench.stage_runs import prepare, run_collect, run_judge
-from bench.sweep.halts import spend_line, stopped_summary
+from bench.sweep.command import SweepRequest, finish, gates_skipped, summarize
+from bench.sweep.driver import SweepResult, check_stage
+from bench.sweep.executions import Execution, close_leftovers
+from bench.sweep.ledger import sweep_ledger
+from bench.sweep.shared import SharedLimits, SharedLocalServer
 from bench.testing.grids import ROOT
+from bench.tracking.live import live_run
 
 STAGES = ("collect", "judge")
 
@@ -85,29 +94,33 @@ def _environment(tmp_path: Path, drop: Sequence[str] = (), **extra: str) -> Iter
 
 def run_stages(tmp_path: Path, params: Path | str, *, stages: Sequence[str] = STAGES, cells: str | None = None,
                run_dir: str | Path | None = None, dry_run: bool = False, supersede: bool | None = None,
-               max_concurrency: int | None = None, drop: Sequence[str] = (), **extra: str) -> StagesRun:
-    """Run ``stages`` of ``params`` in this process, as `bench sweep PARAMS --no-report --no-track` would; return
-    the run folder, the sweep's exit code and what was printed.
+               max_concurrency: int | None = None, report: bool = False, track: bool = False,
+               junit: str | Path | None = None, wait: bool = False, drop: Sequence[str] = (),
+               **extra: str) -> StagesRun:
+    """Run ``stages`` of ``params`` in this process, as `bench sweep PARAMS` would with ``--no-report`` and
+    ``--no-track`` unless ``report`` or ``track``; return the run folder, the sweep's exit code and what was printed.
 
-    ``stages``: ``("collect",)`` is ``--only-stage collect`` (answers only), ``("judge",)`` ``--only-stage judge``;
-    both (the default) collect with the judges grading each answer as it arrives, then grade what is left, each
-    item asked once. ``cells``, ``run_dir``, ``dry_run`` and ``supersede`` are the command's options; ``drop`` and
-    ``extra`` change the environment for the run, as :func:`bench.testing.grids.sweep`'s do. A bench error (a
-    refusal: exit 2, a ``Halted``: its exit code) is printed to stderr as the command prints it.
+    ``stages``: ``("collect",)`` is ``--only-stage collect`` (the judges grade each new answer as it arrives, as the
+    command's do), ``("judge",)`` ``--only-stage judge``. ``cells``, ``run_dir``, ``dry_run``, ``supersede``,
+    ``junit`` and ``wait`` are the command's options; ``drop`` and ``extra`` change the environment for the run, as
+    :func:`bench.testing.grids.sweep`'s do. A bench error (a refusal: exit 2, a ``Halted``: its exit code) is printed
+    to stderr as the command prints it; any other exception (a crash) is raised.
     """
     out, err = io.StringIO(), io.StringIO()
+    folder = None if run_dir is None else str(run_dir)
+    request = SweepRequest(str(params), cells=cells, run_dir=folder, only_stage=stages[0] if len(stages) == 1 else None,
+                           wait=wait, report=report, track=track, dry_run=dry_run, supersede=bool(supersede),
+                           junit=None if junit is None else str(junit))
     with environment(tmp_path, drop, **extra), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        folder = Path(run_dir) if run_dir is not None else None
+        shown = Path(folder) if folder is not None else tmp_path / "runs"
         try:
-            run = open_run(str(params), cells=cells, run_dir=str(run_dir) if run_dir is not None else None,
-                           dry_run=dry_run, supersede=supersede)
-            folder = run.dir
-            retry = retry_command(str(params), cells=cells, run_dir=str(run_dir) if run_dir is not None else None)
-            code = _run(run, stages, max_concurrency, f"{retry} --dry-run" if dry_run else retry)
+            run = open_run(request.params, cells=cells, run_dir=folder, dry_run=dry_run, supersede=bool(supersede))
+            shown = run.dir
+            code = _sweep(run, request, max_concurrency)
         except BenchError as error:
-            print(f"bench sweep: error: {error}", file=err)
+            print(f"bench sweep: error: {error}", file=sys.stderr)
             code = error.exit_code if isinstance(error, Halted) else 2
-    return StagesRun(code, out.getvalue(), err.getvalue(), folder or tmp_path / "runs")
+    return StagesRun(code, out.getvalue(), err.getvalue(), shown)
 
 
 def command(tmp_path: Path, *args: str, drop: Sequence[str] = (), **extra: str) -> Finished:
@@ -126,42 +139,73 @@ def command(tmp_path: Path, *args: str, drop: Sequence[str] = (), **extra: str) 
     return Finished(code, out.getvalue(), err.getvalue())
 
 
-def _run(run: Run, stages: Sequence[str], max_concurrency: int | None, retry: str) -> int:
-    """Run the stages on an opened run as the sweep's driver does; return the sweep's exit code (0, 3: items
-    failed, 4: a budget stop, 5: a gate failed).
+def _sweep(run: Run, req: SweepRequest, max_concurrency: int | None) -> int:
+    """What ``bench.sweep.command.sweep_command`` does with an opened run, on this machine: a gate's baseline
+    checked, the run folder locked, the sweep's lines of sweeps.jsonl and its live MLflow run, then the stages
+    (:func:`_stages`) and the command's own end (the report, tracking, the summary, the gates); return the exit code."""
+    if not gates_skipped(req):
+        check_baseline(run.sweep.gates, run.params_path)
+    with run_lock(run.dir, wait=req.wait), \
+            sweep_ledger(run, req.retry(only_stage=req.only_stage), req.only_stage) as ledger, \
+            live_run(run, enabled=req.track) as live:
+        result = _stages(run, req.only_stage, max_concurrency, lambda: (ledger.begin(), live.begin()))
+        code, report = finish(result, req, None, live)
+        code = summarize(run, result, req, code, report)
+        return ledger.ended(live.ended(code))
 
-    First what the driver does before any execution: the run prepared (preflight, scenarios.jsonl, rubrics), the
-    estimate printed and held to ``limits.budget_usd`` (the pilot sent when needed: BudgetReached before anything
-    more is sent), a ``--supersede`` logged. Then the stages; at the end the failure summary, the spend line and
-    a budget stop's closing lines (``retry``: the command that asks again), then the gates, as the sweep prints them.
-    """
+
+def _stages(run: Run, only: str | None, cap: int | None, on_start: Callable[[], None]) -> SweepResult:
+    """What ``bench.sweep.driver.run_sweep`` does, each stage run in this process as one execution (:func:`_execute`)
+    instead of a papermill kernel: the stage checked, the run prepared (preflight, scenarios.jsonl), the estimate
+    printed and held to ``limits.budget_usd`` (a pilot when the budget needs it), a ``--supersede`` logged, then the
+    stages in order under the driver's lease server; a stage after one that stopped does not start."""
+    started = utc_now()  # what fails from now on is asked again by the next sweep, not by this one
+    check_stage(run, only)
     print(run.describe(), flush=True)
-    started = utc_now()  # what fails from now on is asked again by the next run, not by this one
-    only = stages[0] if len(stages) == 1 else None
-    judging = "judge" in stages and bool(run.sweep.judges)
-    collected = "collect" in stages and run.sweep.collects
-    changed = prepare(run, judges=judging, log_supersede=False)  # the stages prepare again, as a kernel does
+    changed = prepare(run, log_supersede=False)
     before_sweep(run, only_stage=only, groups=[[c.key for c in run.cells]], changed=changed)
     supersede(run.dir, changed, shown_path(run.params_path))
-    halted: Halted | None = None
+    on_start()
+    stages = [only] if only else [s for s in STAGES if (s != "judge" or run.sweep.judges)
+                                  and (s != "collect" or run.sweep.collects)]
+    done: list[Execution] = []
+    with SharedLocalServer(run), SharedLimits(run, 1, False) as limits:
+        for stage in stages:  # the driver's lines (bench.sweep.driver._run_stages)
+            if halted := [e for e in done if e.halted]:
+                print(f"{stage}: not started, because {halted[0].name} stopped ({halted[0].halted}): "
+                      f"see the summary at the end", flush=True)
+                break
+            if stage == "judge" and only is None and run.sweep.collects and not pending_judgments(
+                    run, failed_since=started):
+                print("judge: nothing pending (every candidate was graded as it arrived)", flush=True)
+                continue
+            done.append(_execute(run, stage, limits.link, cap, started))
+    return SweepResult(run.dir, done, run, started)
+
+
+def _execute(run: Run, stage: str, link: Link, cap: int | None, started: str) -> Execution:
+    """Run ``stage`` as its notebook does in a kernel (notebooks/01_collect, 02_judge): the run opened with what
+    the driver shares (``link``), the stage to its end; its attempt is recorded in executions.jsonl as the driver
+    records a kernel's (bench.sweep.executions). A ``Halted`` (the budget reached) stops the execution on purpose."""
+    sweep = secrets.token_hex(6)
+    close_leftovers(run, sweep)  # what a killed sweep left open, as each stage of the driver closes it
+    ex = Execution(stage, list(run.cells), None, failed_since=started)
+    cells, at, t0 = [c.key for c in ex.cells], utc_now(), time.monotonic()
+    marker = local_marker(run.dir, ExecutionAttempt(stage, ex.name, cells, at, "", "running"), sweep)
+    kernel = open_run(str(run.params_path), cells=cells, run_dir=str(run.dir), dry_run=run.dry_run, batch=run.batch,
+                      supersede=run.supersede, lease_server=link.lease_server, sweep_cap=link.sweep_cap,
+                      shared_budget=link.shared_budget, lock_held=link.lock_held)
     try:
-        if collected:
-            run_loop(run_collect(run, max_concurrency=max_concurrency, progress="text", judge=judging))
-        if judging and pending_judgments(run, failed_since=started):
-            run_loop(run_judge(run, max_concurrency=max_concurrency, progress="text", failed_since=started))
-        elif judging and collected:  # as the sweep says it (bench.sweep.driver)
-            print("judge: nothing pending (every candidate was graded as it arrived)", flush=True)
-    except Halted as stop:  # stopped on purpose (the budget reached): the summary says what is left
-        halted = stop
-        print(f"STOPPED ({type(stop).__name__}): {stop}", flush=True)
-    code = halted.exit_code if halted is not None else 0
-    if groups := failures(run.dir, run.sweep.limits.max_attempts):
-        print(summary(groups, retry, run.sweep.limits.max_attempts), flush=True)
-        code = code or EXIT_FAILED_ITEMS
-    if spent := spend_line(run):
-        print(spent, flush=True)
-    if halted is not None:
-        print(stopped_summary(run, [SimpleNamespace(halted=type(halted).__name__)], retry), flush=True)
-    if run.sweep.gates is not None and judging and not run.dry_run:
-        code = code or sweep_gates(run)
-    return code
+        run_loop(run_collect(kernel, max_concurrency=cap, progress="text", judge=bool(run.sweep.judges))
+                 if stage == "collect" else
+                 run_judge(kernel, max_concurrency=cap, progress="text", failed_since=started))
+        ex.returncode = 0
+    except Halted as stop:
+        ex.returncode, ex.halted, ex.error = stop.exit_code, type(stop).__name__, f"{type(stop).__name__}: {stop}"
+    finally:
+        ex.seconds = time.monotonic() - t0
+        status = "ok" if ex.returncode == 0 else "interrupted" if ex.halted else "failed"
+        record_attempt(run.dir, ExecutionAttempt(stage, ex.name, cells, at, utc_now(), status))
+        if marker is not None:
+            marker.unlink(missing_ok=True)
+    return ex

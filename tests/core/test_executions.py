@@ -1,30 +1,11 @@
-"""Provenance: every papermill execution attempt of a sweep is a line of runs/<sweep>/executions.jsonl."""
+"""Provenance: every papermill execution attempt of a sweep is a line of runs/<sweep>/executions.jsonl. A local
+`bench sweep --jobs 3` recording each execution with its worker and host: tests/sweep/test_jobs.py."""
 
 from __future__ import annotations
 
-import socket
 import warnings
 
-from bench.core.executions import ExecutionAttempt, read_attempts, record_attempt, workers
-from bench.testing.grids import grid, sweep
-
-
-def test_a_local_sweep_records_each_execution_with_its_worker_and_host(tmp_path, fake):
-    params = grid(tmp_path / "g.yaml", fake.url, name="prov", topics=2,
-                  models=[{"id": "m1", "model": "openai/m1", "api_base": fake.url},
-                          {"id": "m2", "model": "openai/m2", "api_base": fake.url}])
-    out = sweep(tmp_path, params, "--jobs", "2")
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    lines = read_attempts(tmp_path / "runs" / "prov")
-    assert sorted(a["name"] for a in lines) == ["collect.job1", "collect.job2"]
-    assert sorted(c for a in lines for c in a["cells"]) == ["m1/p@v1", "m2/p@v1"]
-    for a in lines:
-        assert a["stage"] == "collect" and a["status"] == "ok" and a["attempt"] == 1
-        assert a["hostname"] == socket.gethostname() and a["worker"].startswith("local:")
-        assert a["cell"] == a["cells"][0] and a["started"] <= a["ended"]
-    assert len(workers(tmp_path / "runs" / "prov")) == 1  # one driver process: one worker
-    out = sweep(tmp_path, params, "--per-cell")  # a re-run appends its own attempts (nothing to do, still ran)
-    assert len(read_attempts(tmp_path / "runs" / "prov")) == 4
+from bench.core.executions import ExecutionAttempt, read_attempts, record_attempt
 
 
 def test_a_torn_line_is_skipped_and_a_failed_write_only_warns(tmp_path):

@@ -1,8 +1,8 @@
 """No secret is ever stored or shown, even when a provider echoes it (issue 12, point 8).
 
-The real path: sweeps against the fake provider whose error bodies echo the request's
+The real path: `bench sweep` (subprocesses) against the fake provider whose error bodies echo the request's
 Authorization header (``echo_auth``), on the direct transport and through ``litellm.acompletion``,
-with an ``api_base`` carrying ``user:password@``; then the report, MLflow, a review export, and a
+with an ``api_base`` carrying ``user:password@``; then the report, MLflow, a review export (in-process), and a
 search of every file and of everything printed for the canaries. Plus fast unit tests of
 ``bench.core.secrets.redact`` and of each place that applies it.
 """
@@ -22,6 +22,7 @@ from bench.core.records import Candidate, Judgment
 from bench.core.secrets import redact
 from bench.core.store import RunStore
 from bench.testing import grids
+from bench.testing.in_process import command
 
 KEY_UNKNOWN = "sk-canary-sent-but-refused-4b7e91d0c2"  # sent by sweep A; the fake wants another key
 KEY_RIGHT = "sk-canary-accepted-but-echoed-8f2a6c3d"  # sweep B's key, accepted, then echoed by 500s
@@ -67,8 +68,10 @@ def write_leak500(path: Path, url: str) -> Path:
 
 
 def _run(tmp: Path, env: dict[str, str], *args: str) -> str:
-    """Run ``bench ARGS`` with ``env`` set and no OPENAI_API_KEY inherited; return its command line and output."""
-    out = grids.bench(tmp, *args, timeout=600, drop=("OPENAI_API_KEY",), **env)
+    """Run ``bench ARGS`` with ``env`` set and no OPENAI_API_KEY inherited (a sweep as a subprocess, whose every
+    line is read; another command in-process); return its command line and output."""
+    out = (grids.bench(tmp, *args, timeout=600, drop=("OPENAI_API_KEY",), **env) if args[0] == "sweep"
+           else command(tmp, *args, drop=("OPENAI_API_KEY",), **env))
     return f"$ bench {' '.join(args)} (exit {out.returncode})\n{out.stdout}\n{out.stderr}\n"
 
 

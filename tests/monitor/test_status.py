@@ -1,5 +1,6 @@
-"""`bench status`: every state of a run read from its folder alone, checked against the JSON schema, through real
-sweeps on the fake provider (one in the background, killed with -9, then resumed) and hand-written folders."""
+"""`bench status`: every state of a run read from its folder alone, checked against the JSON schema, through sweeps on
+the fake provider and hand-written folders. A sweep in the background, killed with -9, then resumed:
+tests/sweep/test_kill_resume.py."""
 
 import io
 import json
@@ -17,10 +18,10 @@ from bench.core.executions import ExecutionAttempt, local_marker, record_attempt
 from bench.core.runlock import run_lock
 from bench.core.sweeps import FILE, record_end, record_start
 from bench.monitor import SCHEMA, run_state, status, watch
-from bench.monitor.counts import LEFT_OPEN
 from bench.core.runlock import lock_holder
 from bench.testing import grids
-from bench.testing.grids import ROOT, bench, env, started, sweep, sweep_args
+from bench.testing.grids import ROOT, env, started, sweep_args
+from bench.testing.in_process import command, run_stages
 from tests.repo import parameterized_copy
 from tests.sweep.test_budget import LONG, write as budget_grid
 
@@ -56,58 +57,17 @@ def running_with_progress(run_dir):
     return doc if doc["state"] == "running" and sum(s["done"] for s in doc["stages"]) > 0 else None
 
 
-def test_a_background_sweep_reads_running_then_crashed_after_kill_9_then_finished_once_resumed(tmp_path, fake):
-    fake.configure(latency_ms=150)
-    params = judged(tmp_path, fake.url)
-    run_dir = tmp_path / "runs" / "g"
-    with started(tmp_path, *sweep_args(params), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as proc:
-        doc = wait_for(lambda: running_with_progress(run_dir), proc, "a running status with done > 0")
-        jsonschema.validate(doc, SCHEMA)
-        assert doc["sweep"]["pid"] == proc.pid and doc["lock"] == {**doc["lock"], "held": True, "pid": proc.pid}
-        planned = {(r["stage"], r["id"]): r["planned"] for r in doc["items"]}
-        assert planned == {("collect", "m1"): 12, ("judge", "grader"): 12}
-        assert any(ex["status"] == "running" and ex["worker"] == f"local:{proc.pid}" for ex in doc["executions"])
-        assert sum(s["in_flight"] for s in doc["stages"]) > 0 and doc["rate"]["per_minute"] > 0
-        cli = bench(tmp_path, "status", str(run_dir), "--json")
-        assert cli.returncode == 0, cli.stderr
-        jsonschema.validate(seen := json.loads(cli.stdout), SCHEMA)
-        assert seen["state"] == "running"
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    doc = checked(run_dir, "crashed")
-    assert f"pid {proc.pid}" in doc["reason"] and "stale lock" in doc["reason"], doc["reason"]
-    assert doc["lock"]["held"] is False and doc["exit_code"] is None and doc["rate"]["eta_s"] is None
-    assert all(s["in_flight"] == 0 for s in doc["stages"])
-    assert any(a["status"] == "lost" and a.get("reason") == LEFT_OPEN for ex in doc["executions"]
-               for a in ex["attempts"]), doc["executions"]  # as the next sweep will record it
-
-    fake.configure(latency_ms=20)
-    with started(tmp_path, *sweep_args(params), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as resumed:
-        wait_for(lambda: status(run_dir).doc["sweep"]["sweeps"] == 2, resumed, "the second sweep's start")
-        with started(tmp_path, "status", str(run_dir), "--watch", "--every", "0.2") as watcher:
-            out, err = watcher.communicate(timeout=120)  # it ends by itself once the sweep has ended
-        resumed.wait(timeout=120)
-    assert resumed.returncode == 0
-    assert watcher.returncode == 0 and "\x1b[" not in out, err  # a pipe gets plain lines
-    lines = out.splitlines()
-    assert lines[-1].split(" · ")[1] == "finished" and "collect 12/12" in lines[-1], out
-    doc = checked(run_dir, "finished")
-    assert doc["exit_code"] == 0 and doc["sweep"]["sweeps"] == 2
-    assert [(s["stage"], s["planned"], s["done"], s["failed"]) for s in doc["stages"]] == \
-        [("collect", 12, 12, 0), ("judge", 12, 12, 0)]
-
-
 def test_a_sweep_with_failed_items_reads_failed_with_exit_3(tmp_path, fake):
     fake.configure(rate_500=1.0)
     params = grids.grid(tmp_path / "g.yaml", fake.url, topics=3,
                         limits={"max_concurrency": 2, "timeout_s": 10, "retries": 0})
-    result = sweep(tmp_path, params)
-    assert result.returncode == 3, result.stdout[-2000:]
+    result = run_stages(tmp_path, params)
+    assert result.returncode == 3, result.log
     doc = checked(tmp_path / "runs" / "g", "failed")
     assert doc["exit_code"] == 3 and doc["items"] == [
         {"stage": "collect", "id": "m1", "planned": 3, "done": 3, "failed": 3, "in_flight": 0}]
     assert "items still failed" in doc["reason"]
-    assert "FAILED: exit 3" in bench(tmp_path, "status", "g").stdout  # a sweep's name names its run folder too
+    assert "FAILED: exit 3" in command(tmp_path, "status", "g").stdout  # a sweep's name names its run folder too
 
 
 def test_ctrl_c_reads_interrupted_with_exit_130(tmp_path, fake):
@@ -125,10 +85,10 @@ def test_ctrl_c_reads_interrupted_with_exit_130(tmp_path, fake):
 
 def test_a_budget_stop_reads_interrupted_with_exit_4_and_the_spend_against_the_budget(tmp_path, fake):
     params = budget_grid(tmp_path / "b.yaml", fake.url, topics=2, budget=0.2)
-    assert sweep(tmp_path, params).returncode == 0  # short replies first: the estimate lets the next one start
+    assert run_stages(tmp_path, params).returncode == 0  # short replies first: the estimate lets the next one start
     budget_grid(params, fake.url, topics=12, budget=0.2)
     fake.configure(replies=[{"match": "One tip", "content": LONG}])
-    assert sweep(tmp_path, params).returncode == 4
+    assert run_stages(tmp_path, params).returncode == 4
     doc = checked(tmp_path / "runs" / "b", "interrupted")
     assert doc["exit_code"] == 4 and "budget" in doc["reason"]
     spend = doc["spend"]
@@ -171,7 +131,7 @@ def test_the_schema_rejects_a_document_without_its_state_or_with_an_unknown_one(
 
 
 def test_a_folder_that_is_no_run_is_refused_with_one_line(tmp_path):
-    out = bench(tmp_path, "status", str(tmp_path))
+    out = command(tmp_path, "status", str(tmp_path))
     assert out.returncode == 2 and "is it a run folder" in out.stderr, out.stderr
 
 

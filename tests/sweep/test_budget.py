@@ -1,7 +1,8 @@
 """``limits.budget_usd`` at run time: a sweep stops starting paid calls at its budget, exits 4, and continues when raised.
 
 Every test runs against the loopback fake provider with declared prices (its usage counts words as tokens),
-so every call is priced. The pre-start check (``bench estimate``'s expected cost against the budget) must not
+so every call is priced; the sweeps run in-process (bench.testing.in_process: the driver's lease server holds the
+budget, as on the command line), but for two kernels side by side under `bench sweep --jobs 2`. The pre-start check (``bench estimate``'s expected cost against the budget) must not
 refuse these sweeps: a first sweep with the fake's short replies sets the observed output length, then the
 fake answers at length (never past a request's ``max_tokens``), so the spend passes the budget only at run
 time. The cap must hold exactly: recorded spend ≤ budget, no failed record, nothing asked twice.
@@ -67,15 +68,15 @@ def requests(fake) -> int:
 
 def test_a_sweep_stops_at_its_budget_exits_4_and_continues_when_it_is_raised(tmp_path, fake):
     params = write(tmp_path / "b.yaml", fake.url, topics=2, budget=0.2)
-    first = grids.sweep(tmp_path, params)
-    assert first.returncode == 0, first.stdout + first.stderr
+    first = run_stages(tmp_path, params)
+    assert first.returncode == 0, first.log
     run_dir = tmp_path / "runs" / "b"
     assert spent(run_dir) == pytest.approx(2 * 7 * 0.001)  # 4 prompt + 3 answer tokens each
 
     write(params, fake.url, topics=12, budget=0.2)
     fake.configure(replies=[{"match": "One tip", "content": LONG}])
     before = requests(fake)
-    stopped = grids.sweep(tmp_path, params)
+    stopped = run_stages(tmp_path, params)
     log = stopped.stdout + stopped.stderr
     assert stopped.returncode == 4, log
     done = len(RunStore(run_dir).done_ids(Candidate))
@@ -90,15 +91,15 @@ def test_a_sweep_stops_at_its_budget_exits_4_and_continues_when_it_is_raised(tmp
 
     # the same budget: nothing new starts, no request at all (the pre-start check, bench.estimate, may refuse
     # first: what the run folder spent plus the expected cost of the rest is over the budget)
-    again = grids.sweep(tmp_path, params)
-    assert again.returncode in (2, 4), again.stdout + again.stderr
+    again = run_stages(tmp_path, params)
+    assert again.returncode in (2, 4), again.log
     assert "limits.budget_usd" in again.stderr + again.stdout
     assert requests(fake) - before == done - 2
     assert len(RunStore(run_dir).done_ids(Candidate)) == done
 
     set_budget(params, 5.0)
-    rest = grids.sweep(tmp_path, params)
-    assert rest.returncode == 0, rest.stdout + rest.stderr
+    rest = run_stages(tmp_path, params)
+    assert rest.returncode == 0, rest.log
     assert len(RunStore(run_dir).done_ids(Candidate)) == 12
     assert requests(fake) - before == 10  # each new item asked exactly once over the three sweeps
     no_failures(run_dir)
@@ -106,8 +107,8 @@ def test_a_sweep_stops_at_its_budget_exits_4_and_continues_when_it_is_raised(tmp
 
 def test_two_kernels_side_by_side_share_one_budget(tmp_path, fake):
     params = write(tmp_path / "b.yaml", fake.url, topics=2, budget=0.4, models=2)
-    first = grids.sweep(tmp_path, params, "--jobs", "2")
-    assert first.returncode == 0, first.stdout + first.stderr
+    first = run_stages(tmp_path, params)  # short replies: the estimate lets the next sweep start
+    assert first.returncode == 0, first.log
     write(params, fake.url, topics=12, budget=0.4, models=2)
     fake.configure(replies=[{"match": "One tip", "content": LONG}])
     stopped = grids.sweep(tmp_path, params, "--jobs", "2")
@@ -123,12 +124,12 @@ def test_two_kernels_side_by_side_share_one_budget(tmp_path, fake):
 def test_a_pipelined_judge_stops_cleanly_at_the_budget(tmp_path, fake):
     judges = [grids.judge("grader", fake.url, name="fake-judge", price=CHEAP_JUDGE, params={"max_tokens": 300})]
     params = write(tmp_path / "b.yaml", fake.url, topics=2, budget=0.3, judges=judges, system="Answer at length.")
-    first = grids.sweep(tmp_path, params)
-    assert first.returncode == 0, first.stdout + first.stderr
+    first = run_stages(tmp_path, params)
+    assert first.returncode == 0, first.log
     run_dir = tmp_path / "runs" / "b"
     write(params, fake.url, topics=12, budget=0.3, judges=judges, system="Answer at length.")
     fake.configure(replies=[{"match": "Answer at length", "content": LONG}])  # the answers, not the judge
-    stopped = grids.sweep(tmp_path, params)
+    stopped = run_stages(tmp_path, params)
     log = stopped.stdout + stopped.stderr
     assert stopped.returncode == 4, log
     assert spent(run_dir) <= 0.3 + 1e-9, log

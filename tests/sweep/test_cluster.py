@@ -2,7 +2,10 @@
 
 Every process binds 127.0.0.1 and is stopped by its PID (bench.testing.dask_cluster). The sweeps talk to
 the loopback fake provider, which counts requests in flight per model: the caps must hold across both
-workers; a worker SIGKILLed mid-sweep must leave the same records as a single-machine run.
+workers; a worker SIGKILLed mid-sweep must leave the same records as a single-machine run. The sweeps whose
+subject is the command (its report rendered on a worker, its warning, a worker or the scheduler lost, Ctrl-C)
+run as `bench sweep`; the others run their driver in-process (bench.testing.in_process.command), their kernels on
+the cluster's workers.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import pickle
 import re
 import shutil
 import signal
@@ -20,6 +24,7 @@ from contextlib import AbstractContextManager
 from functools import partial
 from pathlib import Path
 
+import psutil
 import pytest
 
 pytest.importorskip("distributed", reason="needs the 'cluster' extra: pip install -e '.[cluster]' (make setup does)")
@@ -29,6 +34,7 @@ from bench.core.store import RunStore  # noqa: E402
 from bench.testing.dask_cluster import LoopbackDaskCluster  # noqa: E402
 from bench.testing import grids  # noqa: E402
 from bench.testing.grids import ROOT, generate, grid, judge, model, prompt  # noqa: E402
+from bench.testing.in_process import command, run_stages  # noqa: E402
 from bench.testing.processes import free_port  # noqa: E402
 
 PROMPTS = [prompt("p", "Q {topic} {n}"), prompt("q", "{topic} {n}?", system="be brief")]
@@ -71,11 +77,11 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def local_ids(tmp_path_factory, fake_server):
-    """The candidate and judgment ids of the same grid swept on this machine (no cluster)."""
+    """The candidate and judgment ids of the same grid swept on this machine (no cluster, in-process)."""
     tmp = tmp_path_factory.mktemp("local")
     fake_server.reset()
-    result = sweep(tmp, cluster_grid(tmp, fake_server.url), "--no-report")
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    result = run_stages(tmp, cluster_grid(tmp, fake_server.url))
+    assert result.returncode == 0, result.log
     LOCAL_REQUESTS.append(_answers_asked(fake_server.stats()))
     return ids(tmp / "runs" / "c", Candidate), ids(tmp / "runs" / "c", Judgment)
 
@@ -89,16 +95,49 @@ def _answers_asked(stats: dict) -> int:
     return stats["by_model"].get("fake-a", 0) + stats["by_model"].get("fake-b", 0)
 
 
-def test_caps_hold_across_two_workers_and_records_match_a_local_run(tmp_path, fake, cluster, local_ids):
-    fake.configure(latency_ms=120)
-    result = sweep(tmp_path, cluster_grid(tmp_path, fake.url), "--cluster", cluster.address)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+def environ(proc: psutil.Process) -> bytes:
+    try:
+        return Path(f"/proc/{proc.pid}/environ").read_bytes()
+    except OSError:
+        return b""
+
+
+def is_kernel(proc: psutil.Process) -> bool:
+    try:
+        return "ipykernel" in " ".join(proc.cmdline())
+    except psutil.Error:
+        return False
+
+
+def test_caps_hold_across_two_workers_records_match_a_local_run_and_the_report_is_rendered_there(
+        tmp_path, fake, cluster, local_ids):
+    """`bench sweep --cluster` on a plain-TCP scheduler, watched while it runs: a one-line warning first, and the
+    lease token its kernels hold in no task spec a client of the scheduler could read."""
+    fake.configure(latency_ms=400)
+    run_dir = tmp_path / "runs" / "c"
+    with started_sweep(tmp_path, cluster_grid(tmp_path, fake.url), "--cluster", cluster.address) as proc:
+        _wait_for_running_attempt(run_dir, cluster, proc)
+        kernel = next(p for w in cluster.workers for p in psutil.Process(w.pid).children(recursive=True)
+                      if is_kernel(p))
+        token = re.search(rb"BENCH_LIMITS_TOKEN=([0-9a-f]+)", environ(kernel)).group(1)
+        from distributed import Client
+
+        with Client(cluster.address, timeout="30s") as client:
+            # every task's spec as a client would get it, pickled on the scheduler (a lambda: sent by value)
+            specs = client.run_on_scheduler(
+                lambda dask_scheduler: [pickle.dumps(t.run_spec) for t in dask_scheduler.tasks.values()])
+        assert specs and not [s for s in specs if token in s], "the lease token travels in a task spec"
+        out, err = proc.communicate(timeout=BUDGET_S)
+    assert proc.returncode == 0, out[-3000:] + err[-3000:]
+    warning = [ln for ln in err.splitlines() if "plain TCP" in ln]
+    assert len(warning) == 1 and cluster.address in warning[0], err[-3000:]
+    assert "lease token" in warning[0] and "provider keys" in warning[0] and "record" in warning[0]
+    assert err.index(warning[0]) == 0  # the first thing the sweep says on stderr, before it connects
     stats = fake.stats()
     peaks = stats["peak_in_flight_by_model"]
     assert peaks["fake-a"] <= 2 and peaks["fake-b"] <= 3 and peaks["fake-judge"] <= 2, peaks
     assert stats["peak_in_flight"] <= 6  # limits.max_concurrency, across both workers together
     assert max(peaks.values()) >= 2  # the caps were reached, not trivially held
-    run_dir = tmp_path / "runs" / "c"
     cands, judged = ids(run_dir, Candidate), ids(run_dir, Judgment)
     assert (cands, judged) == local_ids and set(cands.values()) == {1}  # same ids, each once
     lines = attempts(run_dir)
@@ -111,8 +150,9 @@ def test_caps_hold_across_two_workers_and_records_match_a_local_run(tmp_path, fa
 
     # the same grid under another name: the workers answer it from their cache, and the driver's estimate says so
     # (it reads the folder the workers wrote)
-    again = sweep(tmp_path, cluster_grid(tmp_path, fake.url, name="c2"), "--cluster", cluster.address, "--no-report")
-    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    again = command(tmp_path, *grids.sweep_args(cluster_grid(tmp_path, fake.url, name="c2"), "--cluster",
+                                                cluster.address))
+    assert again.returncode == 0, again.log
     total = next(ln.split() for ln in again.stdout.splitlines() if ln.startswith("total "))
     assert total[3] == "0" and total[1] == total[2] != "0", again.stdout[-3000:]  # requests, cached, to send
     assert fake.stats()["requests"] == stats["requests"]
@@ -125,58 +165,47 @@ def test_an_rpm_window_holds_across_two_workers(tmp_path, fake, cluster):
     params = grid(tmp_path / "r.yaml", fake.url, name="c", models=[model("m1", fake.url, name="fake-r", rpm=4)],
                   prompts=PROMPTS, scenarios=generate(topic=["a", "b", "c"], n=[1, 2, 3]),
                   limits={"max_concurrency": 8, "timeout_s": 20, "retries": 2, "rate_window_s": 1.0})
-    result = sweep(tmp_path, params, "--cluster", cluster.address, "--no-report")
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    result = command(tmp_path, *grids.sweep_args(params, "--cluster", cluster.address))
+    assert result.returncode == 0, result.log
     stats = fake.stats()
     assert stats["by_model"] == {"fake-r": 18} and stats["peak_in_flight_by_model"]["fake-r"] <= 4
     assert len(attempts(tmp_path / "runs" / "c")) == 2  # two kernels, wherever Dask put them, shared one window
 
 
-def test_a_worker_killed_mid_sweep_reruns_elsewhere_with_the_same_records(tmp_path, fake, local_ids):
-    fake.configure(latency_ms=400)
-    with LoopbackDaskCluster(2, nthreads=2) as c:
-        run_dir = tmp_path / "runs" / "c"
-        with started_sweep(tmp_path, cluster_grid(tmp_path, fake.url), "--cluster", c.address, "--no-report",
-                           stderr=subprocess.STDOUT) as proc:
-            victim = _wait_for_running_attempt(run_dir, c, proc)
-            os.kill(victim.pid, signal.SIGKILL)
-            out, _ = proc.communicate(timeout=BUDGET_S)
-    assert proc.returncode == 0, out[-4000:]
-    cands, judged = ids(run_dir, Candidate), ids(run_dir, Judgment)
-    assert (cands, judged) == local_ids and set(cands.values()) == {1}
-    lines = attempts(run_dir)
-    lost = [a for a in lines if a["status"] == "lost"]
-    assert lost and all(a["attempt"] == 1 for a in lost)
-    for a in lost:  # each lost attempt ran again, and succeeded on the surviving worker
-        again = [b for b in lines if b["name"] == a["name"] and b["attempt"] > 1]
-        assert again and again[-1]["status"] == "ok" and again[-1]["worker"] != a["worker"]
-    assert "ran more than once" in out and "attempt 1 lost with its worker tcp://127.0.0.1:" in out
-    # the replies in flight on the lost worker were asked again: the summary's count covers each of them
-    asked_twice = _answers_asked(fake.stats()) - LOCAL_REQUESTS[0]
-    said = re.search(r"up to (\d+) request\(s\) were in flight when an execution stopped", out)
-    assert asked_twice == 0 or (said and int(said.group(1)) >= asked_twice), (asked_twice, out[-2000:])
-
-
-def test_a_grouped_execution_killed_mid_way_asks_again_only_what_was_in_flight(tmp_path, fake):
-    # two slots (2 workers × 1 thread) for 4 cells: 2 executions of 2 cells each, every one carrying both models
+def test_a_lost_worker_reruns_its_execution_elsewhere_and_a_lost_scheduler_is_one_message(tmp_path, fake, local_ids):
+    """On a cluster of two slots (2 workers × 1 thread): a worker SIGKILLed mid-sweep, whose execution (2 of the 4
+    cells: both models) runs again on the other worker, asking again only what was in flight; then, on another such
+    cluster, the scheduler SIGKILLed mid-way through a sweep: one line, and a re-run resumes it."""
     fake.configure(latency_ms=300)
     params = cluster_grid(tmp_path, fake.url, topics=10)  # 20 scenarios × 4 cells = 80 answers
     run_dir = tmp_path / "runs" / "c"
+    gone = tmp_path / "gone"  # the second sweep's runs and response cache: nothing of the first's is cached there
+    gone.mkdir()
     with LoopbackDaskCluster(2, nthreads=1) as c:
         with started_sweep(tmp_path, params, "--cluster", c.address, "--no-report", stderr=subprocess.STDOUT) as proc:
             victim, shard = _wait_for_running_attempt(run_dir, c, proc, records=10, with_shard=True)
             answered = _answers_in(run_dir, shard)  # written before the kill (more may be on their way)
             os.kill(victim.pid, signal.SIGKILL)
             out, _ = proc.communicate(timeout=BUDGET_S)
+    asked = _answers_asked(fake.stats())
+    fake.configure(latency_ms=400)
+    again = cluster_grid(gone, fake.url)
+    with LoopbackDaskCluster(2, nthreads=1) as c:
+        with started_sweep(gone, again, "--cluster", c.address, "--no-report") as lost:
+            _wait_for_running_attempt(gone / "runs" / "c", c, lost)
+            os.killpg(c.scheduler.pid, signal.SIGKILL)
+            lost_out, lost_err = lost.communicate(timeout=BUDGET_S)
     assert proc.returncode == 0, out[-4000:]
     lines = [a for a in attempts(run_dir) if a["stage"] == "collect"]  # then judge: what the lost kernel left
     assert {a["name"] for a in lines} == {"collect.job1", "collect.job2"}, lines
     assert all(len(a["cells"]) == 2 and len({cell.split("/")[0] for cell in a["cells"]}) == 2 for a in lines)
-    lost = [a for a in lines if a["status"] == "lost"]
-    assert len(lost) == 1 and answered >= 10
+    lost_attempts = [a for a in lines if a["status"] == "lost"]
+    assert len(lost_attempts) == 1 and lost_attempts[0]["attempt"] == 1 and answered >= 10
+    rerun = [b for b in lines if b["name"] == lost_attempts[0]["name"] and b["attempt"] > 1]
+    assert rerun and rerun[-1]["status"] == "ok" and rerun[-1]["worker"] != lost_attempts[0]["worker"]
+    assert "ran more than once" in out and "attempt 1 lost with its worker tcp://127.0.0.1:" in out
     cands, judged = ids(run_dir, Candidate), ids(run_dir, Judgment)
     assert len(cands) == 80 and set(cands.values()) == {1} and len(judged) == 80 and set(judged.values()) == {1}
-    asked = _answers_asked(fake.stats())
     asked_twice = asked - 80
     # at most what the killed kernel had in flight (limits.max_concurrency 6 across the sweep), never the answers
     # it had already received: those are in the response cache, and its retry took them from there
@@ -184,32 +213,21 @@ def test_a_grouped_execution_killed_mid_way_asks_again_only_what_was_in_flight(t
     said = re.search(r"up to (\d+) request\(s\) were in flight when an execution stopped", out)
     assert asked_twice == 0 or (said and int(said.group(1)) >= asked_twice), out[-2000:]
 
+    assert lost.returncode != 0, lost_out[-3000:]
+    said = [ln for ln in lost_err.splitlines() if ln.strip() and "is plain TCP" not in ln]  # that warning came first
+    assert len(said) == 1 and f"the Dask scheduler at {c.address} went away mid-sweep" in said[0], lost_err[-3000:]
+    assert "run the same command again to resume" in said[0]
+    fake.configure(latency_ms=20)
+    resumed = run_stages(gone, again)
+    assert resumed.returncode == 0, resumed.log
+    cands, judged = ids(gone / "runs" / "c", Candidate), ids(gone / "runs" / "c", Judgment)
+    assert (cands, judged) == local_ids and set(cands.values()) == {1}
+
 
 def _answers_in(run_dir: Path, shard: str) -> int:
     """The answers an execution's shard holds now."""
     path = run_dir / f"candidates.{shard}.jsonl"
     return sum(1 for line in path.read_text().splitlines() if line.strip()) if path.exists() else 0
-
-
-def test_a_scheduler_gone_mid_sweep_is_one_message_and_a_rerun_resumes(tmp_path, fake, local_ids):
-    fake.configure(latency_ms=400)
-    params = cluster_grid(tmp_path, fake.url)
-    run_dir = tmp_path / "runs" / "c"
-    with LoopbackDaskCluster(2, nthreads=2) as c:
-        with started_sweep(tmp_path, params, "--cluster", c.address, "--no-report") as proc:
-            _wait_for_running_attempt(run_dir, c, proc)
-            os.killpg(c.scheduler.pid, signal.SIGKILL)
-            out, err = proc.communicate(timeout=BUDGET_S)
-    assert proc.returncode != 0, out[-3000:]
-    lines = [ln for ln in err.splitlines() if ln.strip() and "is plain TCP" not in ln]  # that warning came first
-    assert len(lines) == 1 and f"the Dask scheduler at {c.address} went away mid-sweep" in lines[0], err[-3000:]
-    assert "run the same command again to resume" in lines[0]
-    with LoopbackDaskCluster(2, nthreads=2) as c2:
-        fake.configure(latency_ms=20)
-        result = sweep(tmp_path, params, "--cluster", c2.address, "--no-report")
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    cands, judged = ids(run_dir, Candidate), ids(run_dir, Judgment)
-    assert (cands, judged) == local_ids and set(cands.values()) == {1}
 
 
 def _wait_for_running_attempt(run_dir: Path, c: LoopbackDaskCluster, proc: subprocess.Popen, records: int = 1,
@@ -241,9 +259,9 @@ def _wait_for_running_attempt(run_dir: Path, c: LoopbackDaskCluster, proc: subpr
 
 def test_an_unreachable_scheduler_is_one_message_before_any_call(tmp_path, fake):
     port = free_port()  # nothing listens there
-    result = sweep(tmp_path, cluster_grid(tmp_path, fake.url), "--cluster", f"tcp://127.0.0.1:{port}",
-                   "--cluster-wait", "5")  # a scheduler that does not answer is given up on within seconds
-    assert result.returncode == 2
+    result = command(tmp_path, *grids.sweep_args(cluster_grid(tmp_path, fake.url), "--cluster",
+                                                 f"tcp://127.0.0.1:{port}", "--cluster-wait", "5"))
+    assert result.returncode == 2, result.log  # a scheduler that does not answer is given up on within seconds
     lines = [ln for ln in result.stderr.splitlines() if ln.strip() and "is plain TCP" not in ln]
     assert len(lines) == 1 and f"cannot reach the Dask scheduler at tcp://127.0.0.1:{port}" in lines[0], result.stderr
     assert fake.stats()["requests"] == 0
@@ -261,8 +279,8 @@ def test_a_worker_with_another_bench_is_refused_by_name(tmp_path, fake):
         c.add_worker("stale", {"PYTHONPATH": str(other)})
         c.add_worker("bare", {"PYTHONPATH": str(broken)})
         c.wait_for_workers(3)
-        result = sweep(tmp_path, cluster_grid(tmp_path, fake.url), "--cluster", c.address)
-    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+        result = command(tmp_path, "sweep", str(cluster_grid(tmp_path, fake.url)), "--cluster", c.address)
+    assert result.returncode == 2, result.log
     assert "cluster check failed before any model call" in result.stderr
     problems = [ln for ln in result.stderr.splitlines() if ln.startswith("  tcp://")]
     assert len(problems) == 2, result.stderr
@@ -286,15 +304,6 @@ def test_the_collect_notebook_runs_its_cells_on_the_cluster(tmp_path, fake, clus
     assert {a["worker"] for a in attempts(run_dir)} <= set(_worker_addresses(cluster))
 
 
-def test_local_n_starts_its_own_loopback_workers(tmp_path, fake):
-    fake.configure(latency_ms=50)
-    result = sweep(tmp_path, cluster_grid(tmp_path, fake.url, topics=2), "--cluster", "local:2", "--no-report")
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    lines = attempts(tmp_path / "runs" / "c")
-    assert len(lines) == 4 and all(a["status"] == "ok" and a["worker"].startswith("tls://127.0.0.1:") for a in lines)
-    assert len(ids(tmp_path / "runs" / "c", Candidate)) == 16
-
-
 def _worker_addresses(c: LoopbackDaskCluster) -> list[str]:
     from distributed import Client
 
@@ -313,8 +322,8 @@ def test_a_worker_that_does_not_see_the_run_folder_is_refused_by_name(tmp_path, 
         blind = c.add_worker("blind", None, wrap=hide)
         c.wait_for_workers(2)
         blind_address = next(a for a in _worker_addresses(c) if a not in _seen_before(c, blind))
-        result = sweep(tmp_path, cluster_grid(tmp_path, fake.url), "--cluster", c.address)
-    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+        result = command(tmp_path, "sweep", str(cluster_grid(tmp_path, fake.url)), "--cluster", c.address)
+    assert result.returncode == 2, result.log
     problems = [ln for ln in result.stderr.splitlines() if ln.startswith("  tcp://")]
     assert len(problems) == 1 and problems[0].startswith(f"  {blind_address} ") and "cannot read" in problems[0]
     assert fake.stats()["requests"] == 0
@@ -359,8 +368,8 @@ def test_a_pair_dataset_without_grid_cells_is_judged_on_the_cluster(tmp_path, fa
                   scenarios={"dataset": dataset},
                   judges=[judge("arena", fake.url, rubric="arena-pairwise", name="fake-judge")])
     fake.configure(replies=[{"match": "Compare the two responses", "content": "[[A>B]]"}])
-    result = sweep(tmp_path, params, "--cluster", cluster.address, "--no-report")
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    result = command(tmp_path, *grids.sweep_args(params, "--cluster", cluster.address))
+    assert result.returncode == 0, result.log
     assert "judge: 1 execution(s) on the cluster" in result.stdout
     assert fake.stats()["requests"] == 6  # 3 pairs, both orders
     assert len(ids(tmp_path / "runs" / "c", Judgment)) == 6

@@ -5,15 +5,15 @@ killed with SIGKILL leaves nothing open for the next sweep.
 
 Every process binds 127.0.0.1 and is stopped by its PID (bench.testing.dask_cluster, or the sweep's own
 driver). The sweeps talk to the loopback fake provider, which here asks for a key the kernels can only have
-got from the sweep's worker plugin.
+got from the sweep's worker plugin. A sweep whose processes are looked at or killed runs as `bench sweep`; the others
+run their driver in-process (bench.testing.in_process). The plain-TCP warning and the lease token kept out of task
+specs: tests/sweep/test_cluster.py.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import pickle
-import re
 import shutil
 import signal
 import socket
@@ -29,9 +29,11 @@ psutil = pytest.importorskip("psutil")
 
 from bench.core.records import Candidate  # noqa: E402
 from bench.testing.dask_cluster import LoopbackDaskCluster  # noqa: E402
-from bench.testing.grids import model, prompt  # noqa: E402
+from bench.testing.grids import model, prompt, sweep_args  # noqa: E402
+from bench.testing.in_process import command, run_stages  # noqa: E402
 from bench.testing.processes import listening, tree  # noqa: E402
-from tests.sweep.test_cluster import BUDGET_S, cluster_grid, ids, started_sweep, sweep  # noqa: E402
+from tests.sweep.test_cluster import (BUDGET_S, cluster_grid, environ, ids, is_kernel, started_sweep,  # noqa: E402
+                                      sweep)
 
 KEY_VAR = "BENCH_FAKE_API_KEY"  # a provider key the sweep's model names (api_key_env)
 KEY = "sk-fake-0123456789abcdef-cluster"  # what the fake provider asks for
@@ -90,20 +92,6 @@ def wait_ended(run_dir: Path, attempt: dict, workers: list[subprocess.Popen]) ->
             return a
         time.sleep(0.05)  # polling a file another process writes
     raise AssertionError(f"{path} still says running")
-
-
-def environ(proc: psutil.Process) -> bytes:
-    try:
-        return Path(f"/proc/{proc.pid}/environ").read_bytes()
-    except OSError:
-        return b""
-
-
-def is_kernel(proc: psutil.Process) -> bool:
-    try:
-        return "ipykernel" in " ".join(proc.cmdline())
-    except psutil.Error:
-        return False
 
 
 def listening_ports(procs: list[psutil.Process]) -> dict[int, int]:
@@ -173,30 +161,8 @@ def test_local_n_is_tls_under_its_own_certificate_serves_no_http_and_keeps_keys_
     assert proc.returncode == 0, out[-3000:] + err[-3000:]
     assert "plain TCP" not in err
     assert len(ids(tmp_path / "runs" / "s", Candidate)) == 12  # every request showed the key the provider asks
-
-
-def test_a_plain_tcp_scheduler_is_warned_about_and_no_task_spec_holds_the_lease_token(tmp_path, tmp_dir, fake):
-    fake.configure(latency_ms=1500, require_key=KEY)
-    with LoopbackDaskCluster(1, nthreads=2, env=keyed_env(tmp_dir)) as c:
-        params = keyed_grid(tmp_path, fake.url)
-        with started_sweep(tmp_path, params, "--cluster", c.address, "--no-report", **keyed_env(tmp_dir)) as proc:
-            wait_running(tmp_path / "runs" / "s", proc)
-            kernel = next(p for w in c.workers for p in psutil.Process(w.pid).children(recursive=True)
-                          if is_kernel(p))
-            token = re.search(rb"BENCH_LIMITS_TOKEN=([0-9a-f]+)", environ(kernel)).group(1)
-            from distributed import Client
-
-            with Client(c.address, timeout="30s") as client:
-                # every task's spec as a client would get it, pickled on the scheduler (a lambda: sent by value)
-                specs = client.run_on_scheduler(
-                    lambda dask_scheduler: [pickle.dumps(t.run_spec) for t in dask_scheduler.tasks.values()])
-            assert specs and not [s for s in specs if token in s], "the lease token travels in a task spec"
-            out, err = proc.communicate(timeout=BUDGET_S)
-    assert proc.returncode == 0, out[-3000:] + err[-3000:]
-    warning = [ln for ln in err.splitlines() if "plain TCP" in ln]
-    assert len(warning) == 1 and c.address in warning[0], err[-3000:]
-    assert "lease token" in warning[0] and "provider keys" in warning[0] and "record" in warning[0]
-    assert err.index(warning[0]) == 0  # the first thing the sweep says on stderr, before it connects
+    lines = [json.loads(ln) for ln in (tmp_path / "runs" / "s" / "executions.jsonl").read_text().splitlines()]
+    assert len(lines) == 2 and all(a["status"] == "ok" and a["worker"].startswith("tls://127.0.0.1:") for a in lines)
 
 
 def test_a_tls_scheduler_is_reached_with_the_params_certificates(tmp_path, tmp_dir, fake):
@@ -209,15 +175,15 @@ def test_a_tls_scheduler_is_reached_with_the_params_certificates(tmp_path, tmp_d
     section = {"tls_ca_file": "certs/ca.pem", "tls_client_cert": "certs/cert.pem", "tls_client_key": "certs/key.pem"}
     with LoopbackDaskCluster(1, nthreads=2, tls=(ca, cert, key), env={KEY_VAR: ""}) as c:
         assert c.address.startswith("tls://")
-        bad = sweep(tmp_path, keyed_grid(tmp_path, fake.url, cluster={**section, "tls_client_key": "certs/no.pem"}),
-                    "--cluster", c.address, "--no-report")
-        assert bad.returncode == 2 and "cluster.tls_client_key: cannot read" in bad.stderr, bad.stderr[-2000:]
-        none = sweep(tmp_path, keyed_grid(tmp_path, fake.url), "--cluster", c.address, "--no-report")
+        bad = command(tmp_path, *sweep_args(keyed_grid(tmp_path, fake.url, cluster={
+            **section, "tls_client_key": "certs/no.pem"}), "--cluster", c.address))
+        assert bad.returncode == 2 and "cluster.tls_client_key: cannot read" in bad.stderr, bad.log
+        none = command(tmp_path, *sweep_args(keyed_grid(tmp_path, fake.url), "--cluster", c.address))
         assert none.returncode == 2 and "a tls:// scheduler needs this driver's certificate" in none.stderr
         assert "DASK_DISTRIBUTED__COMM__TLS__CA_FILE" in none.stderr
-        result = sweep(tmp_path, keyed_grid(tmp_path, fake.url, cluster=section), "--cluster", c.address,
-                       "--no-report", **{KEY_VAR: KEY})
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        result = command(tmp_path, *sweep_args(keyed_grid(tmp_path, fake.url, cluster=section), "--cluster",
+                                               c.address), **{KEY_VAR: KEY})
+    assert result.returncode == 0, result.log
     assert "plain TCP" not in result.stderr
     # the worker's own environment had no key: its kernels got the driver's, sent over TLS in the worker plugin
     assert len(ids(tmp_path / "runs" / "s", Candidate)) == 12
@@ -238,6 +204,7 @@ def test_a_driver_killed_mid_sweep_leaves_nothing_open_for_the_next_sweep(tmp_pa
     _, still = psutil.wait_procs(procs[1:], timeout=BUDGET_S)  # the driver's workers and kernels die with it
     assert not still, still
     assert all(p.exists() for p in (tmp / n for n in left))  # a SIGKILL leaves them: the next sweep must clean up
+    fake.configure(latency_ms=0)  # the rest answered at once
     lines, closed = resumed_after_kill(tmp_path, params, tmp_dir, running, proc.pid)
     open_now = [p for p in (run_dir / "attempts").glob("*.json") if json.loads(p.read_text())["status"] == "running"]
     assert not open_now
@@ -259,44 +226,25 @@ def test_an_attempt_its_worker_ends_after_the_driver_was_killed_is_recorded_as_l
             proc.wait(timeout=60)
         ended = wait_ended(run_dir, running, c.workers)
     assert not (run_dir / "executions.jsonl").exists()  # the killed driver recorded nothing
-    lines, closed = resumed_after_kill(tmp_path, params, tmp_dir, running, proc.pid)
+    fake.configure(latency_ms=0)  # the rest answered at once
+    lines, closed = resumed_after_kill(tmp_path, params, tmp_dir, running, proc.pid, in_process=True)
     assert f"its worker had ended it {ended['status']}" in closed[0]["reason"]
     left = [json.loads(p.read_text()) for p in (run_dir / "attempts").glob("*.json")]
     killed = [(a["name"], a["attempt"]) for a in left if a["sweep"] == running["sweep"]]
     assert sorted((a["name"], a["attempt"]) for a in lines if a["status"] == "lost") == sorted(killed)
-    again = sweep(tmp_path, params, "--no-report", **keyed_env(tmp_dir))  # each is recorded once, never again
-    assert again.returncode == 0 and "recorded as lost" not in again.stdout, again.stdout[-3000:]
+    again = run_stages(tmp_path, params, **{KEY_VAR: KEY})  # each is recorded once, never again
+    assert again.returncode == 0 and "recorded as lost" not in again.stdout, again.log
     assert [json.loads(ln) for ln in (run_dir / "executions.jsonl").read_text().splitlines()][:len(lines)] == lines
     assert len((run_dir / "executions.jsonl").read_text().splitlines()) == len(lines) + 1  # the new sweep's own
 
 
-def test_a_local_driver_killed_mid_sweep_has_its_execution_recorded_as_lost_by_the_next(tmp_path, tmp_dir, fake):
-    fake.configure(latency_ms=2500, require_key=KEY)
-    params = keyed_grid(tmp_path, fake.url)
+def resumed_after_kill(tmp_path, params, tmp_dir, running, pid, in_process=False):
+    """Sweep again after the driver ``pid`` was killed mid-attempt ``running`` (``in_process``: in this process, whose
+    temporary folder is not ``tmp_dir``); check the new sweep recorded that attempt as lost exactly once, naming the
+    dead driver. Return executions.jsonl's lines and that attempt's."""
     run_dir = tmp_path / "runs" / "s"
-    # no cluster: executions run in the driver
-    with started_sweep(tmp_path, params, "--no-report", **keyed_env(tmp_dir)) as proc:
-        deadline = time.monotonic() + BUDGET_S
-        while not (list((run_dir / "attempts").glob("*.local-*.json")) and any(run_dir.glob("candidates*.jsonl"))):
-            assert proc.poll() is None and time.monotonic() < deadline, "the sweep ended before it could be killed"
-            time.sleep(0.05)  # polling files another process writes
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=60)
-    assert not (run_dir / "executions.jsonl").exists()  # the killed driver recorded nothing
-    result = sweep(tmp_path, params, "--no-report", **keyed_env(tmp_dir))
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    lines = [json.loads(ln) for ln in (run_dir / "executions.jsonl").read_text().splitlines()]
-    lost = [a for a in lines if a["status"] == "lost"]
-    assert len(lost) == 1 and f"pid {proc.pid} on" in lost[0]["reason"] and lost[0]["worker"] == f"local:{proc.pid}"
-    assert [a["status"] for a in lines if a not in lost] == ["ok"]
-    assert not list((run_dir / "attempts").glob("*.json"))  # nothing left open
-
-
-def resumed_after_kill(tmp_path, params, tmp_dir, running, pid):
-    """Sweep again after the driver ``pid`` was killed mid-attempt ``running``; check the new sweep recorded that
-    attempt as lost exactly once, naming the dead driver. Return executions.jsonl's lines and that attempt's."""
-    run_dir = tmp_path / "runs" / "s"
-    result = sweep(tmp_path, params, "--no-report", **keyed_env(tmp_dir))
+    result = (run_stages(tmp_path, params, **{KEY_VAR: KEY}) if in_process
+              else sweep(tmp_path, params, "--no-report", **keyed_env(tmp_dir)))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "recorded as lost" in result.stdout
     lines = [json.loads(ln) for ln in (run_dir / "executions.jsonl").read_text().splitlines()]

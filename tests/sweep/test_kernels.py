@@ -1,8 +1,10 @@
-"""A sweep's kernels, started the ordinary way (papermill, bench.kernels' kernel manager): one per execution, the
-run reaching it as papermill parameters (never a BENCH_* variable of its own), none left behind, and none started
-by a sweep its preflight refuses."""
+"""A sweep's kernels, started the ordinary way (papermill, bench.kernels' kernel manager): none started by a sweep
+its preflight refuses; the helpers that find a sweep's kernels and read what papermill told them. One kernel per
+execution, told the run by parameters, none outliving it: tests/sweep/test_jobs.py."""
 
+import os
 import socket
+import threading
 import time
 from contextlib import contextmanager
 
@@ -10,7 +12,7 @@ import nbformat
 import psutil
 
 from bench.testing import grids
-from bench.testing.grids import started, sweep_args
+from bench.testing.in_process import command
 from bench.testing.processes import tree
 
 
@@ -48,20 +50,6 @@ def two_models(tmp_path, url, other_url):
                               grids.model("m2", other_url, name="fake-b")])
 
 
-def watch(proc, timeout_s=120.0) -> dict[int, set[str]]:
-    """Return every kernel PID seen under ``proc`` until it ends, with the BENCH_* names of its environment."""
-    seen: dict[int, set[str]] = {}
-    deadline = time.monotonic() + timeout_s
-    while proc.poll() is None and time.monotonic() < deadline:
-        for pid in kernels(proc.pid) - set(seen):
-            try:
-                seen[pid] = {k for k in psutil.Process(pid).environ() if k.startswith("BENCH_")}
-            except psutil.Error:  # gone meanwhile: counted, its environment unknown
-                seen[pid] = set()
-        time.sleep(0.05)  # polling processes another process starts
-    return seen
-
-
 def parameters(notebook) -> dict[str, object]:
     """Return the parameters papermill injected into an executed notebook (its ``injected-parameters`` cell)."""
     nb = nbformat.read(str(notebook), as_version=4)
@@ -71,34 +59,23 @@ def parameters(notebook) -> dict[str, object]:
     return values
 
 
-def test_each_execution_starts_its_own_kernel_told_the_run_by_parameters_and_none_outlives_it(tmp_path, fake):
-    params = two_models(tmp_path, fake.url, fake.url)
-    env = grids.env(tmp_path)
-    with started(tmp_path, *sweep_args(params, "--jobs", "2")) as proc:
-        seen = watch(proc)
-        out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0, out + err
-    assert "collect.job1: ok" in out and "collect.job2: ok" in out
-    assert len(seen) == 2, seen  # two executions, two kernel processes: nothing is shared between them
-    assert not alive(set(seen))
-    driver = {k for k in env if k.startswith("BENCH_")}
-    assert all(names <= driver for names in seen.values()), seen  # no BENCH_* channel of the sweep's own
-    for job in ("job1", "job2"):
-        given = parameters(tmp_path / "runs/g/notebooks" / f"01_collect.{job}.ipynb")
-        assert str(given["lease_server"]).startswith("unix:") and given["sweep_cap"] == 8, given
-        assert given["lock_held"] is True and given["progress"] == "sweep" and given["shard"] == job, given
-        assert given["run_dir"] == str(tmp_path / "runs/g") and given["batch"] is False, given
-
-
 def test_a_sweep_refused_by_its_preflight_starts_no_kernel_and_records_nothing(tmp_path, fake):
+    """`bench sweep --jobs 2` in this process, watched from here for a kernel of its own until it ends."""
     with silent_server() as silent:
         params = two_models(tmp_path, fake.url, silent)
-        with started(tmp_path, *sweep_args(params, "--jobs", "2")) as proc:
-            seen = watch(proc)
-            out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 2, out + err
+        done: list = []
+        args = grids.sweep_args(params, "--jobs", "2")
+        swept = threading.Thread(target=lambda: done.append(command(tmp_path, *args)))
+        swept.start()
+        seen: set[int] = set()
+        while swept.is_alive():
+            seen |= kernels(os.getpid())
+            time.sleep(0.05)  # polling the processes a command starts
+        swept.join()
+    [out] = done
+    assert out.returncode == 2, out.log
     assert not seen, seen  # kernels start with their executions, after the preparation
-    assert f"api_base {silent} did not answer within 3 s" in err, err
-    assert "model caps" not in out and "collect:" not in out
+    assert f"api_base {silent} did not answer within 3 s" in out.stderr, out.stderr
+    assert "model caps" not in out.stdout and "collect:" not in out.stdout
     run_dir = tmp_path / "runs" / "g"
     assert not (run_dir / "executions.jsonl").exists() and not (run_dir / "notebooks").exists()

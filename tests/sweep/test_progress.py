@@ -1,8 +1,7 @@
 """ClusterProgress: a sweep's progress in the driver, read from the run folder the executions write.
 
 Terminal: plain lines, when the counts changed or a heartbeat is due; in a Jupyter kernel: one display,
-updated. End to end: a real `bench sweep --jobs 2` (two papermill executions writing their own shards)
-followed from another process, whose final line has every answer and judgment, per model.
+updated. A real `bench sweep --jobs 3` followed from its run folder: tests/sweep/test_jobs.py.
 """
 
 from __future__ import annotations
@@ -10,16 +9,11 @@ from __future__ import annotations
 import io
 import os
 import re
-import subprocess
 
 import pytest
 
-from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
-from bench.estimate import planned_per_model, planned_progress
-from bench.run import open_run
 from bench.sweep.cluster import ClusterProgress
-from bench.testing import grids
 from bench.testing.grids import ROOT
 from bench.testing.records import candidate, judgment
 from tests.core.test_progress import outputs
@@ -134,41 +128,3 @@ progress.close()
     assert texts[2].startswith("collect 4/4 (100%) · gpt-x 2/2 · llama 2/2 · failed 1")
     html = shown[-1]["content"]["data"]["text/html"]
     assert html.count("<progress") == 3 and "value='2' max='2'" in html and "4/4 (100%)" in html
-
-
-# -- end to end: a sweep of two executions, followed from its run folder --------------------------------------
-
-def test_a_two_execution_sweep_followed_from_its_run_folder(tmp_path, fake, monkeypatch):
-    monkeypatch.setenv("BENCH_RUNS", str(tmp_path / "runs"))
-    fake.configure(latency_ms=150)
-    params = grids.grid(tmp_path / "g.yaml", fake.url, topics=8,
-                        models=[grids.model("m1", fake.url), grids.model("m2", fake.url, name="fake-b")],
-                        judges=[grids.judge("grader", fake.url)],
-                        limits={"max_concurrency": 2, "timeout_s": 10, "retries": 0})
-    run = open_run(params)
-    assert planned_per_model(run) == {"m1": 8, "m2": 8}
-    planned = planned_progress(run)
-    assert planned.judgments == 16 and planned.cells == {"m1/p@v1", "m2/p@v1"}
-    assert planned.rubrics == {("grader", "tip-v1@1")}  # rubrics/tip-v1.md: id tip-v1, version 1
-    out = io.StringIO()
-    progress = ClusterProgress.for_run(run, mode="text", every_s=0, heartbeat_s=3600, out=out)
-    with grids.started(tmp_path, *grids.sweep_args(params, "--jobs", "2"), stderr=subprocess.STDOUT) as proc:
-        while True:  # the driver's wait loop: update, then wait a little for the sweep to end
-            progress.update()
-            try:
-                proc.wait(timeout=0.1)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        log = proc.communicate(timeout=60)[0]
-    assert proc.returncode == 0, log
-    final = progress.close()
-    assert final.startswith("collect 16/16 (100%) · m1 8/8 · m2 8/8 · judged 16/16 (100%) · failed 0"), final
-    counts = [tuple(int(n) for n in re.match(r"collect (\d+)/16 .* judged (\d+)/16", ln).groups())
-              for ln in out.getvalue().splitlines()]
-    assert counts == sorted(counts) and len(set(counts[:-1])) == len(counts) - 1  # forward, a line per change,
-    assert out.getvalue().splitlines()[-1] == final  # and close's final line
-    assert any(0 < answers < 16 for answers, _ in counts), counts  # seen while the executions were writing
-    store = RunStore(tmp_path / "runs" / "g")
-    assert len([p for p in store.files(Candidate) if p.name != "candidates.jsonl"]) == 2, store.files(Candidate)
-    assert len(store.done_ids(Candidate)) == 16 and len(store.done_ids(Judgment)) == 16

@@ -27,7 +27,7 @@ from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
 from bench.run import open_run
 from bench.stage_runs import run_collect
-from bench.testing.grids import ROOT, bench, grid, judge, model, prompt, sweep
+from bench.testing.grids import ROOT, grid, judge, model, prompt
 from bench.testing.in_process import command, run_stages
 
 TOPICS = 4

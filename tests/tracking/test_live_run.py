@@ -1,10 +1,12 @@
 """A sweep's parent MLflow run is live: RUNNING with growing progress metrics while the sweep runs, then FINISHED,
 FAILED or KILLED with the exit code as a tag; a driver killed with -9 leaves a run the next sweep marks KILLED.
 
-Every sweep runs as `bench sweep` in a subprocess against the loopback fake provider (with latency, so that it
-runs long enough to be watched), and is watched from here through MlflowClient on the run folder's own store (and,
-in one test, on a team tracking server: `mlflow server` on a throwaway PostgreSQL, on loopback).
-Waits poll the store until what is awaited shows up (no fixed sleep).
+The sweeps run against the loopback fake provider and are watched from here through MlflowClient on the run folder's
+own store, or on a team tracking server (`mlflow server` on a throwaway PostgreSQL, on loopback); waits poll the
+store until what is awaited shows up (no fixed sleep). A sweep killed or interrupted runs as `bench sweep` in a
+subprocess; the others run in-process (bench.testing.in_process). The run growing, then killed with -9 and resumed
+on its own store: tests/sweep/test_kill_resume.py; ending FAILED with exit code 3: tests/sweep/test_sweep.py; with
+exit code 1: tests/sweep/test_exit_codes.py.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import pytest
 
 from bench.core.runlock import is_held, run_lock
 from bench.testing import grids
-from bench.testing.grids import bench, started, sweep, sweep_args
+from bench.testing.grids import started, sweep_args
+from bench.testing.in_process import command, run_stages
 from bench.testing.postgres import LoopbackPostgres
 from bench.tracking.live import mark_crashed
 from bench.tracking.mlflow_store import _import_mlflow
@@ -90,85 +93,28 @@ def done(c, run_id: str) -> float:
     return c.get_run(run_id).data.metrics.get("progress.collect.done", 0.0)
 
 
-def test_the_parent_run_is_running_with_growing_metrics_then_finished_with_its_exit_code(tmp_path, fake):
-    fake.configure(latency_ms=300)
-    params = grid(tmp_path, fake.url)
-    run_dir = tmp_path / "runs/live"
-    t0 = time.monotonic()
-    with started(tmp_path, *sweep_args(params, track=True), **LIVE) as proc:
-        run_id = wait_for("RUNNING run", lambda: running(run_dir), proc)
-        c = client(run_dir)
-        first = wait_for("progress metric above 0", lambda: done(c, run_id), proc)
-        assert c.get_run(run_id).info.status == "RUNNING"
-        grown = wait_for("a larger progress metric", lambda: done(c, run_id) > first and done(c, run_id), proc)
-        assert first < grown < TOPICS and c.get_run(run_id).info.status == "RUNNING"
-        assert not mark_crashed(run_dir)  # its driver holds the lock: it is running, not crashed
-        assert c.get_run(run_id).info.status == "RUNNING"
-        out, err = proc.communicate(timeout=300)
-    elapsed = time.monotonic() - t0
-    assert proc.returncode == 0, out + err
-    (parent,) = sweep_runs(run_dir, any_folder=True)  # the end-of-sweep logging went into the live run: no second
-    assert parent.info.run_id == run_id and parent.info.status == "FINISHED"
-    assert parent.data.tags["bench.exit_code"] == "0" and "bench.grid" in parent.data.tags
-    assert parent.data.params["scenarios"] == str(TOPICS) and parent.data.metrics["answers.n"] == TOPICS
-    children = c.search_runs([parent.info.experiment_id], filter_string="tags.`bench.level` = 'cell'")
-    assert children and all(r.data.tags["mlflow.parentRunId"] == run_id for r in children)
-    history = c.get_metric_history(run_id, "progress.collect.done")
-    assert history[-1].value == TOPICS and [m.value for m in history] == sorted(m.value for m in history)
-    assert len(history) <= elapsed / 1 + 2 < TOPICS  # one batch a second at most, never one per answer
-    assert [m.step for m in history] == sorted(m.step for m in history)  # step: seconds since the sweep started
-    assert history[-1].step <= elapsed
-    assert parent.data.metrics["progress.collect.planned"] == TOPICS and "progress.cost_usd" in parent.data.metrics
-
-
-def test_items_still_failed_end_the_run_failed_with_exit_code_3(tmp_path, fake):
-    fake.configure(replies=[{"match": "about t3.", "status": 503}])
-    result = sweep(tmp_path, grid(tmp_path, fake.url), track=True, **LIVE)
-    assert result.returncode == 3, result.stdout + result.stderr
-    (parent,) = sweep_runs(tmp_path / "runs/live")
-    assert parent.info.status == "FAILED" and parent.data.tags["bench.exit_code"] == "3"
-    assert parent.data.metrics["progress.collect.failed"] == 1
-    assert parent.data.metrics["progress.collect.done"] == TOPICS
-    again = bench(tmp_path, "track", str(tmp_path / "runs/live"))  # tracked again later: the same run, still
-    assert again.returncode == 0, again.stdout + again.stderr  # saying how its sweep ended
-    (tracked,) = sweep_runs(tmp_path / "runs/live", any_folder=True)
-    assert (tracked.info.run_id, tracked.info.status, tracked.info.end_time) == (parent.info.run_id, "FAILED",
-                                                                                 parent.info.end_time)
-
-
 def test_a_sweep_refused_before_its_stages_start_creates_no_run(tmp_path, fake):
     price = {"input_per_mtok": 1000.0, "output_per_mtok": 1000.0}  # the estimate passes the budget: nothing starts
     params = grid(tmp_path, fake.url, models=[grids.model("m1", fake.url, price=price)],
                   limits={"budget_usd": 0.001})
-    result = sweep(tmp_path, params, track=True, **LIVE)
-    assert result.returncode == 4, result.stdout + result.stderr
+    result = command(tmp_path, "sweep", str(params), "--no-report", **LIVE)  # tracking on
+    assert result.returncode == 4, result.log
     assert not (tmp_path / "runs/live/mlflow.db").exists()  # nothing started: no run, no store
 
 
 def test_a_budget_reached_while_running_ends_the_run_killed_with_exit_code_4(tmp_path, fake):
     model = grids.model("m1", fake.url, price={"input_per_mtok": 1000.0, "output_per_mtok": 1000.0},
                         params={"max_tokens": 40})
-    first = sweep(tmp_path, grid(tmp_path, fake.url, models=[model], topics=2, limits={"budget_usd": 0.2}))
-    assert first.returncode == 0, first.stdout + first.stderr  # short answers: the estimate expects them again
+    first = run_stages(tmp_path, grid(tmp_path, fake.url, models=[model], topics=2, limits={"budget_usd": 0.2}))
+    assert first.returncode == 0, first.log  # short answers: the estimate expects them again
     fake.configure(replies=[{"match": "One tip", "content": " ".join(["word"] * 30)}])  # ten times longer
-    stopped = sweep(tmp_path, grid(tmp_path, fake.url, models=[model], topics=12, limits={"budget_usd": 0.2}),
-                    track=True, **LIVE)
-    assert stopped.returncode == 4 and "collect: STOPPED (BudgetReached)" in stopped.stdout, stopped.stdout
+    stopped = run_stages(tmp_path, grid(tmp_path, fake.url, models=[model], topics=12, limits={"budget_usd": 0.2}),
+                         track=True, **LIVE)
+    assert stopped.returncode == 4 and "collect: STOPPED (BudgetReached)" in stopped.stdout, stopped.log
     (parent,) = sweep_runs(tmp_path / "runs/live")
     assert parent.info.status == "KILLED" and parent.data.tags["bench.exit_code"] == "4"
     assert parent.data.tags["bench.budget_usd"] == "0.2"
     assert 0 < parent.data.metrics["progress.cost_usd"] <= 0.2 and "answers.n" in parent.data.metrics
-
-
-def test_a_crashed_stage_ends_the_run_failed_with_its_progress_only(tmp_path, fake):
-    (tmp_path / "runs/live/candidates.jsonl").mkdir(parents=True)  # the collect execution cannot append
-    result = sweep(tmp_path, grid(tmp_path, fake.url), track=True, **LIVE)
-    assert result.returncode == 1, result.stdout + result.stderr
-    (parent,) = sweep_runs(tmp_path / "runs/live")
-    assert parent.info.status == "FAILED" and parent.data.tags["bench.exit_code"] == "1"
-    assert "bench.grid" not in parent.data.tags and "progress.collect.done" in parent.data.metrics
-    assert not client(tmp_path / "runs/live").search_runs([parent.info.experiment_id],
-                                                          filter_string="tags.`bench.level` = 'cell'")
 
 
 def test_an_interrupted_sweep_ends_killed_with_exit_code_130(tmp_path, fake):
@@ -200,27 +146,6 @@ def kill_running_sweep(tmp_path: Path, params: Path, uri: str | None = None) -> 
     return run_id
 
 
-@pytest.mark.parametrize("marked_by", ["mark_crashed", "the next sweep"])
-def test_a_driver_killed_with_9_leaves_a_run_marked_killed_and_the_next_sweep_resumes_in_a_new_run(
-        tmp_path, fake, marked_by):
-    fake.configure(latency_ms=300)
-    params = grid(tmp_path, fake.url)
-    run_dir = tmp_path / "runs/live"
-    crashed = kill_running_sweep(tmp_path, params)
-    if marked_by == "mark_crashed":
-        assert mark_crashed(run_dir) is True
-        assert mark_crashed(run_dir) is False  # once only
-        assert client(run_dir).get_run(crashed).info.status == "KILLED"
-    fake.configure(latency_ms=0)
-    resumed = sweep(tmp_path, params, track=True, **LIVE)
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    first, second = sweep_runs(run_dir)
-    assert first.info.run_id == crashed and first.info.status == "KILLED"
-    assert first.data.tags["bench.ended"] == "crashed" and "bench.exit_code" not in first.data.tags
-    assert second.info.status == "FINISHED" and second.data.tags["bench.exit_code"] == "0"
-    assert second.data.metrics["progress.collect.done"] == TOPICS and second.data.metrics["answers.n"] == TOPICS
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[TrackingServer]:
     """A team's tracking server on loopback: `mlflow server` on a throwaway PostgreSQL, stopped by PID."""
@@ -244,8 +169,8 @@ def test_on_a_tracking_server_only_this_folder_s_crashed_run_is_marked(tmp_path,
     crashed = kill_running_sweep(tmp_path, params, uri)
     assert not (run_dir / "mlflow.db").exists()  # everything went to the server
     fake.configure(latency_ms=0)
-    resumed = sweep(tmp_path, params, track=True, MLFLOW_TRACKING_URI=uri, **LIVE)
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    resumed = run_stages(tmp_path, params, track=True, MLFLOW_TRACKING_URI=uri, **LIVE)  # the next sweep marks it
+    assert resumed.returncode == 0, resumed.log
     first, second = sweep_runs(run_dir, uri)
     assert (first.info.run_id, first.info.status, first.data.tags["bench.ended"]) == (crashed, "KILLED", "crashed")
     assert second.info.status == "FINISHED" and second.data.tags["bench.exit_code"] == "0"

@@ -2,7 +2,8 @@
 appears, a tenth of the way, and halfway through its migrations) leaves a store the next `bench track` logs to.
 
 Before the fix the store was made in place: a kill mid-migration left a half-made ``mlflow.db`` and every later
-run printed ``OperationalError … table … already exists`` and logged nothing (still exiting 0).
+run printed ``OperationalError … table … already exists`` and logged nothing (still exiting 0). A store an older
+bench left half-made, and a tracking server that refuses, are tracked in-process (bench.testing.in_process).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from bench.testing import grids
 from bench.testing.grids import started
+from bench.testing.in_process import command, run_stages
 
 MADE_BYTES = 950_000  # an MLflow 3 sqlite store once made (its migrations write it up from 0)
 
@@ -57,7 +59,7 @@ def being_made(run_dir: Path) -> int | None:
 
 def test_a_half_made_store_an_older_bench_left_is_set_aside_and_made_anew(tmp_path, fake):
     params = grids.grid(tmp_path / "t.yaml", fake.url, name="t", topics=2)
-    assert grids.sweep(tmp_path, params).returncode == 0
+    assert run_stages(tmp_path, params).returncode == 0
     run_dir = tmp_path / "runs" / "t"
     made_in_place = ("from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore as S; "
                      f"S('sqlite:///{run_dir / 'mlflow.db'}', '{(run_dir / 'mlartifacts').as_uri()}')")
@@ -71,7 +73,7 @@ def test_a_half_made_store_an_older_bench_left_is_set_aside_and_made_anew(tmp_pa
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    again = grids.bench(tmp_path, "track", str(run_dir))
+    again = command(tmp_path, "track", str(run_dir))
     said = again.stdout + again.stderr
     assert again.returncode == 0 and "logged to MLflow" in said and "failed" not in said, said[-2000:]
     assert said.count("was left half-made") == 1 and len(list(run_dir.glob("mlflow.db.half-made-*"))) >= 1, said
@@ -82,8 +84,8 @@ def test_a_tracking_failure_is_said_once_with_its_effect(tmp_path, fake):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     params = grids.grid(tmp_path / "t.yaml", fake.url, name="t", topics=2)
-    done = grids.sweep(tmp_path, params, track=True, MLFLOW_TRACKING_URI=f"http://127.0.0.1:{port}",
-                       MLFLOW_HTTP_REQUEST_MAX_RETRIES="0", MLFLOW_HTTP_REQUEST_TIMEOUT="5")
+    done = run_stages(tmp_path, params, track=True, MLFLOW_TRACKING_URI=f"http://127.0.0.1:{port}",
+                      MLFLOW_HTTP_REQUEST_MAX_RETRIES="0", MLFLOW_HTTP_REQUEST_TIMEOUT="5")
     failures = [line for line in (done.stdout + done.stderr).splitlines() if "tracking:" in line and "failed" in line]
     assert done.returncode == 0 and len(failures) == 1, done.stdout[-3000:] + done.stderr[-3000:]
     assert "not logged to MLflow" in failures[0] and "records are unaffected" in failures[0], failures

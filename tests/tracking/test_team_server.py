@@ -1,10 +1,12 @@
 """A team tracking server (issue 16, point 7): a real PostgreSQL from Debian's package and a real `mlflow server` on
-it, both on 127.0.0.1; a sweep logs there through MLFLOW_TRACKING_URI; runs, params, metrics, traces and assessments
-read back through MlflowClient; re-tracking adds no duplicate; a PostgreSQL that refuses is one message before
-anything starts; everything stopped by PID, no process left behind."""
+it, both on 127.0.0.1; a sweep (`bench sweep --jobs 2`, a shard per execution) logs there through
+MLFLOW_TRACKING_URI, credentials in it never printed; runs, params, metrics, traces and assessments read back through
+MlflowClient; re-tracking adds no duplicate; a PostgreSQL that refuses is one message before anything starts;
+everything stopped by PID, no process left behind."""
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -17,8 +19,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bench.testing.dask_cluster import LoopbackDaskCluster
-from bench.testing.grids import ROOT, bench, env, grid, judge, model, started, sweep
+from bench.testing.grids import ROOT, env, grid, judge, model, started, sweep
+from bench.testing.in_process import command
 from bench.testing.postgres import LoopbackPostgres
 from bench.testing.processes import free_port, listening, read_line, tree
 from bench.tracking.server import TrackingServer
@@ -27,13 +29,6 @@ PASSWORD = "Team-Secret-Pw-4821"  # in the backend URI (trust auth ignores it): 
 SWEEP = "team"
 CELLS = {"m1/p@v1", "m2/p@v1"}
 TOPICS = 4
-
-
-def run_sweep(tmp: Path, params: Path, tracking_uri: str) -> subprocess.CompletedProcess:
-    """The sweep of this test: on a real two-worker Dask cluster on loopback, logging to the team server."""
-    with LoopbackDaskCluster(2, nthreads=2) as cluster:
-        return sweep(tmp, params, "--cluster", cluster.address, track=True, timeout=600,
-                     MLFLOW_TRACKING_URI=tracking_uri)
 
 
 @pytest.fixture(scope="module")
@@ -82,12 +77,16 @@ def test_both_servers_listen_on_loopback_only(postgres, server):
     assert re.fullmatch(r"http://127\.0\.0\.1:\d+", server.uri)
 
 
-def test_a_sweep_logs_to_the_team_server_and_retracking_duplicates_nothing(tmp_path, fake, postgres, server):
+def test_a_sweep_logs_to_the_team_server_credentials_unseen_and_retracking_duplicates_nothing(tmp_path, fake,
+                                                                                              postgres, server):
+    """MLFLOW_TRACKING_URI=http://user:password@host: MLflow's own "View run at" lines printed it once per run."""
     params = grid(tmp_path / "team.yaml", fake.url, name=SWEEP, topics=TOPICS,
                   models=[model("m1", fake.url), model("m2", fake.url)], judges=[judge("grader", fake.url)])
-    out = run_sweep(tmp_path, params, server.uri)
+    assert server.uri.startswith("http://")
+    with_credentials = server.uri.replace("http://", f"http://team:{PASSWORD}@")
+    out = sweep(tmp_path, params, "--jobs", "2", track=True, timeout=600, MLFLOW_TRACKING_URI=with_credentials)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    assert "tracking: logged to MLflow" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "tracking: logged to MLflow at http://***@" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
     run_dir = tmp_path / "runs" / SWEEP
     assert not (run_dir / "mlflow.db").exists()  # the team server's store, not the run folder's own
 
@@ -100,9 +99,9 @@ def test_a_sweep_logs_to_the_team_server_and_retracking_duplicates_nothing(tmp_p
     assert len(parents) == 1 and set(cells) == CELLS and len(runs) == 1 + len(CELLS)
     parent = parents[0]
     assert parent.data.params["cells"] == str(len(CELLS))
-    ran_on = {line.split('"worker": "')[1].split('"')[0] for line in (run_dir / "executions.jsonl").read_text().splitlines()}
-    assert all(w.startswith("tcp://127.0.0.1:") for w in ran_on)  # Dask workers
-    assert parent.data.tags["bench.workers"] == str(len(ran_on))
+    ran = [json.loads(line) for line in (run_dir / "executions.jsonl").read_text().splitlines()]
+    assert sorted(a["name"] for a in ran) == ["collect.job1", "collect.job2"]
+    assert parent.data.tags["bench.workers"] == str(len({a["worker"] for a in ran})) == "1"  # one driver
     assert parent.data.params["judge.grader.rubric"].startswith("tip-v1")
     assert parent.data.metrics["answers.n"] == parent.data.metrics["judge.grader.n"] == TOPICS * len(CELLS)
     for cell, run in cells.items():
@@ -116,12 +115,13 @@ def test_a_sweep_logs_to_the_team_server_and_retracking_duplicates_nothing(tmp_p
     assert len(assessed) == len(set(assessed)) == len(traces) * 4  # 3 criteria + composite, each once
     assert {name for _, name in assessed} == {f"grader.{c}" for c in ("relevance", "actionability", "tone",
                                                                       "composite")}
-    # the records went to the shared artifact destination through the server
+    # the records went to the shared artifact destination through the server: each execution's shard
     logged = {Path(f.path).name for f in client.list_artifacts(parent.info.run_id, "records")}
-    assert {"candidates", "judgments"} <= {name.split(".")[0] for name in logged}, logged  # every worker's shard
+    assert {"candidates.job1", "candidates.job2", "judgments.job1", "judgments.job2"} <= {
+        name.rsplit(".", 1)[0] for name in logged}, logged
 
-    again = bench(tmp_path, "track", str(run_dir), timeout=600, MLFLOW_TRACKING_URI=server.uri)
-    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    again = command(tmp_path, "track", str(run_dir), MLFLOW_TRACKING_URI=server.uri)
+    assert again.returncode == 0, again.log
     runs2, traces2 = _snapshot(client, exp.experiment_id)
     assert sorted(r.info.run_id for r in runs2) == sorted(r.info.run_id for r in runs)
     assert sorted(t.info.trace_id for t in traces2) == sorted(t.info.trace_id for t in traces)
@@ -133,31 +133,20 @@ def test_a_sweep_logs_to_the_team_server_and_retracking_duplicates_nothing(tmp_p
             assert PASSWORD.encode() not in path.read_bytes(), path
 
 
-def test_credentials_in_the_tracking_uri_never_reach_the_terminal(tmp_path, fake, server):
-    """MLFLOW_TRACKING_URI=http://user:password@host: MLflow's own "View run at" lines printed it once per run."""
-    assert server.uri.startswith("http://")
-    with_credentials = server.uri.replace("http://", f"http://team:{PASSWORD}@")
-    params = grid(tmp_path / "creds.yaml", fake.url, name="creds", topics=2,
-                  models=[model("m1", fake.url), model("m2", fake.url)], judges=[judge("grader", fake.url)])
-    out = sweep(tmp_path, params, track=True, timeout=600, MLFLOW_TRACKING_URI=with_credentials)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    assert "tracking: logged to MLflow at http://***@" in out.stdout, out.stdout[-2000:]
-    assert client_of(server.uri).get_experiment_by_name("bench/creds") is not None  # it did log there
-    assert PASSWORD not in out.stdout + out.stderr
-
-
 @pytest.mark.parametrize("form", ["userinfo", "libpq-query", "environment"])
-def test_a_postgres_that_refuses_is_one_line_naming_it_before_anything_starts(tmp_path, form):
-    """The password, as user:password@, as libpq's ?password= or in BENCH_BACKEND_STORE_URI, is never printed."""
+def test_a_postgres_that_refuses_is_one_line_naming_it_before_anything_starts(tmp_path, form, capfd):
+    """The password, as user:password@, as libpq's ?password= or in BENCH_BACKEND_STORE_URI, is never printed: the
+    command runs in-process, and what reached this process's file descriptors 1 and 2 meanwhile is searched too."""
     port = free_port()  # nothing listens there
     uri = (f"postgresql://team:{PASSWORD}@127.0.0.1:{port}/mlflow" if form == "userinfo" else
            f"postgresql://team@127.0.0.1:{port}/mlflow?connect_timeout=5&password={PASSWORD}")
     given = {"BENCH_BACKEND_STORE_URI": uri} if form == "environment" else {}
     before = {p.pid for p in psutil.Process().children(recursive=True)}
-    out = bench(tmp_path, "tracking-server", *([] if given else ["--backend-store-uri", uri]),
-                "--artifacts-destination", str(tmp_path / "artifacts"), "--port", str(free_port()), timeout=120,
-                **given)
-    assert out.returncode == 2, out.stdout + out.stderr
+    capfd.readouterr()
+    out = command(tmp_path, "tracking-server", *([] if given else ["--backend-store-uri", uri]),
+                  "--artifacts-destination", str(tmp_path / "artifacts"), "--port", str(free_port()), **given)
+    assert out.returncode == 2, out.log
+    assert PASSWORD not in "".join(capfd.readouterr())  # nothing printed past the command's own streams
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("bench tracking-server: error:"), out.stderr
     assert f"127.0.0.1:{port}" in lines[0] and "Connection refused" in lines[0] and "start PostgreSQL" in lines[0]

@@ -1,13 +1,12 @@
 """MLflow tracking and its UI through the real path (issue 13): one metric naming scheme on parent and child runs,
-child runs timed by their own records, progress while tracking, re-tracking that never duplicates traces or
-assessments, `bench ui` serving a run's store offline until Ctrl-C, and `import bench` keeping LiteLLM on its
-bundled price map."""
+child runs timed by their own records, re-tracking that never duplicates traces or assessments, `bench ui` serving a
+run's store offline until Ctrl-C, and `import bench` keeping LiteLLM on its bundled price map. The sweeps run
+in-process (bench.testing.in_process, tracking on); what tracking prints while it runs: tests/sweep/test_sweep.py."""
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -21,7 +20,8 @@ import pytest
 
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
-from bench.testing.grids import bench, env, grid, judge, model, started, sweep
+from bench.testing.grids import env, grid, judge, model, started
+from bench.testing.in_process import run_stages
 from bench.testing.processes import fetch_when_up, listening, read_line, tree
 
 OWN_PRICES = ("LITELLM_LOCAL_MODEL_COST_MAP",)  # not inherited from the test session: bench must set it itself
@@ -46,9 +46,9 @@ def tracked(tmp_path_factory, fake_server) -> Path:
     fake_server.reset()
     tmp = tmp_path_factory.mktemp("tracking")
     grid_file = params(tmp, fake_server.url, [judge(GRADER, fake_server.url), arena(fake_server.url)])
-    out = sweep(tmp, grid_file, track=True, timeout=600, drop=OWN_PRICES)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    assert "tracking: logged to MLflow" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
+    out = run_stages(tmp, grid_file, track=True)
+    assert out.returncode == 0, out.log
+    assert "tracking: logged to MLflow" in out.stdout, out.log
     return tmp / "runs" / "tk"
 
 
@@ -131,32 +131,20 @@ def _assessments(run_dir: Path) -> tuple[int, list[tuple[str, str]]]:
 
 def test_retracking_without_its_state_file_and_with_a_new_judge_duplicates_nothing(tmp_path, fake):
     p = params(tmp_path, fake.url, [judge(GRADER, fake.url)])
-    out = sweep(tmp_path, p, track=True, timeout=600, drop=OWN_PRICES)
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    out = run_stages(tmp_path, p, track=True)
+    assert out.returncode == 0, out.log
     run_dir = tmp_path / "runs" / "tk"
     n, first = _assessments(run_dir)
     assert n == 8 and len(first) == 8 * 4 and len(set(first)) == len(first)  # 3 criteria + composite per answer
     (run_dir / ".mlflow-state.json").unlink()  # what was logged where is forgotten (e.g. a copied run folder)
     params(tmp_path, fake.url, [judge(GRADER, fake.url), judge("second", fake.url, name="judge2")])
-    out = sweep(tmp_path, p, track=True, timeout=600, drop=OWN_PRICES)
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    out = run_stages(tmp_path, p, track=True)
+    assert out.returncode == 0, out.log
     n, after = _assessments(run_dir)
     assert n == 8  # the same traces, rewritten under the same ids
     assert len(after) == len(set(after)) == 8 * 8  # grader's 4 once, the new judge's 4 added
     assert {name for _, name in after} == {f"{j}.{c}" for j in (GRADER, "second")
                                            for c in ("relevance", "actionability", "tone", "composite")}
-
-
-def test_tracking_says_what_it_is_doing_while_it_runs(tracked, tmp_path):
-    copy = tmp_path / "runs" / "tk"
-    shutil.copytree(tracked, copy, ignore=shutil.ignore_patterns("mlflow.db", "mlartifacts", ".mlflow-state.json"))
-    out = bench(tmp_path, "track", str(copy), timeout=600, drop=OWN_PRICES, BENCH_TRACKING_PROGRESS_S="0.3")
-    assert out.returncode == 0, out.stderr[-2000:]
-    lines = out.stdout.splitlines()
-    progress = [ln for ln in lines if re.match(r"tracking: (reading the run|opening the MLflow store|runs \d+/\d+|"
-                                               r"artifacts|traces \d+/8) .*\(\d+s\)$", ln)]
-    assert progress, out.stdout
-    assert lines[-1].startswith("tracking: logged to MLflow") and lines.index(progress[0]) < len(lines) - 1
 
 
 def test_bench_ui_serves_a_run_offline_on_loopback_and_ctrl_c_stops_it_and_its_children(tracked, tmp_path):
