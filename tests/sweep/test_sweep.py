@@ -8,11 +8,10 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from bench.core.records import Candidate, Judgment
+from bench.core.records import Candidate
 from bench.core.store import RunStore
 from bench.testing import grids
 from bench.testing.grids import ROOT, bench, env, started, sweep, sweep_args
@@ -209,37 +208,6 @@ def test_the_terminal_shows_progress_and_stage_lines_not_notebook_output(tmp_pat
     assert "[judge] judge: 4 judgments planned, 4 already done, 0 new, 0 failed" in judged.stdout
     assert "  collect: ok [" in first.stdout and "  judge: ok [" in judged.stdout  # one line per execution
     assert first.stdout.splitlines()[0].startswith("sweep g: 1 cells")  # the plan first
-
-
-def test_ctrl_c_prints_one_line_saying_what_was_saved_and_how_to_resume(tmp_path, fake):
-    """SIGINT to a running sweep: exit code 130 and one line on stderr (answers and judgments saved, what is
-    left, the command that resumes), no traceback; the command then finishes the work, nothing twice."""
-    fake.configure(latency_ms=300)
-    params = judged_grid(tmp_path, fake.url, topics=12, cap=2)
-    with started(tmp_path, *sweep_args(params)) as proc:
-        deadline = time.monotonic() + 120
-        while not (fake.stats()["in_flight"] and fake.stats()["requests"] >= 3):  # the kernel's stage is in flight
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.02)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, out[-2000:] + err[-2000:]
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "Traceback" not in out + err, err
-    found = re.fullmatch(r"interrupted: (\d+) of 12 answers and (\d+) of 12 judgments saved in (\S+); "
-                         r"(\d+) answers and (\d+) judgments left; resume with: bench sweep (\S+)", lines[0])
-    assert found, lines[0]
-    store = RunStore(tmp_path / "runs/g")
-    answers, judgments = len(store.done_ids(Candidate)), len(store.done_ids(Judgment))
-    assert [int(found[i]) for i in (1, 2, 4, 5)] == [answers, judgments, 12 - answers, 12 - judgments]
-    assert answers < 12 and Path(found[3]) == tmp_path / "runs/g" and found[6] == str(params)
-    assert "FAILED" not in out and "report:" not in out  # an interrupt is not a crash, and renders nothing
-
-    fake.configure(latency_ms=0)
-    resumed = sweep(tmp_path, params)
-    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
-    ok = [c.id for c in store.read(Candidate) if c.ok]
-    assert len(ok) == len(set(ok)) == 12 and len(store.done_ids(Judgment)) == 12
 
 
 def test_judging_before_anything_was_collected_says_how_to_collect(tmp_path, fake):

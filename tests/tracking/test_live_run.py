@@ -171,20 +171,6 @@ def test_a_crashed_stage_ends_the_run_failed_with_its_progress_only(tmp_path, fa
                                                           filter_string="tags.`bench.level` = 'cell'")
 
 
-def test_an_interrupted_sweep_ends_killed_with_exit_code_130(tmp_path, fake):
-    fake.configure(latency_ms=300)
-    run_dir = tmp_path / "runs/live"
-    with started(tmp_path, *sweep_args(grid(tmp_path, fake.url), track=True), **LIVE) as proc:
-        run_id = wait_for("RUNNING run", lambda: running(run_dir), proc)
-        wait_for("progress", lambda: done(client(run_dir), run_id), proc)
-        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C on a terminal: the whole foreground process group
-        out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 130, out + err
-    (parent,) = sweep_runs(run_dir)
-    assert parent.info.status == "KILLED" and parent.data.tags["bench.exit_code"] == "130"
-    assert parent.data.metrics["progress.collect.done"] > 0, out
-
-
 def kill_running_sweep(tmp_path: Path, params: Path, uri: str | None = None) -> str:
     """Start a sweep, wait until its live run has progress, kill its driver with -9; return the run's id."""
     run_dir = tmp_path / "runs/live"

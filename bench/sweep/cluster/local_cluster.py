@@ -108,7 +108,8 @@ class PrivateCluster:
         log = open(self.folder / f"{name}.log", "ab")  # noqa: SIM115 - the process holds it; closed at exit
         try:
             return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                    cwd=self.folder, preexec_fn=die_with_parent(os.getpid(), signal.SIGTERM))
+                                    cwd=self.folder, preexec_fn=die_with_parent(os.getpid(), signal.SIGTERM),
+                                    start_new_session=True)  # a Ctrl-C on the terminal reaches the driver alone
         finally:
             log.close()
 
