@@ -125,8 +125,9 @@ def test_the_embedded_model_answers_what_it_has_in_flight_and_starts_nothing_aft
         code = term.wait()
     out = term.output.replace("\r", "")
     assert code == 130, out[-3000:]
-    in_flight = int(re.search(r"^\[collect\] Ctrl-C: no new request is sent; waiting up to 10s for the (\d+) ", out,
-                              re.M)[1])
+    drained = re.search(r"^\[collect\] Ctrl-C: no new request is sent; waiting up to 10s for the (\d+) ", out, re.M)
+    assert drained, out[-3000:]  # before: the stage cancelled what was in flight, and its replies were lost
+    in_flight = int(drained[1])
     late = [c for c in store.read(Candidate) if datetime.fromisoformat(c.created_at).timestamp() > t]  # replies since
     assert len(late) <= in_flight <= 2 and all(c.ok for c in late), out[-3000:]
     found = re.search(r"^interrupted: (\d+) of 8 answers saved in \S+; (\d+) answers left; resume with: bench sweep ",
