@@ -71,12 +71,30 @@ def kernel_manager_class(execution: Any = None, stop: threading.Event | None = N
     return DieWithDriver
 
 
-def interrupt_kernel(ex: Any) -> None:
-    """Send SIGINT to an execution's kernel if it runs: its stage stops, saves what it has, and the cell fails."""
+def interrupt_kernel(ex: Any) -> bool:
+    """Send SIGINT to an execution's kernel if it runs and listens for it; return whether it was sent.
+
+    A first SIGINT stops its stage from sending (what is in flight finishes and is saved), a second cancels what
+    is in flight (bench.stage_runs.StageStop); in another cell it fails that cell. ipykernel ignores SIGINT while it
+    starts and between cells: sent then, it would be lost, so it is not sent (the caller tries again).
+    """
     process = getattr(getattr(ex.kernel, "provisioner", None), "process", None)
-    if process is not None and process.poll() is None:
-        with contextlib.suppress(OSError):
-            os.kill(process.pid, signal.SIGINT)
+    if process is None or process.poll() is not None or _ignores_sigint(process.pid):
+        return False
+    with contextlib.suppress(OSError):
+        os.kill(process.pid, signal.SIGINT)
+        return True
+    return False
+
+
+def _ignores_sigint(pid: int) -> bool:
+    """Return whether process ``pid`` ignores SIGINT now (Linux: /proc; elsewhere taken as listening)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as fh:
+            ignored = next(int(line.split()[1], 16) for line in fh if line.startswith(b"SigIgn:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return False
+    return bool(ignored >> (signal.SIGINT - 1) & 1)
 
 
 @functools.cache

@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
+import signal
+import threading
 import time
 import warnings
 from collections.abc import AsyncIterator, Iterable, Iterator
+from typing import Any
 
 from bench.collect import CollectResult, answer_counts, collect_stage, simulator_specs
 from bench.config.rubrics import snapshot_rubric
 from bench.config.scenarios import write_scenarios
 from bench.config.vision import store_images
 from bench.core.digests import Digest, check_digests, supersede
-from bench.core.errors import CacheWriteWarning, WritesFailed
+from bench.core.errors import CacheWriteWarning, Stopping, WritesFailed
 from bench.core.images import IMAGE_FOLDER
 from bench.core.journal import Journal, settle, unclaimed_keys
 from bench.core.migrate import migrate_run
@@ -153,10 +157,11 @@ async def run_collect(run: Run, *, max_concurrency: int | None = None, shard: st
     """
     progress = shown_progress(progress, progress_every_s)
     pipelined = bool(judge and run.sweep.judges)
-    with _interrupts_say(run, answers=True, judges=pipelined, stage="run_collect"), \
+    with _interrupts_say(run, answers=True, judges=pipelined, stage="run_collect") as stop, \
             run_lock(run.dir, held=run.link.lock_held):
         prepare(run, judges=pipelined)
         async with _stage_llm(run, max_concurrency) as llm:
+            stop.watch(llm)
             if not pipelined:
                 result = await collect_stage(run, llm, shard=shard or None, progress=progress)
             else:
@@ -182,6 +187,7 @@ async def _collect_and_judge(run: Run, llm: LLM, shard: str | None, progress: st
     stream = JudgeStream(run, llm, judges, emit, store.done_ids(Judgment), halt=halt, planned=bar.grow)
     writer_task = asyncio.ensure_future(writer.run())
     calls0, t0 = llm.calls, time.monotonic()
+    cancelled = False
     try:
         result = await collect_stage(run, llm, shard=shard, progress=progress, sink=stream.feed, halt=halt,
                                      expect=stream.expect)
@@ -190,8 +196,11 @@ async def _collect_and_judge(run: Run, llm: LLM, shard: str | None, progress: st
         # every request of the session, the grades sent after the last answer too (collect_stage's count ends there)
         result.calls, result.wall_s, result.calls_of = llm.calls - calls0, time.monotonic() - t0, \
             "answers and their grades"
-    finally:
-        await stream.settle(cancel=not halt)  # no grading outlives the session: paid ones finish, and are kept
+    except asyncio.CancelledError:  # a second Ctrl-C: the gradings in flight are not waited for either
+        cancelled = True
+        raise
+    finally:  # no grading outlives the session: after a halt (a failed write, a first Ctrl-C) paid ones finish
+        await stream.settle(cancel=cancelled or not halt)
         bar.close()
         writer.stop()
         await writer_task
@@ -214,12 +223,13 @@ async def run_judge(run: Run, *, judges: str | Iterable[str] | None = None, max_
     progress = shown_progress(progress, progress_every_s)
     chosen = load_judges(run, judges)
     preflight(judge_specs(chosen))
-    with _interrupts_say(run, answers=False, judges=chosen, stage="run_judge"), \
+    with _interrupts_say(run, answers=False, judges=chosen, stage="run_judge") as stop, \
             run_lock(run.dir, held=run.link.lock_held):
         import_rescued(run.dir)
         rekey(run)
         supersede(run.dir, check_contents(run, chosen), shown_path(run.params_path))  # else refused: exit 2
         async with _stage_llm(run, max_concurrency, images=any(j.rubric.images for j in chosen)) as llm:
+            stop.watch(llm)
             result = await judge_stage(run, llm, chosen, shard=shard or None, progress=progress,
                                        failed_since=failed_since)
     if progress != "none":
@@ -239,8 +249,10 @@ class Interrupted(asyncio.CancelledError):
         return [str(self)]
 
 
-def interrupted_line(run: Run, resume: str, *, answers: bool = True, judges: bool | list[Judge] = True) -> str:
-    """Return the one line an interrupt prints: answers and judgments saved (of planned), what is left, ``resume``.
+def interrupted_line(run: Run, resume: str, *, answers: bool = True, judges: bool | list[Judge] = True,
+                     lost: str = "") -> str:
+    """Return the one line an interrupt prints: answers and judgments saved (of planned), the replies in flight it
+    gave up (``lost``: :func:`lost_clause`), what is left, ``resume``.
 
     ``judges``: True (every judge of the params file), a list of bench.judge.Judge, or False (no judgments).
     """
@@ -254,22 +266,92 @@ def interrupted_line(run: Run, resume: str, *, answers: bool = True, judges: boo
         done, planned = judgment_counts(run, judges)
         saved.append(f"{done} of {planned} judgments")
         left += [f"{planned - done} judgments"] if planned > done else []
-    return (f"interrupted: {' and '.join(saved) or 'nothing'} saved in {shown_path(run.dir)}; "
+    return (f"interrupted: {' and '.join(saved) or 'nothing'} saved in {shown_path(run.dir)}; {lost and lost + '; '}"
             f"{' and '.join(left) or 'nothing'} left; {resume}")
 
 
+LOST = re.compile(r"(\d+) repl(?:y|ies) in flight lost")  # what lost_clause says: a sweep's driver sums its kernels'
+
+
+def lost_clause(n: int) -> str:
+    """Return the words saying ``n`` replies in flight were given up ("" for none)."""
+    return f"{n} {'reply' if n == 1 else 'replies'} in flight lost (paid, and asked again on resume)" if n else ""
+
+
+def lost_in(text: str) -> int:
+    """Return the replies in flight a stage's interrupted line says it lost (0 if none)."""
+    return sum(int(n) for n in LOST.findall(text or ""))
+
+
+DRAIN_S = 10.0  # how long a first Ctrl-C waits for the requests in flight before giving them up
+
+
+class StageStop:
+    """Ctrl-C in a stage (the SIGINT of a terminal, of JupyterLab's "Interrupt", of a sweep's driver).
+
+    The first one sends nothing new (the seam refuses every request not yet sent: ``Stopping``, a Halted) and lets
+    the requests in flight finish and be saved, for at most :data:`DRAIN_S`; the stage then ends with its
+    interrupted line. A second one, or that time spent, cancels the stage at once: the replies still in flight
+    are lost, and the line says how many (``lost``). Where no signal handler can be set (not the main thread),
+    an interrupt cancels the stage at once, as asyncio does.
+    """
+
+    def __init__(self) -> None:
+        self.lost, self.llm, self.task, self.timer = 0, None, None, None
+        self.previous: Any = None  # the SIGINT handler before the stage took it (set back by close)
+
+    def watch(self, llm: LLM) -> None:
+        """Take the SIGINT of the running task's stage, until :meth:`close`."""
+        self.llm, task, previous = llm, asyncio.current_task(), signal.getsignal(signal.SIGINT)
+        if task is None or threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            asyncio.get_running_loop().add_signal_handler(signal.SIGINT, self._pressed)
+        except (RuntimeError, ValueError, NotImplementedError):  # a loop without signal support
+            return
+        self.task, self.previous = task, previous or signal.default_int_handler
+
+    def _pressed(self) -> None:
+        if self.llm.stopping:
+            self._give_up("Ctrl-C again")
+            return
+        self.llm.stopping = True
+        say(f"Ctrl-C: no new request is sent; waiting up to {DRAIN_S:.0f}s for the {requests_in_flight(self.llm)()} "
+            f"in flight to be answered and saved (Ctrl-C again: stop at once, losing them)")
+        self.timer = asyncio.get_running_loop().call_later(DRAIN_S, self._give_up, f"still in flight after "
+                                                                                   f"{DRAIN_S:.0f}s")
+
+    def _give_up(self, why: str) -> None:
+        if not self.task.done() and not self.task.cancelling():  # once: a cancelled stage still closes cleanly
+            self.lost = requests_in_flight(self.llm)() or 0
+            say(f"{why}: stopping at once; the {self.lost} requests in flight are given up (their replies are lost)")
+            self.task.cancel()
+
+    def close(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        if self.task is not None:
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
+            signal.signal(signal.SIGINT, self.previous)
+            self.task = None
+
 
 @contextlib.contextmanager
-def _interrupts_say(run: Run, *, answers: bool, judges: bool | list[Judge], stage: str) -> Iterator[None]:
-    """Turn an interrupt of a stage into Interrupted: one line saying what was saved, what is left, how to resume."""
+def _interrupts_say(run: Run, *, answers: bool, judges: bool | list[Judge], stage: str) -> Iterator[StageStop]:
+    """Take Ctrl-C during a stage (:class:`StageStop`) and turn the interrupt into Interrupted: one line saying
+    what was saved, what was lost, what is left and how to resume."""
+    stop = StageStop()
     try:
-        yield
+        yield stop
     except Interrupted:
         raise
-    except (KeyboardInterrupt, asyncio.CancelledError):
+    except (KeyboardInterrupt, asyncio.CancelledError, Stopping):
         again = "run this cell again to resume" if in_kernel() else f"call bench.{stage} again to resume"
+        lost = lost_clause(stop.lost)
         try:
-            line = interrupted_line(run, again, answers=answers, judges=judges)
+            line = interrupted_line(run, again, answers=answers, judges=judges, lost=lost)
         except Exception:  # counting must never hide the interrupt itself
-            line = f"interrupted: what was answered is saved in {shown_path(run.dir)}; {again}"
+            line = f"interrupted: what was answered is saved in {shown_path(run.dir)}; {lost and lost + '; '}{again}"
         raise Interrupted(line) from None
+    finally:
+        stop.close()

@@ -39,7 +39,8 @@ HEAVY = {"sweep/test_cluster.py": "dask",
          "report/test_judges_section.py": "browser", "review/test_review_browser.py": "browser",
          "test_first_hour.py": "browser", "tracking/test_team_server.py": "postgres",
          "models/test_local.py": "embedded", "models/test_client_local.py": "embedded",
-         "models/test_local_conversation.py": "embedded", "judge/test_logprob_scores.py": "embedded"}
+         "models/test_local_conversation.py": "embedded", "judge/test_logprob_scores.py": "embedded",
+         "sweep/test_interrupt.py": "embedded"}
 
 
 def scope(nodeid: str) -> str:

@@ -96,6 +96,12 @@ class BudgetReached(Halted):
     exit_code = 4  # bench.core.outcome.EXIT_BUDGET
 
 
+class Stopping(Halted):
+    """A first Ctrl-C (bench.stage_runs.StageStop): no new request is sent; those in flight finish and are kept."""
+
+    exit_code = 130  # bench.core.outcome.EXIT_INTERRUPTED
+
+
 class BatchRejected(Halted):
     """A provider's Batch API refused a batch before running it (a bad line, too large, no batch support).
 

@@ -13,7 +13,7 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.core.errors import Halted, LocalModelError, ProviderError
+from bench.core.errors import Halted, LocalModelError, ProviderError, Stopping
 from bench.core.images import inline_images
 from bench.core.secrets import load_env
 from bench.models import dry
@@ -75,6 +75,7 @@ class LLM:
         self.sweep_cap: int | None = None  # limits.max_concurrency held there across executions side by side
         self.unclaimed: set[str] = set()  # replies a killed process paid and cached (bench.core.journal.unclaimed_keys)
         self.lost: dict[str, list[float | None]] = {}  # requests kills left in flight (bench.core.spend.open_lost)
+        self.stopping = False  # set by a first Ctrl-C (bench.stage_runs.StageStop): no request is sent any more
 
     # -- public -------------------------------------------------------------------------
     async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], *, tools: list[dict] | None = None,
@@ -182,6 +183,8 @@ class LLM:
     async def _via_batch(self, route: Route, body: dict, key: str, label: str | None, allow_empty: bool,
                          line: dict) -> Reply:
         """Answer one request of a batched model through its endpoint's batch queue (bench.models.batches)."""
+        if self.stopping:
+            raise Stopping("interrupted (Ctrl-C): no new request is sent")
         self.calls += 1
         held = await self.reserve(route, body, batch=True)  # limits.budget_usd, before it joins a batch
         try:
@@ -308,6 +311,8 @@ class LLM:
     async def _send_capped(self, st: _LoopState, route: Route, body: dict, timeout_s: float, key: str) -> Reply:
         await st.cap.acquire()
         try:
+            if self.stopping:  # a Ctrl-C while this request waited for its slot: it is not sent (Halted: no record)
+                raise Stopping("interrupted (Ctrl-C): no new request is sent")
             budget = self.budget  # reserved under the cap: only what is about to be sent
             held = None if budget is None else await budget.reserve(route, body, batch=False)
             st.in_flight += 1

@@ -24,7 +24,7 @@ from bench.gates.command import check_baseline, sweep_gates
 from bench.models.batches import summary_line
 from bench.core.progress import configure
 from bench.run import Run, open_run, shown_path
-from bench.stage_runs import interrupted_line
+from bench.stage_runs import interrupted_line, lost_clause
 from bench.report.render import render_report
 from bench.sweep.cluster import ClusterSession, ClusterStages, cluster_address  # the one place that chooses
 from bench.sweep.driver import SweepResult, run_sweep
@@ -78,6 +78,7 @@ def sweep_command(req: SweepRequest) -> int:
                           f"section (docs/gates.md)")
     if not gates_skipped(req):  # a gate's missing baseline is refused before anything is spent
         check_baseline(run.sweep.gates, run.params_path)
+    said = False
     try:
         with run_lock(run.dir, wait=req.wait), \
                 sweep_ledger(run, req.retry(only_stage=req.only_stage), req.only_stage) as ledger, \
@@ -85,19 +86,36 @@ def sweep_command(req: SweepRequest) -> int:
             address = cluster_address(req.cluster)
             with ClusterSession(address, run, req.cluster_wait_s) if address else contextlib.nullcontext() as session:
                 cluster = ClusterStages(session) if session is not None else None  # else: kernels on this machine
-                result = run_sweep(run, jobs=req.jobs, per_cell=req.per_cell, only_stage=req.only_stage,
-                                   cluster=cluster, on_start=lambda: (ledger.begin(), live.begin()))
+                try:
+                    result = run_sweep(run, jobs=req.jobs, per_cell=req.per_cell, only_stage=req.only_stage,
+                                       cluster=cluster, on_start=lambda: (ledger.begin(), live.begin()))
+                except KeyboardInterrupt as ctrl_c:  # said as the executions end: the MLflow run still being made
+                    said = _say(_interrupted(run, req, ctrl_c))  # (its first store) or a cluster closing may take a while
+                    raise
                 code, report = finish(result, req, cluster, live)
             code = summarize(run, result, req, code, report)
             return ledger.ended(live.ended(code))  # the MLflow run's end, then the ledger's, before the lock goes
-    except KeyboardInterrupt:  # Ctrl-C: one line, no report; the live MLflow run ends KILLED
-        resume = "resume with: " + req.retry(only_stage=req.only_stage)
-        try:
-            line = interrupted_line(run, resume)
-        except (Exception, KeyboardInterrupt):  # a second Ctrl-C, or a store that cannot be read: still one line
-            line = f"interrupted: what was answered is saved in {shown_path(run.dir)}; {resume}"
-        print(line, file=sys.stderr, flush=True)
+    except KeyboardInterrupt as ctrl_c:  # Ctrl-C: one line, no report; the live MLflow run ends KILLED
+        said = said or _say(_interrupted(run, req, ctrl_c))
         return EXIT_INTERRUPTED
+
+
+def _say(line: str) -> bool:
+    print(line, file=sys.stderr, flush=True)
+    return True
+
+
+def _interrupted(run: Run, req: SweepRequest, ctrl_c: KeyboardInterrupt) -> str:
+    """Return the line a Ctrl-C ends a sweep with: what was saved, the replies in flight a second Ctrl-C gave up
+    (bench.sweep.executions.SweepInterrupted), what is left, how to resume."""
+    resume = "resume with: " + req.retry(only_stage=req.only_stage)
+    lost = lost_clause(getattr(ctrl_c, "lost", 0))
+    if running := getattr(ctrl_c, "running", []):  # their journals let the next sweep count what they had in flight
+        lost += f"{lost and '; '}replies in flight in {', '.join(running)}, still stopping, may be lost"
+    try:
+        return interrupted_line(run, resume, lost=lost)
+    except (Exception, KeyboardInterrupt):  # a second Ctrl-C, or a store that cannot be read: still one line
+        return f"interrupted: what was answered is saved in {shown_path(run.dir)}; {lost and lost + '; '}{resume}"
 
 
 def summarize(run: Run, result: SweepResult, req: SweepRequest, code: int, report: Path | None) -> int:

@@ -8,10 +8,14 @@ kernel raised ``Halted`` (the budget reached) is reported as stopped, with that 
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import secrets
+import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,10 +30,13 @@ from bench.kernels import (KERNEL_ARGUMENTS, first_line, interrupt_kernel, kerne
                            prepare_driver)
 from bench.models.ratelimit import LeaseServer
 from bench.run import Link, Run
+from bench.stage_runs import DRAIN_S, lost_in
 from bench.sweep.halts import halted_exit_code
 
 STAGES = {"collect": "01_collect.ipynb", "judge": "02_judge.ipynb"}
 CLUSTER_FOLDER = "bench-dask-"  # + the driver's pid: a local:N cluster's certificate and logs (bench.sweep.cluster)
+GRACE_S = DRAIN_S + 20.0  # the most a first Ctrl-C waits for the executions to end (each stage drains DRAIN_S)
+HURRY_S = 5.0  # the most a second Ctrl-C waits for them to save what they have and end
 
 
 @dataclass
@@ -48,6 +55,8 @@ class Execution:
     finished: threading.Event = field(default_factory=threading.Event)  # set when its thread is done
     attempts: list[dict] = field(default_factory=list)  # a cluster sweep's attempts of it (bench.sweep.cluster.remote)
     halted: str = ""  # the Halted its kernel raised (e.g. BudgetReached): stopped on purpose, not crashed
+    told: int = 0  # the Ctrl-Cs its kernel was sent (interrupt_kernel)
+    lost: int = 0  # the replies in flight its interrupted stage gave up (a second Ctrl-C)
 
     @property
     def name(self) -> str:
@@ -153,11 +162,11 @@ def run_stage(run: Run, stage: str, jobs: int, per_cell: bool, started: str | No
         threading.Thread(target=_guarded, args=(sem, run, ex, notebook_parameters(run, ex, link, share), stop, sweep),
                          daemon=True).start()
     try:  # events, not Thread.join: a join interrupted by Ctrl-C marks a running thread as stopped (bpo-45274)
-        for ex in executions:
-            ex.finished.wait()
+        while running := [ex for ex in executions if not ex.finished.is_set()]:
+            hear_ctrl_c()  # again: MLflow's thread may have imported polars since
+            running[0].finished.wait(timeout=POLL_S)
     except KeyboardInterrupt:  # Ctrl-C: the kernels (in their own sessions) did not get it; stop them cleanly
-        _stop(executions, stop)
-        raise
+        raise _stop(executions, stop) from None
     return executions
 
 
@@ -178,23 +187,66 @@ def notebook_parameters(run: Run, ex: Execution, link: Link, cap: int | None) ->
     return params
 
 
-def _stop(executions: list[Execution], stop: threading.Event, grace_s: float = 30.0) -> None:
-    """Interrupt every running execution and wait (at most ``grace_s``; a second Ctrl-C: not at all) for it to end.
+POLL_S = 0.25  # the longest a Ctrl-C waits for the driver to hear it, whatever a library did to SIGINT
 
-    An interrupted stage cancels its requests, writes what was answered and ends its cell;
-    papermill then saves the executed notebook and shuts the kernel down. No execution
-    starts any more. A kernel still starting ignores SIGINT, so it is sent again until the
-    execution ends; whatever is left dies with the driver (PR_SET_PDEATHSIG).
+
+def hear_ctrl_c() -> None:
+    """Let a Ctrl-C end the driver's waits at once. polars (which MLflow imports on the live run's thread) sets its
+    SIGINT handler with SA_RESTART (pola-rs/polars#21739): a wait the kernel restarts hears no Ctrl-C until it
+    returns, so a sweep ran to its end before saying "interrupted". Its handler stays; only the restart goes (and
+    waits are polled every POLL_S, should a library set it again)."""
+    signal.siginterrupt(signal.SIGINT, True)
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """A sweep's Ctrl-C once its executions were stopped: the replies in flight they gave up (``lost``), the
+    executions still running when the driver stopped waiting (``running``: their requests in flight die with them),
+    and whether a second Ctrl-C asked to stop at once (``hurried``: the driver then waits for nothing else)."""
+
+    def __init__(self, lost: int = 0, running: list[str] | None = None, hurried: bool = False) -> None:
+        super().__init__()
+        self.lost, self.running, self.hurried = lost, running or [], hurried
+
+
+def stop_in_two(tell: Callable[[int, float], None]) -> bool:
+    """Stop a sweep's executions after a Ctrl-C, in two steps; return whether a second Ctrl-C came.
+
+    ``tell(1, GRACE_S)``: every kernel is sent one SIGINT (when it listens: interrupt_kernel); its stage sends nothing
+    new and ends once what is in flight is answered and saved (at most DRAIN_S); then papermill saves the notebook
+    and the kernel ends (waited for at most GRACE_S in all). A second Ctrl-C, ``tell(2, HURRY_S)``: a second SIGINT
+    each; the stage gives up what is in flight, saves what it has and ends. A third waits no more: whatever is left
+    dies with the driver (PR_SET_PDEATHSIG).
     """
-    stop.set()
-    deadline = time.monotonic() + grace_s
+    hear_ctrl_c()
+    print(f"Ctrl-C: no new request is sent; the requests in flight finish and are saved (at most {DRAIN_S:.0f}s); "
+          f"Ctrl-C again to stop at once and lose them", flush=True)
     try:
-        while time.monotonic() < deadline and (running := [ex for ex in executions if not ex.finished.is_set()]):
-            for ex in running:
-                interrupt_kernel(ex)
-            running[0].finished.wait(timeout=1.0)
+        tell(1, GRACE_S)
+        return False
     except KeyboardInterrupt:
-        pass
+        print("Ctrl-C again: stopping at once; the replies still in flight are lost", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            tell(2, HURRY_S)
+        return True
+
+
+def _stop(executions: list[Execution], stop: threading.Event) -> SweepInterrupted:
+    """Start no execution any more and stop the running ones (:func:`stop_in_two`); return the interrupt to raise."""
+    stop.set()
+    hurried = stop_in_two(functools.partial(_tell, executions))
+    return SweepInterrupted(sum(ex.lost for ex in executions),
+                            [ex.name for ex in executions if not ex.finished.is_set()], hurried)
+
+
+def _tell(executions: list[Execution], times: int, grace_s: float) -> None:
+    """Interrupt each running execution's kernel until it was told ``times`` times, and wait (at most ``grace_s``)
+    for every execution to end."""
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and (running := [ex for ex in executions if not ex.finished.is_set()]):
+        for ex in running:
+            if ex.told < times and interrupt_kernel(ex):
+                ex.told += 1
+        running[0].finished.wait(timeout=POLL_S)
 
 
 def _guarded(sem: threading.Semaphore, run: Run, ex: Execution, params: dict[str, Any], stop: threading.Event,
@@ -241,6 +293,7 @@ def stopped(ex: Execution, err: BaseException) -> None:
     """Set an execution's return code and error from what its notebook raised: a Halted's own exit code, else 1."""
     ename = getattr(err, "ename", None)  # papermill's PapermillExecutionError: the kernel's exception class
     code = halted_exit_code(ename)
+    ex.lost = lost_in(str(getattr(err, "evalue", "") or ""))  # an interrupted stage's line: replies it gave up
     if code is None:
         ex.returncode, ex.error = 1, f"{type(err).__name__}: {first_line(err)}"
     else:

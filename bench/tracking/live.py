@@ -28,6 +28,7 @@ from bench.tracking.mlflow_store import _import_mlflow, mlflow_client, store_rea
 EVERY_ENV = "BENCH_MLFLOW_LIVE_S"  # seconds between two batches of progress metrics
 EVERY_S = 10.0  # a watcher sees the sweep move; a tracking server gets one small batch per sweep every 10 s
 JOIN_S = 120.0  # the most a sweep's end waits for a tracking server that does not answer
+HURRIED_S = 2.0  # the most a second Ctrl-C waits for it: the run then stays RUNNING, marked crashed by the next sweep
 
 
 class LiveRun:
@@ -65,7 +66,7 @@ class LiveRun:
         self.code = code
         return code
 
-    def parent(self) -> str | None:
+    def parent(self, wait_s: float = JOIN_S) -> str | None:
         """Stop logging progress (a last batch first); return the run's id for the end-of-sweep logging, or None
         if it could not be created (warned: the end-of-sweep logging then creates its parent run as before)."""
         self._stop.set()
@@ -73,12 +74,12 @@ class LiveRun:
         if not self._thread.ident:  # disabled (--no-track): nothing was created
             return None
         if self._thread.is_alive():
-            self._thread.join(JOIN_S)
+            self._thread.join(wait_s)
         return self.run_id if not self._thread.is_alive() else None
 
-    def end(self, code: int) -> None:
+    def end(self, code: int, wait_s: float = JOIN_S) -> None:
         """End the run with the sweep's exit ``code``: its status (FINISHED, FAILED, KILLED) and ``bench.exit_code``."""
-        if self.parent() is None:
+        if self.parent(wait_s) is None:
             return
         try:
             self._client.set_tag(self.run_id, "bench.exit_code", str(int(code)))
@@ -147,8 +148,8 @@ def live_run(run: Run, *, enabled: bool = True) -> Iterator[LiveRun]:
     live = LiveRun(run, enabled=enabled).start()
     try:
         yield live
-    except KeyboardInterrupt:
-        live.end(ExitCode.INTERRUPTED)
+    except KeyboardInterrupt as err:  # a second Ctrl-C (bench.sweep.executions.SweepInterrupted) waits little
+        live.end(ExitCode.INTERRUPTED, HURRIED_S if getattr(err, "hurried", False) else JOIN_S)
         raise
     except Halted as err:
         live.end(err.exit_code)

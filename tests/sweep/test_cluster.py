@@ -36,6 +36,8 @@ from bench.testing import grids  # noqa: E402
 from bench.testing.grids import ROOT, generate, grid, judge, model, prompt  # noqa: E402
 from bench.testing.in_process import command, run_stages  # noqa: E402
 from bench.testing.processes import free_port  # noqa: E402
+from bench.testing.terminal import Terminal  # noqa: E402
+from tests.sweep.test_interrupt import requests_after  # noqa: E402
 
 PROMPTS = [prompt("p", "Q {topic} {n}"), prompt("q", "{topic} {n}?", system="be brief")]
 BUDGET_S = 600  # a loaded 2-core machine
@@ -339,16 +341,28 @@ def _seen_before(c: LoopbackDaskCluster, worker: subprocess.Popen) -> list[str]:
     return [addr for addr, w in info.items() if w["name"] != name]
 
 
-def test_ctrl_c_interrupts_every_kernel_on_the_cluster_and_says_how_to_resume(tmp_path, fake, cluster):
-    fake.configure(latency_ms=400)
-    params = cluster_grid(tmp_path, fake.url)
+def test_ctrl_c_on_the_terminal_stops_every_kernel_on_the_cluster_and_sends_nothing_new(tmp_path, fake):
+    """Ctrl-C typed on a `--cluster local:N` sweep's terminal (its workers were in the terminal's process group, and
+    stopped under their tasks): nothing is sent after it (tests/sweep/test_interrupt.py says how that is counted),
+    what was in flight is saved, every task ends interrupted, and the line says how to resume."""
+    fake.configure(latency_ms=1500)
+    cap = 4
+    params = cluster_grid(tmp_path, fake.url, models=[model("m1", fake.url)], judges=[judge("grader", fake.url)],
+                          limits={"max_concurrency": cap, "timeout_s": 60, "retries": 0})
     run_dir = tmp_path / "runs" / "c"
-    with started_sweep(tmp_path, params, "--cluster", cluster.address, "--no-report") as proc:
-        _wait_for_running_attempt(run_dir, cluster, proc)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=BUDGET_S)
-    assert proc.returncode == 130, out[-3000:] + err[-3000:]
-    assert "interrupted:" in err and "resume with: " in err and f"--cluster {cluster.address}" in err
+    with Terminal(tmp_path, *grids.sweep_args(params, "--cluster", "local:2")) as term:
+        term.wait_for(lambda: (s := fake.stats())["requests"] >= cap + 2 and s["in_flight"] == cap, "the cap held",
+                      BUDGET_S)
+        t = term.press_ctrl_c()
+        code = term.wait(BUDGET_S)
+    out = term.output.replace("\r", "")
+    assert code == 130, out[-3000:]
+    started, held = requests_after(fake, t)
+    assert started <= cap - held, (started, held, out[-3000:])
+    assert "interrupted:" in out and "resume with: " in out and "--cluster local:2" in out, out[-3000:]
+    assert "still stopping" not in out  # every task ended, none was waited for in vain
+    saved = len(RunStore(run_dir).done_ids(Candidate)) + len(RunStore(run_dir).done_ids(Judgment))
+    assert saved == fake.stats()["requests"] and set(fake.stats()["statuses"]) == {"200"}  # none given up
     claimed = [json.loads(p.read_text()) for p in (run_dir / "attempts").glob("*.json")]
     assert claimed and all(a["status"] in ("interrupted", "ok") for a in claimed)  # no kernel left running
     assert any(a["status"] == "interrupted" for a in claimed)

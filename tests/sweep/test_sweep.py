@@ -10,7 +10,6 @@ import html
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -19,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from bench.core.outcome import EXIT_FAILED_ITEMS
-from bench.core.records import Candidate, Judgment
+from bench.core.records import Candidate
 from bench.core.store import RunStore
 from bench.testing import grids
-from bench.testing.grids import ROOT, env, started, sweep, sweep_args
+from bench.testing.grids import ROOT, env, sweep
 from bench.testing.in_process import command, run_stages
 from bench.tracking.mlflow_store import _import_mlflow
 from tests.repo import parameterized_copy
@@ -216,36 +215,5 @@ def judged_grid(tmp_path, url, topics=4, cap=8):
     """One model, one prompt, ``topics`` scenarios, one judge: what the terminal of a pipelined sweep shows."""
     return grids.grid(tmp_path / "g.yaml", url, topics=topics, judges=[grids.judge("grader", url)],
                       limits={"max_concurrency": cap, "timeout_s": 10, "retries": 0})
-
-
-def test_ctrl_c_prints_one_line_saying_what_was_saved_and_how_to_resume(tmp_path, fake):
-    """SIGINT to a running sweep: exit code 130 and one line on stderr (answers and judgments saved, what is
-    left, the command that resumes), no traceback; the command then finishes the work, nothing twice."""
-    fake.configure(latency_ms=300)
-    params = judged_grid(tmp_path, fake.url, topics=12, cap=2)
-    with started(tmp_path, *sweep_args(params)) as proc:
-        deadline = time.monotonic() + 120
-        while not (fake.stats()["in_flight"] and fake.stats()["requests"] >= 3):  # the kernel's stage is in flight
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.02)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, out[-2000:] + err[-2000:]
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "Traceback" not in out + err, err
-    found = re.fullmatch(r"interrupted: (\d+) of 12 answers and (\d+) of 12 judgments saved in (\S+); "
-                         r"(\d+) answers and (\d+) judgments left; resume with: bench sweep (\S+)", lines[0])
-    assert found, lines[0]
-    store = RunStore(tmp_path / "runs/g")
-    answers, judgments = len(store.done_ids(Candidate)), len(store.done_ids(Judgment))
-    assert [int(found[i]) for i in (1, 2, 4, 5)] == [answers, judgments, 12 - answers, 12 - judgments]
-    assert answers < 12 and Path(found[3]) == tmp_path / "runs/g" and found[6] == str(params)
-    assert "FAILED" not in out and "report:" not in out  # an interrupt is not a crash, and renders nothing
-
-    fake.configure(latency_ms=0)
-    resumed = sweep(tmp_path, params)
-    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
-    ok = [c.id for c in store.read(Candidate) if c.ok]
-    assert len(ok) == len(set(ok)) == 12 and len(store.done_ids(Judgment)) == 12
 
 

@@ -117,18 +117,6 @@ def test_a_budget_reached_while_running_ends_the_run_killed_with_exit_code_4(tmp
     assert 0 < parent.data.metrics["progress.cost_usd"] <= 0.2 and "answers.n" in parent.data.metrics
 
 
-def test_an_interrupted_sweep_ends_killed_with_exit_code_130(tmp_path, fake):
-    fake.configure(latency_ms=300)
-    run_dir = tmp_path / "runs/live"
-    with started(tmp_path, *sweep_args(grid(tmp_path, fake.url), track=True), **LIVE) as proc:
-        run_id = wait_for("RUNNING run", lambda: running(run_dir), proc)
-        wait_for("progress", lambda: done(client(run_dir), run_id), proc)
-        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C on a terminal: the whole foreground process group
-        out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 130, out + err
-    (parent,) = sweep_runs(run_dir)
-    assert parent.info.status == "KILLED" and parent.data.tags["bench.exit_code"] == "130"
-    assert parent.data.metrics["progress.collect.done"] > 0, out
 
 
 def kill_running_sweep(tmp_path: Path, params: Path, uri: str | None = None) -> str:

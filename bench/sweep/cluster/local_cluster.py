@@ -62,8 +62,9 @@ class PrivateCluster:
         self._wait_for_workers()
         return self
 
-    def close(self) -> None:
-        """Stop the client, the workers (by PID: SIGTERM, then SIGKILL) and the scheduler; remove the folder."""
+    def close(self, now: bool = False) -> None:
+        """Stop the client, the workers (by PID: SIGTERM, then SIGKILL; ``now``: SIGKILL, their graceful end takes
+        8 s) and the scheduler; remove the folder."""
         for thing in (self.client, self.cluster):
             if thing is not None:
                 try:
@@ -72,7 +73,7 @@ class PrivateCluster:
                     pass
         for proc in self.workers:
             if proc.poll() is None:
-                proc.terminate()
+                proc.kill() if now else proc.terminate()
         for proc in self.workers:
             try:
                 proc.wait(timeout=15)
@@ -108,7 +109,8 @@ class PrivateCluster:
         log = open(self.folder / f"{name}.log", "ab")  # noqa: SIM115 - the process holds it; closed at exit
         try:
             return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                    cwd=self.folder, preexec_fn=die_with_parent(os.getpid(), signal.SIGTERM))
+                                    cwd=self.folder, preexec_fn=die_with_parent(os.getpid(), signal.SIGTERM),
+                                    start_new_session=True)  # a Ctrl-C on the terminal reaches the driver alone
         finally:
             log.close()
 

@@ -188,28 +188,35 @@ def _event(name: str) -> Any:
     return Event(name)
 
 
-def _watch_stop(name: str, kernel: _KernelEnv) -> threading.Event:
-    """Interrupt the execution's kernel once the sweep's stop event is set (its stage saves what it has).
+def hurry_event(stop: str) -> str:
+    """Return the name of the distributed.Event a second Ctrl-C of the driver sets (``stop``: the first's)."""
+    return f"{stop}-now"
 
-    Returns an event set when the stop was seen. The distributed.Event is made here, on the task's
+
+def _watch_stop(name: str, kernel: _KernelEnv) -> threading.Event:
+    """Interrupt the execution's kernel once when the sweep's stop event is set (its stage sends nothing new and
+    saves what is in flight), and again when its hurry event is (its stage gives up what is in flight).
+
+    Returns an event set when the stop was seen. The distributed.Events are made here, on the task's
     thread (where the worker's client is found), and waited on from a watcher thread.
     """
     stopped = threading.Event()
     if not name:
         return stopped
-    event = _event(name)
+    event, hurry = _event(name), _event(hurry_event(name))
 
     def watch() -> None:
-        while not kernel.done.is_set():
-            try:
-                if not event.wait(timeout=1.0):
-                    continue
-            except Exception:  # the scheduler is gone: the worker stops on its own
-                return
-            stopped.set()
-            while not kernel.done.is_set():  # a kernel still starting ignores SIGINT: send it again
-                interrupt_kernel(kernel)
-                kernel.done.wait(1.0)
+        told = 0
+        try:
+            while not kernel.done.is_set() and not event.wait(timeout=1.0):
+                pass
+            while not kernel.done.is_set():
+                stopped.set()
+                if told < 1 + hurry.is_set() and interrupt_kernel(kernel):  # a kernel between cells ignores SIGINT:
+                    told += 1  # sent once it listens
+                kernel.done.wait(0.25)
+        except Exception:  # the scheduler is gone: the worker stops on its own
+            return
 
     threading.Thread(target=watch, name="bench-stop-watch", daemon=True).start()
     return stopped

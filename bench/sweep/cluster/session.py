@@ -92,9 +92,9 @@ class ClusterSession:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
+        self.close(now=getattr(exc[1], "hurried", False))  # a second Ctrl-C: local:N workers killed, not waited for
 
-    def close(self) -> None:
+    def close(self, now: bool = False) -> None:
         if self.registered:  # every worker forgets the token and the keys
             worker_secrets.unregister(self.client, self.secrets)
             self.registered = False
@@ -103,7 +103,7 @@ class ClusterSession:
         for thing in (self.client, self.local):
             if thing is not None:
                 try:
-                    thing.close()
+                    thing.close(now) if thing is self.local else thing.close()
                 except Exception:  # a scheduler already gone: nothing left to close
                     pass
         self.client = self.local = self.server = None

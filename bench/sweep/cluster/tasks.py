@@ -8,8 +8,10 @@ Ctrl-C ``interrupted``. Attempts are matched to this sweep by its id, never by c
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import shutil
+import time
 import warnings
 from concurrent.futures import CancelledError
 from dataclasses import dataclass
@@ -23,12 +25,12 @@ from bench.core.records import utc_now
 from bench.core.runlock import run_lock
 from bench.core.store import os_reason
 from bench.run import Run
-from bench.stage_runs import prepare
+from bench.stage_runs import lost_in, prepare
 from bench.sweep.cluster import remote
 from bench.sweep.cluster.progress import ClusterProgress
 from bench.sweep.cluster.session import ClusterLost, ClusterSession, cluster_address
-from bench.sweep.executions import (STAGES, Execution, close_leftovers, notebook_parameters, plan_executions,
-                                    print_executions)
+from bench.sweep.executions import (POLL_S, STAGES, Execution, SweepInterrupted, close_leftovers, hear_ctrl_c,
+                                    notebook_parameters, plan_executions, print_executions, stop_in_two)
 
 RETRIES = 2  # a task that raised (its kernel died, the folder went away) runs again, on any worker
 REPORT = "report/index.html"  # where a worker renders the report: in the run folder, which every worker shares
@@ -73,9 +75,10 @@ def run_stage_on_cluster(session: ClusterSession, stage: str, started: str, *, j
               flush=True)
         _wait(session, list(futures.values()), ClusterProgress.for_run(run))
     except KeyboardInterrupt:  # also during the submissions: every task submitted interrupts its kernel
-        _stop(session, list(futures.values()))
+        hurried = _stop(session, list(futures.values()))
         _settle_all(session, executions, futures, interrupted=True)
-        raise
+        raise SweepInterrupted(sum(lost_in(ex.error) for ex in executions),
+                               [n for n, f in futures.items() if not f.done()], hurried) from None
     except ClusterLost:
         _settle_all(session, executions, futures, interrupted=False)
         raise
@@ -179,8 +182,9 @@ def _wait(session: ClusterSession, futures: list[Any], progress: ClusterProgress
     pending, warned = futures, False
     try:
         while pending:
+            hear_ctrl_c()  # again: MLflow's thread may have imported polars since
             try:
-                wait(pending, timeout=2.0, return_when="FIRST_COMPLETED")
+                wait(pending, timeout=POLL_S * 4, return_when="FIRST_COMPLETED")
             except TimeoutError:
                 pass
             except (OSError, CancelledError):  # the comm to the scheduler broke, or the client gave up on it
@@ -201,16 +205,23 @@ def _wait(session: ClusterSession, futures: list[Any], progress: ClusterProgress
             progress.close()
 
 
-def _stop(session: ClusterSession, pending: list[Any], grace_s: float = 30.0) -> None:
-    """Tell every task to interrupt its kernel (one not started yet returns at once), and wait for them all
-    (at most ``grace_s``; a second Ctrl-C: not at all): no kernel goes on writing once the sweep has returned."""
+def _stop(session: ClusterSession, pending: list[Any]) -> bool:
+    """Tell every task to stop its kernel (bench.sweep.executions.stop_in_two: through the sweep's stop event, then
+    its hurry event; a task not started yet returns at once) and wait for them; return whether a second Ctrl-C came.
+    No kernel goes on sending once the sweep has returned."""
     from distributed import Event, wait  # noqa: PLC0415 (distributed: imported by the session already)
 
-    try:
-        Event(session.stop, client=session.client).set()
-        wait(pending, timeout=grace_s)
-    except (KeyboardInterrupt, TimeoutError, OSError, CancelledError):
-        pass
+    def tell(times: int, grace_s: float) -> None:
+        deadline = time.monotonic() + grace_s
+        try:
+            Event(session.stop if times == 1 else remote.hurry_event(session.stop), client=session.client).set()
+            while (left := [f for f in pending if not f.done()]) and time.monotonic() < deadline:
+                with contextlib.suppress(TimeoutError):
+                    wait(left, timeout=POLL_S)  # short: a Ctrl-C is heard between two
+        except (OSError, CancelledError):  # the scheduler went away: nothing left to wait for
+            pass
+
+    return stop_in_two(tell)
 
 
 def _lost_message(session: ClusterSession) -> str:
