@@ -88,10 +88,10 @@ def test_a_run_folder_with_a_quote_in_its_name_is_tracked_and_retracked_without_
 
     params = grid(tmp_path / "g.yaml", fake.url, topics=2)
     folder = tmp_path / "runs" / "it's-a-run"
-    assert run_stages(tmp_path, params, run_dir=folder).returncode == 0
-    for _ in range(2):  # again: the same runs, updated
-        tracked = command(tmp_path, "track", str(folder), drop=NOT_INHERITED)
-        assert tracked.returncode == 0 and "tracking: MLflow logging" not in tracked.stderr, tracked.log
+    swept = run_stages(tmp_path, params, run_dir=folder, track=True, drop=NOT_INHERITED)
+    assert swept.returncode == 0 and "tracking: logged to MLflow" in swept.stdout, swept.log
+    tracked = command(tmp_path, "track", str(folder), drop=NOT_INHERITED)  # again: the same runs, updated
+    assert tracked.returncode == 0 and "tracking: MLflow logging" not in tracked.stderr, tracked.log
     mlflow.set_tracking_uri(f"sqlite:///{folder / 'mlflow.db'}")
     os.environ.pop("MLFLOW_TRACKING_URI", None)  # mlflow exports it: keep it from processes tests start
     runs = mlflow.search_runs(experiment_names=["bench/it's-a-run"], output_format="list")

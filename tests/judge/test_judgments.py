@@ -103,12 +103,11 @@ def test_judgebench_pairs_are_judged_in_both_orders_exported_and_scored(tmp_path
                   scenarios={"dataset": dataset}, judges=[judge("fake-judge", fake.url, rubric="arena-pairwise",
                                                                 name="judge")])
     fake.configure(replies=[{"match": "Compare the two responses", "content": "[[A>B]]"}])  # always "first"
-    out = run_stages(tmp_path, params)
+    out = run_stages(tmp_path, params, report=True)
     assert out.returncode == 0, out.log
+    assert f"report: {tmp_path / 'reports/jb/index.html'}" in out.stdout  # a judge-only run has a report too
     assert "collect" not in out.stdout.split("judge:")[0].split("\n", 1)[1]  # nothing to collect
     assert fake.stats()["requests"] == 12
-    shown = command(tmp_path, "report", str(tmp_path / "runs/jb"), "--resamples", "50")
-    assert f"report: {tmp_path / 'reports/jb/index.html'}" in shown.stdout, shown.log  # a judge-only run's report
     exported = tmp_path / "export.jsonl"
     assert command(tmp_path, "judgebench-export", str(tmp_path / "runs/jb"), str(exported)).returncode == 0
     scored = command(tmp_path, "judgebench-score", str(exported), "--json")

@@ -1,7 +1,6 @@
 """The shipped examples params/examples/agent-tools.yaml and simulated-user.yaml, end to end on the fake provider:
 their models, judges and simulator pointed at the loopback server (with OpenAI's price, as for any self-hosted
-endpoint, and short timeouts; grids, tools, scenarios and rubrics as shipped), run in-process and reported as a
-sweep ends. The fake's tool-call scripts make every model look the weather up and convert the currency, except
+endpoint, and short timeouts; grids, tools, scenarios and rubrics as shipped), swept in-process with its report. The fake's tool-call scripts make every model look the weather up and convert the currency, except
 gpt-4.1-nano on the Oslo question, which books a flight instead: the agent rubric's trajectory checks must fail
 on exactly those answers."""
 
@@ -15,7 +14,7 @@ import yaml
 
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
-from bench.testing.in_process import command, run_stages
+from bench.testing.in_process import run_stages
 from tests.repo import REPO
 
 EXAMPLES = REPO / "params" / "examples"
@@ -45,10 +44,8 @@ def on_fake(tmp: Path, name: str, url: str) -> Path:
 def swept(tmp: Path, fake, name: str, **config) -> Path:
     fake.reset()
     fake.configure(**config)
-    out = run_stages(tmp, on_fake(tmp, name, fake.url))
+    out = run_stages(tmp, on_fake(tmp, name, fake.url), report=True)
     assert out.returncode == 0, out.log
-    shown = command(tmp, "report", str(out.run_dir))
-    assert shown.returncode == 0, shown.log
     return tmp
 
 

@@ -32,7 +32,7 @@ FLAT_REPLY = '{"scores": {"quality": 4, "clarity": 4}, "rationale": "fine"}'
 
 @pytest.fixture(scope="module")
 def flat_run(tmp_path_factory, fake_server):
-    """Run the constant-grade grid, then render its report (as a sweep ends); return the tmp dir."""
+    """Run the constant-grade grid in-process (it ends by rendering its report); return the tmp dir."""
     fake_server.reset()
     tmp = tmp_path_factory.mktemp("flat")
     rubric(tmp / "flat.md", "quality", "clarity")
@@ -46,11 +46,9 @@ def flat_run(tmp_path_factory, fake_server):
                  judge("j2", url, rubric="flat.md", name="judge-b", price=PRICE)],
          limits={"max_concurrency": 8, "timeout_s": 10, "retries": 2})
     fake_server.configure(replies=[{"match": "MARKER-FLAT-RUBRIC", "content": FLAT_REPLY}])
-    out = run_stages(tmp, tmp / "flat.yaml")
+    out = run_stages(tmp, tmp / "flat.yaml", report=True)
     fake_server.reset()
     assert out.returncode == 0, out.log
-    shown = command(tmp, "report", str(out.run_dir))
-    assert shown.returncode == 0, shown.log
     return tmp
 
 

@@ -13,7 +13,7 @@ from PIL import Image
 
 from bench.review import ReviewPanel
 from bench.testing.grids import grid, judge, prompt
-from bench.testing.in_process import command, run_stages
+from bench.testing.in_process import run_stages
 
 URL_IMAGE = "https://example.org/chart.png"
 IMG = re.compile(r"<img ([^>]*)>")
@@ -27,7 +27,7 @@ def big_png() -> bytes:
 
 @pytest.fixture(scope="module")
 def image_run(tmp_path_factory, fake_server):
-    """Run a dataset with a file image, an URL image and a row without one, judged, then render its report."""
+    """Run a dataset with a file image, an URL image and a row without one, judged, with its report."""
     fake_server.reset()
     tmp = tmp_path_factory.mktemp("report-images")
     (tmp / "a&b.png").write_bytes(big_png())
@@ -37,10 +37,8 @@ def image_run(tmp_path_factory, fake_server):
     grid(tmp / "pics.yaml", fake_server.url, name="pics", prompts=[prompt("p", "{q}")],
          scenarios={"dataset": {"path": "data.jsonl", "fields": {"q": "q"}, "images": ["img"]}},
          judges=[judge("j", fake_server.url)])
-    out = run_stages(tmp, tmp / "pics.yaml")
+    out = run_stages(tmp, tmp / "pics.yaml", report=True)
     assert out.returncode == 0, out.log
-    shown = command(tmp, "report", str(out.run_dir))
-    assert shown.returncode == 0, shown.log
     return tmp
 
 

@@ -1,6 +1,6 @@
 """The shipped example params/examples/vision-reference.yaml, end to end on the fake provider: its models and
 judges pointed at the loopback server (with a price, as for any self-hosted endpoint, and short timeouts; the
-grid, dataset, images and rubrics as shipped), run in-process and reported as a sweep ends. Its
+grid, dataset, images and rubrics as shipped), swept in-process with its report. Its
 reasoning model thinks in ``reasoning_content``, each question gets a crafted answer (some right, some wrong)
 and the LLM grader a crafted grade (agreeing with the reference checks on all but two questions), so the
 report's numbers can be worked out by hand."""
@@ -18,7 +18,7 @@ import yaml
 
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
-from bench.testing.in_process import command, run_stages
+from bench.testing.in_process import run_stages
 from tests.repo import REPO
 
 EXAMPLE = REPO / "params" / "examples" / "vision-reference.yaml"
@@ -71,14 +71,12 @@ def replies() -> list[dict]:
 
 @pytest.fixture(scope="module")
 def example_run(tmp_path_factory, fake_server):
-    """Run the example once, then render its report; return (tmp folder, the fake's stats after the run)."""
+    """Sweep the example once in-process, with its report; return (tmp folder, the fake's stats after the sweep)."""
     fake_server.reset()
     fake_server.configure(reasoning_content=["o4-mini"], replies=replies())
     tmp = tmp_path_factory.mktemp("vision-reference")
-    out = run_stages(tmp, on_fake(tmp, fake_server.url))
+    out = run_stages(tmp, on_fake(tmp, fake_server.url), report=True)
     assert out.returncode == 0, out.log
-    shown = command(tmp, "report", str(out.run_dir))
-    assert shown.returncode == 0, shown.log
     return tmp, fake_server.stats()
 
 

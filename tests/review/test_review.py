@@ -1,11 +1,9 @@
-"""Human review and MLflow tracking through the real path: a fake-provider run (with a canary API key, its stages
-in-process, then rendered and tracked as a sweep's end does it), offline export/apply with every validation error,
-superseding reviews, MLflow runs, params, metrics, traces and assessments, and nbval on notebooks/04_review.ipynb."""
+"""Human review and MLflow tracking through the real path: a fake-provider sweep in-process (tracked, with a canary
+API key), offline export/apply with every validation error, superseding reviews, MLflow runs, params, metrics,
+traces and assessments, and nbval on notebooks/04_review.ipynb."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import subprocess
@@ -19,9 +17,8 @@ from bench.core.errors import BenchError
 from bench.core.records import Review
 from bench.review.session import ReviewSession
 from bench.core.store import RunStore
-from bench.sweep.command import report_command, track
 from bench.testing.grids import NOT_INHERITED, ROOT, env, generate, grid, judge, model, prompt
-from bench.testing.in_process import command, environment, run_stages
+from bench.testing.in_process import command, run_stages
 from tests.repo import parameterized_copy
 
 CANARY = "sk-canary-7f3a9c1e55d04b6e"
@@ -29,8 +26,7 @@ CANARY = "sk-canary-7f3a9c1e55d04b6e"
 
 @pytest.fixture(scope="module")
 def tracked_run(tmp_path_factory, fake_server):
-    """A run whose every request needs the canary key, rendered and logged to MLflow as a sweep's end renders and
-    logs it (bench.sweep.command._finish: the stages' status tagged); return its folder."""
+    """A sweep whose every request needs the canary key, rendered and logged to MLflow; return its folder."""
     fake_server.reset()
     fake_server.configure(require_key=CANARY)
     tmp = tmp_path_factory.mktemp("review")
@@ -42,13 +38,10 @@ def tracked_run(tmp_path_factory, fake_server):
          judges=[judge("grader", url, name="judge", api_key_env=key),
                  judge("arena", url, rubric="arena-pairwise", name="judge", api_key_env=key, baseline="m1/p@v1")],
          limits={"max_concurrency": 8, "timeout_s": 10, "retries": 2})
-    out = run_stages(tmp, tmp / "rv.yaml", OPENAI_API_KEY=CANARY)
+    out = run_stages(tmp, tmp / "rv.yaml", report=True, track=True, drop=NOT_INHERITED, OPENAI_API_KEY=CANARY)
     fake_server.configure(require_key=None)
     assert out.returncode == 0, out.log
-    said = io.StringIO()
-    with environment(tmp, NOT_INHERITED, OPENAI_API_KEY=CANARY), contextlib.redirect_stdout(said):
-        track(out.run_dir, report_command(out.run_dir), {"collect": "ok"})
-    assert "tracking: logged to MLflow" in said.getvalue(), said.getvalue()[-2000:]
+    assert "tracking: logged to MLflow" in out.stdout, out.log
     return out.run_dir
 
 
