@@ -24,6 +24,7 @@ from bench.testing.grids import ROOT, env, started, sweep_args
 from bench.testing.in_process import command, run_stages
 from tests.repo import parameterized_copy
 from tests.sweep.test_budget import LONG, write as budget_grid
+from tests.sweep.test_kill_resume import running_with_progress
 
 
 def checked(run_dir, state):
@@ -47,14 +48,6 @@ def wait_for(predicate, proc, what, budget_s=120):
         assert time.monotonic() < deadline, f"no {what} within {budget_s}s"
         time.sleep(0.05)
     return got
-
-
-def running_with_progress(run_dir):
-    try:
-        doc = status(run_dir).doc
-    except Exception:  # the run folder is not there yet
-        return None
-    return doc if doc["state"] == "running" and sum(s["done"] for s in doc["stages"]) > 0 else None
 
 
 def test_a_sweep_with_failed_items_reads_failed_with_exit_3(tmp_path, fake):
