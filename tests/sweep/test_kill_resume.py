@@ -57,6 +57,21 @@ def running_with_progress(run_dir):
     return doc if doc["state"] == "running" and sum(s["done"] for s in doc["stages"]) > 0 else None
 
 
+def started_sweeps(run_dir) -> int:
+    """Return how many sweeps of the run folder have started (its sweeps.jsonl's start lines, whole ones)."""
+    try:
+        lines = (run_dir / SWEEPS).read_text().splitlines()
+    except OSError:
+        return 0
+    events = []
+    for line in lines:
+        try:
+            events.append(json.loads(line)["event"])
+        except (ValueError, KeyError):  # a line being written
+            continue
+    return events.count("start")
+
+
 @pytest.fixture(scope="module")
 def story(tmp_path_factory, fake_server):
     tmp = tmp_path_factory.mktemp("kill")
@@ -92,7 +107,7 @@ def story(tmp_path_factory, fake_server):
     t0 = time.monotonic()
     with (tmp / "resumed.log").open("w") as log, (tmp / "watch.log").open("w") as watched, \
             started(tmp, *sweep_args(params, track=True), stdout=log, stderr=subprocess.STDOUT, **LIVE) as resumed:
-        wait_for("the second sweep's start", lambda: status(run_dir).doc["sweep"]["sweeps"] == 2, resumed)
+        wait_for("the second sweep's start", lambda: started_sweeps(run_dir) == 2, resumed)
         with started(tmp, "status", str(run_dir), "--watch", "--every", "0.2", stdout=watched) as watcher:
             seen.waiter = run_stages(tmp, params, wait=True)  # queued behind the resumed sweep
             resumed.wait(timeout=300)
