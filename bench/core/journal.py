@@ -99,8 +99,9 @@ class Journal:
 
 
 @contextlib.contextmanager
-def _leftovers(run_dir: Path) -> Iterator[list[tuple[Path, dict[str, float | None]]]]:
-    """Yield (path, {key: reservation}) of every journal in ``run_dir`` whose process is gone, locked for the block."""
+def _leftovers(run_dir: Path, shared: bool = False) -> Iterator[list[tuple[Path, dict[str, float | None]]]]:
+    """Yield (path, {key: reservation}) of every journal in ``run_dir`` whose process is gone, locked for the block
+    (``shared``: to read them, not to remove them)."""
     held: list[tuple[int, Path, dict[str, float | None]]] = []
     try:
         for path in sorted(run_dir.glob(GLOB)) if run_dir.is_dir() else []:
@@ -109,7 +110,7 @@ def _leftovers(run_dir: Path) -> Iterator[list[tuple[Path, dict[str, float | Non
             except OSError:
                 continue
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
                 if os.fstat(fd).st_ino != os.stat(path).st_ino:
                     raise FileNotFoundError(path)  # settled and removed by another process meanwhile
             except OSError:  # held by a live process (or gone): not a leftover
@@ -198,10 +199,45 @@ def read_repeats(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
         return {}
 
 
-def lost_attempts(run_dir: str | os.PathLike[str]) -> dict[str, list[float | None]]:
-    """Return the requests kills left in flight with their reply lost: {key: [reservation per attempt]}."""
-    lost = read_repeats(run_dir).get("lost")
-    return lost if isinstance(lost, dict) else {}
+def lost_attempts(run_dir: str | os.PathLike[str], cache_dir: Path | None = None) -> dict[str, list[float | None]]:
+    """Return the requests kills left in flight with their reply lost: {key: [reservation per attempt]}.
+
+    With ``cache_dir``, also those of dead processes' journals no stage start has settled yet (right after a kill,
+    before a resume), read without settling: the keys the response cache there lacks. Changes nothing."""
+    run_dir = Path(run_dir)
+    with _shared_lock(run_dir):
+        lost = read_repeats(run_dir).get("lost")
+        lost = {k: list(v) for k, v in lost.items() if isinstance(v, list)} if isinstance(lost, dict) else {}
+        if cache_dir is None or not run_dir.is_dir() or not any(run_dir.glob(GLOB)):
+            return lost
+        with _leftovers(run_dir, shared=True) as found:
+            keys = _merged(found)
+    cache = _open_cache(cache_dir) if keys else None
+    for key, usd in _split(keys, cache)[0].items():
+        lost.setdefault(key, []).append(usd)
+    return lost
+
+
+def _open_cache(path: Path) -> Any:
+    """Return the response cache at ``path`` if it exists (None: every journaled request counts as in flight)."""
+    from bench.models.cache import ResponseCache  # the seam imports this module
+
+    return ResponseCache(path) if path.is_dir() else None
+
+
+@contextlib.contextmanager
+def _shared_lock(run_dir: Path) -> Iterator[None]:
+    """Hold off ``settle`` (its ``_lock``) while repeats.json and the journals are read together."""
+    try:
+        fd = os.open(run_dir / ".journal.lock", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:  # never settled here (or a read-only folder): nothing to hold off
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)
 
 
 def unclaimed_keys(run_dir: str | os.PathLike[str]) -> set[str]:

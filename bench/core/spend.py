@@ -5,17 +5,19 @@ full, paid attempts and estimated usage included; one of unknown price is report
 conversation counts its model's and simulated user's requests, less turns the cache answered. A request a kill
 left in flight (``bench.core.journal``: ``lost``) is estimated spend: the record of the next reply to the same
 request claims it (a ``paid_attempts`` entry marked ``estimated`` and ``in_flight_at_kill``); until then it
-counts at its reservation (docs/budget.md, Kills).
+counts at its reservation, from the kill on: a journal no stage start settled yet is read too (docs/budget.md, Kills).
 """
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench.core.journal import lost_attempts
+from bench.core.paths import CACHE_ENV
 from bench.core.records import Candidate, Judgment, Usage
 from bench.core.store import RunStore
 
@@ -92,12 +94,18 @@ def open_lost(run_dir: str | Path, claimed: Counter[str] | None = None) -> dict[
     """Return the requests kills left in flight that no record has claimed yet: {key: [reservation per attempt]}.
 
     ``claimed``: how many attempts of each key the records claim (None: read from the records)."""
-    lost = lost_attempts(run_dir)
+    lost = lost_attempts(run_dir, _cache_dir(Path(run_dir)))
     if lost and claimed is None:
         claimed = Counter(a[LOST] for kind in (Candidate, Judgment) for rec in RunStore(Path(run_dir)).iter(kind)
                           for usage, _by in _parts(rec) for a in (usage and usage.paid_attempts) or () if LOST in a)
     return {key: attempts[claimed[key]:] for key, attempts in lost.items()
             if isinstance(attempts, list) and len(attempts) > claimed[key]}
+
+
+def _cache_dir(run_dir: Path) -> Path:
+    """Return the response cache a run folder's requests went to (``bench.core.paths.cache_path`` for runs/<sweep>)."""
+    env = os.environ.get(CACHE_ENV, "")
+    return Path(env).expanduser().absolute() if env else run_dir.parent / ".cache" / "responses"
 
 
 def _parts(rec: Candidate | Judgment) -> list[tuple[Usage | None, str]]:

@@ -27,6 +27,7 @@ from bench.models.budget import sweep_budget
 from bench.models.cache import open_cache
 from bench.testing import grids
 from bench.models.eventloop import run as run_loop
+from bench.monitor import status
 from bench.run import open_run
 from bench.stage_runs import run_collect
 from bench.testing import in_process
@@ -127,3 +128,33 @@ def test_a_sweeps_shared_budget_starts_with_what_the_last_kill_left_in_flight(tm
         run_loop(run_collect(open_run(str(params)), progress="none"))
     assert f"has spent $0.2500 {note}" in str(refused.value)
     assert fake.stats()["requests"] == 0
+
+
+def test_a_kills_requests_in_flight_count_before_any_resume(tmp_path, fake):
+    """Right after a kill, before any stage start settles its journal, `bench status`, the estimate and the run's
+    spend already count the requests it left in flight at their reservation; a reply the cache holds is not one of
+    them. Settling then changes no figure (counted once). Before, they appeared only once the next stage started."""
+    entry = grids.model("m1", fake.url, price=PRICE, params={"max_tokens": MAX_TOKENS})
+    params = grids.grid(tmp_path / "k.yaml", fake.url, name="k", topics=4, models=[entry],
+                        limits={"max_concurrency": CAP, "timeout_s": 10, "retries": 0, "budget_usd": 100.0})
+    assert run_stages(tmp_path, params, stages=("collect",), drop=("BENCH_CACHE",)).returncode == 0
+    run_dir, paid = tmp_path / "runs" / "k", recorded_spend(tmp_path / "runs" / "k").usd
+    cache = open_cache(tmp_path / "runs" / ".cache" / "responses")
+    cache.put("a-reply-the-cache-holds", {"text": "x", "usage": {"cost_usd": 0.5}})
+    journal = Journal(run_dir)
+    for key, usd in (("a-request-no-cache-holds", 0.25), ("a-reply-the-cache-holds", 0.5)):
+        journal.arm(key)
+        journal.sent(usd)
+    journal.close(keep=True)  # as a SIGKILL leaves it
+
+    spend = recorded_spend(run_dir)
+    assert (spend.lost_in_flight, spend.lost_reserved) == (1, 1), spend
+    assert spend.usd == pytest.approx(paid + 0.25) and spend.lost_in_flight_usd == pytest.approx(0.25)
+    with in_process.environment(tmp_path, drop=("BENCH_CACHE",)):
+        doc = status(run_dir).doc
+    assert (doc["spend"]["estimated_usd"], doc["spend"]["estimated_at_reservation"]) == (pytest.approx(0.25), 1)
+    said = command(tmp_path, "estimate", str(params), drop=("BENCH_CACHE",)).stdout
+    assert f"spent so far ${spend.usd:.4f}{spend.estimated_note()}" in said, said
+    with in_process.environment(tmp_path, drop=("BENCH_CACHE",)):  # settles: no second count
+        assert sweep_budget(1.0, run_dir) == (1.0, pytest.approx(spend.usd))
+    assert recorded_spend(run_dir) == spend and not list(run_dir.glob("requests-*.journal"))
