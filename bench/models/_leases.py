@@ -119,6 +119,12 @@ class RemoteLimiter:
         """End a reservation with the reply's cost (None: unknown, counted as reserved; 0.0: nothing was paid)."""
         self._send({"op": "settle", "id": reservation, "usd": usd})
 
+    async def spent(self, usd: float) -> None:
+        """Count ``usd`` as spent without a reservation: a cached reply a killed process paid that no record holds."""
+        if self.transport is None:
+            await self._connect()
+        self._send({"op": "spent", "id": 0, "usd": usd})
+
     async def _ask(self, message: dict[str, Any], give_up: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """Send ``message`` under a new id and wait for the server's answer; a cancelled wait sends ``give_up``."""
         if self.transport is None:
@@ -294,7 +300,7 @@ class LeaseServer:
                 lease_id = int(msg["id"])
                 if msg["op"] == "ping":  # a cluster worker's start-up check that it reaches this server
                     writer.write(b'{"id":%d,"pong":true}\n' % lease_id)
-                elif msg["op"] in ("reserve", "settle"):
+                elif msg["op"] in ("reserve", "settle", "spent"):
                     spending.handle(msg["op"], lease_id, msg.get("usd"))
                 elif msg["op"] == "acquire":
                     task = asyncio.ensure_future(_acquire(limiter, msg))

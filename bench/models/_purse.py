@@ -126,6 +126,8 @@ class Spending:
             task = asyncio.ensure_future(purse.reserve(amount))
             self.waiting[rid] = (task, amount)
             task.add_done_callback(functools.partial(self._decided, rid))
+        elif op == "spent" and purse is not None:  # no reservation: a reply a killed process paid
+            purse.spent += max(0.0, float(usd))
         elif purse is not None and rid in self.held:  # settle
             purse.settle(self.held.pop(rid), None if usd is None else float(usd))
         elif purse is not None and (entry := self.waiting.pop(rid, None)) is not None:  # given up while waiting

@@ -7,6 +7,8 @@ server (bench.models._leases).
 
 from __future__ import annotations
 
+import asyncio
+
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,6 +78,7 @@ class Budget:
         self._prices: dict[tuple[Any, bool], tuple[float, float] | None] = {}
         self.counting: dict[str, str] = {}  # model -> what counted its prompts (a tokenizer, or "UTF-8 bytes")
         self.claimed = 0.0  # cached replies a killed process paid, counted by this process's records (``count``)
+        self._telling: set[asyncio.Task] = set()  # ``count``s on their way to the sweep's lease server
 
     def worst_case(self, route: Route, body: dict[str, Any], batch: bool = False) -> float:
         """Return the most ``body`` can cost on ``route``: its prompt (counted never short) and its whole output
@@ -130,11 +133,18 @@ class Budget:
 
     def count(self, usd: float | None) -> None:
         """Count a cached reply that a killed process paid and no record counted as spent now (its record, once
-        written, holds it). Under a sweep's shared budget the lease server counts it at the next start."""
-        if usd:
-            self.claimed += float(usd)
-            if self.purse is not None:
-                self.purse.spent += float(usd)
+        written, holds it); under a sweep's shared budget, the lease server's purse counts it too."""
+        if not usd:
+            return
+        self.claimed += float(usd)
+        if self.purse is not None:
+            self.purse.spent += float(usd)
+        if self.lease_server:
+            server = limiter_for(address=self.lease_server)
+            assert isinstance(server, RemoteLimiter)
+            task = asyncio.get_running_loop().create_task(server.spent(float(usd)))
+            self._telling.add(task)  # kept until sent (a task only the loop holds may be collected)
+            task.add_done_callback(self._telling.discard)
 
     def reached(self, route: Route, usd: float, state: dict[str, Any]) -> BudgetReached:
         """Return the BudgetReached of a request refused: what was spent, what it would have cost, what the

@@ -23,7 +23,8 @@ from bench.core.spend import recorded_spend
 from bench.core.store import RunStore
 from bench.models._leases import LeaseServer, RemoteLimiter
 from bench.models._purse import Purse
-from bench.models.budget import PriceUnknown
+from bench.models.budget import Budget, PriceUnknown
+from bench.models.ratelimit import limiter_for
 from bench.run import open_run
 from bench.stage_runs import run_collect, run_judge
 from bench.testing import grids
@@ -242,6 +243,21 @@ def test_the_lease_server_holds_one_budget_for_every_connection_and_charges_a_de
         assert server.address
         ok, spent_now = asyncio.run(main(server.address))
     assert (ok, spent_now) == (False, pytest.approx(0.8))
+
+
+def test_a_reply_a_killed_process_paid_counts_in_the_sweeps_shared_budget_at_once(tmp_path):
+    """A resumed kernel that takes a cached reply a killed process paid (no record held it) counts it in the lease
+    server's purse when it takes it, so the same sweep cannot spend that money again. Before, the server only
+    learnt of it at the next sweep's start."""
+    async def main(address: str) -> tuple[bool, float]:
+        budget = Budget(1.0, tmp_path / "runs" / "s", lease_server=address)
+        budget.count(0.6)  # hit_usage does this when a resume takes such a reply
+        _rid, answer = await limiter_for(address=address).reserve(0.5)
+        return answer["ok"], answer.get("spent", -1.0)
+
+    with LeaseServer(budget=(1.0, 0.0)) as server:
+        ok, spent = asyncio.run(main(server.address))
+    assert (ok, spent) == (False, pytest.approx(0.6))
 
 
 def test_a_lease_server_without_a_budget_says_so():
