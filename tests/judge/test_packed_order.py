@@ -7,6 +7,10 @@ from __future__ import annotations
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
 from bench.testing.grids import grid, judge, model
+from bench.models.eventloop import run as run_loop
+from bench.run import open_run
+from bench.stage_runs import run_collect
+from bench.testing import in_process
 from bench.testing.in_process import run_stages
 from tests.staged import run_planned
 
@@ -53,7 +57,9 @@ def test_the_same_answers_share_the_same_calls_whatever_order_they_came_in(tmp_p
 
     fake.configure(latency_jitter_ms=0)  # collect, then judge as a stage of its own (not pipelined)
     alone = params(tmp_path, fake.url, "c")
-    assert run_stages(tmp_path, alone, stages=("collect",)).returncode == 0
+    with in_process.environment(tmp_path):  # run_collect without judge=True: nothing graded yet
+        run_loop(run_collect(open_run(str(alone)), progress="none"))
+    assert not RunStore(runs / "c").read(Judgment)
     assert run_stages(tmp_path, alone, stages=("judge",)).returncode == 0
     assert fake.stats()["requests"] == sent and packs(runs / "c") == packs(runs / "a")
 
