@@ -137,7 +137,8 @@ def candidate_frame(rows: Rows, schema: dict[str, Any]) -> pl.DataFrame:
     col = rows.column
     prompt, cell = _cell_columns(rows)
     return frame_of([col("id"), col("model_id"), prompt, cell, col("scenario_id"), col("sample"), col("output"),
-                     col("error"), col("error_kind"), *usage_columns(rows), col("flags"), col("ended"), col("model")],
+                     col("error"), col("error_kind"), *usage_columns(rows), col("flags"), col("ended"), col("model"),
+                     col("reasoning")],
                     schema)
 
 
