@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from bench.analysis import load_run
 from bench.config.rubrics import load_rubric, snapshot_rubric
 from bench.core.errors import BenchError
 from bench.core.images import file_ref, store_image
@@ -48,7 +49,9 @@ def run_dir(tmp_path) -> Path:
     for jid, rid in judges.items():
         r = rubrics[rid]
         spec = {"judge_id": jid, "rubric_id": r.id, "rubric_version": r.version, "rubric_hash": r.hash, "mode": r.mode}
-        grades += [judgment(c, **spec, scores={k.id: k.scale[1] for k in r.criteria} or None) for c in answers]
+        scores = {k.id: k.scale[1] for k in r.criteria}
+        grades += [judgment(c, **spec, scores=scores or {"exact": 1.0}, score=r.composite(scores) if scores else 1.0)
+                   for c in answers]
     RunStore(run).append([*s, *answers, *grades])
     return run
 
@@ -59,6 +62,7 @@ def test_a_checks_only_judge_puts_nothing_in_the_review_queue(run_dir):
     assert queued and all(j.judge_id != "checks" for j in queued), "no judge's grade to review: checks only"
     assert len(session.items) == 4 and session.progress() == (0, 4), "2 answers × 2 rubrics an LLM graded"
     assert session.judge_ids == ["grader", "tip"]
+    assert load_run(run_dir).reviewed.units == 4, "the report's count, read column-wise, says the same"
     checks = next(j for j in session.judgments.values() if j.judge_id == "checks")
     with pytest.raises(BenchError, match="checks only"):
         session.save(checks.id, scores={})
