@@ -53,7 +53,8 @@ def _review(args: argparse.Namespace) -> int:
     if session.reviewed.damaged:
         print(f"bench review: {session.reviewed.note()}", file=sys.stderr)
     if args.action == "export":
-        n = session.export(args.file, filter=args.filter, show_judges=args.show_judges)
+        n = session.export(args.file, filter=args.filter, show_judges=args.show_judges, judge=args.judge,
+                           rubric=args.rubric)
         blind = ("with the judges' grades: its reviews will not be blind" if args.show_judges else
                  "blind: no judge's grade in it")
         print(f"wrote {n} entries (one per answer and rubric version) to {args.file}, {blind}; fill in each "
@@ -249,6 +250,8 @@ def _add_run_commands(sub: Any) -> None:
     e.add_argument("--show-judges", action="store_true",
                    help="include every judge's grades and rationales (default: blind); the reviews applied from "
                         "such a file are recorded as not blind and do not calibrate the leaderboard")
+    e.add_argument("--judge", metavar="ID", help="only the items this judge graded")
+    e.add_argument("--rubric", metavar="ID[@VERSION]", help="only the items of this rubric")
     e.set_defaults(func=_review)
     a = rs.add_parser("apply", help="validate a filled-in FILE.json and append its reviews (all or nothing)")
     a.add_argument("run_dir", help="runs/<sweep>")

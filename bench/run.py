@@ -57,7 +57,7 @@ class Run:
         judges (whatever holds for every called model reads this list)."""
         cells = self.cells
         called = ([c.model for c in cells] + [c.prompt.user_simulator for c in cells if c.prompt.user_simulator]
-                  + list(self.sweep.judges))
+                  + [j for j in self.sweep.judges if j.model is not None])  # a checks-only judge calls none
         return list({id(e): e for e in called}.values())
 
     @property
@@ -138,7 +138,7 @@ def dry_sweep(sweep: Sweep, params_path: Path) -> Sweep:
         data = entry.model_dump(exclude_none=True)
         for key in ("api_base", "api_key_env", "transport", "rpm", "tpm", "price", "batch"):
             data.pop(key, None)
-        return {**data, "model": dry_model(entry.id)}
+        return {**data, **({"model": dry_model(entry.id)} if entry.model else {})}  # a checks-only judge: none
 
     data = sweep.model_dump(exclude_none=True)
     prompts = [{**p.model_dump(exclude_none=True), **({"user_simulator": dry(p.user_simulator)}

@@ -61,7 +61,9 @@ class GradedRows(Mapping[str, Graded]):
         """Return ``bench.core.reviewed.current_units`` of these judgments, computed a column at a time."""
         keys = zip(map(tuple, self._column("candidate_ids")),
                    map(versioned, self._column("rubric_id"), self._column("rubric_version")))
-        return dict(compress(zip(keys, self._column("rubric_hash")), map(_FIRST.__contains__, self._column("order"))))
+        counted = map(lambda order, mode: order in _FIRST and mode != "automated", self._column("order"),
+                      self._column("mode"))
+        return dict(compress(zip(keys, self._column("rubric_hash")), counted))
 
     def by_rubric(self) -> list[Graded]:
         """Return one judgment per rubric hash (the last): what ``run_scales`` reads."""
@@ -135,7 +137,8 @@ def candidate_frame(rows: Rows, schema: dict[str, Any]) -> pl.DataFrame:
     col = rows.column
     prompt, cell = _cell_columns(rows)
     return frame_of([col("id"), col("model_id"), prompt, cell, col("scenario_id"), col("sample"), col("output"),
-                     col("error"), col("error_kind"), *usage_columns(rows), col("flags"), col("ended"), col("model")],
+                     col("error"), col("error_kind"), *usage_columns(rows), col("flags"), col("ended"), col("model"),
+                     col("reasoning")],
                     schema)
 
 

@@ -138,21 +138,24 @@ def _overview(t: RunTables, board: pl.DataFrame) -> pl.DataFrame:
 
 def examples(t: RunTables, *, judge: str | None = None, per_cell: int = 1) -> pl.DataFrame:
     """Return, per judge (or only ``judge``) and cell, its best- and worst-graded answers with the
-    scenario, the answer and the judge's rationale, for reading next to the numbers."""
+    scenario, the answer (and the model's thinking, when it returned any) and the judge's rationale, for reading
+    next to the numbers."""
     scored = t.scores.filter(pl.col("criterion") == COMPOSITE)
     if judge is not None:
         scored = scored.filter(pl.col("judge") == judge)
     if scored.is_empty():
         return pl.DataFrame(schema={"judge": pl.Utf8, "cell": pl.Utf8, "which": pl.Utf8, "score": pl.Float64,
-                                    "scenario": pl.Utf8, "answer": pl.Utf8, "rationale": pl.Utf8})
+                                    "scenario": pl.Utf8, "answer": pl.Utf8, "reasoning": pl.Utf8,
+                                    "rationale": pl.Utf8})
     ranked = scored.sort("value", "candidate").group_by("judge", "cell", maintain_order=True)
     picked = pl.concat([ranked.tail(per_cell).with_columns(pl.lit("best").alias("which")),
                         ranked.head(per_cell).with_columns(pl.lit("worst").alias("which"))]).unique(
         ["judge", "cell", "candidate"], keep="first", maintain_order=True)
     texts = {k: describe(s.fields) for k, s in t.scenarios.items()}
-    out = (picked.join(t.candidates.select(pl.col("id").alias("candidate"), pl.col("output").alias("answer")),
+    out = (picked.join(t.candidates.select(pl.col("id").alias("candidate"), pl.col("output").alias("answer"),
+                                             "reasoning"),
                        on="candidate", how="left")
            .join(t.judgments.select(pl.col("id").alias("judgment"), "rationale"), on="judgment", how="left")
            .with_columns(pl.col("scenario").replace_strict(texts, default=pl.col("scenario")).alias("scenario")))
     return out.select("judge", "cell", "which", pl.col("value").alias("score"), "scenario", "answer",
-                      "rationale").sort("judge", "cell", "which")
+                      "reasoning", "rationale").sort("judge", "cell", "which")

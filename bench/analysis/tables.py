@@ -31,7 +31,8 @@ _USAGE = {"prompt_tokens": pl.Int64, "completion_tokens": pl.Int64, "cost_usd": 
 CANDIDATE_SCHEMA = {"id": pl.Utf8, "model": pl.Utf8, "prompt": pl.Utf8, "cell": pl.Utf8, "scenario": pl.Utf8,
                     "sample": pl.Int64, "output": pl.Utf8, "error": pl.Utf8, "error_kind": pl.Utf8, **_USAGE,
                     "flags": pl.List(pl.Utf8), "ended": pl.Utf8,  # ended: why a conversation stopped (None: one reply)
-                    "model_string": pl.Utf8}  # the LiteLLM model string (the judge audit reads its model family)
+                    "model_string": pl.Utf8,  # the LiteLLM model string (the judge audit reads its model family)
+                    "reasoning": pl.Utf8}  # the reply's thinking, apart from its output (None: none returned)
 # one row per candidate record with a simulated user: its requests
 SIMULATOR_SCHEMA = {"simulator": pl.Utf8, "cell": pl.Utf8, "scenario": pl.Utf8, "sample": pl.Int64,
                     "candidate": pl.Utf8, "error": pl.Utf8, **_USAGE}

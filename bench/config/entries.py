@@ -333,6 +333,7 @@ class JudgeEntry(Endpoint):
     """A judge: a model by role, a versioned rubric and a grading mode."""
 
     id: SafeId
+    model: str | None = None  # required unless the judge grades with checks only (mode automated): it calls no model
     rubric: str  # a rubric id (rubrics/<id>.md) or a path to a rubric file
     mode: JudgeMode | None = None  # ``batch``, the packed mode's name before its rename, is read as ``packed``
     pack_size: int = Field(default=0, ge=0)  # the packed mode: items per call (0 or 1 = single); was ``batch_size``

@@ -123,7 +123,7 @@ class Sweep(Strict):
         return ([(f"models[{i}]", m) for i, m in enumerate(self.models)]
                 + [(f"prompts[{i}].user_simulator", p.user_simulator) for i, p in enumerate(self.prompts)
                    if p.user_simulator is not None]
-                + [(f"judges[{i}]", j) for i, j in enumerate(self.judges)])
+                + [(f"judges[{i}]", j) for i, j in enumerate(self.judges) if j.model is not None])
 
 
 class Cell(BaseModel):

@@ -40,7 +40,7 @@ def check_vision(sweep: Sweep, cells: list[Cell], scenarios: list[Scenario], par
                          f"read images")
     for judge in sweep.judges:
         rubric = load_rubric(judge.rubric, root, params_path.parent)
-        if rubric.images and (why := _reads_none(judge)):
+        if rubric.images and judge.model is not None and (why := _reads_none(judge)):
             lines.append(f"{params_path}: judge {judge.id} ({judge.model}) {why}, but its rubric {rubric.key} shows "
                          f"the judge the scenarios' images (images: true); give it a model that reads images, "
                          f"or drop `images: true` from the rubric")

@@ -38,8 +38,9 @@ def review_unit(r: Review, judgments: Mapping[str, Judgment]) -> Unit | None:
 
 
 def current_units(judgments: Iterable[Judgment]) -> dict[Unit, str]:
-    """Return the units ``judgments`` grade (a pair once: its AB order) with the rubric hash of the last of each."""
-    return {judgment_unit(j): j.rubric_hash for j in judgments if j.order in (None, "AB")}
+    """Return the units ``judgments`` grade (a pair once: its AB order) with the rubric hash of the last of each;
+    a checks-only (automated) judgment gives no unit: there is no judge's grade for a human to review."""
+    return {judgment_unit(j): j.rubric_hash for j in judgments if j.order in (None, "AB") and j.mode != "automated"}
 
 
 def scale_of(rubric: Any) -> dict[str, tuple[float, float]]:

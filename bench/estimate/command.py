@@ -29,7 +29,7 @@ def validate(params: str | Path, cells: str | None = None) -> int:
     for cell in run.cells:
         print(f"  cell {cell.key}: {cell.model.model} {cell.model.params or ''}")
     for j in run.sweep.judges:
-        print(f"  judge {j.id}: {j.model}, rubric {j.rubric}")
+        print(f"  judge {j.id}: {j.model or 'no model (checks only)'}, rubric {j.rubric}")
     plans = plan_requests(run, make_llm(run))
     print("requests a sweep would send now (first turns; retries and repair turns come on top; "
           "'+?': answers not collected yet, so their judge requests cannot be looked up in the cache):")

@@ -95,7 +95,7 @@ def stage_work(run: Run, llm: LLM, placeholder: Placeholder | None = None, *, on
     graded = (store.done_ids(Judgment), store.attempts(Judgment))
     stand_ins = set(future) - set(answers)
     place = lambda item: places.get(item.ids[0]) or (group_of.get(cell_of.get(item.ids[0], ""), 0), -1)  # noqa: E731
-    for judge in judges:
+    for judge in (j for j in judges if j.entry.model is not None):  # a checks-only judge with none: nothing to ask
         items = items_for(judge, run.scenarios, [*answered, *future.values()], owns_dataset(run))
         out.append(_judge_work(run, llm, judge, items, (set(future), stand_ins), graded, seen, place))
     return out

@@ -99,7 +99,7 @@ class Judge:
     def base(self, item: Item, order: str | None = None) -> dict[str, Any]:
         """Return the identity and provenance fields every Judgment of this judge on ``item`` carries."""
         r = self.rubric
-        return {"judge_id": self.entry.id, "judge_model": self.entry.model, "judge_endpoint": self.entry.endpoint,
+        return {"judge_id": self.entry.id, "judge_model": self.entry.model or "none", "judge_endpoint": self.entry.endpoint,
                 "judge_params": self.params, "rubric_id": r.id, "rubric_version": r.version, "rubric_hash": r.hash,
                 "mode": self.mode, "candidate_ids": list(item.ids), "scenario_id": item.scenario.id, "order": order,
                 "attempt": item.attempt, "repeat": item.repeat, "turn": item.turn}
@@ -108,7 +108,7 @@ class Judge:
     def digests(self) -> list[Digest]:
         """Return what this judge and its rubric version stand for in a run folder (one digest per name)."""
         e = self.entry
-        return [judge_digest(e.id, e.model, e.endpoint, self.params, self.mode),
+        return [judge_digest(e.id, e.model or "none", e.endpoint, self.params, self.mode),
                 rubric_digest(self.rubric.key, self.rubric.hash)]
 
     def judgment_ids(self, item: Item) -> list[str]:

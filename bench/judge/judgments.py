@@ -60,6 +60,10 @@ def load_judges(run: Run, only: str | Iterable[str] | None = None) -> list[Judge
         if (refused := mode_refusal(judge.rubric, judge.mode)) is not None:
             raise ParamsError(f"{run.params_path}: judge '{judge.entry.id}' (mode: {judge.mode}), rubric "
                               f"{judge.rubric.path} {refused}")
+        if judge.entry.model is None and judge.mode != "automated":
+            raise ParamsError(f"{run.params_path}: judge '{judge.entry.id}' has no model: its rubric "
+                              f"{judge.rubric.path} grades in mode {judge.mode}, which asks a model; add "
+                              f"`model: provider/name` (only a checks-only judge, mode automated, needs none)")
     refuse_unrunnable_checks(judges, run.scenarios, run.params_path)  # a check's reference key: before any spend
     for judge in judges:  # a reference key the rubric shows its judge: before any spend too
         check_reference_keys(judge.rubric, run.scenarios, reference_source(run.sweep, run.params_path))

@@ -19,6 +19,7 @@ table.bench th{background:#f4f4f6;text-align:center}
 table.bench td.t{text-align:left;max-width:46em}
 table.bench td.t div{white-space:pre-wrap;overflow-wrap:break-word;max-height:14em;overflow:auto}
 div.bench-scroll{max-width:100%;overflow-x:auto}
+details.bench-thinking summary{cursor:pointer;color:#555;font-style:italic}
 p.bench-note{color:#555;font-size:13px;margin:4px 0 10px;overflow-wrap:anywhere}
 </style>"""
 
@@ -125,20 +126,35 @@ def _header(name: str) -> str:
     return html.escape(name).replace("_", "_<wbr>")
 
 
-def table_html(frame: Any, *, digits: int = 3, max_rows: int = 60) -> str:
+def folded(text: str | None, label: str = "thinking") -> str:
+    """Return a text folded in a ``<details>`` (escaped, clipped) whose summary says what it is and how long, as a
+    transcript folds a tool call: a reasoning model's thinking beside its answer; "" for no text."""
+    if not text:
+        return ""
+    return (f'<details class="bench-{label}"><summary>{label} ({len(text):,} characters)</summary>'
+            f"<div>{html.escape(visible(text))}</div></details>")
+
+
+def table_html(frame: Any, *, digits: int = 3, max_rows: int = 60, fold: dict[str, str] | None = None) -> str:
     """Return a polars frame as an escaped HTML table in its own horizontally scrolling box; columns ending in
-    ``_usd`` read as dollars, an empty ``note`` column is left out."""
+    ``_usd`` read as dollars, an empty ``note`` column is left out. ``fold``: {column: into}, each value of
+    ``column`` shown folded (:func:`folded`) at the top of ``into``'s cell of its row, not as a column."""
     import polars as pl  # noqa: PLC0415 (polars: `import bench.report` stays light)
 
     if NOTE in frame.columns and frame[NOTE].null_count() == frame.height:
         frame = frame.drop(NOTE)
+    fold = {k: v for k, v in (fold or {}).items() if k in frame.columns and v in frame.columns}
+    tops = [[folded(t, "thinking" if k == "reasoning" else k) for t in frame[k].head(max_rows).to_list()] for k in fold]
+    into = {v: n for n, v in enumerate(fold.values())}
+    frame = frame.drop(list(fold))
     text = [frame.schema[c] in (pl.Utf8, pl.Categorical) or isinstance(frame.schema[c], pl.List) for c in frame.columns]
     units = ["$" if str(c).endswith("_usd") else "" for c in frame.columns]
     head = "".join(f"<th>{_header(str(c))}</th>" for c in frame.columns)
     rows = []
-    for row in frame.head(max_rows).iter_rows():
-        cells = (f'<td class="t"><div>{html.escape(fmt(v, digits))}</div></td>' if t else
-                 f"<td>{html.escape(fmt(v, digits, u))}</td>" for v, t, u in zip(row, text, units))
+    for r, row in enumerate(frame.head(max_rows).iter_rows()):
+        top = [tops[into[c]][r] if c in into else "" for c in frame.columns]
+        cells = (f'<td class="t">{f}<div>{html.escape(fmt(v, digits))}</div></td>' if t else
+                 f"<td>{html.escape(fmt(v, digits, u))}</td>" for v, t, u, f in zip(row, text, units, top))
         rows.append("<tr>" + "".join(cells) + "</tr>")
     more = (f'<p class="bench-note">… {frame.height - max_rows} more rows (the notebook has them all)</p>'
             if frame.height > max_rows else "")
@@ -146,13 +162,16 @@ def table_html(frame: Any, *, digits: int = 3, max_rows: int = 60) -> str:
             f'<tbody>{"".join(rows)}</tbody></table></div>{more}')
 
 
-def table(frame: Any, *, digits: int = 3, max_rows: int = 60, empty: str = "nothing to show") -> None:
-    """Display a polars frame as an escaped HTML table (or ``empty`` when it has no rows)."""
+def table(frame: Any, *, digits: int = 3, max_rows: int = 60, empty: str = "nothing to show",
+          fold: dict[str, str] | None = None) -> None:
+    """Display a polars frame as an escaped HTML table (or ``empty`` when it has no rows); ``fold`` as
+    :func:`table_html` (the plain-text form leaves those columns out)."""
     if frame.height == 0:
         note(empty)
         return
-    _display({"text/html": table_html(frame, digits=digits, max_rows=max_rows),
-              "text/plain": table_text(frame, digits=digits, max_rows=max_rows)})
+    _display({"text/html": table_html(frame, digits=digits, max_rows=max_rows, fold=fold),
+              "text/plain": table_text(frame.drop([c for c in fold or () if c in frame.columns]), digits=digits,
+                                       max_rows=max_rows)})
 
 
 def table_text(frame: Any, *, digits: int = 3, max_rows: int = 60) -> str:

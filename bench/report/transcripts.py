@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from bench.core.records import Candidate
-from bench.report.display import CLIP_CHARS, visible
+from bench.report.display import CLIP_CHARS, folded, visible
 
 CALL_CHARS = 100  # a tool call's arguments in its one-line summary; the whole of them is inside
 CSS = ("<style>.bench-talk{font-size:13px;margin:4px 0 10px;max-width:60em}"
@@ -66,8 +66,10 @@ def _call_html(call: dict[str, Any], result: dict[str, Any] | None, step: dict[s
             f"{bad}</summary>{body}</details>")
 
 
-def _message_html(message: dict[str, Any], results: dict[str, dict], steps: dict[str, dict]) -> str:
-    """Return one message (its tool calls folded, each with its result); "" for a tool result shown in its call."""
+def _message_html(message: dict[str, Any], results: dict[str, dict], steps: dict[str, dict], thinking: str | None = None
+                  ) -> str:
+    """Return one message (its tool calls folded, each with its result, and ``thinking`` folded before its text); ""
+    for a tool result shown in its call."""
     role = str(message.get("role") or "?")
     text = content_text(message.get("content"))
     if role == "system":
@@ -80,21 +82,24 @@ def _message_html(message: dict[str, Any], results: dict[str, dict], steps: dict
                 f"<pre>{_e(text)}</pre></details>")
     label = role + (" (simulated)" if message.get("simulated") else "")
     calls = [c for c in message.get("tool_calls") or () if isinstance(c, dict)]
-    body = f'<div class="bench-text">{_e(text)}</div>' if text or not calls else ""
+    body = folded(thinking) + (f'<div class="bench-text">{_e(text)}</div>' if text or not calls else "")
     body += "".join(_call_html(c, results.get(c.get("id")), steps.get(c.get("id"))) for c in calls)
     kind = role if role in ("user", "assistant") else "other"
     return f'<div class="bench-msg bench-{kind}"><div class="bench-role">{_e(label, 100)}</div>{body}</div>'
 
 
-def transcript_html(transcript: list[dict[str, Any]], trajectory: list[dict[str, Any]] | None = None) -> str:
+def transcript_html(transcript: list[dict[str, Any]], trajectory: list[dict[str, Any]] | None = None,
+                    thinking: str | None = None) -> str:
     """Return a transcript's messages as escaped HTML (no CSS; :data:`CSS` styles it): roles, the system
-    prompt folded, each tool call folded with its arguments, its result and its outcome."""
+    prompt folded, each tool call folded with its arguments, its result and its outcome; ``thinking`` (the last
+    request's) folded in the last assistant message."""
     messages = [m for m in transcript or () if isinstance(m, dict)]
     called = {c.get("id") for m in messages for c in m.get("tool_calls") or () if isinstance(c, dict)}
     results = {m.get("tool_call_id"): m for m in messages
                if m.get("role") == "tool" and m.get("tool_call_id") in called}
     steps = {s.get("id"): s for s in trajectory or () if isinstance(s, dict) and s.get("id")}
-    return "".join(_message_html(m, results, steps) for m in messages)
+    last = max((n for n, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    return "".join(_message_html(m, results, steps, thinking if n == last else None) for n, m in enumerate(messages))
 
 
 def assistant_turns(c: Candidate) -> int:
@@ -130,10 +135,12 @@ def conversation_line(c: Candidate) -> str:
 
 def candidate_transcript_html(c: Candidate, *, css: bool = True, line: bool = True) -> str:
     """Return a candidate's transcript as a styled block: the one-line summary (``line``), then the messages (a
-    candidate without a transcript: its output); ``css``: with the styles."""
+    candidate without a transcript: its output), the model's thinking folded before its final answer; ``css``:
+    with the styles."""
     if not c.transcript:
-        body = f'<div class="bench-msg bench-assistant"><div class="bench-text">{_e(c.output)}</div></div>'
+        body = (f'<div class="bench-msg bench-assistant">{folded(c.reasoning)}<div class="bench-text">'
+                f"{_e(c.output)}</div></div>")
     else:
-        body = transcript_html(c.transcript, c.trajectory)
+        body = transcript_html(c.transcript, c.trajectory, c.reasoning)
     said = f'<div class="bench-ended">{_e(conversation_line(c), 600)}</div>' if c.transcript and line else ""
     return f'{CSS if css else ""}<div class="bench-talk">{said}{body}</div>'

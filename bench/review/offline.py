@@ -82,7 +82,7 @@ def _entry(session: Any, it: Any, show_judges: bool) -> dict[str, Any]:
              "scale": {c.id: list(c.scale) for c in rubric.criteria} or None,
              "labels": list(rubric.labels) if j.mode == "pairwise" else None,
              "scenario": it.scenario.fields if it.scenario else None, "answers": it.texts,
-             **_conversations(it),
+             **_conversations(it), **_judge_saw(it),
              "latest_review": latest.model_dump(include={"reviewer", "scores", "verdict", "note", "created_at",
                                                          "blind"}) if latest else None}
     if show_judges:
@@ -101,6 +101,15 @@ def _conversations(it: Any) -> dict[str, Any]:
         return {}
     return {"transcripts": [c.transcript if c else None for c in records], "ended": [c.ended if c else None
                                                                                     for c in records]}
+
+
+def _judge_saw(it: Any) -> dict[str, Any]:
+    """Return the reference values the item's rubric showed its judges and the scenario's images (their paths in the
+    run folder, or URLs), and whether the judges saw them; nothing of what an item lacks."""
+    images = [{k: ref[k] for k in ("column", "file", "url") if ref.get(k)} for ref in
+              (it.scenario.images if it.scenario and it.scenario.images else ())]
+    return {**({"reference": it.reference} if it.reference else {}),
+            **({"images": images, "images_shown_to_judge": it.judge_images} if images else {})}
 
 
 def apply_file(session: Any, path: Path) -> Applied:

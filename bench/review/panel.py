@@ -7,6 +7,7 @@ not blind. Everything from the run is HTML-escaped.
 from __future__ import annotations
 
 import html
+import json
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,14 @@ def _answer_html(text: str, cand: Any) -> str:
     return f"<pre>{_e(text)}</pre>"
 
 
+def _reference_html(reference: dict[str, Any]) -> str:
+    """The reference values the judge was shown (``reference:`` in its rubric), a value that is not text as JSON."""
+    rows = "".join(f"<tr><th>{_e(k)}</th><td><pre>{_e(v if isinstance(v, str) else json.dumps(v, sort_keys=True))}"
+                   f"</pre></td></tr>" for k, v in reference.items())
+    return f"<div class='bench-review-reference'><b>Reference shown to the judge</b><table>{rows}</table></div>" \
+        if rows else ""
+
+
 class ReviewPanel:
     """The widgets of one reviewer's session over a run folder; ``show()`` displays them."""
 
@@ -65,6 +74,10 @@ class ReviewPanel:
 
         self.session = ReviewSession(run_dir, reviewer)
         self.filter = w.Dropdown(options=[(v, k) for k, v in FILTERS.items()], value=filter, description="Show")
+        every = [("every judge", "")] + [(j, j) for j in self.session.judge_ids]
+        self.judge = w.Dropdown(options=every, value="", description="Judge")
+        self.rubric = w.Dropdown(options=[("every rubric", "")] + [(r, r) for r in self.session.rubric_keys],
+                                 value="", description="Rubric")
         self.reviewer = w.Text(value=self.session.reviewer, description="Reviewer", placeholder="your name")
         self.progress = w.HTML()
         self.item_html = w.HTML()
@@ -80,11 +93,12 @@ class ReviewPanel:
         self.next = self._button("Next ▶ (Alt+N)", "bench-review-next", lambda _: self.move(1))
         self.status = w.HTML()
         self.history = w.HTML()
-        self.box = w.VBox([w.HTML(STYLE), w.HBox([self.filter, self.reviewer]), self.progress, self.item_html,
+        self.box = w.VBox([w.HTML(STYLE), w.HBox([self.filter, self.judge, self.rubric, self.reviewer]), self.progress, self.item_html,
                            self.controls, self.note, w.HBox([self.prev, self.save_button, self.next]),
                            self.status, self.show_judges, self.judges_html, self.history])
         self.box.add_class("bench-review")
-        self.filter.observe(lambda _: self._refilter(), names="value")
+        for box in (self.filter, self.judge, self.rubric):
+            box.observe(lambda _: self._refilter(), names="value")
         self.show_judges.observe(lambda _: self._show_judges(), names="value")
         self.items: list[ReviewItem] = []
         self.index = 0
@@ -108,7 +122,8 @@ class ReviewPanel:
 
     # -- navigation ------------------------------------------------------------------------------------
     def _refilter(self) -> None:
-        self.items = self.session.select(self.filter.value)
+        self.items = self.session.select(self.filter.value, judge=self.judge.value or None,
+                                         rubric=self.rubric.value or None)
         self.index = 0
         self._render()
 
@@ -152,8 +167,10 @@ class ReviewPanel:
         answers = "".join(f"<div><b>{'Conversation' if c is not None and c.transcript else 'Answer'} {s}</b>"
                           f"{_flag_note(t)}{_answer_html(t, c)}</div>" for s, t, c in zip(sides, it.texts, records))
         images = thumbnail_strip(self.session.run_dir, it.scenario.images, PANEL_PX) if it.scenario else ""
+        if images:
+            images = f"<div><b>Images</b> ({'shown' if it.judge_images else 'not shown'} to the judge)</div>{images}"
         style = TRANSCRIPT_CSS if any(c is not None and c.transcript for c in records) else ""
-        return f"{style}<table>{scen}</table>{images}{answers}"
+        return f"{style}<table>{scen}</table>{_reference_html(it.reference)}{images}{answers}"
 
     def _show_judges(self) -> None:
         """Show the judges' grades when :meth:`judges_visible`, else say that they are hidden and why."""

@@ -49,6 +49,8 @@ class ReviewItem:
     reviews: list[Review] = field(default_factory=list)  # usable reviews of the item, oldest first
     answers: list[Candidate | None] = field(default_factory=list)  # as ``texts``: each answer's record (None: a
     # dataset's response), whose transcript the panel shows when it is a conversation
+    reference: dict[str, Any] = field(default_factory=dict)  # the reference values the rubric showed its judges
+    judge_images: bool = False  # the rubric showed its judges the scenario's images
 
     @property
     def unit(self) -> Unit:
@@ -136,15 +138,19 @@ class ReviewSession:
                 history[unit].append(r)
         groups: dict[Unit, list[Judgment]] = defaultdict(list)
         for j in judgments:
-            groups[judgment_unit(j)].append(j)
+            if j.mode != "automated":  # checks only: no judge's grade for a human to check
+                groups[judgment_unit(j)].append(j)
         self.items = []
         for (key, rubric), js in groups.items():
             if not any(j.order in (None, "AB") for j in js):
                 continue  # a BA order without its AB judgment: nothing to save a review on
             js.sort(key=lambda j: (j.judge_id, j.repeat, j.order or ""))
-            scenario = scenarios.get(js[0].scenario_id)
+            scenario, shown = scenarios.get(js[0].scenario_id), self.rubrics[js[0].rubric_hash]
+            ref = {k: (scenario.reference or {})[k] for k in shown.reference if k in (scenario.reference or {})} \
+                if scenario else {}
             self.items.append(ReviewItem(key, rubric, scenario, [_text(cid, cands, scenario) for cid in key], js,
-                                         history.get((key, rubric), []), [cands.get(cid) for cid in key]))
+                                         history.get((key, rubric), []), [cands.get(cid) for cid in key], ref,
+                                         shown.images))
         self.items.sort(key=lambda it: (it.judgments[0].scenario_id, it.key, it.rubric))
         self._by_unit = {it.unit: it for it in self.items}
 
@@ -160,12 +166,29 @@ class ReviewSession:
         j = self.judgments.get(judgment_id)
         return self._by_unit.get(judgment_unit(j)) if j is not None else None
 
-    def select(self, name: str = "random") -> list[ReviewItem]:
+    @property
+    def judge_ids(self) -> list[str]:
+        """Return the ids of the judges whose grades are in the review queue."""
+        return sorted({j.judge_id for it in self.items for j in it.judgments})
+
+    @property
+    def rubric_keys(self) -> list[str]:
+        """Return the rubric versions (``id@version``) of the review queue's items."""
+        return sorted({it.rubric for it in self.items})
+
+    def select(self, name: str = "random", *, judge: str | None = None, rubric: str | None = None
+               ) -> list[ReviewItem]:
         """Return the items of a filter: see :data:`FILTERS`. The default proposes the unreviewed items at
-        random, the only order whose reviews calibrate the leaderboard without bias."""
+        random, the only order whose reviews calibrate the leaderboard without bias. ``judge``: only items that
+        judge graded; ``rubric``: only items of that rubric (``id`` or ``id@version``)."""
         if name not in FILTERS:
             raise BenchError(f"unknown review filter {name!r}; filters are: {', '.join(FILTERS)}")
-        items = self.items
+        for given, known, what in ((judge, self.judge_ids, "judge"), (rubric, self.rubric_keys, "rubric")):
+            if given and given not in known and not any(k.split("@")[0] == given for k in known):
+                raise BenchError(f"no item to review is graded by {what} {given!r} in {self.run_dir}; "
+                                 f"{what}s with items: {', '.join(known) or 'none'}")
+        items = [it for it in self.items if (not judge or any(j.judge_id == judge for j in it.judgments))
+                 and (not rubric or rubric in (it.rubric, it.rubric.split("@")[0]))]
         if name == "disagreement":
             return sorted(items, key=lambda it: (-it.spread(self.rubrics), it.reviewed))
         if name == "unreviewed":
@@ -213,6 +236,9 @@ class ReviewSession:
         j = self.judgments.get(judgment_id)
         if j is None:
             return [f"unknown judgment id {judgment_id!r} (not in {self.run_dir})"], None
+        if j.mode == "automated":
+            return [f"{judgment_id}: judge {j.judge_id} grades with checks only (rubric {j.rubric_key}, mode "
+                    f"automated): there is no judge's grade to review"], None
         item = self.item_of(judgment_id)
         anchor = item.anchor if item is not None else j
         problems = [] if reviewer else ["no reviewer: set the reviewer's name"]
@@ -234,10 +260,12 @@ class ReviewSession:
                           score=score, verdict=verdict if j.mode == "pairwise" else None, note=note, blind=blind)
 
     # -- offline review files (bench.review.offline) ----------------------------------------------------
-    def export(self, path: str | Path, filter: str = "all", *, show_judges: bool = False) -> int:
-        """Write the items of ``filter`` as a review file a reviewer fills in; return the entry count (one per
-        item). Blind unless ``show_judges``: no judge's grade, verdict or rationale is in the file."""
-        return export_file(self, Path(path), self.select(filter), show_judges=show_judges)
+    def export(self, path: str | Path, filter: str = "all", *, show_judges: bool = False, judge: str | None = None,
+               rubric: str | None = None) -> int:
+        """Write the items of ``filter`` (of ``judge``, ``rubric`` when given) as a review file a reviewer fills in;
+        return the entry count (one per item). Blind unless ``show_judges``: no judge's grade, verdict or rationale
+        is in the file."""
+        return export_file(self, Path(path), self.select(filter, judge=judge, rubric=rubric), show_judges=show_judges)
 
     def apply(self, path: str | Path) -> list[Review]:
         """Validate every filled-in entry of a review file; append the new ones, or none (raise listing every

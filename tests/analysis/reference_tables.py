@@ -47,7 +47,7 @@ def usage(rec: Any, by: str = "model") -> tuple:
 
 def candidate_row(c: Candidate) -> tuple:
     return (c.id, c.model_id, c.prompt_key, c.cell, c.scenario_id, c.sample, c.output,
-            c.error, c.error_kind, *usage(c), list(c.flags), c.ended, c.model)
+            c.error, c.error_kind, *usage(c), list(c.flags), c.ended, c.model, c.reasoning)
 
 
 def simulator_row(c: Candidate) -> tuple:

@@ -40,3 +40,23 @@ def test_an_automated_judge_needs_no_key_and_costs_a_known_zero(tmp_path, fake):
     assert [(u["judge"], u["calls"], u["cost_usd"], u["unpriced_records"]) for u in usage] == [("exact", 0, 0.0, 0)]
     scores = sorted(tables.judgments["score"].to_list())
     assert scores == [0.0, 1.0]
+
+
+def test_a_checks_only_judge_needs_no_model_and_an_llm_judge_without_one_is_refused(tmp_path, fake):
+    with open(tmp_path / "qa.jsonl", "w") as fh:
+        fh.write(json.dumps({"question": "capital of France", "answer": "Paris"}) + "\n")
+    (tmp_path / "exact.md").write_text(CHECKS)
+    fake.configure(reset=True, replies=[{"match": "France", "content": "Paris"}])
+    grid_of = lambda name, judges: grid(tmp_path / f"{name}.yaml", fake.url, name=name,  # noqa: E731
+                                        models=[model("m1", fake.url)], prompts=[prompt("ask", "Answer: {question}")],
+                                        scenarios={"dataset": {"path": "qa.jsonl", "fields": {"question": "question"},
+                                                               "reference": {"answer": "answer"}}}, judges=judges)
+    done = run_stages(tmp_path, grid_of("bare", [{"id": "exact", "rubric": str(tmp_path / "exact.md")}]),
+                      drop=("OPENAI_API_KEY",))
+    assert done.returncode == 0, done.stderr[-2000:]
+    judged = load_run(tmp_path / "runs" / "bare").judgments
+    assert judged.select("judge", "judge_model", "score").rows() == [("exact", "none", 1.0)]
+    assert fake.stats()["requests"] == 1, "the answer only: nothing was sent for the checks"
+    refused = run_stages(tmp_path, grid_of("llm", [{"id": "tipper", "rubric": "tip-v1"}]))
+    assert refused.returncode != 0 and "judge 'tipper' has no model" in refused.stderr, refused.stderr[-2000:]
+    assert "add `model: provider/name`" in refused.stderr
