@@ -108,8 +108,10 @@ def _judge_saw(it: Any) -> dict[str, Any]:
     run folder, or URLs), and whether the judges saw them; nothing of what an item lacks."""
     images = [{k: ref[k] for k in ("column", "file", "url") if ref.get(k)} for ref in
               (it.scenario.images if it.scenario and it.scenario.images else ())]
+    thinking = [getattr(c, "reasoning", None) for c in getattr(it, "answers", None) or ()]
     return {**({"reference": it.reference} if it.reference else {}),
-            **({"images": images, "images_shown_to_judge": it.judge_images} if images else {})}
+            **({"images": images, "images_shown_to_judge": it.judge_images} if images else {}),
+            **({"thinking": thinking, "thinking_shown_to_judge": it.judge_reasoning} if any(thinking) else {})}
 
 
 def apply_file(session: Any, path: Path) -> Applied:

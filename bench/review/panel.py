@@ -50,12 +50,16 @@ def _flag_note(text: str) -> str:
     return f' <span class="bench-flag">⚠ {_e(", ".join(found))}</span>' if found else ""
 
 
-def _answer_html(text: str, cand: Any) -> str:
+def _answer_html(text: str, cand: Any, judge_saw_thinking: bool = False) -> str:
     """Return an answer as the panel shows it: a conversation's transcript (roles, tool calls folded), else the
-    answer's text."""
+    answer's text, after its thinking folded (said whether the judge saw it)."""
     if cand is not None and cand.transcript:
         return candidate_transcript_html(cand, css=False)
-    return f"<pre>{_e(text)}</pre>"
+    thinking = getattr(cand, "reasoning", None)
+    fold = (f"<details class='bench-thinking'><summary>thinking ({len(thinking)} characters; "
+            f"{'shown' if judge_saw_thinking else 'not shown'} to the judge)</summary><pre>{_e(thinking)}</pre>"
+            f"</details>") if thinking else ""
+    return f"{fold}<pre>{_e(text)}</pre>"
 
 
 def _reference_html(reference: dict[str, Any]) -> str:
@@ -165,7 +169,7 @@ class ReviewPanel:
         sides = ["A", "B"] if it.pairwise else [""]
         records = it.answers or [None] * len(it.texts)
         answers = "".join(f"<div><b>{'Conversation' if c is not None and c.transcript else 'Answer'} {s}</b>"
-                          f"{_flag_note(t)}{_answer_html(t, c)}</div>" for s, t, c in zip(sides, it.texts, records))
+                          f"{_flag_note(t)}{_answer_html(t, c, it.judge_reasoning)}</div>" for s, t, c in zip(sides, it.texts, records))
         images = thumbnail_strip(self.session.run_dir, it.scenario.images, PANEL_PX) if it.scenario else ""
         if images:
             images = f"<div><b>Images</b> ({'shown' if it.judge_images else 'not shown'} to the judge)</div>{images}"

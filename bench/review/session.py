@@ -51,6 +51,7 @@ class ReviewItem:
     # dataset's response), whose transcript the panel shows when it is a conversation
     reference: dict[str, Any] = field(default_factory=dict)  # the reference values the rubric showed its judges
     judge_images: bool = False  # the rubric showed its judges the scenario's images
+    judge_reasoning: bool = False  # the rubric showed its judges the answer's thinking (``show_reasoning``)
 
     @property
     def unit(self) -> Unit:
@@ -150,7 +151,7 @@ class ReviewSession:
                 if scenario else {}
             self.items.append(ReviewItem(key, rubric, scenario, [_text(cid, cands, scenario) for cid in key], js,
                                          history.get((key, rubric), []), [cands.get(cid) for cid in key], ref,
-                                         shown.images))
+                                         shown.images, shown.show_reasoning))
         self.items.sort(key=lambda it: (it.judgments[0].scenario_id, it.key, it.rubric))
         self._by_unit = {it.unit: it for it in self.items}
 

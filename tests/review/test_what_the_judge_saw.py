@@ -43,7 +43,7 @@ def run_dir(tmp_path) -> Path:
     s = [scenario({"city": "Paris"}, reference={"answer": ["3", "three"], "category": "count"}, images=[image]),
          scenario({"city": "Oslo"}, reference={"answer": "Oslo", "category": "place"})]
     answers = [agent(s[0], 2, "answered", [("c1", "get_weather", '{"city": "Paris"}', "ok")]),
-               candidate(s[1], output="Answer: Oslo")]
+               candidate(s[1], output="Answer: Oslo", reasoning="The question names Oslo; say Oslo.")]
     judges = {"grader": "vision-reference-judge", "checks": "vision-reference-checks", "tip": "tip-v1"}
     grades = []
     for jid, rid in judges.items():
@@ -83,6 +83,7 @@ def test_the_panel_shows_the_reference_and_images_the_judge_saw_and_filters_by_j
     assert paris.around("Reference shown to the judge") and ["answer", '["3", "three"]'] in paris.rows
     assert ["category", "count"] not in paris.rows, "only the keys the rubric shows its judge"
     assert ["answer", "Oslo"] in oslo.rows
+    assert oslo.around("thinking (34 characters; not shown to the judge)"), "the answer's thinking, folded"
     assert paris.around("(shown to the judge)")
     assert [a["src"][:23] for t, a in paris.tags if t == "img"] == ["data:image/jpeg;base64,"]
     assert any(inside(s, "details", "bench-call") for s in paris.around("Weather in Paris: sunny")), "tool calls"
@@ -103,6 +104,8 @@ def test_the_review_export_carries_the_reference_and_images_and_filters_by_judge
     paris, oslo = entries["Paris"], entries["Oslo"]
     assert paris["reference"] == {"answer": ["3", "three"]} and oslo["reference"] == {"answer": "Oslo"}
     assert paris["images_shown_to_judge"] is True and "images" not in oslo
+    assert oslo["thinking"] == ["The question names Oslo; say Oslo."] and oslo["thinking_shown_to_judge"] is False
+    assert "thinking" not in paris
     [image] = paris["images"]
     assert image["column"] == "image" and (run_dir / image["file"]).is_file()
     assert [m["role"] for m in paris["transcripts"][0]] == ["system", "user", "assistant", "tool", "assistant"]
