@@ -1,0 +1,156 @@
+"""`bench import verdicts FILE`: another tool's pairwise verdicts or graded scores (JSONL or CSV) as bench records.
+
+A pair becomes a scenario holding both responses, as a sweep of a pair dataset writes it (``response_A``,
+``response_B``, the label under ``reference.label``); a graded row a scenario, the answer as a candidate and the
+grade as a judgment of judge ``judge`` (model ``imported/<judge>``). Columns: docs/judges.md.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from bench.core.records import Candidate, Judgment, Record, Scenario, content_hash
+from bench.imports.writing import NO_CALL, ImportProblems, add_records
+
+VERDICTS = ("A>B", "B>A", "A=B", "A>>B", "B>>A")  # in the original numbering: A is response_a
+_MIRROR = {"A>B": "B>A", "B>A": "A>B", "A=B": "A=B", "A>>B": "B>>A", "B>>A": "A>>B"}
+PAIRWISE = ("id", "question", "response_a", "response_b", "label", "judge", "order", "verdict", "category")
+GRADED = ("id", "question", "response", "judge", "score", "scores", "label", "expected", "model", "category")
+_NEED = {"pairwise": ("id", "question", "response_a", "response_b", "judge"),
+         "graded": ("id", "question", "response", "judge")}
+
+
+def import_verdicts(path: str | Path, run_dir: str | Path) -> dict[str, Any]:
+    """Import the verdicts of ``path`` into ``run_dir``; return what was added. ImportProblems (nothing written)
+    names every bad row by its line."""
+    source = str(path)
+    rows, problems = read_rows(Path(path))
+    kind, records = "pairwise" if rows and "response_a" in rows[0][1] else "graded", []
+    for line, row in rows:
+        try:
+            records += [(line, r) for r in (_pair if kind == "pairwise" else _graded)(row, source, line)]
+        except ValueError as err:
+            problems.append((line, f"{line}: {err}"))
+    if problems or not rows:
+        raise ImportProblems(source, [p for _n, p in sorted(problems)] or [
+            "1: no rows; give one JSON object per line, or a CSV header and rows (docs/judges.md)"])
+    return {"kind": kind, "rows": len(rows), **add_records(Path(run_dir), records, source)}
+
+
+def read_rows(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, str]]]:
+    """Return the (line number, row with lower-case keys) of a JSONL or CSV file (by its suffix), blank lines
+    skipped, and the (line number, problem) of each JSONL line that is no JSON object."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ImportProblems(str(path), [f"1: cannot be read ({err}); give a UTF-8 JSONL or CSV file"]) from None
+    rows, bad = [], []
+    if path.suffix.lower() == ".csv":
+        reader, start = csv.DictReader(text.splitlines()), 2
+        for row in reader:
+            rows.append((start, {k if k is None else str(k).strip().lower(): v for k, v in row.items()}))
+            start = reader.line_num + 1
+        return rows, bad
+    for n, line in enumerate(text.splitlines(), 1):
+        try:
+            obj = json.loads(line) if line.strip() else {}
+        except ValueError as err:
+            bad.append((n, f"{n}: not JSON ({err}); write one JSON object per line (a .csv file is read as CSV)"))
+            continue
+        if not isinstance(obj, dict):
+            bad.append((n, f"{n}: a JSON {type(obj).__name__}, not an object; write one object per line"))
+        elif obj:
+            rows.append((n, {str(k).strip().lower(): v for k, v in obj.items()}))
+    return rows, bad
+
+
+def _checked(row: dict[str, Any], kind: str) -> dict[str, Any]:
+    """Return the row's non-empty values; ValueError naming an unknown or missing column."""
+    allowed = PAIRWISE if kind == "pairwise" else GRADED
+    unknown = sorted(set(row) - set(allowed) - {None})
+    if unknown or None in row:
+        raise ValueError(f"unknown column(s) {', '.join(unknown) or 'without a header'} for {kind} verdicts; "
+                         f"the columns are {', '.join(allowed)}")
+    given = {k: v for k, v in row.items() if v is not None and v != ""}
+    missing = [k for k in _NEED[kind] if k not in given]
+    if missing:
+        raise ValueError(f"no {', '.join(missing)}; every {kind} row needs {', '.join(_NEED[kind])}")
+    return given
+
+
+def _label(value: Any, what: str) -> str:
+    text = str(value).strip()
+    if text not in VERDICTS:
+        raise ValueError(f"{what} {value!r} is none of {', '.join(VERDICTS)} (A is response_a, in the original order)")
+    return text
+
+
+def _judgment(row: dict[str, Any], source: str, line: int, **fields: Any) -> Judgment:
+    judge = str(row["judge"])
+    return Judgment(judge_id=judge, judge_model=f"imported/{judge}", rubric_version="1", usage=NO_CALL,
+                    details={**fields.pop("details", {}), "imported_from": source, "line": line}, **fields)
+
+
+def _pair(row: dict[str, Any], source: str, line: int) -> list[Record]:
+    row = _checked(row, "pairwise")
+    order = str(row.get("order", "AB")).strip().upper()
+    if order not in ("AB", "BA"):
+        raise ValueError(f"order {row['order']!r} is neither AB (response_a shown first) nor BA (shown second)")
+    reference = {k: (_label(v, "label") if k == "label" else v) for k, v in row.items() if k in ("label", "category")}
+    s = Scenario(fields={"id": str(row["id"]), "question": str(row["question"]),
+                         "response_A": str(row["response_a"]), "response_B": str(row["response_b"])},
+                 reference=reference or None, source=f"imported from {source}")
+    verdict = _label(row["verdict"], "verdict") if "verdict" in row else None
+    grade = ({"verdict": verdict, "details": {"shown_verdict": verdict if order == "AB" else _MIRROR[verdict]}}
+             if verdict else {"error": "the imported verdict is empty (the judge gave none)", "error_kind": "imported"})
+    return [s, _judgment(row, source, line, rubric_id="imported-pairwise", rubric_hash=content_hash("pairwise"),
+                         mode="pairwise", candidate_ids=[f"{s.id}:A", f"{s.id}:B"], scenario_id=s.id, order=order,
+                         **grade)]
+
+
+def _graded(row: dict[str, Any], source: str, line: int) -> list[Record]:
+    row = _checked(row, "graded")
+    if "label" in row and "expected" in row:
+        raise ValueError("both label and expected; give one (a pass/fail label or an expected score)")
+    truth = {k: row[k] for k in ("label", "expected", "category") if k in row}
+    s = Scenario(fields={"id": str(row["id"]), "question": str(row["question"])}, source=f"imported from {source}",
+                 reference={("label" if k == "expected" else k): v for k, v in truth.items()} or None)
+    model = str(row.get("model", "imported"))
+    c = Candidate(model_id=model, model=f"imported/{model}", prompt_id="imported", prompt_version="1",
+                  prompt_hash=content_hash("imported"), scenario_id=s.id, output=str(row["response"]), usage=NO_CALL,
+                  messages=[{"role": "user", "content": str(row["question"])}])
+    scores = _scores(row.get("scores"))
+    score = _number(row["score"], "score") if "score" in row else (
+        sum(scores.values()) / len(scores) if scores else None)
+    grade = ({"score": score, "scores": scores or None} if score is not None else
+             {"error": "the imported row has no score (the judge gave none)", "error_kind": "imported"})
+    return [s, c, _judgment(row, source, line, rubric_id="imported", rubric_hash=content_hash("graded"),
+                            mode="rubric", candidate_ids=[c.id], scenario_id=s.id, **grade)]
+
+
+def _scores(value: Any) -> dict[str, float]:
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            value = None
+    if not isinstance(value, dict) or not value:
+        raise ValueError('scores is not an object of criterion to score, e.g. {"clarity": 4, "accuracy": 5}')
+    return {str(k): _number(v, f"scores.{k}") for k, v in value.items()}
+
+
+def _number(value: Any, what: str) -> float:
+    try:
+        number = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        number = math.nan
+    if not math.isfinite(number):
+        raise ValueError(f"{what} {value!r} is not a finite number; give a number (leave score empty for a failed "
+                         f"grade)")
+    return number
