@@ -29,12 +29,18 @@ def import_verdicts(path: str | Path, run_dir: str | Path) -> dict[str, Any]:
     names every bad row by its line."""
     source = str(path)
     rows, problems = read_rows(Path(path))
-    kind, records = "pairwise" if rows and "response_a" in rows[0][1] else "graded", []
+    kind, records, items = "pairwise" if rows and "response_a" in rows[0][1] else "graded", [], {}
     for line, row in rows:
         try:
-            records += [(line, r) for r in (_pair if kind == "pairwise" else _graded)(row, source, line)]
+            made = (_pair if kind == "pairwise" else _graded)(row, source, line)
         except ValueError as err:
             problems.append((line, f"{line}: {err}"))
+            continue
+        was_line, was = items.setdefault(made[0].fields["id"], (line, made[0].id))
+        if was != made[0].id:  # one id, two scenarios: its verdicts would not be read as one item's
+            problems.append((line, f"{line}: id {made[0].fields['id']!r} has another question, response or label "
+                                   f"on line {was_line}; give each item one id, and its rows the same text and label"))
+        records += [(line, r) for r in made]
     if problems or not rows:
         raise ImportProblems(source, [p for _n, p in sorted(problems)] or [
             "1: no rows; give one JSON object per line, or a CSV header and rows (docs/judges.md)"])

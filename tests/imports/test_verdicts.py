@@ -113,17 +113,19 @@ def test_bad_rows_are_named_by_line_and_nothing_is_written(tmp_path):
     rows[3] = {**rows[3], "Verdikt": "A>B"}
     src = write_jsonl(tmp_path / "bad.jsonl", rows[:3])
     with open(src, "a") as fh:
-        fh.write("\n{not json\n" + json.dumps(rows[3]) + "\n" + json.dumps({**rows[0], "order": "CD"}) + "\n")
+        fh.write("\n{not json\n" + json.dumps(rows[3]) + "\n" + json.dumps({**rows[0], "order": "CD"}) + "\n"
+                 + json.dumps({**rows[0], "label": "B>A"}) + "\n")
     run = tmp_path / "run"
     with pytest.raises(ImportProblems) as err:
         import_verdicts(src, run)
     text = str(err.value)
-    assert f"{src}: 5 bad row(s); nothing was imported" in text
+    assert f"{src}: 6 bad row(s); nothing was imported" in text
     assert f"{src}:2: verdict 'A>>>B' is none of A>B, B>A, A=B" in text
     assert f"{src}:3: no judge; every pairwise row needs" in text
     assert f"{src}:5: not JSON" in text  # line 4 is blank: lines are counted as in the file
     assert f"{src}:6: unknown column(s) verdikt for pairwise verdicts; the columns are id, question," in text
     assert f"{src}:7: order 'CD' is neither AB (response_a shown first) nor BA" in text
+    assert f"{src}:8: id 'pair-0' has another question, response or label on line 1" in text
     assert not run.exists() or not list(run.glob("*.jsonl"))
 
 
