@@ -8,6 +8,7 @@ grade as a judgment of judge ``judge`` (model ``imported/<judge>``). Columns: do
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from pathlib import Path
@@ -56,7 +57,7 @@ def read_rows(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[
         raise ImportProblems(str(path), [f"1: cannot be read ({err}); give a UTF-8 JSONL or CSV file"]) from None
     rows, bad = [], []
     if path.suffix.lower() == ".csv":
-        reader, start = csv.DictReader(text.splitlines()), 2
+        reader, start = csv.DictReader(io.StringIO(text, newline="")), 2
         for row in reader:
             rows.append((start, {k if k is None else str(k).strip().lower(): v for k, v in row.items()}))
             start = reader.line_num + 1

@@ -93,10 +93,12 @@ def test_graded_csv_rows_become_answers_with_grades_and_labels(tmp_path):
     assert (got["kind"], got["scenarios"], got["candidates"], got["judgments"]) == ("graded", 2, 4, 4)
     t = load_run(run)
     assert sorted(t.candidates["cell"].unique()) == ["m1/imported@1", "m2/imported@1"]
+    assert "four,\nI think" in t.candidates["output"].to_list()
     composite = t.scores.filter(pl.col("criterion") == "composite").sort("cell", "scenario")
     assert sorted(composite["value"]) == [0.0, 0.75, 1.0]
     assert set(t.scores["criterion"]) == {"correct", "clarity", "composite"}
-    assert t.judgments.filter(pl.col("error").is_not_null()).height == 1
+    failed = [j for j in RunStore(run).read(Judgment) if not j.ok]
+    assert [j.details["line"] for j in failed] == [6]  # the file's line: row 2 spans lines 3 and 4
     acc = judge_accuracy(t, pass_at=0.5, resamples=100).row(0, named=True)
     assert (acc["n"], acc["agree"], acc["no_grade"]) == (4, 3, 1)
     summary = summarize(t, resamples=100)  # what the report's notebook shows
