@@ -1,6 +1,6 @@
 """`bench import inspect`: a log Inspect AI wrote itself (tests/fixtures/inspect/make_log.py, inspect-ai 0.3.285)
-becomes scenarios with their targets, the model's answers and one automated judgment per scorer, whose means are
-the accuracies the log's `results` state."""
+becomes scenarios with their targets, the model's answers and one automated judgment per scorer (C/I/P/N or a
+number), whose means are the accuracies and means the log's `results` state."""
 
 from __future__ import annotations
 
@@ -25,14 +25,15 @@ ROOT = Path(__file__).parents[2]
 def test_each_scorers_mean_is_the_accuracy_the_log_states(tmp_path):
     log = json.loads(LOG.read_text())
     got = import_inspect(LOG, tmp_path / "run")
-    assert (got["scenarios"], got["candidates"], got["judgments"]) == (5, 5, 15)
-    stated = {s["name"]: s["metrics"]["accuracy"]["value"] for s in log["results"]["scores"]}
+    assert (got["scenarios"], got["candidates"], got["judgments"]) == (5, 5, 20)
+    stated = {s["name"]: (s["metrics"].get("accuracy") or s["metrics"]["mean"])["value"]
+              for s in log["results"]["scores"]}
     t = load_run(tmp_path / "run")
     means = t.scores.filter(pl.col("criterion") == "composite").group_by("judge").agg(pl.col("value").mean())
-    assert dict(means.rows()) == pytest.approx(stated) and set(stated) == {"match", "includes", "graded"}
+    assert dict(means.rows()) == pytest.approx(stated) and set(stated) == {"match", "includes", "graded", "brevity"}
     assert {k: v["mean"] for k, v in got["scorers"].items()} == pytest.approx(stated)
     values = {(j.judge_id, j.details["value"]): j.score for j in RunStore(tmp_path / "run").read(Judgment)}
-    assert {v for _judge, v in values} == {"C", "I", "P", "N"}  # each of Inspect's letters, valued as it values them
+    assert {v for j, v in values if j != "brevity"} == {"C", "I", "P", "N"}  # Inspect's letters, valued as it does
     assert {k: v for k, v in values.items() if k[0] == "graded"} == {
         ("graded", "C"): 1.0, ("graded", "P"): 0.5, ("graded", "I"): 0.0, ("graded", "N"): 0.0}
 
@@ -73,7 +74,8 @@ def test_bench_import_inspect_twice_adds_nothing_the_second_time(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     first = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
     assert first.returncode == 0, first.stderr
-    assert "5 scenarios, 5 candidates, 15 judgments added; 0 already there" in first.stdout
+    assert "5 scenarios, 5 candidates, 20 judgments added; 0 already there" in first.stdout
     assert "graded: mean 0.4 (the log's results: 0.4)" in first.stdout
+    assert "brevity: mean 0.5248 (the log's results: 0.5248)" in first.stdout
     second = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
-    assert "0 scenarios, 0 candidates, 0 judgments added; 25 already there" in second.stdout
+    assert "0 scenarios, 0 candidates, 0 judgments added; 30 already there" in second.stdout
