@@ -14,7 +14,10 @@ import math
 from pathlib import Path
 from typing import Any
 
+from bench.config.ids import ID_HELP, is_id
+from bench.config.rubrics import Rubric
 from bench.core.records import Candidate, Judgment, Record, Scenario, content_hash
+from bench.imports.rubric_files import graded_rubric, pairwise_rubric, snapshot
 from bench.imports.writing import NO_CALL, ImportProblems, add_records
 
 VERDICTS = ("A>B", "B>A", "A=B", "A>>B", "B>>A")  # in the original numbering: A is response_a
@@ -25,18 +28,24 @@ _NEED = {"pairwise": ("id", "question", "response_a", "response_b", "judge"),
          "graded": ("id", "question", "response", "judge")}
 
 
-def import_verdicts(path: str | Path, run_dir: str | Path) -> dict[str, Any]:
+def import_verdicts(path: str | Path, run_dir: str | Path, scale: tuple[int, int] | None = None) -> dict[str, Any]:
     """Import the verdicts of ``path`` into ``run_dir``; return what was added. ImportProblems (nothing written)
-    names every bad row by its line."""
+    names every bad row by its line. ``scale``: graded rows' scale (default: the integers around their grades)."""
     source = str(path)
     rows, problems = read_rows(Path(path))
-    kind, records, items = "pairwise" if rows and "response_a" in rows[0][1] else "graded", [], {}
+    kind = "pairwise" if rows and "response_a" in rows[0][1] else "graded"
+    checked = []
     for line, row in rows:
         try:
-            made = (_pair if kind == "pairwise" else _graded)(row, source, line)
+            checked.append((line, _checked(row, kind, scale)))
         except ValueError as err:
             problems.append((line, f"{line}: {err}"))
-            continue
+    rubric, text = pairwise_rubric() if kind == "pairwise" else graded_rubric(
+        sorted({c for _n, r in checked for c in r["scores"]}) or ["score"], [v for _n, r in checked for v in r["scores"].values()],
+        scale)
+    records, items = [], {}
+    for line, row in checked:
+        made = (_pair if kind == "pairwise" else _graded)(row, rubric, source, line)
         was_line, was = items.setdefault(made[0].fields["id"], (line, made[0].id))
         if was != made[0].id:  # one id, two scenarios: its verdicts would not be read as one item's
             problems.append((line, f"{line}: id {made[0].fields['id']!r} has another question, response or label "
@@ -45,7 +54,7 @@ def import_verdicts(path: str | Path, run_dir: str | Path) -> dict[str, Any]:
     if problems or not rows:
         raise ImportProblems(source, [p for _n, p in sorted(problems)] or [
             "1: no rows; give one JSON object per line, or a CSV header and rows (docs/judges.md)"])
-    return {"kind": kind, "rows": len(rows), **add_records(Path(run_dir), records, source)}
+    return {"kind": kind, "rows": len(rows), **add_records(Path(run_dir), records, source, [snapshot(rubric, text)])}
 
 
 def read_rows(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, str]]]:
@@ -75,8 +84,9 @@ def read_rows(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[
     return rows, bad
 
 
-def _checked(row: dict[str, Any], kind: str) -> dict[str, Any]:
-    """Return the row's non-empty values; ValueError naming an unknown or missing column."""
+def _checked(row: dict[str, Any], kind: str, scale: tuple[int, int] | None) -> dict[str, Any]:
+    """Return the row's non-empty values, a graded row's grades under ``scores`` (criterion → number, ``score``
+    alone being criterion ``score``); ValueError naming an unknown, missing or unreadable column."""
     allowed = PAIRWISE if kind == "pairwise" else GRADED
     unknown = sorted(set(row) - set(allowed) - {None})
     if unknown or None in row:
@@ -86,7 +96,22 @@ def _checked(row: dict[str, Any], kind: str) -> dict[str, Any]:
     missing = [k for k in _NEED[kind] if k not in given]
     if missing:
         raise ValueError(f"no {', '.join(missing)}; every {kind} row needs {', '.join(_NEED[kind])}")
-    return given
+    if kind == "pairwise":
+        order = str(given.get("order", "AB")).strip().upper()
+        if order not in ("AB", "BA"):
+            raise ValueError(f"order {given['order']!r} is neither AB (response_a shown first) nor BA (shown second)")
+        return {**given, "order": order, **{k: _label(given[k], k) for k in ("label", "verdict") if k in given}}
+    if "label" in given and "expected" in given:
+        raise ValueError("both label and expected; give one (a pass/fail label or an expected score)")
+    scores = _scores(given.get("scores"))
+    score = _number(given["score"], "score") if "score" in given else None
+    grades = scores or ({"score": score} if score is not None else {})
+    off = [f"{k} {v:g}" for k, v in grades.items() if scale and not scale[0] <= v <= scale[1]]
+    if off:
+        raise ValueError(f"{', '.join(off)} outside the scale {scale[0]}–{scale[1]} given (--scale); fix the grade "
+                         f"or the scale")
+    composite = score if score is not None else (sum(scores.values()) / len(scores) if scores else None)
+    return {**given, "scores": grades, "score": composite}
 
 
 def _label(value: Any, what: str) -> str:
@@ -96,33 +121,26 @@ def _label(value: Any, what: str) -> str:
     return text
 
 
-def _judgment(row: dict[str, Any], source: str, line: int, **fields: Any) -> Judgment:
+def _judgment(row: dict[str, Any], rubric: Rubric, source: str, line: int, **fields: Any) -> Judgment:
     judge = str(row["judge"])
-    return Judgment(judge_id=judge, judge_model=f"imported/{judge}", rubric_version="1", usage=NO_CALL,
+    return Judgment(judge_id=judge, judge_model=f"imported/{judge}", rubric_id=rubric.id, rubric_version=rubric.version,
+                    rubric_hash=rubric.hash, mode=rubric.mode, usage=NO_CALL,
                     details={**fields.pop("details", {}), "imported_from": source, "line": line}, **fields)
 
 
-def _pair(row: dict[str, Any], source: str, line: int) -> list[Record]:
-    row = _checked(row, "pairwise")
-    order = str(row.get("order", "AB")).strip().upper()
-    if order not in ("AB", "BA"):
-        raise ValueError(f"order {row['order']!r} is neither AB (response_a shown first) nor BA (shown second)")
-    reference = {k: (_label(v, "label") if k == "label" else v) for k, v in row.items() if k in ("label", "category")}
+def _pair(row: dict[str, Any], rubric: Rubric, source: str, line: int) -> list[Record]:
+    order, verdict = row["order"], row.get("verdict")
+    reference = {k: v for k, v in row.items() if k in ("label", "category")}
     s = Scenario(fields={"id": str(row["id"]), "question": str(row["question"]),
                          "response_A": str(row["response_a"]), "response_B": str(row["response_b"])},
                  reference=reference or None, source=f"imported from {source}")
-    verdict = _label(row["verdict"], "verdict") if "verdict" in row else None
     grade = ({"verdict": verdict, "details": {"shown_verdict": verdict if order == "AB" else _MIRROR[verdict]}}
              if verdict else {"error": "the imported verdict is empty (the judge gave none)", "error_kind": "imported"})
-    return [s, _judgment(row, source, line, rubric_id="imported-pairwise", rubric_hash=content_hash("pairwise"),
-                         mode="pairwise", candidate_ids=[f"{s.id}:A", f"{s.id}:B"], scenario_id=s.id, order=order,
-                         **grade)]
+    return [s, _judgment(row, rubric, source, line, candidate_ids=[f"{s.id}:A", f"{s.id}:B"], scenario_id=s.id,
+                         order=order, **grade)]
 
 
-def _graded(row: dict[str, Any], source: str, line: int) -> list[Record]:
-    row = _checked(row, "graded")
-    if "label" in row and "expected" in row:
-        raise ValueError("both label and expected; give one (a pass/fail label or an expected score)")
+def _graded(row: dict[str, Any], rubric: Rubric, source: str, line: int) -> list[Record]:
     truth = {k: row[k] for k in ("label", "expected", "category") if k in row}
     s = Scenario(fields={"id": str(row["id"]), "question": str(row["question"])}, source=f"imported from {source}",
                  reference={("label" if k == "expected" else k): v for k, v in truth.items()} or None)
@@ -130,13 +148,9 @@ def _graded(row: dict[str, Any], source: str, line: int) -> list[Record]:
     c = Candidate(model_id=model, model=f"imported/{model}", prompt_id="imported", prompt_version="1",
                   prompt_hash=content_hash("imported"), scenario_id=s.id, output=str(row["response"]), usage=NO_CALL,
                   messages=[{"role": "user", "content": str(row["question"])}])
-    scores = _scores(row.get("scores"))
-    score = _number(row["score"], "score") if "score" in row else (
-        sum(scores.values()) / len(scores) if scores else None)
-    grade = ({"score": score, "scores": scores or None} if score is not None else
+    grade = ({"score": row["score"], "scores": row["scores"]} if row["score"] is not None else
              {"error": "the imported row has no score (the judge gave none)", "error_kind": "imported"})
-    return [s, c, _judgment(row, source, line, rubric_id="imported", rubric_hash=content_hash("graded"),
-                            mode="rubric", candidate_ids=[c.id], scenario_id=s.id, **grade)]
+    return [s, c, _judgment(row, rubric, source, line, candidate_ids=[c.id], scenario_id=s.id, **grade)]
 
 
 def _scores(value: Any) -> dict[str, float]:
@@ -149,6 +163,9 @@ def _scores(value: Any) -> dict[str, float]:
             value = None
     if not isinstance(value, dict) or not value:
         raise ValueError('scores is not an object of criterion to score, e.g. {"clarity": 4, "accuracy": 5}')
+    odd = [str(k) for k in value if not is_id(str(k))]
+    if odd:
+        raise ValueError(f"scores key(s) {', '.join(map(repr, odd))}: a criterion {ID_HELP}")
     return {str(k): _number(v, f"scores.{k}") for k, v in value.items()}
 
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 import contextlib
 import os
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 from bench.core.errors import BenchError
 from bench.core.records import Record, Usage
 from bench.core.runlock import run_lock
-from bench.core.store import RunStore
+from bench.core.store import RunStore, atomic_write
 
 NO_CALL = Usage(prompt_tokens=0, completion_tokens=0, cost_usd=0.0, calls=0, cache_hits=0)  # bench asked nothing
 _SHOWN = 20  # bad rows named in one message
@@ -33,9 +34,11 @@ def _payload(rec: Record) -> tuple:
     return tuple(getattr(rec, k, None) for k in ("output", "verdict", "score", "scores", "error"))
 
 
-def add_records(run_dir: Path, rows: list[tuple[int, Record]], source: str) -> dict[str, int]:
-    """Append the records (each with its line) that the run folder lacks, all or none; return how many of each kind
-    were added and how many were ``already_there``. ImportProblems for an id given twice with other content."""
+def add_records(run_dir: Path, rows: list[tuple[int, Record]], source: str,
+                files: Sequence[tuple[str, bytes]] = ()) -> dict[str, int]:
+    """Append the records (each with its line) that the run folder lacks, all or none, then write ``files`` (path in
+    the folder, content) it lacks; return how many records of each kind were added and how many were
+    ``already_there``. ImportProblems for an id given twice with other content."""
     run_dir, problems, new = Path(run_dir), [], []
     with run_lock(run_dir):
         store = RunStore(run_dir)
@@ -52,6 +55,9 @@ def add_records(run_dir: Path, rows: list[tuple[int, Record]], source: str) -> d
         if problems:
             raise ImportProblems(source, problems)
         _append_all(store, new)
+        for rel, data in files:
+            if not (run_dir / rel).exists():
+                atomic_write(run_dir / rel, data, shared=True)
     added = Counter(f"{r.kind}s" for r in new)
     return {k: added.get(k, 0) for k in ("scenarios", "candidates", "judgments")} | {"already_there": len(there)}
 

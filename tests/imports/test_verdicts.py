@@ -96,16 +96,37 @@ def test_graded_csv_rows_become_answers_with_grades_and_labels(tmp_path):
     assert "four,\nI think" in t.candidates["output"].to_list()
     composite = t.scores.filter(pl.col("criterion") == "composite").sort("cell", "scenario")
     assert sorted(composite["value"]) == [0.0, 0.75, 1.0]
-    assert set(t.scores["criterion"]) == {"correct", "clarity", "composite"}
+    assert set(t.scores["criterion"]) == {"correct", "clarity", "score", "composite"}  # `score` alone: criterion score
+    [rubric] = run.glob("rubrics/*/imported.md")  # the scale it is read on: 0–1, around the grades given
     failed = [j for j in RunStore(run).read(Judgment) if not j.ok]
     assert [j.details["line"] for j in failed] == [6]  # the file's line: row 2 spans lines 3 and 4
-    acc = judge_accuracy(t, pass_at=0.5, resamples=100).row(0, named=True)
+    acc = judge_accuracy(t, resamples=100).row(0, named=True)  # passing at the middle of the rubric's 0–1
     assert (acc["n"], acc["agree"], acc["no_grade"]) == (4, 3, 1)
     summary = summarize(t, resamples=100)  # what the report's notebook shows
     board = summary.overview.filter(pl.col("judge") == "judge-x")
     assert dict(zip(board["cell"], board["mean"])) == {"m1/imported@1": 0.375, "m2/imported@1": 1.0}
     cmp = compare_runs(run, run, n_boot=100)
     assert cmp.rows.height > 0 and (cmp.rows["n_matched"] > 0).all()
+
+
+def test_imported_grades_take_blind_reviews_that_calibrate_the_leaderboard(tmp_path):
+    rows = [{"id": f"q{n}", "question": f"question {n}", "response": f"answer {n} of {m}", "judge": "jx", "model": m,
+             "score": 1 + (3 * n + len(m)) % 5} for n in range(15) for m in ("m1", "m22")]
+    run = tmp_path / "run"
+    import_verdicts(write_jsonl(tmp_path / "g.jsonl", rows), run, scale=(1, 5))
+    assert command(tmp_path, "review", "export", str(run), str(tmp_path / "rev.json")).returncode == 0
+    doc = json.loads((tmp_path / "rev.json").read_text())
+    assert {str(e["scale"]) for e in doc["entries"]} == {"{'score': [1, 5]}"}  # the scale given, from the snapshot
+    for n, entry in enumerate(doc["entries"][:20]):
+        entry["review"] = {"scores": {"score": 1 + n % 5}}
+    (tmp_path / "rev.json").write_text(json.dumps({**doc, "reviewer": "ann"}))
+    applied = command(tmp_path, "review", "apply", str(run), str(tmp_path / "rev.json"))
+    assert applied.returncode == 0, applied.stderr
+    t = load_run(run)
+    calibrated = summarize(t, resamples=100).calibrated  # PPI++
+    assert sorted(calibrated["cell"]) == ["m1/imported@1", "m22/imported@1"] and calibrated["n_human"].sum() == 20
+    agreement = judges_document(t, resamples=100)["judges"][0]["agreement"]
+    assert {(r["criterion"], r["n"], r["state"]) for r in agreement} == {("score", 20, "ok"), ("composite", 20, "ok")}
 
 
 def test_bad_rows_are_named_by_line_and_nothing_is_written(tmp_path):
@@ -129,6 +150,15 @@ def test_bad_rows_are_named_by_line_and_nothing_is_written(tmp_path):
     assert f"{src}:7: order 'CD' is neither AB (response_a shown first) nor BA" in text
     assert f"{src}:8: id 'pair-0' has another question, response or label on line 1" in text
     assert not run.exists() or not list(run.glob("*.jsonl"))
+
+
+def test_a_grade_off_the_scale_given_or_a_criterion_that_is_no_id_is_named(tmp_path):
+    rows = [{"id": "q1", "question": "?", "response": "r", "judge": "jx", "score": 7},
+            {"id": "q2", "question": "?", "response": "r", "judge": "jx", "scores": {"a b": 3}}]
+    with pytest.raises(ImportProblems) as err:
+        import_verdicts(write_jsonl(tmp_path / "g.jsonl", rows), tmp_path / "run", scale=(1, 5))
+    assert "g.jsonl:1: score 7 outside the scale 1–5 given (--scale)" in str(err.value)
+    assert "g.jsonl:2: scores key(s) 'a b': a criterion must be 1–64 letters" in str(err.value)
 
 
 def test_a_grade_that_contradicts_one_already_imported_is_refused_naming_its_line(tmp_path):
