@@ -50,8 +50,9 @@ def import_inspect(path: str | Path, run_dir: str | Path) -> dict[str, Any]:
     for _n, r in records:
         if isinstance(r, Judgment) and r.score is not None:
             means.setdefault(r.judge_id, []).append(r.score)
-    stated = {s.get("name"): next((m["value"] for k, m in (s.get("metrics") or {}).items() if k in ("accuracy", "mean")),
-                                  None) for s in (log.get("results") or {}).get("scores", [])}
+    stated = {s.get("name"): next((m["value"] for k, m in (s.get("metrics") or {}).items()
+                                   if k in ("accuracy", "mean")), None)
+              for s in (log.get("results") or {}).get("scores", [])}
     return {"kind": "inspect", "samples": len(log["samples"]), **added,
             "scorers": {k: {"mean": sum(v) / len(v), "log": stated.get(k)} for k, v in means.items()}}
 
@@ -60,8 +61,8 @@ def _read(path: Path) -> dict[str, Any]:
     try:
         log = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise ImportProblems(str(path), [f"1: not a JSON Inspect log ({err}); write it with `inspect eval … "
-                                         f"--log-format json` or convert it: `inspect log convert --to json`"]) from None
+        raise ImportProblems(str(path), [f"1: not a JSON Inspect log ({err}); write it with `inspect eval … --log-"
+                                         f"format json` or convert it: `inspect log convert --to json`"]) from None
     if not isinstance(log, dict) or not isinstance(log.get("eval"), dict) or "model" not in log["eval"]:
         raise ImportProblems(str(path), ["1: no eval.model: not an Inspect eval log"])
     if not log.get("samples"):
@@ -101,7 +102,8 @@ def _sample(sample: dict[str, Any], ev: dict[str, Any], prompt_hash: str, source
 
 def _score(name: str, score: dict[str, Any], c: Candidate, source: str) -> Judgment:
     raw = score.get("value")
-    values = {str(k): value_to_float(v) for k, v in raw.items()} if isinstance(raw, dict) else {name: value_to_float(raw)}
+    values = ({str(k): value_to_float(v) for k, v in raw.items()} if isinstance(raw, dict)
+              else {name: value_to_float(raw)})
     ok = all(v is not None for v in values.values()) and values
     grade = ({"scores": values, "score": sum(values.values()) / len(values)} if ok else  # type: ignore[arg-type]
              {"error": f"Inspect value {raw!r} is no score (C, I, P, N, a number, yes/no)", "error_kind": "inspect"})

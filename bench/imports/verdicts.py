@@ -40,9 +40,9 @@ def import_verdicts(path: str | Path, run_dir: str | Path, scale: tuple[int, int
             checked.append((line, _checked(row, kind, scale)))
         except ValueError as err:
             problems.append((line, f"{line}: {err}"))
+    grades = [r["scores"] for _n, r in checked] if kind == "graded" else []
     rubric, text = pairwise_rubric() if kind == "pairwise" else graded_rubric(
-        sorted({c for _n, r in checked for c in r["scores"]}) or ["score"], [v for _n, r in checked for v in r["scores"].values()],
-        scale)
+        sorted({c for g in grades for c in g}) or ["score"], [v for g in grades for v in g.values()], scale)
     records, items = [], {}
     for line, row in checked:
         made = (_pair if kind == "pairwise" else _graded)(row, rubric, source, line)
