@@ -14,6 +14,7 @@ from bench.core.errors import BenchError, Halted
 from bench.core.paths import BACKEND_ENV
 from bench.core.secrets import redact
 from bench.cli_status import add_status_command
+from bench.imports.command import add_import_command
 
 
 def _lazy(module: str, name: str) -> Any:
@@ -123,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_estimate_command(sub)
     _add_sweep_command(sub)
     add_status_command(sub)
-
+    add_import_command(sub)
     _add_run_commands(sub)
     _add_compare_command(sub)
     _add_gate_command(sub)

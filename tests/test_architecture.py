@@ -39,6 +39,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("bench.sweep", "bench.compare.command"),  # bench compare: compare, report, log to MLflow
     ("bench.monitor",),  # bench status: a run's state from its folder alone (marks a crashed run's MLflow run)
     ("bench.judgebench",),
+    ("bench.imports",),  # bench import: other tools' verdicts and Inspect logs written as records
     ("bench.cli", "bench.cli_status", "bench.__main__", "bench"),  # the CLI, and the package's lazy public surface
     ("bench.testing.in_process",),  # a params file's stages (and a command) run in a test's own process, no kernel
 ]
