@@ -13,6 +13,7 @@ from typing import Any
 from bench.core.errors import BenchError, Halted
 from bench.core.paths import BACKEND_ENV
 from bench.core.secrets import redact
+from bench.cli_review import add_review_command
 from bench.cli_status import add_status_command
 from bench.imports.command import add_import_command
 
@@ -46,23 +47,6 @@ def _sweep(args: argparse.Namespace) -> int:
 def _track(args: argparse.Namespace) -> int:
     with _lazy("bench.core.runlock", "run_lock")(Path(args.run_dir), wait=True):  # never beside a sweep logging it
         _lazy("bench.sweep", "track")(Path(args.run_dir), Path(args.report) if args.report else None, {})
-    return 0
-
-
-def _review(args: argparse.Namespace) -> int:
-    session = _lazy("bench.review.session", "ReviewSession")(args.run_dir, reviewer=getattr(args, "reviewer", None))
-    if session.reviewed.damaged:
-        print(f"bench review: {session.reviewed.note()}", file=sys.stderr)
-    if args.action == "export":
-        n = session.export(args.file, filter=args.filter, show_judges=args.show_judges, judge=args.judge,
-                           rubric=args.rubric)
-        blind = ("with the judges' grades: its reviews will not be blind" if args.show_judges else
-                 "blind: no judge's grade in it")
-        print(f"wrote {n} entries (one per answer and rubric version) to {args.file}, {blind}; fill in each "
-              f"entry's review, then: bench review apply {args.run_dir} {args.file}")
-    else:
-        applied = session.apply_file(args.file)  # idempotent: entries already applied are skipped
-        print(f"{applied.message}; {session.reviewed.line()}")
     return 0
 
 
@@ -241,23 +225,7 @@ def _add_run_commands(sub: Any) -> None:
     s.add_argument("--report", default=None, help="the report to attach (default: none)")
     s.set_defaults(func=_track)
 
-    s = sub.add_parser("review", help="offline review: export items to a JSON file, apply the filled-in file")
-    rs = s.add_subparsers(dest="action", required=True)
-    e = rs.add_parser("export", help="write the run's judgments to review as FILE.json")
-    e.add_argument("run_dir", help="runs/<sweep>")
-    e.add_argument("file", help="FILE.json to write")
-    e.add_argument("--filter", default="all",
-                   help="all (default), random, disagreement, unreviewed, failures, extreme or flagged")
-    e.add_argument("--show-judges", action="store_true",
-                   help="include every judge's grades and rationales (default: blind); the reviews applied from "
-                        "such a file are recorded as not blind and do not calibrate the leaderboard")
-    e.add_argument("--judge", metavar="ID", help="only the items this judge graded")
-    e.add_argument("--rubric", metavar="ID[@VERSION]", help="only the items of this rubric")
-    e.set_defaults(func=_review)
-    a = rs.add_parser("apply", help="validate a filled-in FILE.json and append its reviews (all or nothing)")
-    a.add_argument("run_dir", help="runs/<sweep>")
-    a.add_argument("file", help="FILE.json filled in by a reviewer")
-    a.set_defaults(func=_review)
+    add_review_command(sub)
 
 
 def _add_compare_command(sub: Any) -> None:

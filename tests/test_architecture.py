@@ -40,7 +40,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("bench.monitor",),  # bench status: a run's state from its folder alone (marks a crashed run's MLflow run)
     ("bench.judgebench",),
     ("bench.imports",),  # bench import: other tools' verdicts and Inspect logs written as records
-    ("bench.cli", "bench.cli_status", "bench.__main__", "bench"),  # the CLI, and the package's lazy public surface
+    ("bench.cli", "bench.cli_status", "bench.cli_review", "bench.__main__", "bench"),  # the CLI, and the package's lazy public surface
     ("bench.testing.in_process",),  # a params file's stages (and a command) run in a test's own process, no kernel
 ]
 STAGES = ("collect", "judge")  # each a package of the same shape, driven by bench.stage_runs.run_<stage>

@@ -16,7 +16,7 @@ import json
 import os
 import secrets
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -199,30 +199,25 @@ def read_repeats(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
         return {}
 
 
-def lost_attempts(run_dir: str | os.PathLike[str], cache_dir: Path | None = None) -> dict[str, list[float | None]]:
+def lost_attempts(run_dir: str | os.PathLike[str], held: Callable[[list[str]], set[str]] | None = None
+                  ) -> dict[str, list[float | None]]:
     """Return the requests kills left in flight with their reply lost: {key: [reservation per attempt]}.
 
-    With ``cache_dir``, also those of dead processes' journals no stage start has settled yet (right after a kill,
-    before a resume), read without settling: the keys the response cache there lacks. Changes nothing."""
+    With ``held`` (which of some keys the response cache holds), also those of dead processes' journals no stage
+    start has settled yet (right after a kill, before a resume): their keys the cache lacks. Changes nothing."""
     run_dir = Path(run_dir)
     with _shared_lock(run_dir):
         lost = read_repeats(run_dir).get("lost")
         lost = {k: list(v) for k, v in lost.items() if isinstance(v, list)} if isinstance(lost, dict) else {}
-        if cache_dir is None or not run_dir.is_dir() or not any(run_dir.glob(GLOB)):
+        if held is None or not run_dir.is_dir() or not any(run_dir.glob(GLOB)):
             return lost
         with _leftovers(run_dir, shared=True) as found:
             keys = _merged(found)
-    cache = _open_cache(cache_dir) if keys else None
-    for key, usd in _split(keys, cache)[0].items():
-        lost.setdefault(key, []).append(usd)
+    cached = held(sorted(keys)) if keys else set()
+    for key, usd in keys.items():
+        if key not in cached:
+            lost.setdefault(key, []).append(usd)
     return lost
-
-
-def _open_cache(path: Path) -> Any:
-    """Return the response cache at ``path`` if it exists (None: every journaled request counts as in flight)."""
-    from bench.models.cache import ResponseCache  # the seam imports this module
-
-    return ResponseCache(path) if path.is_dir() else None
 
 
 @contextlib.contextmanager

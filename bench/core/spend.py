@@ -5,19 +5,18 @@ full, paid attempts and estimated usage included; one of unknown price is report
 conversation counts its model's and simulated user's requests, less turns the cache answered. A request a kill
 left in flight (``bench.core.journal``: ``lost``) is estimated spend: the record of the next reply to the same
 request claims it (a ``paid_attempts`` entry marked ``estimated`` and ``in_flight_at_kill``); until then it
-counts at its reservation, from the kill on: a journal no stage start settled yet is read too (docs/budget.md, Kills).
+counts at its reservation; `bench status` and the estimate count it from the kill on (docs/budget.md, Kills).
 """
 
 from __future__ import annotations
 
-import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench.core.journal import lost_attempts
-from bench.core.paths import CACHE_ENV
 from bench.core.records import Candidate, Judgment, Usage
 from bench.core.store import RunStore
 
@@ -64,9 +63,10 @@ def dollars(usd: float) -> str:
     return f"${usd:,.2f}" if usd >= 100 else f"${usd:.4f}" if usd >= 0.01 else f"${usd:.6f}"
 
 
-def recorded_spend(run_dir: str | Path) -> RunSpend:
+def recorded_spend(run_dir: str | Path, held: Callable[[list[str]], set[str]] | None = None) -> RunSpend:
     """Return what the records of ``run_dir`` say was paid (every attempt of every candidate and judgment,
-    a conversation's simulated user included), and the requests a kill left in flight no record claimed."""
+    a conversation's simulated user included), and the requests a kill left in flight no record claimed
+    (``held``: see ``open_lost``)."""
     store, usd, unpriced, flagged = RunStore(Path(run_dir)), 0.0, 0, [0, 0, 0]
     claims: list[dict[str, Any]] = []
     for kind in (Candidate, Judgment):
@@ -82,7 +82,7 @@ def recorded_spend(run_dir: str | Path) -> RunSpend:
                     flagged[0] += usage.over_limit
                     flagged[1] += usage.estimated
                     flagged[2] += bool(usage.paid_attempts)
-    left = open_lost(run_dir, Counter(a[LOST] for a in claims))  # at their reservation
+    left = open_lost(run_dir, Counter(a[LOST] for a in claims), held)  # at their reservation
     reserved = [r for attempts in left.values() for r in attempts]
     lost_usd = sum(r for r in reserved if r is not None) + sum(a.get("cost_usd") or 0.0 for a in claims)
     return RunSpend(round(usd + sum(r or 0.0 for r in reserved), 9), unpriced + sum(r is None for r in reserved),
@@ -90,22 +90,19 @@ def recorded_spend(run_dir: str | Path) -> RunSpend:
                     lost_reserved=len(reserved))
 
 
-def open_lost(run_dir: str | Path, claimed: Counter[str] | None = None) -> dict[str, list[float | None]]:
+def open_lost(run_dir: str | Path, claimed: Counter[str] | None = None,
+              held: Callable[[list[str]], set[str]] | None = None) -> dict[str, list[float | None]]:
     """Return the requests kills left in flight that no record has claimed yet: {key: [reservation per attempt]}.
 
-    ``claimed``: how many attempts of each key the records claim (None: read from the records)."""
-    lost = lost_attempts(run_dir, _cache_dir(Path(run_dir)))
+    ``claimed``: how many attempts of each key the records claim (None: read from the records). ``held``: which
+    of some keys the response cache holds; given, a kill's journal no stage start settled yet counts too (what
+    `bench status` and `bench estimate` show right after a kill: ``bench.models.budget.cache_holding``)."""
+    lost = lost_attempts(run_dir, held)
     if lost and claimed is None:
         claimed = Counter(a[LOST] for kind in (Candidate, Judgment) for rec in RunStore(Path(run_dir)).iter(kind)
                           for usage, _by in _parts(rec) for a in (usage and usage.paid_attempts) or () if LOST in a)
     return {key: attempts[claimed[key]:] for key, attempts in lost.items()
             if isinstance(attempts, list) and len(attempts) > claimed[key]}
-
-
-def _cache_dir(run_dir: Path) -> Path:
-    """Return the response cache a run folder's requests went to (``bench.core.paths.cache_path`` for runs/<sweep>)."""
-    env = os.environ.get(CACHE_ENV, "")
-    return Path(env).expanduser().absolute() if env else run_dir.parent / ".cache" / "responses"
 
 
 def _parts(rec: Candidate | Judgment) -> list[tuple[Usage | None, str]]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from bench.core.errors import BudgetReached
 from bench.core.spend import recorded_spend
 from bench.estimate.cost import ASSUMED, PILOT, Estimate, StageEstimate, needed_budget
-from bench.models.budget import dollars
+from bench.models.budget import cache_holding, dollars
 from bench.run import Run, shown_path
 
 
@@ -64,7 +64,7 @@ def budget_verdict(run: Run, est: Estimate, *, pilot: bool = True) -> Verdict | 
     measured = [s for s in assumed if not s.batch] if pilot and run.sweep.limits.pilot > 0 else []
     piloted = {id(s) for s in measured}
     floor = sum(float((s.cost_usd_min if id(s) in piloted else s.cost_usd_expected) or 0.0) for s in est.stages)
-    spend = recorded_spend(run.dir)
+    spend = recorded_spend(run.dir, cache_holding(run.dir))  # a kill's requests in flight count at once
     out = Verdict(float(limit), spend.usd, float(total["cost_usd_expected"] or 0.0),
                   float(total["cost_usd_max"] or 0.0), floor, measured, assumed,
                   [s for s in est.stages if id(s) not in piloted and (s.cost_usd_expected or 0) > 0],

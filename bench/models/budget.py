@@ -8,6 +8,8 @@ server (bench.models._leases).
 from __future__ import annotations
 
 import asyncio
+import os
+from collections.abc import Callable
 
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +17,7 @@ from typing import Any
 
 from bench.core.errors import BenchError, BudgetReached, Halted
 from bench.core.journal import settle
+from bench.core.paths import CACHE_ENV
 from bench.core.spend import dollars, recorded_spend
 from bench.models._leases import RemoteLimiter
 from bench.models._purse import Purse
@@ -62,6 +65,15 @@ def sweep_budget(limit: float | None, run_dir: str | Path, root: Path | None = N
         return None
     settle(run_dir, open_cache(root=root))
     return float(limit), recorded_spend(run_dir).usd
+
+
+def cache_holding(run_dir: str | Path) -> Callable[[list[str]], set[str]]:
+    """Return which of some request keys the response cache of ``run_dir``'s requests holds (none when it has no
+    cache yet), for a spend that counts a kill's requests before any resume settles them (``recorded_spend``)."""
+    env = os.environ.get(CACHE_ENV, "")  # as bench.core.paths.cache_path, for the runs folder holding run_dir
+    path = Path(env).expanduser().absolute() if env else Path(run_dir).parent / ".cache" / "responses"
+    cache = open_cache(path) if path.is_dir() else None
+    return (lambda keys: cache.held(keys)) if cache is not None else (lambda keys: set())
 
 
 class Budget:

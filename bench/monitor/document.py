@@ -18,6 +18,7 @@ from bench.core.errors import BenchError
 from bench.core.progress import clock
 from bench.core.records import utc_now
 from bench.core.spend import RunSpend, recorded_spend
+from bench.models.budget import cache_holding
 from bench.monitor.counts import RATE_WINDOW_S, Row, executions, open_attempts, stage_rows
 from bench.monitor.state import STATES, RunState, run_state
 
@@ -108,7 +109,7 @@ def status(run_dir: str | Path) -> Status:
 def _document(run_dir: Path, state: RunState, rows: list[Row], running: list[dict[str, Any]],
               opened: list[dict[str, Any]], now: float, window: float = RATE_WINDOW_S) -> dict[str, Any]:
     sweep = state.sweep or {}
-    spend = recorded_spend(run_dir)
+    spend = recorded_spend(run_dir, cache_holding(run_dir))  # a kill's requests in flight count at once
     budget = sweep.get("budget_usd")
     return {
         "schema": SCHEMA_ID, "run_dir": str(run_dir), "state": state.state, "reason": state.reason,

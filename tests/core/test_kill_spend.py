@@ -23,7 +23,7 @@ from bench.core.journal import Journal
 from bench.core.records import Candidate
 from bench.core.spend import LOST, recorded_spend
 from bench.core.store import RunStore
-from bench.models.budget import sweep_budget
+from bench.models.budget import cache_holding, sweep_budget
 from bench.models.cache import open_cache
 from bench.testing import grids
 from bench.models.eventloop import run as run_loop
@@ -68,7 +68,8 @@ def test_kills_leave_no_billed_reply_unrecorded(tmp_path, fake):
     for kill in range(KILLS):
         kill_after(tmp_path, params, fake, STEPS[kill % 2])
     run_dir = tmp_path / "runs" / "k"
-    before = recorded_spend(run_dir)  # what the resumes settled of the kills (the last one's: by the next start)
+    with in_process.environment(tmp_path, drop=("BENCH_CACHE",)):  # the last kill's in flight count at once too
+        before = recorded_spend(run_dir, cache_holding(run_dir))
     assert before.lost_in_flight > 0, before
     estimate = command(tmp_path, "estimate", str(params), "--json", drop=("BENCH_CACHE",))
     assert estimate.returncode == 0, estimate.log
@@ -147,7 +148,8 @@ def test_a_kills_requests_in_flight_count_before_any_resume(tmp_path, fake):
         journal.sent(usd)
     journal.close(keep=True)  # as a SIGKILL leaves it
 
-    spend = recorded_spend(run_dir)
+    assert recorded_spend(run_dir).usd == pytest.approx(paid), "a plain run's spend: settled journals only"
+    spend = recorded_spend(run_dir, cache_holding(run_dir))
     assert (spend.lost_in_flight, spend.lost_reserved) == (1, 1), spend
     assert spend.usd == pytest.approx(paid + 0.25) and spend.lost_in_flight_usd == pytest.approx(0.25)
     with in_process.environment(tmp_path, drop=("BENCH_CACHE",)):
@@ -158,3 +160,4 @@ def test_a_kills_requests_in_flight_count_before_any_resume(tmp_path, fake):
     with in_process.environment(tmp_path, drop=("BENCH_CACHE",)):  # settles: no second count
         assert sweep_budget(1.0, run_dir) == (1.0, pytest.approx(spend.usd))
     assert recorded_spend(run_dir) == spend and not list(run_dir.glob("requests-*.journal"))
+    assert recorded_spend(run_dir, cache_holding(run_dir)) == spend
