@@ -7,6 +7,7 @@ from collections.abc import Sequence, Set
 from pathlib import Path
 
 from bench.config.checks import automated_score, reference_problems, run_checks
+from bench.config.reference_checks import numeric_misfit
 from bench.core.errors import ParamsError
 from bench.core.records import Judgment, Scenario, Usage
 from bench.core.writer import Halt
@@ -22,7 +23,7 @@ def grade_automated(judge: Judge, item: Item) -> Judgment:
     """Return the checks-only judgment: one score per check (0..1) and their weighted mean."""
     results = run_checks(judge.rubric.checks, item.texts[0], item.scenario.reference,
                          item.trajectories[0] if item.trajectories else None)
-    return Judgment(**judge.base(item), scores={r.id: float(r.score or 0.0) for r in results},
+    return Judgment(**judge.base(item), scores={r.id: float(r.score or 0.0) for r in results if r.applicable},
                     score=automated_score(results, judge.rubric.checks), usage=NO_CALL,
                     details={"checks": [r.to_dict() for r in results]})
 
@@ -38,6 +39,32 @@ def refuse_unrunnable_checks(judges: Sequence[Judge], scenarios: Sequence[Scenar
         lines.append(f"map the key to a column in scenarios.dataset.reference (dataset {', '.join(sources)}), "
                      f"or point the check at a key the scenarios have")
         raise ParamsError("\n".join(lines))
+
+
+def inapplicable_checks(judges: Sequence[Judge], scenarios: Sequence[Scenario], shown: int = 5) -> list[str]:
+    """Return a line per numeric check and scenario whose reference holds no single number (``shown`` per check,
+    then how many more): the check does not apply there, so it is left out of that answer's mean."""
+    lines = []
+    for j in judges:
+        for c in j.rubric.checks:
+            if getattr(c, "kind", None) != "numeric":
+                continue
+            misfits = [(s, why) for s in scenarios if (why := numeric_misfit((s.reference or {}).get(c.reference)))
+                       and c.reference in (s.reference or {})]
+            lines += [f"judge '{j.entry.id}': check '{c.id}' (numeric) does not apply to scenario {s.id} "
+                      f"({_fields(s)}): {why}; not applicable there, left out of its mean"
+                      for s, why in misfits[:shown]]
+            if len(misfits) > shown:
+                lines.append(f"judge '{j.entry.id}': check '{c.id}' (numeric): and {len(misfits) - shown} more "
+                             f"scenario(s) whose reference '{c.reference}' holds no single number")
+    return lines
+
+
+def _fields(s: Scenario) -> str:
+    """Return a scenario's first field, shortly, to find it by (its id is a hash)."""
+    key, value = next(iter(s.fields.items()), ("", ""))
+    text = str(value).replace("\n", " ")
+    return f"{key}: {text[:40] + '…' if len(text) > 40 else text}"
 
 
 class AutomatedGrader:
