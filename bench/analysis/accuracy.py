@@ -312,11 +312,9 @@ def judge_accuracy(t: RunTables | pl.DataFrame, *, resamples: int = 1000, seed: 
 
 def _left_out(g: pl.DataFrame, judge: str, against: str) -> pl.DataFrame:
     """Return the one row of a judge left out of accuracy against ``against``: no accuracy, its judgments and why."""
-    return pl.DataFrame({"judge": [judge], "against": [against], "category": [ALL], "accuracy": [None],
-                         "ci_low": [None], "ci_high": [None], "n": [g.height], "agree": [None], "no_grade": [None],
-                         "scenarios": [g["scenario"].n_unique()], "note": [g["note"].drop_nulls()[0]]},
-                        schema={k: v for k, v in ACCURACY_SCHEMA.items() if k not in _BY_ORDER_KAPPA}
-                        ).with_columns(pl.lit(None, pl.Float64).alias(k) for k in _BY_ORDER_KAPPA)
+    return pl.DataFrame([{"judge": judge, "against": against, "category": ALL, "n": g.height,
+                          "scenarios": g["scenario"].n_unique(), "note": g["note"].drop_nulls()[0]}],
+                        schema=ACCURACY_SCHEMA)
 
 
 def _accuracy(g: pl.DataFrame, judge: str, against: str, resamples: int, seed: int, level: float) -> pl.DataFrame:

@@ -7,7 +7,7 @@ from collections.abc import Sequence, Set
 from pathlib import Path
 
 from bench.config.checks import automated_score, reference_problems, run_checks
-from bench.config.reference_checks import numeric_misfit
+from bench.config.reference_checks import numeric_misfit, quote
 from bench.core.errors import ParamsError
 from bench.core.records import Judgment, Scenario, Usage
 from bench.core.writer import Halt
@@ -44,27 +44,16 @@ def refuse_unrunnable_checks(judges: Sequence[Judge], scenarios: Sequence[Scenar
 def inapplicable_checks(judges: Sequence[Judge], scenarios: Sequence[Scenario], shown: int = 5) -> list[str]:
     """Return a line per numeric check and scenario whose reference holds no single number (``shown`` per check,
     then how many more): the check does not apply there, so it is left out of that answer's mean."""
-    lines = []
-    for j in judges:
-        for c in j.rubric.checks:
-            if getattr(c, "kind", None) != "numeric":
-                continue
-            misfits = [(s, why) for s in scenarios if (why := numeric_misfit((s.reference or {}).get(c.reference)))
-                       and c.reference in (s.reference or {})]
-            lines += [f"judge '{j.entry.id}': check '{c.id}' (numeric) does not apply to scenario {s.id} "
-                      f"({_fields(s)}): {why}; not applicable there, left out of its mean"
-                      for s, why in misfits[:shown]]
-            if len(misfits) > shown:
-                lines.append(f"judge '{j.entry.id}': check '{c.id}' (numeric): and {len(misfits) - shown} more "
-                             f"scenario(s) whose reference '{c.reference}' holds no single number")
+    lines: list[str] = []
+    for j, c in ((j, c) for j in judges for c in j.rubric.checks if getattr(c, "kind", None) == "numeric"):
+        misfits = [(s, why) for s in scenarios if c.reference in (s.reference or {})
+                   and (why := numeric_misfit(s.reference[c.reference]))]  # type: ignore[index]
+        lines += [f"judge '{j.entry.id}': check '{c.id}' (numeric) does not apply to scenario {s.id} "
+                  f"({next(iter(s.fields), '')}: {quote(str(next(iter(s.fields.values()), '')))}): {why}; not "
+                  f"applicable there, left out of its mean" for s, why in misfits[:shown]]
+        lines += [f"judge '{j.entry.id}': check '{c.id}' (numeric): and {more} more scenario(s) whose reference "
+                  f"'{c.reference}' holds no single number"] if (more := len(misfits) - shown) > 0 else []
     return lines
-
-
-def _fields(s: Scenario) -> str:
-    """Return a scenario's first field, shortly, to find it by (its id is a hash)."""
-    key, value = next(iter(s.fields.items()), ("", ""))
-    text = str(value).replace("\n", " ")
-    return f"{key}: {text[:40] + '…' if len(text) > 40 else text}"
 
 
 class AutomatedGrader:

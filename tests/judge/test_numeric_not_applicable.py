@@ -49,7 +49,7 @@ def test_validate_warns_naming_the_scenario_and_the_check(tmp_path, params):
     assert out.returncode == 0, out.stdout + out.stderr
     [line] = [x for x in out.stdout.splitlines() if x.startswith("warning:")]
     assert "judge 'ref': check 'num' (numeric) does not apply to scenario s" in line
-    assert "(question: Q-TWO)" in line and "the reference 'Paris' holds no number" in line
+    assert "(question: 'Q-TWO')" in line and "the reference 'Paris' holds no number" in line
 
 
 def test_the_answer_to_paris_is_left_out_of_the_mean_and_counted_not_applicable(tmp_path, params):
