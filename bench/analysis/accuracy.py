@@ -140,10 +140,11 @@ def label_agreement(t: RunTables, *, label: str = LABEL, category: Sequence[str]
 def grades_correctness(rubric: Any) -> bool:
     """Return whether a rubric's judge is measured against ground truth: its ``accuracy``, else whether it is
     pairwise (a pair's label says which answer is better, the judge's own question), shows the judge a reference
-    or checks against one. A clarity or tone judge is not scored against a correctness label."""
+    (or its own answer: ``solve_first``) or checks against one. A clarity judge is not scored against a label."""
     if rubric.accuracy is not None:
         return bool(rubric.accuracy)
-    return rubric.mode == "pairwise" or bool(rubric.reference) or bool(checks_with_reference(rubric.checks))
+    return (rubric.mode == "pairwise" or bool(rubric.reference) or rubric.solve_first
+            or bool(checks_with_reference(rubric.checks)))
 
 
 def not_measured(t: RunTables) -> dict[str, str]:

@@ -53,6 +53,8 @@ def _accuracy(rows: pl.DataFrame, audit: dict[str, dict[str, Any]], why: str | N
     return {"accuracy": top.get("accuracy"), "accuracy_against": top.get("against"),
             "accuracy_by_order": by_order if any(v is not None for v in by_order.values()) else None,
             "accuracy_both_orders": top.get("accuracy_both_orders"), **seats,
+            "kappa_against_label": {"kappa": top["kappa"], "ci_low": top["kappa_ci_low"],
+                                    "ci_high": top["kappa_ci_high"]} if top else None,
             "accuracy_note": why or top.get("note") or (None if top else "no ground truth: no label on its scenarios "
                                                           "and no automated judge with reference checks"),
             "ground_truth": rows.to_dicts()}

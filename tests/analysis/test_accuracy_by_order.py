@@ -42,6 +42,7 @@ def _assert_the_bar(first: dict, perfect: dict) -> None:
     assert perfect["accuracy_by_order"] == {"AB": 1.0, "BA": 1.0}
     [truth] = [r for r in perfect["ground_truth"] if r["category"] == "all"]
     assert truth["kappa"] == 1.0 and truth["n"] == 2 * PAIRS and truth["against"] == "reference.label"
+    assert perfect["kappa_against_label"] == {"kappa": 1.0, "ci_low": 1.0, "ci_high": 1.0}
     [truth] = [r for r in first["ground_truth"] if r["category"] == "all"]
     assert truth["kappa_ci_low"] <= truth["kappa"] <= truth["kappa_ci_high"] < 0.5
 
@@ -138,7 +139,7 @@ def _graded_run(tmp_path: Path, front: str, reference: dict | None = None) -> Pa
 
 
 @pytest.mark.parametrize(("front", "measured"), [("", False), ("accuracy: true\n", True),
-                                                 ("reference: [answer]\n", True),
+                                                 ("reference: [answer]\n", True), ("solve_first: true\n", True),
                                                  ("reference: [answer]\naccuracy: false\n", False)])
 def test_accuracy_is_given_only_for_a_judge_that_grades_correctness(tmp_path, front, measured):
     t = load_run(_graded_run(tmp_path, front, {"answer": "x"}))
