@@ -1,8 +1,8 @@
 """A leaderboard calibrated by human reviews: prediction-powered inference (PPI++), per judge and cell.
 
 The judge's mean over all judgments is corrected by the mean of (human − λ·judge) over the reviewed ones, λ
-clipped to [0, 1], so the interval is valid however biased the judge and never wider than the human-only one
-(docs/analysis.md).
+clipped to [0, 1] and cross-fitted, so the interval is valid however biased the judge; under a judge that does not
+help it is about as wide as the human-only one (docs/analysis.md).
 """
 
 from __future__ import annotations
