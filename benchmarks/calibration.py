@@ -14,7 +14,7 @@ latent quality q ~ N(3.2, 0.9); human score round(q + N(0, 0.7)) clipped to 1–
 rater noise); three judges: ``good-biased`` round(q + 0.8 + N(0, 0.4)), ``nonlinear`` (convex and
 biased) round(1 + 4·((q − 1)/4)^2.5 + 0.6 + N(0, 0.5)), ``useless`` uniform on 1–5 whatever q;
 ``n`` = 10, 30 and 100 reviews among ``N`` = 200 and 2,000 judged answers. Printed: each case's
-coverage and mean width, then one JSON line with all of it.
+coverage and mean width (and the human-only interval's), then one JSON line with all of it.
 
     python benchmarks/calibration.py                  # 1000 repetitions, bias 0.6; 4000 per small-sample case
     python benchmarks/calibration.py --reps 2000 --bias 0 --reviews 30
@@ -84,27 +84,28 @@ def draw_cells(rng: np.random.Generator, reps: int, items: int, judge: str) -> t
     return human, np.clip(np.rint(score), *SCALE)
 
 
-def small_sample_case(reps: int, items: int, reviews: int, judge: str, seed: int) -> tuple[float, float]:
-    """Return (coverage, mean width) of the calibrated 95% interval over ``reps`` cells. Answers are drawn
-    independently, so the first ``reviews`` of each cell are a random sample of it."""
+def small_sample_case(reps: int, items: int, reviews: int, judge: str, seed: int) -> tuple[float, ...]:
+    """Return (coverage, mean width) of the calibrated 95% interval over ``reps`` cells, then the same of the
+    human-only one. Answers are drawn independently, so the first ``reviews`` of each cell are a random sample."""
     rng = np.random.default_rng(seed)
-    hits, width = 0, 0.0
+    sums = np.zeros(4)
     for start in range(0, reps, CHUNK):
         human, score = draw_cells(rng, min(CHUNK, reps - start), items, judge)
         out = calibrated_intervals(human[:, :reviews], score[:, :reviews], score[:, reviews:], scale=SCALE)
         truth = human.mean(1)
-        hits += int(((out.ci_low <= truth) & (truth <= out.ci_high)).sum())
-        width += float((out.ci_high - out.ci_low).sum())
-    return hits / reps, width / reps
+        for k, (low, high) in enumerate(((out.ci_low, out.ci_high), (out.human_low, out.human_high))):
+            sums[2 * k:2 * k + 2] += (((low <= truth) & (truth <= high)).sum(), (high - low).sum())
+    return tuple(float(v) / reps for v in sums)
 
 
 def small_sample_grid(reps: int, seed: int) -> dict:
     """Return every small-sample case's coverage and mean width, their minimum and the Monte-Carlo error."""
-    cover, width = {}, {}
+    cover, width, human = {}, {}, {}
     for k, (judge, items, reviews) in enumerate((j, big, n) for j in JUDGES for big in ITEMS for n in REVIEWS):
         name = f"{judge}/N={items}/n={reviews}"
-        cover[name], width[name] = small_sample_case(reps, items, reviews, judge, seed + 1 + k)
+        cover[name], width[name], *human[name] = small_sample_case(reps, items, reviews, judge, seed + 1 + k)
     return {"coverage": {k: round(v, 4) for k, v in cover.items()}, "width": {k: round(v, 4) for k, v in width.items()},
+            "human_only": {k: [round(v, 4) for v in cw] for k, cw in human.items()},
             "min_coverage": round(min(cover.values()), 4), "reps": reps,
             "mc_se_at_0.95": round(math.sqrt(0.95 * 0.05 / reps), 4)}
 
@@ -129,9 +130,10 @@ def main(argv: list[str] | None = None) -> int:
         grid = out["small_sample"] = small_sample_grid(args.case_reps, args.seed)
         print(f"\nsmall-sample cases, calibrated 95% interval, {args.case_reps} cells each "
               f"(Monte-Carlo s.e. {grid['mc_se_at_0.95']:.3f} at 0.95)")
-        print(f"{'judge/N/n':<28}{'coverage':>10}{'mean width':>12}")
+        print(f"{'judge/N/n':<28}{'coverage':>10}{'mean width':>12}   human only: coverage, width")
         for name, cov in grid["coverage"].items():
-            print(f"{name:<28}{cov:>10.3f}{grid['width'][name]:>12.3f}")
+            print(f"{name:<28}{cov:>10.3f}{grid['width'][name]:>12.3f}   {grid['human_only'][name][0]:>10.3f}"
+                  f"{grid['human_only'][name][1]:>8.3f}")
     print(json.dumps(out))
     return 0
 

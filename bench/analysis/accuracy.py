@@ -1,7 +1,8 @@
 """Judge accuracy against ground truth: the share of a judge's judgments that agree with a known answer.
 
 Ground truth is the scenario's ``label`` or an ``automated`` judge's reference checks. A failed or ungraded
-judgment counts as disagreeing (as in JudgeBench). docs/analysis.md says which label forms are read and how.
+judgment counts as disagreeing (as in JudgeBench). Only judges that grade correctness are measured (a rubric's
+``accuracy``: :func:`grades_correctness`). docs/analysis.md says which label forms are read and how.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import numpy as np
 import polars as pl
 
 from bench.analysis._inputs import require
+from bench.analysis.agreement import cohen_kappa
+from bench.analysis.agreement_bootstrap import agreement_draws
 from bench.analysis.bootstrap import bootstrap_ratios, percentile_interval
 from bench.analysis.scales import UNIT, _snapshots, judge_scales
 from bench.analysis.tables import RunTables
@@ -25,10 +28,15 @@ CHECK_PASS = 0.5  # an answer is correct by the reference checks when their comp
 _UNIT_MODES = ("checklist", "automated", "hybrid", "pairwise")  # modes whose composite is on 0–1 (pairwise: none)
 AGREEMENT_SCHEMA = {"judge": pl.Utf8, "against": pl.Utf8, "scenario": pl.Utf8, "category": pl.Utf8,
                     "judgment": pl.Utf8, "truth": pl.Utf8, "decision": pl.Utf8, "agree": pl.Float64,
-                    "note": pl.Utf8}  # note: why the judge is left out (its agree is then null)
+                    "note": pl.Utf8,  # why the judge is left out (its agree is then null)
+                    "order": pl.Utf8, "pair": pl.Utf8}  # pairwise: the order shown, the pair both orders share
 ACCURACY_SCHEMA = {"judge": pl.Utf8, "against": pl.Utf8, "category": pl.Utf8, "accuracy": pl.Float64,
                    "ci_low": pl.Float64, "ci_high": pl.Float64, "n": pl.Int64, "agree": pl.Int64,
-                   "no_grade": pl.Int64, "scenarios": pl.Int64, "note": pl.Utf8}
+                   "no_grade": pl.Int64, "scenarios": pl.Int64, "note": pl.Utf8,
+                   "accuracy_ab": pl.Float64, "accuracy_ba": pl.Float64, "accuracy_both_orders": pl.Float64,
+                   "kappa": pl.Float64, "kappa_ci_low": pl.Float64, "kappa_ci_high": pl.Float64}
+_BY_ORDER_KAPPA = ("accuracy_ab", "accuracy_ba", "accuracy_both_orders", "kappa", "kappa_ci_low", "kappa_ci_high")
+_ORDINAL = {"A>B": 1.0, "A=B": 0.0, "B>A": -1.0, "pass": 1.0, "fail": 0.0}  # sides and pass/fail, for kappa
 _SIDES = {"a>b": "A>B", "a>>b": "A>B", "b>a": "B>A", "b>>a": "B>A", "a=b": "A=B", "a": "A>B", "b": "B>A",
           "tie": "A=B", "model_a": "A>B", "model_b": "B>A", "response_a": "A>B", "response_b": "B>A"}
 _PASS = {"true": True, "pass": True, "passed": True, "yes": True, "correct": True,
@@ -124,9 +132,33 @@ def label_agreement(t: RunTables, *, label: str = LABEL, category: Sequence[str]
                                                                           f"reference.{label}")
     for truth_judge, weights in checkers.items():
         rows += _check_rows(t, truth_judge, weights, bar)
-    categories = {sid: _category(s, category) for sid, s in t.scenarios.items()}
-    return pl.DataFrame([{"note": None, **r, "category": categories.get(r["scenario"])} for r in rows],
-                        schema=AGREEMENT_SCHEMA)
+    categories, skip = {sid: _category(s, category) for sid, s in t.scenarios.items()}, not_measured(t)
+    return pl.DataFrame([{"note": None, "order": None, "pair": None, **r, "category": categories.get(r["scenario"])}
+                         for r in rows if r["judge"] not in skip], schema=AGREEMENT_SCHEMA)
+
+
+def grades_correctness(rubric: Any) -> bool:
+    """Return whether a rubric's judge is measured against ground truth: its ``accuracy``, else whether it is
+    pairwise (a pair's label says which answer is better, the judge's own question), shows the judge a reference
+    (or its own answer: ``solve_first``) or checks against one. A clarity judge is not scored against a label."""
+    if rubric.accuracy is not None:
+        return bool(rubric.accuracy)
+    return (rubric.mode == "pairwise" or bool(rubric.reference) or rubric.solve_first
+            or bool(checks_with_reference(rubric.checks)))
+
+
+def not_measured(t: RunTables) -> dict[str, str]:
+    """Return the judges left out of accuracy, each with why: their rubric (its snapshot in the run folder) does not
+    grade correctness. A judge whose rubric is not in the run folder (imported verdicts) is measured."""
+    out: dict[str, str] = {}
+    if not t.run_dir or t.judgments.is_empty():
+        return out
+    for judge, key in t.judgments.select("judge", "rubric").unique().sort("judge", "rubric").iter_rows():
+        rubrics = _snapshots(t.run_dir, str(key))
+        if rubrics and not any(grades_correctness(r) for r in rubrics):
+            out[judge] = (f"its rubric {key} does not grade correctness (no reference shown or checked): no accuracy; "
+                          f"set accuracy: true in its front matter to measure it against the ground truth")
+    return out
 
 
 def _pairwise_rows(t: RunTables, labels: dict[str, Any], against: str) -> list[dict[str, Any]]:
@@ -144,7 +176,8 @@ def _pairwise_rows(t: RunTables, labels: dict[str, Any], against: str) -> list[d
         decision = None if note or j["error"] is not None else _verdict_side(j, reading)
         rows.append({"judge": j["judge"], "against": against, "scenario": j["scenario"], "judgment": j["id"],
                      "truth": truth, "decision": decision, "agree": None if note else float(decision == truth),
-                     "note": note})
+                     "note": note, "order": j["order"],
+                     "pair": f"{j['scenario']}|{j['sample']}|{j['cell']}|{j['cell_b']}|{j['repeat']}"})
     return rows
 
 
@@ -261,12 +294,15 @@ def _pass_marks(t: RunTables, pass_at: float | Mapping[str, float] | None) -> di
 def judge_accuracy(t: RunTables | pl.DataFrame, *, resamples: int = 1000, seed: int = 0, level: float = 0.95,
                    **options: Any) -> pl.DataFrame:
     """Return per judge, ground truth and category (``all`` first): accuracy, its bootstrap interval over
-    scenarios, n judgments, how many agree, how many had no grade, scenarios.
+    scenarios, n judgments, how many agree, how many had no grade, scenarios; a pairwise judge's accuracy per order
+    shown and on both orders of a pair; Cohen's kappa against the truth with its interval.
 
     ``t``: a run's tables (``options`` go to :func:`label_agreement`), or the agreement rows themselves.
     """
     rows = t if isinstance(t, pl.DataFrame) else label_agreement(t, **options)
     require(rows, ["judge", "against", "scenario", "category", "decision", "agree"], "judge_accuracy", "agreement")
+    rows = rows.with_columns(pl.lit(None, pl.Utf8).alias(c) for c in ("truth", "order", "pair")
+                             if c not in rows.columns)
     out = [_left_out(g, j, a) if "note" in g.columns and g["note"].drop_nulls().len() else
            _accuracy(g, j, a, resamples, seed, level)
            for (j, a), g in rows.group_by(["judge", "against"], maintain_order=True)]
@@ -277,9 +313,8 @@ def judge_accuracy(t: RunTables | pl.DataFrame, *, resamples: int = 1000, seed: 
 
 def _left_out(g: pl.DataFrame, judge: str, against: str) -> pl.DataFrame:
     """Return the one row of a judge left out of accuracy against ``against``: no accuracy, its judgments and why."""
-    return pl.DataFrame({"judge": [judge], "against": [against], "category": [ALL], "accuracy": [None],
-                         "ci_low": [None], "ci_high": [None], "n": [g.height], "agree": [None], "no_grade": [None],
-                         "scenarios": [g["scenario"].n_unique()], "note": [g["note"].drop_nulls()[0]]},
+    return pl.DataFrame([{"judge": judge, "against": against, "category": ALL, "n": g.height,
+                          "scenarios": g["scenario"].n_unique(), "note": g["note"].drop_nulls()[0]}],
                         schema=ACCURACY_SCHEMA)
 
 
@@ -299,7 +334,39 @@ def _accuracy(g: pl.DataFrame, judge: str, against: str, resamples: int, seed: i
     with np.errstate(invalid="ignore", divide="ignore"):
         point = num.sum(axis=0) / den.sum(axis=0)
     lo, hi = percentile_interval(bootstrap_ratios(num, den, resamples, seed), level)
+    parts = [g, *(g.filter(pl.col("category") == c) for c in cats)]
+    by_order = [_by_order(part) for part in parts]
+    kappas = [_kappa(part, resamples, seed, level) for part in parts]
     return pl.DataFrame({"judge": judge, "against": against, "category": [ALL, *cats], "accuracy": point,
                          "ci_low": lo, "ci_high": hi, "n": den.sum(axis=0).astype(np.int64),
                          "agree": num.sum(axis=0).astype(np.int64), "no_grade": no_grade.astype(np.int64),
-                         "scenarios": (den > 0).sum(axis=0).astype(np.int64), "note": None}, schema=ACCURACY_SCHEMA)
+                         "scenarios": (den > 0).sum(axis=0).astype(np.int64), "note": None,
+                         **{k: [o[i % 3] for o in (by_order if i < 3 else kappas)]
+                            for i, k in enumerate(_BY_ORDER_KAPPA)}},
+                        schema=ACCURACY_SCHEMA)
+
+
+def _by_order(g: pl.DataFrame) -> tuple[float | None, ...]:
+    """Return a pairwise judge's accuracy on the verdicts asked in order AB, in order BA, and the share of pairs
+    asked in both orders that it got right in both (None each for a graded judge)."""
+    shown = g.filter(pl.col("order").is_in(["AB", "BA"]))
+    if shown.is_empty():
+        return None, None, None
+    ab, ba = (shown.filter(pl.col("order") == o)["agree"].mean() for o in ("AB", "BA"))
+    both = (shown.group_by("pair").agg(pl.col("order").n_unique().alias("orders"), pl.col("agree").min())
+            .filter(pl.col("orders") == 2)["agree"].mean())
+    return ab, ba, both  # type: ignore[return-value]
+
+
+def _kappa(g: pl.DataFrame, resamples: int, seed: int, level: float) -> tuple[float | None, ...]:
+    """Return Cohen's kappa of the judge's decisions against the ground truth (quadratic on the sides A>B, A=B,
+    B>A; pass/fail) with its bootstrap interval over scenarios; failed judgments left out, None for expected
+    scores."""
+    rows = g.filter(pl.col("decision").is_not_null() & pl.col("truth").is_in(list(_ORDINAL))
+                    & pl.col("decision").is_in(list(_ORDINAL)))
+    if rows.is_empty():
+        return None, None, None
+    x, y = (rows[c].replace_strict(_ORDINAL, return_dtype=pl.Float64).to_numpy() for c in ("decision", "truth"))
+    lo, hi = agreement_draws(x, y, rows["scenario"].to_numpy(), weights="quadratic", resamples=resamples,
+                             seed=seed).interval("kappa", level)
+    return cohen_kappa(x, y, weights="quadratic"), lo, hi

@@ -17,19 +17,24 @@ ENTROPY_WARN = 0.50  # less than half of the scale's possible spread
 DISAGREE_WARN = 0.25  # a quarter of the scale (a point on 1–5) or more from the jury's median on average
 
 
-def entry(measure: str, e: Estimate, family: str | None, pairwise: bool = False) -> dict:
+def entry(measure: str, e: Estimate, family: str | None, pairwise: bool = False, flips: Estimate | None = None
+          ) -> dict:
     """Return the audit entry of one measure: value, interval, n, state and its one-line verdict."""
     return {"value": e.value, "ci_low": e.ci_low, "ci_high": e.ci_high, "n": e.n, "state": e.state,
-            "verdict": verdict(measure, e, family, pairwise)}
+            "verdict": verdict(measure, e, family, pairwise, flips)}
 
 
-def verdict(measure: str, e: Estimate, family: str | None = None, pairwise: bool = False) -> str:
+def verdict(measure: str, e: Estimate, family: str | None = None, pairwise: bool = False,
+            flips: Estimate | None = None) -> str:
     """Return the one-line verdict of a measure's estimate (the reason when it has no value); ``pairwise``: the
-    judge gives verdicts, not scores (the collapse lines read differently)."""
+    judge gives verdicts, not scores (the collapse lines read differently); ``flips``: the judge's flip rate, which
+    the first-slot line names (a judge with no net preference may still flip pairs both ways)."""
     if e.state == "not_applicable":
         return f"not applicable: {e.why}"
     if e.state != "ok" or e.value is None:
         return f"not enough data: {e.why}"
+    if measure == "first_slot_preference":
+        return _first_slot(e, flips)
     return _WORDS[measure](e, family, pairwise)
 
 
@@ -74,9 +79,15 @@ def _warned(e: Estimate, line: str, threshold: float, above: bool, yes: str, may
     return line + (yes if found == "yes" else maybe if found == "maybe" else "")
 
 
-def _first_slot(e: Estimate, *_: object) -> str:
+def _first_slot(e: Estimate, flips: Estimate | None = None) -> str:
     shown = (f"the answer shown first wins {_pct(e.value)} of {e.n} decisive verdicts ({_ci(e, True)}); 50% is "
              f"unbiased")
+    if _side(e, 0.5) == 0:  # balanced seats say nothing of how often the seats decide: a flip in each direction
+        flipped = (f"; flips {_pct(flips.value)} of pairs" if flips is not None and flips.state == "ok"
+                   and flips.value is not None else "")
+        warn = (" (the seats decide those verdicts, both ways: see flip_rate)" if flipped and flips is not None
+                and flips.value > FLIP_WARN else "")
+        return f"no net preference for either seat{flipped}{warn}: {shown}"
     return _signed(e, 0.5, "position bias", shown, lambda side: (
         f"prefers the answer shown {'first' if side > 0 else 'second'}: {shown}: trust only swap-consistent "
         f"verdicts (bench asks both orders; count a pair that flips as a tie) or use a less biased judge"))

@@ -1,8 +1,8 @@
 """A leaderboard calibrated by human reviews: prediction-powered inference (PPI++), per judge and cell.
 
 The judge's mean over all judgments is corrected by the mean of (human − λ·judge) over the reviewed ones, λ
-clipped to [0, 1], so the interval is valid however biased the judge and never wider than the human-only one
-(docs/analysis.md).
+clipped to [0, 1] and cross-fitted, so the interval is valid however biased the judge; under a judge that does not
+help it is about as wide as the human-only one (docs/analysis.md).
 """
 
 from __future__ import annotations
@@ -80,24 +80,20 @@ def _cross_fitted_lams(y: np.ndarray, f: np.ndarray, big_n: int) -> np.ndarray:
 def ppi_arrays(y: np.ndarray, f: np.ndarray, g: np.ndarray, floor: float = 0.0) -> PPI:
     """Return the PPI++ means of many cells at once, each field of the PPI an array with one entry per row of
     ``y`` (human scores of the reviewed items, judged ``f``; rows of ≥ 2) and ``g`` (the judge's scores of the
-    unreviewed items). Variances are floored at ``floor`` (``variance_floor``); λ is cross-fitted; a cell
-    whose calibrated variance is not below the human-only one gets the human-only estimate (λ = 0)."""
+    unreviewed items). Variances are floored at ``floor`` (``variance_floor``); λ is cross-fitted and always used:
+    picking whichever of this and the human-only interval came out narrower under-covered (docs/analysis.md)."""
     n, big_n = y.shape[1], g.shape[1]
-    y_var = y.var(1, ddof=1)
-    human_var = np.maximum(y_var, floor) / n
     if big_n < 2:
-        zero = np.zeros(len(y))
-        return PPI(y.mean(1), np.sqrt(human_var), zero, zero, human_var, y_var < floor)
+        y_var, zero = y.var(1, ddof=1), np.zeros(len(y))
+        return PPI(y.mean(1), np.sqrt(np.maximum(y_var, floor) / n), zero, zero, np.maximum(y_var, floor) / n,
+                   y_var < floor)
     lam_i = _cross_fitted_lams(y, f, big_n)
     lam, rect = lam_i.mean(1), y - lam_i * f
     rect_var = rect.var(1, ddof=1)
     judge_part = lam ** 2 * g.var(1, ddof=1) / big_n
     human_part = np.maximum(rect_var, floor) / n
-    alone = judge_part + human_part >= human_var  # never wider than the reviews alone
-    return PPI(np.where(alone, y.mean(1), lam * g.mean(1) + rect.mean(1)),
-               np.sqrt(np.where(alone, human_var, judge_part + human_part)), np.where(alone, 0.0, lam),
-               np.where(alone, 0.0, judge_part), np.where(alone, human_var, human_part),
-               np.where(alone, y_var, rect_var) < floor)
+    return PPI(lam * g.mean(1) + rect.mean(1), np.sqrt(judge_part + human_part), lam, judge_part, human_part,
+               rect_var < floor)
 
 
 def ppi_mean(y: np.ndarray, f: np.ndarray, g: np.ndarray, floor: float = 0.0) -> PPI:

@@ -40,7 +40,7 @@ def judge_audit(t: RunTables, *, resamples: int = 2000, seed: int = 0, level: fl
         found.update(_collapse(t, judge, pairwise, scales.get(judge, {}), opts))
         found["jury_disagreement"] = _jury(t, judge, pairwise, scales.get(judge, {}), opts)
         family = model_family(_judge_model(t.judgments, judge))
-        out[judge] = {m: entry(m, found[m], family, pairwise) for m in MEASURES}
+        out[judge] = {m: entry(m, found[m], family, pairwise, found["flip_rate"]) for m in MEASURES}
     return out
 
 

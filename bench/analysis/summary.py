@@ -29,7 +29,7 @@ class Summary:
     """The analysis of one run: every table of the report (polars frames)."""
 
     tables: RunTables
-    board: pl.DataFrame  # per (judge, cell, criterion): mean and CI
+    board: pl.DataFrame  # per (judge, cell, criterion): mean and CI, answers a check did not apply to
     overview: pl.DataFrame  # composite per (judge, cell) with CI and failure rates
     paired: pl.DataFrame  # paired differences between cells (composite)
     battles: pl.DataFrame
@@ -65,7 +65,7 @@ def summarize(run: str | Path | RunTables, *, resamples: int = 1000, seed: int =
     puts human reviews in place of the judges' grades in the leaderboards and ratings."""
     raw = run if isinstance(run, RunTables) else load_run(run)
     t = with_reviews(raw) if human_overrides else raw
-    board = leaderboard(t.scores, resamples=resamples, seed=seed, level=level)
+    board = _not_applicable(leaderboard(t.scores, resamples=resamples, seed=seed, level=level), t)
     b = battles(t.judgments)
     return Summary(
         tables=t, board=board, overview=_overview(t, board),
@@ -92,6 +92,16 @@ def summarize(run: str | Path | RunTables, *, resamples: int = 1000, seed: int =
         accuracy=judge_accuracy(raw, resamples=resamples, seed=seed, level=level),
         judges=judge_agreement(raw, resamples=resamples, seed=seed, level=level),
         audit=judge_audit(raw, resamples=resamples, seed=seed, level=level))
+
+
+def _not_applicable(board: pl.DataFrame, t: RunTables) -> pl.DataFrame:
+    """Add ``not_applicable``: a checks judge's graded answers of the cell without a score on the criterion, a check
+    that did not apply there (a numeric check on a reference with no number), left out of ``mean`` and ``items``."""
+    graded = (t.judgments.filter(pl.col("mode").is_in(["automated", "hybrid"]) & pl.col("error").is_null()
+                                 & pl.col("turn").is_null()).group_by("judge", "cell").agg(pl.len().alias("_graded")))
+    missing = (pl.col("_graded").fill_null(0) - pl.col("items")).clip(lower_bound=0).cast(pl.Int64)
+    return board.join(graded, on=["judge", "cell"], how="left").with_columns(missing.alias("not_applicable")
+                                                                              ).drop("_graded")
 
 
 def _composite_scales(t: RunTables) -> dict[str, tuple[float, float]]:

@@ -137,20 +137,22 @@ def parse_check(data: Any) -> Check:
 @dataclass(frozen=True)
 class CheckResult:
     """The outcome of one check on one text: ``detail`` says why in a few words; ``score`` is 0..1
-    (default: 1 passed, 0 failed; a token F1 check's is the F1)."""
+    (default: 1 passed, 0 failed; a token F1 check's is the F1); not ``applicable``: no score, out of the mean."""
 
     id: str
     passed: bool
     detail: str
     score: float | None = None
+    applicable: bool = True
 
     def __post_init__(self) -> None:
-        if self.score is None:
+        if self.score is None and self.applicable:
             object.__setattr__(self, "score", 1.0 if self.passed else 0.0)
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the result as a plain dict (for Judgment.details)."""
-        return asdict(self)
+        """Return the result as a plain dict (for Judgment.details; ``applicable`` only when False)."""
+        out = asdict(self)
+        return out if out.pop("applicable") else {**out, "applicable": False}
 
 
 def run_check(check: Check, text: Any, reference: Mapping[str, Any] | None = None,
@@ -190,7 +192,7 @@ def _against_reference(check: Any, text: str, key: str, reference: Mapping[str, 
         passed, detail = _run_regex(check, text, pattern)
         return CheckResult(check.id, passed, detail)
     score, passed, detail = run_reference_check(check, text, expected)
-    return CheckResult(check.id, passed, detail, score)
+    return CheckResult(check.id, passed, detail, score, applicable=score is not None)
 
 
 def run_checks(checks: Sequence[Check], text: Any, reference: Mapping[str, Any] | None = None,
@@ -235,18 +237,20 @@ def _regex_error(pattern: str) -> str | None:
     return None
 
 
-def automated_score(results: Sequence[CheckResult], checks: Sequence[Check]) -> float:
-    """Return the weighted mean of the checks' scores in [0, 1]; a check without a result counts as failed, no
-    checks (or all weights 0) give 0.0. ValueError for a result whose id is not among ``checks``."""
+def automated_score(results: Sequence[CheckResult], checks: Sequence[Check]) -> float | None:
+    """Return the weighted mean of the checks' scores in [0, 1], leaving out those that do not apply (None when
+    none of weight applies); a check without a result counts as failed, no checks (or all weights 0) give 0.0.
+    ValueError for a result whose id is not among ``checks``."""
     ids = {c.id for c in checks}
     unknown = sorted({r.id for r in results} - ids)
     if unknown:
         raise ValueError(f"results for unknown check(s) {', '.join(unknown)}; expected {', '.join(sorted(ids))}")
     score = {r.id: float(r.score or 0.0) for r in results}
-    total = sum(c.weight for c in checks)
+    out = {r.id for r in results if not r.applicable}
+    total = sum(c.weight for c in checks if c.id not in out)
     if total <= 0:
-        return 0.0
-    return sum(c.weight * score.get(c.id, 0.0) for c in checks) / total
+        return None if sum(c.weight for c in checks) > 0 else 0.0
+    return sum(c.weight * score.get(c.id, 0.0) for c in checks if c.id not in out) / total
 
 
 # -- the kinds ------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Checks against a reference answer: exact match, numeric match, choice letter and token F1 (no model call).
 
 A list of acceptable answers counts the best; ``extract`` (a regex, last match) first takes the answer out of
-a longer reply.
+a longer reply. A numeric check on a reference with no single number does not apply (score None), never 0.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from bench.config.answer_match import (DEFAULT_LETTERS, as_number, choice_letter
                                        reference_letter, token_f1)
 from bench.config.ids import SafeId
 
-Outcome = tuple[float, bool, str]  # (score 0..1, passed, detail)
+Outcome = tuple[float | None, bool, str]  # (score 0..1, None: not applicable; passed, detail)
 _SHOW = 40  # characters of an answer quoted in a detail
 
 
@@ -93,15 +93,28 @@ def extracted(pattern: str | None, text: str) -> str | None:
 
 def run_reference_check(check: Any, text: str, expected: Any) -> Outcome:
     """Return (score, passed, detail) of a reference check on ``text`` against the reference value ``expected``
-    (a list: the best of its values counts)."""
-    answer = extracted(check.extract, text)
-    if answer is None:
-        return 0.0, False, f"extract {quote(check.extract)} found no answer"
+    (a list: the best of its values counts); score None when the check does not apply to the reference."""
     options = expected if isinstance(expected, list) else [expected]
     if not options:
         return 0.0, False, "the reference is an empty list"
-    best = max((_RUNNERS[check.kind](check, answer, value) for value in options), key=lambda o: o[0])
-    return best
+    if check.kind == "numeric":
+        options = [v for v in options if not numeric_misfit(v)]
+        if not options:
+            return None, False, f"not applicable: {numeric_misfit(expected)}"
+    answer = extracted(check.extract, text)
+    if answer is None:
+        return 0.0, False, f"extract {quote(check.extract)} found no answer"
+    return max((_RUNNERS[check.kind](check, answer, value) for value in options), key=lambda o: o[0])
+
+
+def numeric_misfit(expected: Any) -> str | None:
+    """Return why a numeric check cannot compare with the reference value ``expected`` (it holds no number, or
+    several), None when it can."""
+    values = expected if isinstance(expected, list) else [expected]
+    if any(as_number(v) is not None for v in values):
+        return None
+    found = len(numbers(str(values[0]))) if values and not isinstance(values[0], bool) else 0
+    return f"the reference {quote(str(expected))} holds {f'{found} numbers' if found else 'no number'}"
 
 
 def _exact(check: ExactMatchCheck, answer: str, expected: Any) -> Outcome:
@@ -114,8 +127,7 @@ def _exact(check: ExactMatchCheck, answer: str, expected: Any) -> Outcome:
 
 def _numeric(check: NumericCheck, answer: str, expected: Any) -> Outcome:
     want = as_number(expected)
-    if want is None:
-        return 0.0, False, f"the reference {quote(str(expected))} is not one number"
+    assert want is not None  # run_reference_check passes only values that hold one number
     found = numbers(answer)
     if not found:
         return 0.0, False, "the answer writes no number"

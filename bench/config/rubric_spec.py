@@ -121,6 +121,7 @@ class RubricSpec(Strict):
     show_reasoning: bool = False  # the judge also sees the candidate's reasoning (off: only its final answer)
     images: bool = False  # the judge also sees the scenario's images (scenarios.dataset.images), after the text
     per_turn: bool = False  # one judgment per assistant turn of a conversation, in its context (Judgment.turn)
+    accuracy: bool | None = None  # measured against ground truth; unset: pairwise, or a reference shown or checked
     provenance: dict[str, Any] | None = None  # where this version came from (`bench align` writes it); never shown
 
     @field_validator("reference")

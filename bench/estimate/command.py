@@ -12,6 +12,7 @@ from bench.estimate.pilot import send_pilot
 from bench.estimate.plan import plan_requests, plan_table
 from bench.estimate.show import estimate_table
 from bench.estimate.verdict import Verdict, budget_verdict, refusal, verdict_line
+from bench.judge.automated import inapplicable_checks
 from bench.judge.judgments import load_judges
 from bench.models.budget import PriceUnknown, dollars
 from bench.models.preflight import preflight
@@ -34,7 +35,10 @@ def validate(params: str | Path, cells: str | None = None) -> int:
     print("requests a sweep would send now (first turns; retries and repair turns come on top; "
           "'+?': answers not collected yet, so their judge requests cannot be looked up in the cache):")
     print(plan_table(plans))
-    preflight(called_specs(run, load_judges(run)))
+    judges = load_judges(run)
+    for line in inapplicable_checks(judges, run.scenarios):
+        print(f"warning: {line}")
+    preflight(called_specs(run, judges))
     print("preflight: ok (every model string known, every key set, every api_base answering); nothing was called")
     return 0
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence, Set
 from pathlib import Path
 
 from bench.config.checks import automated_score, reference_problems, run_checks
+from bench.config.reference_checks import numeric_misfit, quote
 from bench.core.errors import ParamsError
 from bench.core.records import Judgment, Scenario, Usage
 from bench.core.writer import Halt
@@ -22,7 +23,7 @@ def grade_automated(judge: Judge, item: Item) -> Judgment:
     """Return the checks-only judgment: one score per check (0..1) and their weighted mean."""
     results = run_checks(judge.rubric.checks, item.texts[0], item.scenario.reference,
                          item.trajectories[0] if item.trajectories else None)
-    return Judgment(**judge.base(item), scores={r.id: float(r.score or 0.0) for r in results},
+    return Judgment(**judge.base(item), scores={r.id: float(r.score or 0.0) for r in results if r.applicable},
                     score=automated_score(results, judge.rubric.checks), usage=NO_CALL,
                     details={"checks": [r.to_dict() for r in results]})
 
@@ -38,6 +39,21 @@ def refuse_unrunnable_checks(judges: Sequence[Judge], scenarios: Sequence[Scenar
         lines.append(f"map the key to a column in scenarios.dataset.reference (dataset {', '.join(sources)}), "
                      f"or point the check at a key the scenarios have")
         raise ParamsError("\n".join(lines))
+
+
+def inapplicable_checks(judges: Sequence[Judge], scenarios: Sequence[Scenario], shown: int = 5) -> list[str]:
+    """Return a line per numeric check and scenario whose reference holds no single number (``shown`` per check,
+    then how many more): the check does not apply there, so it is left out of that answer's mean."""
+    lines: list[str] = []
+    for j, c in ((j, c) for j in judges for c in j.rubric.checks if getattr(c, "kind", None) == "numeric"):
+        misfits = [(s, why) for s in scenarios if c.reference in (s.reference or {})
+                   and (why := numeric_misfit(s.reference[c.reference]))]  # type: ignore[index]
+        lines += [f"judge '{j.entry.id}': check '{c.id}' (numeric) does not apply to scenario {s.id} "
+                  f"({next(iter(s.fields), '')}: {quote(str(next(iter(s.fields.values()), '')))}): {why}; not "
+                  f"applicable there, left out of its mean" for s, why in misfits[:shown]]
+        lines += [f"judge '{j.entry.id}': check '{c.id}' (numeric): and {more} more scenario(s) whose reference "
+                  f"'{c.reference}' holds no single number"] if (more := len(misfits) - shown) > 0 else []
+    return lines
 
 
 class AutomatedGrader:

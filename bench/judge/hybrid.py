@@ -21,7 +21,8 @@ async def grade_hybrid(judge: Judge, item: Item, llm: LLM) -> Judgment:
     if not llm_part.ok:
         return llm_part.model_copy(update={"details": details})
     details["llm_score"] = judge.rubric.normalized(llm_part.scores or {})
-    score = judge.rubric.hybrid_score(llm_part.scores or {}, auto.score or 0.0)
+    score = (details["llm_score"] if auto.score is None  # no check applied: the LLM part alone
+             else judge.rubric.hybrid_score(llm_part.scores or {}, auto.score))
     return llm_part.model_copy(update={"scores": {**(llm_part.scores or {}), **(auto.scores or {})},
                                        "score": score, "details": details})
 

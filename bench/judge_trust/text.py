@@ -21,8 +21,9 @@ def judges_text(doc: dict[str, Any], reviewed: str = "") -> str:
                      f"are left out")
     lines.append("")
     for j in doc["judges"]:
-        lines += [f"judge {j['judge']}", "  agreement with blind human reviews (kappa: quadratic on scores and on "
-                  "verdicts by their order; exact; adjacent: within one point, or never opposite winners):"]
+        lines += [f"judge {j['judge']}", _accuracy_line(j),
+                  "  agreement with blind human reviews (kappa: quadratic on scores and on verdicts by their order; "
+                  "exact; adjacent: within one point, or never opposite winners):"]
         lines += _indented(_agreement_frame(j["agreement"]))
         lines += [f"  - {r['criterion']}: {r['note']}" for r in j["agreement"] if r.get("note")]
         if j["bias_by_level"]:
@@ -41,6 +42,20 @@ def judges_text(doc: dict[str, Any], reviewed: str = "") -> str:
     else:
         lines.append("  no reviews yet (notebooks/04_review.ipynb, or bench review export/apply)")
     return "\n".join(lines)
+
+
+def _accuracy_line(j: dict[str, Any]) -> str:
+    """Return the judge's accuracy line: against what, pooled with its interval, per order, on both orders, kappa."""
+    if j.get("accuracy") is None:
+        return f"  accuracy: none ({j.get('accuracy_note') or 'no ground truth'})"
+    top = next(r for r in j["ground_truth"] if r["category"] == "all" and r["against"] == j["accuracy_against"])
+    line = (f"  accuracy against {top['against']}: {_with_ci(top['accuracy'], top['ci_low'], top['ci_high'])} "
+            f"over {top['n']}")
+    if j.get("accuracy_by_order"):
+        order = j["accuracy_by_order"]
+        line += (f"; shown AB {number(order['AB'], 2)}, BA {number(order['BA'], 2)}, right in both orders "
+                 f"{number(j['accuracy_both_orders'], 2)}")
+    return line + f"; kappa against it {_with_ci(top['kappa'], top['kappa_ci_low'], top['kappa_ci_high'])}"
 
 
 def _with_ci(value: float | None, lo: float | None, hi: float | None) -> str:

@@ -75,7 +75,8 @@ def test_position_bias_is_recovered_at_its_injected_rate(audits):
     assert biased["gemma-first"]["first_slot_preference"]["verdict"].startswith("prefers the answer shown first")
     assert _covers(unbiased["gemma-first"]["first_slot_preference"], 0.5)
     assert _covers(unbiased["gemma-first"]["flip_rate"], 0.0)
-    assert unbiased["gemma-first"]["first_slot_preference"]["verdict"].startswith("no position bias shown")
+    assert unbiased["gemma-first"]["first_slot_preference"]["verdict"].startswith("no net preference for either "
+                                                                                   "seat; flips ")
     assert _covers(biased["llama-long"]["first_slot_preference"], 0.5), "a length bias is not a position bias"
 
 

@@ -64,7 +64,20 @@ def test_numeric_check_takes_the_last_number_within_a_tolerance():
     exact = {"id": "n", "kind": "numeric", "reference": "num"}
     assert run(exact, "1,000").passed and run(exact, "1000.0").passed and not run(exact, "1000.001").passed
     assert run(exact, "no digits").detail == "the answer writes no number"
-    assert "is not one number" in run(exact, "5", {"num": "five"}).detail
+    assert "not applicable: the reference 'five' holds no number" in run(exact, "5", {"num": "five"}).detail
+
+
+@pytest.mark.parametrize(("reference", "why"), [("Paris", "holds no number"), ("3 or 4", "holds 2 numbers"),
+                                                (["Paris", "Rome"], "holds no number")])
+def test_a_numeric_check_on_a_reference_with_no_number_does_not_apply_and_is_left_out(reference, why):
+    num, exact = parse_check({"id": "num", "kind": "numeric", "reference": "num"}), parse_check(KINDS[0])
+    r = run_check(num, "It is 5, Paris", {"num": reference})
+    assert (r.applicable, r.score, r.passed) == (False, None, False) and why in r.detail
+    assert r.to_dict()["applicable"] is False and "applicable" not in run(KINDS[0], "Paris").to_dict()
+    both = run_checks([num, exact], "Paris", {"num": reference, "answer": "Paris"})
+    assert automated_score(both, [num, exact]) == 1.0, "the mean of the checks that apply, not 0.5"
+    assert automated_score(run_checks([num], "5", {"num": reference}), [num]) is None, "no check applies: no grade"
+    assert run_check(num, "It is 5", {"num": [*([reference] if isinstance(reference, str) else reference), "5"]}).passed
 
 
 def test_exact_match_and_token_f1_use_squad_normalisation():
@@ -142,4 +155,4 @@ def test_no_reference_check_raises_on_hostile_text_or_references(text):
     hostile_ref = {k: text for k in ("answer", "num", "letter", "pat", "alts")}
     for reference in (REF, hostile_ref, {"answer": [], "num": None, "letter": 3, "pat": "\ud800", "alts": [None]}):
         for r in run_checks([parse_check(c) for c in KINDS], text, reference):
-            assert 0.0 <= r.score <= 1.0 and len(r.detail) < 1000
+            assert (0.0 <= r.score <= 1.0 if r.applicable else r.score is None) and len(r.detail) < 1000

@@ -174,7 +174,7 @@ def test_unknown_key_lists_allowed_keys(tmp_path: Path) -> None:
     msg = error_of(tmp_path, "demo")
     assert msg == (f"{path}: colour: unknown key 'colour' (allowed: id, version, mode, criteria, requirements, "
                    f"labels, checks, weights, max_chars, reference, solve_first, show_reasoning, images, per_turn, "
-                   f"provenance)")
+                   f"accuracy, provenance)")
 
 
 def test_unknown_nested_keys_list_allowed_keys(tmp_path: Path) -> None:

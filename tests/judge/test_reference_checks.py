@@ -83,7 +83,8 @@ def write_grid(tmp: Path, url: str, checks: str = CHECKS, name: str = "qa") -> P
             fh.write(json.dumps({"question": f"{q}: what is it?", **ref}) + "\n")
     (tmp / "ref.md").write_text(checks)
     (tmp / "mix.md").write_text(HYBRID)
-    rubric(tmp / "llm.md", marker="MARKER-LLM-RUBRIC")
+    llm = rubric(tmp / "llm.md", marker="MARKER-LLM-RUBRIC")
+    llm.write_text(llm.read_text().replace("mode: rubric", "mode: rubric\naccuracy: true"))  # it grades correctness
     return grid(tmp / f"{name}.yaml", url, name=name, models=[model("m1", url)],
                 prompts=[prompt("ask", "Question {question}")],
                 scenarios={"dataset": {"path": "qa.jsonl", "fields": {"question": "question"},
