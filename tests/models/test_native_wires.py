@@ -15,8 +15,11 @@ import json
 
 import pytest
 
+from bench.core.errors import PreflightError
 from bench.core.records import Candidate, Judgment, Usage
 from bench.core.store import RunStore
+from bench.models.preflight import preflight
+from bench.models.routing import ModelSpec
 from bench.testing.grids import grid, prompt
 from bench.testing.in_process import run_stages
 from tests.judge.conversation_runs import rubric_file
@@ -145,3 +148,39 @@ def test_records_cost_what_the_fake_billed_within_the_budget(wire_run):
     assert billed["cache_read_tokens"] >= 1024 * 2 * 2  # scenarios 2 and 3 of each model's tip prompt
     if "cached_tokens" in Usage.model_fields:  # the records carry cached tokens (the cached-price issue)
         assert sum(u.cached_tokens or 0 for u in usages) == billed["cache_read_tokens"]
+
+
+def test_the_preflight_asks_each_wire_where_it_lists_its_models(fake):
+    """Anthropic's api_base lists at /v1/models (also when written with /v1 or /v1/messages), Gemini's at
+    <api_base>/models in its own shape: a name the server does not serve is named before anything is sent; a
+    listing that wants a key is said to be unchecked, not a failure."""
+    root = fake.url.removesuffix("/v1")
+    fake.configure(served_models=["claude-haiku-4-5", "gemini-2.5-flash"])
+    served = [ModelSpec("anthropic/claude-haiku-4-5", api_base=root + "/v1/messages"),
+              ModelSpec("gemini/gemini-2.5-flash", api_base=root + "/v1beta")]
+    preflight(served)
+    with pytest.raises(PreflightError) as err:
+        preflight([*served, ModelSpec("anthropic/claude-opus-4-5", api_base=root + "/v1"),
+                   ModelSpec("gemini/gemini-2.5-pro", api_base=root + "/v1beta")])
+    assert [p.split(":")[0] for p in err.value.problems] == ["model 'anthropic/claude-opus-4-5'",
+                                                             "model 'gemini/gemini-2.5-pro'"], err.value.problems
+    fake.configure(require_key="sk-fake-listing-key-123")
+    with pytest.warns(UserWarning, match=r"v1beta/models lists its models only to a caller with a key \(HTTP 403\)"):
+        preflight([ModelSpec("gemini/gemini-2.5-pro", api_base=root + "/v1beta")])
+
+
+def test_the_fake_caches_a_repeated_prefix_and_litellm_reads_it(fake):
+    """The fake's cache-read tokens reach LiteLLM's usage on both wires (``prompt_tokens_details.cached_tokens``)."""
+    litellm = pytest.importorskip("litellm")
+    root = fake.url.removesuffix("/v1")
+    messages = [{"role": "system", "content": LONG}, {"role": "user", "content": "Hello."}]
+
+    async def twice(model: str, base: str) -> list:
+        return [(await litellm.acompletion(model=model, messages=messages, api_base=base, api_key="k")).usage
+                for _ in range(2)]
+
+    for model, base in (("anthropic/claude-haiku-4-5", root), ("gemini/gemini-2.5-flash", root + "/v1beta")):
+        first, second = asyncio.run(twice(model, base))
+        assert (first.prompt_tokens_details.cached_tokens or 0, second.prompt_tokens_details.cached_tokens) == (0, 1024)
+        assert second.prompt_tokens == first.prompt_tokens  # the cached tokens are part of the prompt, as billed
+    assert fake.stats()["billed"]["cache_read_tokens"] == 2048

@@ -363,6 +363,16 @@ class FakeServer:
         body = {"object": "list", "data": [{"id": m, "object": "model"} for m in served]}
         return web.Response(text=json.dumps(body), content_type="application/json")
 
+    async def gemini_models(self, request: web.Request) -> web.Response:
+        """``GET /v1beta/models``: Gemini's listing of the ``served_models`` (a 403 without the ``require_key``)."""
+        REQUEST_WIRE.set(gemini_wire)
+        key = request.headers.get("x-goog-api-key") or request.query.get("key")
+        if self.auth_header is not None and f"Bearer {key}" != self.auth_header:
+            return self.error(403, "Method doesn't allow unregistered callers (fake provider)", count=False)
+        if not self.config["list_models"]:
+            return self.error(404, "this server does not list its models", count=False)
+        return web.json_response({"models": [{"name": f"models/{m}"} for m in self.config["served_models"] or []]})
+
     async def admin_config(self, request: web.Request) -> web.Response:
         """``POST /_admin/config``: merge the body over the config (``reset: true`` first restores defaults)."""
         try:
@@ -409,7 +419,7 @@ def build_app(server: FakeServer) -> web.Application:
     for path in ("/v1/messages", "/v1/v1/messages"):  # an api_base ending in /v1 gets LiteLLM's /v1/messages added
         app.router.add_post(path, lambda request: server.chat(request, anthropic_wire))
     app.router.add_post("/v1beta/models/{model}:generateContent", lambda request: server.chat(request, gemini_wire))
-    app.router.add_get("/v1beta/models", server.models)
+    app.router.add_get("/v1beta/models", server.gemini_models)
     app.router.add_post("/_admin/config", server.admin_config)
     app.router.add_get("/_admin/stats", server.admin_stats)
     app.router.add_get("/_admin/timeline", server.admin_timeline)
