@@ -42,7 +42,7 @@ def entry(eid: str, vendor: str, name: str, base: str, **extra) -> dict:
 
 @pytest.fixture(scope="module", params=list(WIRES))
 def wire_run(request, tmp_path_factory, fake_server):
-    """Sweep one wire's grid in-process; return (vendor, run folder, the fake's stats, its requests)."""
+    """Sweep one wire's grid in-process; return (vendor, run folder, the fake's stats, what the sweep printed)."""
     vendor = request.param
     path, (think, think_params), plain, forced = WIRES[vendor]
     base = fake_server.url.removesuffix("/v1") + path
@@ -77,7 +77,7 @@ def wire_run(request, tmp_path_factory, fake_server):
     assert out.returncode == 0, out.log[-4000:]
     stats = fake_server.stats()
     fake_server.reset()
-    return vendor, tmp / "runs" / f"w-{vendor}", stats
+    return vendor, tmp / "runs" / f"w-{vendor}", stats, out.stdout
 
 
 def records(run):
@@ -86,7 +86,7 @@ def records(run):
 
 
 def test_every_answer_and_grade_comes_back_through_the_wire(wire_run):
-    vendor, run, stats = wire_run
+    vendor, run, stats, _ = wire_run
     cands, judgments = records(run)
     assert len(cands) == 12 and all(c.ok for c in cands)  # 2 models x 2 prompts x 3 scenarios
     assert all(b["_wire"] == vendor for b in stats["recent"])
@@ -109,7 +109,7 @@ def test_every_answer_and_grade_comes_back_through_the_wire(wire_run):
 
 
 def test_the_thinking_stays_apart_from_the_answer(wire_run):
-    vendor, run, _ = wire_run
+    vendor, run, _, _ = wire_run
     cands, _ = records(run)
     for c in cands:
         thinks = c.model_id == "think"
@@ -119,7 +119,7 @@ def test_the_thinking_stays_apart_from_the_answer(wire_run):
 
 
 def test_the_agent_calls_its_tool_and_the_trajectory_checks_grade_it(wire_run):
-    _, run, _ = wire_run
+    _, run, _, _ = wire_run
     cands, judgments = records(run)
     agents = [c for c in cands if c.prompt_id == "agent"]
     assert len(agents) == 6
@@ -132,14 +132,15 @@ def test_the_agent_calls_its_tool_and_the_trajectory_checks_grade_it(wire_run):
 
 
 def test_the_image_reaches_the_model_as_the_wire_sends_it(wire_run):
-    _, _, stats = wire_run
+    _, _, stats, _ = wire_run
     (digest, times), = stats["images"].items()  # row 0's image: 2 models x (1 tip + 2 agent requests), retries too
     assert digest == hashlib.sha256(PNG).hexdigest() and times >= 6
 
 
 def test_records_cost_what_the_fake_billed_within_the_budget(wire_run):
-    _, run, stats = wire_run
+    _, run, stats, printed = wire_run
     cands, judgments = records(run)
+    assert "every reply cost at most what it reserved" in printed  # each paid request reserved its worst case first
     usages = [r.usage for r in cands + judgments if r.usage.calls]
     billed = stats["billed"]
     assert sum(u.prompt_tokens for u in usages) == billed["prompt_tokens"]
