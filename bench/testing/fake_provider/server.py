@@ -171,7 +171,8 @@ class FakeServer:
             await self.sleep()
         except asyncio.CancelledError:  # the client hung up (handler_cancellation): bill_hung_up bills its reply
             if authorized and fault is None and self.config["bill_hung_up"] and (cut := self.answer(body))[0] == 200:
-                self.bill(self.cached(body, cut[1]["usage"]))
+                self.cached(body, cut[1]["usage"])
+                self.bill(cut[1]["usage"])
             raise
         if not authorized:
             return self.unauthorized(auth)
@@ -299,20 +300,22 @@ class FakeServer:
             return self.error(status, payload["error"]["message"])
         self.statuses[200] += 1
         wire = REQUEST_WIRE.get()
-        self.bill(self.cached(body, payload["usage"]) if wire is not None else payload["usage"])
+        cache = self.cached(body, payload["usage"])
+        self.bill(payload["usage"])
         if wire is not None:
-            details = payload["usage"].get("prompt_tokens_details") or {}
-            payload = wire.reply(body, payload, details.get("cached_tokens", 0), details.get("_written", 0))
+            payload = wire.reply(body, payload, *cache)
         if self.config["omit_usage"]:
             payload = {k: v for k, v in payload.items() if k not in ("usage", "usageMetadata")}
         return web.Response(text=json.dumps(payload), content_type="application/json")
 
-    def cached(self, body: dict[str, Any], used: dict[str, Any]) -> dict[str, Any]:
-        """Return ``used`` with the prompt tokens read from (and, where the request marks ``cache_control``, written
-        to) the prompt cache in ``prompt_tokens_details`` (prefix_cache.py); the same dict, changed."""
+    def cached(self, body: dict[str, Any], used: dict[str, Any]) -> tuple[int, int]:
+        """Return the prompt tokens a native wire's request read from the prompt cache and wrote to it (only where it
+        marks ``cache_control``), the read ones also put in ``used`` (prefix_cache.py); (0, 0) for a chat request."""
+        if body.get("_wire") is None:
+            return 0, 0
         read, written = self.prefixes.read(body, self.config["tokenizer"], used["prompt_tokens"])
-        used["prompt_tokens_details"] = {"cached_tokens": read, "_written": written if body.get("_cache_control") else 0}
-        return used
+        used["prompt_tokens_details"] = {"cached_tokens": read}
+        return read, written if body.get("_cache_control") else 0
 
     def bill(self, used: dict[str, Any]) -> None:
         """Count one reply on the bill (stats ``billed``): its tokens, and USD at ``bill_per_mtok`` when set."""
