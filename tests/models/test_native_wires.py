@@ -28,7 +28,8 @@ PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4
 PRICE = {"input_per_mtok": 3.0, "output_per_mtok": 15.0}
 LONG = " ".join(f"rule{i}" for i in range(1100))  # a system prompt over 1,024 tokens: later scenarios read it cached
 WIRES = {  # vendor: (api_base path on the fake, thinking model + params, plain model, forced-tool judge model)
-    "anthropic": ("", ("claude-sonnet-4-5", {"thinking": {"type": "enabled", "budget_tokens": 1024}, "max_tokens": 3000}),
+    "anthropic": ("", ("claude-sonnet-4-5", {"thinking": {"type": "enabled", "budget_tokens": 1024},
+                                             "max_tokens": 3000}),
                   "claude-haiku-4-5", "claude-3-haiku-20240307"),
     "gemini": ("/v1beta", ("gemini-2.5-flash", {"reasoning_effort": "low"}), "gemini-2.5-flash-lite", None),
 }
@@ -119,10 +120,14 @@ def test_the_thinking_stays_apart_from_the_answer(wire_run):
 
 
 def test_the_agent_calls_its_tool_and_the_trajectory_checks_grade_it(wire_run):
-    _, run, _, _ = wire_run
+    """A thinking Claude's signed thinking goes back with its tool calls (else Anthropic refuses the next step)."""
+    vendor, run, _, _ = wire_run
     cands, judgments = records(run)
     agents = [c for c in cands if c.prompt_id == "agent"]
-    assert len(agents) == 6
+    assert len(agents) == 6 and all(c.ok for c in agents), [c.error for c in agents]
+    calling = [m for c in agents if c.model_id == "think" for m in c.transcript if m.get("tool_calls")]
+    if vendor == "anthropic":
+        assert len(calling) == 3 and all(m["thinking_blocks"][0]["signature"] for m in calling)
     for c in agents:
         assert [(t["name"], t["arguments"], t["outcome"]) for t in c.trajectory] == [
             ("get_weather", {"city": "Paris"}, "ok")] and c.ended == "answered"

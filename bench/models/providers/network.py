@@ -25,8 +25,8 @@ DIRECT_PROVIDERS: dict[str, tuple[str | None, str | None]] = {
 # such a server passes the standard OpenAI params through unchanged, which is what we do.
 SELF_HOSTED_PREFIXES = ("openai/", "hosted_vllm/")
 OPENAI_BATCHES = ("openai", "hosted_vllm")  # batched at <api_base>/files and /batches, OpenAI's way
-# Where an api_base of a provider with a wire format of its own lists its models (after the suffixes LiteLLM would add
-# itself are cut): LiteLLM posts Anthropic's to <api_base>/v1/messages, Gemini's to <api_base>/models/<m>:generateContent.
+# Where an api_base of a provider with a wire format of its own lists its models (after the suffixes LiteLLM adds
+# itself are cut): LiteLLM posts Anthropic's to <api_base>/v1/messages, Gemini's to <api_base>/models/<m>:<method>.
 LISTINGS = {"anthropic": (("/v1/messages", "/v1"), "/v1/models"), "gemini": ((), "/models")}
 
 

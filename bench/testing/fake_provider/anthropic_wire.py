@@ -43,13 +43,14 @@ def to_chat(raw: dict[str, Any], model: str | None = None) -> dict[str, Any]:
     fmt = raw.get("output_format") or (raw.get("output_config") or {}).get("format")
     if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
         body["response_format"] = {"type": "json_schema", "json_schema": {"schema": fmt.get("schema")}}
-    if calls := [{"type": "function", "function": {"name": t.get("name"), "description": t.get("description"),
-                                                   "parameters": t.get("input_schema")}} for t in tools if t is not forced]:
-        body["tools"] = calls
+    if calls := [t for t in tools if t is not forced]:
+        body["tools"] = [{"type": "function", "function": {"name": t.get("name"), "description": t.get("description"),
+                                                           "parameters": t.get("input_schema")}} for t in calls]
     thinking = raw.get("thinking") if isinstance(raw.get("thinking"), dict) else {}
     if thinking.get("type") in ("enabled", "adaptive"):
         budget = thinking.get("budget_tokens") or 2048
         body["reasoning_effort"] = "low" if budget <= 1024 else "medium" if budget <= 2048 else "high"
+        body["_invalid"] = _unsigned(raw.get("messages") or [])
     else:
         body["_thinks"] = False  # Claude thinks only when asked
     if _marked(raw):
@@ -91,6 +92,24 @@ def _text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
+def _unsigned(messages: list[Any]) -> str | None:
+    """Return Anthropic's refusal of a thinking request whose last assistant turn calls tools without starting with
+    its thinking block, or with a signature the fake did not write (None when it is fine)."""
+    turns = [m for m in messages if isinstance(m, dict) and m.get("role") == "assistant"]
+    blocks = turns[-1].get("content") if turns else None
+    if not isinstance(blocks, list) or not any(isinstance(b, dict) and b.get("type") == "tool_use" for b in blocks):
+        return None
+    first = blocks[0] if isinstance(blocks[0], dict) else {}
+    if first.get("type") == "thinking" and first.get("signature") == _signature(str(first.get("thinking"))):
+        return None
+    return ("messages: Expected `thinking` or `redacted_thinking`, but found `tool_use`. When `thinking` is enabled, a "
+            "final `assistant` message must start with a thinking block, its signature as received (fake provider)")
+
+
+def _signature(thought: str) -> str:
+    return base64.b64encode(hashlib.sha256(thought.encode()).digest()).decode()
+
+
 def _marked(raw: dict[str, Any]) -> bool:
     """Return whether the request marks a cache breakpoint (``cache_control``) anywhere."""
     return '"cache_control"' in json.dumps([raw.get("system"), raw.get("messages"), raw.get("tools")])
@@ -102,8 +121,7 @@ def reply(body: dict[str, Any], payload: dict[str, Any], read: int, written: int
     choice = payload["choices"][0]
     message, blocks = choice["message"], []
     if thought := message.get("reasoning_content"):
-        signature = base64.b64encode(hashlib.sha256(thought.encode()).digest()).decode()
-        blocks.append({"type": "thinking", "thinking": thought, "signature": signature})
+        blocks.append({"type": "thinking", "thinking": thought, "signature": _signature(thought)})
     content, forced = message.get("content"), body.get("_forced_tool")
     value = _json(content) if forced and content else None
     if isinstance(value, dict):
@@ -116,10 +134,12 @@ def reply(body: dict[str, Any], payload: dict[str, Any], read: int, written: int
         blocks.append({"type": "tool_use", "id": call["id"].replace("call_", "toolu_"), "name": call["function"]["name"],
                        "input": value if isinstance(value, dict) else {"arguments": args}})
     used = payload["usage"]
-    stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else STOPS.get(choice["finish_reason"], "end_turn")
+    calling = any(b["type"] == "tool_use" for b in blocks)
+    stop = "tool_use" if calling else STOPS.get(choice["finish_reason"], "end_turn")
     return {"id": f"msg_{payload['id']}", "type": "message", "role": "assistant", "model": payload["model"],
             "content": blocks, "stop_reason": stop, "stop_sequence": None,
-            "usage": {"input_tokens": used["prompt_tokens"] - read - written, "output_tokens": used["completion_tokens"],
+            "usage": {"input_tokens": used["prompt_tokens"] - read - written,
+                      "output_tokens": used["completion_tokens"],
                       "cache_read_input_tokens": read, "cache_creation_input_tokens": written}}
 
 

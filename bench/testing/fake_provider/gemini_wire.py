@@ -43,10 +43,10 @@ def to_chat(raw: dict[str, Any], model: str | None = None) -> dict[str, Any]:
     if schema is not None or _get(config, "responseMimeType", "response_mime_type") == "application/json":
         body["response_format"] = ({"type": "json_schema", "json_schema": {"schema": _lower(schema)}}
                                    if schema is not None else {"type": "json_object"})
-    declared = [d for t in raw.get("tools") or [] for d in _get(t, "functionDeclarations", "function_declarations") or []]
-    if declared:
+    tools = [d for t in raw.get("tools") or [] for d in _get(t, "functionDeclarations", "function_declarations") or []]
+    if tools:
         body["tools"] = [{"type": "function", "function": {"name": d.get("name"), "description": d.get("description"),
-                                                           "parameters": _lower(d.get("parameters"))}} for d in declared]
+                                                           "parameters": _lower(d.get("parameters"))}} for d in tools]
     thinking = _get(config, "thinkingConfig", "thinking_config") or {}
     budget = _get(thinking, "thinkingBudget", "thinking_budget")
     if budget == 0:

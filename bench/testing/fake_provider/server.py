@@ -250,11 +250,17 @@ class FakeServer:
         refusal = self.model_refusal(body) or tools_refusal(body, self.config)
         if refusal is not None:
             return refusal
+        if body.get("_invalid"):  # a native wire's request its provider refuses (anthropic_wire: unsigned thinking)
+            return 400, error_payload(400, body["_invalid"])
         if (malformed := image_problem(body.get("messages"))) is not None:  # images.py: OpenAI's 400
             return 400, error_payload(400, malformed)
         messages, thought = body.get("messages"), None  # thought: reasoning_content on demand (thinking.py)
         if content is None and (call := scripted_call(body, self.config, message_text(messages))) is not None:
-            return 200, call_reply(body, call, completion_id or f"chatcmpl-fake-{self.requests}", self.config)
+            reply = call_reply(body, call, completion_id or f"chatcmpl-fake-{self.requests}", self.config)
+            if thought := with_thinking(self.config, body, "")[1]:  # a reasoning model thinks before it calls, too
+                reply["choices"][0]["message"]["reasoning_content"] = thought
+                reply["usage"] = billed_thinking(reply["usage"], thought, self.config)
+            return 200, reply
         if content is None:
             match = self.match_reply(message_text(messages))
             if match is not None and "status" in match:
