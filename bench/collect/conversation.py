@@ -21,7 +21,8 @@ from bench.core.records import Candidate, Usage, add_usage, failed_usage
 from bench.core.secrets import redact
 from bench.models.client import LLM, Completion
 
-_REQUEST_KEYS = {"role", "content", "tool_calls", "tool_call_id"}  # what a request carries of a transcript message
+# what a request carries of a transcript message (Claude wants the signed thinking before its tool calls back)
+_REQUEST_KEYS = {"role", "content", "tool_calls", "tool_call_id", "thinking_blocks"}
 
 
 @dataclass
@@ -120,8 +121,9 @@ async def _assistant_turn(talk: Dialogue, llm: LLM, turn: int) -> bool:
             label=item.candidate_id))
         talk.reasoning = comp.reasoning
         calls = comp.tool_calls if tools else None
+        signed = {"thinking_blocks": comp.thinking_blocks} if calls and comp.thinking_blocks else {}
         talk.transcript.append({"role": "assistant", "content": comp.text if comp.text or not calls else None,
-                                **({"tool_calls": calls} if calls else {})})
+                                **({"tool_calls": calls} if calls else {}), **signed})
         if not calls:
             return True
         for call in calls:

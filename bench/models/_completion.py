@@ -27,6 +27,7 @@ class Completion:
     logprobs: list | None = None  # [[token, [[alternative, logprob], …]], …] when asked for (kept in the cache)
     reasoning: str | None = None  # the reply's thinking, apart from ``text`` (bench.models.reasoning; cached)
     tool_calls: list[dict] | None = None  # [{"id", "type": "function", "function": {"name", "arguments"}}] (cached)
+    thinking_blocks: list[dict] | None = None  # the signed thinking before tool calls, which Claude wants back (cached)
 
 
 _FIELDS = frozenset(Usage.model_fields)
@@ -54,12 +55,12 @@ def usage_of(values: dict[str, Any]) -> Usage:
 
 
 def completion(text: str, usage: Usage, raw: dict[str, Any] | None, key: str | None, logprobs: list | None,
-               reasoning: str | None, tool_calls: list[dict] | None) -> Completion:
-    """Return ``Completion(text, usage, raw, key, logprobs, reasoning, tool_calls)``, its ``__dict__`` set at once
-    (tests/models/test_completion_usage.py holds the two equal)."""
+               reasoning: str | None, tool_calls: list[dict] | None, blocks: list[dict] | None = None) -> Completion:
+    """Return ``Completion(text, usage, raw, key, logprobs, reasoning, tool_calls, blocks)``, its ``__dict__`` set at
+    once (tests/models/test_completion_usage.py holds the two equal)."""
     made = _new(Completion)
     _set(made, "__dict__", {"text": text, "usage": usage, "raw": raw, "key": key, "logprobs": logprobs,
-                            "reasoning": reasoning, "tool_calls": tool_calls})
+                            "reasoning": reasoning, "tool_calls": tool_calls, "thinking_blocks": blocks})
     return made
 
 
@@ -137,6 +138,8 @@ def cache_entry(comp: Completion) -> dict[str, Any]:
         entry["reasoning"] = comp.reasoning
     if comp.tool_calls:
         entry["tool_calls"] = comp.tool_calls
+    if comp.thinking_blocks:
+        entry["thinking_blocks"] = comp.thinking_blocks
     return entry
 
 
@@ -166,11 +169,11 @@ async def join(flying: dict[str, asyncio.Future | None], key: str) -> Completion
     if fut is None:
         fut = flying[key] = asyncio.get_running_loop().create_future()
     try:
-        text, usage, lps, reasoning, calls = await asyncio.shield(fut)
+        text, usage, lps, reasoning, calls, blocks = await asyncio.shield(fut)
     except ProviderError as err:
         shared = ProviderError(str(err), kind=err.kind, status=err.status, retryable=err.retryable, attempts=0)
         shared.shared = True
         raise shared from None
     except Halted as err:  # each waiter its own: a stop carries what its task finished (judge._asking.finished_before),
         raise type(err)(*err.args) from None  # and one stop shared by two tasks wrote those records twice
-    return completion(text, reused(usage), None, key, lps, reasoning, calls)
+    return completion(text, reused(usage), None, key, lps, reasoning, calls, blocks)

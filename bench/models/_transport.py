@@ -155,6 +155,8 @@ async def send_litellm(route: Route, body: dict, timeout_s: float) -> Reply:
              "finish_reason": getattr(choice, "finish_reason", None)}
     if calls := getattr(choice.message, "tool_calls", None):  # LiteLLM's objects, as OpenAI's wire form
         usage["tool_calls"] = wire_calls(calls)
+        if blocks := getattr(choice.message, "thinking_blocks", None):  # Anthropic's signed thinking, sent back with them
+            usage["thinking_blocks"] = [b.model_dump() if hasattr(b, "model_dump") else dict(b) for b in blocks]
     return thought_apart(route, choice.message.content or "", choice.message, usage, getattr(u, "total_tokens", None),
                          reasoning_tokens(u), _logprobs_body(getattr(choice, "logprobs", None)))
 

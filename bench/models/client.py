@@ -101,7 +101,8 @@ class LLM:
         key = self._keys.key(route, settings, sample, attempt, messages)
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
             return completion(hit["text"], hit_usage(hit["usage"], key, self), None, key,
-                              hit.get("logprobs"), hit.get("reasoning"), hit.get("tool_calls"))
+                              hit.get("logprobs"), hit.get("reasoning"), hit.get("tool_calls"),
+                              hit.get("thinking_blocks"))
         flying = st.flying
         if key in flying:  # the same request is in flight: share its reply (or its failure)
             return await join(flying, key)
@@ -123,13 +124,14 @@ class LLM:
                                                             allow_empty, key)
             text, lps, reasoning = storable(text), token_logprobs(raw), thought(usage)  # bench.models.reasoning
             calls = usage.pop("tool_calls", None) if tooled else None
+            blocks = usage.pop("thinking_blocks", None)
             usage["calls"], usage["cache_hits"] = usage["attempts"], 0
         except BaseException as exc:
             settle_shared(flying.pop(key, None), exc)
             raise
         if (shared := flying.pop(key, None)) is not None:  # identical calls waited for it
-            shared.set_result((text, usage, lps, reasoning, calls))
-        comp = completion(text, with_lost(usage_of(usage), key, self.lost), raw, key, lps, reasoning, calls)
+            shared.set_result((text, usage, lps, reasoning, calls, blocks))
+        comp = completion(text, with_lost(usage_of(usage), key, self.lost), raw, key, lps, reasoning, calls, blocks)
         if cache_reply and self.cache is not None:  # ``keep``, without asking what a fresh reply is
             self.cache.put(key, cache_entry(comp))  # in its file before the caller sees the reply
         return comp

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import socket
 import urllib.error
+import warnings
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
@@ -28,14 +29,16 @@ def preflight(specs: Iterable[ModelSpec], *, probe_timeout_s: float = 3.0) -> No
     problems: list[str] = []
     for spec in specs:
         problems.extend(provider_for(spec).check(spec))
-    bases = sorted({s.api_base.rstrip("/") for s in specs if s.api_base and provider_for(s).probes_api_base})
-    with ThreadPoolExecutor(max_workers=min(8, len(bases) or 1)) as pool:
+    listings = {provider_for(s).listing(s): s.api_base.rstrip("/") for s in specs  # where each api_base lists its
+                if s.api_base and provider_for(s).probes_api_base}  # models (Anthropic's and Gemini's differ)
+    with ThreadPoolExecutor(max_workers=min(8, len(listings) or 1)) as pool:
         served: dict[str, set[str]] = {}
-        for base, (problem, listed) in zip(bases, pool.map(lambda b: _probe(b, probe_timeout_s), bases)):
+        for url, (problem, listed) in zip(listings, pool.map(lambda u: _probe(u, listings[u], probe_timeout_s),
+                                                              listings)):
             if problem:
                 problems.append(problem)
             if listed:
-                served[base] = listed
+                served[url] = listed
     problems.extend(_unknown_models(specs, served))
     if not problems:  # a batched model: its provider, or its api_base, must have a Batch API
         problems.extend(p for spec in specs if spec.batch is not None and (p := _check_batches(spec, probe_timeout_s)))
@@ -48,7 +51,7 @@ def _unknown_models(specs: list[ModelSpec], served: dict[str, set[str]]) -> list
     list their models are checked; a single-model server that ignores the name lists the name to use)."""
     problems = []
     for spec in specs:
-        listed = served.get((spec.api_base or "").rstrip("/"))
+        listed = served.get(provider_for(spec).listing(spec)) if spec.api_base else None
         if not listed or not provider_for(spec).named_in_listing:
             continue
         name = spec.model.split("/", 1)[1] if "/" in spec.model else spec.model
@@ -82,14 +85,18 @@ def _check_batches(spec: ModelSpec, timeout_s: float) -> str | None:
     return _redirected(route.api_base or "", status, answer)
 
 
-def _probe(api_base: str, timeout_s: float) -> tuple[str | None, set[str]]:
-    """Return (a problem if ``api_base`` does not answer HTTP at all or redirects, the model ids it lists if any)."""
+def _probe(url: str, api_base: str, timeout_s: float) -> tuple[str | None, set[str]]:
+    """Return (a problem if ``api_base`` does not answer HTTP at all or redirects, the model ids it lists at ``url``
+    if any); a listing that needs a key is said to be unchecked, not a problem (the probe sends none)."""
     try:
-        status, headers, body = get(f"{api_base}/models", timeout_s=timeout_s)
+        status, headers, body = get(url, timeout_s=timeout_s)
     except (urllib.error.URLError, TimeoutError, socket.timeout, OSError, ValueError) as exc:
         return _unreachable(api_base, exc, timeout_s), set()
     if status == 200:
         return None, _listed(body)
+    if status in (401, 403):
+        warnings.warn(f"preflight: {url} lists its models only to a caller with a key (HTTP {status}): {api_base} "
+                      f"answers, but its model names are checked by the first request, not before", stacklevel=3)
     return _redirected(api_base, status, headers), set()  # 401/404/… : something is listening and speaking HTTP
 
 
@@ -102,10 +109,13 @@ def _redirected(api_base: str, status: int, headers: object) -> str | None:
 
 
 def _listed(body: bytes) -> set[str]:
-    """Return the model ids of an OpenAI-style ``/models`` listing (empty when it is not one)."""
+    """Return the model ids of an OpenAI-style ``/models`` listing, or a Gemini one (``models/<id>`` names; empty
+    when it is neither)."""
     try:
-        data = json.loads(body).get("data")
-        return {str(m["id"]) for m in data if isinstance(m, dict) and m.get("id")} if isinstance(data, list) else set()
+        found = json.loads(body)
+        data = found.get("data") or found.get("models")
+        ids = [m.get("id") or str(m.get("name") or "").removeprefix("models/") for m in data if isinstance(m, dict)]
+        return {str(i) for i in ids if i} if isinstance(data, list) else set()
     except (ValueError, AttributeError, TypeError):
         return set()
 

@@ -25,7 +25,8 @@ def resolve(spec: ModelSpec) -> Route:
 
 def body_params(route: Route, params: dict[str, Any], response_format: dict | None,
                 memo_key: str) -> dict[str, Any]:
-    """Return the provider-ready body fields for these params (LiteLLM's translation, memoized).
+    """Return the provider-ready body fields for these params, memoized: LiteLLM's translation for a direct route
+    it speaks for, OpenAI's form where ``litellm.acompletion`` translates them itself.
 
     ``memo_key`` is a canonical spelling of (params, response_format), computed once by the caller.
     """
@@ -34,8 +35,10 @@ def body_params(route: Route, params: dict[str, Any], response_format: dict | No
         return hit
     params = dict(params)
     passed = params.pop("extra_body", None) or {}  # provider-specific fields, sent as given (bench.models.genparams)
-    if not route.provider.translates_params:
-        out = limit_named(route, params)  # max_completion_tokens where LiteLLM says so
+    # litellm.acompletion translates what it is given: translated here as well, Anthropic's forced JSON tool came back
+    # to it as a tool_choice OpenAI's spec does not allow (a 400 before anything was sent)
+    if not route.provider.translates_params or route.transport == "litellm":
+        out = limit_named(route, params)  # max_completion_tokens where LiteLLM says so (a self-hosted route)
         if response_format is not None:
             out["response_format"] = route.provider.wire_response_format(response_format)
     else:

@@ -124,6 +124,10 @@ class Provider(ABC):
         """Return the LiteLLM provider that batches this route's requests, or None without a Batch API."""
         return None
 
+    def listing(self, spec: ModelSpec) -> str:
+        """Return the URL where ``spec``'s api_base lists its models (the preflight's probe): OpenAI's ``/models``."""
+        return f"{(spec.api_base or '').rstrip('/')}/models"
+
     def wire_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Return the messages as this kind of server reads them (as given unless it needs a rewrite)."""
         return messages

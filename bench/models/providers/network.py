@@ -25,6 +25,9 @@ DIRECT_PROVIDERS: dict[str, tuple[str | None, str | None]] = {
 # such a server passes the standard OpenAI params through unchanged, which is what we do.
 SELF_HOSTED_PREFIXES = ("openai/", "hosted_vllm/")
 OPENAI_BATCHES = ("openai", "hosted_vllm")  # batched at <api_base>/files and /batches, OpenAI's way
+# Where an api_base of a provider with a wire format of its own lists its models (after the suffixes LiteLLM adds
+# itself are cut): LiteLLM posts Anthropic's to <api_base>/v1/messages, Gemini's to <api_base>/models/<m>:<method>.
+LISTINGS = {"anthropic": (("/v1/messages", "/v1"), "/v1/models"), "gemini": ((), "/models")}
 
 
 @functools.lru_cache(maxsize=1)
@@ -129,6 +132,14 @@ class LiteLLMProvider(Provider):
         except Exception:  # a model LiteLLM's map does not list: nothing is promised
             return False
         return "logprobs" in (found or ())
+
+    def listing(self, spec: ModelSpec) -> str:
+        vendor = spec.model.split("/", 1)[0]
+        if vendor not in LISTINGS:
+            return super().listing(spec)
+        cut, path = LISTINGS[vendor]
+        base = (spec.api_base or "").rstrip("/")
+        return next((base.removesuffix(c) for c in cut if base.endswith(c)), base) + path
 
     def in_model_map(self, route: Route) -> bool:
         return not route.spec.api_base  # a model name at an api_base says nothing certain about its weights

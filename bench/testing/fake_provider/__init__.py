@@ -1,4 +1,5 @@
-"""A loopback OpenAI-compatible fake provider, owned by the project for its tests and benchmarks.
+"""A loopback OpenAI-compatible fake provider, owned by the project for its tests and benchmarks; it also speaks
+Anthropic's Messages API and Gemini's generateContent (``anthropic_wire``, ``gemini_wire``).
 
 :class:`FakeProvider` runs ``python -m bench.testing.fake_provider`` on 127.0.0.1; ``fake.url`` is the
 ``api_base``. Its knobs are :data:`DEFAULT_CONFIG` (docs/tests.md). Importing this package does not import aiohttp.

@@ -19,12 +19,14 @@ from typing import Any
 
 from aiohttp import web
 
+from bench.testing.fake_provider import anthropic_wire, gemini_wire
 from bench.testing.fake_provider.batch_routes import BatchRoutes
 from bench.testing.fake_provider.batches import BatchStore
 from bench.testing.fake_provider.config import DEFAULT_CONFIG, FAULT_KINDS, validate_config
 from bench.testing.fake_provider.replies import (MALFORMED_BODY, default_content, error_body, error_payload,
                                                  load_encoding, usage)
 from bench.testing.fake_provider.images import image_digests, image_problem, without_image_data
+from bench.testing.fake_provider.prefix_cache import PrefixCache
 from bench.testing.fake_provider.request_body import message_text, request_key, response_schema
 from bench.testing.fake_provider.thinking import assistant, billed_thinking, with_thinking
 from bench.testing.fake_provider.timeline import ModelLoad
@@ -32,6 +34,7 @@ from bench.testing.fake_provider.token_probs import fake_logprobs
 from bench.testing.fake_provider.tool_calls import call_reply, scripted_call, tools_refusal, turn_echo
 
 REQUEST_AUTH: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_auth", default=None)
+REQUEST_WIRE: contextvars.ContextVar[Any] = contextvars.ContextVar("request_wire", default=None)  # *_wire module
 RECENT_MAX = 200
 
 
@@ -97,8 +100,10 @@ class FakeServer:
         self.load = ModelLoad()  # in flight per model, its peak, each request's span (GET /_admin/timeline)
         self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_MAX)
         self.arrivals: dict[str, int] = {}  # request key -> answers so far (``noise``: a draw per arrival)
-        self.billed: dict[str, float] = {"replies": 0, "prompt_tokens": 0, "completion_tokens": 0, "usd": 0.0}
+        self.billed: dict[str, float] = {"replies": 0, "prompt_tokens": 0, "completion_tokens": 0, "usd": 0.0,
+                                          "cache_read_tokens": 0}
         self.images: Counter[str] = Counter()  # sha256 of each well-formed image's bytes received (images.py)
+        self.prefixes = PrefixCache()  # prompt prefixes seen, for the native wires' cache reads (prefix_cache.py)
 
     def snapshot(self) -> dict[str, Any]:
         """The counters as a JSON-ready dict (the Batch API's under ``batches``: see ``BatchStore.snapshot``)."""
@@ -118,8 +123,8 @@ class FakeServer:
 
     # ---- chat
 
-    async def chat(self, request: web.Request) -> web.Response:
-        """Answer one chat completion request.
+    async def chat(self, request: web.Request, wire: Any = None) -> web.Response:
+        """Answer one chat completion request (or one in a native ``wire``'s format, read as a chat body).
 
         Order: count it; 400 if the body is not a JSON object; sleep the latency; 401 if ``require_key`` does not match;
         ``fail_first``; the random faults; a ``replies`` match; else :meth:`answer`.
@@ -129,32 +134,32 @@ class FakeServer:
         self.in_flight += 1
         if self.in_flight > self.peak_in_flight:
             self.peak_in_flight = self.in_flight
-        model = None
+        model = body = None
+        REQUEST_WIRE.set(wire)  # errors are written in its format (one task per request)
         try:
             try:
-                body = json.loads(await request.read())  # aiohttp keeps the bytes: _answer reads them again
+                body = json.loads(await request.read())
+                if isinstance(body, dict) and wire is not None:
+                    body = {**wire.to_chat(body, request.match_info.get("model")), "_wire": wire.NAME}
                 model = (body.get("model") or "fake-model") if isinstance(body, dict) else None
             except ValueError:
                 pass
             if model is not None:
                 began = self.load.begin(model)
-            return await self._answer(request)
+            return await self._answer(request, body)
         finally:
             if generation == self.generation:
                 self.in_flight -= 1
                 if model is not None:
                     self.load.end(model, began)
 
-    async def _answer(self, request: web.Request) -> web.Response:
+    async def _answer(self, request: web.Request, body: Any) -> web.Response:
         """The body of :meth:`chat`, without the in-flight bookkeeping."""
-        try:
-            body = json.loads(await request.read())
-        except ValueError:
-            body = None
         if not isinstance(body, dict):
             return self.error(400, "the request body must be a JSON object")
         self.by_model[body.get("model") or "fake-model"] += 1
-        auth = request.headers.get("Authorization")
+        wire = REQUEST_WIRE.get()
+        auth = request.headers.get("Authorization") if wire is None else wire.auth(request.headers)
         REQUEST_AUTH.set(auth)  # for `error`, which may echo it (echo_auth); one task per request
         body["_auth"] = auth is not None
         self.recent.append(without_image_data(body))  # data URLs shortened to their size and hash
@@ -166,13 +171,14 @@ class FakeServer:
             await self.sleep()
         except asyncio.CancelledError:  # the client hung up (handler_cancellation): bill_hung_up bills its reply
             if authorized and fault is None and self.config["bill_hung_up"] and (cut := self.answer(body))[0] == 200:
+                self.cached(body, cut[1]["usage"])
                 self.bill(cut[1]["usage"])
             raise
         if not authorized:
             return self.unauthorized(auth)
         if fault is not None and self.model_refusal(body) is None:
             return await self.fault(fault, request, body)
-        return self.respond(*self.answer(body))
+        return self.respond(*self.answer(body), body)
 
     def unauthorized(self, auth: str | None, *, count: bool = True) -> web.Response:
         """The 401 for a request whose Authorization does not match ``require_key``."""
@@ -215,10 +221,11 @@ class FakeServer:
             status = int(self.config["fail_status"])
             return self.error(status, f"fake failure (fail_first={self.config['fail_first']})")
         if kind in ("429", "500"):
-            return self.error(int(kind), f"fake injected {kind}")
+            wire = REQUEST_WIRE.get()
+            return self.error(int(kind) if wire is None else wire.FAULTS[kind], f"fake injected {kind}")
         if kind == "hang":
             await asyncio.sleep(float(self.config["hang_s"]))
-            return self.respond(*self.answer(body))
+            return self.respond(*self.answer(body), body)
         if kind == "malformed":
             self.statuses[200] += 1
             return web.Response(body=MALFORMED_BODY, content_type="application/json")
@@ -228,7 +235,7 @@ class FakeServer:
             if status == 200 and self.config["empty_bills_limit"] and isinstance(limit, int):
                 payload["usage"]["completion_tokens"] = limit  # it ran to its limit, and the limit is billed
                 payload["usage"]["total_tokens"] = payload["usage"]["prompt_tokens"] + limit
-            return self.respond(status, payload)
+            return self.respond(status, payload, body)
         abort_connection(request)
         raise asyncio.CancelledError  # nothing may be written on an aborted connection
 
@@ -243,11 +250,17 @@ class FakeServer:
         refusal = self.model_refusal(body) or tools_refusal(body, self.config)
         if refusal is not None:
             return refusal
+        if body.get("_invalid"):  # a native wire's request its provider refuses (anthropic_wire: unsigned thinking)
+            return 400, error_payload(400, body["_invalid"])
         if (malformed := image_problem(body.get("messages"))) is not None:  # images.py: OpenAI's 400
             return 400, error_payload(400, malformed)
         messages, thought = body.get("messages"), None  # thought: reasoning_content on demand (thinking.py)
         if content is None and (call := scripted_call(body, self.config, message_text(messages))) is not None:
-            return 200, call_reply(body, call, completion_id or f"chatcmpl-fake-{self.requests}", self.config)
+            reply = call_reply(body, call, completion_id or f"chatcmpl-fake-{self.requests}", self.config)
+            if thought := with_thinking(self.config, body, "")[1]:  # a reasoning model thinks before it calls, too
+                reply["choices"][0]["message"]["reasoning_content"] = thought
+                reply["usage"] = billed_thinking(reply["usage"], thought, self.config)
+            return 200, reply
         if content is None:
             match = self.match_reply(message_text(messages))
             if match is not None and "status" in match:
@@ -287,20 +300,34 @@ class FakeServer:
         return 404, error_payload(404, f"The model `{body.get('model')}` does not exist or you do not have access "
                                        f"to it (fake provider serves: {', '.join(served)})")
 
-    def respond(self, status: int, payload: dict[str, Any]) -> web.Response:
-        """A chat response for :meth:`answer`'s result, counted in ``statuses``."""
+    def respond(self, status: int, payload: dict[str, Any], body: dict[str, Any]) -> web.Response:
+        """A chat response for :meth:`answer`'s result to ``body`` (in its wire's format), counted in ``statuses``."""
         if status != 200:
             return self.error(status, payload["error"]["message"])
         self.statuses[200] += 1
+        wire = REQUEST_WIRE.get()
+        cache = self.cached(body, payload["usage"])
         self.bill(payload["usage"])
+        if wire is not None:
+            payload = wire.reply(body, payload, *cache)
         if self.config["omit_usage"]:
-            payload = {k: v for k, v in payload.items() if k != "usage"}
+            payload = {k: v for k, v in payload.items() if k not in ("usage", "usageMetadata")}
         return web.Response(text=json.dumps(payload), content_type="application/json")
 
-    def bill(self, used: dict[str, int]) -> None:
+    def cached(self, body: dict[str, Any], used: dict[str, Any]) -> tuple[int, int]:
+        """Return the prompt tokens a native wire's request read from the prompt cache and wrote to it (only where it
+        marks ``cache_control``), the read ones also put in ``used`` (prefix_cache.py); (0, 0) for a chat request."""
+        if body.get("_wire") is None:
+            return 0, 0
+        read, written = self.prefixes.read(body, self.config["tokenizer"], used["prompt_tokens"])
+        used["prompt_tokens_details"] = {"cached_tokens": read}
+        return read, written if body.get("_cache_control") else 0
+
+    def bill(self, used: dict[str, Any]) -> None:
         """Count one reply on the bill (stats ``billed``): its tokens, and USD at ``bill_per_mtok`` when set."""
         price = self.config["bill_per_mtok"] or {"input": 0.0, "output": 0.0}
         self.billed["replies"] += 1
+        self.billed["cache_read_tokens"] += (used.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
         self.billed["prompt_tokens"] += used["prompt_tokens"]
         self.billed["completion_tokens"] += used["completion_tokens"]
         self.billed["usd"] += (used["prompt_tokens"] * price["input"]
@@ -319,9 +346,10 @@ class FakeServer:
             self.statuses[status] += 1
         if self.config["echo_auth"] and REQUEST_AUTH.get() is not None:
             message = f"{message}; received Authorization: {REQUEST_AUTH.get()}"
-        headers = self.headers_429 if status == 429 else None
-        return web.Response(status=status, body=error_body(status, message, code), content_type="application/json",
-                            headers=headers)
+        headers = self.headers_429 if status in (429, 529) else None
+        wire = REQUEST_WIRE.get()
+        payload = error_body(status, message, code) if wire is None else json.dumps(wire.error_body(status, message))
+        return web.Response(status=status, body=payload, content_type="application/json", headers=headers)
 
     # ---- other endpoints
 
@@ -343,6 +371,16 @@ class FakeServer:
         served = self.config["served_models"] or []
         body = {"object": "list", "data": [{"id": m, "object": "model"} for m in served]}
         return web.Response(text=json.dumps(body), content_type="application/json")
+
+    async def gemini_models(self, request: web.Request) -> web.Response:
+        """``GET /v1beta/models``: Gemini's listing of the ``served_models`` (a 403 without the ``require_key``)."""
+        REQUEST_WIRE.set(gemini_wire)
+        key = request.headers.get("x-goog-api-key") or request.query.get("key")
+        if self.auth_header is not None and f"Bearer {key}" != self.auth_header:
+            return self.error(403, "Method doesn't allow unregistered callers (fake provider)", count=False)
+        if not self.config["list_models"]:
+            return self.error(404, "this server does not list its models", count=False)
+        return web.json_response({"models": [{"name": f"models/{m}"} for m in self.config["served_models"] or []]})
 
     async def admin_config(self, request: web.Request) -> web.Response:
         """``POST /_admin/config``: merge the body over the config (``reset: true`` first restores defaults)."""
@@ -387,6 +425,10 @@ def build_app(server: FakeServer) -> web.Application:
     app.router.add_post("/chat/completions", server.chat)
     app.router.add_get("/v1/models", server.models)
     app.router.add_get("/models", server.models)
+    for path in ("/v1/messages", "/v1/v1/messages"):  # an api_base ending in /v1 gets LiteLLM's /v1/messages added
+        app.router.add_post(path, lambda request: server.chat(request, anthropic_wire))
+    app.router.add_post("/v1beta/models/{model}:generateContent", lambda request: server.chat(request, gemini_wire))
+    app.router.add_get("/v1beta/models", server.gemini_models)
     app.router.add_post("/_admin/config", server.admin_config)
     app.router.add_get("/_admin/stats", server.admin_stats)
     app.router.add_get("/_admin/timeline", server.admin_timeline)

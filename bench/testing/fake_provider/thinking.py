@@ -49,7 +49,7 @@ def with_thinking(cfg: dict[str, Any], body: dict[str, Any], content: str) -> tu
     field of its own (``reasoning_content``), or neither for a model that does not think."""
     model = str(body.get("model") or "fake-model")
     inline, apart = _thinks(cfg["think_tags"], model), _thinks(cfg["reasoning_content"], model)
-    if not (inline or apart):
+    if not (inline or apart) or body.get("_thinks") is False:  # a native wire's request may turn thinking off
         return content, None
     text = thinking_text(cfg, body)
     if inline:
