@@ -30,7 +30,7 @@ def graded_rubric(criteria: list[str], values: list[float], scale: tuple[int, in
     version is a hash of its content, so files graded on other criteria or scales are other versions."""
     lo, hi = scale or (math.floor(min(values, default=0)), math.ceil(max(values, default=1)))
     hi = max(hi, lo + 1)
-    front = {"id": "imported", "mode": "rubric", "criteria": [
+    front = {"id": "imported", "mode": "rubric", "accuracy": True, "criteria": [  # a row's label is there to be met
         {"id": c, "description": f"{c}, as the importing tool graded it", "scale": [lo, hi],
          "anchors": {str(n): f"{c} {n}" for n in range(lo, hi + 1)}} for c in criteria]}
     return _rubric({**front, "version": content_hash(front, 8)})
