@@ -121,7 +121,7 @@ Check = Annotated[Union[RegexCheck, LengthCheck, JsonCheck, ContainsCheck, Exclu
                         NumericCheck, ChoiceCheck, TokenF1Check, ToolCalledCheck, ToolOrderCheck,
                         ToolNotCalledCheck, MaxStepsCheck, PythonCheck, CodeCheck], Field(discriminator="kind"),
               WrapValidator(with_plugins)]
-"""One automated check: the union of the kinds, chosen by ``kind`` (or a plugin's, bench.plugins)."""
+"""One automated check: the union of the kinds, chosen by ``kind`` (or a plugin's, bench.core.plugins)."""
 
 CHECK_MODELS: dict[str, type[Strict]] = {
     "regex": RegexCheck, "length": LengthCheck, "json": JsonCheck,

@@ -11,17 +11,20 @@ import hashlib
 import json
 import math
 import re
+import sys
 from dataclasses import dataclass
 from importlib.machinery import PathFinder
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidatorFunctionWrapHandler, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidatorFunctionWrapHandler, model_validator
 
 from bench.config import sandbox as sb
 from bench.config._strict import Strict
 from bench.config.ids import SafeId
 from bench.config.reference_checks import extracted, quote
+from bench.core.function_calls import call
+from bench.core.plugins import plugin_checks
 
 Outcome = tuple[float, bool, str, dict | None]  # (score 0..1, passed, detail, more details or None)
 _FENCED = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
@@ -91,11 +94,16 @@ PROGRAM_KINDS: dict[str, type[PluginCheck]] = {"python": PythonCheck, "code": Co
 
 
 def with_plugins(data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-    """Validate a check whose kind a plugin registered with the plugin's model; any other with bench's kinds."""
-    from bench.plugins import plugin_checks
-    kind = data.get("kind") if isinstance(data, dict) else None
-    model = plugin_checks().get(kind) if isinstance(kind, str) else None
-    return model.model_validate(data) if model is not None else handler(data)
+    """Validate a check with bench's kinds, else (an unknown kind) with the model a plugin registered for it."""
+    if isinstance(data, PluginCheck) and type(data).__module__ != __name__:
+        return data  # a plugin's check validated before (a rubric copied)
+    try:
+        return handler(data)
+    except ValidationError as exc:
+        model = plugin_checks().get(data.get("kind")) if isinstance(data, dict) else None
+        if model is None or exc.errors()[0]["type"] != "union_tag_invalid":
+            raise
+        return model.model_validate(data)
 
 
 def run_program_check(check: PluginCheck, text: str, reference: dict[str, Any] | None,
@@ -128,7 +136,6 @@ def as_outcome(value: Any, threshold: float) -> Outcome:
 def module_hash(function: str, folder: Path | None) -> str | None:
     """Return the sha256 of the source file of ``function``'s module (found beside the params file first, without
     importing it), None when it is not found."""
-    import sys
     parts = function.split(":")[0].split(".")
     paths: list[str] | None = [*([str(folder)] if folder else []), *sys.path]
     spec = None
@@ -156,7 +163,6 @@ def _key(*parts: Any) -> str:
 
 
 def _run_function(check: PythonCheck, text: str, reference: Any, ctx: CheckContext) -> Outcome:
-    from bench._function_worker import call
     source = module_hash(check.function, ctx.folder)
     if source is None:
         where = f"beside the params file ({ctx.folder}) or" if ctx.folder else ""
@@ -183,29 +189,42 @@ def answer_code(text: str, pattern: str | None) -> str | None:
 
 def _run_code(check: CodeCheck, text: str, tests: str, ctx: CheckContext) -> Outcome:
     if ctx.sandbox != "none" and sb.bwrap() is None:
-        return 0.0, False, "bubblewrap (bwrap) is not installed: the code was not run (apt-get install bubblewrap)", None
+        return 0.0, False, "bubblewrap (bwrap) is not installed: the code was not run (apt-get install bubblewrap)", \
+            None
     code = answer_code(text, check.extract)
     if code is None:
         return 0.0, False, f"extract {quote(check.extract or '')} found no code", None
     limits = sb.Limits(check.timeout_s, check.memory_mb)
-    key = _key("check:code", _HARNESS, check.language, check.partial, code, tests, limits.__dict__)
-    return _cached(ctx, key, lambda: _sandboxed(check, code, tests, limits, ctx.sandbox))
+    key = _key("check:code", _HARNESS, check.language, code, tests, limits.__dict__)  # a timeout is kept too
+    ran = ctx.cache.get(key) if ctx.cache is not None else None
+    if ran is None:
+        ran = sb.run(sb.RUNNERS[check.language], code, tests, limits, ctx.sandbox).__dict__
+        if ctx.cache is not None and not _unstarted(ran):
+            ctx.cache.put(key, ran)
+    return _scored(check, ran)
 
 
-def _sandboxed(check: CodeCheck, code: str, tests: str, limits: sb.Limits, sandbox: str) -> tuple[Outcome, bool]:
-    ran = sb.run(sb.RUNNERS[check.language], code, tests, limits, sandbox)
-    out, _, result = ran.stdout.rpartition(sb.MARK)
-    more = {"stdout": sb.tail(out.removesuffix("\n") if result else ran.stdout), "stderr": sb.tail(ran.stderr), "exit": ran.returncode}
-    if ran.returncode is None:
-        return (0.0, False, f"timed out after {check.timeout_s:g} s", more), False
+def _unstarted(ran: dict[str, Any]) -> bool:
+    """Return whether bubblewrap could not start the sandbox (out of processes, say): no result of the code's."""
+    return ran["returncode"] == 1 and not ran["stdout"] and ran["stderr"].startswith("bwrap: ")
+
+
+def _scored(check: CodeCheck, ran: dict[str, Any]) -> Outcome:
+    """Return the outcome of a program's run (``bench.config.sandbox.Ran`` as a dict) against its tests."""
+    out, _, result = ran["stdout"].rpartition(sb.MARK)
+    more = {"stdout": sb.tail(out.removesuffix("\n") if result else ran["stdout"]), "stderr": sb.tail(ran["stderr"]),
+            "exit": ran["returncode"]}
+    if ran["returncode"] is None:
+        return 0.0, False, f"timed out after {check.timeout_s:g} s", more
+    if _unstarted(ran):
+        return 0.0, False, f"the sandbox could not start: {ran['stderr'].strip()}", {**more, "unstarted": True}
     try:
         found = json.loads(result)
     except ValueError:
-        return (0.0, False, f"the program ended (exit {ran.returncode}) before its tests reported", more), True
+        return 0.0, False, f"the program ended (exit {ran['returncode']}) before its tests reported", more
     if found.get("error"):
-        return (0.0, False, f"failed: {found['error']}"[:300], more), True
-    tests_ = found.get("tests") or [["asserts", None]]
-    failed = [f"{n}: {e}" for n, e in tests_ if e is not None]
-    share = 1 - len(failed) / len(tests_)
-    detail = f"{len(tests_) - len(failed)}/{len(tests_)} tests passed" + (f"; {failed[0]}"[:300] if failed else "")
-    return ((share if check.partial else float(not failed)), not failed, detail, more), True
+        return 0.0, False, f"failed: {found['error']}"[:300], more
+    tests = found.get("tests") or [["asserts", None]]
+    failed = [f"{n}: {e}" for n, e in tests if e is not None]
+    detail = f"{len(tests) - len(failed)}/{len(tests)} tests passed" + (f"; {failed[0]}"[:300] if failed else "")
+    return (1 - len(failed) / len(tests) if check.partial else float(not failed)), not failed, detail, more

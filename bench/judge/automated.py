@@ -25,9 +25,13 @@ NO_CALL = Usage(prompt_tokens=0, completion_tokens=0, cost_usd=0.0, calls=0, cac
 def grade_automated(judge: Judge, item: Item, cache: Any = None) -> Judgment:
     """Return the checks-only judgment: one score per check (0..1) and their weighted mean (``cache``: the response
     cache, keeping what checks that run code found)."""
-    context = CheckContext(item.scenario.model_dump(mode="json"), judge.base, cache, judge.entry.sandbox)
+    context = CheckContext(item.scenario.model_dump(mode="json"), judge.folder, cache, judge.entry.sandbox)
     results = run_checks(judge.rubric.checks, item.texts[0], item.scenario.reference,
                          item.trajectories[0] if item.trajectories else None, context)
+    unstarted = [r for r in results if r.more and r.more.get("unstarted")]
+    if unstarted:  # no verdict on the code: the item fails, and the next run grades it again
+        return Judgment(**judge.base(item), error=f"check '{unstarted[0].id}': {unstarted[0].detail}",
+                        error_kind="sandbox", usage=NO_CALL, details={"checks": [r.to_dict() for r in results]})
     return Judgment(**judge.base(item), scores={r.id: float(r.score or 0.0) for r in results},
                     score=automated_score(results, judge.rubric.checks), usage=NO_CALL,
                     details={"checks": [r.to_dict() for r in results]})
@@ -55,9 +59,9 @@ def _program_problems(judge: Judge) -> list[str]:
             out.append(f"check '{c.id}' (kind: code) runs answers in bubblewrap, which is not installed: install "
                        f"it (apt-get install bubblewrap, or make setup), or give the judge sandbox: none (unsafe: "
                        f"the answers' code then runs with your files and network, docs/judging.md)")
-        if isinstance(c, PythonCheck) and module_hash(c.function, judge.base) is None:
+        if isinstance(c, PythonCheck) and module_hash(c.function, judge.folder) is None:
             out.append(f"check '{c.id}' (kind: python): the module of {c.function} is neither beside the params "
-                       f"file ({judge.base}) nor importable")
+                       f"file ({judge.folder}) nor importable")
     return out
 
 
@@ -76,8 +80,9 @@ class AutomatedGrader:
 
     async def grade(self, judge: Judge, items: list[Item], llm: LLM, emit: Emit, *, seed: int,
                     done: Set[str], halt: Halt | None) -> None:
-        for item in items:  # no call to wait for; checks that run code run in a thread, the loop goes on
+        async def one(item: Item) -> None:  # in a thread: checks that run code wait on programs, the loop goes on
             emit(await asyncio.to_thread(grade_automated, judge, item, llm.cache))
+        await asyncio.gather(*(one(item) for item in items))
 
 
 GRADER = AutomatedGrader()

@@ -75,7 +75,7 @@ class Judge:
 
     entry: JudgeEntry
     rubric: Rubric
-    base: Path | None = None  # the params file's folder: `kind: python` checks import their modules from it
+    folder: Path | None = None  # the params file's folder: `kind: python` checks import their modules from it
 
     @property
     def mode(self) -> JudgeMode:

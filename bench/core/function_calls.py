@@ -8,6 +8,7 @@ import multiprocessing
 import sys
 import threading
 import traceback
+from importlib import import_module
 from multiprocessing.pool import Pool
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,6 @@ def _start(folder: str) -> None:
 
 
 def _call(function: str, args: tuple) -> tuple[str, Any]:
-    from importlib import import_module
     try:
         module, attr = function.split(":")
         fn: Any = import_module(module)

@@ -23,9 +23,8 @@ def _loaded(group: str) -> dict[str, Any]:
 
 
 def plugin_checks() -> dict[str, Any]:
-    """Return the check models plugins register, by kind (bench's own kinds cannot be replaced)."""
-    from bench.config.checks import KINDS
-    return {k: m for k, m in _loaded("bench.checks").items() if k not in KINDS}
+    """Return the check models plugins register, by kind (bench's own kinds are validated first: never replaced)."""
+    return _loaded("bench.checks")
 
 
 @functools.cache
