@@ -1,6 +1,6 @@
 """How long a sweep grading 100 answers with `kind: code` checks takes (collect included): 50 tasks x 2 models on
-the fake provider, each answer a fenced Python function (one in ten wrong), run against two test functions in bubblewrap (target: at most
-30 s on 2 cores). Run: PYTHONPATH=. python benchmarks/code_checks.py"""
+the fake provider, each answer a fenced Python function (one in ten wrong), run against two test functions in
+bubblewrap (target: at most 30 s on 2 cores). Run: PYTHONPATH=. python benchmarks/code_checks.py"""
 
 from __future__ import annotations
 
