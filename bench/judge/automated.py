@@ -80,9 +80,10 @@ class AutomatedGrader:
 
     async def grade(self, judge: Judge, items: list[Item], llm: LLM, emit: Emit, *, seed: int,
                     done: Set[str], halt: Halt | None) -> None:
-        async def one(item: Item) -> None:  # in a thread: checks that run code wait on programs, the loop goes on
-            emit(await asyncio.to_thread(grade_automated, judge, item, llm.cache))
-        await asyncio.gather(*(one(item) for item in items))
+        # in threads, several at once: checks that run code wait on programs, the loop goes on; emitted in order
+        graded = [asyncio.ensure_future(asyncio.to_thread(grade_automated, judge, item, llm.cache)) for item in items]
+        for judgment in graded:
+            emit(await judgment)
 
 
 GRADER = AutomatedGrader()
