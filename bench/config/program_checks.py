@@ -170,7 +170,7 @@ def _run_function(check: PythonCheck, text: str, reference: Any, ctx: CheckConte
     key = _key("check:python", check.function, source, check.threshold, text, reference, ctx.scenario)
 
     def make() -> tuple[Outcome, bool]:
-        status, value = call(check.function, ctx.folder, (text, reference, ctx.scenario), check.timeout_s)
+        status, value = call(check.function, ctx.folder, (text, reference, ctx.scenario), check.timeout_s, source)
         if status == "ok":
             return as_outcome(value, check.threshold), True
         if status == "timeout":

@@ -8,13 +8,14 @@ import multiprocessing
 import sys
 import threading
 import traceback
-from importlib import import_module
+from importlib import import_module, reload
 from multiprocessing.pool import Pool
 from pathlib import Path
 from typing import Any
 
 _POOLS: dict[str, Pool] = {}
 _LOCK = threading.Lock()
+_SOURCES: dict[str, str | None] = {}  # in a worker: the source hash of each module it imported
 
 
 def _start(folder: str) -> None:
@@ -22,10 +23,12 @@ def _start(folder: str) -> None:
         sys.path.insert(0, folder)
 
 
-def _call(function: str, args: tuple) -> tuple[str, Any]:
+def _call(function: str, args: tuple, source: str | None = None) -> tuple[str, Any]:
     try:
         module, attr = function.split(":")
         fn: Any = import_module(module)
+        if _SOURCES.setdefault(module, source) != source:  # the module was edited since it was imported here
+            fn, _SOURCES[module] = reload(fn), source
         for part in attr.split("."):
             fn = getattr(fn, part)
         value = fn(*args)
@@ -37,14 +40,16 @@ def _call(function: str, args: tuple) -> tuple[str, Any]:
         return "error", traceback.format_exception_only(type(exc), exc)[-1].strip()
 
 
-def call(function: str, folder: Path | None, args: tuple, timeout: float) -> tuple[str, Any]:
-    """Return ``("ok", value)``, ``("error", last line)`` or ``("timeout", None)`` of ``function(*args)``."""
+def call(function: str, folder: Path | None, args: tuple, timeout: float, source: str | None = None
+         ) -> tuple[str, Any]:
+    """Return ``("ok", value)``, ``("error", last line)`` or ``("timeout", None)`` of ``function(*args)``
+    (``source``: its module's hash; another than the worker imported reloads it)."""
     where = str(folder or "")
     with _LOCK:
         pool = _POOLS.get(where)
         if pool is None:
             pool = _POOLS[where] = multiprocessing.get_context("spawn").Pool(1, _start, (where,))
-    pending = pool.apply_async(_call, (function, args))
+    pending = pool.apply_async(_call, (function, args, source))
     try:
         return pending.get(timeout)
     except multiprocessing.TimeoutError:

@@ -70,9 +70,10 @@ def test_a_function_check_scores_what_the_function_returns_and_is_cached(tmp_pat
     # cached by the module's source and the inputs: the same call runs nothing, an edited module runs again
     assert run_check(function_check("exact"), "Paris", ref, context=ctx).passed
     assert (tmp_path / "calls.log").read_text().splitlines() == ["Paris", "Rome"]
-    (tmp_path / "mychecks.py").write_text(FUNCTIONS.replace("import os, time", "import os, time  # edited"))
+    edited = FUNCTIONS.replace('fh.write(output + "\\n")', 'fh.write("v2 " + output + "\\n")')
+    (tmp_path / "mychecks.py").write_text(edited)
     assert run_check(function_check("exact"), "Paris", ref, context=ctx).passed
-    assert (tmp_path / "calls.log").read_text().splitlines() == ["Paris", "Rome", "Paris"]
+    assert (tmp_path / "calls.log").read_text().splitlines() == ["Paris", "Rome", "v2 Paris"]
 
 
 def test_a_raising_or_endless_function_fails_its_check_and_grading_goes_on(tmp_path):
