@@ -17,7 +17,7 @@ from importlib.machinery import PathFinder
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, ValidatorFunctionWrapHandler, model_validator
+from pydantic import Field, ValidationError, ValidatorFunctionWrapHandler, field_validator, model_validator
 
 from bench.config import sandbox as sb
 from bench.config._strict import Strict
@@ -58,10 +58,17 @@ class PythonCheck(PluginCheck):
     ``fn(output, reference, scenario)``: a bool, a number in 0..1 or ``{"score": …, "explanation": …}``."""
 
     kind: Literal["python"]
-    function: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+    function: str
     reference: str | None = Field(default=None, min_length=1)  # pass this reference value (else all of them)
     threshold: float = Field(default=0.5, ge=0, le=1)  # a score at or above it has passed
     timeout_s: float = Field(default=30.0, gt=0, le=3600)
+
+    @field_validator("function")
+    @classmethod
+    def _function(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", v):
+            raise ValueError(f"write module:function, e.g. mychecks:has_units (got {quote(v)})")
+        return v
 
 
 class CodeCheck(PluginCheck):
@@ -85,8 +92,10 @@ class CodeCheck(PluginCheck):
         if self.language not in sb.RUNNERS:
             raise ValueError(f"check '{self.id}': no runner for language '{self.language}' (have: "
                              f"{', '.join(sb.RUNNERS)})")
-        if self.extract is not None:
-            re.compile(self.extract)
+        try:
+            re.compile(self.extract or "")
+        except (re.error, RecursionError, OverflowError) as exc:
+            raise ValueError(f"check '{self.id}': invalid regular expression in extract ({exc})") from None
         return self
 
 

@@ -181,3 +181,16 @@ def test_a_code_check_without_bubblewrap_is_refused_unless_the_judge_says_sandbo
                                           r"which is not installed.*sandbox: none"):
         load_judges(open_run(tmp_path / "bwrap.yaml", run_dir=tmp_path / "runs" / "a"))
     assert load_judges(open_run(tmp_path / "none.yaml", run_dir=tmp_path / "runs" / "b"))[0].entry.sandbox == "none"
+
+
+def test_a_function_whose_module_is_nowhere_is_refused_before_any_request(tmp_path):
+    (tmp_path / "fn.md").write_text('---\nid: fn\nversion: "1"\nmode: automated\nchecks:\n'
+                                    '  - {id: f, kind: python, function: "mychecks:exact"}\n---\n')
+    url = "http://127.0.0.1:9"
+    params = grid(tmp_path / "g.yaml", url, models=[model("m1", url)], prompts=[prompt("p", "Write {topic}.")],
+                  judges=[judge("j", url, rubric=str(tmp_path / "fn.md"))])
+    with pytest.raises(ParamsError, match=r"judge 'j' .*check 'f' \(kind: python\): the module of mychecks:exact "
+                                          r"is neither beside the params file"):
+        load_judges(open_run(params, run_dir=tmp_path / "runs" / "a"))
+    (tmp_path / "mychecks.py").write_text(FUNCTIONS)  # beside the params file: found
+    assert load_judges(open_run(params, run_dir=tmp_path / "runs" / "a"))[0].folder == tmp_path
