@@ -27,7 +27,11 @@ checks:
 
 
 def main() -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="bench-code-checks-"))
+    with tempfile.TemporaryDirectory(prefix="bench-code-checks-") as folder:
+        measure(Path(folder))
+
+
+def measure(tmp: Path) -> None:
     with open(tmp / "tasks.jsonl", "w") as fh:
         for i in range(N_TASKS):
             tests = f"def test_one():\n    assert f{i}(2) == {2 * i}\n\ndef test_two():\n    assert f{i}(0) == 0\n"
