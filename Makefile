@@ -7,12 +7,12 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 export MLFLOW_DISABLE_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup browser postgres demo test lab mlflow-ui tracking-server serve-local bench-throughput clean
+.PHONY: setup sandbox browser postgres demo test lab mlflow-ui tracking-server serve-local bench-throughput clean
 
 # Create or update .venv with the project and its `local`, `dev`, `cluster` and `perf` extras (idempotent:
 # reinstalls only when pyproject.toml changed). llama-cpp-python builds from source the
 # first time (about 8 minutes on 2 cores); pip caches the wheel afterwards.
-setup: $(STAMP)
+setup: $(STAMP) sandbox
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "bench needs Python 3.11; set PYTHON=python3.11")'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[local,dev,cluster,perf]'
 	@$(BIN)/python -m compileall -q bench  # what pip does for a package it installs (not an editable one)
 	@touch $(STAMP)
+
+# Debian's bubblewrap, the sandbox `kind: code` checks run answers in (docs/judging.md#code-run-against-tests).
+sandbox:
+	@command -v bwrap >/dev/null || { \
+	  echo "installing Debian's bubblewrap for the code checks' sandbox ..."; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo; else \
+	    echo "make: bwrap is missing; install it as root: apt-get install bubblewrap" >&2; exit 1; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq bubblewrap >/dev/null; }
 
 # Debian's Chromium, for the test that opens the HTML report in a headless browser (Playwright
 # drives it; nothing ever downloads a browser). Installed once with apt-get (as root, or via sudo).

@@ -14,10 +14,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import AfterValidator, Field, TypeAdapter, model_validator
+from pydantic import AfterValidator, Field, TypeAdapter, WrapValidator, model_validator
 
 from bench.config._strict import Strict
 from bench.config.ids import SafeId
+from bench.config.program_checks import (PROGRAM_KINDS, CheckContext, CodeCheck, PluginCheck, PythonCheck,
+                                         run_program_check, with_plugins)
 from bench.config.reference_checks import (REFERENCE_KINDS, ChoiceCheck, ExactMatchCheck, NumericCheck,
                                            TokenF1Check, run_reference_check)
 from bench.config.trajectory_checks import (TRAJECTORY_KINDS, MaxStepsCheck, ToolCalledCheck, ToolNotCalledCheck,
@@ -117,12 +119,13 @@ class ExcludesCheck(_CheckBase):
 
 Check = Annotated[Union[RegexCheck, LengthCheck, JsonCheck, ContainsCheck, ExcludesCheck, ExactMatchCheck,
                         NumericCheck, ChoiceCheck, TokenF1Check, ToolCalledCheck, ToolOrderCheck,
-                        ToolNotCalledCheck, MaxStepsCheck], Field(discriminator="kind")]
-"""One automated check: the union of the kinds, chosen by ``kind``."""
+                        ToolNotCalledCheck, MaxStepsCheck, PythonCheck, CodeCheck], Field(discriminator="kind"),
+              WrapValidator(with_plugins)]
+"""One automated check: the union of the kinds, chosen by ``kind`` (or a plugin's, bench.core.plugins)."""
 
 CHECK_MODELS: dict[str, type[Strict]] = {
     "regex": RegexCheck, "length": LengthCheck, "json": JsonCheck,
-    "contains": ContainsCheck, "excludes": ExcludesCheck, **REFERENCE_KINDS, **TRAJECTORY_KINDS,
+    "contains": ContainsCheck, "excludes": ExcludesCheck, **REFERENCE_KINDS, **TRAJECTORY_KINDS, **PROGRAM_KINDS,
 }
 KINDS: tuple[str, ...] = tuple(CHECK_MODELS)  # in the order messages list them
 
@@ -144,6 +147,7 @@ class CheckResult:
     detail: str
     score: float | None = None
     applicable: bool = True
+    more: dict[str, Any] | None = None  # what a check that runs code adds (stdout and stderr tails)
 
     def __post_init__(self) -> None:
         if self.score is None and self.applicable:
@@ -152,19 +156,23 @@ class CheckResult:
     def to_dict(self) -> dict[str, Any]:
         """Return the result as a plain dict (for Judgment.details; ``applicable`` only when False)."""
         out = asdict(self)
-        return out if out.pop("applicable") else {**out, "applicable": False}
+        applicable, more = out.pop("applicable"), out.pop("more")
+        return {**out, **(more or {}), **({} if applicable else {"applicable": False})}
 
 
 def run_check(check: Check, text: Any, reference: Mapping[str, Any] | None = None,
-              trajectory: Trajectory | None = None) -> CheckResult:
+              trajectory: Trajectory | None = None, context: CheckContext | None = None) -> CheckResult:
     """Return the result of one check on ``text``; never raises (an unevaluable check fails).
 
     ``reference``: the scenario's reference values (a key it lacks fails the check); ``trajectory``: the answer's
-    tool calls and requests (None: no tool called).
+    tool calls and requests (None: no tool called); ``context``: what checks that run code need.
     """
     cid = str(getattr(check, "id", "?"))
     try:
         text = _as_text(text)
+        if isinstance(check, PluginCheck):
+            score, passed, detail, more = run_program_check(check, text, dict(reference or {}), context)
+            return CheckResult(cid, passed, detail, score, more)
         if getattr(check, "kind", None) in TRAJECTORY_KINDS:
             return CheckResult(cid, *run_trajectory_check(check, trajectory))
         key = getattr(check, "reference", None)
@@ -196,10 +204,10 @@ def _against_reference(check: Any, text: str, key: str, reference: Mapping[str, 
 
 
 def run_checks(checks: Sequence[Check], text: Any, reference: Mapping[str, Any] | None = None,
-               trajectory: Trajectory | None = None) -> list[CheckResult]:
+               trajectory: Trajectory | None = None, context: CheckContext | None = None) -> list[CheckResult]:
     """Return the result of every check on ``text`` (``reference``: the scenario's; ``trajectory``: the answer's
-    tool calls), in order; never raises."""
-    return [run_check(c, text, reference, trajectory) for c in checks]
+    tool calls; ``context``: for checks that run code), in order; never raises."""
+    return [run_check(c, text, reference, trajectory, context) for c in checks]
 
 
 def checks_with_reference(checks: Sequence[Check]) -> list[Check]:

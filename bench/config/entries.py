@@ -340,6 +340,7 @@ class JudgeEntry(Endpoint):
     item_concurrency: int = Field(default=3, gt=0)  # checklist: requirement calls in flight per item
     baseline: str | None = None  # pairwise over the grid: every cell's answer vs this cell's (model_id/prompt@v)
     repeats: int = Field(default=1, ge=1, le=50)  # grade each item this many times (distinct requests): stability
+    sandbox: Literal["bwrap", "none"] = "bwrap"  # where `kind: code` checks run answers; none: unsafe (docs/judging.md)
 
     kind: ClassVar[str] = "judge"
 

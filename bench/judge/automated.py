@@ -3,11 +3,15 @@ weighted mean, read from the answer (never its reasoning), the reference values 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence, Set
 from pathlib import Path
+from typing import Any
 
+from bench.config import sandbox
 from bench.config.checks import automated_score, reference_problems, run_checks
 from bench.config.reference_checks import numeric_misfit, quote
+from bench.config.program_checks import CheckContext, CodeCheck, PythonCheck, module_hash
 from bench.core.errors import ParamsError
 from bench.core.records import Judgment, Scenario, Usage
 from bench.core.writer import Halt
@@ -19,10 +23,16 @@ from bench.models.client import LLM
 NO_CALL = Usage(prompt_tokens=0, completion_tokens=0, cost_usd=0.0, calls=0, cache_hits=0)
 
 
-def grade_automated(judge: Judge, item: Item) -> Judgment:
-    """Return the checks-only judgment: one score per check (0..1) and their weighted mean."""
+def grade_automated(judge: Judge, item: Item, cache: Any = None) -> Judgment:
+    """Return the checks-only judgment: one score per check (0..1) and their weighted mean (``cache``: the response
+    cache, keeping what checks that run code found)."""
+    context = CheckContext(item.scenario.model_dump(mode="json"), judge.folder, cache, judge.entry.sandbox)
     results = run_checks(judge.rubric.checks, item.texts[0], item.scenario.reference,
-                         item.trajectories[0] if item.trajectories else None)
+                         item.trajectories[0] if item.trajectories else None, context)
+    unstarted = [r for r in results if r.more and r.more.get("unstarted")]
+    if unstarted:  # no verdict on the code: the item fails, and the next run grades it again
+        return Judgment(**judge.base(item), error=f"check '{unstarted[0].id}': {unstarted[0].detail}",
+                        error_kind="sandbox", usage=NO_CALL, details={"checks": [r.to_dict() for r in results]})
     return Judgment(**judge.base(item), scores={r.id: float(r.score or 0.0) for r in results if r.applicable},
                     score=automated_score(results, judge.rubric.checks), usage=NO_CALL,
                     details={"checks": [r.to_dict() for r in results]})
@@ -33,7 +43,7 @@ def refuse_unrunnable_checks(judges: Sequence[Judge], scenarios: Sequence[Scenar
     that compares with a reference value some scenario lacks (or whose reference is no regular expression)."""
     references = [s.reference for s in scenarios]
     lines = [f"{params_path}: judge '{j.entry.id}' (rubric {j.rubric.path}): {problem}"
-             for j in judges for problem in reference_problems(j.rubric.checks, references)]
+             for j in judges for problem in reference_problems(j.rubric.checks, references) + _program_problems(j)]
     if lines:
         sources = sorted({s.source for s in scenarios if s.source}) or ["the generated scenarios"]
         lines.append(f"map the key to a column in scenarios.dataset.reference (dataset {', '.join(sources)}), "
@@ -56,6 +66,21 @@ def inapplicable_checks(judges: Sequence[Judge], scenarios: Sequence[Scenario], 
     return lines
 
 
+def _program_problems(judge: Judge) -> list[str]:
+    """Return why a check that runs code cannot run: no bubblewrap for a code check (unless ``sandbox: none``), a
+    function whose module is nowhere."""
+    out = []
+    for c in judge.rubric.checks:
+        if isinstance(c, CodeCheck) and judge.entry.sandbox != "none" and sandbox.bwrap() is None:
+            out.append(f"check '{c.id}' (kind: code) runs answers in bubblewrap, which is not installed: install "
+                       f"it (apt-get install bubblewrap, or make setup), or give the judge sandbox: none (unsafe: "
+                       f"the answers' code then runs with your files and network, docs/judging.md)")
+        if isinstance(c, PythonCheck) and module_hash(c.function, judge.folder) is None:
+            out.append(f"check '{c.id}' (kind: python): the module of {c.function} is neither beside the params "
+                       f"file ({judge.folder}) nor importable")
+    return out
+
+
 class AutomatedGrader:
     """Runs the rubric's checks on each response, in process."""
 
@@ -71,8 +96,10 @@ class AutomatedGrader:
 
     async def grade(self, judge: Judge, items: list[Item], llm: LLM, emit: Emit, *, seed: int,
                     done: Set[str], halt: Halt | None) -> None:
-        for item in items:  # no call to wait for: each judgment is emitted at once
-            emit(grade_automated(judge, item))
+        # in threads, several at once: checks that run code wait on programs, the loop goes on; emitted in order
+        graded = [asyncio.ensure_future(asyncio.to_thread(grade_automated, judge, item, llm.cache)) for item in items]
+        for judgment in graded:
+            emit(await judgment)
 
 
 GRADER = AutomatedGrader()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Set
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from bench.config.checks import Trajectory
@@ -74,6 +75,7 @@ class Judge:
 
     entry: JudgeEntry
     rubric: Rubric
+    folder: Path | None = None  # the params file's folder: `kind: python` checks import their modules from it
 
     @property
     def mode(self) -> JudgeMode:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Set
 
 from bench.core.records import Judgment
@@ -15,7 +16,7 @@ from bench.models.client import LLM
 
 async def grade_hybrid(judge: Judge, item: Item, llm: LLM) -> Judgment:
     """Return weighted automated + LLM parts on 0–1; an LLM failure fails the item (checks kept in details)."""
-    auto = grade_automated(judge, item)
+    auto = await asyncio.to_thread(grade_automated, judge, item, llm.cache)
     llm_part = await grade_rubric(judge, item, llm)
     details = {**llm_part.details, "checks": auto.details["checks"], "automated_score": auto.score}
     if not llm_part.ok:

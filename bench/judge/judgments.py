@@ -55,7 +55,8 @@ def load_judges(run: Run, only: str | Iterable[str] | None = None) -> list[Judge
             raise ParamsError(f"unknown judge(s) {unknown} in {run.params_path}; judges are "
                               f"{[j.id for j in entries]}")
         entries = [j for j in entries if j.id in wanted]
-    judges = [Judge(e, load_rubric(e.rubric, run.root, run.params_path.parent)) for e in entries]
+    judges = [Judge(e, load_rubric(e.rubric, run.root, run.params_path.parent), run.params_path.parent)
+              for e in entries]
     for judge in judges:  # a judge entry's own mode: its rubric must have what that mode grades with
         if (refused := mode_refusal(judge.rubric, judge.mode)) is not None:
             raise ParamsError(f"{run.params_path}: judge '{judge.entry.id}' (mode: {judge.mode}), rubric "

@@ -26,7 +26,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "seed": 0,                  # seed of the random.Random the faults are drawn from
     "fail_first": 0,            # the first N attempts of every distinct request fail ...
     "fail_status": 429,         # ... with this status
-    "replies": [],              # [{"match": str, "content": str} | {"match": str, "status": int}]
+    "replies": [],              # [{"match": str, "content": str} | {"match": str, "status": int}], "model": only its
     "require_key": None,        # if set, "Authorization: Bearer <key>" is required (else 401)
     "echo_auth": False,         # error messages echo the request's Authorization header (a leaky gateway):
                                 # "...; received Authorization: Bearer <key>" (a 401 also names the key)

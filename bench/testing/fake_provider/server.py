@@ -262,7 +262,7 @@ class FakeServer:
                 reply["usage"] = billed_thinking(reply["usage"], thought, self.config)
             return 200, reply
         if content is None:
-            match = self.match_reply(message_text(messages))
+            match = self.match_reply(message_text(messages), str(body.get("model")))
             if match is not None and "status" in match:
                 status = int(match["status"])
                 return status, error_payload(status, f"fake reply status for match {match['match']!r}")
@@ -333,10 +333,10 @@ class FakeServer:
         self.billed["usd"] += (used["prompt_tokens"] * price["input"]
                                + used["completion_tokens"] * price["output"]) / 1e6
 
-    def match_reply(self, prompt: str) -> dict[str, Any] | None:
-        """The first ``replies`` entry whose ``match`` occurs in the prompt text."""
+    def match_reply(self, prompt: str, model: str | None = None) -> dict[str, Any] | None:
+        """The first ``replies`` entry whose ``match`` occurs in the prompt text (and whose ``model``, if any, asks)."""
         for entry in self.config["replies"]:
-            if entry["match"] in prompt:
+            if entry["match"] in prompt and entry.get("model") in (None, model):
                 return entry
         return None
 
