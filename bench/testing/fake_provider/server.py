@@ -24,6 +24,7 @@ from bench.testing.fake_provider.batches import BatchStore
 from bench.testing.fake_provider.config import DEFAULT_CONFIG, FAULT_KINDS, validate_config
 from bench.testing.fake_provider.replies import (MALFORMED_BODY, default_content, error_body, error_payload,
                                                  load_encoding, usage)
+from bench.testing.fake_provider.prefix_cache import PrefixCache
 from bench.testing.fake_provider.images import image_digests, image_problem, without_image_data
 from bench.testing.fake_provider.request_body import message_text, request_key, response_schema
 from bench.testing.fake_provider.thinking import assistant, billed_thinking, with_thinking
@@ -97,8 +98,10 @@ class FakeServer:
         self.load = ModelLoad()  # in flight per model, its peak, each request's span (GET /_admin/timeline)
         self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_MAX)
         self.arrivals: dict[str, int] = {}  # request key -> answers so far (``noise``: a draw per arrival)
-        self.billed: dict[str, float] = {"replies": 0, "prompt_tokens": 0, "completion_tokens": 0, "usd": 0.0}
+        self.billed: dict[str, float] = {"replies": 0, "prompt_tokens": 0, "cached_tokens": 0, "completion_tokens": 0,
+                                         "usd": 0.0}
         self.images: Counter[str] = Counter()  # sha256 of each well-formed image's bytes received (images.py)
+        self.prefixes = PrefixCache()  # the prompt prefixes seen (``prefix_cache``)
 
     def snapshot(self) -> dict[str, Any]:
         """The counters as a JSON-ready dict (the Batch API's under ``batches``: see ``BatchStore.snapshot``)."""
@@ -259,6 +262,10 @@ class FakeServer:
                 content = " ".join(["word"] * self.config["over_limit_tokens"])
             content, thought = with_thinking(self.config, body, content)
         choice = {"index": 0, "message": assistant(content, thought), "finish_reason": finish_reason}
+        used = billed_thinking(usage(messages, content, self.config["tokenizer"]), thought, self.config)
+        if self.config["prefix_cache"] and (hit := self.prefixes.cached(messages, self.config["tokenizer"],
+                                                                        used["prompt_tokens"])):
+            used["prompt_tokens_details"] = {"cached_tokens": hit}
         if body.get("logprobs") and self.config["logprobs_supported"]:
             choice["logprobs"] = fake_logprobs(content, response_schema(body.get("response_format")),
                                                int(request_key(body)[:8], 16), self.config["logprob_alt"])
@@ -268,7 +275,7 @@ class FakeServer:
             "created": int(time.time()),
             "model": body.get("model") or "fake-model",
             "choices": [choice],
-            "usage": billed_thinking(usage(messages, content, self.config["tokenizer"]), thought, self.config),
+            "usage": used,
         }
 
     def arrival(self, body: dict[str, Any]) -> int:
@@ -300,11 +307,13 @@ class FakeServer:
     def bill(self, used: dict[str, int]) -> None:
         """Count one reply on the bill (stats ``billed``): its tokens, and USD at ``bill_per_mtok`` when set."""
         price = self.config["bill_per_mtok"] or {"input": 0.0, "output": 0.0}
+        cached = (used.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
         self.billed["replies"] += 1
         self.billed["prompt_tokens"] += used["prompt_tokens"]
+        self.billed["cached_tokens"] += cached
         self.billed["completion_tokens"] += used["completion_tokens"]
-        self.billed["usd"] += (used["prompt_tokens"] * price["input"]
-                               + used["completion_tokens"] * price["output"]) / 1e6
+        self.billed["usd"] += ((used["prompt_tokens"] - cached) * price["input"] + cached * price.get(
+            "cached_input", price["input"]) + used["completion_tokens"] * price["output"]) / 1e6
 
     def match_reply(self, prompt: str) -> dict[str, Any] | None:
         """The first ``replies`` entry whose ``match`` occurs in the prompt text."""

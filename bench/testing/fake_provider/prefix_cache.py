@@ -1,0 +1,54 @@
+"""A prompt cache as OpenAI runs one (``prefix_cache: true``): a prompt whose first 1,024 tokens or more were sent
+before (by any request since the last reset) reports that prefix as ``usage.prompt_tokens_details.cached_tokens``,
+in whole 128-token blocks, and is billed for it at ``bill_per_mtok.cached_input``.
+
+A prompt is the token stream of its messages in order (each message's role, then its text), counted with the
+``tokenizer`` (words, or tiktoken ids), so the cached prefix never exceeds ``prompt_tokens``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from bench.testing.fake_provider.replies import CHUNK_CHARS, load_encoding
+
+MIN_TOKENS, BLOCK = 1024, 128
+
+
+class PrefixCache:
+    """The prefixes seen so far, as hashes of their first n tokens for every n = 1,024 + k·128."""
+
+    def __init__(self) -> None:
+        self.seen: set[bytes] = set()
+
+    def cached(self, messages: Any, tokenizer: str, prompt_tokens: int) -> int:
+        """Return how many leading tokens of this prompt were cached (0, or ≥ 1,024 in 128-token blocks), and
+        remember its prefixes for the requests after it."""
+        stream = _stream(messages, tokenizer)
+        digest, hit, ends = hashlib.sha256(), 0, range(MIN_TOKENS, min(len(stream), prompt_tokens) + 1, BLOCK)
+        done = 0
+        for end in ends:
+            digest.update(repr(stream[done:end]).encode())
+            done, key = end, digest.copy().digest()
+            if key in self.seen:
+                hit = end
+            self.seen.add(key)
+        return hit
+
+
+def _stream(messages: Any, tokenizer: str) -> list[Any]:
+    """Return the prompt as one list of tokens: per message, its role, then its text parts' tokens."""
+    encoding = load_encoding(tokenizer)
+    out: list[Any] = []
+    for message in messages if isinstance(messages, list) else []:
+        if not isinstance(message, dict):
+            continue
+        content = message.get("content")
+        texts = [content] if isinstance(content, str) else [
+            p["text"] for p in content or () if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        out.append(f"<{message.get('role')}>")
+        for text in texts:
+            out.extend(text.split() if encoding is None else (
+                t for i in range(0, len(text), CHUNK_CHARS) for t in encoding.encode(text[i:i + CHUNK_CHARS], disallowed_special=())))
+    return out
