@@ -62,6 +62,8 @@ DEFAULT_CONFIG: dict[str, Any] = {
     # How models differ (quality.py): a default answer names its model; a judge grades it at that model's quality.
     "model_quality": {},        # {model name: 0-1}: how good its answers are graded (default: from its name's hash)
     "judge_bias": {},           # {judge model name: -1..1}: a shift of all its grades, as a share of the scale
+    "layout_blind": False,      # a judge's own reading of a request is drawn from its messages in any order: the
+                                # same content laid out otherwise gets the same grades (benchmarks/judge_cost.py)
     "noise": 0.0,               # sd (share of the scale) of a per-arrival draw: an identical request (a judge's
                                 # repeat, a sample) answers differently, reproducibly; 0: same request, same reply
     # Judges with a known bias (biases.py), keyed by the judge model's name, for the bias audit's tests:
