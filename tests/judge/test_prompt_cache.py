@@ -8,6 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from bench.analysis.tables import load_run
+from bench.analysis.usage import usage_by_judge
 from bench.config.entries import JudgeEntry
 from bench.config.rubrics import load_rubric
 from bench.core.records import Candidate, Judgment
@@ -50,6 +52,9 @@ def test_most_judge_input_is_cached_and_the_records_equal_the_bill(tmp_path, fak
     recorded = sum(r.usage.cost_usd for kind in (Candidate, Judgment) for r in store.read(kind))
     assert recorded == pytest.approx(billed["usd"], rel=0.01)
     assert recorded < 0.75 * sum((u.prompt_tokens * 2.5 + u.completion_tokens * 10) / 1e6 for u in judged)
+    shown = usage_by_judge(load_run(done.run_dir).judgments).row(0, named=True)  # the report's table
+    assert shown["cached_tokens"] == cached and shown["cache"] == (
+        f"cache saved ${cached * 1.25 / 1e6:.4f}, {round(100 * cached / prompt)}% of input")
 
 
 def test_a_claude_judge_marks_the_end_of_its_fixed_part_for_the_cache(tmp_path):
