@@ -4,6 +4,7 @@ cached price, is what the provider billed (issue 51: bench recorded 3.2x the bil
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -18,7 +19,7 @@ from bench.judge import _prompts
 from bench.models._transport import prompt_cache
 from bench.models.routing import ModelSpec, cache_prices, cost_usd, resolve
 from bench.testing.grids import grid, judge, model
-from bench.testing.in_process import run_stages
+from bench.testing.in_process import command, run_stages
 
 BILL = {"input": 2.5, "output": 10.0, "cached_input": 1.25}
 PRICE = {"input_per_mtok": 2.5, "output_per_mtok": 10.0, "cached_input_per_mtok": 1.25}
@@ -34,12 +35,15 @@ def long_rubric(path, words: int = 150):
     return path
 
 
+def cached_grid(tmp_path, url, topics: int):
+    return grid(tmp_path / "c.yaml", url, name="c", topics=topics, models=[model("m1", url, price=PRICE)],
+                judges=[judge("j", url, rubric=str(long_rubric(tmp_path / "long.md")), price=PRICE)],
+                limits={"max_concurrency": 4, "retries": 0})
+
+
 def test_most_judge_input_is_cached_and_the_records_equal_the_bill(tmp_path, fake):
     fake.configure(prefix_cache=True, tokenizer="cl100k", bill_per_mtok=BILL)
-    params = grid(tmp_path / "c.yaml", fake.url, name="c", topics=12, models=[model("m1", fake.url, price=PRICE)],
-                  judges=[judge("j", fake.url, rubric=str(long_rubric(tmp_path / "long.md")), price=PRICE)],
-                  limits={"max_concurrency": 4, "retries": 0})
-    done = run_stages(tmp_path, params)
+    done = run_stages(tmp_path, cached_grid(tmp_path, fake.url, 12))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     store = RunStore(done.run_dir)
     judged = [j.usage for j in store.read(Judgment)]
@@ -55,6 +59,17 @@ def test_most_judge_input_is_cached_and_the_records_equal_the_bill(tmp_path, fak
     shown = usage_by_judge(load_run(done.run_dir).judgments).row(0, named=True)  # the report's table
     assert shown["cached_tokens"] == cached and shown["cache"] == (
         f"cache saved ${cached * 1.25 / 1e6:.4f}, {round(100 * cached / prompt)}% of input")
+
+    # 12 more items: the estimate expects the share the records show, and prices it at the cached price
+    est = command(tmp_path, "estimate", str(cached_grid(tmp_path, fake.url, 24)), "--json")
+    stage = next(s for s in json.loads(est.stdout)["stages"] if s["stage"] == "judge")
+    assert stage["to_send"] == 12 and stage["cached_share"] == pytest.approx(cached / prompt, abs=0.02)
+    more = run_stages(tmp_path, tmp_path / "c.yaml")
+    assert more.returncode == 0, more.stdout[-2000:] + more.stderr[-2000:]
+    paid = sum(j.usage.cost_usd for j in RunStore(more.run_dir).read(Judgment)) - sum(
+        u.cost_usd for u in judged)
+    assert stage["cost_usd_expected"] == pytest.approx(paid, rel=0.1)
+    assert stage["cost_usd_max"] > 1.5 * paid  # the bound assumes no cache hit (and every reply at its limit)
 
 
 def test_a_claude_judge_marks_the_end_of_its_fixed_part_for_the_cache(tmp_path):
