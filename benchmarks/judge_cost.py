@@ -99,12 +99,14 @@ def main() -> None:
     rows, identical = {}, True
     with FakeProvider() as fake, tempfile.TemporaryDirectory() as tmp:
         print(f"{a.items} items per mode; judge openai/gpt-4o at $2.50 in / $1.25 cached / $10.00 out per Mtok")
+        rubrics = {source: with_examples(source, Path(tmp)) for source in ("tip-v1", "arena-pairwise")}
+        for source, path in rubrics.items():
+            fixed = counter_for(resolve(ModelSpec("openai/gpt-4o"))).text(
+                _prompts.system_message(load_rubric(str(path), ROOT)))
+            print(f"{source} with worked examples: a fixed part of {fixed:,} tokens")
         print(f"{'mode':<12} {'layout':<11} {'$/1000 items':>12} {'cached':>7} {'requests':>8} {'rec/billed':>10}")
         for name, source, k in MODES:
-            rubric = with_examples(source, Path(tmp))
-            fixed = counter_for(resolve(ModelSpec("openai/gpt-4o"))).text(
-                _prompts.system_message(load_rubric(str(rubric), ROOT)))
-            print(f"{name}: {source} with worked examples, a fixed part of {fixed:,} tokens")
+            rubric = rubrics[source]
             graded = items(a.items, source == "arena-pairwise")
             ways = {}
             for layout, first in (("cache", False), ("item-first", True)):
