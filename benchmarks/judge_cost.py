@@ -1,5 +1,5 @@
 """Dollars per 1,000 graded items, per judging mode, with the prompt laid out for a provider's prompt cache (the fixed
-part first, as bench builds it) and with the item first (``bench.judge._prompts.ITEM_FIRST``, set only here).
+part first, as bench builds it) and with the item first (``bench.judge.layout.ITEM_FIRST``, set only here).
 
 The fake provider caches prompt prefixes as OpenAI does (``prefix_cache``: from 1,024 tokens, in 128-token blocks) and
 bills them at ``cached_input``; the judge is priced as gpt-4o (USD 2.50 input, 1.25 cached input, 10.00 output per
@@ -24,10 +24,10 @@ from pathlib import Path
 from bench.config.entries import JudgeEntry
 from bench.config.rubrics import load_rubric
 from bench.core.records import Scenario
-from bench.judge import _prompts
+from bench.judge import layout
 from bench.judge.grader import Item, Judge, grade_items
 from bench.models.client import LLM, Limits
-from bench.models.routing import ModelSpec, resolve
+from bench.models.routing import resolve
 from bench.models.tokens import counter_for
 from bench.testing.fake_provider import FakeProvider
 from bench.testing.fake_provider.quality import answer_text
@@ -70,7 +70,7 @@ def run(fake: FakeProvider, rubric: Path, k: int, item_first: bool, graded: list
     """Grade ``graded`` with one judge and layout; return its spend, the bill and its verdicts by judgment id."""
     fake.reset()  # counters, bill and the prefix cache
     fake.configure(prefix_cache=True, tokenizer="o200k", bill_per_mtok=BILL, layout_blind=True)
-    _prompts.ITEM_FIRST = item_first
+    layout.ITEM_FIRST = item_first
     entry = JudgeEntry(id="judge", model="openai/gpt-4o", api_base=fake.url, rubric=str(rubric), pack_size=k,
                        price=PRICE)
     judge, out = Judge(entry, load_rubric(str(rubric), ROOT)), []
@@ -83,7 +83,7 @@ def run(fake: FakeProvider, rubric: Path, k: int, item_first: bool, graded: list
     try:
         asyncio.run(go())
     finally:
-        _prompts.ITEM_FIRST = False
+        layout.ITEM_FIRST = False
     usages = [j.usage for j in out if j.usage is not None]
     prompt = sum(u.prompt_tokens or 0 for u in usages)
     return {"usd": sum(u.cost_usd or 0.0 for u in usages), "billed": fake.stats()["billed"]["usd"],
@@ -101,18 +101,18 @@ def main() -> None:
         print(f"{a.items} items per mode; judge openai/gpt-4o at $2.50 in / $1.25 cached / $10.00 out per Mtok")
         rubrics = {source: with_examples(source, Path(tmp)) for source in ("tip-v1", "arena-pairwise")}
         for source, path in rubrics.items():
-            fixed = counter_for(resolve(ModelSpec("openai/gpt-4o"))).text(
-                _prompts.system_message(load_rubric(str(path), ROOT)))
+            judge = Judge(JudgeEntry(id="judge", model="openai/gpt-4o", rubric=str(path)), load_rubric(str(path), ROOT))
+            fixed = counter_for(resolve(judge.entry.spec())).text(layout.judge_messages(judge, "")[0]["content"])
             print(f"{source} with worked examples: a fixed part of {fixed:,} tokens")
         print(f"{'mode':<12} {'layout':<11} {'$/1000 items':>12} {'cached':>7} {'requests':>8} {'rec/billed':>10}")
         for name, source, k in MODES:
             rubric = rubrics[source]
             graded = items(a.items, source == "arena-pairwise")
             ways = {}
-            for layout, first in (("cache", False), ("item-first", True)):
-                row = ways[layout] = run(fake, rubric, k, first, graded)
-                rows[f"{name}, {layout}"] = row
-                print(f"{name:<12} {layout:<11} {row['usd'] / a.items * 1000:>12.4f} {row['cached_share']:>7.1%} "
+            for way, first in (("cache", False), ("item-first", True)):
+                row = ways[way] = run(fake, rubric, k, first, graded)
+                rows[f"{name}, {way}"] = row
+                print(f"{name:<12} {way:<11} {row['usd'] / a.items * 1000:>12.4f} {row['cached_share']:>7.1%} "
                       f"{row['requests']:>8} {row['usd'] / row['billed']:>10.4f}")
             identical &= ways["cache"]["verdicts"] == ways["item-first"]["verdicts"] and not any(
                 w["failed"] for w in ways.values())

@@ -8,14 +8,11 @@ derived from a hash of the content, so it cannot close its own tag.
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from typing import Any
 
 from bench.config.rubrics import Rubric
 from bench.core.errors import ParamsError
 from bench.core.records import content_hash
-from bench.models.routing import ModelSpec, resolve
-from bench.models.tokens import counter_for
 
 CONTEXT = "The model was asked:\n<prompt-{tag}>\n{question}\n</prompt-{tag}>"
 RESPONSE = "<response-{tag}>\n{text}\n</response-{tag}>"
@@ -50,31 +47,6 @@ OWN_ANSWER = ("Your own answer to this question, written before you saw any resp
               "with, not a response to grade):\n<own-answer-{tag}>\n{text}\n</own-answer-{tag}>")
 SOLVE_SYSTEM = ("Answer the user's request yourself, as well as you can: correctly, completely and concisely. "
                 "Your answer will be the reference that other answers to the same request are compared with.")
-
-
-ITEM_FIRST = False  # the item before the fixed part: a cache-hostile layout that only benchmarks/judge_cost.py sets
-CACHE_MIN_TOKENS = 1024  # the shortest prefix a provider caches (OpenAI, Anthropic's Sonnet and Opus)
-
-
-def judge_messages(judge: Any, user: str) -> list[dict[str, Any]]:
-    """Return a judge request's messages: the fixed part first, the system message (instructions, rubric, criteria)
-    byte-identical across the judge's items, so a provider's prompt cache serves it; the item after it. A Claude model
-    gets Anthropic's ``cache_control`` breakpoint after the fixed part (LiteLLM's content parts) when it is long
-    enough to be cached."""
-    system = system_message(judge.rubric)
-    if ITEM_FIRST:
-        return [{"role": "user", "content": user}, {"role": "system", "content": system}]
-    spec = judge.entry.spec()
-    if "claude" in spec.model.lower() and _cacheable(spec, system):
-        return [{"role": "system", "content": [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}]},
-                {"role": "user", "content": user}]
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
-
-
-@lru_cache(maxsize=64)
-def _cacheable(spec: ModelSpec, system: str) -> bool:
-    """Return whether a fixed part is long enough for the provider to cache (counted once per judge and rubric)."""
-    return counter_for(resolve(spec)).text(system) >= CACHE_MIN_TOKENS
 
 
 def clip(text: str, limit: int) -> tuple[str, dict[str, Any]]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from bench.config.reply_schemas import response_format
 from bench.core.errors import JudgeParseError, ProviderError
-from bench.judge._prompts import RUBRIC_USER, clip, criterion_scales, score_fields, judge_messages
+from bench.judge._prompts import RUBRIC_USER, clip, criterion_scales, score_fields
+from bench.judge.layout import judge_messages
 from bench.judge.grader import Item, Judge
 from bench.judge.replies import extract_json, validate_scores
 from bench.models.client import LLM

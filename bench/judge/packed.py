@@ -14,7 +14,8 @@ from bench.core.records import Judgment, Usage, content_hash
 from bench.core.writer import Halt
 from bench.judge._asking import Spend, failure, finished_before, run_bounded
 from bench.judge._prompts import (DATA_NOTE, PACKED_BLOCK, PACKED_USER, criterion_scales, framed,
-                                  references, score_fields, judge_messages)
+                                  references, score_fields)
+from bench.judge.layout import judge_messages
 from bench.config.reply_schemas import response_format
 from bench.judge.images import with_images  # a rubric with images: true shows the scenario's images
 from bench.judge.grader import Emit, Item, Judge

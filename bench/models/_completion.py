@@ -129,7 +129,8 @@ def cache_entry(comp: Completion) -> dict[str, Any]:
     entry = {"text": comp.text, "usage": {
         "prompt_tokens": u["prompt_tokens"], "completion_tokens": u["completion_tokens"],
         "reasoning_tokens": u["reasoning_tokens"], "cached_tokens": u["cached_tokens"],
-        "cache_write_tokens": u["cache_write_tokens"], "cost_usd": u["cost_usd"], "cache_saved_usd": u["cache_saved_usd"],
+        "cache_write_tokens": u["cache_write_tokens"], "cost_usd": u["cost_usd"],
+        "cache_saved_usd": u["cache_saved_usd"],
         "latency_s": u["latency_s"],
         "attempts": u["attempts"], "finish_reason": u["finish_reason"], "batch_id": u["batch_id"],
         "over_limit": u["over_limit"], "estimated": u["estimated"]}}

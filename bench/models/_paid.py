@@ -15,8 +15,8 @@ from bench.models.routing import Route, cost_usd
 from bench.models.reasoning import hides_thinking
 from bench.models.tokens import bound_counter, output_ceiling
 
-_ITEMIZED = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens", "cache_write_tokens", "cost_usd",
-             "cache_saved_usd", "finish_reason", "over_limit", "estimated")
+_ITEMIZED = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens", "cache_write_tokens",
+             "cost_usd", "cache_saved_usd", "finish_reason", "over_limit", "estimated")
 
 
 def reconcile(route: Route, body: dict[str, Any], text: str, usage: dict[str, Any], batch: bool = False) -> None:

@@ -94,8 +94,10 @@ class Budget:
         counter = bound_counter(route)  # each image part at its bound (tokens.IMAGE_TOKENS)
         self.counting[route.spec.model] = counter.tokenizer
         messages = body.get("messages") or []
-        prompt = max(price[0], cache_prices(route, batch)[1]) if breakpoints(messages) else price[0]  # type: ignore[index]
-        return prompt * counter.messages(messages) + price[1] * output_ceiling(route, body)  # never a cache hit
+        prompt = price[0]  # never a cache hit; a cache write (a cache_control mark) at its price when higher
+        if breakpoints(messages):
+            prompt = max(prompt, cache_prices(route, batch)[1])  # type: ignore[index]
+        return prompt * counter.messages(messages) + price[1] * output_ceiling(route, body)
 
     async def reserve(self, route: Route, body: dict[str, Any], *, batch: bool = False) -> Held | None:
         """Reserve the worst-case cost of one request before it is sent (None when it is free), waiting while

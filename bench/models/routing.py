@@ -54,7 +54,7 @@ def body_params(route: Route, params: dict[str, Any], response_format: dict | No
     return out
 
 
-WRITE_PREMIUM = 1.25  # a cache write's price, times the input price, when neither the params nor LiteLLM say (Anthropic's)
+WRITE_PREMIUM = 1.25  # a cache write's price over the input price when neither params nor LiteLLM say (Anthropic's)
 
 
 def price_per_token(route: Route, batch: bool | None = None) -> tuple[float, float] | None:

@@ -15,7 +15,7 @@ from bench.config.entries import JudgeEntry
 from bench.config.rubrics import load_rubric
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
-from bench.judge import _prompts
+from bench.judge import layout
 from bench.models._transport import prompt_cache
 from bench.models.routing import ModelSpec, cache_prices, cost_usd, resolve
 from bench.testing.grids import grid, judge, model
@@ -75,7 +75,7 @@ def test_most_judge_input_is_cached_and_the_records_equal_the_bill(tmp_path, fak
 def test_a_claude_judge_marks_the_end_of_its_fixed_part_for_the_cache(tmp_path):
     def messages(model_string: str, rubric_path) -> list[dict]:
         entry = JudgeEntry(id="j", model=model_string, rubric=str(rubric_path))
-        return _prompts.judge_messages(SimpleNamespace(entry=entry, rubric=load_rubric(str(rubric_path), tmp_path)),
+        return layout.judge_messages(SimpleNamespace(entry=entry, rubric=load_rubric(str(rubric_path), tmp_path)),
                                        "the item")
 
     long_path, short_path = long_rubric(tmp_path / "long.md"), long_rubric(tmp_path / "short.md", 3)

@@ -22,6 +22,12 @@ class PrefixCache:
     def __init__(self) -> None:
         self.seen: set[bytes] = set()
 
+    def used(self, used: dict[str, Any], messages: Any, cfg: dict[str, Any]) -> dict[str, Any]:
+        """Return a reply's ``usage`` with the cached prefix in ``prompt_tokens_details`` (with ``prefix_cache``)."""
+        if cfg["prefix_cache"] and (hit := self.cached(messages, cfg["tokenizer"], used["prompt_tokens"])):
+            used["prompt_tokens_details"] = {"cached_tokens": hit}
+        return used
+
     def cached(self, messages: Any, tokenizer: str, prompt_tokens: int) -> int:
         """Return how many leading tokens of this prompt were cached (0, or ≥ 1,024 in 128-token blocks), and
         remember its prefixes for the requests after it."""
@@ -49,6 +55,16 @@ def _stream(messages: Any, tokenizer: str) -> list[Any]:
             p["text"] for p in content or () if isinstance(p, dict) and isinstance(p.get("text"), str)]
         out.append(f"<{message.get('role')}>")
         for text in texts:
-            out.extend(text.split() if encoding is None else (
-                t for i in range(0, len(text), CHUNK_CHARS) for t in encoding.encode(text[i:i + CHUNK_CHARS], disallowed_special=())))
+            out.extend(text.split() if encoding is None else (t for i in range(0, len(text), CHUNK_CHARS)
+                                                               for t in encoding.encode(text[i:i + CHUNK_CHARS],
+                                                                                        disallowed_special=())))
     return out
+
+
+def billed_usd(used: dict[str, Any], price: dict[str, float] | None) -> float:
+    """Return what a reply's ``usage`` bills at ``bill_per_mtok``: its cached prompt tokens at ``cached_input``."""
+    if not price:
+        return 0.0
+    cached = (used.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+    return ((used["prompt_tokens"] - cached) * price["input"] + cached * price.get("cached_input", price["input"])
+            + used["completion_tokens"] * price["output"]) / 1e6

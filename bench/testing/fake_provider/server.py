@@ -24,7 +24,7 @@ from bench.testing.fake_provider.batches import BatchStore
 from bench.testing.fake_provider.config import DEFAULT_CONFIG, FAULT_KINDS, validate_config
 from bench.testing.fake_provider.replies import (MALFORMED_BODY, default_content, error_body, error_payload,
                                                  load_encoding, usage)
-from bench.testing.fake_provider.prefix_cache import PrefixCache
+from bench.testing.fake_provider.prefix_cache import PrefixCache, billed_usd
 from bench.testing.fake_provider.images import image_digests, image_problem, without_image_data
 from bench.testing.fake_provider.request_body import message_text, request_key, response_schema
 from bench.testing.fake_provider.thinking import assistant, billed_thinking, with_thinking
@@ -262,10 +262,6 @@ class FakeServer:
                 content = " ".join(["word"] * self.config["over_limit_tokens"])
             content, thought = with_thinking(self.config, body, content)
         choice = {"index": 0, "message": assistant(content, thought), "finish_reason": finish_reason}
-        used = billed_thinking(usage(messages, content, self.config["tokenizer"]), thought, self.config)
-        if self.config["prefix_cache"] and (hit := self.prefixes.cached(messages, self.config["tokenizer"],
-                                                                        used["prompt_tokens"])):
-            used["prompt_tokens_details"] = {"cached_tokens": hit}
         if body.get("logprobs") and self.config["logprobs_supported"]:
             choice["logprobs"] = fake_logprobs(content, response_schema(body.get("response_format")),
                                                int(request_key(body)[:8], 16), self.config["logprob_alt"])
@@ -275,7 +271,8 @@ class FakeServer:
             "created": int(time.time()),
             "model": body.get("model") or "fake-model",
             "choices": [choice],
-            "usage": used,
+            "usage": self.prefixes.used(billed_thinking(usage(messages, content, self.config["tokenizer"]), thought,
+                                                        self.config), messages, self.config),  # prefix_cache.py
         }
 
     def arrival(self, body: dict[str, Any]) -> int:
@@ -306,14 +303,11 @@ class FakeServer:
 
     def bill(self, used: dict[str, int]) -> None:
         """Count one reply on the bill (stats ``billed``): its tokens, and USD at ``bill_per_mtok`` when set."""
-        price = self.config["bill_per_mtok"] or {"input": 0.0, "output": 0.0}
-        cached = (used.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
         self.billed["replies"] += 1
         self.billed["prompt_tokens"] += used["prompt_tokens"]
-        self.billed["cached_tokens"] += cached
+        self.billed["cached_tokens"] += used.get("prompt_tokens_details", {}).get("cached_tokens", 0)
         self.billed["completion_tokens"] += used["completion_tokens"]
-        self.billed["usd"] += ((used["prompt_tokens"] - cached) * price["input"] + cached * price.get(
-            "cached_input", price["input"]) + used["completion_tokens"] * price["output"]) / 1e6
+        self.billed["usd"] += billed_usd(used, self.config["bill_per_mtok"])
 
     def match_reply(self, prompt: str) -> dict[str, Any] | None:
         """The first ``replies`` entry whose ``match`` occurs in the prompt text."""
