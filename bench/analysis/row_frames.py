@@ -120,16 +120,16 @@ def usage_columns(rows: Rows, by: str = "model") -> list[Sequence[Any]]:
     if not any(usages):  # schema-1 failures, or rows built without usage: it sent at least one request
         none = [None] * len(rows)
         return [none, none, none, none, none, [1 if e else None for e in errors], [0] * len(rows), versions, none,
-                [0.0] * len(rows)]
+                [0.0] * len(rows), none, none]
     turns = rows.column("turns") if by == "simulator" or "turns" in (rows[0] if rows else {}) else repeat(None)
-    return _columns([_usage_row(u, e, v, t, by) for u, e, v, t in zip(usages, errors, versions, turns)], 10)
+    return _columns([_usage_row(u, e, v, t, by) for u, e, v, t in zip(usages, errors, versions, turns)], 12)
 
 
 def _usage_row(u: Row | None, error: str | None, version: int, turns: Any, by: str) -> tuple:
     if u is None:
-        return (None, None, None, None, None, 1 if error else None, 0, version, None, 0.0)
+        return (None, None, None, None, None, 1 if error else None, 0, version, None, 0.0, None, None)
     return (*itemgetter(*_USAGE_FIELDS)(u), version, u["reasoning_tokens"],
-            paid_cost(_Fields(u), turns, by))  # type: ignore[arg-type]
+            paid_cost(_Fields(u), turns, by), u.get("cached_tokens"), u.get("cache_saved_usd"))  # type: ignore[arg-type]
 
 
 def candidate_frame(rows: Rows, schema: dict[str, Any]) -> pl.DataFrame:

@@ -27,7 +27,8 @@ from bench.core.store import RunStore
 _USAGE = {"prompt_tokens": pl.Int64, "completion_tokens": pl.Int64, "cost_usd": pl.Float64,
           "latency_s": pl.Float64, "cached": pl.Boolean, "calls": pl.Int64, "cache_hits": pl.Int64,
           "schema_version": pl.Int64, "reasoning_tokens": pl.Int64,  # of completion_tokens: thinking (None: unsaid)
-          "paid_usd": pl.Float64}  # what its requests paid now (bench.core.spend.paid_cost: cache hits cost nothing)
+          "paid_usd": pl.Float64,  # what its requests paid now (bench.core.spend.paid_cost: cache hits cost nothing)
+          "cached_tokens": pl.Int64, "cache_saved_usd": pl.Float64}  # of prompt_tokens, the provider's prompt cache
 CANDIDATE_SCHEMA = {"id": pl.Utf8, "model": pl.Utf8, "prompt": pl.Utf8, "cell": pl.Utf8, "scenario": pl.Utf8,
                     "sample": pl.Int64, "output": pl.Utf8, "error": pl.Utf8, "error_kind": pl.Utf8, **_USAGE,
                     "flags": pl.List(pl.Utf8), "ended": pl.Utf8,  # ended: why a conversation stopped (None: one reply)

@@ -1,7 +1,7 @@
 """What a run cost: provider requests, cache hits, tokens, dollars and latency per cell and per judge.
 
 Every attempt counts, retried failures included; cost is summed only where every price was known; latency
-excludes cache hits.
+excludes cache hits. Where a provider's prompt cache served some input, its tokens and what its price saved show too.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ USAGE_COLS = ["calls", "cache_hits", "error", "prompt_tokens", "completion_token
 def _summary(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     fresh = pl.col("latency_s").filter(~pl.col("cached").fill_null(False))
     thought = "reasoning_tokens" in frame.columns and frame["reasoning_tokens"].is_not_null().any()
-    return (frame.group_by(by)
+    cache = "cached_tokens" in frame.columns and frame["cached_tokens"].fill_null(0).sum() > 0
+    return _cache_saved(frame.group_by(by)
             .agg(pl.col("calls").fill_null(0).sum().alias("calls"),
                  pl.col("cache_hits").fill_null(0).sum().alias("cache_hits"),
                  pl.len().alias("records"), pl.col("error").is_not_null().sum().alias("failed_records"),
@@ -24,11 +25,23 @@ def _summary(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
                  pl.col("completion_tokens").sum().alias("completion_tokens"),
                  pl.col("completion_tokens").filter(pl.col("error").is_null()).mean().alias("mean_completion_tokens"),
                  *([pl.col("reasoning_tokens").sum().alias("reasoning_tokens")] if thought else []),
+                 *([pl.col("cached_tokens").sum(), pl.col("cache_saved_usd").sum()] if cache else []),
                  pl.when(pl.col("cost_usd").is_null().sum() == 0).then(pl.col("cost_usd").sum()).alias("cost_usd"),
                  pl.col("cost_usd").is_null().sum().alias("unpriced_records"),
                  fresh.quantile(0.5, "linear").alias("latency_p50_s"),
                  fresh.quantile(0.95, "linear").alias("latency_p95_s"))
             .sort(by))
+
+
+def _cache_saved(table: pl.DataFrame) -> pl.DataFrame:
+    """Add the ``cache`` column, "cache saved $X, Y% of input" (Y: the share of the prompt tokens the provider's
+    prompt cache served), where some prompt was cached."""
+    if "cached_tokens" not in table.columns:
+        return table
+    return table.with_columns(pl.Series("cache", [
+        f"cache saved ${saved or 0:.4f}, {(cached or 0) / prompt:.0%} of input" if prompt else None
+        for saved, cached, prompt in table.select("cache_saved_usd", "cached_tokens", "prompt_tokens").iter_rows()],
+        dtype=pl.Utf8))
 
 
 def usage_by_cell(candidates: pl.DataFrame) -> pl.DataFrame:

@@ -69,6 +69,8 @@ class Price(Strict):
 
     input_per_mtok: float = Field(ge=0)
     output_per_mtok: float = Field(ge=0)
+    cached_input_per_mtok: float | None = Field(default=None, ge=0)  # input read from the prompt cache (default: input)
+    cache_write_per_mtok: float | None = Field(default=None, ge=0)  # input written to it (default: 1.25 × input)
     batch_discount: float = Field(default=DEFAULT_DISCOUNT, ge=0, lt=1)  # the fraction a Batch API call takes off
 
 
@@ -159,7 +161,8 @@ class Endpoint(Strict):
 
     def spec(self) -> ModelSpec:
         """Return the LLM seam's ModelSpec for this endpoint."""
-        price = (self.price.input_per_mtok, self.price.output_per_mtok) if self.price else None
+        p = self.price
+        price = (p.input_per_mtok, p.output_per_mtok, p.cached_input_per_mtok, p.cache_write_per_mtok) if p else None
         batch = self.batch.policy() if isinstance(self.batch, BatchSettings) else BatchPolicy() if self.batch else None
         return ModelSpec(self.model, api_base=self.api_base, api_key_env=self.api_key_env,
                          params=dict(self.params), transport=self.transport, rpm=self.rpm, tpm=self.tpm,

@@ -101,7 +101,10 @@ class Usage(BaseModel):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None  # includes reasoning_tokens: thinking is billed as output
     reasoning_tokens: int | None = None  # of completion_tokens, the thinking the provider reported (None: not said)
+    cached_tokens: int | None = None  # of prompt_tokens, read from the provider's prompt cache (None: not said)
+    cache_write_tokens: int | None = None  # of prompt_tokens, written to its prompt cache (Anthropic's; None: not said)
     cost_usd: float | None = None
+    cache_saved_usd: float | None = None  # what the cached (and cache-write) prices took off the full input price
     latency_s: float | None = None
     attempts: int = 1  # requests sent for the last call (1 + its retries)
     cached: bool = False  # every reply behind this record came from the cache
@@ -155,7 +158,8 @@ def add_usage(parts: list[Usage]) -> Usage | None:
     costs = [u.cost_usd for u in parts]
     return Usage.model_construct(
         prompt_tokens=total("prompt_tokens"), completion_tokens=total("completion_tokens"),
-        reasoning_tokens=total("reasoning_tokens"),
+        reasoning_tokens=total("reasoning_tokens"), cached_tokens=total("cached_tokens"),
+        cache_write_tokens=total("cache_write_tokens"), cache_saved_usd=total("cache_saved_usd"),
         cost_usd=None if any(c is None for c in costs) else round(sum(costs), 12),
         latency_s=None if (lat := total("latency_s")) is None else round(lat, 4),
         attempts=parts[-1].attempts, cached=all(u.cached for u in parts),

@@ -21,7 +21,7 @@ from bench.judge.judgments import load_judges
 from bench.models.cache import open_cache
 from bench.models.client import LLM
 from bench.models.reasoning import thinks
-from bench.models.routing import Route, price_per_token, resolve
+from bench.models.routing import Route, cache_prices, price_per_token, resolve
 from bench.models.tokens import PER_MESSAGE, TokenCounter, counter_for, image_parts, output_bound
 from bench.run import Run
 
@@ -67,6 +67,7 @@ class StageEstimate:
     reasoning: bool = False  # the model thinks first: its thinking is in the output tokens (bench.models.reasoning)
     images: int = 0  # image parts of the requests to send, each in input_tokens at tokens.IMAGE_TOKENS (a bound)
     bounded_by: str = ""  # its conversations' bounds: "support@v1 bounded by max_turns 6 and max_steps 8" ("": none)
+    cached_share: float = 0.0  # of the expected input, served by the provider's prompt cache (the run folder's share)
 
     def as_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -170,7 +171,10 @@ def _stage(w: StageWork, route: Route, seen: Observed) -> StageEstimate:
     worst = (input_tokens + repair_input + repairs * bound, (n + repairs) * bound)
     likely = (input_likely + rate * (repair_input + expected), expected * (1 + rate))
     at, direct, batched = price_per_token(route), price_per_token(route, False), price_per_token(route, True)
-    cost = lambda price, tokens: _usd(price, tokens, n)  # noqa: E731
+    share = {a.source: seen.cached_share.get(a.source, 0.0) for a in w.asks}
+    hits = sum(_input(counter, a, seen.tokens) * share[a.source] for a in w.asks) if any(share.values()) else 0.0
+    cost = lambda price, tokens, batch=route.spec.batch is not None: _less(  # noqa: E731
+        _usd(price, tokens, n), hits * _cache_discount(route, batch))
     return StageEstimate(
         stage=w.stage, id=w.id, mode=w.mode, model=route.spec.model, batch=route.spec.batch is not None,
         requests=w.held + w.requests, cached=w.held + w.cached, held=w.held, cache_hits=w.cached, to_send=n,
@@ -178,9 +182,10 @@ def _stage(w: StageWork, route: Route, seen: Observed) -> StageEstimate:
         output_bound=bound, output_bound_from=bound_from,
         expected_from=expected_from,
         repairs_max=repairs, repair_rate=round(rate, 4), tokenizer=counter.tokenizer, tokenizer_note=counter.note,
-        price_known=at is not None, cost_usd_max=cost(at, worst), cost_usd_expected=cost(at, likely),
-        cost_usd_expected_direct=cost(direct, likely), cost_usd_expected_batch=cost(batched, likely),
-        cost_usd_min=cost(at, (input_floor, 0)), reasoning=thinks(route.spec),
+        price_known=at is not None, cost_usd_max=_usd(at, worst, n), cost_usd_expected=cost(at, likely),
+        cost_usd_expected_direct=cost(direct, likely, False), cost_usd_expected_batch=cost(batched, likely, True),
+        cost_usd_min=_usd(at, (input_floor, 0), n), reasoning=thinks(route.spec),
+        cached_share=round(hits / input_likely, 4) if input_likely else 0.0,
         images=sum(image_parts(a.messages) for a in w.asks),
         bounded_by="; ".join(f"{key} bounded by {words}" for key, words in w.bounds.items()))
 
@@ -207,6 +212,16 @@ def _usd(price: tuple[float, float] | None, tokens: tuple[float, float], request
     if price is None:
         return None
     return round(price[0] * tokens[0] + price[1] * tokens[1], 9)
+
+
+def _cache_discount(route: Route, batch: bool) -> float:
+    """Return what a token served by the provider's prompt cache costs less than the input price."""
+    price, cached = price_per_token(route, batch), cache_prices(route, batch)
+    return 0.0 if price is None or cached is None else price[0] - cached[0]
+
+
+def _less(usd: float | None, saved: float) -> float | None:
+    return usd if usd is None or not saved else round(usd - saved, 9)
 
 
 def needed_budget(spent: float, expected: float) -> float:

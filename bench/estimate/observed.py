@@ -1,8 +1,8 @@
 """What earlier records of a run folder say about the next requests: reply lengths and repair turns.
 
 Mean completion tokens per request of a cell's answers (else of the same model and params), of a simulated
-user, and of a judge's replies; and a judge's repair rate per first-turn request. Retries count as repairs,
-so the rate errs high, never low.
+user, and of a judge's replies; a judge's repair rate per first-turn request (retries count as repairs, so the
+rate errs high, never low); the share of a cell's or a judge's input its provider's prompt cache served.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ class Observed:
     cell_models: dict[str, str] = field(default_factory=dict)  # cell key -> model_key of its model entry
     judge_tokens: dict[str, float] = field(default_factory=dict)  # judge id -> completion tokens per reply
     repair_rate: dict[str, float] = field(default_factory=dict)  # judge id -> repair turns per first request
+    cached_share: dict[str, float] = field(default_factory=dict)  # cell key or judge id -> input from the prompt cache
 
     def tokens(self, source: str) -> float | None:
         """Return the observed output tokens per request of a cell key (its own answers, else those of the same
@@ -60,8 +61,10 @@ def observe(store: RunStore, judges: list[Judge], cells: Iterable[Cell] = ()) ->
                                 for c in cells})
     sums: dict[str, list[int]] = {}
     by_model: dict[str, list[int]] = {}
+    cached: dict[str, list[int]] = {}  # cell key or judge id -> [cached, prompt] tokens of paid replies
     for cand in store.iter(Candidate):
         usage = cand.usage
+        _cached(cached, cand.cell, usage)
         if cand.ok and usage is not None and usage.completion_tokens is not None:
             for acc in (sums.setdefault(cand.cell, [0, 0]),
                         by_model.setdefault(model_key(cand.model, cand.endpoint, cand.params), [0, 0])):
@@ -83,6 +86,7 @@ def observe(store: RunStore, judges: list[Judge], cells: Iterable[Cell] = ()) ->
         judge, usage = by_id.get(rec.judge_id), rec.usage
         if judge is None or usage is None:
             continue
+        _cached(cached, rec.judge_id, usage)
         asked = usage.calls + usage.cache_hits
         if rec.ok and usage.completion_tokens is not None and asked:
             acc = tokens.setdefault(rec.judge_id, [0, 0])
@@ -98,5 +102,14 @@ def observe(store: RunStore, judges: list[Judge], cells: Iterable[Cell] = ()) ->
             acc2[1] += judge.grader.requests_per_item(judge) / len(judge.grader.orders)
         acc2[1] += bool(rec.details.get("solution_paid"))  # the judge's own answer it paid for: a first turn too
     out.judge_tokens = {jid: total / n for jid, (total, n) in tokens.items() if n}
+    out.cached_share = {key: c / p for key, (c, p) in cached.items() if p}
     out.repair_rate = {jid: min(1.0, max(0.0, (n - first) / first)) for jid, (n, first) in replies.items() if first}
     return out
+
+
+def _cached(acc: dict[str, list[int]], key: str, usage: Any) -> None:
+    """Add a record's paid prompt tokens, and those its provider's prompt cache served, to ``acc[key]``."""
+    if usage is not None and usage.calls and usage.prompt_tokens:
+        pair = acc.setdefault(key, [0, 0])
+        pair[0] += usage.cached_tokens or 0
+        pair[1] += usage.prompt_tokens

@@ -70,6 +70,13 @@ def notes(est: Estimate, *, compact: bool, entries: dict[tuple[str, str], str], 
                    "the expected tokens (at the judge's observed repair rate); at the price each stage is called at "
                    "(batch: yes = the Batch API price); exp direct / exp batch: the expected cost without / with "
                    "the Batch API")
+    if cached := [s for s in stages if s.cached_share and s.to_send]:
+        out.append(f"prompt cache: {', '.join(f'{where(s)} ({s.id}) {s.cached_share:.0%}' for s in cached)} of the "
+                   f"expected input served from the provider's prompt cache, the share of the run folder's records; "
+                   f"cost exp prices it at the cached input price, cost max never assumes a hit")
+    elif not compact and any(s.to_send for s in stages):
+        out.append("prompt cache: none assumed (no record of the run folder shows cached input): cost exp is at the "
+                   "full input price")
     if bounded := [s for s in stages if s.bounded_by]:
         out.append(f"conversations: {'; '.join(f'{where(s)} ({s.id}): {s.bounded_by}' for s in bounded)}. "
                    f"Their requests are bounded: a turns script by its turns, a simulated user by max_turns "

@@ -11,7 +11,8 @@ from bench.core.errors import Halted, JudgeParseError, ProviderError
 from bench.core.records import Judgment
 from bench.core.writer import Halt
 from bench.judge._asking import Spend, ask_json, failure, run_bounded
-from bench.judge._prompts import CHECK_USER, DATA_NOTE, framed, references, system_message
+from bench.judge._prompts import CHECK_USER, DATA_NOTE, framed, references
+from bench.judge.layout import judge_messages
 from bench.config.reply_schemas import response_format
 from bench.judge.images import with_images  # a rubric with images: true shows the scenario's images
 from bench.judge.grader import Emit, Item, Judge, Request
@@ -76,7 +77,7 @@ def _check_messages(judge: Judge, item: Item, req: Any) -> list[dict]:
     user = CHECK_USER.format(context=context, note=DATA_NOTE,
                              response=response_block(judge, item, 0, tag, text),
                              requirement=req.text)
-    messages = [{"role": "system", "content": system_message(judge.rubric)}, {"role": "user", "content": user}]
+    messages = judge_messages(judge, user)
     return with_images(judge.rubric, messages, [item])
 
 

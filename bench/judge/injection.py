@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from bench.config.reply_schemas import response_format
 from bench.core.errors import JudgeParseError, ProviderError
-from bench.judge._prompts import RUBRIC_USER, clip, criterion_scales, score_fields, system_message
+from bench.judge._prompts import RUBRIC_USER, clip, criterion_scales, score_fields
+from bench.judge.layout import judge_messages
 from bench.judge.grader import Item, Judge
 from bench.judge.replies import extract_json, validate_scores
 from bench.models.client import LLM
@@ -16,7 +17,7 @@ def undefended_messages(judge: Judge, item: Item) -> list[dict]:
     text, _note = clip(item.texts[0], judge.rubric.max_chars)
     user = RUBRIC_USER.format(context=f"The model was asked:\n{item.question}", response=text, note="",
                               fields=score_fields(judge.rubric)).replace("\n\n\n\n", "\n\n")
-    return [{"role": "system", "content": system_message(judge.rubric)}, {"role": "user", "content": user}]
+    return judge_messages(judge, user)
 
 
 async def grade_undefended(judge: Judge, item: Item, llm: LLM) -> float | None:

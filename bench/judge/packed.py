@@ -14,7 +14,8 @@ from bench.core.records import Judgment, Usage, content_hash
 from bench.core.writer import Halt
 from bench.judge._asking import Spend, failure, finished_before, run_bounded
 from bench.judge._prompts import (DATA_NOTE, PACKED_BLOCK, PACKED_USER, criterion_scales, framed,
-                                  references, score_fields, system_message)
+                                  references, score_fields)
+from bench.judge.layout import judge_messages
 from bench.config.reply_schemas import response_format
 from bench.judge.images import with_images  # a rubric with images: true shows the scenario's images
 from bench.judge.grader import Emit, Item, Judge
@@ -44,9 +45,8 @@ def packed_messages(judge: Judge, order: list[Item], ids: list[str]) -> tuple[li
         tag, context = framed(item.question, (text,), references(judge.rubric, item))
         blocks.append(PACKED_BLOCK.format(id=sid, context=context,
                                           response=response_block(judge, item, 0, tag, text)))
-    messages = [{"role": "system", "content": system_message(judge.rubric)},
-                {"role": "user", "content": PACKED_USER.format(k=len(order), blocks="\n\n".join(blocks),
-                                                              note=DATA_NOTE, fields=score_fields(judge.rubric))}]
+    messages = judge_messages(judge, PACKED_USER.format(k=len(order), blocks="\n\n".join(blocks), note=DATA_NOTE,
+                                                        fields=score_fields(judge.rubric)))
     return with_images(judge.rubric, messages, order, labels=ids), notes
 
 

@@ -10,7 +10,8 @@ from bench.core.errors import Halted, JudgeParseError, ProviderError
 from bench.core.records import Judgment
 from bench.core.writer import Halt
 from bench.judge._asking import Spend, ask_json, failure, run_bounded
-from bench.judge._prompts import DATA_NOTE, PAIR_USER, framed, references, system_message
+from bench.judge._prompts import DATA_NOTE, PAIR_USER, framed, references
+from bench.judge.layout import judge_messages
 from bench.config.reply_schemas import response_format
 from bench.judge.images import with_images  # a rubric with images: true shows the scenario's images
 from bench.judge.grader import Emit, Item, Judge, Request
@@ -58,7 +59,7 @@ def _pair_messages(judge: Judge, item: Item, order: str) -> tuple[list[dict], di
                             a=response_block(judge, item, first, tag + "a", a),
                             b=response_block(judge, item, second, tag + "b", b),
                             labels=", ".join(judge.rubric.labels))
-    messages = [{"role": "system", "content": system_message(judge.rubric)}, {"role": "user", "content": user}]
+    messages = judge_messages(judge, user)
     return with_images(judge.rubric, messages, [item]), na, nb
 
 

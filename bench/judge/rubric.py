@@ -9,8 +9,8 @@ from bench.core.errors import Halted, JudgeParseError, ProviderError
 from bench.core.records import Judgment
 from bench.core.writer import Halt
 from bench.judge._asking import Spend, ask_json, failure, run_bounded
-from bench.judge._prompts import (DATA_NOTE, RUBRIC_USER, criterion_scales, framed, references, score_fields,
-                                  system_message)
+from bench.judge._prompts import (DATA_NOTE, RUBRIC_USER, criterion_scales, framed, references, score_fields)
+from bench.judge.layout import judge_messages
 from bench.config.reply_schemas import response_format
 from bench.judge.images import with_images  # a rubric with images: true shows the scenario's images
 from bench.judge.grader import Emit, Item, Judge, Request
@@ -28,7 +28,7 @@ def rubric_messages(judge: Judge, item: Item) -> tuple[list[dict], dict]:
     tag, context = framed(item.question, (text,), references(judge.rubric, item))
     user = RUBRIC_USER.format(context=context, response=response_block(judge, item, 0, tag, text),
                               note=DATA_NOTE, fields=score_fields(judge.rubric))
-    messages = [{"role": "system", "content": system_message(judge.rubric)}, {"role": "user", "content": user}]
+    messages = judge_messages(judge, user)
     return with_images(judge.rubric, messages, [item]), note
 
 

@@ -33,8 +33,8 @@ class Completion:
 _FIELDS = frozenset(Usage.model_fields)
 # what the cache keeps of a reply's usage, in Usage's order (counts and paid attempts belong to one call);
 # ``cache_entry`` spells them out in this order (tests/models/test_completion_usage.py holds it to KEPT)
-KEPT = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cost_usd", "latency_s", "attempts", "finish_reason",
-        "batch_id", "over_limit", "estimated")
+KEPT = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens", "cache_write_tokens", "cost_usd",
+        "cache_saved_usd", "latency_s", "attempts", "finish_reason", "batch_id", "over_limit", "estimated")
 
 
 _DEFAULTS = {name: f.get_default(call_default_factory=True) for name, f in Usage.model_fields.items()}
@@ -129,7 +129,10 @@ def cache_entry(comp: Completion) -> dict[str, Any]:
     u = _own(comp.usage.__dict__)  # the plain values model_dump(include=KEPT) returns, spelled out: no loop per reply
     entry = {"text": comp.text, "usage": {
         "prompt_tokens": u["prompt_tokens"], "completion_tokens": u["completion_tokens"],
-        "reasoning_tokens": u["reasoning_tokens"], "cost_usd": u["cost_usd"], "latency_s": u["latency_s"],
+        "reasoning_tokens": u["reasoning_tokens"], "cached_tokens": u["cached_tokens"],
+        "cache_write_tokens": u["cache_write_tokens"], "cost_usd": u["cost_usd"],
+        "cache_saved_usd": u["cache_saved_usd"],
+        "latency_s": u["latency_s"],
         "attempts": u["attempts"], "finish_reason": u["finish_reason"], "batch_id": u["batch_id"],
         "over_limit": u["over_limit"], "estimated": u["estimated"]}}
     if comp.logprobs:

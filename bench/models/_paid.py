@@ -15,8 +15,8 @@ from bench.models.routing import Route, cost_usd
 from bench.models.reasoning import hides_thinking
 from bench.models.tokens import bound_counter, output_ceiling
 
-_ITEMIZED = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cost_usd", "finish_reason", "over_limit",
-             "estimated")
+_ITEMIZED = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens", "cache_write_tokens",
+             "cost_usd", "cache_saved_usd", "finish_reason", "over_limit", "estimated")
 
 
 def reconcile(route: Route, body: dict[str, Any], text: str, usage: dict[str, Any], batch: bool = False) -> None:
@@ -51,7 +51,8 @@ def with_paid(usage: dict[str, Any], paid: list[dict[str, Any]], attempt: int) -
     costs = [a.get("cost_usd") for a in every]
     return {**usage, "prompt_tokens": sum(a.get("prompt_tokens") or 0 for a in every),
             "completion_tokens": sum(a.get("completion_tokens") or 0 for a in every),
-            "reasoning_tokens": summed_known(every, "reasoning_tokens"),
+            **{k: summed_known(every, k) for k in ("reasoning_tokens", "cached_tokens", "cache_write_tokens",
+                                                   "cache_saved_usd")},
             "cost_usd": None if any(c is None for c in costs) else sum(costs),
             "over_limit": any(a.get("over_limit") for a in every), "estimated": any(a.get("estimated") for a in every),
             "paid_attempts": every}

@@ -97,6 +97,8 @@ def parse_openai(route: Route, status: int, payload: bytes, retry_after: str | N
              "finish_reason": choice.get("finish_reason")}
     if calls := choice["message"].get("tool_calls"):  # the client takes them off (Completion.tool_calls)
         usage["tool_calls"] = wire_calls(calls)
+    if u.get("prompt_tokens_details"):  # OpenAI's cached input (a dict per reply that has one)
+        prompt_cache(u, usage)
     thinking = reasoning_tokens(u) if u.get("completion_tokens_details") else None  # most replies: none
     return thought_apart(route, text, choice["message"], usage, u.get("total_tokens"), thinking, data)
 
@@ -157,8 +159,28 @@ async def send_litellm(route: Route, body: dict, timeout_s: float) -> Reply:
         usage["tool_calls"] = wire_calls(calls)
         if blocks := getattr(choice.message, "thinking_blocks", None):  # Anthropic's signed thinking, sent back with them
             usage["thinking_blocks"] = [b.model_dump() if hasattr(b, "model_dump") else dict(b) for b in blocks]
+    if u is not None:
+        prompt_cache(u, usage)
     return thought_apart(route, choice.message.content or "", choice.message, usage, getattr(u, "total_tokens", None),
                          reasoning_tokens(u), _logprobs_body(getattr(choice, "logprobs", None)))
+
+
+def prompt_cache(u: Any, usage: dict[str, Any]) -> None:
+    """Set ``cached_tokens`` and ``cache_write_tokens`` (both of ``prompt_tokens``) from a reply's usage, a dict or
+    LiteLLM's object: ``prompt_tokens_details.cached_tokens`` (OpenAI, and LiteLLM's normalised usage), Anthropic's
+    ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` (LiteLLM keeps them, and adds both to
+    ``prompt_tokens``), ``prompt_tokens_details.cache_creation_tokens``; left unset when the reply says nothing."""
+    def get(obj: Any, name: str) -> Any:
+        return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+    details = get(u, "prompt_tokens_details")
+    read = get(details, "cached_tokens") if details is not None else None
+    write = get(details, "cache_creation_tokens") if details is not None else None
+    read, write = read or get(u, "cache_read_input_tokens"), write or get(u, "cache_creation_input_tokens")
+    if isinstance(read, int) and read > 0:
+        usage["cached_tokens"] = read
+    if isinstance(write, int) and write > 0:
+        usage["cache_write_tokens"] = write
 
 
 def wire_calls(calls: list[Any]) -> list[dict[str, Any]]:

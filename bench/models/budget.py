@@ -23,7 +23,7 @@ from bench.models._leases import RemoteLimiter
 from bench.models._purse import Purse
 from bench.models.cache import open_cache
 from bench.models.ratelimit import limiter_for
-from bench.models.routing import Route, price_per_token
+from bench.models.routing import Route, cache_prices, price_per_token
 from bench.models.tokens import bound_counter, output_ceiling
 
 
@@ -108,7 +108,11 @@ class Budget:
             return 0.0
         counter = bound_counter(route)  # each image part at its bound (tokens.IMAGE_TOKENS)
         self.counting[route.spec.model] = counter.tokenizer
-        return price[0] * counter.messages(body.get("messages") or []) + price[1] * output_ceiling(route, body)
+        messages = body.get("messages") or []
+        prompt = price[0]  # never a cache hit; a cache write (a cache_control mark) at its price when higher
+        if breakpoints(messages):
+            prompt = max(prompt, cache_prices(route, batch)[1])  # type: ignore[index]
+        return prompt * counter.messages(messages) + price[1] * output_ceiling(route, body)
 
     async def reserve(self, route: Route, body: dict[str, Any], *, batch: bool = False) -> Held | None:
         """Reserve the worst-case cost of one request before it is sent (None when it is free), waiting while
@@ -196,3 +200,10 @@ def budget_line(state: dict[str, Any]) -> str:
             f"in all, up to {dollars(float(state['margin']))} each, set aside from then on for every call in "
             f"flight); the budget can be passed by at most {dollars(float(state['surprise']))}: what replies overran "
             f"past the margin set aside when they were sent")
+
+
+def breakpoints(messages: list[dict[str, Any]]) -> bool:
+    """Return whether a request asks its provider to write its prompt cache (a ``cache_control`` part: Anthropic's,
+    billed above the input price, so its worst case prices the prompt at the cache-write price)."""
+    return any(isinstance(m.get("content"), list) and any(isinstance(p, dict) and "cache_control" in p
+                                                            for p in m["content"]) for m in messages)

@@ -13,8 +13,8 @@ from bench.models.genparams import limit_named
 from bench.models.providers import (DIRECT_PROVIDERS, SELF_HOSTED_PREFIXES, ModelSpec, Route, Transport,
                                     provider_for)
 
-__all__ = ["DIRECT_PROVIDERS", "SELF_HOSTED_PREFIXES", "ModelSpec", "Route", "Transport", "body_params", "cost_usd",
-           "price_per_token", "resolve"]
+__all__ = ["DIRECT_PROVIDERS", "SELF_HOSTED_PREFIXES", "ModelSpec", "Route", "Transport", "body_params",
+           "cache_prices", "cost_usd", "price_per_token", "resolve"]
 
 
 def resolve(spec: ModelSpec) -> Route:
@@ -57,6 +57,9 @@ def body_params(route: Route, params: dict[str, Any], response_format: dict | No
     return out
 
 
+WRITE_PREMIUM = 1.25  # a cache write's price over the input price when neither params nor LiteLLM say (Anthropic's)
+
+
 def price_per_token(route: Route, batch: bool | None = None) -> tuple[float, float] | None:
     """Return (input, output) USD per token, or None when the price is unknown.
 
@@ -70,6 +73,18 @@ def price_per_token(route: Route, batch: bool | None = None) -> tuple[float, flo
     if route.spec.price is not None:
         scale = off if batch else 1.0
         return route.spec.price[0] / 1e6 * scale, route.spec.price[1] / 1e6 * scale
+    entry = _map_entry(route)
+    if entry is None:
+        return None
+    price = float(entry["input_cost_per_token"]), float(entry.get("output_cost_per_token") or 0.0)
+    if not batch:
+        return price
+    listed = entry.get("input_cost_per_token_batches"), entry.get("output_cost_per_token_batches")
+    return (float(listed[0]), float(listed[1] or 0.0)) if listed[0] is not None else (price[0] * off, price[1] * off)
+
+
+def _map_entry(route: Route) -> dict[str, Any] | None:
+    """Return the route's entry in LiteLLM's price map (None: not there, or not a model the map speaks for)."""
     if not route.provider.in_model_map(route):
         return None
     cost = litellm().model_cost
@@ -77,22 +92,51 @@ def price_per_token(route: Route, batch: bool | None = None) -> tuple[float, flo
     for key in (route.spec.model, route.served_model, f"{route.vendor}/{route.served_model}", bare):
         entry = cost.get(key)
         if entry and entry.get("input_cost_per_token") is not None:
-            price = float(entry["input_cost_per_token"]), float(entry.get("output_cost_per_token") or 0.0)
-            if not batch:
-                return price
-            listed = entry.get("input_cost_per_token_batches"), entry.get("output_cost_per_token_batches")
-            return (float(listed[0]), float(listed[1] or 0.0)) if listed[0] is not None else (
-                price[0] * off, price[1] * off)
+            return entry
     return None
+
+
+def cache_prices(route: Route, batch: bool = False) -> tuple[float, float] | None:
+    """Return (cached input, cache write) USD per token: the declared ``cached_input_per_mtok`` and
+    ``cache_write_per_mtok``, else LiteLLM's ``cache_read_input_token_cost`` and ``cache_creation_input_token_cost``,
+    else the input price and WRITE_PREMIUM × it (never less than billed); the Batch API's at the batch input's
+    ratio to the direct one. None when the price is unknown."""
+    key = (batch, "cache")
+    if key in route.prices:
+        return route.prices[key]
+    base, at = price_per_token(route, False), price_per_token(route, batch)
+    if base is None or at is None:
+        route.prices[key] = None
+        return None
+    declared = route.spec.price
+    if declared is not None:
+        read, write = (declared[2:4] if len(declared) > 2 else (None, None))
+        read, write = (None if v is None else v / 1e6 for v in (read, write))
+    else:
+        entry = _map_entry(route) or {}
+        read, write = entry.get("cache_read_input_token_cost"), entry.get("cache_creation_input_token_cost")
+    scale = at[0] / base[0] if base[0] else 0.0
+    out = (float(base[0] if read is None else read) * scale,
+           float(base[0] * WRITE_PREMIUM if write is None else write) * scale)
+    route.prices[key] = out
+    return out
 
 
 def cost_usd(route: Route, usage: dict[str, Any], batch: bool = False) -> float | None:
     """Return the USD cost of one answer (at the Batch API price when ``batch``), or None when the price or the
-    token counts are unknown."""
+    token counts are unknown. The prompt's cached and cache-write tokens are priced at ``cache_prices``, and what
+    that took off the full input price is set as ``usage["cache_saved_usd"]``."""
     prices = route.prices  # looked up once per model and kind of call, not per reply
     if batch not in prices:
         prices[batch] = price_per_token(route, batch)
     price = prices[batch]
     if price is None or usage.get("prompt_tokens") is None or usage.get("completion_tokens") is None:
         return None
-    return price[0] * usage["prompt_tokens"] + price[1] * usage["completion_tokens"]
+    cost = price[0] * usage["prompt_tokens"] + price[1] * usage["completion_tokens"]
+    read, write = usage.get("cached_tokens"), usage.get("cache_write_tokens")
+    if read or write:
+        at = cache_prices(route, batch)
+        saved = (read or 0) * (price[0] - at[0]) + (write or 0) * (price[0] - at[1])  # type: ignore[index]
+        usage["cache_saved_usd"] = saved
+        cost -= saved
+    return cost

@@ -40,9 +40,10 @@ def rows(values: list[tuple], schema: dict[str, Any]) -> pl.DataFrame:
 def usage(rec: Any, by: str = "model") -> tuple:
     u = rec.simulator_usage if by == "simulator" else rec.usage
     if u is None:  # a schema-1 failure: it sent at least one request
-        return (None, None, None, None, None, 1 if rec.error else None, 0, rec.schema_version, None, 0.0)
+        return (None, None, None, None, None, 1 if rec.error else None, 0, rec.schema_version, None, 0.0, None, None)
     return (u.prompt_tokens, u.completion_tokens, u.cost_usd, u.latency_s, u.cached, u.calls, u.cache_hits,
-            rec.schema_version, u.reasoning_tokens, paid_cost(u, getattr(rec, "turns", None), by))
+            rec.schema_version, u.reasoning_tokens, paid_cost(u, getattr(rec, "turns", None), by), u.cached_tokens,
+            u.cache_saved_usd)
 
 
 def candidate_row(c: Candidate) -> tuple:

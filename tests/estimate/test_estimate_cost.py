@@ -32,7 +32,7 @@ STAGE_KEYS = {"stage", "id", "requests", "cached", "input_tokens", "output_token
               "cost_usd_expected", "cost_usd_expected_direct", "cost_usd_expected_batch", "output_tokens_expected",
               "repairs_max", "held", "cache_hits", "to_send", "unknown", "mode", "model", "batch", "output_bound",
               "output_bound_from", "expected_from", "repair_rate", "tokenizer", "tokenizer_note", "price_known",
-              "cost_usd_min", "reasoning", "images", "bounded_by"}
+              "cost_usd_min", "reasoning", "images", "bounded_by", "cached_share"}
 
 
 def jury(url: str) -> list[dict]:

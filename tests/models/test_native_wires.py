@@ -151,9 +151,9 @@ def test_records_cost_what_the_fake_billed_within_the_budget(wire_run):
     assert sum(u.prompt_tokens for u in usages) == billed["prompt_tokens"]
     assert sum(u.completion_tokens for u in usages) == billed["completion_tokens"]
     assert sum(u.cost_usd for u in usages) == pytest.approx(billed["usd"], rel=1e-9) and billed["usd"] < 5.0
-    assert billed["cache_read_tokens"] >= 1024 * 2 * 2  # scenarios 2 and 3 of each model's tip prompt
+    assert billed["cached_tokens"] >= 1024 * 2 * 2  # scenarios 2 and 3 of each model's tip prompt
     if "cached_tokens" in Usage.model_fields:  # the records carry cached tokens (the cached-price issue)
-        assert sum(u.cached_tokens or 0 for u in usages) == billed["cache_read_tokens"]
+        assert sum(u.cached_tokens or 0 for u in usages) == billed["cached_tokens"]
 
 
 def test_the_preflight_asks_each_wire_where_it_lists_its_models(fake):
@@ -189,4 +189,4 @@ def test_the_fake_caches_a_repeated_prefix_and_litellm_reads_it(fake):
         first, second = asyncio.run(twice(model, base))
         assert (first.prompt_tokens_details.cached_tokens or 0, second.prompt_tokens_details.cached_tokens) == (0, 1024)
         assert second.prompt_tokens == first.prompt_tokens  # the cached tokens are part of the prompt, as billed
-    assert fake.stats()["billed"]["cache_read_tokens"] == 2048
+    assert fake.stats()["billed"]["cached_tokens"] == 2048

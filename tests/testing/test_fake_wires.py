@@ -44,7 +44,7 @@ def test_a_cache_breakpoint_reports_the_blocks_written_then_read(fake):
     assert first["input_tokens"] == second["input_tokens"] == 2101 - 2048  # 2,100 words and "q", less the cache's
     other = json.loads(post(fake, {**marked, "model": "claude-opus-4-5"}, path=CLAUDE)[2])["usage"]
     assert other["cache_read_input_tokens"] == 0  # each model has a cache of its own
-    assert fake.stats()["billed"]["cache_read_tokens"] == 2048
+    assert fake.stats()["billed"]["cached_tokens"] == 2048
 
 
 def test_gemini_thinks_unless_its_budget_is_zero_and_shows_thoughts_only_when_asked(fake):

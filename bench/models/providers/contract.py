@@ -32,7 +32,7 @@ class ModelSpec:
     transport: Transport = "auto"
     rpm: int | None = None
     tpm: int | None = None  # tokens (prompt + completion) per minute, estimated before a call, corrected after
-    price: tuple[float, float] | None = None
+    price: tuple[float, float, float | None, float | None] | None = None  # input, output, cached input, cache write
     max_concurrency: int | None = None  # this model's own cap on requests in flight (server slots, provider limits)
     batch: BatchPolicy | None = None  # send through the provider's Batch API (bench.models.batches)
     batch_discount: float | None = None  # with ``price``: the fraction a batch call takes off (default 0.5)
@@ -63,7 +63,7 @@ class Route:
     key_env: str | None
     body_params: dict[str, dict[str, Any]] = field(default_factory=dict)  # memo: params JSON → body
     base_settings: str | None = None  # canonical (params, no schema) of the spec itself, built on first use
-    prices: dict[bool, tuple[float, float] | None] = field(default_factory=dict)  # memo: batch? → price_per_token
+    prices: dict[Any, Any] = field(default_factory=dict)  # memo: batch? → price_per_token, (batch?, "cache") → cache_prices
 
     def api_key(self) -> str | None:
         """Return the key from the environment at call time (never stored anywhere)."""

@@ -53,12 +53,18 @@ DEFAULT_CONFIG: dict[str, Any] = {
                                 # finish_reason "length" (like rate_empty) ...
     "empty_bills_limit": False,  # ... and every empty reply bills the request's max_tokens as completion tokens
                                  # (a model that spent its limit before answering), not the usual 1
-    "bill_per_mtok": None,      # {"input": USD, "output": USD} per million tokens: stats "billed" counts USD
+    "bill_per_mtok": None,      # {"input": USD, "output": USD[, "cached_input": USD, "cache_write": USD]} per million
+                                # tokens: stats "billed" counts USD (cached input tokens at cached_input, default
+                                # input; a native wire's cache writes at cache_write, default 1.25 x input)
+    "prefix_cache": False,      # OpenAI's prompt cache: a prompt prefix seen before, from 1,024 tokens in 128-token
+                                # blocks, is reported as usage.prompt_tokens_details.cached_tokens (prefix_cache.py)
     "bill_hung_up": False,      # a request whose client hung up (a kill) before its reply is billed all the same,
                                 # as a provider that finishes a reply bills it (billed replies beyond statuses 200)
     # How models differ (quality.py): a default answer names its model; a judge grades it at that model's quality.
     "model_quality": {},        # {model name: 0-1}: how good its answers are graded (default: from its name's hash)
     "judge_bias": {},           # {judge model name: -1..1}: a shift of all its grades, as a share of the scale
+    "layout_blind": False,      # a judge's own reading of a request is drawn from its messages in any order: the
+                                # same content laid out otherwise gets the same grades (benchmarks/judge_cost.py)
     "noise": 0.0,               # sd (share of the scale) of a per-arrival draw: an identical request (a judge's
                                 # repeat, a sample) answers differently, reproducibly; 0: same request, same reply
     # Judges with a known bias (biases.py), keyed by the judge model's name, for the bias audit's tests:
@@ -138,16 +144,18 @@ def validate_spend_config(cfg: dict[str, Any]) -> None:
     n = cfg["over_limit_tokens"]
     if n is not None and not (isinstance(n, int) and not isinstance(n, bool) and n > 0):
         raise ValueError(f"over_limit_tokens must be null or a positive integer, got {n!r}")
-    for key in ("omit_usage", "empty_bills_limit", "bill_hung_up"):
+    for key in ("omit_usage", "empty_bills_limit", "bill_hung_up", "prefix_cache"):
         if not isinstance(cfg[key], bool):
             raise ValueError(f"{key} must be true or false, got {cfg[key]!r}")
     first = cfg["empty_first"]
     if not (isinstance(first, int) and not isinstance(first, bool) and first >= 0):
         raise ValueError(f"empty_first must be a non-negative integer, got {cfg['empty_first']!r}")
     price = cfg["bill_per_mtok"]
-    if price is not None and not (isinstance(price, dict) and set(price) == {"input", "output"} and all(
+    if price is not None and not (isinstance(price, dict) and {"input", "output"} <= set(price) <= {
+            "input", "output", "cached_input", "cache_write"} and all(
             isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in price.values())):
-        raise ValueError(f'bill_per_mtok must be null or {{"input": USD, "output": USD}}, got {price!r}')
+        raise ValueError(f'bill_per_mtok must be null or {{"input": USD, "output": USD, "cached_input": USD, '
+                         f'"cache_write": USD (both optional)}}, got {price!r}')
 
 
 def validate_batch_config(cfg: dict[str, Any]) -> None:

@@ -1,36 +1,89 @@
-"""Prompt caching as a provider does it, the simple way: a prompt whose first 1,024-token blocks were sent before
-reads them from the cache. The tokens are the ``tokenizer``'s (words by default) of the prompt's text."""
+"""A prompt cache as OpenAI runs one (``prefix_cache: true``): a prompt whose first 1,024 tokens or more were sent
+before (by any request since the last reset) reports that prefix as ``usage.prompt_tokens_details.cached_tokens``,
+in whole 128-token blocks, and is billed for it at ``bill_per_mtok.cached_input``.
+
+A prompt is the token stream of its messages in order (each message's role, then its text), counted with the
+``tokenizer`` (words, or tiktoken ids), so the cached prefix never exceeds ``prompt_tokens``.
+"""
 
 from __future__ import annotations
 
 import hashlib
 from typing import Any
 
-from bench.testing.fake_provider.replies import load_encoding
-from bench.testing.fake_provider.request_body import message_text
+from bench.testing.fake_provider.replies import CHUNK_CHARS, load_encoding
 
-BLOCK = 1024  # the smallest cached prefix (Anthropic's and OpenAI's minimum), and the step it grows by
+MIN_TOKENS, BLOCK = 1024, 128
 
 
 class PrefixCache:
-    """The prompt prefixes each model was sent since the last reset, in blocks of ``BLOCK`` tokens."""
+    """The prefixes seen so far, as hashes of their first n tokens for every n = 1,024 + k·128."""
 
     def __init__(self) -> None:
-        self.seen: set[str] = set()
+        self.seen: set[bytes] = set()
 
-    def read(self, body: dict[str, Any], tokenizer: str, prompt_tokens: int) -> tuple[int, int]:
-        """Return (tokens read from the cache, tokens newly written) for this request's prompt, and remember it."""
-        text = message_text(body.get("messages"))
-        encoding = load_encoding(tokenizer)
-        tokens = text.split() if encoding is None else encoding.encode(text, disallowed_special=())
-        read = written = 0
-        digest = hashlib.sha256(str(body.get("model")).encode())  # each model has a cache of its own
-        for end in range(BLOCK, len(tokens) + 1, BLOCK):
-            digest.update(repr(tokens[end - BLOCK:end]).encode())
-            key = digest.copy().hexdigest()
-            if key in self.seen and written == 0:
-                read = end
-            elif key not in self.seen:
-                self.seen.add(key)
-                written += BLOCK
-        return min(read, prompt_tokens), min(written, max(0, prompt_tokens - read))
+    def used(self, used: dict[str, Any], messages: Any, cfg: dict[str, Any]) -> dict[str, Any]:
+        """Return a reply's ``usage`` with the cached prefix in ``prompt_tokens_details`` (with ``prefix_cache``)."""
+        if cfg["prefix_cache"] and (hit := self.cached(messages, cfg["tokenizer"], used["prompt_tokens"])):
+            used["prompt_tokens_details"] = {"cached_tokens": hit}
+        return used
+
+    def cached(self, messages: Any, tokenizer: str, prompt_tokens: int, model: str = "") -> int:
+        """Return how many leading tokens of this prompt were cached (0, or ≥ 1,024 in 128-token blocks), and
+        remember its prefixes for the requests after it (``model``: a cache of its own, as the native wires')."""
+        stream = _stream(messages, tokenizer)
+        digest, hit, ends = hashlib.sha256(model.encode()), 0, range(MIN_TOKENS, min(len(stream), prompt_tokens) + 1,
+                                                                      BLOCK)
+        done = 0
+        for end in ends:
+            digest.update(repr(stream[done:end]).encode())
+            done, key = end, digest.copy().digest()
+            if key in self.seen:
+                hit = end
+            self.seen.add(key)
+        return hit
+
+
+def _stream(messages: Any, tokenizer: str) -> list[Any]:
+    """Return the prompt as one list of tokens: per message, its role, then its text parts' tokens."""
+    encoding = load_encoding(tokenizer)
+    out: list[Any] = []
+    for message in messages if isinstance(messages, list) else []:
+        if not isinstance(message, dict):
+            continue
+        content = message.get("content")
+        texts = [content] if isinstance(content, str) else [
+            p["text"] for p in content or () if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        out.append(f"<{message.get('role')}>")
+        for text in texts:
+            out.extend(text.split() if encoding is None else (t for i in range(0, len(text), CHUNK_CHARS)
+                                                               for t in encoding.encode(text[i:i + CHUNK_CHARS],
+                                                                                        disallowed_special=())))
+    return out
+
+
+def native_wire(cache: PrefixCache, body: dict[str, Any], used: dict[str, Any], tokenizer: str) -> tuple[int, int]:
+    """Return the prompt tokens a native wire's request (Anthropic's, Gemini's) read from the prompt cache and wrote
+    to it, the read ones also put in ``used``: those providers cache whether or not ``prefix_cache`` is on (then
+    the chat path already counted them), per model; a write is reported only where the request marks
+    ``cache_control``, for the prompt's tokens the cache did not hold."""
+    read = (used.get("prompt_tokens_details") or {}).get("cached_tokens")
+    if read is None:
+        read = cache.cached(body.get("messages"), tokenizer, used["prompt_tokens"], str(body.get("model")))
+        used["prompt_tokens_details"] = {"cached_tokens": read}
+    prompt = used["prompt_tokens"]
+    written = max(0, prompt // BLOCK * BLOCK - read) if body.get("_cache_control") and prompt >= MIN_TOKENS else 0
+    used["prompt_tokens_details"]["cache_write_tokens"] = written  # billed at the write price (``billed_usd``)
+    return read, written
+
+
+def billed_usd(used: dict[str, Any], price: dict[str, float] | None) -> float:
+    """Return what a reply's ``usage`` bills at ``bill_per_mtok``: its cached prompt tokens at ``cached_input``, a
+    native wire's cache writes at ``cache_write`` (else 1.25 times the input price, as Anthropic bills them)."""
+    if not price:
+        return 0.0
+    details = used.get("prompt_tokens_details") or {}
+    cached, written = details.get("cached_tokens", 0), details.get("cache_write_tokens", 0)
+    return ((used["prompt_tokens"] - cached - written) * price["input"]
+            + cached * price.get("cached_input", price["input"])
+            + written * price.get("cache_write", 1.25 * price["input"]) + used["completion_tokens"] * price["output"]) / 1e6

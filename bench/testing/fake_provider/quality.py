@@ -11,7 +11,8 @@ import random
 import re
 from typing import Any
 
-QUALITY_DEFAULTS: dict[str, Any] = {"model_quality": {}, "judge_bias": {}, "noise": 0.0, "seed": 0}
+QUALITY_DEFAULTS: dict[str, Any] = {"model_quality": {}, "judge_bias": {}, "noise": 0.0, "seed": 0,
+                                    "layout_blind": False}
 ANSWER = re.compile(r"fake answer ([0-9a-f]{8})\b")  # the whole hash: its first three digits are the model's tag
 _ITEM = re.compile(r"^Item (\S+)\.$", re.M)  # a packed judge prompt's item header (bench.judge._prompts)
 # a judge prompt's reference blocks (bench.judge._prompts) and few-shot examples (bench.align): a fake answer in
@@ -76,7 +77,10 @@ class _Draws:
     (by request and arrival, only with ``noise`` > 0)."""
 
     def __init__(self, body: dict[str, Any], cfg: dict[str, Any], arrival: int):
-        self.request = _digest(body.get("model"), body.get("messages"))
+        messages = body.get("messages")
+        if cfg["layout_blind"] and isinstance(messages, list):  # the same messages in any order read alike
+            messages = sorted(map(repr, messages))
+        self.request = _digest(body.get("model"), messages)
         self.noise, self.arrival, self.seed = float(cfg["noise"]), arrival, cfg["seed"]
         self.bias = float(cfg["judge_bias"].get(str(body.get("model")), 0.0))
 
@@ -153,6 +157,8 @@ def validate_quality_config(cfg: dict[str, Any]) -> None:
                                                 and not isinstance(v, bool) and lo <= v <= hi
                                                 for k, v in value.items())):
             raise ValueError(f"{key} must map model names to numbers in [{lo:g}, {hi:g}], got {value!r}")
+    if not isinstance(cfg["layout_blind"], bool):
+        raise ValueError(f"layout_blind must be true or false, got {cfg['layout_blind']!r}")
     noise = cfg["noise"]
     if not (isinstance(noise, int | float) and not isinstance(noise, bool) and 0 <= noise <= 1):
         raise ValueError(f"noise must be a number in [0, 1] (the sd of a grade's draw, as a share of its scale), "

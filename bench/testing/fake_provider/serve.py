@@ -13,7 +13,8 @@ import sys
 
 from aiohttp import web
 
-from bench.testing.fake_provider.server import FakeServer, build_app
+from bench.testing.fake_provider.routes import build_app
+from bench.testing.fake_provider.server import FakeServer
 
 
 def is_loopback(host: str) -> bool:

@@ -19,14 +19,12 @@ from typing import Any
 
 from aiohttp import web
 
-from bench.testing.fake_provider import anthropic_wire, gemini_wire
-from bench.testing.fake_provider.batch_routes import BatchRoutes
 from bench.testing.fake_provider.batches import BatchStore
 from bench.testing.fake_provider.config import DEFAULT_CONFIG, FAULT_KINDS, validate_config
 from bench.testing.fake_provider.replies import (MALFORMED_BODY, default_content, error_body, error_payload,
                                                  load_encoding, usage)
+from bench.testing.fake_provider.prefix_cache import PrefixCache, billed_usd, native_wire
 from bench.testing.fake_provider.images import image_digests, image_problem, without_image_data
-from bench.testing.fake_provider.prefix_cache import PrefixCache
 from bench.testing.fake_provider.request_body import message_text, request_key, response_schema
 from bench.testing.fake_provider.thinking import assistant, billed_thinking, with_thinking
 from bench.testing.fake_provider.timeline import ModelLoad
@@ -100,10 +98,10 @@ class FakeServer:
         self.load = ModelLoad()  # in flight per model, its peak, each request's span (GET /_admin/timeline)
         self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_MAX)
         self.arrivals: dict[str, int] = {}  # request key -> answers so far (``noise``: a draw per arrival)
-        self.billed: dict[str, float] = {"replies": 0, "prompt_tokens": 0, "completion_tokens": 0, "usd": 0.0,
-                                          "cache_read_tokens": 0}
+        self.billed: dict[str, float] = {"replies": 0, "prompt_tokens": 0, "cached_tokens": 0, "completion_tokens": 0,
+                                         "usd": 0.0}
         self.images: Counter[str] = Counter()  # sha256 of each well-formed image's bytes received (images.py)
-        self.prefixes = PrefixCache()  # prompt prefixes seen, for the native wires' cache reads (prefix_cache.py)
+        self.prefixes = PrefixCache()  # the prompt prefixes seen (``prefix_cache``)
 
     def snapshot(self) -> dict[str, Any]:
         """The counters as a JSON-ready dict (the Batch API's under ``batches``: see ``BatchStore.snapshot``)."""
@@ -281,7 +279,8 @@ class FakeServer:
             "created": int(time.time()),
             "model": body.get("model") or "fake-model",
             "choices": [choice],
-            "usage": billed_thinking(usage(messages, content, self.config["tokenizer"]), thought, self.config),
+            "usage": self.prefixes.used(billed_thinking(usage(messages, content, self.config["tokenizer"]), thought,
+                                                        self.config), messages, self.config),  # prefix_cache.py
         }
 
     def arrival(self, body: dict[str, Any]) -> int:
@@ -319,19 +318,15 @@ class FakeServer:
         marks ``cache_control``), the read ones also put in ``used`` (prefix_cache.py); (0, 0) for a chat request."""
         if body.get("_wire") is None:
             return 0, 0
-        read, written = self.prefixes.read(body, self.config["tokenizer"], used["prompt_tokens"])
-        used["prompt_tokens_details"] = {"cached_tokens": read}
-        return read, written if body.get("_cache_control") else 0
+        return native_wire(self.prefixes, body, used, self.config["tokenizer"])
 
     def bill(self, used: dict[str, Any]) -> None:
         """Count one reply on the bill (stats ``billed``): its tokens, and USD at ``bill_per_mtok`` when set."""
-        price = self.config["bill_per_mtok"] or {"input": 0.0, "output": 0.0}
         self.billed["replies"] += 1
-        self.billed["cache_read_tokens"] += (used.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
         self.billed["prompt_tokens"] += used["prompt_tokens"]
+        self.billed["cached_tokens"] += used.get("prompt_tokens_details", {}).get("cached_tokens", 0)
         self.billed["completion_tokens"] += used["completion_tokens"]
-        self.billed["usd"] += (used["prompt_tokens"] * price["input"]
-                               + used["completion_tokens"] * price["output"]) / 1e6
+        self.billed["usd"] += billed_usd(used, self.config["bill_per_mtok"])
 
     def match_reply(self, prompt: str, model: str | None = None) -> dict[str, Any] | None:
         """The first ``replies`` entry whose ``match`` occurs in the prompt text (and whose ``model``, if any, asks)."""
@@ -364,47 +359,6 @@ class FakeServer:
             return self.unauthorized(auth, count=False)
         return None
 
-    async def models(self, request: web.Request) -> web.Response:
-        """``GET /v1/models``: the ``served_models`` (none listed by default: any model is answered)."""
-        if not self.config["list_models"]:
-            return self.error(404, "this server does not list its models")
-        served = self.config["served_models"] or []
-        body = {"object": "list", "data": [{"id": m, "object": "model"} for m in served]}
-        return web.Response(text=json.dumps(body), content_type="application/json")
-
-    async def gemini_models(self, request: web.Request) -> web.Response:
-        """``GET /v1beta/models``: Gemini's listing of the ``served_models`` (a 403 without the ``require_key``)."""
-        REQUEST_WIRE.set(gemini_wire)
-        key = request.headers.get("x-goog-api-key") or request.query.get("key")
-        if self.auth_header is not None and f"Bearer {key}" != self.auth_header:
-            return self.error(403, "Method doesn't allow unregistered callers (fake provider)", count=False)
-        if not self.config["list_models"]:
-            return self.error(404, "this server does not list its models", count=False)
-        return web.json_response({"models": [{"name": f"models/{m}"} for m in self.config["served_models"] or []]})
-
-    async def admin_config(self, request: web.Request) -> web.Response:
-        """``POST /_admin/config``: merge the body over the config (``reset: true`` first restores defaults)."""
-        try:
-            update = json.loads(await request.read() or b"{}")
-            if not isinstance(update, dict):
-                raise ValueError("the config body must be a JSON object")
-            return web.json_response(self.set_config(update, reset=bool(update.pop("reset", False))))
-        except ValueError as exc:
-            return web.Response(status=400, body=error_body(400, str(exc)), content_type="application/json")
-
-    async def admin_stats(self, request: web.Request) -> web.Response:
-        """``GET /_admin/stats``."""
-        return web.json_response(self.snapshot())
-
-    async def admin_timeline(self, request: web.Request) -> web.Response:
-        """``GET /_admin/timeline``: each chat request's ``[model, start, end]`` since the last reset (timeline.py)."""
-        return web.json_response(self.load.timeline())
-
-    async def admin_reset(self, request: web.Request) -> web.Response:
-        """``POST /_admin/reset``: counters and config back to defaults; every file and batch dropped."""
-        self.reset_counters()
-        return web.json_response(self.set_config({}, reset=True))
-
 
 def abort_connection(request: web.Request) -> None:
     """Drop the request's TCP connection with an RST (SO_LINGER 0), sending no HTTP response."""
@@ -416,22 +370,3 @@ def abort_connection(request: web.Request) -> None:
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     transport.abort()
-
-
-def build_app(server: FakeServer) -> web.Application:
-    """The aiohttp application routing every endpoint to ``server``."""
-    app = web.Application(client_max_size=512 * 1024 * 1024)  # OpenAI's file size limit: batch_max_bytes can be hit
-    app.router.add_post("/v1/chat/completions", server.chat)
-    app.router.add_post("/chat/completions", server.chat)
-    app.router.add_get("/v1/models", server.models)
-    app.router.add_get("/models", server.models)
-    for path in ("/v1/messages", "/v1/v1/messages"):  # an api_base ending in /v1 gets LiteLLM's /v1/messages added
-        app.router.add_post(path, lambda request: server.chat(request, anthropic_wire))
-    app.router.add_post("/v1beta/models/{model}:generateContent", lambda request: server.chat(request, gemini_wire))
-    app.router.add_get("/v1beta/models", server.gemini_models)
-    app.router.add_post("/_admin/config", server.admin_config)
-    app.router.add_get("/_admin/stats", server.admin_stats)
-    app.router.add_get("/_admin/timeline", server.admin_timeline)
-    app.router.add_post("/_admin/reset", server.admin_reset)
-    BatchRoutes(server.batches, server.batch_gate).add_to(app)
-    return app
