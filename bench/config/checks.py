@@ -20,6 +20,7 @@ from bench.config._strict import Strict
 from bench.config.ids import SafeId
 from bench.config.reference_checks import (REFERENCE_KINDS, ChoiceCheck, ExactMatchCheck, NumericCheck,
                                            TokenF1Check, run_reference_check)
+from bench.config.structured_checks import (STRUCTURED_KINDS, JsonSchemaCheck, SimilarityCheck, run_json_schema)
 from bench.config.trajectory_checks import (TRAJECTORY_KINDS, MaxStepsCheck, ToolCalledCheck, ToolNotCalledCheck,
                                             ToolOrderCheck, Trajectory, run_trajectory_check)
 
@@ -117,12 +118,14 @@ class ExcludesCheck(_CheckBase):
 
 Check = Annotated[Union[RegexCheck, LengthCheck, JsonCheck, ContainsCheck, ExcludesCheck, ExactMatchCheck,
                         NumericCheck, ChoiceCheck, TokenF1Check, ToolCalledCheck, ToolOrderCheck,
-                        ToolNotCalledCheck, MaxStepsCheck], Field(discriminator="kind")]
+                        ToolNotCalledCheck, MaxStepsCheck, JsonSchemaCheck, SimilarityCheck],
+                  Field(discriminator="kind")]
 """One automated check: the union of the kinds, chosen by ``kind``."""
 
 CHECK_MODELS: dict[str, type[Strict]] = {
     "regex": RegexCheck, "length": LengthCheck, "json": JsonCheck,
     "contains": ContainsCheck, "excludes": ExcludesCheck, **REFERENCE_KINDS, **TRAJECTORY_KINDS,
+    **STRUCTURED_KINDS,
 }
 KINDS: tuple[str, ...] = tuple(CHECK_MODELS)  # in the order messages list them
 
@@ -166,6 +169,8 @@ def run_check(check: Check, text: Any, reference: Mapping[str, Any] | None = Non
         if getattr(check, "kind", None) in TRAJECTORY_KINDS:
             return CheckResult(cid, *run_trajectory_check(check, trajectory))
         key = getattr(check, "reference", None)
+        if getattr(check, "kind", None) == "similarity":  # its embeddings are asked by bench.judge.similarity
+            return CheckResult(cid, False, "a similarity check is graded with its judge's embedding_model")
         if key is not None:
             return _against_reference(check, text, key, reference)
         runner = _RUNNERS.get(getattr(check, "kind", None))
@@ -329,7 +334,7 @@ def _run_excludes(check: ExcludesCheck, text: str) -> tuple[bool, str]:
 
 _RUNNERS: dict[Any, Any] = {
     "regex": _run_regex, "length": _run_length, "json": _run_json,
-    "contains": _run_contains, "excludes": _run_excludes,
+    "contains": _run_contains, "excludes": _run_excludes, "json_schema": run_json_schema,
 }
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields
 from bench.config.params import Cell
 from bench.estimate.bounds import SIMULATED, Ask
 from bench.estimate.observed import Observed, observe
-from bench.estimate.work import Placeholder, StageWork, stage_work
+from bench.estimate.work import EMBEDDINGS, Placeholder, StageWork, stage_work
 from bench.judge.judgments import load_judges
 from bench.models.cache import open_cache
 from bench.models.client import LLM
@@ -159,9 +159,9 @@ def _stage(w: StageWork, route: Route, seen: Observed) -> StageEstimate:
         else input_tokens
     input_floor = sum(_input(counter, a, lambda _source: 0.0) for a in w.asks) if input_likely != input_tokens \
         else input_tokens  # every reply empty: a conversation's earlier replies too
-    bound, bound_from = output_bound(route)
+    bound, bound_from = (0, EMBEDDINGS) if w.mode == EMBEDDINGS else output_bound(route)  # an embedding: no output
     expected, expected_from = _expected(w, seen, bound)
-    judge = w.stage == "judge"
+    judge = w.stage == "judge" and w.mode != EMBEDDINGS
     rate = seen.repair_rate.get(w.id, 0.0) if judge else 0.0
     repairs = n if judge else 0
     # the most: every request takes its whole bound, and each judge request one repair turn (input: the

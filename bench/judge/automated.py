@@ -6,11 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence, Set
 from pathlib import Path
 
-from bench.config.checks import automated_score, reference_problems, run_checks
+from bench.config.checks import CheckResult, automated_score, reference_problems, run_checks
 from bench.core.errors import ParamsError
 from bench.core.records import Judgment, Scenario, Usage
 from bench.core.writer import Halt
+from bench.judge._asking import run_bounded
 from bench.judge.grader import Emit, Item, Judge, Request
+from bench.judge.similarity import graded_checks, similarity_checks
 from bench.models.client import LLM
 
 
@@ -18,12 +20,16 @@ from bench.models.client import LLM
 NO_CALL = Usage(prompt_tokens=0, completion_tokens=0, cost_usd=0.0, calls=0, cache_hits=0)
 
 
-def grade_automated(judge: Judge, item: Item) -> Judgment:
-    """Return the checks-only judgment: one score per check (0..1) and their weighted mean."""
+def grade_automated(judge: Judge, item: Item, similar: dict[str, CheckResult] | None = None,
+                    usage: Usage | None = None) -> Judgment:
+    """Return the checks-only judgment: one score per check (0..1) and their weighted mean (``similar``: the
+    similarity checks' results, whose embeddings cost ``usage``: bench.judge.similarity)."""
     results = run_checks(judge.rubric.checks, item.texts[0], item.scenario.reference,
                          item.trajectories[0] if item.trajectories else None)
+    if similar:
+        results = [similar.get(r.id, r) for r in results]
     return Judgment(**judge.base(item), scores={r.id: float(r.score or 0.0) for r in results},
-                    score=automated_score(results, judge.rubric.checks), usage=NO_CALL,
+                    score=automated_score(results, judge.rubric.checks), usage=usage or NO_CALL,
                     details={"checks": [r.to_dict() for r in results]})
 
 
@@ -33,6 +39,10 @@ def refuse_unrunnable_checks(judges: Sequence[Judge], scenarios: Sequence[Scenar
     references = [s.reference for s in scenarios]
     lines = [f"{params_path}: judge '{j.entry.id}' (rubric {j.rubric.path}): {problem}"
              for j in judges for problem in reference_problems(j.rubric.checks, references)]
+    lines += [f"{params_path}: judge '{j.entry.id}' (rubric {j.rubric.path}): check '{c.id}' is a similarity check; "
+              f"give the judge an embedding_model (a LiteLLM embedding model, or {{model, api_base}})"
+              for j in judges if j.entry.embedding_model is None and j.mode in ("automated", "hybrid")
+              for c in similarity_checks(j)]
     if lines:
         sources = sorted({s.source for s in scenarios if s.source}) or ["the generated scenarios"]
         lines.append(f"map the key to a column in scenarios.dataset.reference (dataset {', '.join(sources)}), "
@@ -55,6 +65,9 @@ class AutomatedGrader:
 
     async def grade(self, judge: Judge, items: list[Item], llm: LLM, emit: Emit, *, seed: int,
                     done: Set[str], halt: Halt | None) -> None:
+        if similarity_checks(judge):  # embeddings to ask first (bench.judge.similarity)
+            await run_bounded([lambda i=item: graded_checks(judge, i, llm) for item in items], emit, llm, halt, judge)
+            return
         for item in items:  # no call to wait for: each judgment is emitted at once
             emit(grade_automated(judge, item))
 

@@ -15,6 +15,7 @@ from bench.core.errors import BenchError, BudgetReached, Halted
 from bench.core.journal import settle
 from bench.core.spend import dollars, recorded_spend
 from bench.models._leases import RemoteLimiter
+from bench.models._messages import prompt_messages
 from bench.models._purse import Purse
 from bench.models.cache import open_cache
 from bench.models.ratelimit import limiter_for
@@ -93,6 +94,8 @@ class Budget:
             return 0.0
         counter = bound_counter(route)  # each image part at its bound (tokens.IMAGE_TOKENS)
         self.counting[route.spec.model] = counter.tokenizer
+        if "input" in body:  # an embeddings request: its texts, no output
+            return price[0] * counter.messages(prompt_messages(body))
         return price[0] * counter.messages(body.get("messages") or []) + price[1] * output_ceiling(route, body)
 
     async def reserve(self, route: Route, body: dict[str, Any], *, batch: bool = False) -> Held | None:
