@@ -1,5 +1,6 @@
-"""The ``automated`` mode: the rubric's checks only (no model call), one score per check on 0..1 and their
-weighted mean, read from the answer (never its reasoning), the reference values and the tool calls."""
+"""The ``automated`` mode: the rubric's checks only (no model call but a similarity check's embeddings), one score
+per check on 0..1 and their weighted mean, read from the answer (never its reasoning), the reference values and
+the tool calls."""
 
 from __future__ import annotations
 
@@ -7,12 +8,12 @@ from collections.abc import Sequence, Set
 from pathlib import Path
 
 from bench.config.checks import CheckResult, automated_score, reference_problems, run_checks
-from bench.core.errors import ParamsError
+from bench.core.errors import BudgetReached, Halted, ParamsError, ProviderError
 from bench.core.records import Judgment, Scenario, Usage
 from bench.core.writer import Halt
-from bench.judge._asking import run_bounded
+from bench.judge._asking import Spend, failure, finished_before, run_bounded
 from bench.judge.grader import Emit, Item, Judge, Request
-from bench.judge.similarity import graded_checks, similarity_checks
+from bench.judge.similarity import similarities, similarity_checks
 from bench.models.client import LLM
 
 
@@ -48,6 +49,23 @@ def refuse_unrunnable_checks(judges: Sequence[Judge], scenarios: Sequence[Scenar
         lines.append(f"map the key to a column in scenarios.dataset.reference (dataset {', '.join(sources)}), "
                      f"or point the check at a key the scenarios have")
         raise ParamsError("\n".join(lines))
+
+
+async def graded_checks(judge: Judge, item: Item, llm: LLM) -> Judgment:
+    """Return the automated judgment of ``item``, its similarity checks embedded first (their usage on it); an
+    embedding that fails fails the item, a budget refusal after a paid embedding writes it failed, with its spend."""
+    spend = Spend()
+    try:
+        similar = await similarities(judge, item, llm, spend)
+    except ProviderError as err:
+        return failure(judge.base(item), err, [], None, spend)
+    except Halted as stop:
+        if spend.parts:
+            kind = "budget" if isinstance(stop, BudgetReached) else "stopped"
+            finished_before(stop, [Judgment(**judge.base(item), error=f"embeddings paid, then refused: {stop}",
+                                            error_kind=kind, usage=spend.total())])
+        raise
+    return grade_automated(judge, item, similar, spend.total())
 
 
 class AutomatedGrader:

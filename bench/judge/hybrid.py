@@ -7,8 +7,8 @@ from collections.abc import Set
 from bench.core.records import Judgment, add_usage
 from bench.core.writer import Halt
 from bench.judge._asking import run_bounded
-from bench.judge.automated import NO_CALL, grade_automated
-from bench.judge.similarity import graded_checks, similarity_checks
+from bench.judge.automated import NO_CALL, grade_automated, graded_checks
+from bench.judge.similarity import similarity_checks
 from bench.judge.grader import Emit, Item, Judge, Request
 from bench.judge.rubric import GRADER as RUBRIC, grade_rubric
 from bench.models.client import LLM

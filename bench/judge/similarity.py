@@ -8,9 +8,9 @@ import asyncio
 
 from bench.config.checks import CheckResult
 from bench.config.structured_checks import SimilarityCheck, similarity_outcome, similarity_texts
-from bench.core.errors import BudgetReached, Halted, ProviderError
-from bench.core.records import Judgment, Usage, add_usage
-from bench.judge._asking import Spend, failure, finished_before
+from bench.core.errors import ProviderError
+from bench.core.records import Usage, add_usage
+from bench.judge._asking import Spend
 from bench.judge.grader import Item, Judge
 from bench.models.client import LLM
 from bench.models.embeddings import cosine
@@ -65,24 +65,3 @@ async def _each(judge: Judge, item: Item, llm: LLM, spec: ModelSpec, spend: Spen
 def _passed_first(outcome: tuple[float, bool, str]) -> tuple[bool, str, float]:
     score, passed, detail = outcome
     return passed, detail, score
-
-
-async def graded_checks(judge: Judge, item: Item, llm: LLM) -> Judgment:
-    """Return the automated judgment of ``item``, its similarity checks embedded first (their usage on it); an
-    embedding that fails fails the item, a budget refusal after a paid embedding writes it failed, with its spend."""
-    from bench.judge.automated import grade_automated  # noqa: PLC0415 - automated imports this module
-
-    spend = Spend()
-    try:
-        similar = await similarities(judge, item, llm, spend)
-    except ProviderError as err:
-        return failure(judge.base(item), err, [], None, spend)
-    except Halted as stop:
-        if spend.parts:
-            kind = "budget" if isinstance(stop, BudgetReached) else "stopped"
-            finished_before(stop, [Judgment(**judge.base(item), error=f"embeddings paid, then refused: {stop}",
-                                            error_kind=kind, usage=spend.total())])
-        raise
-    return grade_automated(judge, item, similar, spend.total())
-
-

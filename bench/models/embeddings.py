@@ -1,4 +1,4 @@
-"""Embeddings through the LLM seam (``LLM.embed``): one text's vector from a LiteLLM embedding model
+"""Embeddings through the LLM seam (``LLM.embed``, bench.models.client: ``llm`` below): one text's vector from a LiteLLM embedding model
 (``litellm.aembedding``) or an OpenAI-compatible ``/embeddings`` on an api_base, under the caps, retries, budget
 reservation, request journal, response cache and usage records of a completion (docs/llm-seam.md).
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bench._word_vectors import word_count, word_vector
 from bench.core.errors import ProviderError
@@ -21,9 +21,6 @@ from bench.models._json import loads
 from bench.models._litellm import litellm
 from bench.models._transport import Reply, http_error, litellm_error, open_endpoint, send_direct
 from bench.models.routing import ModelSpec, Route
-
-if TYPE_CHECKING:
-    from bench.models.client import LLM, _LoopState
 
 SETTINGS = "\x1fembeddings"  # the settings part of an embedding's request key: never a chat request's
 
@@ -37,7 +34,7 @@ class Embedding:
     key: str
 
 
-async def embed(llm: LLM, spec: ModelSpec, text: str, timeout_s: float | None = None) -> Embedding:
+async def embed(llm: Any, spec: ModelSpec, text: str, timeout_s: float | None = None) -> Embedding:
     """Return ``text``'s embedding by ``spec``, from the response cache when it holds it; an identical request in
     flight is shared. Raises ProviderError once retries are spent."""
     route = await llm._route(spec)
@@ -65,7 +62,7 @@ async def embed(llm: LLM, spec: ModelSpec, text: str, timeout_s: float | None = 
     return Embedding(vector, with_lost(usage_of(usage), key, llm.lost), key)
 
 
-def request_key(llm: LLM, route: Route, text: str) -> str:
+def request_key(llm: Any, route: Route, text: str) -> str:
     """Return the cache key of ``text``'s embedding on ``route`` (what ``bench estimate`` looks up too)."""
     return llm._keys.key(route, SETTINGS, 0, 1, [{"role": "user", "content": text}])
 
@@ -84,7 +81,7 @@ async def _shared(flying: dict[str, asyncio.Future | None], key: str) -> Embeddi
     return Embedding(vector, reused(usage), key)
 
 
-async def send_embedding(llm: LLM, st: _LoopState, route: Route, body: dict[str, Any], timeout_s: float) -> Reply:
+async def send_embedding(llm: Any, st: Any, route: Route, body: dict[str, Any], timeout_s: float) -> Reply:
     """Send one embeddings request: in process (``dry/``), to the api_base's ``/embeddings``, or through LiteLLM."""
     if route.provider.answers_in_process:
         text = str(body["input"][0])

@@ -19,10 +19,10 @@ from typing import Any
 
 from aiohttp import web
 
-from bench._word_vectors import word_count, word_vector
 from bench.testing.fake_provider.batch_routes import BatchRoutes
 from bench.testing.fake_provider.batches import BatchStore
 from bench.testing.fake_provider.config import DEFAULT_CONFIG, FAULT_KINDS, validate_config
+from bench.testing.fake_provider.embeddings import embed
 from bench.testing.fake_provider.replies import (MALFORMED_BODY, default_content, error_body, error_payload,
                                                  load_encoding, usage)
 from bench.testing.fake_provider.images import image_digests, image_problem, without_image_data
@@ -326,39 +326,6 @@ class FakeServer:
         return web.Response(status=status, body=error_body(status, message, code), content_type="application/json",
                             headers=headers)
 
-    # ---- embeddings
-
-    async def embed(self, request: web.Request) -> web.Response:
-        """``POST /v1/embeddings``: each input's hashed bag of words (bench._word_vectors), its words billed as prompt
-        tokens (no completion), counted in ``requests``, ``embeddings``, ``by_model``, ``recent`` and ``billed``;
-        the latency, ``require_key``, ``served_models`` and ``omit_usage`` apply as for chat."""
-        self.requests += 1
-        self.embeddings += 1
-        try:
-            body = json.loads(await request.read())
-        except ValueError:
-            body = None
-        if not isinstance(body, dict) or not isinstance(body.get("input"), (str, list)):
-            return self.error(400, "the request body must be a JSON object with input (a text or a list of texts)")
-        self.by_model[body.get("model") or "fake-model"] += 1
-        self.recent.append({**body, "_endpoint": "embeddings"})
-        auth = request.headers.get("Authorization")
-        REQUEST_AUTH.set(auth)
-        await self.sleep()
-        if self.auth_header is not None and auth != self.auth_header:
-            return self.unauthorized(auth)
-        if (refused := self.model_refusal(body)) is not None:
-            return self.error(refused[0], refused[1]["error"]["message"])
-        texts = [str(t) for t in (body["input"] if isinstance(body["input"], list) else [body["input"]])]
-        tokens = sum(word_count(t) for t in texts)
-        self.statuses[200] += 1
-        self.bill({"prompt_tokens": tokens, "completion_tokens": 0})
-        payload: dict[str, Any] = {"object": "list", "model": body.get("model") or "fake-model", "data": [
-            {"object": "embedding", "index": i, "embedding": word_vector(t)} for i, t in enumerate(texts)]}
-        if not self.config["omit_usage"]:
-            payload["usage"] = {"prompt_tokens": tokens, "total_tokens": tokens}
-        return web.Response(text=json.dumps(payload), content_type="application/json")
-
     # ---- other endpoints
 
     def batch_gate(self, request: web.Request) -> web.Response | None:
@@ -421,8 +388,8 @@ def build_app(server: FakeServer) -> web.Application:
     app = web.Application(client_max_size=512 * 1024 * 1024)  # OpenAI's file size limit: batch_max_bytes can be hit
     app.router.add_post("/v1/chat/completions", server.chat)
     app.router.add_post("/chat/completions", server.chat)
-    app.router.add_post("/v1/embeddings", server.embed)
-    app.router.add_post("/embeddings", server.embed)
+    app.router.add_post("/v1/embeddings", lambda request: embed(server, request))
+    app.router.add_post("/embeddings", lambda request: embed(server, request))
     app.router.add_get("/v1/models", server.models)
     app.router.add_get("/models", server.models)
     app.router.add_post("/_admin/config", server.admin_config)
