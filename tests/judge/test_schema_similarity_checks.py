@@ -33,6 +33,17 @@ checks:
   - {id: close, kind: similarity, reference: answer, threshold: 0.8}
 ---
 """
+MIXED = """---
+id: mixed
+version: "1"
+mode: hybrid
+criteria:
+  - {id: quality, description: how good it is, scale: [1, 5], anchors: {1: bad, 2: weak, 3: fair, 4: good, 5: great}}
+checks:
+  - {id: sim, kind: similarity, reference: answer}
+---
+MARKER-MIXED: grade the answer.
+"""
 SCHEMA_FILE = "type: object\nrequired: [name]\nproperties: {name: {type: string, minLength: 2}}\n"
 # question marker -> (reference answer, the model's reply)
 ROWS = {
@@ -53,6 +64,7 @@ def write_grid(tmp: Path, url: str, rubric: str = RUBRIC, **judge_extra) -> Path
         for q, (ref, _) in ROWS.items():
             fh.write(json.dumps({"question": f"{q}: say it", "answer": ref}) + "\n")
     (tmp / "shape.md").write_text(rubric)
+    (tmp / "mixed.md").write_text(MIXED)
     (tmp / "person.schema.yaml").write_text(SCHEMA_FILE)
     embedder = {"model": "openai/embed-sim", "api_base": url,
                 "price": {"input_per_mtok": PRICE, "output_per_mtok": 0}}
@@ -62,7 +74,9 @@ def write_grid(tmp: Path, url: str, rubric: str = RUBRIC, **judge_extra) -> Path
                 scenarios={"dataset": {"path": "qs.jsonl", "fields": {"question": "question"},
                                        "reference": {"answer": "answer"}}},
                 judges=[judge("shape", url, rubric=str(tmp / "shape.md"),
-                              **({"embedding_model": embedder} | judge_extra))],
+                              **({"embedding_model": embedder} | judge_extra)),
+                        judge("mixed", url, rubric=str(tmp / "mixed.md"), price=price,  # its own embedder
+                              embedding_model={**embedder, "model": "openai/embed-mix"})],
                 limits={"max_concurrency": 4, "timeout_s": 10, "retries": 0})
 
 
@@ -74,7 +88,8 @@ def sim_run(tmp_path_factory, fake_server):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("BENCH_CACHE", str(tmp / "cache"))
         fake_server.reset()
-        fake_server.configure(replies=[{"match": q, "content": reply} for q, (_, reply) in ROWS.items()],
+        grade = {"match": "MARKER-MIXED", "content": json.dumps({"scores": {"quality": 4}, "rationale": "ok"})}
+        fake_server.configure(replies=[grade, *({"match": q, "content": reply} for q, (_, reply) in ROWS.items())],
                               bill_per_mtok={"input": PRICE, "output": 0.0})
         params = write_grid(tmp, fake_server.url)
         run = open_run(params, run_dir=tmp / "runs" / "first")
@@ -88,10 +103,10 @@ def sim_run(tmp_path_factory, fake_server):
     return run.dir, again.dir, before, first, second
 
 
-def graded(run_dir: Path) -> dict[str, Judgment]:
+def graded(run_dir: Path, judge_id: str = "shape") -> dict[str, Judgment]:
     store = RunStore(run_dir)
     question = {c.id: next(q for q in ROWS if q in c.messages[-1]["content"]) for c in store.latest(Candidate).values()}
-    return {question[j.candidate_ids[0]]: j for j in store.latest(Judgment).values()}
+    return {question[j.candidate_ids[0]]: j for j in store.latest(Judgment).values() if j.judge_id == judge_id}
 
 
 def test_json_schema_passes_a_valid_answer_and_names_the_first_error(sim_run):
@@ -124,8 +139,8 @@ def test_embeddings_are_counted_and_priced_as_billed(sim_run):
     by_q = graded(run_dir)
     # one request per distinct text: QS-1's answer is its reference (1), QS-2: 2, QS-3: 3; the second similarity
     # check of an item asks the same texts again, answered by the cache
-    assert first["embeddings"] == 6 and first["by_model"]["embed-sim"] == 6
-    embedded = [t for r in first["recent"] if r.get("_endpoint") == "embeddings" for t in r["input"]]
+    assert first["embeddings"] == 12 and first["by_model"]["embed-sim"] == first["by_model"]["embed-mix"] == 6
+    embedded = [t for r in first["recent"] if r.get("model") == "embed-sim" for t in r["input"]]
     tokens = sum(j.usage.prompt_tokens for j in by_q.values())
     assert len(embedded) == 6 and tokens == sum(word_count(t) for t in embedded)
     assert sum(j.usage.calls for j in by_q.values()) == 6 and by_q["QS-1"].usage.cache_hits == 3
@@ -134,15 +149,24 @@ def test_embeddings_are_counted_and_priced_as_billed(sim_run):
     assert recorded_spend(run_dir).usd == pytest.approx(first["billed"]["usd"])  # chat and embeddings, as billed
 
 
+def test_a_hybrid_judge_adds_its_embeddings_to_its_llm_grade(sim_run):
+    mixed, shape = graded(sim_run[0], "mixed"), graded(sim_run[0])
+    for q, j in mixed.items():
+        assert j.ok and j.scores["sim"] == pytest.approx(shape[q].scores["sim"]) and j.scores["quality"] == 4
+        assert j.score == pytest.approx(0.5 * 0.75 + 0.5 * shape[q].scores["sim"])
+    # per item one grading call and its distinct texts' embeddings (QS-1: 1, QS-2: 2, QS-3: 3)
+    assert [mixed[q].usage.calls for q in ROWS] == [2, 3, 4]
+
+
 def test_the_estimate_counts_the_embeddings(sim_run):
     _run, _again, before, first, _second = sim_run
-    stage = next(s for s in before.stages if s.mode == "embeddings")
+    stage = next(s for s in before.stages if s.mode == "embeddings" and s.id == "shape")
     assert (stage.stage, stage.id, stage.model) == ("judge", "shape", "openai/embed-sim")
     # the references are known before the answers: 4 of them (QS-1's, QS-2's, QS-3's two), and 3 answers unknown
     assert (stage.to_send, stage.unknown) == (7, 3)
     assert stage.output_tokens_max == 0 and stage.repairs_max == 0
     assert stage.input_tokens > 0 and stage.cost_usd_max == pytest.approx(stage.input_tokens * PRICE / 1e6)
-    references = [t for r in first["recent"] if r.get("_endpoint") == "embeddings" for t in r["input"]
+    references = [t for r in first["recent"] if r.get("model") == "embed-sim" for t in r["input"]
                   if any(t == ref or t in ref for ref, _ in ROWS.values())]
     assert len(references) == 4 and stage.input_tokens > sum(word_count(t) for t in references)
 
