@@ -27,7 +27,8 @@ def reconcile(route: Route, body: dict[str, Any], text: str, usage: dict[str, An
         counter = bound_counter(route)  # a reply with no usage (or all zeros for a text) was still billed
         usage["prompt_tokens"] = counter.messages(prompt_messages(body)) if not prompt else prompt
         usage["completion_tokens"] = completion or counter.text(text) + counter.text(usage.get("reasoning") or "")
-        if not completion and "input" not in body and hides_thinking(route, body):  # (an embedding has no output)  # its unseen thinking may have taken the whole limit
+        thinks = "input" not in body and hides_thinking(route, body)  # an embeddings request never thinks
+        if not completion and thinks:  # its unseen thinking may have taken the whole limit
             usage["completion_tokens"] = max(usage["completion_tokens"], output_ceiling(route, body))
         usage["estimated"] = True
     limit = output_limit(body)

@@ -30,9 +30,9 @@ Reply = tuple[str, dict[str, Any], dict | None]  # text, usage, the parsed provi
 
 
 def open_endpoint(route: Route, max_bytes: int, path: str = "chat/completions") -> Endpoint:
-    """Return the HTTP endpoint of one route's chat completions (or another ``path``) on this event loop: its headers hold the key
-    (kept in memory only), its replies are refused past ``max_bytes``. An api_base's ``user:password@`` goes as a
-    Basic header; with a key as well (one Authorization header cannot carry both) a final error says so."""
+    """Return the HTTP endpoint of one route's chat completions (or ``path``) on this event loop: its headers hold
+    the key (kept in memory only), its replies are refused past ``max_bytes``. An api_base's ``user:password@`` goes
+    as a Basic header; with a key as well (one Authorization header cannot carry both) a final error says so."""
     key = route.api_key()
     url, token = basic_credentials(f"{route.api_base}/{path}")
     if token is not None:
@@ -54,8 +54,9 @@ def open_endpoint(route: Route, max_bytes: int, path: str = "chat/completions") 
 
 async def send_direct(endpoint: Endpoint, route: Route, body: dict, timeout_s: float, reached: set[str],
                       parse: Any = None) -> Reply:
-    """POST one OpenAI-format request, its reply read by ``parse`` (default ``parse_openai``); ``reached`` holds the api_bases that answered before (then a refused
-    connection is a restart, worth retrying) and gains this one when it answers."""
+    """POST one OpenAI-format request, its reply read by ``parse`` (default ``parse_openai``); ``reached`` holds
+    the api_bases that answered before (then a refused connection is a restart, worth retrying) and gains this
+    one when it answers."""
     where = f"{route.spec.model} at {route.api_base}"
     try:
         status, headers, payload = await endpoint.post(body_bytes(body), timeout_s)

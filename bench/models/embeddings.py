@@ -1,6 +1,6 @@
-"""Embeddings through the LLM seam (``LLM.embed``, bench.models.client: ``llm`` below): one text's vector from a LiteLLM embedding model
-(``litellm.aembedding``) or an OpenAI-compatible ``/embeddings`` on an api_base, under the caps, retries, budget
-reservation, request journal, response cache and usage records of a completion (docs/llm-seam.md).
+"""Embeddings through the LLM seam (``LLM.embed``; ``llm`` below is a bench.models.client.LLM): one text's vector
+from a LiteLLM embedding model (``litellm.aembedding``) or an OpenAI-compatible ``/embeddings`` on an api_base,
+under the caps, retries, budget reservation, request journal, response cache and usage of a completion.
 
 A server that answers one vector per token (llama.cpp's for a model without pooling) is mean-pooled here.
 """

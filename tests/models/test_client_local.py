@@ -31,7 +31,8 @@ def test_embedded_model_answers_plain_and_json_through_the_seam(tmp_path):
         plain = await llm.complete(spec, [{"role": "user", "content": "Name one fruit."}])
         graded = await llm.complete(spec, judge_msgs, response_format=rf, params=judge)
         again = await llm.complete(spec, judge_msgs, response_format=rf, params=judge)
-        vectors = [await llm.embed(spec, t) for t in ("The cat sat on the mat.", "A cat sat on a mat.", "Name one fruit.")]
+        texts = ("The cat sat on the mat.", "A cat sat on a mat.", "Name one fruit.")
+        vectors = [await llm.embed(spec, t) for t in texts]
         await llm.aclose()
         return plain, graded, again, vectors
 
