@@ -193,3 +193,11 @@ def test_a_bad_schema_is_refused_naming_the_file_and_key(tmp_path, fake):
     missing = RUBRIC.replace("person.schema.yaml", "nowhere.json")
     with pytest.raises(ParamsError, match=r"shape\.md: checks\[1\].*cannot read the schema file .*nowhere\.json"):
         open_run(write_grid(tmp_path, fake.url, missing), run_dir=tmp_path / "runs" / "y")
+
+
+def test_a_dry_run_embeds_in_process(tmp_path, fake):
+    run = open_run(write_grid(tmp_path, fake.url), run_dir=tmp_path / "runs" / "qs-dry", dry_run=True)
+    assert run.sweep.judges[0].embedding_model.model.startswith("dry/")
+    asyncio.run(run_collect(run, progress="none", judge=True))
+    sims = [j.scores["sim"] for j in RunStore(run.dir).latest(Judgment).values() if j.judge_id == "shape"]
+    assert len(sims) == 3 and all(0.0 <= s <= 1.0 for s in sims) and fake.stats()["requests"] == 0
