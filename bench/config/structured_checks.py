@@ -13,7 +13,7 @@ from pydantic import Field, ValidationInfo, model_validator
 
 from bench.config._strict import Strict
 from bench.config.ids import SafeId
-from bench.config.reference_checks import Outcome, ReferenceCheckBase, extracted, quote
+from bench.config.reference_checks import ReferenceCheckBase, extracted, quote
 from bench.config.trajectory_checks import _schema_problem
 
 _FENCED = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\r?\n(.*?)```", re.DOTALL)
@@ -101,15 +101,15 @@ def answer_json(text: str) -> tuple[bool, Any]:
     return False, None
 
 
-def similarity_outcome(check: SimilarityCheck, similarity: float, reference: Any) -> Outcome:
-    """Return (score, passed, detail) of a similarity check whose best cosine is ``similarity``: with a threshold,
+def similarity_outcome(check: SimilarityCheck, similarity: float, reference: Any) -> tuple[bool, str, float]:
+    """Return (passed, detail, score) of a similarity check whose best cosine is ``similarity``: with a threshold,
     1 or 0; without, the cosine on 0..1 (a negative one scores 0), passed from 0.5."""
     said = f"cosine {similarity:.3f} with the reference {quote(str(reference))}"
     if check.threshold is not None:
         passed = similarity >= check.threshold
-        return float(passed), passed, f"{said} ({'≥' if passed else '<'} threshold {check.threshold:g})"
+        return passed, f"{said} ({'≥' if passed else '<'} threshold {check.threshold:g})", float(passed)
     score = min(1.0, max(0.0, similarity))
-    return score, score >= 0.5, said
+    return score >= 0.5, said, score
 
 
 def similarity_texts(check: SimilarityCheck, text: str, expected: Any) -> tuple[str | None, list[str]]:

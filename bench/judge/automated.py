@@ -21,7 +21,7 @@ from bench.models.client import LLM
 NO_CALL = Usage(prompt_tokens=0, completion_tokens=0, cost_usd=0.0, calls=0, cache_hits=0)
 
 
-def grade_automated(judge: Judge, item: Item, similar: dict[str, CheckResult] | None = None,
+def grade_automated(judge: Judge, item: Item, *, similar: dict[str, CheckResult] | None = None,
                     usage: Usage | None = None) -> Judgment:
     """Return the checks-only judgment: one score per check (0..1) and their weighted mean (``similar``: the
     similarity checks' results, whose embeddings cost ``usage``: bench.judge.similarity)."""
@@ -65,7 +65,7 @@ async def graded_checks(judge: Judge, item: Item, llm: LLM) -> Judgment:
             finished_before(stop, [Judgment(**judge.base(item), error=f"embeddings paid, then refused: {stop}",
                                             error_kind=kind, usage=spend.total())])
         raise
-    return grade_automated(judge, item, similar, spend.total())
+    return grade_automated(judge, item, similar=similar, usage=spend.total())
 
 
 class AutomatedGrader:

@@ -59,9 +59,4 @@ async def _each(judge: Judge, item: Item, llm: LLM, spec: ModelSpec, spend: Spen
             raise error
         sims = [cosine(got[0].vector, g.vector) for g in got[1:]]  # type: ignore[union-attr]
         best = max(range(len(sims)), key=sims.__getitem__)
-        out[check.id] = CheckResult(check.id, *_passed_first(similarity_outcome(check, sims[best], options[best])))
-
-
-def _passed_first(outcome: tuple[float, bool, str]) -> tuple[bool, str, float]:
-    score, passed, detail = outcome
-    return passed, detail, score
+        out[check.id] = CheckResult(check.id, *similarity_outcome(check, sims[best], options[best]))
