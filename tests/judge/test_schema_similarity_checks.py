@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bench._word_vectors import word_count, word_vector
 from bench.core.errors import ParamsError
@@ -18,6 +19,8 @@ from bench.core.records import Candidate, Judgment
 from bench.core.spend import recorded_spend
 from bench.core.store import RunStore
 from bench.estimate import estimate
+from bench.estimate.command import check_budget
+from bench.models.budget import PriceUnknown
 from bench.run import open_run
 from bench.stage_runs import run_collect
 from bench.testing.grids import grid, judge, model, prompt
@@ -201,3 +204,15 @@ def test_a_dry_run_embeds_in_process(tmp_path, fake):
     asyncio.run(run_collect(run, progress="none", judge=True))
     sims = [j.scores["sim"] for j in RunStore(run.dir).latest(Judgment).values() if j.judge_id == "shape"]
     assert len(sims) == 3 and all(0.0 <= s <= 1.0 for s in sims) and fake.stats()["requests"] == 0
+
+
+def test_a_budget_refuses_an_unpriced_embedding_model_naming_its_entry(tmp_path, fake):
+    params = write_grid(tmp_path, fake.url)
+    data = yaml.safe_load(params.read_text())
+    del data["judges"][0]["embedding_model"]["price"]
+    data["limits"]["budget_usd"] = 1.0
+    params.write_text(yaml.safe_dump(data))
+    run = open_run(params, run_dir=tmp_path / "runs" / "x")
+    with pytest.raises(PriceUnknown, match=r"judges\[0\]\.embedding_model \(id shape, openai/embed-sim\)"):
+        check_budget(run, estimate(run))
+    assert fake.stats()["requests"] == 0
