@@ -11,6 +11,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationInfo, model_validator
 
+from bench.config._errors import reason
 from bench.config._strict import Strict
 from bench.config.ids import SafeId
 from bench.config.reference_checks import ReferenceCheckBase, extracted, quote
@@ -42,7 +43,7 @@ class JsonSchemaCheck(Strict):
             schema = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
         except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as exc:
             raise ValueError(f"check '{data.get('id')}': schema: cannot read the schema file {path} "
-                             f"({' '.join(str(exc).split())[:200]})") from None
+                             f"({reason(exc)[:200]})") from None
         if not isinstance(schema, dict):
             raise ValueError(f"check '{data.get('id')}': schema: {path} holds no mapping (a JSON schema is an object)")
         return {**data, "schema": schema, "schema_file": str(path)}
