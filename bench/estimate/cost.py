@@ -28,6 +28,7 @@ from bench.run import Run
 REPAIR_TOKENS = 40  # the repair turn's own message ("Your reply could not be used: <reason>. …") and framing
 PLACEHOLDER_WORD = "text"  # one token in the common tokenizers, about as long as an average token
 FROM_RECORDS, FROM_CACHE, ASSUMED, PILOT = "run folder", "response cache", "assumed bound", "pilot pending"
+NO_OUTPUT = "no output"  # an embeddings stage's: its cost is its input
 TOTALS = ("requests", "cached", "held", "cache_hits", "to_send", "unknown", "input_tokens", "output_tokens_max",
           "output_tokens_expected", "repairs_max", "cost_usd_max", "cost_usd_expected", "cost_usd_expected_direct",
           "cost_usd_expected_batch", "cost_usd_min")
@@ -53,7 +54,7 @@ class StageEstimate:
     output_tokens_expected: int
     output_bound: int  # per request
     output_bound_from: str  # "max_tokens", "model" or "default"
-    expected_from: str  # FROM_RECORDS, FROM_CACHE, ASSUMED or PILOT ("a+b" when asks differ; "" sends nothing)
+    expected_from: str  # FROM_RECORDS, FROM_CACHE, ASSUMED, PILOT or NO_OUTPUT ("a+b" when asks differ; "": none)
     repairs_max: int
     repair_rate: float
     tokenizer: str
@@ -159,9 +160,10 @@ def _stage(w: StageWork, route: Route, seen: Observed) -> StageEstimate:
         else input_tokens
     input_floor = sum(_input(counter, a, lambda _source: 0.0) for a in w.asks) if input_likely != input_tokens \
         else input_tokens  # every reply empty: a conversation's earlier replies too
-    bound, bound_from = (0, EMBEDDINGS) if w.mode == EMBEDDINGS else output_bound(route)  # an embedding: no output
-    expected, expected_from = _expected(w, seen, bound)
-    judge = w.stage == "judge" and w.mode != EMBEDDINGS
+    embeds = w.mode == EMBEDDINGS  # no output to bound, expect or measure by a pilot; never batched
+    bound, bound_from = (0, EMBEDDINGS) if embeds else output_bound(route)
+    expected, expected_from = (0, NO_OUTPUT) if embeds else _expected(w, seen, bound)
+    judge = w.stage == "judge" and not embeds
     rate = seen.repair_rate.get(w.id, 0.0) if judge else 0.0
     repairs = n if judge else 0
     # the most: every request takes its whole bound, and each judge request one repair turn (input: the
@@ -169,7 +171,7 @@ def _stage(w: StageWork, route: Route, seen: Observed) -> StageEstimate:
     repair_input = input_tokens + n * REPAIR_TOKENS if repairs else 0
     worst = (input_tokens + repair_input + repairs * bound, (n + repairs) * bound)
     likely = (input_likely + rate * (repair_input + expected), expected * (1 + rate))
-    at, direct, batched = price_per_token(route), price_per_token(route, False), price_per_token(route, True)
+    at, direct, batched = price_per_token(route), price_per_token(route, False), price_per_token(route, not embeds)
     cost = lambda price, tokens: _usd(price, tokens, n)  # noqa: E731
     return StageEstimate(
         stage=w.stage, id=w.id, mode=w.mode, model=route.spec.model, batch=route.spec.batch is not None,

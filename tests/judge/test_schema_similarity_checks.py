@@ -167,7 +167,7 @@ def test_the_estimate_counts_the_embeddings(sim_run):
     assert (stage.stage, stage.id, stage.model) == ("judge", "shape", "openai/embed-sim")
     # the references are known before the answers: 4 of them (QS-1's, QS-2's, QS-3's two), and 3 answers unknown
     assert (stage.to_send, stage.unknown) == (7, 3)
-    assert stage.output_tokens_max == 0 and stage.repairs_max == 0
+    assert stage.output_tokens_max == 0 and stage.repairs_max == 0 and stage.expected_from == "no output"
     assert stage.input_tokens > 0 and stage.cost_usd_max == pytest.approx(stage.input_tokens * PRICE / 1e6)
     references = [t for r in first["recent"] if r.get("model") == "embed-sim" for t in r["input"]
                   if any(t == ref or t in ref for ref, _ in ROWS.values())]
