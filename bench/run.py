@@ -146,7 +146,9 @@ def dry_sweep(sweep: Sweep, params_path: Path) -> Sweep:
                for p in sweep.prompts]  # a simulated user is a model too: dry, never sent
     try:
         return Sweep.model_validate({**data, "name": dry_name(sweep.name), "models": [dry(m) for m in sweep.models],
-                                     "judges": [dry(j) for j in sweep.judges], "prompts": prompts})
+                                     "judges": [{**dry(j), **({"embedding_model": dry_model(f"{j.id}-embeddings")}
+                                                 if j.embedding_model else {})} for j in sweep.judges],
+                                     "prompts": prompts})
     except ValidationError as err:  # not expected: the real sweep validated; say which file, never a traceback
         raise ParamsError(f"{params_path}: --dry-run could not stand in for its models: {err}") from err
 

@@ -17,8 +17,9 @@ MAX_LINES = 400
 
 # Lowest first: a module may import its own layer or a lower one, never a higher one (docs/architecture.md).
 LAYERS: list[tuple[str, ...]] = [
-    ("bench._prices", "bench.testing", "bench._schema_instance"),  # standard library only: run by bench/__init__,
-    # used by tests, or (_schema_instance) the structured replies of both the dry model and the fake provider
+    ("bench._prices", "bench.testing", "bench._schema_instance", "bench._word_vectors"),  # standard library only:
+    # run by bench/__init__, used by tests, or the structured replies (_schema_instance) and embeddings
+    # (_word_vectors) of both the dry model and the fake provider
     ("bench.core",),  # the contract: errors, records, the run store, paths, progress
     ("bench.testing.records", "bench.testing.graded_runs"),  # records with plain defaults; run folders of them
     ("bench.models",),  # the one LLM seam

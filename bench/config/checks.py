@@ -22,6 +22,7 @@ from bench.config.program_checks import (PROGRAM_KINDS, CheckContext, CodeCheck,
                                          run_program_check, with_plugins)
 from bench.config.reference_checks import (REFERENCE_KINDS, ChoiceCheck, ExactMatchCheck, NumericCheck,
                                            TokenF1Check, run_reference_check)
+from bench.config.structured_checks import (STRUCTURED_KINDS, JsonSchemaCheck, SimilarityCheck, run_json_schema)
 from bench.config.trajectory_checks import (TRAJECTORY_KINDS, MaxStepsCheck, ToolCalledCheck, ToolNotCalledCheck,
                                             ToolOrderCheck, Trajectory, run_trajectory_check)
 
@@ -119,13 +120,14 @@ class ExcludesCheck(_CheckBase):
 
 Check = Annotated[Union[RegexCheck, LengthCheck, JsonCheck, ContainsCheck, ExcludesCheck, ExactMatchCheck,
                         NumericCheck, ChoiceCheck, TokenF1Check, ToolCalledCheck, ToolOrderCheck,
-                        ToolNotCalledCheck, MaxStepsCheck, PythonCheck, CodeCheck], Field(discriminator="kind"),
-              WrapValidator(with_plugins)]
+                        ToolNotCalledCheck, MaxStepsCheck, PythonCheck, CodeCheck, JsonSchemaCheck, SimilarityCheck],
+              Field(discriminator="kind"), WrapValidator(with_plugins)]
 """One automated check: the union of the kinds, chosen by ``kind`` (or a plugin's, bench.core.plugins)."""
 
 CHECK_MODELS: dict[str, type[Strict]] = {
     "regex": RegexCheck, "length": LengthCheck, "json": JsonCheck,
     "contains": ContainsCheck, "excludes": ExcludesCheck, **REFERENCE_KINDS, **TRAJECTORY_KINDS, **PROGRAM_KINDS,
+    **STRUCTURED_KINDS,
 }
 KINDS: tuple[str, ...] = tuple(CHECK_MODELS)  # in the order messages list them
 
@@ -172,10 +174,12 @@ def run_check(check: Check, text: Any, reference: Mapping[str, Any] | None = Non
         text = _as_text(text)
         if isinstance(check, PluginCheck):
             score, passed, detail, more = run_program_check(check, text, dict(reference or {}), context)
-            return CheckResult(cid, passed, detail, score, more)
+            return CheckResult(cid, passed, detail, score, more=more)
         if getattr(check, "kind", None) in TRAJECTORY_KINDS:
             return CheckResult(cid, *run_trajectory_check(check, trajectory))
         key = getattr(check, "reference", None)
+        if getattr(check, "kind", None) == "similarity":  # its embeddings are asked by bench.judge.similarity
+            return CheckResult(cid, False, "a similarity check is graded with its judge's embedding_model")
         if key is not None:
             return _against_reference(check, text, key, reference)
         runner = _RUNNERS.get(getattr(check, "kind", None))
@@ -341,7 +345,7 @@ def _run_excludes(check: ExcludesCheck, text: str) -> tuple[bool, str]:
 
 _RUNNERS: dict[Any, Any] = {
     "regex": _run_regex, "length": _run_length, "json": _run_json,
-    "contains": _run_contains, "excludes": _run_excludes,
+    "contains": _run_contains, "excludes": _run_excludes, "json_schema": run_json_schema,
 }
 
 

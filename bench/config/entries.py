@@ -332,6 +332,27 @@ def _shape_problem(p: PromptEntry) -> str | None:
     return None
 
 
+class EmbeddingModel(Endpoint):
+    """A judge's embedding model (its similarity checks): a LiteLLM embedding model name, or a mapping with an
+    api_base serving OpenAI's ``/embeddings``; never batched."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _named(cls, data: Any) -> Any:
+        return {"model": data} if isinstance(data, str) else data
+
+    @field_validator("batch")
+    @classmethod
+    def _direct(cls, v: Any) -> Any:
+        if v:
+            raise ValueError("an embedding model is not sent through a Batch API; remove batch")
+        return v
+
+    def label(self) -> str:
+        """Return what names it in a judge's params (its grades depend on it): the model, and its endpoint if any."""
+        return self.model + (f" at {self.endpoint}" if self.endpoint else "")
+
+
 class JudgeEntry(Endpoint):
     """A judge: a model by role, a versioned rubric and a grading mode."""
 
@@ -344,6 +365,7 @@ class JudgeEntry(Endpoint):
     baseline: str | None = None  # pairwise over the grid: every cell's answer vs this cell's (model_id/prompt@v)
     repeats: int = Field(default=1, ge=1, le=50)  # grade each item this many times (distinct requests): stability
     sandbox: Literal["bwrap", "none"] = "bwrap"  # where `kind: code` checks run answers; none: unsafe (docs/judging.md)
+    embedding_model: EmbeddingModel | None = None  # what embeds the texts of the rubric's similarity checks
 
     kind: ClassVar[str] = "judge"
 
@@ -366,4 +388,4 @@ class JudgeEntry(Endpoint):
     def identity_key(self) -> str:
         """Return what makes two judges grade differently (their judgments' ids)."""
         return canonical_json([self.model, self.endpoint, self.params, self.rubric, self.mode, self.pack_size,
-                               self.baseline])
+                               self.baseline, *([self.embedding_model.label()] if self.embedding_model else [])])

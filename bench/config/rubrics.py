@@ -17,7 +17,7 @@ from bench.config._errors import format_errors
 from bench.config._yaml import parse_yaml
 from bench.config.rubric_spec import Criterion, RubricSpec
 from bench.core.errors import ParamsError
-from bench.core.records import Scenario, content_hash
+from bench.core.records import Scenario, canonical_json, content_hash
 from bench.core.reviewed import scale_of
 from bench.core.store import atomic_write
 
@@ -162,7 +162,7 @@ def parse_rubric(text: str, path: Path | str) -> Rubric:
         raise ParamsError(f"{path}: the front matter must be a mapping of keys ({', '.join(_front_keys())}), "
                           f"got {type(data).__name__}")
     try:
-        spec = RubricSpec.model_validate(data)
+        spec = RubricSpec.model_validate(data, context={"base": path.parent})  # schema files: beside the rubric
     except ValidationError as exc:
         raise ParamsError(format_errors(path, exc, RubricSpec, tag_noun="check")) from None
     if spec.id != path.stem:
@@ -170,7 +170,9 @@ def parse_rubric(text: str, path: Path | str) -> Rubric:
                           f"rename the file or fix the id")
     if spec.mode != "automated" and not body.strip():
         raise ParamsError(f"{path}: the body is empty; write the judge's instruction after the closing '---'")
-    return Rubric(**dict(spec), body=body, hash=content_hash(text), path=path.resolve())
+    read = [c.json_schema for c in spec.checks if getattr(c, "schema_file", None)]  # their content is the rubric's
+    return Rubric(**dict(spec), body=body, hash=content_hash(text + (canonical_json(read) if read else "")),
+                  path=path.resolve())
 
 
 def _resolve(ref: str, root: Path, base: Path | None) -> Path:

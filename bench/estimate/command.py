@@ -107,7 +107,8 @@ def check_budget(run: Run, est: Estimate, verdict: Verdict | None = None, *, aft
     where = entries(run)
     unpriced = [s for s in est.stages if s.cost_usd_expected is None]
     if unpriced:
-        names = ", ".join(f"{where.get((s.stage, s.id), s.id)} (id {s.id}, {s.model})" for s in unpriced)
+        names = ", ".join(f"{where.get((s.stage, s.id), s.id)}{'.embedding_model' * (s.mode == 'embeddings')} "
+                          f"(id {s.id}, {s.model})" for s in unpriced)
         raise PriceUnknown(f"limits.budget_usd = {dollars(limit)} is set, but the price of {names} is unknown, so the "
                          f"sweep's cost cannot be held to it; nothing was sent. Set price: {{input_per_mtok: …, "
                          f"output_per_mtok: …}} (USD per million tokens) on each in {params}, or remove "

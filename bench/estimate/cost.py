@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields
 from bench.config.params import Cell
 from bench.estimate.bounds import SIMULATED, Ask
 from bench.estimate.observed import Observed, observe
-from bench.estimate.work import Placeholder, StageWork, stage_work
+from bench.estimate.work import EMBEDDINGS, Placeholder, StageWork, stage_work
 from bench.judge.judgments import load_judges
 from bench.models.cache import open_cache
 from bench.models.client import LLM
@@ -28,6 +28,7 @@ from bench.run import Run
 REPAIR_TOKENS = 40  # the repair turn's own message ("Your reply could not be used: <reason>. …") and framing
 PLACEHOLDER_WORD = "text"  # one token in the common tokenizers, about as long as an average token
 FROM_RECORDS, FROM_CACHE, ASSUMED, PILOT = "run folder", "response cache", "assumed bound", "pilot pending"
+NO_OUTPUT = "no output"  # an embeddings stage's: its cost is its input
 TOTALS = ("requests", "cached", "held", "cache_hits", "to_send", "unknown", "input_tokens", "output_tokens_max",
           "output_tokens_expected", "repairs_max", "cost_usd_max", "cost_usd_expected", "cost_usd_expected_direct",
           "cost_usd_expected_batch", "cost_usd_min")
@@ -53,7 +54,7 @@ class StageEstimate:
     output_tokens_expected: int
     output_bound: int  # per request
     output_bound_from: str  # "max_tokens", "model" or "default"
-    expected_from: str  # FROM_RECORDS, FROM_CACHE, ASSUMED or PILOT ("a+b" when asks differ; "" sends nothing)
+    expected_from: str  # FROM_RECORDS, FROM_CACHE, ASSUMED, PILOT or NO_OUTPUT ("a+b" when asks differ; "": none)
     repairs_max: int
     repair_rate: float
     tokenizer: str
@@ -160,9 +161,10 @@ def _stage(w: StageWork, route: Route, seen: Observed) -> StageEstimate:
         else input_tokens
     input_floor = sum(_input(counter, a, lambda _source: 0.0) for a in w.asks) if input_likely != input_tokens \
         else input_tokens  # every reply empty: a conversation's earlier replies too
-    bound, bound_from = output_bound(route)
-    expected, expected_from = _expected(w, seen, bound)
-    judge = w.stage == "judge"
+    embeds = w.mode == EMBEDDINGS  # no output to bound, expect or measure by a pilot; never batched
+    bound, bound_from = (0, EMBEDDINGS) if embeds else output_bound(route)
+    expected, expected_from = (0, NO_OUTPUT) if embeds else _expected(w, seen, bound)
+    judge = w.stage == "judge" and not embeds
     rate = seen.repair_rate.get(w.id, 0.0) if judge else 0.0
     repairs = n if judge else 0
     # the most: every request takes its whole bound, and each judge request one repair turn (input: the
@@ -170,7 +172,7 @@ def _stage(w: StageWork, route: Route, seen: Observed) -> StageEstimate:
     repair_input = input_tokens + n * REPAIR_TOKENS if repairs else 0
     worst = (input_tokens + repair_input + repairs * bound, (n + repairs) * bound)
     likely = (input_likely + rate * (repair_input + expected), expected * (1 + rate))
-    at, direct, batched = price_per_token(route), price_per_token(route, False), price_per_token(route, True)
+    at, direct, batched = price_per_token(route), price_per_token(route, False), price_per_token(route, not embeds)
     share = {a.source: seen.cached_share.get(a.source, 0.0) for a in w.asks}
     hits = sum(_input(counter, a, seen.tokens) * share[a.source] for a in w.asks) if any(share.values()) else 0.0
     cost = lambda price, tokens, batch=route.spec.batch is not None: _less(  # noqa: E731

@@ -23,7 +23,10 @@ from bench.judge.packed import packed_messages, short_id  # the packed call, as 
 from bench.judge.grader import Item, Judge
 from bench.judge.solutions import solution_messages
 from bench.judge.judgments import grid_positions, items_for, load_judges, next_attempts, owns_dataset
+from bench.config.structured_checks import similarity_texts
+from bench.judge.similarity import similarity_checks
 from bench.models.client import LLM
+from bench.models.embeddings import request_key
 from bench.models.routing import ModelSpec, resolve
 from bench.models.tokens import output_bound
 from bench.run import Run
@@ -33,6 +36,8 @@ from bench.run import Run
 Placeholder = Callable[[Cell, float | None], str]
 CACHE_SAMPLE = 64  # cached judge replies read per judge for their length: enough for a mean, cheap on a big grid
 SIMULATOR = "simulator"  # the stage of a conversation's simulated user (its mode too)
+EMBEDDINGS = "embeddings"  # the mode of a judge's embedding requests (its similarity checks)
+EMBEDDED = ("automated", "hybrid")  # the modes that run checks
 
 
 @dataclass
@@ -98,6 +103,35 @@ def stage_work(run: Run, llm: LLM, placeholder: Placeholder | None = None, *, on
     for judge in (j for j in judges if j.entry.model is not None):  # a checks-only judge with none: nothing to ask
         items = items_for(judge, run.scenarios, [*answered, *future.values()], owns_dataset(run))
         out.append(_judge_work(run, llm, judge, items, (set(future), stand_ins), graded, seen, place))
+        if similarity_checks(judge) and judge.entry.embedding_model is not None and judge.mode in EMBEDDED:
+            out.append(_embedding_work(run, llm, judge, items, stand_ins, graded, seen))
+    return out
+
+
+def _embedding_work(run: Run, llm: LLM, judge: Judge, items: list[Item], stand_ins: Set[str],
+                    graded: tuple[set[str], dict[str, int]], seen: set[str]) -> StageWork:
+    """Return the embeddings a judge's similarity checks ask (mode ``embeddings``): one request per distinct
+    text of the items still to grade (the answer and each reference value), the cached ones counted as such."""
+    spec = judge.entry.embedding_model.spec()  # type: ignore[union-attr]
+    route = llm._resolved(spec)
+    pending, _exhausted = next_attempts(judge, items, *graded, run.sweep.limits.max_attempts)
+    out = StageWork("judge", judge.entry.id, EMBEDDINGS, spec, len(items), len(items) - len(pending))
+    asks: dict[str, tuple[str, bool]] = {}  # request key (or a stand-in's place) -> (text, unknown)
+    for item in pending:
+        unknown = bool(stand_ins.intersection(item.ids))
+        for check in similarity_checks(judge):
+            value = (item.scenario.reference or {}).get(check.reference)
+            answer, options = similarity_texts(check, item.texts[0] or "", value if value is not None else [])
+            for n, text in enumerate([answer or "", *options]):
+                if text.strip():
+                    key = f"{id(item)}:{n}" if unknown and n == 0 else request_key(llm, route, text)
+                    asks.setdefault(key, (text, unknown and n == 0))
+    known = [k for k, (_t, unknown) in asks.items() if not unknown]
+    hits = dict(zip(known, cached_keys(llm, known, seen)))
+    for key, (text, unknown) in asks.items():
+        out.cached += hits.get(key, False)
+        out.asks += [] if hits.get(key) else [Ask([{"role": "user", "content": text}], f"{judge.entry.id} embeddings")]
+    out.requests, out.unknown = len(asks), sum(unknown for _t, unknown in asks.values())
     return out
 
 

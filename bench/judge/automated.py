@@ -1,5 +1,6 @@
-"""The ``automated`` mode: the rubric's checks only (no model call), one score per check on 0..1 and their
-weighted mean, read from the answer (never its reasoning), the reference values and the tool calls."""
+"""The ``automated`` mode: the rubric's checks only (no model call but a similarity check's embeddings), one score
+per check on 0..1 and their weighted mean, read from the answer (never its reasoning), the reference values and
+the tool calls."""
 
 from __future__ import annotations
 
@@ -9,13 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from bench.config import sandbox
-from bench.config.checks import automated_score, reference_problems, run_checks
-from bench.config.reference_checks import numeric_misfit, quote
+from bench.config.checks import CheckResult, automated_score, reference_problems, run_checks
 from bench.config.program_checks import CheckContext, CodeCheck, PythonCheck, module_hash
-from bench.core.errors import ParamsError
+from bench.config.reference_checks import numeric_misfit, quote
+from bench.core.errors import BudgetReached, Halted, ParamsError, ProviderError
 from bench.core.records import Judgment, Scenario, Usage
 from bench.core.writer import Halt
+from bench.judge._asking import Spend, failure, finished_before, run_bounded
 from bench.judge.grader import Emit, Item, Judge, Request
+from bench.judge.similarity import similarities, similarity_checks
 from bench.models.client import LLM
 
 
@@ -23,18 +26,22 @@ from bench.models.client import LLM
 NO_CALL = Usage(prompt_tokens=0, completion_tokens=0, cost_usd=0.0, calls=0, cache_hits=0)
 
 
-def grade_automated(judge: Judge, item: Item, cache: Any = None) -> Judgment:
+def grade_automated(judge: Judge, item: Item, cache: Any = None, *, similar: dict[str, CheckResult] | None = None,
+                    usage: Usage | None = None) -> Judgment:
     """Return the checks-only judgment: one score per check (0..1) and their weighted mean (``cache``: the response
-    cache, keeping what checks that run code found)."""
+    cache, keeping what checks that run code found; ``similar``: the similarity checks' results, whose embeddings
+    cost ``usage``: bench.judge.similarity)."""
     context = CheckContext(item.scenario.model_dump(mode="json"), judge.folder, cache, judge.entry.sandbox)
     results = run_checks(judge.rubric.checks, item.texts[0], item.scenario.reference,
                          item.trajectories[0] if item.trajectories else None, context)
+    if similar:
+        results = [similar.get(r.id, r) for r in results]
     unstarted = [r for r in results if r.more and r.more.get("unstarted")]
     if unstarted:  # no verdict on the code: the item fails, and the next run grades it again
         return Judgment(**judge.base(item), error=f"check '{unstarted[0].id}': {unstarted[0].detail}",
-                        error_kind="sandbox", usage=NO_CALL, details={"checks": [r.to_dict() for r in results]})
+                        error_kind="sandbox", usage=usage or NO_CALL, details={"checks": [r.to_dict() for r in results]})
     return Judgment(**judge.base(item), scores={r.id: float(r.score or 0.0) for r in results if r.applicable},
-                    score=automated_score(results, judge.rubric.checks), usage=NO_CALL,
+                    score=automated_score(results, judge.rubric.checks), usage=usage or NO_CALL,
                     details={"checks": [r.to_dict() for r in results]})
 
 
@@ -44,6 +51,10 @@ def refuse_unrunnable_checks(judges: Sequence[Judge], scenarios: Sequence[Scenar
     references = [s.reference for s in scenarios]
     lines = [f"{params_path}: judge '{j.entry.id}' (rubric {j.rubric.path}): {problem}"
              for j in judges for problem in reference_problems(j.rubric.checks, references) + _program_problems(j)]
+    lines += [f"{params_path}: judge '{j.entry.id}' (rubric {j.rubric.path}): check '{c.id}' is a similarity check; "
+              f"give the judge an embedding_model (a LiteLLM embedding model, or {{model, api_base}})"
+              for j in judges if j.entry.embedding_model is None and j.mode in ("automated", "hybrid")
+              for c in similarity_checks(j)]
     if lines:
         sources = sorted({s.source for s in scenarios if s.source}) or ["the generated scenarios"]
         lines.append(f"map the key to a column in scenarios.dataset.reference (dataset {', '.join(sources)}), "
@@ -81,6 +92,23 @@ def _program_problems(judge: Judge) -> list[str]:
     return out
 
 
+async def graded_checks(judge: Judge, item: Item, llm: LLM) -> Judgment:
+    """Return the automated judgment of ``item``, its similarity checks embedded first (their usage on it); an
+    embedding that fails fails the item, a budget refusal after a paid embedding writes it failed, with its spend."""
+    spend = Spend()
+    try:
+        similar = await similarities(judge, item, llm, spend)
+    except ProviderError as err:
+        return failure(judge.base(item), err, [], None, spend)
+    except Halted as stop:
+        if spend.parts:
+            kind = "budget" if isinstance(stop, BudgetReached) else "stopped"
+            finished_before(stop, [Judgment(**judge.base(item), error=f"embeddings paid, then refused: {stop}",
+                                            error_kind=kind, usage=spend.total())])
+        raise
+    return await asyncio.to_thread(grade_automated, judge, item, llm.cache, similar=similar, usage=spend.total())
+
+
 class AutomatedGrader:
     """Runs the rubric's checks on each response, in process."""
 
@@ -96,6 +124,9 @@ class AutomatedGrader:
 
     async def grade(self, judge: Judge, items: list[Item], llm: LLM, emit: Emit, *, seed: int,
                     done: Set[str], halt: Halt | None) -> None:
+        if similarity_checks(judge):  # embeddings to ask first (bench.judge.similarity)
+            await run_bounded([lambda i=item: graded_checks(judge, i, llm) for item in items], emit, llm, halt, judge)
+            return
         # in threads, several at once: checks that run code wait on programs, the loop goes on; emitted in order
         graded = [asyncio.ensure_future(asyncio.to_thread(grade_automated, judge, item, llm.cache)) for item in items]
         for judgment in graded:

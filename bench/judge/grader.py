@@ -96,6 +96,8 @@ class Judge:
         out = dict(self.entry.params)
         if self.grader.packed:
             out["pack_size"] = self.entry.pack_size
+        if self.entry.embedding_model is not None:  # similarity checks grade by it
+            out["embedding_model"] = self.entry.embedding_model.label()
         return out
 
     def base(self, item: Item, order: str | None = None) -> dict[str, Any]:

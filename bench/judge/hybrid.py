@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Set
 
-from bench.core.records import Judgment
+from bench.core.records import Judgment, add_usage
 from bench.core.writer import Halt
 from bench.judge._asking import run_bounded
-from bench.judge.automated import grade_automated
+from bench.judge.automated import NO_CALL, grade_automated, graded_checks
+from bench.judge.similarity import similarity_checks
 from bench.judge.grader import Emit, Item, Judge, Request
 from bench.judge.rubric import GRADER as RUBRIC, grade_rubric
 from bench.models.client import LLM
@@ -16,8 +17,13 @@ from bench.models.client import LLM
 
 async def grade_hybrid(judge: Judge, item: Item, llm: LLM) -> Judgment:
     """Return weighted automated + LLM parts on 0–1; an LLM failure fails the item (checks kept in details)."""
-    auto = await asyncio.to_thread(grade_automated, judge, item, llm.cache)
+    auto = await graded_checks(judge, item, llm) if similarity_checks(judge) else \
+        await asyncio.to_thread(grade_automated, judge, item, llm.cache)
+    if not auto.ok:  # an embedding failed, or a sandbox did not start: the item fails
+        return auto
     llm_part = await grade_rubric(judge, item, llm)
+    if auto.usage is not NO_CALL:  # the embeddings' cost is this judgment's too
+        llm_part = llm_part.model_copy(update={"usage": add_usage([u for u in (auto.usage, llm_part.usage) if u])})
     details = {**llm_part.details, "checks": auto.details["checks"], "automated_score": auto.score}
     if not llm_part.ok:
         return llm_part.model_copy(update={"details": details})

@@ -1,4 +1,4 @@
-"""What a chat request says, read one way for every reader: a message's text and the request's output limit."""
+"""What a request says, read one way for every reader: a message's text, its prompt and its output limit."""
 
 from __future__ import annotations
 
@@ -22,3 +22,12 @@ def output_limit(body: dict[str, Any]) -> int | None:
         if isinstance(value, int):
             return value
     return None
+
+
+def prompt_messages(body: dict[str, Any]) -> list[Any]:
+    """Return a request's prompt as messages: a chat request's own, an embeddings request's ``input`` texts as
+    user messages (what token counters and budgets count)."""
+    if "input" in body:
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        return [{"role": "user", "content": str(t)} for t in texts]
+    return body.get("messages") or []

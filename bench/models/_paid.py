@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.core.errors import Halted, ProviderError
-from bench.models._messages import output_limit
+from bench.models._messages import output_limit, prompt_messages
 from bench.models.routing import Route, cost_usd
 from bench.models.reasoning import hides_thinking
 from bench.models.tokens import bound_counter, output_ceiling
@@ -25,9 +25,10 @@ def reconcile(route: Route, body: dict[str, Any], text: str, usage: dict[str, An
     prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
     if prompt is None or completion is None or (not prompt and not completion and text):
         counter = bound_counter(route)  # a reply with no usage (or all zeros for a text) was still billed
-        usage["prompt_tokens"] = counter.messages(body.get("messages") or []) if not prompt else prompt
+        usage["prompt_tokens"] = counter.messages(prompt_messages(body)) if not prompt else prompt
         usage["completion_tokens"] = completion or counter.text(text) + counter.text(usage.get("reasoning") or "")
-        if not completion and hides_thinking(route, body):  # its unseen thinking may have taken the whole limit
+        thinks = "input" not in body and hides_thinking(route, body)  # an embeddings request never thinks
+        if not completion and thinks:  # its unseen thinking may have taken the whole limit
             usage["completion_tokens"] = max(usage["completion_tokens"], output_ceiling(route, body))
         usage["estimated"] = True
     limit = output_limit(body)

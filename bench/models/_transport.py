@@ -29,12 +29,12 @@ _KINDS = {400: "bad_request", 401: "auth", 403: "auth", 404: "not_found", 429: "
 Reply = tuple[str, dict[str, Any], dict | None]  # text, usage, the parsed provider body (direct transport)
 
 
-def open_endpoint(route: Route, max_bytes: int) -> Endpoint:
-    """Return the HTTP endpoint of one route's chat completions on this event loop: its headers hold the key
-    (kept in memory only), its replies are refused past ``max_bytes``. An api_base's ``user:password@`` goes as a
-    Basic header; with a key as well (one Authorization header cannot carry both) a final error says so."""
+def open_endpoint(route: Route, max_bytes: int, path: str = "chat/completions") -> Endpoint:
+    """Return the HTTP endpoint of one route's chat completions (or ``path``) on this event loop: its headers hold
+    the key (kept in memory only), its replies are refused past ``max_bytes``. An api_base's ``user:password@`` goes
+    as a Basic header; with a key as well (one Authorization header cannot carry both) a final error says so."""
     key = route.api_key()
-    url, token = basic_credentials(f"{route.api_base}/chat/completions")
+    url, token = basic_credentials(f"{route.api_base}/{path}")
     if token is not None:
         if key:
             raise ProviderError(f"{route.spec.model}: api_base {route.api_base} carries credentials and the model has "
@@ -52,9 +52,11 @@ def open_endpoint(route: Route, max_bytes: int) -> Endpoint:
         raise ProviderError(f"{route.spec.model}: {exc}", kind="bad_request", retryable=False) from None
 
 
-async def send_direct(endpoint: Endpoint, route: Route, body: dict, timeout_s: float, reached: set[str]) -> Reply:
-    """POST one OpenAI-format request; ``reached`` holds the api_bases that answered before (then a refused
-    connection is a restart, worth retrying) and gains this one when it answers."""
+async def send_direct(endpoint: Endpoint, route: Route, body: dict, timeout_s: float, reached: set[str],
+                      parse: Any = None) -> Reply:
+    """POST one OpenAI-format request, its reply read by ``parse`` (default ``parse_openai``); ``reached`` holds
+    the api_bases that answered before (then a refused connection is a restart, worth retrying) and gains this
+    one when it answers."""
     where = f"{route.spec.model} at {route.api_base}"
     try:
         status, headers, payload = await endpoint.post(body_bytes(body), timeout_s)
@@ -77,7 +79,7 @@ async def send_direct(endpoint: Endpoint, route: Route, body: dict, timeout_s: f
     if 300 <= status < 400 and headers.get("Location"):
         raise ProviderError(f"{where}: HTTP {status}: redirected to {headers['Location']}; set the api_base to "
                             f"where it points", kind="http", status=status, retryable=False)
-    return parse_openai(route, status, payload, headers.get("Retry-After") if status != 200 else None)
+    return (parse or parse_openai)(route, status, payload, headers.get("Retry-After") if status != 200 else None)
 
 
 def parse_openai(route: Route, status: int, payload: bytes, retry_after: str | None) -> Reply:

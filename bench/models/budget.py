@@ -20,6 +20,7 @@ from bench.core.journal import settle
 from bench.core.paths import CACHE_ENV
 from bench.core.spend import dollars, recorded_spend
 from bench.models._leases import RemoteLimiter
+from bench.models._messages import prompt_messages
 from bench.models._purse import Purse
 from bench.models.cache import open_cache
 from bench.models.ratelimit import limiter_for
@@ -108,6 +109,8 @@ class Budget:
             return 0.0
         counter = bound_counter(route)  # each image part at its bound (tokens.IMAGE_TOKENS)
         self.counting[route.spec.model] = counter.tokenizer
+        if "input" in body:  # an embeddings request: its texts, no output
+            return price[0] * counter.messages(prompt_messages(body))
         messages = body.get("messages") or []
         prompt = price[0]  # never a cache hit; a cache write (a cache_control mark) at its price when higher
         if breakpoints(messages):

@@ -30,6 +30,7 @@ from bench.models.batch_policy import BATCH_POOL
 from bench.models.batches.queue import Batcher
 from bench.models.batches.batch_api import close_clients, line_body
 from bench.models.budget import Budget, Held, reservation
+from bench.models.embeddings import Embedding, embed, send_embedding
 from bench.models.cache import ResponseCache
 from bench.models.limits import Limits
 from bench.models.ratelimit import (SWEEP_KEY, URGENCY, Caps, Limiter, LocalLimiter, estimate_tokens, limiter_for,
@@ -135,6 +136,11 @@ class LLM:
         if cache_reply and self.cache is not None:  # ``keep``, without asking what a fresh reply is
             self.cache.put(key, cache_entry(comp))  # in its file before the caller sees the reply
         return comp
+
+    async def embed(self, spec: ModelSpec, text: str, *, timeout_s: float | None = None) -> Embedding:
+        """Return ``text``'s embedding by the embedding model ``spec``, cached, capped, budgeted and priced like a
+        completion (bench.models.embeddings)."""
+        return await embed(self, spec, text, timeout_s)
 
     def keep(self, comp: Completion) -> None:
         """Store a checked reply in the response cache (``complete(..., cache_reply=False)`` left it out)."""
@@ -325,7 +331,9 @@ class LLM:
                 self.journal.sent(held.usd if held is not None else reservation(route, body))
             t0 = time.perf_counter()
             try:
-                if route.transport == "direct":
+                if "input" in body:  # an embeddings request (bench.models.embeddings)
+                    reply = await send_embedding(self, st, route, body, timeout_s)
+                elif route.transport == "direct":
                     reply = await send_direct(self._endpoint(st, route), route, body, timeout_s, self._reached)
                 elif route.provider.answers_in_process:
                     reply = dry.answer(body, seed=key)  # in-process: the request key seeds the reply

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from bench.models._counters import Caps, LocalLimiter
 from bench.models._leases import TOKEN_ENV, LeaseServer, RemoteLimiter
-from bench.models._messages import message_text, output_limit
+from bench.models._messages import message_text, output_limit, prompt_messages
 
 __all__ = ["CHARS_PER_TOKEN", "DEFAULT_COMPLETION_TOKENS", "SWEEP_KEY", "TOKEN_ENV", "URGENCY", "Caps", "LeaseServer",
            "Limiter", "LocalLimiter", "RemoteLimiter", "endpoint_key", "estimate_tokens", "limiter_for", "limits_of"]
@@ -62,8 +62,8 @@ def limits_of(spec: Any) -> tuple[str, Caps] | None:
 
 def estimate_tokens(body: dict[str, Any]) -> int:
     """Return the tokens a request is charged before its reply: prompt characters / 4 plus its output limit."""
-    chars = sum(len(message_text(m)) for m in body.get("messages") or ())
-    out = output_limit(body)
+    chars = sum(len(message_text(m)) for m in prompt_messages(body))
+    out = 0 if "input" in body else output_limit(body)  # an embedding has no output
     return -(-chars // CHARS_PER_TOKEN) + max(0, DEFAULT_COMPLETION_TOKENS if out is None else out)
 
 

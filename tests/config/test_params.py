@@ -98,7 +98,7 @@ def test_endpoint_spec_keeps_params_and_price(tmp_path):
     assert isinstance(small, ModelSpec)
     assert small.model == "openai/gpt-4o-mini" and small.params == {"temperature": 0.2, "max_tokens": 64}
     assert small.price is None and small.api_base is None and small.transport == "auto"
-    assert local.price == (0.5, 1.5)
+    assert local.price == (0.5, 1.5, None, None)  # input, output, cached input, cache write (per Mtok)
     assert (local.api_base, local.api_key_env, local.transport, local.rpm) == (
         "http://127.0.0.1:11434/v1", "OLLAMA_KEY", "direct", 60)
     assert local.params == {}

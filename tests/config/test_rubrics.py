@@ -202,7 +202,7 @@ def test_check_kind_errors(tmp_path: Path) -> None:
     lines = error_of(tmp_path, "a").splitlines()
     assert lines[0] == f"{path}: checks[0].kind: unknown check kind 'jsn' (one of: regex, length, json, " \
                        f"contains, excludes, exact_match, numeric, choice, token_f1, tool_called, tool_order, " \
-                       f"tool_not_called, max_steps, python, code)"
+                       f"tool_not_called, max_steps, python, code, json_schema, similarity)"
     assert lines[1].startswith(f"{path}: checks[1].kind: required key is missing")
     assert "give at least one of min_chars" in lines[2]
 

@@ -1,4 +1,5 @@
-"""The embedded model end to end through bench.models.client: a real completion and a schema-constrained reply."""
+"""The embedded model end to end through bench.models.client: a real completion, a schema-constrained reply, and
+embeddings (llama.cpp's per-token vectors, mean-pooled)."""
 
 import asyncio
 import json
@@ -8,6 +9,7 @@ import pytest
 
 from bench.models import local
 from bench.models.client import LLM, Limits
+from bench.models.embeddings import cosine
 from bench.models.routing import ModelSpec
 
 pytestmark = pytest.mark.local_model
@@ -29,15 +31,19 @@ def test_embedded_model_answers_plain_and_json_through_the_seam(tmp_path):
         plain = await llm.complete(spec, [{"role": "user", "content": "Name one fruit."}])
         graded = await llm.complete(spec, judge_msgs, response_format=rf, params=judge)
         again = await llm.complete(spec, judge_msgs, response_format=rf, params=judge)
+        texts = ("The cat sat on the mat.", "A cat sat on a mat.", "Name one fruit.")
+        vectors = [await llm.embed(spec, t) for t in texts]
         await llm.aclose()
-        return plain, graded, again
+        return plain, graded, again, vectors
 
     try:
-        plain, graded, again = asyncio.run(go())
+        plain, graded, again, vectors = asyncio.run(go())
     finally:
         local.shutdown()
     assert plain.text.strip() and plain.usage.completion_tokens >= 1 and plain.usage.cost_usd == 0.0  # free
     assert graded.usage.finish_reason == "stop", graded.text
     jsonschema.validate(json.loads(graded.text, strict=False), GRADE)  # grammar-constrained: valid every time
     assert again.usage.cached and again.text == graded.text
-    assert llm.calls == 2
+    print("cosines", [round(cosine(vectors[0].vector, v.vector), 4) for v in vectors[1:]])
+    assert llm.calls == 5  # two completions, three embeddings (never the completion's cache entry)
+    assert all(len(v.vector) == 640 and v.usage.cost_usd == 0.0 and v.usage.prompt_tokens > 0 for v in vectors)

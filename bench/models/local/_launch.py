@@ -89,6 +89,8 @@ def server_command(path: Path, port: int, model: LocalModel, n_ctx: int) -> list
         # Default True: keeps vocabulary-wide logits per prompt token (its cost: docs/embedded-model.md).
         # llama-cpp-python serves token logprobs only with it: BENCH_LOCAL_LOGPROBS=1.
         "--logits_all", "true" if logprobs_wanted() else "false",
+        # Default False: /v1/embeddings answers only with it (chat replies unchanged: docs/judging.md#similarity).
+        "--embedding", "true",
     ]
     if model.chat_format:
         argv += ["--chat_format", model.chat_format]

@@ -10,6 +10,7 @@ from aiohttp import web
 
 from bench.testing.fake_provider import anthropic_wire, gemini_wire
 from bench.testing.fake_provider.batch_routes import BatchRoutes
+from bench.testing.fake_provider.embeddings import embed
 from bench.testing.fake_provider.replies import error_body
 from bench.testing.fake_provider.server import REQUEST_WIRE, FakeServer
 
@@ -61,6 +62,8 @@ def build_app(server: FakeServer) -> web.Application:
     app = web.Application(client_max_size=512 * 1024 * 1024)  # OpenAI's file size limit: batch_max_bytes can be hit
     app.router.add_post("/v1/chat/completions", server.chat)
     app.router.add_post("/chat/completions", server.chat)
+    app.router.add_post("/v1/embeddings", functools.partial(embed, server))
+    app.router.add_post("/embeddings", functools.partial(embed, server))
     app.router.add_get("/v1/models", functools.partial(models, server))
     app.router.add_get("/models", functools.partial(models, server))
     for path in ("/v1/messages", "/v1/v1/messages"):  # an api_base ending in /v1 gets LiteLLM's /v1/messages added

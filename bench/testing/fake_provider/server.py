@@ -90,6 +90,7 @@ class FakeServer:
         self.generation += 1
         self.batches.clear()
         self.requests = 0
+        self.embeddings = 0  # of ``requests``, those to /v1/embeddings
         self.in_flight = 0
         self.peak_in_flight = 0
         self.statuses: Counter[int] = Counter()
@@ -107,6 +108,7 @@ class FakeServer:
         """The counters as a JSON-ready dict (the Batch API's under ``batches``: see ``BatchStore.snapshot``)."""
         return {
             "requests": self.requests,
+            "embeddings": self.embeddings,
             "in_flight": self.in_flight,
             "peak_in_flight": self.peak_in_flight,
             "statuses": {str(k): v for k, v in sorted(self.statuses.items())},
