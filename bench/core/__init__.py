@@ -1,9 +1,7 @@
 """The contract every layer shares: errors, records, the run store, paths, progress and how a run ended.
 
-``core`` imports nothing else of bench. Run folders hold append-only JSONL records (written through
-:class:`~bench.core.writer.RecordWriter`), with rescue files, the request journal, the run lock and secret
-redaction guarding them.
-"""
+``core`` imports nothing else of bench; run folders hold append-only JSONL records guarded by rescue files,
+the request journal, the run lock and secret redaction."""
 
 from importlib import import_module
 from typing import Any

@@ -1,9 +1,7 @@
-"""`bench sweep`'s exit codes as one table: what each means, and what a watcher or an orchestrator does with it.
+"""`bench sweep`'s exit codes as one table: what each means and what a watcher or orchestrator does with it.
 
-:class:`ExitCode` names the codes, :func:`task_action` says what an orchestrator does with one, :func:`mlflow_status`
-how the live MLflow run ends. A test keeps docs/sweeps.md's table in step. Standard library only, so a DAG or a
-cron script can import it; ``python -m bench.core.exit_codes CODE`` prints the action.
-"""
+Standard library only, so a DAG or cron script can import it; ``python -m bench.core.exit_codes CODE`` prints
+the action. A test keeps docs/sweeps.md's table in step."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
 """Injection-like text in a model's answer: what a judge should never take as a verdict or an instruction.
 
-Answers that look like a verdict or address the judge are flagged (``Candidate.flags``) so reviewers see
-them first: a signal for review, not a filter. Patterns are matched on a folded copy of the text
-(``_fold``: hidden tag characters, compatibility forms, invisibles and look-alikes normalised), never on
-what the judge is shown; the judge prompt's own delimiting is in ``bench.judge._prompts``.
-"""
+Flagged answers (``Candidate.flags``) are a signal for reviewers, not a filter. Patterns match a folded copy
+of the text (``_fold``), never what the judge is shown."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""How a run ended: the items still failed, grouped, and the exit code that says so.
+"""How a run ended: the items still failed, grouped (stage × model or judge × error kind), and the exit code.
 
-An item is failed when its latest record is a failure and it never succeeded. The sweep's summary, the report
-and the MLflow run show the same groups (stage × model or judge × error kind). The exit codes of
-`bench sweep` (0, 1, 2, 3, 4, 130) are in docs/sweeps.md, How a sweep ends.
-"""
+An item is failed when its latest record is a failure and it never succeeded (exit codes: docs/sweeps.md)."""
 
 from __future__ import annotations
 

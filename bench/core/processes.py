@@ -32,11 +32,7 @@ def _libc_prctl() -> Callable[..., int] | None:
 
 
 def die_with_parent(parent_pid: int, sig: int = signal.SIGTERM) -> Callable[[], None]:
-    """Return a ``preexec_fn`` asking the kernel to send ``sig`` to the child when its parent thread dies.
-
-    If the parent is already gone by the time the child runs it (a kill between fork and prctl),
-    the child exits at once instead of starting an orphan. Off Linux only the second check applies.
-    """
+    """Return a ``preexec_fn`` making the child get ``sig`` when its parent thread dies (or exit if it is gone)."""
     prctl = _libc_prctl()
 
     def preexec() -> None:
@@ -62,12 +58,8 @@ def pid_alive(pid: int) -> bool:
 def remove_stale_folders(prefix: str, socket_name: str = "") -> list[str]:
     """Remove the folders ``<tmp>/<prefix><pid>-*`` this user's dead processes left behind; return their paths.
 
-    bench names a private temporary folder after the process that owns it (the lease server's socket, a
-    local cluster's certificate). A process killed with ``kill -9`` cannot remove its own, so the next one
-    with that prefix does. A folder is removed only if it belongs to this user, is not a symlink, and its
-    pid is not alive. A folder without a pid in its name (an older bench's) is removed only if it holds
-    ``socket_name`` and nothing listens on that unix socket any more.
-    """
+    Only this user's non-symlink folders of dead pids go; one without a pid goes only if nothing listens on its
+    ``socket_name``."""
     removed = []
     for tmp in socket_bases():
         try:

@@ -1,10 +1,7 @@
 """The contract every stage reads and writes: scenarios, candidates, judgments, reviews.
 
-One record per JSONL line. Records are immutable; every id is a content hash of what
-determines the record, so the same work always gets the same id (and the same cache
-entry), and re-running a finished sweep makes zero model calls. A failure is a record
-too: ``error`` is set, nothing is scored, and resume retries it.
-"""
+One immutable record per JSONL line; every id is a content hash of what determines the record, so a finished
+sweep re-runs with zero model calls. A failure is a record too (``error`` set): resume retries it."""
 
 from __future__ import annotations
 
@@ -81,20 +78,9 @@ def utc_now() -> str:
 class Usage(BaseModel):
     """What producing one record took: provider requests, cache hits, tokens, dollars and time.
 
-    ``calls`` counts provider requests actually sent (retries, repair turns, every checklist
-    requirement, a failed parse included); ``cache_hits`` counts replies answered without a
-    request. Tokens, cost and latency are summed over every reply received (a cache hit brings
-    the original call's tokens and cost). ``cost_usd`` is None when some reply had no known price.
-
-    Every paid reply counts, also one that was not used (an empty ``finish_reason=length`` reply
-    retried): a call paid more than once lists each paid attempt in ``paid_attempts`` (its tokens,
-    cost and finish reason), and the totals above are their sum. A request a kill left in flight is
-    listed there too, claimed by the reply to the same request (``in_flight_at_kill``, ``estimated``:
-    bench.core.spend), in the tokens and cost, not in ``calls``. ``over_limit``: some reply returned
-    more completion tokens than its request's output limit (``max_tokens``). ``estimated``: some
-    reply carried no usage, so its tokens were counted from its text and the request's with a bound
-    that never counts fewer (``bench.models.tokens.bound_counter``), never taken as zero.
-    """
+    ``calls`` counts requests sent; tokens, cost and latency sum over every reply, each paid attempt listed in
+    ``paid_attempts`` (a kill's in-flight request too, ``estimated``). ``cost_usd`` is None when some price was
+    unknown; ``estimated``: some usage was counted from text with a bound that never counts fewer (docs/budget.md)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -141,11 +127,7 @@ def failed_usage(error: Exception) -> Usage:
 
 
 def add_usage(parts: list[Usage]) -> Usage | None:
-    """Return the usage of a record made of several calls: replies, repair turns, failed requests.
-
-    Calls, cache hits, tokens and latency add up; cost adds up unless some part had no known
-    price (then it is None, never a partial sum). None when there were no parts.
-    """
+    """Return the summed usage of several calls (None without parts); cost is None if any part's price was unknown."""
     if not parts:
         return None
     if len(parts) == 1:

@@ -1,12 +1,7 @@
-"""What a run folder has spent: the sum of every record's paid cost, failed attempts and earlier runs included.
+"""What a run folder has spent: every record's paid cost, failed attempts and earlier runs included.
 
-A record answered wholly from the response cache costs nothing now; every other record counts its ``cost_usd`` in
-full, paid attempts and estimated usage included; one of unknown price is reported apart, never taken as free. A
-conversation counts its model's and simulated user's requests, less turns the cache answered. A request a kill
-left in flight (``bench.core.journal``: ``lost``) is estimated spend: the record of the next reply to the same
-request claims it (a ``paid_attempts`` entry marked ``estimated`` and ``in_flight_at_kill``); until then it
-counts at its reservation (docs/budget.md, Kills).
-"""
+A record answered wholly from the cache costs nothing now; one of unknown price is reported apart. A request
+a kill left in flight counts at its reservation until a later reply claims it (docs/budget.md, Kills)."""
 
 from __future__ import annotations
 
@@ -90,7 +85,6 @@ def recorded_spend(run_dir: str | Path) -> RunSpend:
 
 def open_lost(run_dir: str | Path, claimed: Counter[str] | None = None) -> dict[str, list[float | None]]:
     """Return the requests kills left in flight that no record has claimed yet: {key: [reservation per attempt]}.
-
     ``claimed``: how many attempts of each key the records claim (None: read from the records)."""
     lost = lost_attempts(run_dir)
     if lost and claimed is None:
@@ -107,10 +101,8 @@ def _parts(rec: Candidate | Judgment) -> list[tuple[Usage | None, str]]:
 
 
 def paid_cost(usage: Usage | None, turns: list[dict[str, Any]] | None = None, by: str = "model") -> float | None:
-    """Return the USD a record's ``usage`` paid now: 0.0 when it sent no request (every reply from the response
-    cache), None when some paid reply had no known price. ``turns`` (a conversation's requests, each with
-    its usage, ``by`` the model or the simulator) take out the cost of the turns the cache answered: a
-    resumed conversation's usage adds its replayed turns at their original cost, paid by an earlier attempt."""
+    """Return the USD a record's ``usage`` paid now (0.0 all cached, None an unknown price).
+    ``turns`` take out a resumed conversation's replayed turns, paid by an earlier attempt."""
     if usage is None or usage.cached or not usage.calls:
         return 0.0
     if usage.cost_usd is None:

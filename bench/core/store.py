@@ -1,10 +1,7 @@
 """The run store: append-only JSONL files under ``runs/<sweep>/``, one file per record kind.
 
-Each ``append`` writes all its records then ``fsync``s, so a kill loses at most the records being written; a torn
-last line is skipped by readers and cut off before the next append. A failed write raises StoreWriteError and cuts
-the file back, and its records go to a rescue file (``bench.core.rescue``) the next run reads. Concurrent writers
-each get their own shard (``candidates.<shard>.jsonl``); readers merge every shard.
-"""
+Each ``append`` writes then ``fsync``s; a torn last line is skipped and cut off. A failed write raises
+StoreWriteError and its records go to a rescue file. Concurrent writers each get their own shard."""
 
 from __future__ import annotations
 
@@ -31,11 +28,7 @@ _KINDS = {"scenario": "scenarios", "candidate": "candidates", "judgment": "judgm
 
 
 def atomic_write(path: Path, data: bytes, *, shared: bool = False) -> Path:
-    """Write ``data`` to ``path`` all at once (temp file, fsync, rename): readers see the old or the new file.
-
-    The file is private (0600, what ``mkstemp`` makes: a token, a cache) unless ``shared``: then it gets the
-    permissions the user's umask gives any new file (a report meant to be sent round: 0644 under umask 022).
-    """
+    """Write ``data`` to ``path`` at once (temp file, fsync, rename); private (0600) unless ``shared`` (umask)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -73,11 +66,7 @@ class TornRecordWarning(UserWarning):
 
 
 def write_all(fd: int, data: bytes) -> tuple[int, OSError | None]:
-    """Write all of ``data`` to ``fd``, looping over short writes; return (bytes written, the error or None).
-
-    ``os.write`` may write less than asked (a file size limit, a nearly full disk): the next
-    write then reports the error (EFBIG, ENOSPC, EDQUOT, …), which is returned, never ignored.
-    """
+    """Write all of ``data`` to ``fd`` despite short writes; return (bytes written, the error or None)."""
     view, done = memoryview(data), 0
     while done < len(view):
         try:
@@ -110,11 +99,7 @@ def os_reason(exc: OSError) -> str:
 
 
 class StoreWriteError(StoreError):
-    """An append could not be written (disk full, file size limit, quota, I/O error).
-
-    ``unwritten`` holds the records that are not in the file (the file was cut back, so no
-    torn line remains); ``path`` the file and ``os_error`` the error of the failed write.
-    """
+    """An append could not be written: ``unwritten`` records, ``path`` and ``os_error`` (the file was cut back)."""
 
     def __init__(self, root: Path, path: Path, exc: OSError, unwritten: list[Record]):
         self.root, self.path, self.os_error, self.unwritten = root, path, exc, unwritten
@@ -199,12 +184,7 @@ class RunStore:
                              f"fix its permissions or choose another run folder") from exc
 
     def append(self, records: Iterable[Record]) -> int:
-        """Append records durably (whole writes, one fsync per file); return how many.
-
-        A write that cannot complete (disk full, file size limit, quota, I/O error) raises
-        StoreWriteError naming the file and the OS error, with the records it did not write;
-        the file is cut back to where it was, so no torn line is left for a later append.
-        """
+        """Append records durably (one fsync per file); return how many; StoreWriteError when a write fails."""
         by_path: dict[Path, list[tuple[Record, bytes]]] = {}
         for rec in records:
             by_path.setdefault(self.path(rec.kind), []).append(
@@ -296,11 +276,7 @@ class RunStore:
 
     def attempts(self, kind: str | type[Record]) -> dict[str, int]:
         """Return, per id that never succeeded, how many times it was tried (its latest ``attempt``).
-
-        A record of work a stop interrupted (``error_kind`` "budget" or "stopped": a conversation's paid turns, a
-        judge's paid solution, kept for their spend) is no try: raising the budget and re-running continues it,
-        whatever ``max_attempts`` says, as it continues an item the stop kept from starting.
-        """
+        A record a stop interrupted (``error_kind`` "budget" or "stopped") is no try."""
         out: dict[str, int] = {}
         done: set[str] = set()
         for rec in self.iter(kind):
