@@ -1,9 +1,7 @@
 """A sweep's stages in order: collect (judging each answer as it arrives), then judge what is left.
 
-Everything is resumable: a second sweep makes zero model calls. A stage with nothing to work on is refused
-with one line saying what to run instead; a crashed stage stops the stages after it, and so does one that
-stopped on purpose (``limits.budget_usd`` reached: bench.sweep.halts).
-"""
+Resumable; a stage with nothing to work on is refused saying what to run, and a crashed or halted stage stops
+the stages after it."""
 
 from __future__ import annotations
 
@@ -60,12 +58,7 @@ def run_sweep(run: Run | str, *, jobs: int = 1, per_cell: bool = False, cells=No
               only_stage: str | None = None, run_dir: str | None = None,
               cluster: RemoteStages | None = None, on_start: Callable[[], None] | None = None) -> SweepResult:
     """Run the sweep's stages; return the run folder and every execution with its exit code.
-
-    The caller holds the run folder's lock (bench.core.runlock) for as long as it writes there.
-    On a ``cluster`` every stage runs as one task per group of cells there, a group per worker thread
-    (bench.sweep.cluster), and the driver serves the caps.
-    ``on_start`` is called once nothing refused the sweep, as its stages start (its live MLflow run appears then).
-    """
+    The caller holds the run lock; ``on_start`` is called once nothing refused the sweep."""
     threading.Thread(target=_import_papermill, daemon=True).start()  # 0.3 s of imports, overlapped with prep
     started = utc_now()  # items that fail from now on are asked again by the next sweep, not by this one
     run = run if isinstance(run, Run) else open_run(run, cells=cells, run_dir=run_dir)
@@ -116,11 +109,7 @@ def _run_stages(run: Run, stages: list[str], jobs: int, per_cell: bool, started:
 
 
 def check_stage(run: Run, stage: str | None) -> None:
-    """Refuse (BenchError: one line, exit code 2) a stage that has nothing to work on yet, saying what to run.
-
-    ``--only-stage judge`` before anything was collected would grade nothing, render an empty
-    report and log an empty MLflow run; it says instead that nothing has been collected and how.
-    """
+    """Refuse (BenchError, exit 2) a stage that has nothing to work on yet, saying what to run first."""
     if stage is None:
         return
     if stage not in STAGES:

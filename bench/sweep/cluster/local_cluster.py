@@ -1,10 +1,7 @@
 """``--cluster local:N``: a Dask cluster on this machine that no neighbour can enter, and that serves no web page.
 
-The scheduler runs in the driver and N nannied ``dask worker`` processes on 127.0.0.1; every connection is mutual
-TLS under a certificate made for this sweep alone, read from a folder only this user can open. The workers get no
-secret in their environment (bench.sweep.cluster.worker_secrets), and no HTTP server is started, so the comm ports
-are the cluster's only ports (docs/cluster.md).
-"""
+N nannied workers on 127.0.0.1, mutual TLS under a certificate made for this sweep, no secret in their
+environment and no HTTP server (docs/cluster.md)."""
 
 from __future__ import annotations
 

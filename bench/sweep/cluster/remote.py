@@ -1,11 +1,7 @@
 """What a Dask worker runs for a cluster sweep: the start-up probe, and one papermill execution attempt.
 
-Workers reach these functions by reference (``bench.sweep.cluster.remote.execute``), so a worker needs the
-same ``bench`` installed (bench.sweep.cluster.probe checks it, before the sweep and before each execution).
-Each attempt claims its own number in the run folder
-(``attempts/<execution>.<n>.json``, created exclusively), so no two workers ever write the same
-file: attempt 1 appends to the execution's usual shard and notebook, attempt n to ``<shard>-a<n>``.
-"""
+Each attempt claims its own number (``attempts/<execution>.<n>.json``, created exclusively), so no two workers
+write the same file: attempt n > 1 appends to ``<shard>-a<n>``."""
 
 from __future__ import annotations
 
@@ -53,11 +49,7 @@ class Task:
 
 def execute(task: Task) -> dict[str, Any]:
     """Run one attempt of an execution on this worker; return its provenance (ExecutionAttempt fields + more).
-
-    A failing notebook cell is an outcome (returned, status ``failed``): running it again elsewhere
-    would fail the same way. Anything else (the kernel died, the folder went away) is recorded in
-    the attempt's file and raised, so Dask retries the execution on a worker.
-    """
+    A failing cell is an outcome (status ``failed``); anything else is recorded and raised, so Dask retries it."""
     pm = papermill()  # imported once per worker process
 
     worker = _worker_address()
@@ -92,14 +84,8 @@ def execute(task: Task) -> dict[str, Any]:
 
 def _run_notebook(pm: Any, task: Task, params: dict[str, Any], notebook: Path, kernel: "_KernelEnv",
                   record: dict[str, Any]) -> None:
-    """Execute the stage notebook into ``notebook`` in a kernel papermill starts; set ``record``'s status (a failed
-    cell is an outcome); anything else raises.
-
-    The kernel is killed as soon as the notebook is saved (papermill's ``shutdown_kernel="immediate"``): what the
-    stage wrote is durable by the end of its cell (records flushed by its RecordWriter and
-    replies written to the shard cache synchronously, both with plain writes a killed process keeps; the
-    output cells only read), so a graceful shutdown would only add the kernel's own teardown.
-    """
+    """Execute the stage notebook into ``notebook``; set ``record``'s status (a failed cell is an outcome).
+    The kernel is killed once the notebook is saved: the stage's writes are durable by the end of its cell."""
     stopped = _watch_stop(task.stop, kernel)
     try:
         pm.execute_notebook(task.notebook_in, str(notebook), parameters=params, kernel_name="python3",
@@ -194,12 +180,8 @@ def hurry_event(stop: str) -> str:
 
 
 def _watch_stop(name: str, kernel: _KernelEnv) -> threading.Event:
-    """Interrupt the execution's kernel once when the sweep's stop event is set (its stage sends nothing new and
-    saves what is in flight), and again when its hurry event is (its stage gives up what is in flight).
-
-    Returns an event set when the stop was seen. The distributed.Events are made here, on the task's
-    thread (where the worker's client is found), and waited on from a watcher thread.
-    """
+    """Interrupt the execution's kernel once when the sweep's stop event is set, again when its hurry event is.
+    Returns an event set once the stop was seen; the distributed.Events are made on the task's thread."""
     stopped = threading.Event()
     if not name:
         return stopped

@@ -1,10 +1,8 @@
-"""A sweep on a Dask cluster: ``bench sweep PARAMS --cluster ADDRESS`` (or ``DASK_SCHEDULER_ADDRESS``, or ``local:N``).
+"""A sweep on a Dask cluster: ``bench sweep PARAMS --cluster ADDRESS`` (or ``DASK_SCHEDULER_ADDRESS``, ``local:N``).
 
-:class:`ClusterSession` connects to the scheduler (or starts ``local:N``), serves every cap from one token-guarded
-lease server, hands the workers the token and keys in a plugin (bench.sweep.cluster.worker_secrets) and checks
-every worker before anything is paid (bench.sweep.cluster.probe). ``local:N`` and ``tls://`` are TLS; a plain
-``tcp://`` scheduler is used after a one-line warning of what anyone reaching it could read (docs/cluster.md).
-"""
+:class:`ClusterSession` connects (or starts ``local:N``), serves every cap from one token-guarded lease server,
+hands workers their secrets and checks them before anything is paid. A plain ``tcp://`` scheduler gets a
+one-line warning (docs/cluster.md)."""
 
 from __future__ import annotations
 
@@ -205,10 +203,8 @@ class ClusterSession:
     def _tls(self) -> Any:
         """Return the Security to reach a ``tls://`` scheduler with, or None for ``tcp://``.
 
-        The certificate files come from the params' ``cluster:`` section (relative to the params file), else
-        from Dask's configuration (``DASK_DISTRIBUTED__COMM__TLS__CA_FILE``, ``…__CLIENT__CERT``,
-        ``…__CLIENT__KEY``); each must be readable, or the sweep stops naming the key and the file.
-        """
+        Certificates come from the params' ``cluster:`` section, else Dask's configuration; an unreadable one stops
+        the sweep naming the key and the file."""
         import dask  # noqa: PLC0415 (the `cluster` extra)
         from distributed.security import Security  # noqa: PLC0415
 

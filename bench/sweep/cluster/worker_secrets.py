@@ -1,10 +1,7 @@
 """What a cluster sweep's workers are told in confidence: the lease server's token and the provider keys.
 
-Neither travels in a task nor in a worker's environment: one :class:`WorkerSecrets` plugin per sweep reaches each
-worker over the scheduler's comm and stays in its memory, and :func:`kernel_secrets` copies the values into a
-kernel's environment only; the plugin is removed when the sweep ends. Provider keys go only over TLS; on a plain
-``tcp://`` scheduler the plugin carries the token alone. Who else can read them: docs/cluster.md.
-"""
+One :class:`WorkerSecrets` plugin per sweep holds them in each worker's memory (never a task or the worker's
+environment); :func:`kernel_secrets` puts them in a kernel's environment. Keys go only over TLS (docs/cluster.md)."""
 
 from __future__ import annotations
 
@@ -21,10 +18,7 @@ PLUGIN_PREFIX = "bench-secrets-"  # + the sweep's id: the plugin's name on every
 
 
 def secret_names(env_names: list[str] | tuple[str, ...], declared: set[str]) -> list[str]:
-    """Return the variables bench treats as secrets among ``env_names``: the known provider keys, every
-    ``*_API_KEY``, ``*_TOKEN``, ``*_SECRET``, ``*_PASSWORD``… (bench.core.secrets) and the ``api_key_env``
-    the params name (``declared``). These are what a worker is sent, and what ``local:N`` keeps out of its
-    workers' environment."""
+    """Return the variables among ``env_names`` bench treats as secrets (bench.core.secrets, plus ``declared``)."""
     return sorted(n for n in env_names if n in KNOWN_KEY_VARS or n in declared or n.endswith(SECRET_SUFFIXES))
 
 
@@ -41,11 +35,7 @@ def provider_keys(run: Any) -> dict[str, str]:
 
 
 class WorkerSecrets:
-    """A Dask worker plugin holding a sweep's secrets in the worker's memory (never in a repr or a log).
-
-    Defined without importing distributed (it is duck-typed as a WorkerPlugin: ``setup``/``teardown``),
-    so ``bench`` imports without the ``cluster`` extra.
-    """
+    """A Dask worker plugin holding a sweep's secrets in memory, duck-typed so bench imports without distributed."""
 
     idempotent = False
 
