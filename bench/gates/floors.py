@@ -1,10 +1,7 @@
 """Floors per judge and criterion: what ``--min`` checks, and a bare floor refused across scales (issue 48, item 5).
 
-``--min V`` (``gates: {min: V}``) is one floor on every scoring judge's composite; ``--min JUDGE=V`` (repeatable)
-and ``--min JUDGE.CRITERION=V`` (``gates: {min: {JUDGE: V, JUDGE.CRITERION: V}}``) set one per judge's composite
-or per criterion. A bare floor over judges whose composites lie on different scales (a 0–1 checklist and a 1–5
-rubric) would fail every cell of the lower scale: it is refused, naming each judge's scale.
-"""
+``--min V`` floors every scoring judge's composite; ``--min JUDGE=V`` and ``--min JUDGE.CRITERION=V`` one each.
+A bare floor over judges of different scales is refused, naming each judge's scale."""
 
 from __future__ import annotations
 
