@@ -1,9 +1,6 @@
 """The diff report of a comparison: ``reports/<a>-vs-<b>/index.html``, one self-contained HTML file.
 
-The comparison's table, a forest plot, the items that changed most, the scenarios that moved against the trend
-and the answers only one run has, warnings first; works offline, every run text escaped. ``comparison.json``
-beside it is what run B's report reads to link here.
-"""
+Works offline, every run text escaped; ``comparison.json`` beside it is what run B's report links from."""
 
 from __future__ import annotations
 
