@@ -18,10 +18,7 @@ _SEQUENCES = (list, tuple, set, frozenset)
 
 def format_errors(path: Path | str, exc: ValidationError, root: type[BaseModel], tag_noun: str = "item") -> str:
     """Return one line per error of validating a file's data as ``root`` (repeated lines once).
-
-    ``tag_noun`` names the members of a discriminated union in messages (``check`` gives
-    "unknown check kind 'jsn' (one of: regex, …)").
-    """
+    ``tag_noun`` names a discriminated union's members ("unknown check kind 'jsn' (one of: regex, …)")."""
     lines = []
     for err in exc.errors():
         keys, node, dropped = _walk(root, err["loc"])

@@ -63,10 +63,7 @@ def load_yaml(path: Path, text: str, kind: str = "params file") -> Any:
 
 def parse_yaml(path: Path, text: str, kind: str = "params file", first_line: int = 1, part: str = "") -> Any:
     """Return the parsed YAML of ``text``; a ParamsError naming ``path`` and the line if it is invalid.
-
-    ``first_line`` is the line of the file where ``text`` starts (a rubric's front matter: 2);
-    ``part`` names that part of the file in the message (" in the front matter").
-    """
+    ``first_line``: the file's line where ``text`` starts; ``part`` names that part in the message."""
     try:
         return load_yaml(path, text, kind)
     except DuplicateKeyError as exc:  # its line is 1-based within ``text``

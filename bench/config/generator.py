@@ -93,12 +93,8 @@ def _dimensions(source: GenerateSource) -> list[_Dim]:
 
 
 def generate(source: GenerateSource, seed: int) -> list[Scenario]:
-    """Return the scenarios of named dimensions: the full product in declared order, or (``n`` below its size)
-    ``n`` distinct scenarios drawn with ``random.Random(seed)``, in product order.
-
-    A list dimension gives one value per scenario; a subset dimension a list (in the order of ``of``) whose size
-    is within ``size``.
-    """
+    """Return the scenarios of named dimensions: the full product in declared order, or ``n`` distinct ones drawn
+    with ``random.Random(seed)``, in product order (a subset dimension gives a list sized within ``size``)."""
     dims = _dimensions(source)
     total = math.prod(d.count for d in dims)
     if source.n is None and total > FULL_PRODUCT_LIMIT:

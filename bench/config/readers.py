@@ -79,10 +79,7 @@ READERS: dict[str, DatasetReader] = {"jsonl": jsonl_rows, "csv": csv_rows, "parq
 
 def load_dataset(source: DatasetSource, base_dirs: list[Path], sink: Sink | None = None) -> list[Scenario]:
     """Return one scenario per distinct row of a dataset file (first occurrence kept: ids are content hashes).
-
-    ``fields`` and ``reference`` map template fields and ground-truth keys to columns; ``limit`` keeps the first
-    N rows; ``images`` columns are read by bench.config.dataset_images (``sink`` gets their bytes).
-    """
+    ``fields``/``reference`` map columns; ``limit`` keeps the first N rows; ``sink`` gets ``images`` columns' bytes."""
     path = _resolve(source.path, base_dirs)
     reader = READERS.get(path.suffix.lower().removeprefix("."))
     if reader is None:

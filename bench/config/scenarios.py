@@ -89,8 +89,7 @@ def reference_source(sweep: Sweep, params_path: Path) -> str:
 
 
 def write_scenarios(run_dir: Path, scenarios: list[Scenario]) -> Path:
-    """Write ``run_dir/scenarios.jsonl`` atomically (the same params give a byte-identical file); return its
-    path."""
+    """Write ``run_dir/scenarios.jsonl`` atomically (the same params give a byte-identical file); return its path."""
     path = RunStore(run_dir).path(Scenario)
     data = "".join(s.model_dump_json() + "\n" for s in scenarios).encode("utf-8")
     atomic_write(path, data)
