@@ -75,11 +75,8 @@ class RunTables:
 
 
 def load_run(run_dir: str | Path) -> RunTables:
-    """Read a run folder (``runs/<sweep>``) into :class:`RunTables`; raise if it holds no records.
-
-    Records of a cell, judge or rubric version's earlier content are left out of every table and counted in
-    ``set_aside`` (bench.core.digests).
-    """
+    """Read a run folder into :class:`RunTables`; raise if it holds no records.
+    Records of an earlier content are left out and counted in ``set_aside`` (bench.core.digests)."""
     run_dir = _run_folder(run_dir)
     with _gc_paused():  # and the rows freed before it ends: no full collection over them when it is resumed
         return _tables_of_rows(run_dir, RunStore(run_dir))
