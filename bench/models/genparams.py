@@ -172,10 +172,7 @@ def _unknown(where: str, entry: Any, name: str, allowed: frozenset[str]) -> str:
 
 def type_problems(params: dict[str, Any], entry_id: str | None = None) -> list[str]:
     """Return one line per known generation param whose value has the wrong type (empty when all fit).
-
-    A list where the API takes one value (``reasoning_effort: [low, high]``) would reach the provider as a literal
-    list, not as two runs: it is refused with how to compare settings instead.
-    """
+    A list where the API takes one value is refused, saying how to compare settings instead."""
     problems = []
     for name, value in params.items():
         kinds = PARAM_TYPES.get(name)

@@ -1,9 +1,6 @@
 """Per-model caps: a model's ``max_concurrency``, ``rpm`` and ``tpm``, held for one process or a whole sweep.
 
-Counted per endpoint, whoever sends: requests in flight, request starts and tokens in a 60 s window (an
-estimate before sending, the real usage after). The counters live in ``bench.models._counters``, the sweep's
-lease server and its clients in ``bench.models._leases``.
-"""
+Counted per endpoint (``bench.models._counters``); a sweep's lease server and clients: ``bench.models._leases``."""
 
 from __future__ import annotations
 

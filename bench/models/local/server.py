@@ -1,9 +1,7 @@
 """The llama.cpp server process behind a local model: spawning it, waiting for it, stopping it.
 
-One ``python -m llama_cpp.server`` child on 127.0.0.1 per model, which can never outlive us: it gets
-``PR_SET_PDEATHSIG`` (forked from one long-lived spawner thread, since the signal follows the forking
-thread), an ``atexit`` hook stops it, and it runs in its own session.
-"""
+One child on 127.0.0.1 per model that cannot outlive us: ``PR_SET_PDEATHSIG`` (forked from one spawner
+thread), an ``atexit`` hook, its own session."""
 
 from __future__ import annotations
 
