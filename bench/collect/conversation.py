@@ -1,9 +1,7 @@
 """A conversation or a tool loop, answered turn by turn into one Candidate with its whole transcript.
 
-Each request is an ordinary cached ``LLM.complete`` whose key holds no attempt, so a retried conversation
-replays its finished turns for nothing; a budget stop keeps what was paid (a failed candidate with the
-transcript so far).
-"""
+Requests are cached without the attempt in their key, so a retry replays finished turns for nothing; a budget
+stop keeps what was paid."""
 
 from __future__ import annotations
 

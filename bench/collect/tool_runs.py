@@ -1,9 +1,7 @@
 """A model's tool calls, executed: the tool message fed back to it and the trajectory entry recorded for each.
 
-A call's result is the scenario's ``tool_results``, else the tool's Python ``function`` (cut off at
-``timeout_s``), else its ``result`` template. Nothing a model asks can crash the loop: each failure is a recorded
-``outcome``, and the tool message says what went wrong.
-"""
+A result comes from ``tool_results``, else the Python ``function`` (cut at ``timeout_s``), else the ``result``
+template; each failure is a recorded ``outcome``, never a crash."""
 
 from __future__ import annotations
 
