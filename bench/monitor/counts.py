@@ -1,9 +1,6 @@
 """Per stage and per model or judge: planned, done, failed and in flight, and the rate over the last minute.
 
-Read from the run folder alone, every shard included: the records (counted as bench.core.tally counts), the sweep's
-``plan`` line in ``sweeps.jsonl`` and the open attempts under ``attempts/``. "In flight" is what a running execution
-has yet to record; the rate counts records created in the last minute.
-"""
+Read from the run folder alone: the records, the ``plan`` line of ``sweeps.jsonl`` and the open attempts."""
 
 from __future__ import annotations
 
@@ -93,7 +90,6 @@ def open_attempts(run_dir: Path) -> list[dict[str, Any]]:
 def stage_rows(run_dir: Path, plan: dict[str, Any] | None, running: list[dict[str, Any]],
                stages: list[str], now: float | None = None, since: float | None = None) -> list[Row]:
     """Return one Row per model and per judge: the plan's (a model or judge with records and no plan too).
-
     A row's ``recent`` counts its records made at ``since`` or later (by default, in the last RATE_WINDOW_S)."""
     now = time.time() if now is None else now
     since = now - RATE_WINDOW_S if since is None else since
@@ -156,9 +152,7 @@ LEFT_OPEN = "left open by a driver that is gone: the next sweep of the folder re
 
 def executions(run_dir: Path, opened: list[dict[str, Any]], alive: bool = True) -> list[dict[str, Any]]:
     """Return each execution (by name, in order of first start): its attempts, the last one's status and worker.
-
-    ``opened``: the attempts still open under ``attempts/``; unless their driver is ``alive`` they are shown
-    ``lost``, as the next sweep will record them (bench.core.executions.close_abandoned)."""
+    Attempts still ``opened`` are shown ``lost`` unless their driver is ``alive``."""
     out: dict[str, dict[str, Any]] = {}
     left = [a if alive else {**a, "status": "lost", "reason": LEFT_OPEN} for a in opened]
     for a in [*read_attempts(run_dir), *left]:

@@ -1,9 +1,6 @@
 """`bench status --json`'s document (a contract: :data:`SCHEMA`) and the table the terminal and notebooks show.
 
-One document per look at a run folder: the state and why, the sweep it is about, the run lock, per stage and per
-model or judge planned / done / failed / in flight, the spend against the budget, the executions with their
-workers and attempts, and the rate over the last minute with an ETA. :func:`status` builds it (reads only).
-"""
+:func:`status` builds it, reading only."""
 
 from __future__ import annotations
 
@@ -85,7 +82,6 @@ class Status:
 
 def status(run_dir: str | Path) -> Status:
     """Return the status of the run in ``run_dir`` (a run folder), read from the folder alone, changing nothing.
-
     Safe beside a running sweep and on a shared folder seen from another machine (bench.monitor.state)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():

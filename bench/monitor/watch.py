@@ -1,10 +1,6 @@
-"""`bench status --watch`: the status again every few seconds until the sweep ends.
+"""`bench status --watch`: the status again every few seconds until the sweep ends (quietly on Ctrl-C).
 
-On a terminal the table is redrawn in place (its own lines cleared with ANSI codes, each cut to the
-terminal's width so that none wraps and the count of lines to clear stays true); into a pipe or a file
-one line is printed every few seconds (a log is read later, not watched: bench.core.progress.every_for).
-It stops once the run is no longer running, and quietly on Ctrl-C.
-"""
+On a terminal the table is redrawn in place, lines cut to its width; into a pipe a line every few seconds."""
 
 from __future__ import annotations
 
