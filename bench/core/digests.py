@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from bench.core.errors import ParamsError
 from bench.core.records import (Candidate, Judgment, Record, cell_key, content_hash, hashed_mode, utc_now,
                                 versioned)
-from bench.core.store import RunStore
+from bench.core.store import RunStore, json_lines
 
 LOG = Path("digests") / "supersede.jsonl"  # append-only: one line per name a sweep superseded
 Name = tuple[str, str]  # ("cell" | "judge" | "rubric", its key)
@@ -99,8 +99,7 @@ class RunDigests:
 
     @classmethod
     def made(cls, run_dir: Path, made: Iterable[tuple[list[Digest], str]]) -> RunDigests:
-        """Return the digests of records given as (the digests each was made under, its ``created_at``).
-        A digest's parts are those of its last record of the latest ``created_at``."""
+        """Return the digests of records given as (the digests each was made under, its ``created_at``)."""
         tally: dict[int, list] = {}  # id(digests) -> [digests, records, latest created_at, position of its last]
         for n, (digests, created_at) in enumerate(made):
             t = tally.get(id(digests))
@@ -179,18 +178,7 @@ def _row_digests(kind: str, row: dict[str, Any]) -> list[Digest]:
 
 def read_log(run_dir: Path) -> list[dict[str, Any]]:
     """Return the supersede log's entries in order (a torn last line, from a kill mid-write, is skipped)."""
-    path = Path(run_dir) / LOG
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(entry, dict) and {"what", "key", "digest"} <= entry.keys():
-            out.append(entry)
-    return out
+    return [e for e in json_lines(Path(run_dir) / LOG) if isinstance(e, dict) and {"what", "key", "digest"} <= e.keys()]
 
 
 def check_digests(run_dir: Path, planned: list[Digest], params: str, *, supersede: bool) -> list[tuple[Digest, str]]:
@@ -229,8 +217,7 @@ def _refusal(run_dir: Path, params: str, digests: RunDigests, conflicts: list[tu
 
 
 def supersede(run_dir: Path, conflicts: list[tuple[Digest, str]], params: str) -> None:
-    """Append each change to the run folder's supersede log (durably) and print one line per name saying so;
-    a change the log's latest line for that name already chose is not logged again (the pilot logs first)."""
+    """Append each change not already chosen to the supersede log (durably), printing one line per name."""
     chosen = {(e["what"], e["key"]): e["digest"] for e in read_log(Path(run_dir))}
     conflicts = [(new, old) for new, old in conflicts if chosen.get(new.name) != new.value]
     if not conflicts:

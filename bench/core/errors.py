@@ -14,8 +14,7 @@ class ParamsError(BenchError):
 
 
 class PreflightError(BenchError):
-    """The run cannot start (missing keys, unreachable endpoints, unknown models); nothing was spent.
-    ``problems`` lists every finding."""
+    """The run cannot start (missing keys, unreachable endpoints, unknown models): ``problems``; nothing was spent."""
 
     def __init__(self, problems: list[str]):
         # an api_base's user:password@ is never echoed; a finding two specs share (one model string as answerer
@@ -54,8 +53,7 @@ class StoreError(BenchError):
 
 
 class WritesFailed(StoreError):
-    """A stage stopped because its records could not be written (disk full, file size limit, quota).
-    Its message names the error, what was saved where and what to do (``bench.core.writer.Halt``)."""
+    """A stage stopped because its records could not be written (disk full, file size limit, quota)."""
 
 
 class CacheWriteWarning(RuntimeWarning):

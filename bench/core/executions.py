@@ -11,9 +11,10 @@ import socket
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bench.core.records import utc_now
-from bench.core.store import append_line, atomic_write, os_reason
+from bench.core.store import append_line, atomic_write, json_lines, os_reason
 
 FILE = "executions.jsonl"
 ATTEMPTS = "attempts"  # <run folder>/attempts/: the open record of each attempt while it runs
@@ -57,14 +58,16 @@ def record_attempt(run_dir: str | Path, attempt: ExecutionAttempt) -> None:
 
 def read_attempts(run_dir: str | Path) -> list[dict]:
     """Return every recorded attempt (a torn last line, left by a kill mid-write, is skipped)."""
-    path = Path(run_dir) / FILE
-    if not path.exists():
-        return []
+    return json_lines(Path(run_dir) / FILE)
+
+
+def attempt_files(run_dir: str | Path, pattern: str = "*.json") -> list[tuple[Path, Any]]:
+    """Return (path, JSON value) of each readable file matching ``pattern`` under ``attempts/``, by path."""
     out = []
-    for line in path.read_text().splitlines():
+    for path in sorted((Path(run_dir) / ATTEMPTS).glob(pattern)):
         try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
+            out.append((path, json.loads(path.read_text())))
+        except (OSError, ValueError):
             continue
     return out
 
@@ -80,8 +83,7 @@ def driver_name() -> str:
 
 
 def local_marker(run_dir: str | Path, attempt: ExecutionAttempt, sweep: str) -> Path | None:
-    """Write a local execution's open record (``<execution>.local-<pid>.json``, status ``running``); return its path.
-    None when it could not be written, which is said and never fatal."""
+    """Write a local execution's open record (``running``); return its path, None when it could not be written."""
     path = Path(run_dir) / ATTEMPTS / f"{attempt.name}.local-{os.getpid()}.json"
     try:
         atomic_write(path, json.dumps({**asdict(attempt), "status": "running", "sweep": sweep,
@@ -100,11 +102,7 @@ def close_abandoned(run_dir: str | Path, sweep: str) -> int:
     none is recorded twice; a cluster attempt's file gets the status, a local marker is removed."""
     recorded = {_identity(a) for a in read_attempts(run_dir)}
     closed = 0
-    for path in sorted((Path(run_dir) / ATTEMPTS).glob("*.json")):
-        try:
-            a = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
+    for path, a in attempt_files(run_dir):
         if not isinstance(a, dict) or a.get("sweep") == sweep or _identity(a) in recorded:
             continue
         status = a.get("status")

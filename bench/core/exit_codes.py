@@ -10,8 +10,7 @@ from enum import Enum, IntEnum
 
 
 class ExitCode(IntEnum):
-    """The exit codes of `bench sweep`, the one table of them (bench.core.outcome's EXIT_* and bench.gates'
-    EXIT_GATE_FAILED are its values as plain ints)."""
+    """The exit codes of `bench sweep`, the one table of them (EXIT_* elsewhere are its values as plain ints)."""
 
     OK = 0  # every planned answer and judgment succeeded
     CRASHED = 1  # an execution crashed or the report failed: the run is incomplete

@@ -44,8 +44,7 @@ _NOT_REGULAR = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)
 
 
 def looks_like(data: bytes) -> str:
-    """Return what bytes that are no accepted image look like (``a PDF document``, ``text``, …), for messages:
-    a refusal names the type, never the bytes (an image path may name any file, ``/etc/shadow`` too)."""
+    """Return what non-image bytes look like (``a PDF document``, ``text``, …): a refusal never shows the bytes."""
     if not data:
         return "an empty file"
     if data[4:8] == b"ftyp":
@@ -68,8 +67,7 @@ def _is_text(head: bytes) -> bool:
 
 
 class FileRefused(Exception):
-    """An image file refused before its bytes are used: ``why`` says what it is, never what it holds; ``size``
-    is set when it is larger than the limit (at least that many bytes)."""
+    """An image file refused before its bytes are used: ``why`` it is refused, ``size`` when over the limit."""
 
     def __init__(self, why: str, size: int | None = None) -> None:
         super().__init__(why)
@@ -102,8 +100,7 @@ def _check_regular(mode: int) -> None:
 
 
 def file_ref(column: str, data: bytes, mime: str, origin: str | None = None) -> dict[str, Any]:
-    """Return the ref of an image held in the run folder: its column, content hash, type and stored path.
-    ``origin`` (where the dataset had it) is for messages only, never part of an identity."""
+    """Return the ref of an image held in the run folder; ``origin`` is for messages, never part of an identity."""
     sha = hashlib.sha256(data).hexdigest()
     ref = {"column": column, "sha256": sha, "mime": mime, "file": f"{IMAGE_FOLDER}/{sha}.{EXTENSIONS[mime]}"}
     return {**ref, "origin": origin} if origin else ref

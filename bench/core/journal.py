@@ -44,8 +44,7 @@ class Journal:
         return _armed.get() is not None and self.error is None
 
     def sent(self, usd: float | None = None) -> None:
-        """Journal the armed request of the current task, once (its retries are the same request), with its
-        reservation: the most it can cost (None: unknown)."""
+        """Journal the current task's armed request once, with its reservation (the most it can cost; None: unknown)."""
         key = _armed.get()
         if key is None or self.error is not None:
             return
@@ -81,8 +80,7 @@ class Journal:
         return fd
 
     def _give_up(self, exc: OSError) -> None:
-        """Stop journaling. Silently: the journal is a measurement, and a write that fails here (a full
-        disk) fails the stage's own writes too, whose one message must not be buried under a second."""
+        """Stop journaling, silently: the stage's own failed writes say what went wrong."""
         self.error = exc
 
     def close(self, keep: bool = False) -> None:
@@ -178,8 +176,7 @@ def settle(run_dir: str | os.PathLike[str], cache: Any) -> int:
 
 
 def read_repeats(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """Return ``repeats.json`` of a run folder: ``in_flight_repeats`` (the total so far), ``lost``, ``unclaimed``
-    and its ``events``."""
+    """Return a run folder's ``repeats.json``: ``in_flight_repeats``, ``lost``, ``unclaimed`` and ``events``."""
     try:
         data = json.loads((Path(run_dir) / REPEATS_FILE).read_text())
         return data if isinstance(data, dict) else {}
@@ -194,8 +191,7 @@ def lost_attempts(run_dir: str | os.PathLike[str]) -> dict[str, list[float | Non
 
 
 def unclaimed_keys(run_dir: str | os.PathLike[str]) -> set[str]:
-    """Return the keys of replies a stopped process of this run folder paid and cached, perhaps with no record: a
-    resume that takes one from the cache counts it as spent (``bench.models.client.LLM.unclaimed``)."""
+    """Return the keys a stopped process paid and cached, perhaps with no record (a resume counts them as spent)."""
     return set(read_repeats(run_dir).get("unclaimed", []))
 
 

@@ -112,8 +112,7 @@ def retry_command(params: str | Path, *, cells: str | None = None, run_dir: str 
 
 
 def repeats_since(run_dir: str | Path, since: str) -> int:
-    """Return the requests that were in flight when an earlier run of this folder stopped and that
-    stages started since ``since`` asked again (each possibly paid twice; see bench.core.journal)."""
+    """Return the requests an earlier stop left in flight that stages started since ``since`` asked again."""
     events = read_repeats(run_dir).get("events", [])
     return sum(int(e.get("in_flight_repeats", 0)) for e in events if str(e.get("time", "")) >= since)
 

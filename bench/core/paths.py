@@ -50,7 +50,6 @@ BACKEND_ENV = "BENCH_BACKEND_STORE_URI"  # `bench tracking-server`'s backend URI
 
 
 def cache_path(root: Path | None = None) -> Path:
-    """Return the folder of the response cache shared by all sweeps (re-judging elsewhere reuses replies):
-    ``$BENCH_CACHE`` if set, else ``<runs>/.cache/responses``."""
+    """Return the response cache folder shared by all sweeps: ``$BENCH_CACHE``, else ``<runs>/.cache/responses``."""
     env = os.environ.get(CACHE_ENV, "")
     return Path(env).expanduser().absolute() if env else runs_root(root) / ".cache" / "responses"

@@ -24,8 +24,7 @@ def configure(*, marked: bool = False, every_s: float | None = None) -> None:
 
 
 def every_for(stream: Any) -> float:
-    """Return the seconds between two progress lines written to ``stream``: the interval :func:`configure` set,
-    else 2 s on a terminal and 5 s into a pipe or a file."""
+    """Return the seconds between progress lines to ``stream``: :func:`configure`'s, else 2 s (terminal) or 5 s."""
     if _SETTINGS["every_s"] is not None:
         return float(_SETTINGS["every_s"])
     try:
@@ -146,8 +145,7 @@ class Progress:
             self._print()
 
     def line(self) -> str:
-        """Return the one-line summary: overall, per group, failures, rate, time elapsed and (while running) what
-        is left."""
+        """Return the one-line summary: overall, per group, failures, rate, time elapsed and what is left."""
         done, total = sum(self.done.values()), sum(self.totals.values())
         elapsed = time.monotonic() - self._t0
         rate = done / max(elapsed, 1e-9)

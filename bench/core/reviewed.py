@@ -24,8 +24,7 @@ def judgment_unit(j: Judgment) -> Unit:
 
 
 def review_unit(r: Review, judgments: Mapping[str, Judgment]) -> Unit | None:
-    """Return the unit of a review: its judgment's, else the answer and rubric version the review names
-    (its judgment may have been set aside since); None when neither is known."""
+    """Return a review's unit: its judgment's, else the answer and rubric version it names (None: neither known)."""
     j = judgments.get(r.judgment_id)
     if j is not None:
         return judgment_unit(j)

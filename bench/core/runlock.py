@@ -110,6 +110,5 @@ def lock_holder(run_dir: Path) -> dict[str, Any]:
 
 
 def is_held(run_dir: Path) -> bool | None:
-    """Return whether a live process holds the run folder's lock; None when that cannot be told from this
-    machine (:func:`lock_holder`)."""
+    """Return whether a live process holds the run folder's lock; None when this machine cannot tell."""
     return lock_holder(run_dir)["held"]

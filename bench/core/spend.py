@@ -32,8 +32,7 @@ class RunSpend:
     lost_reserved: int = 0  # of ``lost_in_flight``, those no reply to the same request priced yet: at their reservation
 
     def notes(self) -> str:
-        """Return what the spend holds besides plain replies, for a summary line ("" when nothing; an unknown
-        price is said where a budget needs it, not after every sweep of a self-hosted model)."""
+        """Return what the spend holds besides plain replies, for a summary line ("" when nothing)."""
         said = [f"{self.over_limit} with a reply over its max_tokens (usage.over_limit)" if self.over_limit else "",
                 f"{self.estimated} estimated: a reply had no usage, counted from its text (usage.estimated)"
                 if self.estimated else "",
@@ -58,8 +57,7 @@ def dollars(usd: float) -> str:
 
 
 def recorded_spend(run_dir: str | Path) -> RunSpend:
-    """Return what the records of ``run_dir`` say was paid (every attempt of every candidate and judgment,
-    a conversation's simulated user included), and the requests a kill left in flight no record claimed."""
+    """Return what ``run_dir``'s records say was paid, and the requests a kill left in flight no record claimed."""
     store, usd, unpriced, flagged = RunStore(Path(run_dir)), 0.0, 0, [0, 0, 0]
     claims: list[dict[str, Any]] = []
     for kind in (Candidate, Judgment):

@@ -13,6 +13,7 @@ import threading
 import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -80,8 +81,7 @@ def write_all(fd: int, data: bytes) -> tuple[int, OSError | None]:
 
 
 def append_line(path: Path, line: bytes) -> None:
-    """Append ``line`` to ``path`` (created 0644) with one ``O_APPEND`` write, looping over short writes, so that
-    lines appended by several processes never interleave; raise the OSError of a write that fails."""
+    """Append ``line`` to ``path`` (0644) in one ``O_APPEND`` write, so lines of several processes never interleave."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         _done, err = write_all(fd, line)
@@ -89,6 +89,19 @@ def append_line(path: Path, line: bytes) -> None:
         os.close(fd)
     if err is not None:
         raise err
+
+
+def json_lines(path: Path) -> list[Any]:
+    """Return the JSON value of each line of ``path`` ([] when it is no file); a line that is no JSON is skipped."""
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:  # a torn last line (a kill mid-write), a hand-broken one
+            continue
+    return out
 
 
 def os_reason(exc: OSError) -> str:
@@ -125,8 +138,7 @@ def latest_of(records: Iterable[Record]) -> dict[str, Record]:
 
 
 def parse_line(cls: type[Record], path: Path, lineno: int, line: bytes, last: bool) -> Record | None:
-    """Return the record a line of a run file holds, validated by its pydantic model; None for a line that is
-    not one (a torn or hand-broken line), with a warning naming the file and line (once per process)."""
+    """Return the record a run file's line holds, or None (warned once per line) for a torn or broken one."""
     try:
         return cls.model_validate_json(line)
     except ValidationError as exc:
@@ -160,16 +172,9 @@ class RunStore:
                       and (p.name == f"{stem}.jsonl" or (p.name.startswith(f"{stem}.") and p.suffix == ".jsonl")))
 
     def raw(self, kind: str | type[Record]) -> Iterator[dict]:
-        """Yield ``kind``'s records as written, unvalidated dicts (unreadable lines skipped: the loaders warn):
-        for checks that must see what a record claims, such as a NaN grade or a rubric hash, before any model."""
+        """Yield ``kind``'s records as written, raw dicts (unreadable lines skipped), for checks before any model."""
         for path in self.files(kind):
-            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(rec, dict):
-                    yield rec
+            yield from (rec for rec in json_lines(path) if isinstance(rec, dict))
 
     def ensure_writable(self) -> None:
         """Create the run folder if needed; raise StoreError naming it if it cannot be written."""
@@ -254,8 +259,7 @@ class RunStore:
                 yield rec
 
     def lines(self, kind: str | type[Record]) -> Iterator[tuple[Path, int, bytes, bool]]:
-        """Yield each non-blank line of every ``kind`` file in file order: (file, line number, bytes, is it the
-        file's last line): what ``iter`` validates, in the order bench.analysis.record_reader reads them too."""
+        """Yield (file, line number, bytes, is it the last line) of each non-blank ``kind`` line, in file order."""
         for path in self.files(kind):
             lines = path.read_bytes().split(b"\n")
             for lineno, line in enumerate(lines, 1):
@@ -275,8 +279,7 @@ class RunStore:
         return {rec.id for rec in self.iter(kind) if rec.ok}
 
     def attempts(self, kind: str | type[Record]) -> dict[str, int]:
-        """Return, per id that never succeeded, how many times it was tried (its latest ``attempt``).
-        A record a stop interrupted (``error_kind`` "budget" or "stopped") is no try."""
+        """Return, per id that never succeeded, its tries; a stop's record (INTERRUPTED) is no try."""
         out: dict[str, int] = {}
         done: set[str] = set()
         for rec in self.iter(kind):

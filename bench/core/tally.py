@@ -67,8 +67,7 @@ class Planned:
 
 @dataclass
 class StoreTally:
-    """Answers per cell and judgments per (judge, rubric) of one run folder, read incrementally.
-    Counters: ``bytes_read``, ``last_read``, ``duplicates`` and ``unreadable`` (skipped lines)."""
+    """Answers per cell and judgments per (judge, rubric) of one run folder, read incrementally."""
 
     run_dir: Path
     answers: dict[str, Counts] = field(default_factory=dict, init=False)  # cell key -> counts
@@ -178,8 +177,7 @@ class StoreTally:
 
 
 def _complete(data: bytes) -> tuple[int, bool]:
-    """Return the length of the complete lines at the start of ``data``, and whether a NUL byte stopped them.
-    A NUL is an NFS region not yet written: its line is read again on the next refresh."""
+    """Return the length of the complete lines of ``data``, and whether a NUL (NFS: not yet written) stopped them."""
     nul = data.find(b"\0")
     return data.rfind(b"\n", 0, len(data) if nul < 0 else nul) + 1, nul >= 0
 

@@ -78,8 +78,7 @@ class Halt:
 
 
 class RecordWriter:
-    """Buffers records and appends them in chunks from a background task (``run()``, ``stop()``, then ``flush()``).
-    A failed append's records go to ``unwritten`` and ``flush()`` saves them to a rescue file."""
+    """Buffers records and appends them in chunks from a background task; ``flush()`` rescues what failed."""
 
     def __init__(self, store: RunStore, halt: Halt | None = None):
         self.store = store

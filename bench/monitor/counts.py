@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench.core.executions import ATTEMPTS, read_attempts
+from bench.core.executions import attempt_files, read_attempts
 from bench.core.records import cell_key, versioned
 from bench.core.store import RunStore
 
@@ -76,15 +76,7 @@ def _item(kind: str, line: bytes) -> tuple[str, Any, bool, float] | None:
 
 def open_attempts(run_dir: Path) -> list[dict[str, Any]]:
     """Return the attempts whose open record under ``attempts/`` says ``running``."""
-    out = []
-    for path in sorted((Path(run_dir) / ATTEMPTS).glob("*.json")):
-        try:
-            rec = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(rec, dict) and rec.get("status") == "running":
-            out.append(rec)
-    return out
+    return [rec for _path, rec in attempt_files(run_dir) if isinstance(rec, dict) and rec.get("status") == "running"]
 
 
 def stage_rows(run_dir: Path, plan: dict[str, Any] | None, running: list[dict[str, Any]],

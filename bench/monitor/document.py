@@ -150,8 +150,7 @@ def _window(started: Any, now: float) -> float:
 
 
 def _rate(rows: list[Row], running: bool, now: float, window: float = RATE_WINDOW_S) -> dict[str, Any]:
-    """Items recorded per minute over ``window`` (the last minute, or since the sweep began), and when what is
-    left ends at that rate (while running)."""
+    """Return items recorded per minute over ``window`` and, while running, when what is left ends at that rate."""
     per_minute = sum(r.recent for r in rows) * 60.0 / window
     left = sum(r.left or 0 for r in rows)
     eta_s = left / per_minute * 60.0 if running and per_minute > 0 and left else None
@@ -161,8 +160,7 @@ def _rate(rows: list[Row], running: bool, now: float, window: float = RATE_WINDO
 
 
 def status_table(doc: dict[str, Any]) -> str:
-    """Return the document as the terminal shows it: the state line, a table per model and judge, spend, rate,
-    executions."""
+    """Return the document as the terminal shows it: state, a table per model and judge, spend, rate, executions."""
     lines = [f"{doc['run_dir']}: {doc['state'].upper()}: {doc['reason']}"]
     if sw := doc["sweep"]:
         ended = f", ended {sw['ended']}" if sw["ended"] else ""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.core.executions import ATTEMPTS  # attempts/<execution>.<n>.json: one file per attempt, by its worker
+from bench.core.executions import ATTEMPTS, attempt_files  # attempts/<execution>.<n>.json: one per attempt
 from bench.core.records import utc_now
 from bench.core.store import atomic_write
 from bench.kernels import (KERNEL_ARGUMENTS, first_line, interrupt_kernel, kernel_manager_class, papermill,
@@ -108,22 +108,14 @@ def _not_started(task: Task, worker: str) -> dict[str, Any]:
 
 
 def report_task(run_dir: str, out: str | None = None) -> str:
-    """Render the run's report as a task on a cluster worker (the analysis notebook, no model call); return its
-    path (``bench.sweep.cluster.tasks.report_on_cluster`` submits it)."""
+    """Render the run's report as a task on a cluster worker (no model call); return its path."""
     return str(render_report(Path(run_dir), out))
 
 
 def claimed_attempts(run_dir: str | Path, name: str) -> list[dict[str, Any]]:
-    """Return the attempts claimed for one execution (its ``attempts/<execution>.<n>.json`` files), in attempt
-    order (unreadable files skipped); every attempt of a run is in ``bench.core.executions.read_attempts``."""
-    out = []
-    for path in (Path(run_dir) / ATTEMPTS).glob(f"{name}.*.json"):
-        if not path.name.removeprefix(name + ".").removesuffix(".json").isdigit():
-            continue  # another execution whose name extends this one's
-        try:
-            out.append(json.loads(path.read_text()))
-        except (OSError, ValueError):
-            continue
+    """Return the attempts claimed for one execution (``attempts/<execution>.<n>.json``) in order."""
+    out = [a for path, a in attempt_files(run_dir, f"{name}.*.json")
+           if path.name.removeprefix(name + ".").removesuffix(".json").isdigit()]  # not <name>.job2's
     return sorted(out, key=lambda a: int(a.get("attempt", 0)))
 
 
