@@ -53,8 +53,7 @@ class Run:
     link: Link = field(default_factory=Link)  # what the sweep's driver shares with this execution (none: a notebook)
 
     def endpoints(self) -> list[Endpoint]:
-        """Return every entry this run may call, each once: its cells' models, their prompts' simulated users and the
-        judges (whatever holds for every called model reads this list)."""
+        """Return every entry this run may call, once each: its cells' models, simulated users and judges."""
         cells = self.cells
         called = ([c.model for c in cells] + [c.prompt.user_simulator for c in cells if c.prompt.user_simulator]
                   + list(self.sweep.judges))

@@ -303,8 +303,7 @@ class StageStop:
 
 @contextlib.contextmanager
 def _interrupts_say(run: Run, *, answers: bool, judges: bool | list[Judge], stage: str) -> Iterator[StageStop]:
-    """Take Ctrl-C during a stage (:class:`StageStop`) and turn the interrupt into Interrupted: one line saying
-    what was saved, what was lost, what is left and how to resume."""
+    """Take Ctrl-C during a stage (:class:`StageStop`) and turn the interrupt into one-line Interrupted."""
     stop = StageStop()
     try:
         yield stop

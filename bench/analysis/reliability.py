@@ -91,8 +91,7 @@ def jury_alpha(scores: pl.DataFrame, *, level: str = "ordinal") -> pl.DataFrame:
 
 
 def packed_vs_single(scores: pl.DataFrame, *, weights: str | None = "quadratic") -> pl.DataFrame:
-    """Return, per judge model, rubric and criterion, the agreement of packed grades with single-item
-    grades of the same candidates by the same judge model and rubric."""
+    """Return per judge model, rubric and criterion how packed grades agree with single-item ones."""
     require(scores, ["judge_model", "rubric", "criterion", "candidate", "mode", "value"], "packed_vs_single", "scores")
     key = ["judge_model", "rubric", "criterion", "candidate"]
     packed = scores.filter(pl.col("mode") == "packed").group_by(key).agg(pl.col("value").mean())
@@ -134,8 +133,7 @@ def judge_vs_human(scores: pl.DataFrame, judgments: pl.DataFrame, reviews: pl.Da
 
 
 def disagreements(scores: pl.DataFrame, reviews: pl.DataFrame, *, limit: int = 50) -> pl.DataFrame:
-    """Return the judge grades that human reviews changed, largest change first: the list to take into
-    the next review round (and to refine the rubric's anchors with)."""
+    """Return the judge grades human reviews changed, largest change first: the next review round's list."""
     require(scores, ["judge", "cell", "scenario", "candidate", "judgment", "criterion", "value"], "disagreements",
             "scores")
     require(reviews, ["judgment", "criterion", "reviewer", "value", "created_at"], "disagreements", "reviews")

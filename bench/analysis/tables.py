@@ -108,8 +108,7 @@ def _tables_of_rows(run_dir: Path, store: RunStore) -> RunTables:
 
 def _in_scale(run_dir: Path, judgments: pl.DataFrame, scores: pl.DataFrame, scales: dict[str, Any]
               ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Return the judgments and scores without those whose grade lies outside its rubric's scale (warned of:
-    bench.analysis.off_scale); the attempt tables keep them (they were paid for)."""
+    """Return judgments and scores without off-scale grades (warned: bench.analysis.off_scale); attempts keep them."""
     bad = off_scale_judgments(scores, scales, run_dir)
     if not bad:
         return judgments, scores
@@ -117,8 +116,7 @@ def _in_scale(run_dir: Path, judgments: pl.DataFrame, scores: pl.DataFrame, scal
 
 
 def _taken(frame: pl.DataFrame, at: list[int]) -> pl.DataFrame:
-    """Return the rows of ``frame`` at positions ``at`` (the frame itself when they are all of its rows, in order:
-    positions of distinct ids in the order they came)."""
+    """Return the rows of ``frame`` at positions ``at`` (the frame itself when they are all its rows, in order)."""
     return frame if len(at) == frame.height else frame[at]
 
 
@@ -181,8 +179,7 @@ def with_reviews(t: RunTables) -> RunTables:
 
 
 def _unit_reviews(t: RunTables) -> pl.DataFrame:
-    """Return the review rows copied onto every judgment of the answer (or pair) and rubric version each
-    review covers (bench.core.reviewed), whichever of its judgments the review was saved on."""
+    """Return the review rows copied onto every judgment of the unit (answer and rubric version) each review covers."""
     keys = t.judgments.select(pl.col("id").alias("judgment"), "candidate", "candidate_b", "rubric")
     unit = ["candidate", "candidate_b", "rubric"]
     return (t.reviews.join(keys, on="judgment").drop("judgment")

@@ -33,8 +33,7 @@ def simulator_view(prompt: PromptEntry, scenario: Scenario, transcript: list[dic
 
 
 def simulator_params(prompt: PromptEntry, sample: int) -> dict[str, Any] | None:
-    """Return the params the simulator's requests add to its own: the ``seed`` (the sweep's seed + the sample),
-    unless its params set one."""
+    """Return the params the simulator's requests add to its own: ``seed`` (the sweep's + the sample) unless set."""
     sim = prompt.user_simulator
     assert sim is not None
     return None if "seed" in sim.params else {"seed": prompt.sweep_seed + sample}

@@ -36,8 +36,7 @@ def compare_command(run_a: str | Path, run_b: str | Path, *, mapping: Mapping[st
                     allow_rubric_change: bool = False,
                     as_json: bool = False, out: str | Path | None = None, report: bool = True,
                     track: bool = True) -> int:
-    """Compare run B with run A, write the diff report (unless ``report`` is False), log the comparison to
-    MLflow (unless ``track`` is False) and print it; return the exit status (0)."""
+    """Compare run B with run A, write the diff report and log to MLflow (unless False), print it; return 0."""
     cmp = compare.compare_runs(run_folder(run_a), run_folder(run_b), mapping, seed=seed, n_boot=n_boot, alpha=alpha,
                                human_overrides=human_overrides, allow_rubric_change=allow_rubric_change)
     path = compare.write_diff_report(cmp, out) if report else None

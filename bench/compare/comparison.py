@@ -46,8 +46,7 @@ class Comparison:
         return f"{self.run_a}-vs-{self.run_b}"
 
     def scenario_diffs(self, criterion: str = COMPOSITE) -> pl.DataFrame:
-        """Return per (cell_a, cell_b, judge, scenario) the mean of A's and B's grades on ``criterion`` and
-        their difference (the values each row's statistics are computed from)."""
+        """Return per (cell_a, cell_b, judge, scenario) A's and B's mean grade on ``criterion`` and their difference."""
         return (self.items.filter(pl.col("criterion") == criterion)
                 .group_by("cell_a", "cell_b", "judge", "scenario")
                 .agg(pl.col("value_a").mean().alias("mean_a"), pl.col("value_b").mean().alias("mean_b"),
@@ -67,8 +66,7 @@ class Comparison:
                         "overall_diff", "items"))
 
     def most_changed(self, top: int = TOP_CHANGED) -> pl.DataFrame:
-        """Return, per (cell pair, judge), the ``top`` items whose composite changed most, side by side: the
-        question, A's and B's answers, grades and the judge's rationale in each run."""
+        """Return per (cell pair, judge) the ``top`` most changed items, answers and rationales side by side."""
         moved = (self.items.filter((pl.col("criterion") == COMPOSITE) & (pl.col("diff").abs() > CHANGED))
                  .sort(["cell_a", "cell_b", "judge", pl.col("diff").abs(), "scenario", "sample"],
                        descending=[False, False, False, True, False, False])

@@ -28,8 +28,7 @@ LAYOUT = {"template": "plotly_white", "margin": {"l": 10, "r": 10, "t": 40, "b":
 
 
 def report_path(cmp: Comparison, out: str | Path | None = None) -> Path:
-    """Return where the diff report goes: ``out`` (a file, or a folder to hold index.html), else
-    ``reports/<a>-vs-<b>/index.html``."""
+    """Return where the diff report goes: ``out`` (a file, or a folder), else ``reports/<a>-vs-<b>/index.html``."""
     target = Path(out) if out else reports_root() / cmp.name / "index.html"
     return target if target.suffix == ".html" else target / "index.html"
 

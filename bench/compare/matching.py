@@ -111,8 +111,7 @@ def item_grades(t: RunTables) -> pl.DataFrame:
 
 
 def _not_numbers(t: RunTables, side: str) -> str | None:
-    """Return a line counting run ``side``'s grades that are NaN or infinite (a NaN literal in a judgments file):
-    counted as unscored, not compared."""
+    """Return a line counting run ``side``'s NaN or infinite grades (counted as unscored, not compared)."""
     bad = t.scores.filter(pl.col("value").is_not_null() & ~pl.col("value").is_finite())
     if bad.is_empty():
         return None

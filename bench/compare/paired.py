@@ -122,8 +122,7 @@ def _untested(lost: pl.DataFrame) -> pl.DataFrame:
 
 
 def _tested(items: pl.DataFrame, *, n_boot: int, seed: int, alpha: float) -> pl.DataFrame:
-    """Return the statistics of each (cell_a, cell_b, judge, criterion) of ``items``, in :data:`ROW_SCHEMA`'s
-    columns but ``n_unscored``."""
+    """Return the statistics of each (cell_a, cell_b, judge, criterion) of ``items`` (ROW_SCHEMA but ``n_unscored``)."""
     g = _Grid(items, ROW)
     d = g.means(items["diff"])
     mean, n = column_means(d)

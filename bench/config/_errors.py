@@ -67,8 +67,7 @@ def _tag_message(err: Any, node: Any, tag_noun: str) -> str:
 
 
 def _walk(root: type[BaseModel], loc: tuple[Any, ...]) -> tuple[tuple[Any, ...], Any, list[str]]:
-    """Return (the keys and indexes of ``loc`` the researcher wrote, the annotation at its end, the union
-    member names and tags pydantic added to it)."""
+    """Return (the keys and indexes of ``loc`` the researcher wrote, its end's annotation, the union names and tags)."""
     keys: list[Any] = []
     dropped: list[str] = []
     node: Any = root

@@ -74,8 +74,7 @@ def _unrank_combination(m: int, k: int, rank: int) -> list[int]:
 
 
 def _dimensions(source: GenerateSource) -> list[_Dim]:
-    """Return the declared dimensions; an empty one or a repeated value (identical scenarios: ids are content
-    hashes) is a ParamsError."""
+    """Return the declared dimensions; an empty one or a repeated value is a ParamsError."""
     dims = []
     for name, spec in source.dimensions.items():
         values = spec.of if isinstance(spec, SubsetDimension) else spec

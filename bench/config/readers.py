@@ -21,8 +21,7 @@ _MISSING = object()  # a CSV row shorter than its header: the cell is missing, n
 
 
 class DatasetReader(Protocol):
-    """Yield a dataset file's rows in order (at least its first ``limit``; all when None); a problem is a
-    one-line ParamsError naming the file (and the line)."""
+    """Yield a dataset file's rows in order (at least the first ``limit``); a problem is a one-line ParamsError."""
 
     def __call__(self, path: Path, limit: int | None) -> Iterator[Row]: ...
 

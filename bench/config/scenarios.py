@@ -112,8 +112,7 @@ def _fsync_dir(folder: Path) -> None:
 
 
 def read_scenarios(run_dir: Path) -> list[Scenario]:
-    """Return the scenarios of a run in file order; StoreError naming the file (and line) when it is missing or
-    unreadable."""
+    """Return the scenarios of a run in file order; StoreError naming the file (and line) when missing or unreadable."""
     path = RunStore(run_dir).path(Scenario)
     try:
         lines = path.read_bytes().split(b"\n")

@@ -66,8 +66,7 @@ class _TrajectoryCheckBase(Strict):
 
 
 class ToolCalledCheck(_TrajectoryCheckBase):
-    """Passes when the tool ``name`` was called (with ``arguments`` holding these values, or valid against
-    ``schema``, when given)."""
+    """Passes when the tool ``name`` was called (with ``arguments`` holding these values, or valid to ``schema``)."""
 
     kind: Literal["tool_called"]
     name: str = Field(min_length=1)

@@ -49,8 +49,7 @@ def p_above(x: np.ndarray, bound: float) -> float:
 
 
 def min_scenarios(alpha: float) -> int:
-    """Return the fewest scenarios with which a one-sided test can reach ``alpha``: the smallest n with 1/2ⁿ ≤
-    alpha (every scenario on the same side of the bound), 5 at alpha 0.05."""
+    """Return the fewest scenarios with which a one-sided test can reach ``alpha`` (1/2ⁿ ≤ alpha: 5 at 0.05)."""
     return max(1, math.ceil(math.log2(1.0 / alpha) - 1e-12))
 
 
@@ -74,8 +73,7 @@ Check = tuple[int, Callable[[], float]]  # a check's units (scenarios, reviewed 
 
 
 def sign_flip(x: np.ndarray, bound: float, *, strict: bool) -> Check:
-    """Return the check of the mean of the per-scenario values ``x`` against ``bound``: not strict, p that it is
-    below the bound (:func:`p_below`); strict, above it."""
+    """Return the check of the mean of ``x`` against ``bound``: p that it is below (``strict``: above) it."""
     x = np.asarray(x, dtype=np.float64)
     return int(np.count_nonzero(~np.isnan(x))), lambda: (p_above if strict else p_below)(x, bound)
 

@@ -74,8 +74,7 @@ class GateReport:
 
     @property
     def exit_code(self) -> int:
-        """Return 0 when every gate passed; EXIT_CANNOT_DECIDE (6) when the run cannot be gated; else
-        EXIT_GATE_FAILED (5) when a check failed, 6 when a check could not decide."""
+        """Return 0 when every gate passed, 5 when a check failed, 6 when the run or a check cannot decide."""
         if self.ungateable:
             return EXIT_CANNOT_DECIDE
         return EXIT_GATE_FAILED if self.failed else EXIT_CANNOT_DECIDE if self.undecided else 0

@@ -38,8 +38,7 @@ def parse_min(values: list[str] | None) -> float | dict[str, float] | None:
 
 
 def judge_scales(run_dir: Path) -> dict[str, set[tuple[float, float]]]:
-    """Return each scoring judge's composite scales in the run folder (from its judgments' rubric snapshots; a
-    rubric found nowhere adds none)."""
+    """Return each scoring judge's composite scales in the run folder, from its judgments' rubric snapshots."""
     rubrics: dict[str, set[tuple[str, str]]] = {}
     for rec in RunStore(run_dir).raw(Judgment):
         if rec.get("mode") != "pairwise" and isinstance(rec.get("judge_id"), str):

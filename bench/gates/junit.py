@@ -43,8 +43,7 @@ def junit_xml(report: GateReport) -> str:
 
 
 def write_junit(report: GateReport, path: str | Path) -> Path:
-    """Write ``report``'s JUnit XML to ``path`` (its folder made if needed; replaced whole, never half-written);
-    return the path."""
+    """Write ``report``'s JUnit XML to ``path`` atomically (its folder made if needed); return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)

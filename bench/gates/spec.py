@@ -58,8 +58,7 @@ class Gates(BaseModel):
         return self.max_drop is not None or self.win_rate_min is not None
 
     def baseline_dir(self, params_path: Path | None) -> Path | None:
-        """Return the baseline run folder: as written when absolute, else relative to the params file's folder
-        (to the working directory for a baseline given on the command line, with no params file)."""
+        """Return the baseline run folder: absolute as written, else relative to the params file's folder or the cwd."""
         if not self.baseline:
             return None
         path = Path(self.baseline).expanduser()

@@ -76,8 +76,7 @@ def supported_params(model: str, api_base: str | None) -> frozenset[str] | None:
 
 
 def param_problems(entries: list[tuple[str, Any]]) -> list[str]:
-    """Return one line per unknown or refused generation param of ``(key path, entry)`` pairs (the key path:
-    ``models[0]``, ``judges[1]``)."""
+    """Return one line per unknown or refused generation param of ``(key path, entry)`` pairs."""
     problems = []
     memo: dict[tuple[str, str | None], frozenset[str] | None] = {}
     for where, entry in entries:

@@ -202,8 +202,7 @@ def report_command(run_dir: Path, out: str | None = None, **options: Any) -> Pat
 
 
 def track(run_dir: Path, report: Path | None, status: dict[str, str], parent: str | None = None) -> None:
-    """Log a run to MLflow, saying where (`bench track`, and a sweep's end: into its live run ``parent``);
-    tracking never fails a sweep."""
+    """Log a run to MLflow (into a sweep's live run ``parent``), saying where; never fails a sweep."""
     t0 = time.monotonic()
     if tracking.track_run(run_dir, status=status, report=report, parent=parent):
         print(f"tracking: logged to MLflow at {tracking.shown_uri(tracking.tracking_uri(run_dir))} in "

@@ -27,8 +27,7 @@ from bench.sweep.shared import SharedLimits, SharedLocalServer
 
 
 class RemoteStages(Protocol):
-    """Stages run as tasks elsewhere instead of in this machine's kernels (on a Dask cluster:
-    bench.sweep.cluster.ClusterStages); all the local path knows of them."""
+    """Stages run as tasks elsewhere (bench.sweep.cluster.ClusterStages): all the local path knows of them."""
 
     @property
     def loopback(self) -> bool:

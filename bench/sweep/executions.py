@@ -220,8 +220,7 @@ def _stop(executions: list[Execution], stop: threading.Event) -> SweepInterrupte
 
 
 def _tell(executions: list[Execution], times: int, grace_s: float) -> None:
-    """Interrupt each running execution's kernel until it was told ``times`` times, and wait (at most ``grace_s``)
-    for every execution to end."""
+    """Interrupt each running execution's kernel until told ``times`` times; wait at most ``grace_s`` for all to end."""
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline and (running := [ex for ex in executions if not ex.finished.is_set()]):
         for ex in running:

@@ -19,8 +19,7 @@ from bench.run import Run
 
 @dataclass
 class SweepLedger:
-    """The ledger of one sweep: its id once its stages started (None before), and the exit code its end line will
-    carry."""
+    """The ledger of one sweep: its id once its stages started (None before), and its end line's exit code."""
 
     run: Run
     command: str
@@ -29,8 +28,7 @@ class SweepLedger:
     code: int = 0
 
     def begin(self) -> None:
-        """Record the sweep's start and plan, once nothing refused it (its stages start): a sweep refused before
-        (bad input, a failed preflight, an estimate over the budget) started nothing and writes no line."""
+        """Record the sweep's start and plan once nothing refused it (a refused sweep writes no line)."""
         if self.sweep is None:
             self.sweep = record_start(self.run.dir, command=self.command,
                                       budget_usd=self.run.sweep.limits.budget_usd, stages=self.stages)

@@ -54,8 +54,7 @@ def child_env() -> dict[str, str]:
 
 
 def _cpu_threads() -> int:
-    """Return the threads to generate with: env BENCH_LOCAL_THREADS, else every CPU we may use
-    (llama_cpp.server's default is half)."""
+    """Return the threads to generate with: $BENCH_LOCAL_THREADS, else every CPU we may use (llama's default: half)."""
     configured = os.environ.get("BENCH_LOCAL_THREADS", "").strip()
     if configured:
         if not configured.isdigit() or int(configured) < 1:

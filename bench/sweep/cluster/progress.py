@@ -51,8 +51,7 @@ class ClusterProgress:
         return cls(run.dir, planned_progress(run), **options)
 
     def line(self) -> str:
-        """Return the current line (counts as of the last refresh) with the time elapsed and the rate since
-        progress began."""
+        """Return the current line (as of the last refresh) with the time elapsed and the rate."""
         text = f"{progress_line(self.tally, self.planned)} · {clock(time.monotonic() - self._began)} elapsed"
         finished = self._finished()
         if self._start is not None and finished > self._start:

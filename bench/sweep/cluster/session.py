@@ -114,13 +114,11 @@ class ClusterSession:
             return 1
 
     def cache_folder(self) -> str:
-        """Return the response cache's folder every worker's kernel uses (``kernel_env`` names it): the driver's
-        (``$BENCH_CACHE``, else the run folders' ``.cache/responses``). The driver's estimate reads the same one."""
+        """Return the response cache folder every worker's kernel and the driver's estimate use (the driver's)."""
         return str(cache_path(self.run.root))
 
     def link(self) -> Link:
-        """Return what every execution is told (papermill parameters): the lease server's address, the sweep's cap
-        held there, whether it holds the budget, and that the driver holds the run lock."""
+        """Return what every execution is told: the lease server, the sweep's cap, the budget, the lock held."""
         assert self.server is not None and self.server.address
         return Link(self.server.address, self.run.sweep.limits.max_concurrency, self.server.budget is not None,
                     lock_held=True)
@@ -188,8 +186,7 @@ class ClusterSession:
                              f"at the same paths (writable), and a way to this machine (docs/cluster.md)")
 
     def _share_secrets(self) -> None:
-        """Send every worker the lease token, and over TLS the provider keys, in a worker plugin (each worker keeps
-        them in its memory; a kernel gets them in its own environment only)."""
+        """Send every worker the lease token, and over TLS the provider keys, in a worker plugin (memory only)."""
         assert self.server is not None and self.server.token
         values = {ratelimit.TOKEN_ENV: self.server.token}
         if self.encrypted:

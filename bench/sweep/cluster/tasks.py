@@ -120,8 +120,7 @@ class ClusterStages:
 
 
 def report_on_cluster(session: ClusterSession) -> Path:
-    """Render the run's report as a task on a worker, into the shared run folder; copy it to this driver's
-    reports folder and return that path."""
+    """Render the run's report on a worker into the shared run folder; copy it to our reports folder, return that."""
     rendered = session.run.dir / REPORT
     future = session.client.submit(remote.report_task, str(session.run.dir), str(rendered), retries=RETRIES, pure=False)
     _wait(session, [future], None)

@@ -23,8 +23,7 @@ def secret_names(env_names: list[str] | tuple[str, ...], declared: set[str]) -> 
 
 
 def declared_key_vars(run: Any) -> set[str]:
-    """Return the ``api_key_env`` names of every model a run calls (``Run.endpoints``: the variables its params
-    point at)."""
+    """Return the ``api_key_env`` names of every model a run calls (``Run.endpoints``)."""
     return {e.api_key_env for e in run.endpoints() if getattr(e, "api_key_env", None)}
 
 
@@ -58,8 +57,7 @@ class WorkerSecrets:
 
 
 def _warm_imports() -> None:
-    """Import an execution's modules (each once per worker process; Python's import lock makes a task that
-    imports them meanwhile wait for this, never import twice)."""
+    """Import an execution's modules once per worker process (the import lock makes a concurrent task wait)."""
     try:
         import jupyter_client.manager  # noqa: F401, PLC0415 (heavy: what starts an execution's kernel)
 
@@ -82,8 +80,7 @@ def unregister(client: Any, name: str) -> None:
 
 
 def kernel_secrets(name: str, worker: Any = None) -> dict[str, str]:
-    """Return the secrets ``worker`` (default: the one running this task) holds for the sweep whose plugin is
-    ``name`` ({} off a worker, or when it holds none)."""
+    """Return the secrets ``worker`` (default: this task's) holds for the sweep's plugin ``name`` ({} when none)."""
     try:
         if worker is None:
             from distributed import get_worker  # noqa: PLC0415 (only on a worker, already imported there)
@@ -97,8 +94,7 @@ def kernel_secrets(name: str, worker: Any = None) -> dict[str, str]:
 
 @functools.cache
 def _plugin_class() -> type:
-    """Return WorkerSecrets as a distributed.WorkerPlugin (what register_plugin dispatches on), made on first
-    use so that importing bench never imports distributed (1 s; the `cluster` extra)."""
+    """Return WorkerSecrets as a distributed.WorkerPlugin, made on first use (bench never imports distributed)."""
     from distributed.diagnostics.plugin import WorkerPlugin  # noqa: PLC0415
 
     return type("_Plugin", (WorkerSecrets, WorkerPlugin), {"__module__": __name__, "__qualname__": "_Plugin"})
