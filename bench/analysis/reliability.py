@@ -15,10 +15,8 @@ from bench.analysis.tables import COMPOSITE
 AGREEMENT_SCHEMA = {"rubric": pl.Utf8, "criterion": pl.Utf8, "a": pl.Utf8, "b": pl.Utf8, "n": pl.Int64,
                     "dropped": pl.Int64, "kappa": pl.Float64, "exact": pl.Float64, "mean_abs_diff": pl.Float64,
                     "note": pl.Utf8}
-# ``n``: pairs where both sides have a grade, over which every statistic of the row is computed;
-# ``dropped``: pairs left out because one side's grade is missing (null/NaN), never counted as a category.
-# ``note``: why a statistic of the row is undefined (NaN, shown as "n/a"), e.g. "kappa n/a: every grade
-# is 4, so agreement beyond chance is undefined"; null when every statistic is defined
+# ``n``: pairs both graded (every statistic's base); ``dropped``: pairs one side left ungraded (never a category);
+# ``note``: why a statistic is undefined (NaN, "n/a"), e.g. "kappa n/a: every grade is 4"; null when all are defined
 
 
 def judge_health(judgments: pl.DataFrame) -> pl.DataFrame:

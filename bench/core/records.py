@@ -235,13 +235,8 @@ class Candidate(_Outcome):
     output: str | None = None
     flags: list[str] = Field(default_factory=list)  # injection-like text in the output (bench.core.flags)
     reasoning: str | None = None  # the reply's thinking, kept apart from ``output`` (bench.models.reasoning); no id part
-    # A conversation or an agent loop (bench.collect.conversation; None for one prompt, one reply). No id part: the
-    # prompt's content hash covers its turns, tools and simulator. ``transcript``: every message in order, OpenAI-style
-    # (system, user, assistant with ``tool_calls``, ``tool`` results, the simulated user's turns), ``output`` being the
-    # last assistant message's text; ``turns``: one entry per model request ({"turn", "step", "by": "model" |
-    # "simulator", "usage"}); ``trajectory``: one entry per tool call ({"turn", "step", "id", "name", "arguments",
-    # "raw_arguments", "result", "outcome"}); ``ended``: why the conversation stopped; ``simulator_usage``: what the
-    # simulated user's requests took (its own cost line; ``usage`` is the answering model's, over every turn).
+    # A conversation or an agent loop (None for one prompt, one reply; fields: docs/conversations.md). No id part:
+    # the prompt's content hash covers its turns, tools and simulator.
     transcript: list[dict[str, Any]] | None = None
     turns: list[dict[str, Any]] | None = None
     trajectory: list[dict[str, Any]] | None = None

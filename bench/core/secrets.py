@@ -26,11 +26,8 @@ def load_env() -> str | None:
     return path or None
 
 
-# -- redaction ----------------------------------------------------------------------------------------
-# Whatever leaves the process or is stored (records, the response cache, MLflow, review exports,
-# reports, error messages, printed warnings) goes through `redact` first: a provider or gateway
-# that echoes the request's Authorization header in an error body, or an api_base written as
-# scheme://user:password@host, must never put a credential on disk or on screen.
+# -- redaction: whatever is stored or shown goes through `redact` first, echoed auth headers and
+# scheme://user:password@host included ----------------------------------------------------------------
 
 MARKER = "[redacted]"
 MIN_SECRET_LEN = 8  # shorter values are not redacted: they would mangle ordinary text

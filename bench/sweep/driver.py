@@ -75,9 +75,7 @@ def run_sweep(run: Run | str, *, jobs: int = 1, per_cell: bool = False, cells=No
                   else plan_executions(run, "collect", cluster.slots(), False, by_cell_name=True))
     before_sweep(run, only_stage=only_stage, groups=[[c.key for c in ex.cells] for ex in executions],
                  pilot=cluster is None, changed=changed, cache=cluster.cache_folder() if cluster else None)
-    # the estimate (and the pilot, when a budget needs it; a cluster's lease server holds the budget already: no
-    # pilot there; its estimate reads the workers' cache); over limits.budget_usd (or a budget with a model's
-    # price unknown): BenchError here, before anything (more than the pilot) is sent
+    # the estimate (and pilot, not on a cluster): over limits.budget_usd is a BenchError before anything is sent
     supersede(run.dir, changed, shown_path(run.params_path))  # only now: a refused sweep sets nothing aside
     if on_start is not None:
         on_start()
