@@ -77,8 +77,7 @@ def parse_yaml(path: Path, text: str, kind: str = "params file", first_line: int
 
 
 def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
-    """Return how many values ``node`` becomes once every alias is expanded (shared nodes counted each
-    time they are used), in time linear in the number of distinct nodes."""
+    """Return how many values ``node`` becomes once every alias is expanded, in time linear in its distinct nodes."""
     key = id(node)
     if key in memo:
         return memo[key]

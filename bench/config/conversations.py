@@ -90,8 +90,7 @@ def schema_problem(schema: Any) -> str | None:
 
 
 def bind_prompts(prompts: list[PromptEntry], tools: list[ToolEntry], seed: int) -> None:
-    """Give each prompt the ToolEntry of each tool it names and the sweep's ``seed``; raise ValueError naming the
-    prompt and the tool when a name is not among ``tools``."""
+    """Give each prompt its tools' ToolEntry and the sweep's ``seed``; ValueError naming a tool not among ``tools``."""
     by_name = {t.name: t for t in tools}
     for n, prompt in enumerate(prompts):
         unknown = [name for name in prompt.tools or () if name not in by_name]

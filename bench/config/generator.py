@@ -108,8 +108,7 @@ def generate(source: GenerateSource, seed: int) -> list[Scenario]:
 
 
 def _sample_indices(dims: list[_Dim], total: int, n: int, rng: random.Random) -> list[int]:
-    """Return ``n`` distinct, sorted product indices drawn with ``rng``: a huge product (over ENUMERATE_LIMIT)
-    one dimension at a time, redrawing a combination already taken."""
+    """Return ``n`` distinct, sorted product indices drawn with ``rng`` (a huge product one dimension at a time)."""
     if total <= ENUMERATE_LIMIT:
         return sorted(rng.sample(range(total), n))
     taken: set[int] = set()

@@ -45,8 +45,7 @@ def planned_count(sweep: Sweep) -> int | None:
 
 
 def build(sweep: Sweep, params_path: Path, project_root: Path) -> list[Scenario]:
-    """Return the sweep's scenarios, after checking every prompt can be filled from each of them (datasets are
-    looked up next to the params file, then under the project root)."""
+    """Return the sweep's scenarios, checked to fill every prompt (datasets: next to the params file, then the root)."""
     source = sweep.scenarios
     if source.generate is not None:
         try:
@@ -63,8 +62,7 @@ def build(sweep: Sweep, params_path: Path, project_root: Path) -> list[Scenario]
 
 
 def listed_scenarios(inline: list[InlineScenario], params_path: Path) -> list[Scenario]:
-    """Return the scenarios written in the params file (``scenarios.inline``), in their order; two alike
-    (same fields and reference: one id) are a ParamsError naming both."""
+    """Return the params file's ``scenarios.inline`` in order; two alike (one id) are a ParamsError naming both."""
     out: dict[str, int] = {}
     scenarios = []
     for n, entry in enumerate(inline):

@@ -42,8 +42,7 @@ def fill_instructions(prompt: PromptEntry, scenario: Scenario) -> str:
 
 
 def fill_result(tool: ToolEntry, arguments: dict[str, Any], scenario: Scenario) -> str:
-    """Return a tool's ``result`` filled with the call's ``arguments``, then the scenario's fields; a placeholder
-    neither holds raises KeyError with its name (the call lacks that argument)."""
+    """Return a tool's ``result`` filled from the call's ``arguments``, then the scenario's fields; else KeyError."""
     return (tool.result or "").format_map({**field_values(scenario), **{k: text(v) for k, v in arguments.items()}})
 
 

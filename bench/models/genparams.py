@@ -101,8 +101,7 @@ def param_problems(entries: list[tuple[str, Any]]) -> list[str]:
 
 
 def litellm_view(model: str, api_base: str | None) -> tuple[str, str] | None:
-    """Return (model name, provider) as LiteLLM speaks for ``model``, or None where it does not (a self-hosted
-    model not named like an OpenAI reasoning model, the embedded one, a dry one)."""
+    """Return (model name, provider) as LiteLLM speaks for ``model``, or None where it does not (self-hosted, dry)."""
     known = provider_for(ModelSpec(model, api_base=api_base)).params
     vendor, _, name = model.partition("/")
     if known == "openai" and name and REASONING_NAMED.match(name):
@@ -170,8 +169,7 @@ def _unknown(where: str, entry: Any, name: str, allowed: frozenset[str]) -> str:
 
 
 def type_problems(params: dict[str, Any], entry_id: str | None = None) -> list[str]:
-    """Return one line per known generation param whose value has the wrong type (empty when all fit).
-    A list where the API takes one value is refused, saying how to compare settings instead."""
+    """Return one line per known generation param of the wrong type (a list where the API takes one value, …)."""
     problems = []
     for name, value in params.items():
         kinds = PARAM_TYPES.get(name)

@@ -68,8 +68,7 @@ _remote: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RemoteLimiter] = w
 
 
 def limiter_for(window_s: float = 60.0, address: str | None = None) -> Limiter:
-    """Return the limiter for the running event loop: the sweep's lease server at ``address`` (one connection per
-    process and loop, shared by every client), else new in-process counters."""
+    """Return the running loop's limiter: the sweep's lease server at ``address`` (shared), else in-process counters."""
     if not address:
         return LocalLimiter(window_s)
     loop = asyncio.get_running_loop()

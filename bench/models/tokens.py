@@ -224,8 +224,7 @@ def image_parts(messages: list[dict[str, Any]]) -> int:
 
 
 def max_output_tokens(route: Route) -> int | None:
-    """Return a provider model's maximum output tokens from LiteLLM's local map (None: unknown, self-hosted,
-    embedded or dry, whose names say nothing certain about the weights behind them)."""
+    """Return a provider model's maximum output tokens from LiteLLM's local map (None: unknown, self-hosted, dry)."""
     if not route.provider.in_model_map(route):
         return None
     cost = litellm().model_cost

@@ -85,8 +85,7 @@ def shutdown() -> None:
 
 
 def serve_foreground(model: str = DEFAULT_MODEL, port: int | None = None) -> None:
-    """Serve ``model`` until Ctrl-C or SIGTERM, printing the ``export BENCH_LOCAL_API_BASE=...`` line that shares
-    it; LocalModelError if the server cannot start or dies."""
+    """Serve ``model`` until Ctrl-C or SIGTERM, printing the ``export BENCH_LOCAL_API_BASE=...`` line that shares it."""
     server = LocalServer(model, port=port)
     with _sigterm_raises_interrupt():
         try:
