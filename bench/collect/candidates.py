@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import ClassVar
@@ -54,7 +55,8 @@ async def collect_stage(run: Run, llm: LLM, *, shard: str | None = None, progres
     store.ensure_writable()
     tries = store.attempts(Candidate)
     result, pending = _pending(run, store, tries, expect)
-    bar = Progress("collect", _totals(pending), mode=progress, in_flight=requests_in_flight(llm))
+    bar = Progress("collect", dict(Counter(it.cell.model.id for it in pending)), mode=progress,
+                   in_flight=requests_in_flight(llm))
     writer = RecordWriter(store, halt=halt)
 
     async def worker(lane: Lane) -> None:
@@ -147,10 +149,3 @@ async def _then(task: asyncio.Future, writer: RecordWriter) -> None:
         await task
     finally:
         writer.stop()
-
-
-def _totals(items: list[WorkItem]) -> dict[str, int]:
-    totals: dict[str, int] = {}
-    for it in items:
-        totals[it.cell.model.id] = totals.get(it.cell.model.id, 0) + 1
-    return totals

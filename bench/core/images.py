@@ -128,11 +128,6 @@ def missing_images(run_dir: Path, refs: list[dict[str, Any]]) -> list[dict[str, 
     return list(out.values())
 
 
-def image_part(ref: dict[str, Any]) -> dict[str, Any]:
-    """Return an image's ``image_url`` content part as records and cache keys hold it (its stored path or URL)."""
-    return {"type": "image_url", "image_url": {"url": ref.get("file") or ref["url"]}}
-
-
 def attach_images(messages: list[dict[str, Any]], refs: list[dict[str, Any]] | None,
                   label: str | None = None) -> list[dict[str, Any]]:
     """Return ``messages`` with the images of ``refs`` (after ``label``) appended to the last user message.
@@ -146,7 +141,7 @@ def attach_images(messages: list[dict[str, Any]], refs: list[dict[str, Any]] | N
     parts = list(content) if isinstance(content, list) else [{"type": "text", "text": content or ""}]
     if label:
         parts.append({"type": "text", "text": label})
-    parts += [image_part(ref) for ref in refs]
+    parts += [{"type": "image_url", "image_url": {"url": ref.get("file") or ref["url"]}} for ref in refs]  # as stored
     return [*messages[:at], {**messages[at], "content": parts}, *messages[at + 1:]]
 
 

@@ -58,7 +58,7 @@ def run_sweep(run: Run | str, *, jobs: int = 1, per_cell: bool = False, cells=No
               cluster: RemoteStages | None = None, on_start: Callable[[], None] | None = None) -> SweepResult:
     """Run the sweep's stages; return the run folder and every execution with its exit code.
     The caller holds the run lock; ``on_start`` is called once nothing refused the sweep."""
-    threading.Thread(target=_import_papermill, daemon=True).start()  # 0.3 s of imports, overlapped with prep
+    threading.Thread(target=papermill, daemon=True).start()  # 0.3 s of imports, overlapped with prep
     started = utc_now()  # items that fail from now on are asked again by the next sweep, not by this one
     run = run if isinstance(run, Run) else open_run(run, cells=cells, run_dir=run_dir)
     check_stage(run, only_stage)  # a stage in the wrong order: one line saying what to run instead
@@ -97,7 +97,8 @@ def _run_stages(run: Run, stages: list[str], jobs: int, per_cell: bool, started:
             print(f"{stage}: not started, because {', '.join(failed)} failed (see the notebook named below); "
                   f"fix it and run the sweep again", flush=True)
             break
-        if stage == "judge" and only_stage is None and _judged_during_collect(run, started):
+        if (stage == "judge" and only_stage is None and run.sweep.collects
+                and pending_judgments(run, failed_since=started) == 0):
             print("judge: nothing pending (every candidate was graded as it arrived)", flush=True)
             continue
         done += (cluster.run_stage(stage, started) if cluster is not None
@@ -138,11 +139,3 @@ def _command(run: Run, stage: str | None) -> str:
     command = retry_command(shown_path(run.params_path), cells=cells, run_dir=None if run.dry_run else folder,
                             only_stage=stage)
     return f"{command} --dry-run" if run.dry_run else command
-
-
-def _judged_during_collect(run: Run, started: str) -> bool:
-    return run.sweep.collects and pending_judgments(run, failed_since=started) == 0
-
-
-def _import_papermill() -> None:
-    papermill()  # its imports, overlapped with the sweep's preparation

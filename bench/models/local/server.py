@@ -55,17 +55,12 @@ def _port_in_use(port: int) -> bool:
     return False
 
 
-def _free_port() -> int:
-    """Return a loopback port that is free right now (the kernel's choice)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((HOST, 0))
-        return probe.getsockname()[1]
-
-
 def _choose_port(port: int | None) -> int:
     """Return ``port`` if it is usable, a free one if None; raise LocalModelError if it is taken."""
-    if port is None:
-        return _free_port()
+    if port is None:  # a loopback port free right now (the kernel's choice)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind((HOST, 0))
+            return probe.getsockname()[1]
     if not 1 <= port <= 65535:
         raise LocalModelError(f"port {port} is not a valid TCP port (1-65535)")
     if _port_in_use(port):

@@ -54,7 +54,8 @@ def execute(task: Task) -> dict[str, Any]:
 
     worker = _worker_address()
     if task.stop and _event(task.stop).is_set():  # the sweep was interrupted before this task started
-        return _not_started(task, worker)
+        return {"stage": task.stage, "name": task.name, "status": "interrupted", "worker": worker,
+                "error": "the sweep was interrupted before this execution started"}
     if problem := check_worker(task.expected)["problem"]:  # a worker that joined after the sweep's check
         return {"stage": task.stage, "name": task.name, "status": "failed", "worker": worker,
                 "error": f"worker {worker} ({socket.gethostname()}) {problem}"}
@@ -100,11 +101,6 @@ def _run_notebook(pm: Any, task: Task, params: dict[str, Any], notebook: Path, k
             record.update(status="interrupted", halted=err.ename, exit_code=code, error=f"{err.ename}: {err.evalue}")
     finally:
         kernel.done.set()
-
-
-def _not_started(task: Task, worker: str) -> dict[str, Any]:
-    return {"stage": task.stage, "name": task.name, "status": "interrupted", "worker": worker,
-            "error": "the sweep was interrupted before this execution started"}
 
 
 def report_task(run_dir: str, out: str | None = None) -> str:

@@ -57,7 +57,7 @@ def run_stage_on_cluster(session: ClusterSession, stage: str, started: str, *, j
     executions: list[Execution] = []
     futures: dict[str, Any] = {}
     try:
-        executions = plan_stage(session, stage)
+        executions = _round_robin(plan_executions(session.run, stage, session.slots(), False, by_cell_name=True))
         submit_stage(session, executions, started, futures, judge=judge, judges=judges)
         print(f"{stage}: {len(executions)} execution(s) on the cluster at {session.address} "
               f"({len(session.workers)} worker(s)); cap {run.sweep.limits.max_concurrency} across all of them",
@@ -73,11 +73,6 @@ def run_stage_on_cluster(session: ClusterSession, stage: str, started: str, *, j
         raise
     _settle_all(session, executions, futures, interrupted=False)
     return executions
-
-
-def plan_stage(session: ClusterSession, stage: str) -> list[Execution]:
-    """Return a stage's executions on the cluster: a group of cells per slot at most, one cell per model in turn."""
-    return _round_robin(plan_executions(session.run, stage, session.slots(), False, by_cell_name=True))
 
 
 def submit_stage(session: ClusterSession, executions: list[Execution], started: str, futures: dict[str, Any], *,
