@@ -30,6 +30,5 @@ __all__ = [
     "EXIT_BAD_INPUT", "EXIT_CRASHED", "EXIT_FAILED_ITEMS", "EXIT_INTERRUPTED", "EXIT_OK", "SCHEMA_VERSION",
     "BenchError", "Candidate", "Halt", "JudgeParseError", "Judgment", "LocalModelError", "ParamsError",
     "PreflightError", "ProviderError", "Record", "RecordWriter", "Review", "RunStore", "Scenario", "StageResult",
-    "StoreError",
-    "Usage", "atomic_write", "redact",
+    "StoreError", "Usage", "atomic_write", "redact",
 ]

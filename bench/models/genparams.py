@@ -16,13 +16,12 @@ from bench.models.providers import ModelSpec, Route, provider_for
 PASS_THROUGH = "extra_body"
 
 # What LiteLLM lists for providers "openai" and "hosted_vllm" (OpenAI's chat-completions params).
-OPENAI_CHAT = frozenset({
-    "frequency_penalty", "logit_bias", "logprobs", "top_logprobs", "max_tokens", "max_completion_tokens",
-    "modalities", "prediction", "n", "presence_penalty", "seed", "stop", "temperature", "top_p", "tools",
-    "tool_choice", "function_call", "functions", "extra_headers", "parallel_tool_calls", "audio",
-    "web_search_options", "service_tier", "safety_identifier", "prompt_cache_key", "prompt_cache_retention",
-    "store", "response_format", "user", "reasoning_effort", "thinking",
-})
+OPENAI_CHAT = frozenset({"frequency_penalty", "logit_bias", "logprobs", "top_logprobs", "max_tokens",
+                         "max_completion_tokens", "modalities", "prediction", "n", "presence_penalty", "seed", "stop",
+                         "temperature", "top_p", "tools", "tool_choice", "function_call", "functions", "extra_headers",
+                         "parallel_tool_calls", "audio", "web_search_options", "service_tier", "safety_identifier",
+                         "prompt_cache_key", "prompt_cache_retention", "store", "response_format", "user",
+                         "reasoning_effort", "thinking"})
 # llama.cpp's server samplers, accepted by the embedded model beside OpenAI's params.
 LLAMA_CPP = frozenset({"top_k", "min_p", "typical_p", "repeat_penalty", "repeat_last_n", "mirostat",
                        "mirostat_tau", "mirostat_eta", "grammar", "n_probs", "cache_prompt"})

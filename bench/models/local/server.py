@@ -136,16 +136,9 @@ def _spawn(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
 
     def popen() -> subprocess.Popen[bytes]:
         with log_path.open("ab") as log:
-            return subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=child_env(),
-                start_new_session=True,
-                preexec_fn=die_with_parent(parent, signal.SIGKILL),
-                close_fds=True,
-            )
+            return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    env=child_env(), start_new_session=True, close_fds=True,
+                                    preexec_fn=die_with_parent(parent, signal.SIGKILL))
 
     return _SPAWNER.call(popen, abandon=_kill_now)
 
@@ -225,19 +218,15 @@ class LocalServer:
             proc = self._proc
             if proc is None or proc.poll() is not None:
                 code = None if proc is None else proc.returncode
-                raise LocalModelError(
-                    f"the llama.cpp server for {self.model} exited (code {code}) before it answered; "
-                    f"log {self.log_path}:\n{log_tail(self.log_path)}"
-                )
+                raise LocalModelError(f"the llama.cpp server for {self.model} exited (code {code}) before it answered; "
+                                      f"log {self.log_path}:\n{log_tail(self.log_path)}")
             with contextlib.suppress(OSError, ValueError):
                 ids = model_ids(endpoint.api_base, timeout_s=2.0)
                 if endpoint.served_model in ids:
                     return
             if time.monotonic() > deadline:
-                raise LocalModelError(
-                    f"the llama.cpp server for {self.model} did not answer {endpoint.api_base}/models "
-                    f"within {timeout_s:g} s; log {self.log_path}:\n{log_tail(self.log_path)}"
-                )
+                raise LocalModelError(f"the llama.cpp server for {self.model} did not answer {endpoint.api_base}/models"
+                                      f" within {timeout_s:g} s; log {self.log_path}:\n{log_tail(self.log_path)}")
             time.sleep(0.2)
 
     def stop(self) -> None:

