@@ -6,6 +6,7 @@ template; each failure is a recorded ``outcome``, never a crash."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import inspect
 import json
@@ -183,10 +184,8 @@ def _running(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
             value, error = fn(**kwargs), None
         except BaseException as exc:  # noqa: BLE001 (handed to the awaiting task)
             value, error = None, exc
-        try:
+        with contextlib.suppress(RuntimeError):  # the event loop ended meanwhile: nobody waits for this result any more
             loop.call_soon_threadsafe(settle, value, error)
-        except RuntimeError:  # the event loop ended meanwhile: nobody waits for this result any more
-            pass
 
     threading.Thread(target=work, name="bench-tool", daemon=True).start()
     return done

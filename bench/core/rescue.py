@@ -5,6 +5,7 @@ when a run opens its folder. Written complete, imported with ``link``: nothing i
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import secrets
@@ -100,10 +101,8 @@ def import_rescued(run_dir: str | os.PathLike[str]) -> int:
             except OSError as exc:
                 warnings.warn(f"cannot move the rescued records {src} into {run_dir} yet ({os_reason(exc)}); "
                               f"they are kept there and moved by the next run", RuntimeWarning, stacklevel=2)
-        try:
+        with contextlib.suppress(OSError):
             folder.rmdir()  # only if empty
-        except OSError:
-            pass
     if moved:
         print(f"moved {moved} rescued records into {run_dir}", flush=True)
     return moved

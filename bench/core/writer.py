@@ -6,6 +6,7 @@ A :class:`RecordWriter` appends every half second or 256 records; a failed write
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 from pathlib import Path
 
@@ -126,10 +127,8 @@ class RecordWriter:
 
     async def run(self) -> None:
         while not self.stopped.is_set():
-            try:
+            with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.wake.wait(), FLUSH_EVERY_S)
-            except asyncio.TimeoutError:
-                pass
             self.wake.clear()
             chunk, self.buffer = self.buffer, []
             if chunk:

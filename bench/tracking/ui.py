@@ -3,6 +3,7 @@ price map: a bare one blocks without internet)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -124,10 +125,8 @@ def stop(proc: subprocess.Popen) -> None:
             proc.wait(timeout=wait_s)
         except subprocess.TimeoutExpired:
             continue
-        try:  # the server is gone; take down any worker it left behind
+        with contextlib.suppress(ProcessLookupError):  # the server is gone; take down any worker it left behind
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         break
     proc.wait()
 

@@ -5,6 +5,7 @@ environment and no HTTP server (docs/cluster.md)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -64,10 +65,8 @@ class PrivateCluster:
         8 s) and the scheduler; remove the folder."""
         for thing in (self.client, self.cluster):
             if thing is not None:
-                try:
+                with contextlib.suppress(Exception):  # already gone
                     thing.close()
-                except Exception:  # already gone
-                    pass
         for proc in self.workers:
             if proc.poll() is None:
                 proc.kill() if now else proc.terminate()

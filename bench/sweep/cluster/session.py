@@ -6,6 +6,7 @@ one-line warning (docs/cluster.md)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -100,10 +101,8 @@ class ClusterSession:
             self.server.stop()
         for thing in (self.client, self.local):
             if thing is not None:
-                try:
+                with contextlib.suppress(Exception):  # a scheduler already gone: nothing left to close
                     thing.close(now) if thing is self.local else thing.close()
-                except Exception:  # a scheduler already gone: nothing left to close
-                    pass
         self.client = self.local = self.server = None
 
     def slots(self) -> int:
