@@ -5,6 +5,7 @@ write the same file: attempt n > 1 appends to ``<shard>-a<n>``."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -118,10 +119,8 @@ def claimed_attempts(run_dir: str | Path, name: str) -> list[dict[str, Any]]:
 def close_attempt(run_dir: str | Path, record: dict[str, Any]) -> None:
     """Write an attempt's final status into its file (the driver settled one its worker could not end)."""
     path = Path(run_dir) / ATTEMPTS / f"{record.get('name')}.{record.get('attempt')}.json"
-    try:
+    with contextlib.suppress(OSError):  # recorded in executions.jsonl all the same
         atomic_write(path, json.dumps(record).encode())
-    except OSError:
-        pass  # recorded in executions.jsonl all the same; only a later sweep would record it once more
 
 
 def _claim(run_dir: Path, name: str) -> tuple[int, Path]:

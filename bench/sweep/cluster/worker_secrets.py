@@ -5,6 +5,7 @@ environment); :func:`kernel_secrets` puts them in a kernel's environment. Keys g
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
@@ -43,9 +44,8 @@ class WorkerSecrets:
         self.values = dict(values)
 
     def setup(self, worker: Any) -> None:
-        """Warm the worker: import what its first execution imports (papermill and jupyter's client: about 1 s)
-        in a thread, now, while the driver checks the workers, instead of in that execution. The
-        values arrived with the plugin (pickled over the scheduler's comm)."""
+        """Warm the worker: import papermill and jupyter's client in a thread now, while the driver checks the
+        workers, not in its first execution. The values arrived with the plugin (over the scheduler's comm)."""
         threading.Thread(target=_warm_imports, name="bench-warm-imports", daemon=True).start()
 
     def teardown(self, worker: Any) -> None:
@@ -73,10 +73,8 @@ def register(client: Any, name: str, values: dict[str, str]) -> None:
 
 def unregister(client: Any, name: str) -> None:
     """Drop the plugin from the scheduler and every worker (their values are cleared by ``teardown``)."""
-    try:
+    with contextlib.suppress(Exception):  # a scheduler already gone: its workers forget on their own close
         client.unregister_worker_plugin(name)
-    except Exception:  # a scheduler already gone: its workers went with it, or forget on their own close
-        pass
 
 
 def kernel_secrets(name: str, worker: Any = None) -> dict[str, str]:
