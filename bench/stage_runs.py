@@ -110,9 +110,8 @@ def prepare(run: Run, *, judges: bool = True, log_supersede: bool = True) -> lis
 
 
 def check_contents(run: Run, judges: list[Judge]) -> list[tuple[Digest, str]]:
-    """Return the run's cells, ``judges`` and their rubric versions whose content differs from what the run folder
-    holds under the same name, when ``run.supersede`` allows it; else raise ParamsError (exit 2, before any call)
-    naming each, both digests and the two ways out (bench.core.digests)."""
+    """Return the cells, ``judges`` and rubric versions whose content differs from the run folder's under the same
+    name, when ``run.supersede`` allows it; else ParamsError naming each (bench.core.digests)."""
     planned = [c.digest for c in run.cells] + [d for j in judges for d in j.digests]
     return check_digests(run.dir, planned, shown_path(run.params_path), supersede=run.supersede)
 
@@ -126,9 +125,8 @@ def rekey(run: Run) -> None:
 
 
 def shown_progress(progress: str, every_s: float | None = None) -> str:
-    """Return the progress mode a stage shows (``"sweep"``: text lines marked for `bench sweep`'s terminal,
-    bench.core.progress.MARK), after setting this process's marking and the lines' interval ``every_s``
-    (None: 2 s on a terminal, 5 s in a log) from the notebook's parameters."""
+    """Return the progress mode a stage shows ("sweep": text lines marked for `bench sweep`), having configured this
+    process's marking and the lines' interval ``every_s`` (None: by stream)."""
     configure(marked=progress == "sweep", every_s=every_s)
     return "text" if progress == "sweep" else progress
 

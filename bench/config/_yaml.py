@@ -44,9 +44,8 @@ class UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: i
 
 
 def load_yaml(path: Path, text: str, kind: str = "params file") -> Any:
-    """Return the parsed YAML of ``text`` (from ``path``, a ``kind`` of file); refuse a key repeated in a
-    mapping and aliases that add more than MAX_ALIAS_VALUES values (a "billion laughs" bomb), before
-    building anything."""
+    """Return the parsed YAML of ``text`` (from ``path``, a ``kind`` of file); refuse a repeated key and aliases adding
+    more than MAX_ALIAS_VALUES values (a "billion laughs" bomb) before building anything."""
     loader = UniqueKeyLoader(text)
     try:
         node = loader.get_single_node()

@@ -32,9 +32,8 @@ class Trajectory:
     @classmethod
     def of(cls, trajectory: Sequence[dict[str, Any]] | None, turns: Sequence[dict[str, Any]] | None,
            turn: int | None = None) -> "Trajectory":
-        """Return the trajectory of a candidate's recorded ``trajectory`` and ``turns`` (``turn``: that assistant
-        turn's only). Its steps are the model's requests in the turns where it called a tool; with no requests
-        recorded, the requests that called tools."""
+        """Return the trajectory of a candidate's ``trajectory`` and ``turns`` (``turn``: that turn's only); its
+        steps: the model's requests in turns that called a tool (none recorded: the requests that called tools)."""
         if trajectory is None:
             return cls()
         calls = tuple(c for c in trajectory if turn is None or c.get("turn") == turn)

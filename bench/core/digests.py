@@ -156,9 +156,8 @@ _ROW_KEYS = {"candidate": (("model_id", "prompt_id", "prompt_version", "model", 
 
 
 def made_rows(kind: str, rows: Any) -> Made:
-    """Return :func:`set_aside_made`'s input for records given as dicts of their fields (``Rows``, bench.analysis.record_reader):
-    their digests computed once per distinct content (the memo key spells params with ``repr``, as
-    :func:`_digests_memo` does), looked up for each row in C loops."""
+    """Return :func:`set_aside_made`'s input for records read as dicts (``Rows``): digests computed once per distinct
+    content (params keyed by ``repr``, as :func:`_digests_memo`), looked up per row in C loops."""
     fields, params = _ROW_KEYS[kind]
     keys = list(zip(*map(rows.column, fields), map(repr, rows.column(params))))
     groups: dict[tuple, int] = {}

@@ -118,8 +118,7 @@ def socket_bases() -> list[str]:
 
 def socket_base(below: int) -> str:
     """Return the first of ``socket_bases`` this user can write to where a Unix socket ``below`` bytes further down
-    (its private folder's name and the socket's) still fits in a socket path: a long TMPDIR (a cluster job's, a
-    test's) would leave a server or a kernel unable to bind its socket."""
+    still fits in a socket path (a long TMPDIR would leave a server unable to bind)."""
     for base in socket_bases():
         if len(os.fsencode(base)) + below <= SOCKET_PATH_MAX and os.access(base, os.W_OK | os.X_OK):
             return base

@@ -135,9 +135,8 @@ def translation_problem(model: str, api_base: str | None, params: dict[str, Any]
 
 
 def limit_named(route: Route, params: dict[str, Any]) -> dict[str, Any]:
-    """Return an untranslated request's params with ``max_tokens`` under the name the model takes: as
-    ``max_completion_tokens`` for a self-hosted model LiteLLM maps as an OpenAI reasoning model
-    (``REASONING_NAMED`` names only are asked), else unchanged."""
+    """Return an untranslated request's params with ``max_tokens`` as ``max_completion_tokens`` for a self-hosted model
+    LiteLLM maps as an OpenAI reasoning model (``REASONING_NAMED``), else unchanged."""
     vendor, name = route.vendor, route.served_model
     if (route.provider.params != "openai" or "max_tokens" not in params or "max_completion_tokens" in params
             or not REASONING_NAMED.match(name)):

@@ -61,9 +61,8 @@ class Execution:
 
 
 def close_leftovers(run: Run, sweep: str) -> None:
-    """Close what a killed driver left: its attempts it never recorded, running or ended since (recorded as lost,
-    bench.core.executions; the caller holds the run lock, so that driver is gone) and this user's private
-    temporary folders whose owner is dead (a lease server's socket, a ``local:N`` cluster's certificate)."""
+    """Close what a killed driver left (the caller holds the run lock): its unrecorded attempts, recorded as lost, and
+    this user's private temporary folders whose owner is dead."""
     LeaseServer.remove_stale()
     remove_stale_folders(CLUSTER_FOLDER)
     if closed := close_abandoned(run.dir, sweep):

@@ -123,9 +123,8 @@ class ClusterSession:
                     lock_held=True)
 
     def kernel_env(self) -> dict[str, str]:
-        """Return the variables every execution's task carries for its kernel: the cache's folder, where runs live,
-        the embedded model (no secret: the token and the keys come from the worker plugin,
-        bench.sweep.cluster.worker_secrets)."""
+        """Return the variables every execution's task carries for its kernel: the cache folder, where runs live, the
+        embedded model; never a secret (bench.sweep.cluster.worker_secrets carries those)."""
         env: dict[str, str] = {}
         for key in PASSED_ON:
             if os.environ.get(key) and (key != "BENCH_LOCAL_API_BASE" or self.loopback):

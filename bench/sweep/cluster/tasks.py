@@ -189,9 +189,8 @@ def _wait(session: ClusterSession, futures: list[Any], progress: ClusterProgress
 
 
 def _stop(session: ClusterSession, pending: list[Any]) -> bool:
-    """Tell every task to stop its kernel (bench.sweep.executions.stop_in_two: through the sweep's stop event, then
-    its hurry event; a task not started yet returns at once) and wait for them; return whether a second Ctrl-C came.
-    No kernel goes on sending once the sweep has returned."""
+    """Tell every task to stop its kernel (stop event, then hurry event: bench.sweep.executions.stop_in_two) and wait
+    for them; return whether a second Ctrl-C came."""
     from distributed import Event, wait  # noqa: PLC0415 (distributed: imported by the session already)
 
     def tell(times: int, grace_s: float) -> None:
