@@ -1,8 +1,7 @@
 """A run: one params file opened and validated, with its scenarios, its selected cells and its folder.
 
 `open_run` validates everything that can be validated without a model call, so a mistake stops the run before
-anything is spent.
-"""
+anything is spent."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The aligned rubric version `bench align` writes: ``<source id>-aligned-<n>.md`` next to the source rubric.
 
 A new id, so no run folder holds two contents under one rubric version; ``provenance.key`` lets a repeat
-alignment find it and write nothing.
-"""
+alignment find it and write nothing."""
 
 from __future__ import annotations
 

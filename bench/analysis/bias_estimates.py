@@ -1,8 +1,7 @@
 """The bias audit's statistics on plain arrays, each with a seeded percentile bootstrap interval over its units.
 
 The unit resampled is what the judge saw once: an answer, or an A/B pair with both its orders. Each returns an
-:class:`Estimate`: "ok", "not_applicable" or "not_enough_data", with the reason.
-"""
+:class:`Estimate`: "ok", "not_applicable" or "not_enough_data", with the reason."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Seeded bootstrap and sign-flip tests over a scenarios × columns matrix, as matrix products.
 
 Scenarios are resampled; a block of resamples is a counts matrix, so every column's means are one product,
-and a second product with the NaN mask lets columns of different coverage share the same resamples.
-"""
+and a second product with the NaN mask lets columns of different coverage share the same resamples."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Per-cell scores with bootstrap confidence intervals, and paired differences between cells.
 
 The unit of resampling is the scenario (its samples averaged first), so an interval reflects how much a
-ranking depends on which scenarios were in the grid.
-"""
+ranking depends on which scenarios were in the grid."""
 
 from __future__ import annotations
 

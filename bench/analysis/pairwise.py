@@ -1,8 +1,7 @@
 """Pairwise verdicts as battles: win rates against a baseline, Bradley–Terry ratings, position bias.
 
 A verdict is stored in the original (A, B) order, so each pairwise judgment is one battle of cell A against
-cell B, A's outcome 1, 0.5 or 0; strong verdicts (``A>>B``) may count several times, as in arena-hard.
-"""
+cell B, A's outcome 1, 0.5 or 0; strong verdicts (``A>>B``) may count several times, as in arena-hard."""
 
 from __future__ import annotations
 

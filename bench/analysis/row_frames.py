@@ -1,7 +1,6 @@
 """The run tables' frames built column by column from records read as dicts (``bench.analysis.record_reader``).
 
-tests/analysis/test_load_run_frames.py holds each frame to the rows built one pydantic record at a time.
-"""
+tests/analysis/test_load_run_frames.py holds each frame to the rows built one pydantic record at a time."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The collect stage: every (model, prompt) cell of a run answers every scenario, `samples` times.
 
 Work already done is skipped, so a re-run makes zero calls and an interrupted run continues where it stopped;
-failures are stored with ``error`` and redone on the next run.
-"""
+failures are stored with ``error`` and redone on the next run."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The simulated user of a conversation: what it is shown, how its request is seeded, and when it ends the talk.
 
 It sees the conversation with the roles flipped, tool traffic left out; its requests are seeded and keyed by the
-sample, so the same grid says the same things again and a resumed conversation replays from the cache.
-"""
+sample, so the same grid says the same things again and a resumed conversation replays from the cache."""
 
 from __future__ import annotations
 

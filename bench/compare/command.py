@@ -1,8 +1,7 @@
 """`bench compare RUN_A RUN_B`: compare, write the diff report, log it to MLflow, print the table (or the JSON).
 
 With ``--json`` the comparison is the only thing on stdout (one JSON document, ``Comparison.to_json``); the
-report's path and tracking's lines go to stderr. Exit 0 whatever the differences (gates decide: `bench gate`).
-"""
+report's path and tracking's lines go to stderr. Exit 0 whatever the differences (gates decide: `bench gate`)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Safe YAML for params files and rubric front matter: no repeated keys, no alias bombs, errors with lines.
 
-Parses with libyaml's C parser where PyYAML has it (docs/params.md).
-"""
+Parses with libyaml's C parser where PyYAML has it (docs/params.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Scenarios generated from named dimensions: the full product, or a seeded sample of ``n`` of it.
 
-Deterministic in every process; a sample never enumerates a huge product: it draws indices and decodes them.
-"""
+Deterministic in every process; a sample never enumerates a huge product: it draws indices and decodes them."""
 
 from __future__ import annotations
 

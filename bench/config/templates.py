@@ -1,6 +1,5 @@
 """Prompt templates meet scenarios: `fill_prompt` fills a prompt with one scenario's fields, and
-`check_placeholders` proves, before anything is called, that every prompt can be filled from every scenario.
-"""
+`check_placeholders` proves, before anything is called, that every prompt can be filled from every scenario."""
 
 from __future__ import annotations
 

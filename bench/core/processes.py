@@ -1,8 +1,7 @@
 """Child processes that never outlive bench: the parent-death signal, whether a pid is alive, dead ones' folders.
 
 Every server bench starts (the embedded model, MLflow's UI, papermill kernels) is started with
-:func:`die_with_parent` as its ``preexec_fn``, so a SIGKILLed driver leaves no process behind.
-"""
+:func:`die_with_parent` as its ``preexec_fn``, so a SIGKILLed driver leaves no process behind."""
 
 from __future__ import annotations
 

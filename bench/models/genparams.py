@@ -1,8 +1,7 @@
 """Generation params checked against what the provider accepts, before anything is sent.
 
 Each ``params`` key is checked against LiteLLM's list for the provider (an unknown key is refused with the
-nearest valid name) and each known value for its type; provider-specific fields go under ``params.extra_body``.
-"""
+nearest valid name) and each known value for its type; provider-specific fields go under ``params.extra_body``."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Tokens before any call: a prompt counted with its model's tokenizer, and a request's output bound.
 
 LiteLLM's ``token_counter`` arithmetic, with a tokenizer never fetched from the network; :func:`bound_counter`
-never counts fewer tokens than the model's own tokenizer (docs/budget.md).
-"""
+never counts fewer tokens than the model's own tokenizer (docs/budget.md)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Each answer as an MLflow trace (the model call), each judge's scores of it as assessments on the trace.
 
 Ids derive from the experiment and the records, so a re-track after an interrupted one rewrites rather than
-duplicates.
-"""
+duplicates."""
 
 from __future__ import annotations
 

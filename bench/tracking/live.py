@@ -1,8 +1,7 @@
 """A sweep's parent MLflow run, live: created as the sweep starts, moving while it runs, ended with its exit code.
 
 :class:`LiveRun` works on its own thread, so the sweep never waits for MLflow; tracking never fails a sweep
-(docs/tracking.md).
-"""
+(docs/tracking.md)."""
 
 from __future__ import annotations
 

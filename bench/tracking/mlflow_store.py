@@ -1,8 +1,7 @@
 """A run's MLflow store: its URI, a client bound to it, and the state file of what was logged there.
 
 The store defaults to ``sqlite:///<run folder>/mlflow.db``; ``MLFLOW_TRACKING_URI`` points a team at a server.
-The state file remembers, per store, what was logged, so a re-track logs only what is new.
-"""
+The state file remembers, per store, what was logged, so a re-track logs only what is new."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """`bench track`: a run folder logged to MLflow, one parent run per sweep and one child run per cell.
 
 Re-tracking updates the same MLflow runs and adds only new traces and assessments; a failure prints a warning
-(docs/tracking.md).
-"""
+(docs/tracking.md)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """`bench tracking-server`: a team's MLflow tracking server on a PostgreSQL backend store, in the foreground.
 
 A password in the backend URI is never printed nor put on a command line (it goes in ``PGPASSWORD``).
-:class:`TrackingServer` is the same server as a context manager.
-"""
+:class:`TrackingServer` is the same server as a context manager."""
 
 from __future__ import annotations
 
