@@ -75,8 +75,7 @@ class RunTables:
 
 
 def load_run(run_dir: str | Path) -> RunTables:
-    """Read a run folder into :class:`RunTables`; raise if it holds no records.
-    Records of an earlier content are left out and counted in ``set_aside`` (bench.core.digests)."""
+    """Read a run folder into :class:`RunTables` (earlier contents in ``set_aside``); raise if it has no records."""
     run_dir = _run_folder(run_dir)
     with _gc_paused():  # and the rows freed before it ends: no full collection over them when it is resumed
         return _tables_of_rows(run_dir, RunStore(run_dir))
@@ -129,8 +128,7 @@ def _run_folder(run_dir: str | Path) -> Path:
 
 @contextmanager
 def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a run folder is read: its hundreds of thousands of new records
-    (no cycles among them) otherwise set off full collections over every one of them, again and again."""
+    """Pause the cyclic GC while a run folder is read: its many new records (no cycles) set off full collections."""
     enabled = gc.isenabled()
     gc.disable()
     try:

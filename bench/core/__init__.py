@@ -19,8 +19,7 @@ _EXPORTS = {
 
 
 def __getattr__(name: str) -> Any:
-    """Import what ``name`` needs when it is first used: ``bench.core.errors`` alone stays cheap to import
-    (the CLI's start, a sweep's kernels launched before its records are needed)."""
+    """Import what ``name`` needs on first use, so that ``bench.core.errors`` alone stays cheap to import."""
     if name not in _EXPORTS:
         raise AttributeError(f"module 'bench.core' has no attribute {name!r}")
     return getattr(import_module(f"bench.core.{_EXPORTS[name]}"), name)
