@@ -1,11 +1,7 @@
 """Papermill executions whose kernels die with their driver: the kernel manager, its log lines, its leftovers.
 
-Used by `bench sweep` (one execution per stage and group of cells) and `bench report` (the analysis
-notebook). A kernel talks over unix sockets in a private folder that carries the driver's PID, is
-SIGKILLed when the driver dies, and stays quiet when papermill shuts it down; of its output, only
-the lines bench marked for the terminal (bench.core.progress.MARK) are printed, prefixed with the
-execution's name.
-"""
+A kernel talks over unix sockets in a private folder named with the driver's PID, is SIGKILLed when the
+driver dies, and of its output only bench's marked lines are printed, prefixed with the execution's name."""
 
 from __future__ import annotations
 
@@ -33,13 +29,7 @@ KERNEL_ARGUMENTS = ["--HistoryManager.hist_file=:memory:"]
 
 def kernel_manager_class(execution: Any = None, stop: threading.Event | None = None) -> type:
     """Return a kernel manager whose kernels talk over unix sockets and are SIGKILLed when the driver dies.
-
-    Jupyter starts kernels in their own session; killed with the driver, a kernel would go on
-    calling models for a second or so until it noticed, and pay for replies nobody records.
-    For a sweep's ``execution``: its kernel gets the execution's own variables (``env``: a cluster execution's
-    provider keys and lease token, never a papermill parameter), is remembered on the execution (so an interrupt
-    reaches it), and is not started once ``stop`` is set.
-    """
+    For an ``execution``, its kernel gets ``env``, is remembered and not started once ``stop`` is set."""
     from jupyter_client.manager import AsyncKernelManager  # noqa: PLC0415 (jupyter_client: only executions need it)
 
     class DieWithDriver(AsyncKernelManager):
@@ -72,12 +62,7 @@ def kernel_manager_class(execution: Any = None, stop: threading.Event | None = N
 
 
 def interrupt_kernel(ex: Any) -> bool:
-    """Send SIGINT to an execution's kernel if it runs and listens for it; return whether it was sent.
-
-    A first SIGINT stops its stage from sending (what is in flight finishes and is saved), a second cancels what
-    is in flight (bench.stage_runs.StageStop); in another cell it fails that cell. ipykernel ignores SIGINT while it
-    starts and between cells: sent then, it would be lost, so it is not sent (the caller tries again).
-    """
+    """Send SIGINT to an execution's kernel if it runs and listens for it; return whether it was sent."""
     process = getattr(getattr(ex.kernel, "provisioner", None), "process", None)
     if process is None or process.poll() is not None or _ignores_sigint(process.pid):
         return False
@@ -99,11 +84,7 @@ def _ignores_sigint(pid: int) -> bool:
 
 @functools.cache
 def _ipc_dir() -> str:
-    """Return a private (0700) folder for the kernels' sockets and connection files, removed at exit.
-
-    Its name carries the driver's PID, so the folders a killed sweep left behind are removed
-    when the next sweep starts (they hold the kernels' HMAC keys).
-    """
+    """Return a private (0700) folder for the kernels' sockets, removed at exit (or by the next sweep if killed)."""
     remove_stale_folders(KERNEL_DIR_PREFIX)  # this user's, of sweeps that are gone (killed before their exit)
     prefix = f"{KERNEL_DIR_PREFIX}{os.getpid()}-"
     path = tempfile.mkdtemp(prefix=prefix, dir=socket_base(len(f"/{prefix}12345678") + _SOCKET_NAME))
@@ -121,13 +102,7 @@ def first_line(err: Exception) -> str:
 
 
 class _PrefixedLog(logging.Handler):
-    """Prints bench's own lines of papermill's streamed cell output as ``[execution] line`` (the thread's name).
-
-    The terminal shows progress, not notebook output: of a cell's stdout only the lines bench
-    marked for it (bench.core.progress.MARK: progress lines, a stage's one-line result) are shown;
-    tables and other output stay in the executed notebook. Warnings and errors (a cell's
-    stderr, papermill's own warnings) are always shown.
-    """
+    """Prints bench's marked lines of papermill's streamed cell output as ``[execution] line``; warnings always."""
 
     SKIP = ("Executing Cell", "Ending Cell", "Executing notebook with kernel", "Input Notebook", "Output Notebook",
             "Working directory", "Executing notebook")
@@ -150,13 +125,7 @@ SKIPPED_ON_IMPORT = ("rfc3987_syntax", "rfc3986_validator", "rfc3339_validator",
 
 @functools.cache
 def papermill() -> Any:
-    """Return papermill, imported without the optional modules of SKIPPED_ON_IMPORT.
-
-    Measured here: ``import papermill`` took 2.2 s, 1.3 of them in jsonschema's IRI checker and 0.3 in the
-    storage handlers' packages, on the critical path of every execution's start (the driver's, a Dask worker's).
-    Each module not already imported is made unimportable while papermill imports, and importable again after:
-    only the optional features registered at that import stay off in this process (jsonschema's ``iri`` format,
-    papermill's remote paths), never a later import of the module itself."""
+    """Return papermill, imported without the optional modules of SKIPPED_ON_IMPORT (docs/scaling.md)."""
     blocked = [name for name in SKIPPED_ON_IMPORT if name not in sys.modules]
     for name in blocked:
         sys.modules[name] = None  # type: ignore[assignment]  (an import of it raises ImportError)

@@ -1,8 +1,7 @@
 """A run: one params file opened and validated, with its scenarios, its selected cells and its folder.
 
 `open_run` validates everything that can be validated without a model call, so a mistake stops the run before
-anything is spent.
-"""
+anything is spent."""
 
 from __future__ import annotations
 
@@ -53,8 +52,7 @@ class Run:
     link: Link = field(default_factory=Link)  # what the sweep's driver shares with this execution (none: a notebook)
 
     def endpoints(self) -> list[Endpoint]:
-        """Return every entry this run may call, each once: its cells' models, their prompts' simulated users and the
-        judges (whatever holds for every called model reads this list)."""
+        """Return every entry this run may call, once each: its cells' models, simulated users and judges."""
         cells = self.cells
         called = ([c.model for c in cells] + [c.prompt.user_simulator for c in cells if c.prompt.user_simulator]
                   + [j for j in self.sweep.judges if j.model is not None])  # a checks-only judge calls none
@@ -78,12 +76,7 @@ def open_run(params: str | Path, cells: Any = None, run_dir: str | Path | None =
              dry_run: bool = False, batch: bool = False, supersede: bool = False, lease_server: str | None = None,
              sweep_cap: int | None = None, shared_budget: bool = False, lock_held: bool = False) -> Run:
     """Return the validated Run of a params file (no model is called); raise ParamsError on any mistake.
-
-    ``dry_run`` swaps every model and judge for its ``dry/`` stand-in (:func:`dry_sweep`), into ``runs/<name>-dry``.
-    ``batch`` sends every request through its provider's Batch API. ``supersede`` (always for a dry run) lets a
-    stage give a cell, judge or rubric version a new content, setting its earlier records aside. The rest is what
-    `bench sweep` passes its executions (:class:`Link`).
-    """
+    ``dry_run``: every model ``dry/`` (:func:`dry_sweep`); ``batch``: Batch APIs; ``supersede``: new contents."""
     root = paths.project_root()
     sweep, params_path = load_sweep(paths.resolve(params, root))
     real = sweep  # a dry run's models stand in for these: they are asked whether they read images
@@ -128,12 +121,7 @@ def dry_name(name: str) -> str:
 
 
 def dry_sweep(sweep: Sweep, params_path: Path) -> Sweep:
-    """Return ``sweep`` with every model, judge and simulated user answered in-process by ``dry/<id>`` (no server,
-    no cost), renamed ``<name>-dry`` so its folder, report and MLflow experiment never mix with real ones.
-
-    Endpoints, keys, rate caps and prices are dropped; prompts, scenarios, rubrics and modes stay, so every stage
-    runs as it will for real.
-    """
+    """Return ``sweep`` answered in-process by ``dry/<id>`` stand-ins (no server, no cost), renamed ``<name>-dry``."""
     def dry(entry: Any) -> dict[str, Any]:
         data = entry.model_dump(exclude_none=True)
         for key in ("api_base", "api_key_env", "transport", "rpm", "tpm", "price", "batch"):

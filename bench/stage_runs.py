@@ -1,10 +1,7 @@
 """The stages driven on a run: `run_collect` and `run_judge`, what notebooks, `bench sweep` and the pilot call.
 
-A stage run locks the run folder, checks its contents (a changed cell, judge or rubric refused, or set aside with
-``--supersede``), preflights every model, opens the seam client (:func:`make_llm`), runs the stage and closes the
-client; an interrupt becomes one line (:class:`Interrupted`). They live above both stage packages because
-``run_collect(judge=True)`` hands each new answer to the judges.
-"""
+A stage run locks the run folder, checks its contents, preflights every model, opens the seam client
+(:func:`make_llm`), runs the stage and closes it; an interrupt becomes one line (:class:`Interrupted`)."""
 
 from __future__ import annotations
 
@@ -65,13 +62,8 @@ def make_llm(run: Run, max_concurrency: int | None = None) -> LLM:
 async def _stage_llm(run: Run, max_concurrency: int | None, images: bool = True) -> AsyncIterator[LLM]:
     """The seam client of one stage: counts what an earlier stop makes this run ask again, closes cleanly.
 
-    First the leftover request journals of stopped runs are settled (their uncached
-    requests are added to ``repeats.json``); at the end the cache is flushed, the sessions
-    closed and this process's journal removed, unless the stage was interrupted (then
-    requests may have been in flight: the journal stays for the next run to count). Before anything, the
-    dataset's images the run folder lacks are stored there (bench.config.vision): requests are built from them.
-    ``images``: whether the stage sends any (False: a judge stage whose rubrics show none, which needs no file).
-    """
+    Settles leftover request journals first and stores missing dataset images (when ``images``); at the end
+    flushes the cache and removes this process's journal, unless interrupted."""
     if images:
         store_images(run.scenarios, run.sweep.scenarios.dataset, [run.params_path.parent, run.root], run.dir)
     llm = make_llm(run, max_concurrency)
@@ -101,12 +93,8 @@ def called_specs(run: Run, judges: list[Judge]) -> list[ModelSpec]:
 
 
 def prepare(run: Run, *, judges: bool = True, log_supersede: bool = True) -> list[tuple[Digest, str]]:
-    """Check that no cell (nor judge and rubric version, when ``judges`` grade in this stage) changed content
-    in the run folder (:func:`check_contents`) and every model of the run (preflight), write its scenarios.jsonl
-    and a copy of each judge's rubric (so reviews and reports of this run know the exact scales it was graded
-    on); nothing is called. Return the contents ``--supersede`` changes: logged here, or by the caller once
-    nothing can stop the sweep before its first answer (``log_supersede=False``: the driver, whose budget
-    check comes next), since a logged choice sets the earlier records aside from every analysis."""
+    """Check contents and preflight every model; write scenarios.jsonl and each judge's rubric; call nothing.
+    Return the contents ``--supersede`` changes, logged here unless ``log_supersede=False`` (the caller logs them)."""
     every = load_judges(run)
     changed = check_contents(run, every if judges else [])
     preflight(called_specs(run, every))
@@ -122,9 +110,8 @@ def prepare(run: Run, *, judges: bool = True, log_supersede: bool = True) -> lis
 
 
 def check_contents(run: Run, judges: list[Judge]) -> list[tuple[Digest, str]]:
-    """Return the run's cells, ``judges`` and their rubric versions whose content differs from what the run folder
-    holds under the same name, when ``run.supersede`` allows it; else raise ParamsError (exit 2, before any call)
-    naming each, both digests and the two ways out (bench.core.digests)."""
+    """Return the cells, ``judges`` and rubric versions whose content differs from the run folder's under the same
+    name, when ``run.supersede`` allows it; else ParamsError naming each (bench.core.digests)."""
     planned = [c.digest for c in run.cells] + [d for j in judges for d in j.digests]
     return check_digests(run.dir, planned, shown_path(run.params_path), supersede=run.supersede)
 
@@ -138,9 +125,8 @@ def rekey(run: Run) -> None:
 
 
 def shown_progress(progress: str, every_s: float | None = None) -> str:
-    """Return the progress mode a stage shows (``"sweep"``: text lines marked for `bench sweep`'s terminal,
-    bench.core.progress.MARK), after setting this process's marking and the lines' interval ``every_s``
-    (None: 2 s on a terminal, 5 s in a log) from the notebook's parameters."""
+    """Return the progress mode a stage shows ("sweep": text lines marked for `bench sweep`), having configured this
+    process's marking and the lines' interval ``every_s`` (None: by stream)."""
     configure(marked=progress == "sweep", every_s=every_s)
     return "text" if progress == "sweep" else progress
 
@@ -149,12 +135,7 @@ async def run_collect(run: Run, *, max_concurrency: int | None = None, shard: st
                       progress: str = "auto", progress_every_s: float | None = None,
                       judge: bool = False) -> CollectResult:
     """Run the collect stage for the run's cells; return its CollectResult.
-
-    ``judge=True`` pipelines the judges of the params file: each new candidate is graded
-    as it arrives, in the same event loop and under the same cap (what `bench sweep` does),
-    so the wall time is close to max(collect, judge) rather than their sum. ``progress``, ``progress_every_s``:
-    see :func:`shown_progress`.
-    """
+    ``judge=True`` grades each new candidate as it arrives, in the same loop and cap (what `bench sweep` does)."""
     progress = shown_progress(progress, progress_every_s)
     pipelined = bool(judge and run.sweep.judges)
     with _interrupts_say(run, answers=True, judges=pipelined, stage="run_collect") as stop, \
@@ -212,14 +193,8 @@ async def _collect_and_judge(run: Run, llm: LLM, shard: str | None, progress: st
 async def run_judge(run: Run, *, judges: str | Iterable[str] | None = None, max_concurrency: int | None = None,
                     shard: str | None = None, progress: str = "auto", progress_every_s: float | None = None,
                     failed_since: str | None = None) -> JudgeResult:
-    """Run the judge stage on the run's stored candidates (no collecting); return its JudgeResult.
-
-    ``judges``: judge ids to run (None = every judge of the params file). Re-judging with a
-    new judge or a new rubric version grades everything again under new ids; unchanged
-    judgments are skipped; failures are asked again, except those that failed since ``failed_since``
-    (`bench sweep` passes its start, so one sweep asks each item once). ``progress``, ``progress_every_s``:
-    see :func:`shown_progress`.
-    """
+    """Run the judge stage on the run's stored candidates; return its JudgeResult.
+    ``judges``: ids to run (None: all); failures are asked again, except those failed since ``failed_since``."""
     progress = shown_progress(progress, progress_every_s)
     chosen = load_judges(run, judges)
     preflight(judge_specs(chosen))
@@ -238,12 +213,8 @@ async def run_judge(run: Run, *, judges: str | Iterable[str] | None = None, max_
 
 
 class Interrupted(asyncio.CancelledError):
-    """A stage stopped by an interrupt (Ctrl-C, JupyterLab's "Interrupt kernel"); its message is one line:
-    what was saved, what is left and how to resume.
-
-    A notebook shows that line instead of a traceback (IPython's ``_render_traceback_``). Being
-    a CancelledError, it still cancels the task it ends (``asyncio.run`` turns it into KeyboardInterrupt).
-    """
+    """A stage stopped by an interrupt; its message is one line: what was saved, what is left, how to resume.
+    Notebooks show that line, not a traceback; as a CancelledError it still cancels its task."""
 
     def _render_traceback_(self) -> list[str]:
         return [str(self)]
@@ -251,11 +222,7 @@ class Interrupted(asyncio.CancelledError):
 
 def interrupted_line(run: Run, resume: str, *, answers: bool = True, judges: bool | list[Judge] = True,
                      lost: str = "") -> str:
-    """Return the one line an interrupt prints: answers and judgments saved (of planned), the replies in flight it
-    gave up (``lost``: :func:`lost_clause`), what is left, ``resume``.
-
-    ``judges``: True (every judge of the params file), a list of bench.judge.Judge, or False (no judgments).
-    """
+    """Return the line an interrupt prints: saved of planned, replies ``lost``, what is left, ``resume``."""
     saved, left = [], []
     if answers and run.sweep.collects:
         done, planned = answer_counts(run)
@@ -287,14 +254,10 @@ DRAIN_S = 10.0  # how long a first Ctrl-C waits for the requests in flight befor
 
 
 class StageStop:
-    """Ctrl-C in a stage (the SIGINT of a terminal, of JupyterLab's "Interrupt", of a sweep's driver).
+    """Ctrl-C in a stage (a terminal's, JupyterLab's "Interrupt", a sweep driver's SIGINT).
 
-    The first one sends nothing new (the seam refuses every request not yet sent: ``Stopping``, a Halted) and lets
-    the requests in flight finish and be saved, for at most :data:`DRAIN_S`; the stage then ends with its
-    interrupted line. A second one, or that time spent, cancels the stage at once: the replies still in flight
-    are lost, and the line says how many (``lost``). Where no signal handler can be set (not the main thread),
-    an interrupt cancels the stage at once, as asyncio does.
-    """
+    The first sends nothing new and lets what is in flight be saved (at most :data:`DRAIN_S`); a second, or that
+    time spent, cancels the stage at once (``lost`` counts the replies given up)."""
 
     def __init__(self) -> None:
         self.lost, self.llm, self.task, self.timer = 0, None, None, None
@@ -338,8 +301,7 @@ class StageStop:
 
 @contextlib.contextmanager
 def _interrupts_say(run: Run, *, answers: bool, judges: bool | list[Judge], stage: str) -> Iterator[StageStop]:
-    """Take Ctrl-C during a stage (:class:`StageStop`) and turn the interrupt into Interrupted: one line saying
-    what was saved, what was lost, what is left and how to resume."""
+    """Take Ctrl-C during a stage (:class:`StageStop`) and turn the interrupt into one-line Interrupted."""
     stop = StageStop()
     try:
         yield stop

@@ -8,6 +8,5 @@ from bench import align as api  # its alignment loads polars on first use (bench
 
 def align_command(run: str, *, judge: str, k: int | None = None, params: str | None = None, dry_run: bool = False,
                   resamples: int = 2000, track: bool = True) -> int:
-    """Align judge ``judge`` of run folder (or sweep name) ``run`` to its blind reviews; return the exit status (0;
-    a refusal is a BenchError: exit 2, or 4 for the budget)."""
+    """Align judge ``judge`` of run ``run`` to its blind reviews; return 0 (a refusal is a BenchError: exit 2 or 4)."""
     return api.align(run, judge=judge, k=k, params=params, dry_run=dry_run, resamples=resamples, track=track)

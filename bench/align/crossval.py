@@ -55,8 +55,7 @@ class CrossValidation:
     usage: dict[str, Any] = field(default_factory=lambda: {"calls": 0, "cache_hits": 0, "cost_usd": 0.0})
 
     def best(self) -> str:
-        """Return the kind with the highest held-out kappa (ties, at 4 decimals, to the simplest; the rubric
-        as it is when no variant beats it)."""
+        """Return the kind with the highest held-out kappa (ties: the simplest; none better: the rubric)."""
         order = [ORIGINAL, *KINDS]
         scores = {ORIGINAL: self.before.kappa, **{k: v.agreement.kappa for k, v in self.variants.items()
                                                     if v.agreement is not None}}

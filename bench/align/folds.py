@@ -1,9 +1,5 @@
-"""The k folds of `bench align`'s cross-validation, split by review unit (an answer), and the check that they never
-leak: no reviewed answer both builds a variant and scores it.
-
-:func:`check_no_leak` is called on the folds and again on what each variant was actually built from and scored
-on: a leak raises, it is never a warning.
-"""
+"""The k folds of `bench align`'s cross-validation, split by review unit (an answer), and the check that they
+never leak: :func:`check_no_leak` raises when a reviewed answer both builds a variant and scores it."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The aligned rubric version `bench align` writes: ``<source id>-aligned-<n>.md`` next to the source rubric.
 
 A new id, so no run folder holds two contents under one rubric version; ``provenance.key`` lets a repeat
-alignment find it and write nothing.
-"""
+alignment find it and write nothing."""
 
 from __future__ import annotations
 
@@ -34,8 +33,7 @@ def aligned_id(source: Rubric, key: str) -> tuple[str, Path | None]:
 
 
 def write_rubric(text: str, folder: Path, rubric_id: str) -> Rubric:
-    """Write the aligned rubric's ``text`` to ``folder/<rubric_id>.md`` (checked by the rubric loader first);
-    return it as loaded."""
+    """Write the aligned rubric's ``text`` to ``folder/<rubric_id>.md`` (checked first); return it as loaded."""
     path = Path(folder) / f"{rubric_id}.md"
     rubric = parse_rubric(text, path)  # the one loader: what a sweep reads is what was checked here
     atomic_write(path, text.encode("utf-8"))
@@ -43,8 +41,7 @@ def write_rubric(text: str, folder: Path, rubric_id: str) -> Rubric:
 
 
 def reference(rubric_id: str, folder: Path, root: Path, params: Path) -> str:
-    """Return how a params file names the written rubric: its id when it is in the project's rubrics/, else its
-    path relative to the params file's folder (as a judge entry's ``rubric:`` reads it)."""
+    """Return how a params file names the written rubric: its id in rubrics/, else its path from the params' folder."""
     if Path(folder).resolve() == (Path(root) / "rubrics").resolve():
         return rubric_id
     target = (Path(folder) / f"{rubric_id}.md").resolve()

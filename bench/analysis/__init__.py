@@ -1,9 +1,7 @@
 """Analysis of a run folder on polars: leaderboards, paired differences, pairwise ratings, judge reliability,
 accuracy, human agreement, bias audit, calibration and usage.
 
-:func:`load_run` is the one loader of a run's records; ``summarize(run_dir)`` computes everything the report
-shows. Importing this package imports polars and numpy (``import bench`` alone does not).
-"""
+:func:`load_run` loads a run's records; ``summarize(run_dir)`` computes everything the report shows."""
 
 from __future__ import annotations
 

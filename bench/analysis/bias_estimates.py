@@ -1,8 +1,7 @@
 """The bias audit's statistics on plain arrays, each with a seeded percentile bootstrap interval over its units.
 
 The unit resampled is what the judge saw once: an answer, or an A/B pair with both its orders. Each returns an
-:class:`Estimate`: "ok", "not_applicable" or "not_enough_data", with the reason.
-"""
+:class:`Estimate`: "ok", "not_applicable" or "not_enough_data", with the reason."""
 
 from __future__ import annotations
 
@@ -50,8 +49,7 @@ def _estimate(point: float, draws: np.ndarray, n: int, level: float) -> Estimate
 
 
 def ratio(num: np.ndarray, den: np.ndarray, *, unit: str, resamples: int, seed: int, level: float) -> Estimate:
-    """Return Σ num / Σ den (a share: e.g. first-slot wins over decisive verdicts), units being the rows; ``n`` is
-    Σ den. Units with den = 0 are left out."""
+    """Return Σ num / Σ den over the rows (units with den = 0 left out); ``n`` is Σ den."""
     num, den = np.asarray(num, float), np.asarray(den, float)
     keep = den > 0
     n = int(den[keep].sum())
@@ -169,8 +167,7 @@ def spread(codes: list[np.ndarray], levels: list[int], *, resamples: int, seed: 
 
 
 def _spread_of(counts: np.ndarray, levels: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Return per row of level counts (criteria side by side) the pooled modal share and normalized entropy (the
-    entropy over the criteria with two levels or more)."""
+    """Return per row of level counts the pooled modal share and normalized entropy (criteria of 2+ levels)."""
     modal = entropy = graded = spread_over = np.zeros(counts.shape[0])
     at = 0
     for k in levels:

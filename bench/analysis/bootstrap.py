@@ -1,8 +1,7 @@
 """Seeded bootstrap and sign-flip tests over a scenarios × columns matrix, as matrix products.
 
 Scenarios are resampled; a block of resamples is a counts matrix, so every column's means are one product,
-and a second product with the NaN mask lets columns of different coverage share the same resamples.
-"""
+and a second product with the NaN mask lets columns of different coverage share the same resamples."""
 
 from __future__ import annotations
 
@@ -109,11 +108,7 @@ def exact_sign_flip(d: np.ndarray) -> float:
 
 def sign_flip_pvalues(diffs: np.ndarray, permutations: int = 10000, seed: int = 0) -> np.ndarray | float:
     """Return two-sided p-values that each column of paired differences (S × P, NaN = unpaired) has mean 0.
-
-    The observed mean is compared with the means of random sign flips: p = (1 + #|flipped| ≥ |observed|) / (1 + R);
-    a column of at most ``N_EXACT`` scenarios gets the exact p-value (:func:`exact_sign_flip`). A 1-d vector gives a
-    float.
-    """
+    Sign flips: p = (1 + #|flipped| ≥ |observed|) / (1 + R); exact to ``N_EXACT`` scenarios; 1-d: a float."""
     diffs, vector = _columns(diffs, "sign_flip_pvalues")
     if vector:
         return float(sign_flip_pvalues(diffs, permutations, seed)[0])

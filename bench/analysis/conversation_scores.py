@@ -11,10 +11,8 @@ from bench.core.records import Judgment
 
 
 def per_conversation(judgments: Iterable[Judgment]) -> list[tuple[Judgment, int | None]]:
-    """Return each judgment with the number of turns it stands for: a whole answer's as it is (None); the
-    judgments of one conversation's turns (one judge, rubric version, answer and repeat) as one, the first
-    turn's record with the mean over the successful turns of each criterion and of the composite (failed when
-    no turn succeeded), in the order the first of them came."""
+    """Return each judgment with the number of turns it stands for (None: a whole answer's).
+    A conversation's turn judgments become one: the first turn's record with the mean over successful turns."""
     out: list[tuple[Judgment, int | None]] = []
     groups: dict[tuple, list[Judgment]] = {}
     for j in judgments:

@@ -1,9 +1,7 @@
 """Is a judge stable enough to trust? Test–retest agreement over its ``repeats: k`` gradings, and a
 leaderboard whose intervals include the judge's own variance.
 
-Per judge and criterion: ``icc`` (ICC(1,1)), ``alpha`` (Krippendorff's, interval), ``within_var`` and a
-``verdict`` ("stable" at ICC ≥ 0.75).
-"""
+Per judge and criterion: ``icc``, ``alpha``, ``within_var`` and a ``verdict`` ("stable" at ICC ≥ 0.75)."""
 
 from __future__ import annotations
 

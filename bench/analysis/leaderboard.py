@@ -1,8 +1,7 @@
 """Per-cell scores with bootstrap confidence intervals, and paired differences between cells.
 
 The unit of resampling is the scenario (its samples averaged first), so an interval reflects how much a
-ranking depends on which scenarios were in the grid.
-"""
+ranking depends on which scenarios were in the grid."""
 
 from __future__ import annotations
 
@@ -56,11 +55,7 @@ def _dense(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def leaderboard(scores: pl.DataFrame, *, resamples: int = 1000, seed: int = 0, level: float = 0.95) -> pl.DataFrame:
-    """Return per (judge, cell, criterion): mean, bootstrap CI, scenarios n and items, best first.
-
-    ``scores``: the long table of :func:`bench.analysis.load_run` (judge, cell, criterion, scenario, value; null =
-    no grade); model and prompt are copied when present.
-    """
+    """Return per (judge, cell, criterion) of ``scores`` (load_run's): mean, bootstrap CI, n, items; best first."""
     require(scores, ["judge", "cell", "criterion", "scenario", "value"], "leaderboard", "scores")
     labels = [c for c in CELL_COLS[1:] if c in scores.columns]
     absent = [pl.lit(None, dtype=pl.Utf8).alias(c) for c in CELL_COLS[1:] if c not in scores.columns]

@@ -44,8 +44,7 @@ def candidate_listing(run: str | Path | RunTables, width: int = 120) -> pl.DataF
 
 
 def judgment_listing(run: str | Path | RunTables, width: int = 100) -> pl.DataFrame:
-    """Return one row per judgment id (latest record): judge, mode, item, scores (a dict per row), verdict or
-    error."""
+    """Return one row per judgment id (latest record): judge, mode, item, scores (a dict per row), verdict or error."""
     t = _tables(run)
     scores: dict[str, dict[str, float]] = {}
     for jid, criterion, value in t.scores.filter(pl.col("criterion") != COMPOSITE).select(

@@ -1,8 +1,7 @@
 """Grades outside their rubric's scale, set aside before any table counts them.
 
 A record can hold one (edited by hand, written by an older bench, damaged): 1e308 on a 1-5 scale made `bench
-judges` build a table as wide as the grade. Such a judgment is left out of every table, with one warning.
-"""
+judges` build a table as wide as the grade. Such a judgment is left out of every table, with one warning."""
 
 from __future__ import annotations
 

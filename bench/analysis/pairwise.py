@@ -1,8 +1,7 @@
 """Pairwise verdicts as battles: win rates against a baseline, Bradley–Terry ratings, position bias.
 
 A verdict is stored in the original (A, B) order, so each pairwise judgment is one battle of cell A against
-cell B, A's outcome 1, 0.5 or 0; strong verdicts (``A>>B``) may count several times, as in arena-hard.
-"""
+cell B, A's outcome 1, 0.5 or 0; strong verdicts (``A>>B``) may count several times, as in arena-hard."""
 
 from __future__ import annotations
 
@@ -104,12 +103,8 @@ def win_matrix(battle: pl.DataFrame) -> pl.DataFrame:
 
 def fit_bradley_terry(i: np.ndarray, j: np.ndarray, score: np.ndarray, weight: np.ndarray, players: int,
                       prior: float = 0.5, tol: float = 1e-10, max_iter: int = 5000) -> np.ndarray:
-    """Return log-strengths (mean 0) maximizing the Bradley–Terry likelihood of battles i vs j (Hunter's 2004
-    minorize–maximize iterations).
-
-    ``score`` is i's outcome (ties ½). ``prior`` adds that many virtual wins each way to every pair that met, so an
-    unbeaten player keeps a finite rating; ``prior=0``, the plain fit, raises ValueError when it does not exist.
-    """
+    """Return log-strengths (mean 0) maximizing the Bradley–Terry likelihood (Hunter's 2004 MM iterations).
+    ``prior`` adds that many virtual wins each way to every pair that met; ``prior=0`` raises when no fit exists."""
     if not (np.isfinite(prior) and prior >= 0):
         raise ValueError(f"prior must be a finite number ≥ 0 of virtual wins each way per pair, not {prior!r}")
     wins = np.zeros((players, players))
@@ -181,9 +176,7 @@ def bradley_terry(battle: pl.DataFrame, *, anchor: str | None = None, resamples:
 
 
 def position_pairs(battle: pl.DataFrame) -> pl.DataFrame:
-    """Return one row per pair a judge was asked (judge, scenario, sample, a, b, and repeat when given): ``first``
-    its decisive verdicts won by the answer shown first, ``decisive`` its decisive verdicts (ties left out),
-    ``orders`` the orders it was seen in, ``signs`` the distinct winners (A, tie, B) it got: the one frame
+    """Return one row per pair a judge was asked: ``first``, ``decisive``, ``orders`` and ``signs``, the frame
     :func:`position_consistency` and the bias audit's position measures read."""
     require(battle, ["judge", "scenario", "sample", "a", "b", "order", "outcome"], "position_pairs", "battle")
     decisive = pl.col("outcome") != 0.5

@@ -1,8 +1,7 @@
 """Run files read by polars: every readable record of a kind as the dict of its fields, one schema per kind.
 
 Each kind's polars schema is derived from its pydantic model. A file whose every line the model accepts as it
-stands is read whole by polars; any other is read line by line by its model, as ``RunStore.iter`` reads it.
-"""
+stands is read whole by polars; any other is read line by line by its model, as ``RunStore.iter`` reads it."""
 
 from __future__ import annotations
 

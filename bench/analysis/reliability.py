@@ -15,10 +15,8 @@ from bench.analysis.tables import COMPOSITE
 AGREEMENT_SCHEMA = {"rubric": pl.Utf8, "criterion": pl.Utf8, "a": pl.Utf8, "b": pl.Utf8, "n": pl.Int64,
                     "dropped": pl.Int64, "kappa": pl.Float64, "exact": pl.Float64, "mean_abs_diff": pl.Float64,
                     "note": pl.Utf8}
-# ``n``: pairs where both sides have a grade, over which every statistic of the row is computed;
-# ``dropped``: pairs left out because one side's grade is missing (null/NaN), never counted as a category.
-# ``note``: why a statistic of the row is undefined (NaN, shown as "n/a"), e.g. "kappa n/a: every grade
-# is 4, so agreement beyond chance is undefined"; null when every statistic is defined
+# ``n``: pairs both graded (every statistic's base); ``dropped``: pairs one side left ungraded (never a category);
+# ``note``: why a statistic is undefined (NaN, "n/a"), e.g. "kappa n/a: every grade is 4"; null when all are defined
 
 
 def judge_health(judgments: pl.DataFrame) -> pl.DataFrame:
@@ -91,8 +89,7 @@ def jury_alpha(scores: pl.DataFrame, *, level: str = "ordinal") -> pl.DataFrame:
 
 
 def packed_vs_single(scores: pl.DataFrame, *, weights: str | None = "quadratic") -> pl.DataFrame:
-    """Return, per judge model, rubric and criterion, the agreement of packed grades with single-item
-    grades of the same candidates by the same judge model and rubric."""
+    """Return per judge model, rubric and criterion how packed grades agree with single-item ones."""
     require(scores, ["judge_model", "rubric", "criterion", "candidate", "mode", "value"], "packed_vs_single", "scores")
     key = ["judge_model", "rubric", "criterion", "candidate"]
     packed = scores.filter(pl.col("mode") == "packed").group_by(key).agg(pl.col("value").mean())
@@ -134,8 +131,7 @@ def judge_vs_human(scores: pl.DataFrame, judgments: pl.DataFrame, reviews: pl.Da
 
 
 def disagreements(scores: pl.DataFrame, reviews: pl.DataFrame, *, limit: int = 50) -> pl.DataFrame:
-    """Return the judge grades that human reviews changed, largest change first: the list to take into
-    the next review round (and to refine the rubric's anchors with)."""
+    """Return the judge grades human reviews changed, largest change first: the next review round's list."""
     require(scores, ["judge", "cell", "scenario", "candidate", "judgment", "criterion", "value"], "disagreements",
             "scores")
     require(reviews, ["judgment", "criterion", "reviewer", "value", "created_at"], "disagreements", "reviews")

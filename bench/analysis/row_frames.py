@@ -1,7 +1,6 @@
 """The run tables' frames built column by column from records read as dicts (``bench.analysis.record_reader``).
 
-tests/analysis/test_load_run_frames.py holds each frame to the rows built one pydantic record at a time.
-"""
+tests/analysis/test_load_run_frames.py holds each frame to the rows built one pydantic record at a time."""
 
 from __future__ import annotations
 
@@ -107,8 +106,7 @@ def latest_at(rows: Rows, kept: Sequence[int]) -> list[int]:
 
 
 def simulator_of(turns: list[Any] | None) -> str:
-    """Return the label of a conversation's simulated user from its ``turns``: ``user_simulator.id`` as they record
-    it (``{"by": "simulator", "simulator": id}``), else the default id."""
+    """Return the label of a conversation's simulated user from its ``turns``, else the default id."""
     named = (t.get("simulator") for t in turns or () if isinstance(t, dict) and t.get("by") == "simulator")
     return next((str(n) for n in named if n), SIMULATOR)
 
@@ -162,8 +160,7 @@ def simulator_frame(every: Rows, kept: Sequence[int], schema: dict[str, Any]) ->
 
 
 def cells_of(rows: Rows, at: Sequence[int]) -> dict[str, tuple]:
-    """Return per id of the candidate rows at ``at`` its (cell, model, prompt, sample): what a judgment's row says of
-    its answer."""
+    """Return per candidate id at ``at`` its (cell, model, prompt, sample): what a judgment's row says of its answer."""
     prompt, cell = _cell_columns(rows)
     every = zip(rows.column("id"), zip(cell, rows.column("model_id"), prompt, rows.column("sample")))
     return dict(every) if len(at) == len(rows) else dict(map(list(every).__getitem__, at))

@@ -1,8 +1,7 @@
 """Pairwise ratings with style control: does a cell win on substance, or on length and markdown?
 
 As arena-hard-auto and LMArena do, a Bradley–Terry regression fits the cells' strengths with one coefficient per
-style covariate: P(a beats b) = σ(θ_a − θ_b + Σ_k β_k·x_k); coefficients are log-odds per standard deviation.
-"""
+style covariate: P(a beats b) = σ(θ_a − θ_b + Σ_k β_k·x_k); coefficients are log-odds per standard deviation."""
 
 from __future__ import annotations
 

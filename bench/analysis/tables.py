@@ -77,11 +77,7 @@ class RunTables:
 
 
 def load_run(run_dir: str | Path) -> RunTables:
-    """Read a run folder (``runs/<sweep>``) into :class:`RunTables`; raise if it holds no records.
-
-    Records of a cell, judge or rubric version's earlier content are left out of every table and counted in
-    ``set_aside`` (bench.core.digests).
-    """
+    """Read a run folder into :class:`RunTables` (earlier contents in ``set_aside``); raise if it has no records."""
     run_dir = _run_folder(run_dir)
     with _gc_paused():  # and the rows freed before it ends: no full collection over them when it is resumed
         return _tables_of_rows(run_dir, RunStore(run_dir))
@@ -113,8 +109,7 @@ def _tables_of_rows(run_dir: Path, store: RunStore) -> RunTables:
 
 def _in_scale(run_dir: Path, judgments: pl.DataFrame, scores: pl.DataFrame, scales: dict[str, Any]
               ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Return the judgments and scores without those whose grade lies outside its rubric's scale (warned of:
-    bench.analysis.off_scale); the attempt tables keep them (they were paid for)."""
+    """Return judgments and scores without off-scale grades (warned: bench.analysis.off_scale); attempts keep them."""
     bad = off_scale_judgments(scores, scales, run_dir)
     if not bad:
         return judgments, scores
@@ -122,8 +117,7 @@ def _in_scale(run_dir: Path, judgments: pl.DataFrame, scores: pl.DataFrame, scal
 
 
 def _taken(frame: pl.DataFrame, at: list[int]) -> pl.DataFrame:
-    """Return the rows of ``frame`` at positions ``at`` (the frame itself when they are all of its rows, in order:
-    positions of distinct ids in the order they came)."""
+    """Return the rows of ``frame`` at positions ``at`` (the frame itself when they are all its rows, in order)."""
     return frame if len(at) == frame.height else frame[at]
 
 
@@ -136,8 +130,7 @@ def _run_folder(run_dir: str | Path) -> Path:
 
 @contextmanager
 def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a run folder is read: its hundreds of thousands of new records
-    (no cycles among them) otherwise set off full collections over every one of them, again and again."""
+    """Pause the cyclic GC while a run folder is read: its many new records (no cycles) set off full collections."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -186,8 +179,7 @@ def with_reviews(t: RunTables) -> RunTables:
 
 
 def _unit_reviews(t: RunTables) -> pl.DataFrame:
-    """Return the review rows copied onto every judgment of the answer (or pair) and rubric version each
-    review covers (bench.core.reviewed), whichever of its judgments the review was saved on."""
+    """Return the review rows copied onto every judgment of the unit (answer and rubric version) each review covers."""
     keys = t.judgments.select(pl.col("id").alias("judgment"), "candidate", "candidate_b", "rubric")
     unit = ["candidate", "candidate_b", "rubric"]
     return (t.reviews.join(keys, on="judgment").drop("judgment")

@@ -1,8 +1,7 @@
 """The collect layer: every cell of a run answers its scenarios into Candidate records.
 
 Shaped like the judge layer: ``work_items`` is the work, ``answers`` one answer (its failure kept as data), and
-``candidates`` every pending item under one cap (:func:`collect_stage`).
-"""
+``candidates`` every pending item under one cap (:func:`collect_stage`)."""
 
 from bench.collect.answers import answer
 from bench.collect.conversation import converse, request_transcript

@@ -16,10 +16,7 @@ from bench.models.client import LLM
 
 async def answer(item: WorkItem, llm: LLM, attempt: int = 1) -> Candidate:
     """Answer one work item; a failure becomes a candidate with ``error``, never an exception.
-
-    ``attempt`` > 1 (a resume asking a failure again) makes a one-reply request fresh; a conversation's requests
-    keep their keys across attempts, so its finished turns replay from the cache.
-    """
+    ``attempt`` > 1 makes a one-reply request fresh; a conversation's finished turns replay from the cache."""
     if item.cell.prompt.is_conversation:
         return await converse(item, llm, attempt)
     messages = request_messages(item)

@@ -1,13 +1,13 @@
 """The collect stage: every (model, prompt) cell of a run answers every scenario, `samples` times.
 
 Work already done is skipped, so a re-run makes zero calls and an interrupted run continues where it stopped;
-failures are stored with ``error`` and redone on the next run.
-"""
+failures are stored with ``error`` and redone on the next run."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import ClassVar
@@ -46,19 +46,16 @@ async def collect_stage(run: Run, llm: LLM, *, shard: str | None = None, progres
                         expect: Callable[[list[WorkItem]], None] | None = None) -> CollectResult:
     """Produce every missing candidate of the run's cells; return what was done.
 
-    Each endpoint works in its own lane (``lanes``) under ``llm``'s cap. A failed write (disk full) or a call
-    refused for ``limits.budget_usd`` (``Halted``) stops new calls; calls in flight finish, what could not be
-    written goes to a rescue file, and the error is raised once at the end (``halt``: shared with a pipelined
-    judge, whose caller raises it). ``expect``, then ``sink``: told the items it will ask, then each new success.
-    Tools' Python functions are found before anything is sent.
-    """
+    Each endpoint works in its own lane. A failed write or a ``Halted`` stops new calls; the error is raised once
+    at the end (``halt`` is shared with a pipelined judge). ``expect``, then ``sink``: the items, then each success."""
     t0, calls0 = time.monotonic(), llm.calls
     check_functions({c.prompt.key: c.prompt for c in run.cells}.values(), run.params_path)
     store = RunStore(run.dir, shard=shard)
     store.ensure_writable()
     tries = store.attempts(Candidate)
     result, pending = _pending(run, store, tries, expect)
-    bar = Progress("collect", _totals(pending), mode=progress, in_flight=requests_in_flight(llm))
+    bar = Progress("collect", dict(Counter(it.cell.model.id for it in pending)), mode=progress,
+                   in_flight=requests_in_flight(llm))
     writer = RecordWriter(store, halt=halt)
 
     async def worker(lane: Lane) -> None:
@@ -126,11 +123,7 @@ class Lane:
 
 def lanes(items: list[WorkItem], llm: LLM) -> list[Lane]:
     """Return the stage's lanes: one per endpoint, its items (in plan order) and how many workers take them.
-
-    A capped endpoint gets as many workers as its ``max_concurrency``, every other one ``llm.pool``'s; models on one
-    endpoint share a lane. When the process cap is full, the lane with the most rounds left is served first
-    (URGENCY), so the model that bounds the stage keeps its cap.
-    """
+    When the process cap is full, the lane with the most rounds left is served first (URGENCY)."""
     by_endpoint: dict[str, list[WorkItem]] = {}
     specs: dict[str, ModelSpec] = {}
     keys: dict[int, str] = {}  # a model entry's endpoint key, worked out once per entry
@@ -155,10 +148,3 @@ async def _then(task: asyncio.Future, writer: RecordWriter) -> None:
         await task
     finally:
         writer.stop()
-
-
-def _totals(items: list[WorkItem]) -> dict[str, int]:
-    totals: dict[str, int] = {}
-    for it in items:
-        totals[it.cell.model.id] = totals.get(it.cell.model.id, 0) + 1
-    return totals

@@ -1,9 +1,7 @@
 """A conversation or a tool loop, answered turn by turn into one Candidate with its whole transcript.
 
-Each request is an ordinary cached ``LLM.complete`` whose key holds no attempt, so a retried conversation
-replays its finished turns for nothing; a budget stop keeps what was paid (a failed candidate with the
-transcript so far).
-"""
+Requests are cached without the attempt in their key, so a retry replays finished turns for nothing; a budget
+stop keeps what was paid."""
 
 from __future__ import annotations
 
@@ -110,8 +108,7 @@ async def _talk(talk: Dialogue, llm: LLM) -> str:
 
 
 async def _assistant_turn(talk: Dialogue, llm: LLM, turn: int) -> bool:
-    """Ask the model for one assistant turn, running its tool calls until it answers; return False when it was
-    still calling tools after ``max_steps`` requests."""
+    """Ask for one assistant turn, running its tool calls; return False when still calling tools after ``max_steps``."""
     item = talk.item
     tools = item.cell.prompt.tool_entries
     definitions = [t.definition() for t in tools] or None
@@ -146,8 +143,7 @@ async def _ask(talk: Dialogue, turn: int, step: int, by: str, request: Any) -> C
 
 
 def request_transcript(transcript: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Return the transcript as a request carries it: OpenAI's message keys only (no ``simulated`` mark, no
-    tool ``name``), so the same history is always the same request."""
+    """Return the transcript with OpenAI's message keys only, so the same history is always the same request."""
     return [{k: v for k, v in m.items() if k in _REQUEST_KEYS} for m in transcript]
 
 

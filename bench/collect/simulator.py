@@ -1,8 +1,7 @@
 """The simulated user of a conversation: what it is shown, how its request is seeded, and when it ends the talk.
 
 It sees the conversation with the roles flipped, tool traffic left out; its requests are seeded and keyed by the
-sample, so the same grid says the same things again and a resumed conversation replays from the cache.
-"""
+sample, so the same grid says the same things again and a resumed conversation replays from the cache."""
 
 from __future__ import annotations
 
@@ -33,8 +32,7 @@ def simulator_view(prompt: PromptEntry, scenario: Scenario, transcript: list[dic
 
 
 def simulator_params(prompt: PromptEntry, sample: int) -> dict[str, Any] | None:
-    """Return the params the simulator's requests add to its own: the ``seed`` (the sweep's seed + the sample),
-    unless its params set one."""
+    """Return the params the simulator's requests add to its own: ``seed`` (the sweep's + the sample) unless set."""
     sim = prompt.user_simulator
     assert sim is not None
     return None if "seed" in sim.params else {"seed": prompt.sweep_seed + sample}

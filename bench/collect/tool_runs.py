@@ -1,13 +1,12 @@
 """A model's tool calls, executed: the tool message fed back to it and the trajectory entry recorded for each.
 
-A call's result is the scenario's ``tool_results``, else the tool's Python ``function`` (cut off at
-``timeout_s``), else its ``result`` template. Nothing a model asks can crash the loop: each failure is a recorded
-``outcome``, and the tool message says what went wrong.
-"""
+A result comes from ``tool_results``, else the Python ``function`` (cut at ``timeout_s``), else the ``result``
+template; each failure is a recorded ``outcome``, never a crash."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import inspect
 import json
@@ -185,10 +184,8 @@ def _running(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
             value, error = fn(**kwargs), None
         except BaseException as exc:  # noqa: BLE001 (handed to the awaiting task)
             value, error = None, exc
-        try:
+        with contextlib.suppress(RuntimeError):  # the event loop ended meanwhile: nobody waits for this result any more
             loop.call_soon_threadsafe(settle, value, error)
-        except RuntimeError:  # the event loop ended meanwhile: nobody waits for this result any more
-            pass
 
     threading.Thread(target=work, name="bench-tool", daemon=True).start()
     return done

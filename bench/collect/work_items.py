@@ -39,8 +39,7 @@ def plan(sweep: Sweep, scenarios: list[Scenario], cells: Iterable[Cell]) -> list
 
 
 def request_messages(item: WorkItem) -> list[dict]:
-    """Return the messages a work item asks first: its cell's prompt filled with the scenario's fields (a
-    conversation: up to its first user turn), then the scenario's images."""
+    """Return the messages a work item asks first: the filled prompt (up to its first user turn), then the images."""
     return attach_images(fill_prompt(item.cell.prompt, item.scenario), item.scenario.images)
 
 

@@ -1,10 +1,7 @@
 """Two runs compared on the items they share: "did my change help, by more than noise?"
 
-:func:`compare_runs` (`bench compare RUN_A RUN_B`) matches answers by scenario, sample and cell
-(:mod:`bench.compare.matching`) and returns a :class:`Comparison` of paired differences, tests and win rates
-(:mod:`bench.compare.paired`); :func:`write_diff_report` writes its HTML page. ``import bench.compare``
-imports neither polars nor plotly: every name loads on first use.
-"""
+:func:`compare_runs` (`bench compare RUN_A RUN_B`) returns a :class:`Comparison`; :func:`write_diff_report`
+writes its HTML page. Every name loads on first use (no polars or plotly at import)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
 """What changed between two runs besides the answers: a rubric's content under one id, a cell's model or endpoint.
 
-Every judgment carries its rubric's content hash (``rubric_hash``), so two runs graded with different rubric
-contents under one rubric id (an edit, a version bump, a 1–5 scale turned 0–10) are told apart from the records
-themselves, with or without the rubric snapshots in the folders. Such a comparison is refused unless it is allowed
-(``--allow-rubric-change``): the two runs' grades measure different things. A cell answered by another model
-string or endpoint in the other run is a warning, as a changed judge is.
-"""
+Judgments carry ``rubric_hash``, so a changed rubric under one id is told from the records; such a comparison
+is refused unless ``--allow-rubric-change``. A cell's other model or endpoint is a warning, as a changed judge is."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """`bench compare RUN_A RUN_B`: compare, write the diff report, log it to MLflow, print the table (or the JSON).
 
 With ``--json`` the comparison is the only thing on stdout (one JSON document, ``Comparison.to_json``); the
-report's path and tracking's lines go to stderr. Exit 0 whatever the differences (gates decide: `bench gate`).
-"""
+report's path and tracking's lines go to stderr. Exit 0 whatever the differences (gates decide: `bench gate`)."""
 
 from __future__ import annotations
 
@@ -36,8 +35,7 @@ def compare_command(run_a: str | Path, run_b: str | Path, *, mapping: Mapping[st
                     allow_rubric_change: bool = False,
                     as_json: bool = False, out: str | Path | None = None, report: bool = True,
                     track: bool = True) -> int:
-    """Compare run B with run A, write the diff report (unless ``report`` is False), log the comparison to
-    MLflow (unless ``track`` is False) and print it; return the exit status (0)."""
+    """Compare run B with run A, write the diff report and log to MLflow (unless False), print it; return 0."""
     cmp = compare.compare_runs(run_folder(run_a), run_folder(run_b), mapping, seed=seed, n_boot=n_boot, alpha=alpha,
                                human_overrides=human_overrides, allow_rubric_change=allow_rubric_change)
     path = compare.write_diff_report(cmp, out) if report else None

@@ -1,10 +1,7 @@
 """`compare_runs`: two run folders compared on the items they share, as one :class:`Comparison`.
 
-The matching is :mod:`bench.compare.matching`'s, the statistics :mod:`bench.compare.paired`'s; this
-module holds the result, what a reader looks at next (the items that changed most, with both answers and
-both rationales; the scenarios that moved against the overall direction) and its JSON form, which
-`bench compare --json` prints and the diff report stores beside its HTML.
-"""
+Holds the result, what a reader looks at next (the items that changed most, the scenarios that moved against
+the direction) and its JSON form (`bench compare --json`, the diff report's ``comparison.json``)."""
 
 from __future__ import annotations
 
@@ -49,8 +46,7 @@ class Comparison:
         return f"{self.run_a}-vs-{self.run_b}"
 
     def scenario_diffs(self, criterion: str = COMPOSITE) -> pl.DataFrame:
-        """Return per (cell_a, cell_b, judge, scenario) the mean of A's and B's grades on ``criterion`` and
-        their difference (the values each row's statistics are computed from)."""
+        """Return per (cell_a, cell_b, judge, scenario) A's and B's mean grade on ``criterion`` and their difference."""
         return (self.items.filter(pl.col("criterion") == criterion)
                 .group_by("cell_a", "cell_b", "judge", "scenario")
                 .agg(pl.col("value_a").mean().alias("mean_a"), pl.col("value_b").mean().alias("mean_b"),
@@ -70,8 +66,7 @@ class Comparison:
                         "overall_diff", "items"))
 
     def most_changed(self, top: int = TOP_CHANGED) -> pl.DataFrame:
-        """Return, per (cell pair, judge), the ``top`` items whose composite changed most, side by side: the
-        question, A's and B's answers, grades and the judge's rationale in each run."""
+        """Return per (cell pair, judge) the ``top`` most changed items, answers and rationales side by side."""
         moved = (self.items.filter((pl.col("criterion") == COMPOSITE) & (pl.col("diff").abs() > CHANGED))
                  .sort(["cell_a", "cell_b", "judge", pl.col("diff").abs(), "scenario", "sample"],
                        descending=[False, False, False, True, False, False])
@@ -122,15 +117,10 @@ def _with_questions(frame: pl.DataFrame, t: RunTables | None) -> pl.DataFrame:
 def compare_runs(run_a: str | Path | RunTables, run_b: str | Path | RunTables,
                  mapping: Mapping[str, str] | None = None, *, seed: int = 0, n_boot: int = 2000,
                  alpha: float = 0.05, human_overrides: bool = False, allow_rubric_change: bool = False) -> Comparison:
-    """Compare run B with run A (run folders, or tables from ``bench.analysis.load_run``) on the items they share.
+    """Compare run B with run A (run folders, or ``load_run`` tables) on the items they share; calls no model.
 
-    ``mapping`` pairs cells whose names differ ({A cell: B cell}); others pair by name. ``seed`` and ``n_boot``
-    set the scenario bootstrap, ``alpha`` the significance level (the intervals are 1 − ``alpha``), and
-    ``human_overrides`` counts each reviewed judgment with its latest human review (as ``bench report
-    --human-overrides``). Two runs whose judgments name one rubric id with different content hashes (an edit, a
-    version bump, another scale) are refused unless ``allow_rubric_change``, a warning then; a cell served by
-    another model or endpoint is a warning (bench.compare.changes). Calls no model.
-    """
+    ``mapping`` pairs cells whose names differ ({A cell: B cell}); ``seed``, ``n_boot`` and ``alpha`` set the
+    bootstrap; ``human_overrides`` as ``bench report``'s. A changed rubric is refused unless ``allow_rubric_change``."""
     if not 0.0 < alpha < 1.0:
         raise BenchError(f"alpha must be between 0 and 1 (0.05 for 95% intervals), not {alpha!r}")
     if n_boot < 1:

@@ -1,9 +1,6 @@
 """The diff report of a comparison: ``reports/<a>-vs-<b>/index.html``, one self-contained HTML file.
 
-The comparison's table, a forest plot, the items that changed most, the scenarios that moved against the trend
-and the answers only one run has, warnings first; works offline, every run text escaped. ``comparison.json``
-beside it is what run B's report reads to link here.
-"""
+Works offline, every run text escaped; ``comparison.json`` beside it is what run B's report links from."""
 
 from __future__ import annotations
 
@@ -31,8 +28,7 @@ LAYOUT = {"template": "plotly_white", "margin": {"l": 10, "r": 10, "t": 40, "b":
 
 
 def report_path(cmp: Comparison, out: str | Path | None = None) -> Path:
-    """Return where the diff report goes: ``out`` (a file, or a folder to hold index.html), else
-    ``reports/<a>-vs-<b>/index.html``."""
+    """Return where the diff report goes: ``out`` (a file, or a folder), else ``reports/<a>-vs-<b>/index.html``."""
     target = Path(out) if out else reports_root() / cmp.name / "index.html"
     return target if target.suffix == ".html" else target / "index.html"
 
@@ -55,7 +51,8 @@ def diff_report_html(cmp: Comparison) -> str:
         title=e(f"bench compare: {cmp.run_a} vs {cmp.run_b}"), css=CSS, plotly=script,
         heading=e(f"{cmp.run_b} compared with {cmp.run_a}"), about=e(_about(cmp)),
         warnings=_warnings(cmp.warnings), summary=_summary(cmp), level=f"{round(100 * (1 - alpha), 2):g}",
-        exact=N_EXACT, alpha=number(alpha), forest=_figure(forest_figure(cmp.rows, alpha)),
+        exact=N_EXACT, alpha=number(alpha), forest=forest_figure(cmp.rows, alpha).to_html(
+            include_plotlyjs=False, full_html=False, config={"displaylogo": False, "responsive": True}),
         table=_table(cmp.rows, "no cell pair has a judge that graded it in both runs."),
         pairwise=_table(cmp.pairwise, "no pairwise judge judged the same pairs in both runs."),
         changed=_changed(cmp.most_changed()),
@@ -116,10 +113,6 @@ def forest_figure(rows: pl.DataFrame, alpha: float = 0.05) -> go.Figure:
     fig.update_layout(title=f"Differences B − A with {level:g}% intervals", xaxis_title="B − A",
                       height=160 + 24 * max(1, shown.height), yaxis={"autorange": "reversed"}, **LAYOUT)
     return fig
-
-
-def _figure(fig: go.Figure) -> str:
-    return fig.to_html(include_plotlyjs=False, full_html=False, config={"displaylogo": False, "responsive": True})
 
 
 def _table(frame: pl.DataFrame, empty: str, max_rows: int = 500) -> str:

@@ -1,10 +1,7 @@
 """Which answers of two runs are the same item, and what differs in how they were graded.
 
-An item is an answer to one scenario and sample in one cell; cells pair by name or by ``mapping``. A judge's
-grade is the mean of its successful judgments of the item; pairwise battles pair on the same opponent answer.
-A cell and judge graded only in run A is kept as ``lost``; answers only one run has are listed, and a judge
-whose model, rubric or mode differs between the runs is said first.
-"""
+An item is an answer to one scenario and sample in one cell; a judge's grade is the mean of its successful
+judgments. Cells graded only in run A are kept as ``lost``; answers only one run has are listed."""
 
 from __future__ import annotations
 
@@ -68,10 +65,7 @@ def _cells(t: RunTables) -> set[str]:
 def cell_pairs(cells_a: set[str], cells_b: set[str], mapping: dict[str, str], name_a: str = "A",
                name_b: str = "B") -> tuple[list[tuple[str, str]], list[str]]:
     """Return the (A cell, B cell) pairs compared, sorted, and a line per side naming the cells left unpaired.
-
-    A mapped cell pairs with its target only; any other cell with the cell of the same name. A mapping
-    that names a cell its run does not have is an error naming the cell and listing the run's cells.
-    """
+    A mapping naming a cell its run lacks is an error listing the run's cells."""
     for side, names, cells, run in (("A", list(mapping), cells_a, name_a), ("B", list(mapping.values()), cells_b,
                                                                               name_b)):
         unknown = sorted(set(names) - cells)
@@ -117,8 +111,7 @@ def item_grades(t: RunTables) -> pl.DataFrame:
 
 
 def _not_numbers(t: RunTables, side: str) -> str | None:
-    """Return a line counting run ``side``'s grades that are NaN or infinite (a NaN literal in a judgments file):
-    counted as unscored, not compared."""
+    """Return a line counting run ``side``'s NaN or infinite grades (counted as unscored, not compared)."""
     bad = t.scores.filter(pl.col("value").is_not_null() & ~pl.col("value").is_finite())
     if bad.is_empty():
         return None

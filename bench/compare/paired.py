@@ -1,10 +1,7 @@
 """Paired statistics of two runs' grades of the same items: differences, intervals, tests, win rates.
 
-The unit is the scenario (samples and repeats averaged first). Intervals bootstrap scenarios with one shared
-draw for every row; tests are an exact sign-flip permutation test up to ``N_EXACT`` scenarios and Wilcoxon's
-signed-rank test above, Holm-corrected across all rows. A row is significant when its Holm p-value is below
-``alpha`` and its interval excludes zero; ``min_p`` says when too few scenarios can never be (docs/compare.md).
-"""
+The unit is the scenario; intervals bootstrap scenarios, tests are exact sign flips up to ``N_EXACT`` scenarios
+else Wilcoxon, Holm-corrected across rows; ``min_p`` says when too few scenarios can never be significant."""
 
 from __future__ import annotations
 
@@ -101,11 +98,8 @@ def min_p_value(n_scenarios: np.ndarray | int) -> np.ndarray:
 
 def paired_rows(items: pl.DataFrame, shared: pl.DataFrame, *, n_boot: int, seed: int, alpha: float,
                 lost: pl.DataFrame | None = None) -> pl.DataFrame:
-    """Return one row per (cell_a, cell_b, judge, criterion) of ``items`` (bench.compare.matching): matched and
-    changed items, both means, the mean difference B − A, its bootstrap interval, p-value, Holm p-value, the
-    smallest p-value its scenarios allow (``min_p``), test and verdict; ``n_unscored`` counts the items both runs
-    answered that lack this grade in one run. Each row of ``lost`` (graded in A, nowhere in B) is a row with
-    n_matched 0 and no difference, so a cell that failed in B shows as such instead of vanishing."""
+    """Return one row per (cell_a, cell_b, judge, criterion): counts, means, B − A with its interval and tests.
+    A ``lost`` row (graded in A, nowhere in B) has n_matched 0, so a cell that failed in B shows."""
     parts = [_tested(items, n_boot=n_boot, seed=seed, alpha=alpha)] if not items.is_empty() else []
     if lost is not None and not lost.is_empty():
         parts.append(_untested(lost))
@@ -128,8 +122,7 @@ def _untested(lost: pl.DataFrame) -> pl.DataFrame:
 
 
 def _tested(items: pl.DataFrame, *, n_boot: int, seed: int, alpha: float) -> pl.DataFrame:
-    """Return the statistics of each (cell_a, cell_b, judge, criterion) of ``items``, in :data:`ROW_SCHEMA`'s
-    columns but ``n_unscored``."""
+    """Return the statistics of each (cell_a, cell_b, judge, criterion) of ``items`` (ROW_SCHEMA but ``n_unscored``)."""
     g = _Grid(items, ROW)
     d = g.means(items["diff"])
     mean, n = column_means(d)
@@ -166,10 +159,8 @@ def holm_once(keys: pl.DataFrame, p: np.ndarray) -> np.ndarray:
 
 
 def win_rate_rows(fought: pl.DataFrame, *, n_boot: int, seed: int, alpha: float) -> pl.DataFrame:
-    """Return per (cell_a, cell_b, pairwise judge) the win rate of B's answers over A's on the battles both runs
-    fought (bench.compare.matching): B's answer wins a battle when it did better against the same opponent than
-    A's did (A lost where B tied or won, or A tied where B won), ties count ½; averaged per scenario first,
-    with a bootstrap interval over scenarios. 0.5 = no change."""
+    """Return per (cell_a, cell_b, pairwise judge) the win rate of B's answers over A's against the same opponents.
+    Ties count ½; averaged per scenario, with a bootstrap interval. 0.5 = no change."""
     if fought.is_empty():
         return pl.DataFrame(schema=PAIRWISE_SCHEMA)
     won = battle_wins(fought)

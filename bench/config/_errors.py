@@ -1,8 +1,7 @@
 """Validation errors as one line each: ``file: key.path: what is wrong (what is allowed)``.
 
 Key paths name only keys the researcher wrote: pydantic's union member names and discriminator tags are
-dropped, found by walking the model's annotations along the error's location.
-"""
+dropped, found by walking the model's annotations along the error's location."""
 
 from __future__ import annotations
 
@@ -18,10 +17,7 @@ _SEQUENCES = (list, tuple, set, frozenset)
 
 def format_errors(path: Path | str, exc: ValidationError, root: type[BaseModel], tag_noun: str = "item") -> str:
     """Return one line per error of validating a file's data as ``root`` (repeated lines once).
-
-    ``tag_noun`` names the members of a discriminated union in messages (``check`` gives
-    "unknown check kind 'jsn' (one of: regex, …)").
-    """
+    ``tag_noun`` names a discriminated union's members ("unknown check kind 'jsn' (one of: regex, …)")."""
     lines = []
     for err in exc.errors():
         keys, node, dropped = _walk(root, err["loc"])
@@ -70,8 +66,7 @@ def _tag_message(err: Any, node: Any, tag_noun: str) -> str:
 
 
 def _walk(root: type[BaseModel], loc: tuple[Any, ...]) -> tuple[tuple[Any, ...], Any, list[str]]:
-    """Return (the keys and indexes of ``loc`` the researcher wrote, the annotation at its end, the union
-    member names and tags pydantic added to it)."""
+    """Return (the keys and indexes of ``loc`` the researcher wrote, its end's annotation, the union names and tags)."""
     keys: list[Any] = []
     dropped: list[str] = []
     node: Any = root

@@ -1,7 +1,6 @@
 """Safe YAML for params files and rubric front matter: no repeated keys, no alias bombs, errors with lines.
 
-Parses with libyaml's C parser where PyYAML has it (docs/params.md).
-"""
+Parses with libyaml's C parser where PyYAML has it (docs/params.md)."""
 
 from __future__ import annotations
 
@@ -44,9 +43,8 @@ class UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: i
 
 
 def load_yaml(path: Path, text: str, kind: str = "params file") -> Any:
-    """Return the parsed YAML of ``text`` (from ``path``, a ``kind`` of file); refuse a key repeated in a
-    mapping and aliases that add more than MAX_ALIAS_VALUES values (a "billion laughs" bomb), before
-    building anything."""
+    """Return the parsed YAML of ``text`` (from ``path``, a ``kind`` of file); refuse a repeated key and aliases adding
+    more than MAX_ALIAS_VALUES values (a "billion laughs" bomb) before building anything."""
     loader = UniqueKeyLoader(text)
     try:
         node = loader.get_single_node()
@@ -63,10 +61,7 @@ def load_yaml(path: Path, text: str, kind: str = "params file") -> Any:
 
 def parse_yaml(path: Path, text: str, kind: str = "params file", first_line: int = 1, part: str = "") -> Any:
     """Return the parsed YAML of ``text``; a ParamsError naming ``path`` and the line if it is invalid.
-
-    ``first_line`` is the line of the file where ``text`` starts (a rubric's front matter: 2);
-    ``part`` names that part of the file in the message (" in the front matter").
-    """
+    ``first_line``: the file's line where ``text`` starts; ``part`` names that part in the message."""
     try:
         return load_yaml(path, text, kind)
     except DuplicateKeyError as exc:  # its line is 1-based within ``text``
@@ -80,8 +75,7 @@ def parse_yaml(path: Path, text: str, kind: str = "params file", first_line: int
 
 
 def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
-    """Return how many values ``node`` becomes once every alias is expanded (shared nodes counted each
-    time they are used), in time linear in the number of distinct nodes."""
+    """Return how many values ``node`` becomes once every alias is expanded, in time linear in its distinct nodes."""
     key = id(node)
     if key in memo:
         return memo[key]

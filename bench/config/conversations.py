@@ -1,8 +1,7 @@
 """The tools a params file declares (top-level ``tools:``), and the prompts that name them bound to them.
 
 A tool's ``result`` is a template filled from the call's arguments and the scenario; ``function`` names a
-Python callable instead, and a scenario's ``tool_results`` overrides either.
-"""
+Python callable instead, and a scenario's ``tool_results`` overrides either."""
 
 from __future__ import annotations
 
@@ -90,8 +89,7 @@ def schema_problem(schema: Any) -> str | None:
 
 
 def bind_prompts(prompts: list[PromptEntry], tools: list[ToolEntry], seed: int) -> None:
-    """Give each prompt the ToolEntry of each tool it names and the sweep's ``seed``; raise ValueError naming the
-    prompt and the tool when a name is not among ``tools``."""
+    """Give each prompt its tools' ToolEntry and the sweep's ``seed``; ValueError naming a tool not among ``tools``."""
     by_name = {t.name: t for t in tools}
     for n, prompt in enumerate(prompts):
         unknown = [name for name in prompt.tools or () if name not in by_name]

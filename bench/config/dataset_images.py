@@ -1,8 +1,7 @@
 """The images of a dataset row: each ``scenarios.dataset.images`` column read, checked and hashed.
 
 What cannot be sent is one ParamsError naming row, column and file, before anything is sent. A scenario keeps
-a ref (bench.core.images), never the bytes; a ``sink`` gets them.
-"""
+a ref (bench.core.images), never the bytes; a ``sink`` gets them."""
 
 from __future__ import annotations
 

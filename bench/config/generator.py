@@ -1,7 +1,6 @@
 """Scenarios generated from named dimensions: the full product, or a seeded sample of ``n`` of it.
 
-Deterministic in every process; a sample never enumerates a huge product: it draws indices and decodes them.
-"""
+Deterministic in every process; a sample never enumerates a huge product: it draws indices and decodes them."""
 
 from __future__ import annotations
 
@@ -74,8 +73,7 @@ def _unrank_combination(m: int, k: int, rank: int) -> list[int]:
 
 
 def _dimensions(source: GenerateSource) -> list[_Dim]:
-    """Return the declared dimensions; an empty one or a repeated value (identical scenarios: ids are content
-    hashes) is a ParamsError."""
+    """Return the declared dimensions; an empty one or a repeated value is a ParamsError."""
     dims = []
     for name, spec in source.dimensions.items():
         values = spec.of if isinstance(spec, SubsetDimension) else spec
@@ -93,12 +91,8 @@ def _dimensions(source: GenerateSource) -> list[_Dim]:
 
 
 def generate(source: GenerateSource, seed: int) -> list[Scenario]:
-    """Return the scenarios of named dimensions: the full product in declared order, or (``n`` below its size)
-    ``n`` distinct scenarios drawn with ``random.Random(seed)``, in product order.
-
-    A list dimension gives one value per scenario; a subset dimension a list (in the order of ``of``) whose size
-    is within ``size``.
-    """
+    """Return the scenarios of named dimensions: the full product in declared order, or ``n`` distinct ones drawn
+    with ``random.Random(seed)``, in product order (a subset dimension gives a list sized within ``size``)."""
     dims = _dimensions(source)
     total = math.prod(d.count for d in dims)
     if source.n is None and total > FULL_PRODUCT_LIMIT:
@@ -113,8 +107,7 @@ def generate(source: GenerateSource, seed: int) -> list[Scenario]:
 
 
 def _sample_indices(dims: list[_Dim], total: int, n: int, rng: random.Random) -> list[int]:
-    """Return ``n`` distinct, sorted product indices drawn with ``rng``: a huge product (over ENUMERATE_LIMIT)
-    one dimension at a time, redrawing a combination already taken."""
+    """Return ``n`` distinct, sorted product indices drawn with ``rng`` (a huge product one dimension at a time)."""
     if total <= ENUMERATE_LIMIT:
         return sorted(rng.sample(range(total), n))
     taken: set[int] = set()

@@ -21,8 +21,7 @@ _MISSING = object()  # a CSV row shorter than its header: the cell is missing, n
 
 
 class DatasetReader(Protocol):
-    """Yield a dataset file's rows in order (at least its first ``limit``; all when None); a problem is a
-    one-line ParamsError naming the file (and the line)."""
+    """Yield a dataset file's rows in order (at least the first ``limit``); a problem is a one-line ParamsError."""
 
     def __call__(self, path: Path, limit: int | None) -> Iterator[Row]: ...
 
@@ -79,10 +78,7 @@ READERS: dict[str, DatasetReader] = {"jsonl": jsonl_rows, "csv": csv_rows, "parq
 
 def load_dataset(source: DatasetSource, base_dirs: list[Path], sink: Sink | None = None) -> list[Scenario]:
     """Return one scenario per distinct row of a dataset file (first occurrence kept: ids are content hashes).
-
-    ``fields`` and ``reference`` map template fields and ground-truth keys to columns; ``limit`` keeps the first
-    N rows; ``images`` columns are read by bench.config.dataset_images (``sink`` gets their bytes).
-    """
+    ``fields``/``reference`` map columns; ``limit`` keeps the first N rows; ``sink`` gets ``images`` columns' bytes."""
     path = _resolve(source.path, base_dirs)
     reader = READERS.get(path.suffix.lower().removeprefix("."))
     if reader is None:

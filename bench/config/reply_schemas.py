@@ -17,10 +17,7 @@ def item_schema(rubric: RubricSpec) -> dict[str, Any]:
 
 
 def packed_schema(rubric: RubricSpec, ids: list[str]) -> dict[str, Any]:
-    """Return the JSON schema of a packed reply's grades: ``{"grades": [{"id", "scores", "rationale"}, …]}``.
-
-    ``id`` must be one of ``ids`` (the items shown); the top level is an object, as OpenAI requires.
-    """
+    """Return the JSON schema of a packed reply's grades: ``{"grades": [{"id", "scores", "rationale"}, …]}``."""
     ids = list(dict.fromkeys(str(i) for i in ids))
     if not ids:
         raise ValueError("packed_schema needs at least 1 item id")

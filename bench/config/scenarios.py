@@ -1,8 +1,7 @@
 """Scenarios: the inputs of the grid, generated from named dimensions, read from a dataset or listed inline.
 
 ``build`` makes them, deterministically, and checks every prompt placeholder against them;
-``write_scenarios`` / ``read_scenarios`` keep them in ``scenarios.jsonl``.
-"""
+``write_scenarios`` / ``read_scenarios`` keep them in ``scenarios.jsonl``."""
 
 from __future__ import annotations
 
@@ -45,8 +44,7 @@ def planned_count(sweep: Sweep) -> int | None:
 
 
 def build(sweep: Sweep, params_path: Path, project_root: Path) -> list[Scenario]:
-    """Return the sweep's scenarios, after checking every prompt can be filled from each of them (datasets are
-    looked up next to the params file, then under the project root)."""
+    """Return the sweep's scenarios, checked to fill every prompt (datasets: next to the params file, then the root)."""
     source = sweep.scenarios
     if source.generate is not None:
         try:
@@ -63,8 +61,7 @@ def build(sweep: Sweep, params_path: Path, project_root: Path) -> list[Scenario]
 
 
 def listed_scenarios(inline: list[InlineScenario], params_path: Path) -> list[Scenario]:
-    """Return the scenarios written in the params file (``scenarios.inline``), in their order; two alike
-    (same fields and reference: one id) are a ParamsError naming both."""
+    """Return the params file's ``scenarios.inline`` in order; two alike (one id) are a ParamsError naming both."""
     out: dict[str, int] = {}
     scenarios = []
     for n, entry in enumerate(inline):
@@ -89,8 +86,7 @@ def reference_source(sweep: Sweep, params_path: Path) -> str:
 
 
 def write_scenarios(run_dir: Path, scenarios: list[Scenario]) -> Path:
-    """Write ``run_dir/scenarios.jsonl`` atomically (the same params give a byte-identical file); return its
-    path."""
+    """Write ``run_dir/scenarios.jsonl`` atomically (the same params give a byte-identical file); return its path."""
     path = RunStore(run_dir).path(Scenario)
     data = "".join(s.model_dump_json() + "\n" for s in scenarios).encode("utf-8")
     atomic_write(path, data)
@@ -113,8 +109,7 @@ def _fsync_dir(folder: Path) -> None:
 
 
 def read_scenarios(run_dir: Path) -> list[Scenario]:
-    """Return the scenarios of a run in file order; StoreError naming the file (and line) when it is missing or
-    unreadable."""
+    """Return the scenarios of a run in file order; StoreError naming the file (and line) when missing or unreadable."""
     path = RunStore(run_dir).path(Scenario)
     try:
         lines = path.read_bytes().split(b"\n")

@@ -46,8 +46,7 @@ class GenerateSource(Strict):
 
 
 class DatasetSource(Strict):
-    """Scenarios from a dataset file (see `bench.config.readers.READERS` for the formats); ``fields`` maps
-    template fields to columns."""
+    """Scenarios from a dataset file (formats: bench.config.readers.READERS); ``fields`` maps fields to columns."""
 
     path: str  # relative to the params file's folder, or to the project root
     fields: dict[str, str] = Field(min_length=1)

@@ -1,6 +1,5 @@
 """Prompt templates meet scenarios: `fill_prompt` fills a prompt with one scenario's fields, and
-`check_placeholders` proves, before anything is called, that every prompt can be filled from every scenario.
-"""
+`check_placeholders` proves, before anything is called, that every prompt can be filled from every scenario."""
 
 from __future__ import annotations
 
@@ -18,10 +17,7 @@ TOOL_RESULTS = "tool_results"  # the scenario field overriding tools' results: {
 
 def fill_prompt(prompt: PromptEntry, scenario: Scenario) -> list[dict[str, str]]:
     """Return the OpenAI chat messages of a prompt's first request, filled with a scenario's fields.
-
-    ``str.format`` rules (a literal brace doubled); a list value is joined with ``", "``, a dict becomes compact
-    JSON, anything else ``str(value)``.
-    """
+    ``str.format`` rules; a list is joined with ``", "``, a dict becomes compact JSON, anything else ``str(value)``."""
     values = field_values(scenario)
     messages = [] if prompt.system is None else [{"role": "system", "content": _fill(prompt.system, values, prompt,
                                                                                       scenario)}]
@@ -45,8 +41,7 @@ def fill_instructions(prompt: PromptEntry, scenario: Scenario) -> str:
 
 
 def fill_result(tool: ToolEntry, arguments: dict[str, Any], scenario: Scenario) -> str:
-    """Return a tool's ``result`` filled with the call's ``arguments``, then the scenario's fields; a placeholder
-    neither holds raises KeyError with its name (the call lacks that argument)."""
+    """Return a tool's ``result`` filled from the call's ``arguments``, then the scenario's fields; else KeyError."""
     return (tool.result or "").format_map({**field_values(scenario), **{k: text(v) for k, v in arguments.items()}})
 
 
@@ -74,12 +69,8 @@ def text(value: Any) -> str:
 
 
 def check_placeholders(prompts: list[PromptEntry], scenarios: list[Scenario], params_path: Path) -> None:
-    """Raise ParamsError, one line per problem, if a prompt needs a field some scenario lacks.
-
-    Every template of a prompt is checked, and its tools' results (a placeholder that is no argument of the tool
-    is a field each scenario needs, unless its ``tool_results`` overrides that tool); each distinct set of
-    fields once.
-    """
+    """Raise ParamsError, one line per problem, if a prompt (its templates and tools' results) needs a field some
+    scenario lacks; each distinct set of fields is checked once."""
     groups: dict[tuple[Any, ...], list[Any]] = {}  # field names, overridden tools → [first scenario, how many]
     for scenario in scenarios:
         group = groups.setdefault(_shape(scenario), [scenario, 0])

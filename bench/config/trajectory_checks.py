@@ -1,8 +1,7 @@
 """Trajectory checks: what an agent did, read from its recorded tool calls and requests (no model call).
 
 A call refused before the tool ran counts only in ``tool_not_called``; a candidate without a trajectory called
-no tool. Each scores 1 or 0.
-"""
+no tool. Each scores 1 or 0."""
 
 from __future__ import annotations
 
@@ -32,9 +31,8 @@ class Trajectory:
     @classmethod
     def of(cls, trajectory: Sequence[dict[str, Any]] | None, turns: Sequence[dict[str, Any]] | None,
            turn: int | None = None) -> "Trajectory":
-        """Return the trajectory of a candidate's recorded ``trajectory`` and ``turns`` (``turn``: that assistant
-        turn's only). Its steps are the model's requests in the turns where it called a tool; with no requests
-        recorded, the requests that called tools."""
+        """Return the trajectory of a candidate's ``trajectory`` and ``turns`` (``turn``: that turn's only); its
+        steps: the model's requests in turns that called a tool (none recorded: the requests that called tools)."""
         if trajectory is None:
             return cls()
         calls = tuple(c for c in trajectory if turn is None or c.get("turn") == turn)
@@ -66,8 +64,7 @@ class _TrajectoryCheckBase(Strict):
 
 
 class ToolCalledCheck(_TrajectoryCheckBase):
-    """Passes when the tool ``name`` was called (with ``arguments`` holding these values, or valid against
-    ``schema``, when given)."""
+    """Passes when the tool ``name`` was called (with ``arguments`` holding these values, or valid to ``schema``)."""
 
     kind: Literal["tool_called"]
     name: str = Field(min_length=1)

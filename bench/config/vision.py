@@ -77,11 +77,7 @@ def _reads_none(entry: Endpoint) -> str | None:
 
 
 def store_images(scenarios: list[Scenario], source: DatasetSource | None, base_dirs: list[Path], run_dir: Path) -> int:
-    """Write into ``run_dir/images`` every image of ``scenarios`` it lacks; return how many were missing.
-
-    Nothing is read when every image is there; otherwise the dataset is read again, and an image it no longer
-    holds is a ParamsError.
-    """
+    """Write into ``run_dir/images`` every image of ``scenarios`` it lacks (ParamsError: gone); return how many."""
     missing = missing_images(run_dir, [ref for s in scenarios for ref in s.images or ()])
     if not missing:
         return 0

@@ -1,9 +1,7 @@
 """The contract every layer shares: errors, records, the run store, paths, progress and how a run ended.
 
-``core`` imports nothing else of bench. Run folders hold append-only JSONL records (written through
-:class:`~bench.core.writer.RecordWriter`), with rescue files, the request journal, the run lock and secret
-redaction guarding them.
-"""
+``core`` imports nothing else of bench; run folders hold append-only JSONL records guarded by rescue files,
+the request journal, the run lock and secret redaction."""
 
 from importlib import import_module
 from typing import Any
@@ -21,8 +19,7 @@ _EXPORTS = {
 
 
 def __getattr__(name: str) -> Any:
-    """Import what ``name`` needs when it is first used: ``bench.core.errors`` alone stays cheap to import
-    (the CLI's start, a sweep's kernels launched before its records are needed)."""
+    """Import what ``name`` needs on first use, so that ``bench.core.errors`` alone stays cheap to import."""
     if name not in _EXPORTS:
         raise AttributeError(f"module 'bench.core' has no attribute {name!r}")
     return getattr(import_module(f"bench.core.{_EXPORTS[name]}"), name)
@@ -32,6 +29,5 @@ __all__ = [
     "EXIT_BAD_INPUT", "EXIT_CRASHED", "EXIT_FAILED_ITEMS", "EXIT_INTERRUPTED", "EXIT_OK", "SCHEMA_VERSION",
     "BenchError", "Candidate", "Halt", "JudgeParseError", "Judgment", "LocalModelError", "ParamsError",
     "PreflightError", "ProviderError", "Record", "RecordWriter", "Review", "RunStore", "Scenario", "StageResult",
-    "StoreError",
-    "Usage", "atomic_write", "redact",
+    "StoreError", "Usage", "atomic_write", "redact",
 ]

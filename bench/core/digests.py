@@ -1,10 +1,7 @@
 """One content per name in a run folder: each cell, judge and rubric version stands for one digest.
 
-A short digest of each name's content (a cell's model, endpoint, params and template; a judge's; a rubric
-version's text), computed alike from records and from a params file. A sweep that would give a name a second
-digest is refused (:func:`check_digests`, exit 2) unless asked to supersede: the earlier records are then set
-aside (:func:`set_aside`, ``digests/supersede.jsonl``) but kept.
-"""
+A sweep that would give a name a second digest is refused (:func:`check_digests`, exit 2) unless asked to
+supersede: the earlier records are then set aside (:func:`set_aside`, ``digests/supersede.jsonl``) but kept."""
 
 from __future__ import annotations
 
@@ -19,7 +16,7 @@ from typing import Any, NamedTuple
 from bench.core.errors import ParamsError
 from bench.core.records import (Candidate, Judgment, Record, cell_key, content_hash, hashed_mode, utc_now,
                                 versioned)
-from bench.core.store import RunStore
+from bench.core.store import RunStore, json_lines
 
 LOG = Path("digests") / "supersede.jsonl"  # append-only: one line per name a sweep superseded
 Name = tuple[str, str]  # ("cell" | "judge" | "rubric", its key)
@@ -57,9 +54,7 @@ def cell_digest(key: str, model: str, endpoint: str | None, params: dict[str, An
 
 def judge_digest(judge_id: str, model: str, endpoint: str | None, params: dict[str, Any], mode: str) -> Digest:
     """Return the digest of a judge: its model string, endpoint, params (the pack size included) and mode.
-
-    The value hashes the packed mode in its words from before its rename (``hashed_mode``): a digest a
-    supersede log holds from then still names the same judge."""
+    The packed mode is hashed under its old name (``hashed_mode``), so older supersede logs still match."""
     parts = {"model": model, "endpoint": endpoint or None, "params": dict(params or {}), "mode": mode}
     hashed, hashed_params = hashed_mode(mode, parts["params"])
     return Digest("judge", judge_id, parts, content_hash({**parts, "params": hashed_params, "mode": hashed}, 12))
@@ -104,10 +99,7 @@ class RunDigests:
 
     @classmethod
     def made(cls, run_dir: Path, made: Iterable[tuple[list[Digest], str]]) -> RunDigests:
-        """Return the digests of records given as (the digests each was made under, its ``created_at``).
-
-        Records of one content share one digests list (a memo's): they are tallied per list, then per digest, in
-        the order each first came; a digest's parts are those of its last record of the latest ``created_at``."""
+        """Return the digests of records given as (the digests each was made under, its ``created_at``)."""
         tally: dict[int, list] = {}  # id(digests) -> [digests, records, latest created_at, position of its last]
         for n, (digests, created_at) in enumerate(made):
             t = tally.get(id(digests))
@@ -145,12 +137,7 @@ class RunDigests:
 
 
 def _digests_memo(rec: Record, memo: dict[tuple, list[Digest]]) -> list[Digest]:
-    """Return :func:`digests_of` ``rec``, computed once per distinct content (a run repeats a few contents many times).
-
-    The memo's key spells params with ``repr``, not canonical JSON (a fifth of the cost, on every record of a
-    folder): equal spellings are equal params, and equal params spelled apart (keys in another order) only cost
-    one more :func:`digests_of`, which hashes them canonically.
-    """
+    """Return :func:`digests_of` ``rec``, computed once per distinct content (keyed by ``repr`` of params: cheap)."""
     if isinstance(rec, Candidate):
         key = ("c", rec.cell, rec.model, rec.endpoint, repr(rec.params), rec.prompt_hash)
     elif isinstance(rec, Judgment):
@@ -169,9 +156,8 @@ _ROW_KEYS = {"candidate": (("model_id", "prompt_id", "prompt_version", "model", 
 
 
 def made_rows(kind: str, rows: Any) -> Made:
-    """Return :func:`set_aside_made`'s input for records given as dicts of their fields (``Rows``, bench.analysis.record_reader):
-    their digests computed once per distinct content (the memo key spells params with ``repr``, as
-    :func:`_digests_memo` does), looked up for each row in C loops."""
+    """Return :func:`set_aside_made`'s input for records read as dicts (``Rows``): digests computed once per distinct
+    content (params keyed by ``repr``, as :func:`_digests_memo`), looked up per row in C loops."""
     fields, params = _ROW_KEYS[kind]
     keys = list(zip(*map(rows.column, fields), map(repr, rows.column(params))))
     groups: dict[tuple, int] = {}
@@ -191,27 +177,14 @@ def _row_digests(kind: str, row: dict[str, Any]) -> list[Digest]:
 
 def read_log(run_dir: Path) -> list[dict[str, Any]]:
     """Return the supersede log's entries in order (a torn last line, from a kill mid-write, is skipped)."""
-    path = Path(run_dir) / LOG
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(entry, dict) and {"what", "key", "digest"} <= entry.keys():
-            out.append(entry)
-    return out
+    return [e for e in json_lines(Path(run_dir) / LOG) if isinstance(e, dict) and {"what", "key", "digest"} <= e.keys()]
 
 
 def check_digests(run_dir: Path, planned: list[Digest], params: str, *, supersede: bool) -> list[tuple[Digest, str]]:
     """Return the (planned digest, current digest) pairs a sweep of ``params`` changes in ``run_dir``.
 
-    Without ``supersede`` a change raises ParamsError naming each name, both digests and what changed,
-    and the two ways out. Schema-1 records are left out: they are re-keyed with the params' endpoints
-    when the run is prepared (bench.core.migrate), so their endpoint is not yet known.
-    """
+    Without ``supersede`` a change raises ParamsError naming each name, both digests and the ways out.
+    Schema-1 records are left out: bench.core.migrate re-keys them when the run is prepared."""
     seen: dict[Name, str] = {}
     for d in planned:  # two rubric files of one id@version, with different texts
         if seen.setdefault(d.name, d.value) != d.value:
@@ -243,8 +216,7 @@ def _refusal(run_dir: Path, params: str, digests: RunDigests, conflicts: list[tu
 
 
 def supersede(run_dir: Path, conflicts: list[tuple[Digest, str]], params: str) -> None:
-    """Append each change to the run folder's supersede log (durably) and print one line per name saying so;
-    a change the log's latest line for that name already chose is not logged again (the pilot logs first)."""
+    """Append each change not already chosen to the supersede log (durably), printing one line per name."""
     chosen = {(e["what"], e["key"]): e["digest"] for e in read_log(Path(run_dir))}
     conflicts = [(new, old) for new, old in conflicts if chosen.get(new.name) != new.value]
     if not conflicts:
@@ -290,11 +262,7 @@ class SetAside:
 def set_aside(run_dir: Path, candidates: list[Candidate], judgments: list[Judgment]
               ) -> tuple[list[Candidate], list[Judgment], SetAside]:
     """Return the candidates and judgments of each name's current digest, and what was set aside.
-
-    A judgment is set aside with its judge's or rubric version's earlier digest, and with a candidate that
-    is set aside. Counts are distinct ids (answers, judgments). A name mixed without a supersede line (a
-    folder written before the rule) is warned about (MixedRunWarning) and analysed on its latest digest.
-    """
+    A name mixed without a supersede line warns (MixedRunWarning) and is analysed on its latest digest."""
     memo: dict[tuple, list[Digest]] = {}
     kept_c, kept_j, aside = set_aside_made(
         run_dir, Made([c.id for c in candidates], [_digests_memo(c, memo) for c in candidates],
@@ -314,10 +282,7 @@ class Made(NamedTuple):
 
 
 def set_aside_made(run_dir: Path, candidates: Made, judgments: Made) -> tuple[list[int], list[int], SetAside]:
-    """Return the positions of the candidates and judgments :func:`set_aside` keeps, and what it sets aside.
-
-    When every name holds one digest and the supersede log chose no other, nothing is set aside and no record
-    need be looked at one by one: the answer comes from the few distinct contents."""
+    """Return the positions of the records :func:`set_aside` keeps, and what it sets aside (one digest each: fast)."""
     made = [*candidates.digests, *judgments.digests]
     values: dict[Name, set[str]] = {}
     for digests in dict(zip(map(id, made), made)).values():

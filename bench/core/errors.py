@@ -14,10 +14,7 @@ class ParamsError(BenchError):
 
 
 class PreflightError(BenchError):
-    """The run cannot start: missing keys, unreachable endpoints, unknown models.
-
-    Raised before any model call, so nothing is spent. ``problems`` lists every finding.
-    """
+    """The run cannot start (missing keys, unreachable endpoints, unknown models): ``problems``; nothing was spent."""
 
     def __init__(self, problems: list[str]):
         # an api_base's user:password@ is never echoed; a finding two specs share (one model string as answerer
@@ -33,10 +30,8 @@ class PreflightError(BenchError):
 class ProviderError(BenchError):
     """A model call failed for good (after the retries it deserved).
 
-    ``kind`` is a short machine-readable reason (``rate_limit``, ``server``, ``timeout``,
-    ``connection``, ``malformed``, ``empty``, ``bad_request``, ``auth``, ``not_found``);
-    ``retryable`` says whether a later resume may succeed.
-    """
+    ``kind`` is a short reason (``rate_limit``, ``server``, ``timeout``, ``malformed``, ``auth``, …);
+    ``retryable`` says whether a later resume may succeed."""
 
     def __init__(self, message: str, *, kind: str, status: int | None = None,
                  retryable: bool = False, attempts: int = 1, retry_after: float | None = None):
@@ -58,19 +53,11 @@ class StoreError(BenchError):
 
 
 class WritesFailed(StoreError):
-    """A stage stopped because its records could not be written (disk full, file size limit, quota).
-
-    Its message is the stage's one message: the error, what was saved where, what to do
-    (``bench.core.writer.Halt``). The response cache, which fails for the same reason as the
-    stage closes, adds no second one (``bench.stage_runs``: its ``CacheWriteWarning`` is not shown).
-    """
+    """A stage stopped because its records could not be written (disk full, file size limit, quota)."""
 
 
 class CacheWriteWarning(RuntimeWarning):
-    """The response cache could not be written: its replies stay in memory (and in its log) until it can be.
-
-    Only calls are at stake, never records: a reply the cache lost is asked again on a re-run
-    unless its record was written or rescued."""
+    """The response cache could not be written: its replies stay in memory until it can be."""
 
 
 class JudgeParseError(BenchError):
@@ -79,10 +66,7 @@ class JudgeParseError(BenchError):
 
 class Halted(BenchError):
     """A stage stopped starting new items for a reason that is not an item's own failure.
-
-    The items it did not start get no record (never a failed one): a re-run picks them up.
-    ``exit_code`` is what `bench sweep` exits with (bench.core.outcome).
-    """
+    Unstarted items get no record, so a re-run picks them up; ``exit_code`` is what `bench sweep` exits with."""
 
     exit_code = 1
 
@@ -103,10 +87,6 @@ class Stopping(Halted):
 
 
 class BatchRejected(Halted):
-    """A provider's Batch API refused a batch before running it (a bad line, too large, no batch support).
-
-    Nothing was spent: a batch that fails validation is not billed. The message names the model,
-    the batch and the provider's reason, and what to change.
-    """
+    """A provider's Batch API refused a batch before running it; nothing was spent."""
 
     exit_code = 2  # bench.core.outcome.EXIT_BAD_INPUT

@@ -1,10 +1,7 @@
 """Provenance of a sweep: ``runs/<sweep>/executions.jsonl``, one line per papermill execution attempt.
 
-Each line (appended whole with O_APPEND) says which stage ran over which cells, on which worker and host, when,
-how it ended (``ok``, ``failed``, ``interrupted``, ``lost``) and which attempt it was. A running attempt's
-open record is under ``runs/<sweep>/attempts/``; :func:`close_abandoned` records as ``lost`` the attempts of a
-driver that died without recording them.
-"""
+Each line says which stage ran over which cells, where, when and how it ended (``ok``, ``failed``,
+``interrupted``, ``lost``); open attempts live under ``runs/<sweep>/attempts/``."""
 
 from __future__ import annotations
 
@@ -14,9 +11,10 @@ import socket
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bench.core.records import utc_now
-from bench.core.store import append_line, atomic_write, os_reason
+from bench.core.store import append_line, atomic_write, json_lines, os_reason
 
 FILE = "executions.jsonl"
 ATTEMPTS = "attempts"  # <run folder>/attempts/: the open record of each attempt while it runs
@@ -60,14 +58,16 @@ def record_attempt(run_dir: str | Path, attempt: ExecutionAttempt) -> None:
 
 def read_attempts(run_dir: str | Path) -> list[dict]:
     """Return every recorded attempt (a torn last line, left by a kill mid-write, is skipped)."""
-    path = Path(run_dir) / FILE
-    if not path.exists():
-        return []
+    return json_lines(Path(run_dir) / FILE)
+
+
+def attempt_files(run_dir: str | Path, pattern: str = "*.json") -> list[tuple[Path, Any]]:
+    """Return (path, JSON value) of each readable file matching ``pattern`` under ``attempts/``, by path."""
     out = []
-    for line in path.read_text().splitlines():
+    for path in sorted((Path(run_dir) / ATTEMPTS).glob(pattern)):
         try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
+            out.append((path, json.loads(path.read_text())))
+        except (OSError, ValueError):
             continue
     return out
 
@@ -83,10 +83,7 @@ def driver_name() -> str:
 
 
 def local_marker(run_dir: str | Path, attempt: ExecutionAttempt, sweep: str) -> Path | None:
-    """Write a local execution's open record (status ``running``); return its path, to remove once recorded
-    (None: it could not be written, which is said and never fatal, like a line of executions.jsonl).
-
-    Named ``<execution>.local-<pid>.json``: never mistaken for a cluster attempt's number."""
+    """Write a local execution's open record (``running``); return its path, None when it could not be written."""
     path = Path(run_dir) / ATTEMPTS / f"{attempt.name}.local-{os.getpid()}.json"
     try:
         atomic_write(path, json.dumps({**asdict(attempt), "status": "running", "sweep": sweep,
@@ -101,20 +98,11 @@ def local_marker(run_dir: str | Path, attempt: ExecutionAttempt, sweep: str) -> 
 def close_abandoned(run_dir: str | Path, sweep: str) -> int:
     """Record as ``lost`` every attempt another sweep left without its line in executions.jsonl; return how many.
 
-    Call it holding the run folder's lock: the driver of any other sweep is then gone, and an attempt it never
-    recorded would otherwise be missing from executions.jsonl for good. That is not only one still ``running``:
-    a worker may end the attempt after its driver died (its file then says how), or the driver may die between
-    the end and the line. An attempt is matched to its line by name, number, worker and start, so one recorded
-    already is never recorded twice. A cluster attempt's file is rewritten with the status (it numbers the
-    attempts); a local marker is removed.
-    """
+    Call it holding the run folder's lock. Attempts are matched to lines by name, number, worker and start, so
+    none is recorded twice; a cluster attempt's file gets the status, a local marker is removed."""
     recorded = {_identity(a) for a in read_attempts(run_dir)}
     closed = 0
-    for path in sorted((Path(run_dir) / ATTEMPTS).glob("*.json")):
-        try:
-            a = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
+    for path, a in attempt_files(run_dir):
         if not isinstance(a, dict) or a.get("sweep") == sweep or _identity(a) in recorded:
             continue
         status = a.get("status")

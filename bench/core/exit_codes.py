@@ -1,9 +1,7 @@
-"""`bench sweep`'s exit codes as one table: what each means, and what a watcher or an orchestrator does with it.
+"""`bench sweep`'s exit codes as one table: what each means and what a watcher or orchestrator does with it.
 
-:class:`ExitCode` names the codes, :func:`task_action` says what an orchestrator does with one, :func:`mlflow_status`
-how the live MLflow run ends. A test keeps docs/sweeps.md's table in step. Standard library only, so a DAG or a
-cron script can import it; ``python -m bench.core.exit_codes CODE`` prints the action.
-"""
+Standard library only, so a DAG or cron script can import it; ``python -m bench.core.exit_codes CODE`` prints
+the action. A test keeps docs/sweeps.md's table in step."""
 
 from __future__ import annotations
 
@@ -12,8 +10,7 @@ from enum import Enum, IntEnum
 
 
 class ExitCode(IntEnum):
-    """The exit codes of `bench sweep`, the one table of them (bench.core.outcome's EXIT_* and bench.gates'
-    EXIT_GATE_FAILED are its values as plain ints)."""
+    """The exit codes of `bench sweep`, the one table of them (EXIT_* elsewhere are its values as plain ints)."""
 
     OK = 0  # every planned answer and judgment succeeded
     CRASHED = 1  # an execution crashed or the report failed: the run is incomplete

@@ -1,10 +1,7 @@
 """Injection-like text in a model's answer: what a judge should never take as a verdict or an instruction.
 
-Answers that look like a verdict or address the judge are flagged (``Candidate.flags``) so reviewers see
-them first: a signal for review, not a filter. Patterns are matched on a folded copy of the text
-(``_fold``: hidden tag characters, compatibility forms, invisibles and look-alikes normalised), never on
-what the judge is shown; the judge prompt's own delimiting is in ``bench.judge._prompts``.
-"""
+Flagged answers (``Candidate.flags``) are a signal for reviewers, not a filter. Patterns match a folded copy
+of the text (``_fold``), never what the judge is shown."""
 
 from __future__ import annotations
 
@@ -49,16 +46,14 @@ _FOLD = str.maketrans({c: latin for latin, alikes in _LOOKALIKES.items() for c i
 
 
 def _fold(text: str) -> str:
-    """Return the text the patterns are matched on: ``text`` with its disguises undone (see the module's
-    docstring), so that fullwidth, zero-width, look-alike or curly-quoted injections are flagged as plain ones."""
+    """Return ``text`` with its disguises undone (fullwidth, zero-width, look-alike, curly quotes), for matching."""
     text = _TAGS.sub(lambda m: chr(ord(m.group()) - 0xE0000), text)
     text = _HIDDEN.sub("", unicodedata.normalize("NFKD", text))
     return unicodedata.normalize("NFKC", text).translate(_FOLD)
 
 
 def flags(text: str | None) -> list[str]:
-    """Return the kinds of injection-like text in ``text`` (``verdict-like``, ``instruction-like``,
-    ``delimiter``), in that order; empty for an ordinary answer."""
+    """Return the kinds of injection-like text in ``text`` (``verdict-like``, ``instruction-like``, ``delimiter``)."""
     if not text:
         return []
     folded = _fold(text)

@@ -1,10 +1,7 @@
-"""Every HTTP call bench makes outside the LLM seam (the preflight's probes, readiness checks) is one ``get``:
-it refuses redirects and reads proxies as the seam does.
+"""Every HTTP call bench makes outside the LLM seam is one ``get``: it refuses redirects and reads proxies.
 
-A followed redirect would carry the request's Authorization header wherever its ``Location`` names, so it is
-returned as a reply. Proxies come from ``HTTP(S)_PROXY``/``NO_PROXY`` at each call, and a loopback host is never
-proxied. The seam's sessions (``bench.models._direct``) follow the same two rules.
-"""
+A followed redirect would carry the Authorization header elsewhere, so it is returned as a reply; proxies
+come from ``HTTP(S)_PROXY``/``NO_PROXY``, never for loopback, as in the seam."""
 
 from __future__ import annotations
 
@@ -47,11 +44,7 @@ def loopback(host: str | None) -> bool:
 def get(url: str, *, timeout_s: float, headers: dict[str, str] | None = None,
         limit: int = 1_000_000) -> tuple[int, Any, bytes]:
     """GET ``url``; return (status, headers, at most ``limit`` bytes of body) for any HTTP reply, a redirect's too.
-
-    A ``user:password@`` in ``url`` goes as a Basic header (unless ``headers`` holds an Authorization). Raises
-    ``urllib.error.URLError`` or another OSError (refused, no such host, a timeout) when no HTTP reply comes, and
-    ValueError for a URL that is not one.
-    """
+    Raises an OSError (``URLError``) when no HTTP reply comes, ValueError for a bad URL."""
     bare, token = basic_credentials(url)
     sent = dict(headers or {})
     if token is not None:

@@ -1,9 +1,7 @@
 """Images in records and requests: the run folder's image store, and the image parts of a chat message.
 
-A dataset's image is stored once as ``<run folder>/images/<sha256>.<ext>`` and named by that path in records and in
-a request's cache key, so its content hash is part of the request's identity; only the body in flight carries its
-bytes, as a ``data:`` URL (:func:`inline_images`). An http(s) image URL passes as given, never fetched.
-"""
+An image is stored once as ``images/<sha256>.<ext>`` and named by that path in records and cache keys;
+only the body in flight carries its bytes (:func:`inline_images`). http(s) URLs pass as given."""
 
 from __future__ import annotations
 
@@ -46,8 +44,7 @@ _NOT_REGULAR = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)
 
 
 def looks_like(data: bytes) -> str:
-    """Return what bytes that are no accepted image look like (``a PDF document``, ``text``, …), for messages:
-    a refusal names the type, never the bytes (an image path may name any file, ``/etc/shadow`` too)."""
+    """Return what non-image bytes look like (``a PDF document``, ``text``, …): a refusal never shows the bytes."""
     if not data:
         return "an empty file"
     if data[4:8] == b"ftyp":
@@ -70,8 +67,7 @@ def _is_text(head: bytes) -> bool:
 
 
 class FileRefused(Exception):
-    """An image file refused before its bytes are used: ``why`` says what it is, never what it holds; ``size``
-    is set when it is larger than the limit (at least that many bytes)."""
+    """An image file refused before its bytes are used: ``why`` it is refused, ``size`` when over the limit."""
 
     def __init__(self, why: str, size: int | None = None) -> None:
         super().__init__(why)
@@ -80,11 +76,7 @@ class FileRefused(Exception):
 
 def read_regular(path: Path, limit: int) -> bytes:
     """Return the bytes of the regular file ``path``, reading at most ``limit`` + 1 of them.
-
-    A FIFO, a device, a socket or a folder raises FileRefused before it is opened (a FIFO would block
-    forever, ``/dev/zero`` never ends); so does a file whose size (told by stat, then counted as read:
-    a /proc file says 0) is over ``limit``. OSError when it cannot be read.
-    """
+    A FIFO, device, socket or folder, or a file over ``limit``, raises FileRefused; OSError when unreadable."""
     info = path.stat()
     _check_regular(info.st_mode)
     if info.st_size > limit:
@@ -108,11 +100,7 @@ def _check_regular(mode: int) -> None:
 
 
 def file_ref(column: str, data: bytes, mime: str, origin: str | None = None) -> dict[str, Any]:
-    """Return the ref of an image held in the run folder: its column, content hash, type and stored path.
-
-    ``origin`` is where the dataset had it (a path as written), for messages and captions: never part of
-    an identity, so moving the dataset's files changes no id.
-    """
+    """Return the ref of an image held in the run folder; ``origin`` is for messages, never part of an identity."""
     sha = hashlib.sha256(data).hexdigest()
     ref = {"column": column, "sha256": sha, "mime": mime, "file": f"{IMAGE_FOLDER}/{sha}.{EXTENSIONS[mime]}"}
     return {**ref, "origin": origin} if origin else ref
@@ -140,19 +128,10 @@ def missing_images(run_dir: Path, refs: list[dict[str, Any]]) -> list[dict[str, 
     return list(out.values())
 
 
-def image_part(ref: dict[str, Any]) -> dict[str, Any]:
-    """Return an image's ``image_url`` content part as records and cache keys hold it (its stored path or URL)."""
-    return {"type": "image_url", "image_url": {"url": ref.get("file") or ref["url"]}}
-
-
 def attach_images(messages: list[dict[str, Any]], refs: list[dict[str, Any]] | None,
                   label: str | None = None) -> list[dict[str, Any]]:
-    """Return ``messages`` with the images of ``refs`` after the text of the last user message.
-
-    That message's content becomes parts: its text, then ``label`` (a text part, when given), then one
-    ``image_url`` part per image. Without refs the messages are returned as given (the same list), so a
-    request without images, its cache key and its record are what they were before images existed.
-    """
+    """Return ``messages`` with the images of ``refs`` (after ``label``) appended to the last user message.
+    Without refs the same list is returned, so requests without images keep their cache keys."""
     if not refs:
         return messages
     at = max((n for n, m in enumerate(messages) if m.get("role") == "user"), default=None)
@@ -162,7 +141,7 @@ def attach_images(messages: list[dict[str, Any]], refs: list[dict[str, Any]] | N
     parts = list(content) if isinstance(content, list) else [{"type": "text", "text": content or ""}]
     if label:
         parts.append({"type": "text", "text": label})
-    parts += [image_part(ref) for ref in refs]
+    parts += [{"type": "image_url", "image_url": {"url": ref.get("file") or ref["url"]}} for ref in refs]  # as stored
     return [*messages[:at], {**messages[at], "content": parts}, *messages[at + 1:]]
 
 
@@ -174,12 +153,8 @@ def content_text(content: Any) -> str:
 
 
 def inline_images(messages: list[dict[str, Any]], folder: Path | None) -> list[dict[str, Any]]:
-    """Return the messages as sent: each stored image's part with the file in ``folder`` as a ``data:`` URL.
-
-    Messages with no image part are returned as given (the same list: nothing is copied). The file is
-    checked against the hash its name carries; a missing or altered file raises ProviderError (kind
-    ``image``), so the item is recorded as failed and asked again on resume, never sent without its image.
-    """
+    """Return the messages as sent: each stored image's part with its file in ``folder`` as a ``data:`` URL.
+    A missing or altered file (checked against its hash) raises ProviderError (kind ``image``)."""
     for message in messages:  # a plain loop: every request asks (a generator costs an allocation)
         if isinstance(message.get("content"), list):
             break

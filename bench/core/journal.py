@@ -1,11 +1,8 @@
 """The request journal: which requests were in flight when a run stopped, so a resume can count them.
 
-Each process appends each sent request's cache key and reservation to its own flocked journal in the run folder and
-removes it at a clean end. At a stage's start ``settle`` reads dead processes' journals into ``repeats.json``: keys
-the cache lacks were in flight (``lost``: each attempt with its reservation), keys it holds were paid
-(``unclaimed``). The seam calls ``arm(key)`` before sending and ``sent(usd)`` once the request holds a slot, so a
-queued one is not counted. ``bench.core.spend`` says how the records claim both.
-"""
+Each process journals each sent request's cache key and reservation; at a stage's start ``settle`` reads
+dead processes' journals into ``repeats.json`` (``lost``: not cached; ``unclaimed``: cached).
+``bench.core.spend`` says how the records claim both."""
 
 from __future__ import annotations
 
@@ -47,8 +44,7 @@ class Journal:
         return _armed.get() is not None and self.error is None
 
     def sent(self, usd: float | None = None) -> None:
-        """Journal the armed request of the current task, once (its retries are the same request), with its
-        reservation: the most it can cost (None: unknown)."""
+        """Journal the current task's armed request once, with its reservation (the most it can cost; None: unknown)."""
         key = _armed.get()
         if key is None or self.error is not None:
             return
@@ -84,8 +80,7 @@ class Journal:
         return fd
 
     def _give_up(self, exc: OSError) -> None:
-        """Stop journaling. Silently: the journal is a measurement, and a write that fails here (a full
-        disk) fails the stage's own writes too, whose one message must not be buried under a second."""
+        """Stop journaling, silently: the stage's own failed writes say what went wrong."""
         self.error = exc
 
     def close(self, keep: bool = False) -> None:
@@ -148,22 +143,14 @@ def _split(keys: dict[str, float | None], cache: Any) -> tuple[dict[str, float |
 
 
 def in_flight_repeats(run_dir: str | os.PathLike[str], cache: Any) -> int:
-    """Return how many requests were in flight when an earlier run of ``run_dir`` stopped and are not cached.
-
-    ``cache``: the response cache (a ``ResponseCache``; None counts every journaled key).
-    Those requests may have been paid, and a resume asks them again. Changes nothing.
-    """
+    """Return how many requests an earlier run of ``run_dir`` left in flight and ``cache`` lacks; changes nothing."""
     with _leftovers(Path(run_dir)) as found:
         return len(_split(_merged(found), cache)[0])
 
 
 def settle(run_dir: str | os.PathLike[str], cache: Any) -> int:
-    """Add the leftover journals' uncached requests to ``repeats.json`` and remove the journals.
-
-    Each such request is one attempt in ``lost`` ({key: [its reservation, or None when unknown, per attempt]}); the
-    journaled keys the cache holds join ``unclaimed``. Call it when a stage starts, before any request.
-    Returns this start's count.
-    """
+    """Add the leftover journals' requests to ``repeats.json`` (``lost`` / ``unclaimed``), remove the journals.
+    Call it when a stage starts, before any request; returns this start's count."""
     run_dir = Path(run_dir)
     try:
         with _lock(run_dir), _leftovers(run_dir) as found:
@@ -190,8 +177,7 @@ def settle(run_dir: str | os.PathLike[str], cache: Any) -> int:
 
 
 def read_repeats(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """Return ``repeats.json`` of a run folder: ``in_flight_repeats`` (the total so far), ``lost``, ``unclaimed``
-    and its ``events``."""
+    """Return a run folder's ``repeats.json``: ``in_flight_repeats``, ``lost``, ``unclaimed`` and ``events``."""
     try:
         data = json.loads((Path(run_dir) / REPEATS_FILE).read_text())
         return data if isinstance(data, dict) else {}
@@ -236,8 +222,7 @@ def _shared_lock(run_dir: Path) -> Iterator[None]:
 
 
 def unclaimed_keys(run_dir: str | os.PathLike[str]) -> set[str]:
-    """Return the keys of replies a stopped process of this run folder paid and cached, perhaps with no record: a
-    resume that takes one from the cache counts it as spent (``bench.models.client.LLM.unclaimed``)."""
+    """Return the keys a stopped process paid and cached, perhaps with no record (a resume counts them as spent)."""
     return set(read_repeats(run_dir).get("unclaimed", []))
 
 

@@ -1,9 +1,6 @@
 """Re-keying a run folder written before record ids included the endpoint (schema 1 → 2).
 
-Schema 2 adds the endpoint to the ids of candidates and judgments whose model has an ``api_base`` (or a forced
-transport). Opening a schema-1 run with its params file rewrites those records once, references included,
-keeping the originals in ``.schema1-backup/``; no model is asked.
-"""
+Opening a schema-1 run rewrites its records once, keeping the originals in ``.schema1-backup/``."""
 
 from __future__ import annotations
 
@@ -22,10 +19,7 @@ _OLD = b'{"schema_version":1,'
 
 
 def migrate_run(run_dir: Path, models: dict[str, Any], judges: dict[str, Any]) -> int:
-    """Rewrite the schema-1 records of ``run_dir`` with schema-2 ids; return how many ids changed.
-
-    ``models`` / ``judges`` map entry ids to params entries (``.model``, ``.endpoint``).
-    """
+    """Rewrite the schema-1 records of ``run_dir`` with schema-2 ids; return how many ids changed."""
     store = RunStore(run_dir)
     files = {kind: store.files(kind) for kind in ("candidate", "judgment", "review")}
     if not any(_OLD in p.read_bytes() for paths in files.values() for p in paths):

@@ -1,9 +1,6 @@
-"""How a run ended: the items still failed, grouped, and the exit code that says so.
+"""How a run ended: the items still failed, grouped (stage × model or judge × error kind), and the exit code.
 
-An item is failed when its latest record is a failure and it never succeeded. The sweep's summary, the report
-and the MLflow run show the same groups (stage × model or judge × error kind). The exit codes of
-`bench sweep` (0, 1, 2, 3, 4, 130) are in docs/sweeps.md, How a sweep ends.
-"""
+An item is failed when its latest record is a failure and it never succeeded (exit codes: docs/sweeps.md)."""
 
 from __future__ import annotations
 
@@ -115,8 +112,7 @@ def retry_command(params: str | Path, *, cells: str | None = None, run_dir: str 
 
 
 def repeats_since(run_dir: str | Path, since: str) -> int:
-    """Return the requests that were in flight when an earlier run of this folder stopped and that
-    stages started since ``since`` asked again (each possibly paid twice; see bench.core.journal)."""
+    """Return the requests an earlier stop left in flight that stages started since ``since`` asked again."""
     events = read_repeats(run_dir).get("events", [])
     return sum(int(e.get("in_flight_repeats", 0)) for e in events if str(e.get("time", "")) >= since)
 

@@ -1,9 +1,6 @@
-"""Where things are: the project root, the run folders and the response cache shared by all sweeps (a folder).
+"""Where things are: the project root, the run folders and the shared response cache.
 
-Notebooks run with the notebook folder as working directory (JupyterLab) or wherever
-papermill was started; resolving against the project root lets the same relative
-paths (`params/demo.yaml`) work from both.
-"""
+Paths resolve against the project root, so `params/demo.yaml` works from JupyterLab and papermill alike."""
 
 from __future__ import annotations
 
@@ -12,11 +9,8 @@ from pathlib import Path
 
 
 def project_root(start: Path | None = None) -> Path:
-    """Return the nearest folder (upward from ``start`` or the cwd) holding both params/ and notebooks/.
-
-    Then the checkout bench itself is installed from (a notebook run from elsewhere still
-    finds the project's rubrics); then the working directory, so bench works outside a checkout.
-    """
+    """Return the nearest folder upward from ``start`` (or the cwd) holding params/ and notebooks/.
+    Else the checkout bench is installed from, else the working directory."""
     here = (start or Path.cwd()).resolve()
     package_checkout = Path(__file__).resolve().parents[2]  # the checkout of an editable install
     for folder in (here, *here.parents, package_checkout):
@@ -56,7 +50,6 @@ BACKEND_ENV = "BENCH_BACKEND_STORE_URI"  # `bench tracking-server`'s backend URI
 
 
 def cache_path(root: Path | None = None) -> Path:
-    """Return the folder of the response cache shared by all sweeps (re-judging elsewhere reuses replies):
-    ``$BENCH_CACHE`` if set, else ``<runs>/.cache/responses``."""
+    """Return the response cache folder shared by all sweeps: ``$BENCH_CACHE``, else ``<runs>/.cache/responses``."""
     env = os.environ.get(CACHE_ENV, "")
     return Path(env).expanduser().absolute() if env else runs_root(root) / ".cache" / "responses"

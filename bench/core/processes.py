@@ -1,8 +1,7 @@
 """Child processes that never outlive bench: the parent-death signal, whether a pid is alive, dead ones' folders.
 
 Every server bench starts (the embedded model, MLflow's UI, papermill kernels) is started with
-:func:`die_with_parent` as its ``preexec_fn``, so a SIGKILLed driver leaves no process behind.
-"""
+:func:`die_with_parent` as its ``preexec_fn``, so a SIGKILLed driver leaves no process behind."""
 
 from __future__ import annotations
 
@@ -32,11 +31,7 @@ def _libc_prctl() -> Callable[..., int] | None:
 
 
 def die_with_parent(parent_pid: int, sig: int = signal.SIGTERM) -> Callable[[], None]:
-    """Return a ``preexec_fn`` asking the kernel to send ``sig`` to the child when its parent thread dies.
-
-    If the parent is already gone by the time the child runs it (a kill between fork and prctl),
-    the child exits at once instead of starting an orphan. Off Linux only the second check applies.
-    """
+    """Return a ``preexec_fn`` making the child get ``sig`` when its parent thread dies (or exit if it is gone)."""
     prctl = _libc_prctl()
 
     def preexec() -> None:
@@ -62,12 +57,8 @@ def pid_alive(pid: int) -> bool:
 def remove_stale_folders(prefix: str, socket_name: str = "") -> list[str]:
     """Remove the folders ``<tmp>/<prefix><pid>-*`` this user's dead processes left behind; return their paths.
 
-    bench names a private temporary folder after the process that owns it (the lease server's socket, a
-    local cluster's certificate). A process killed with ``kill -9`` cannot remove its own, so the next one
-    with that prefix does. A folder is removed only if it belongs to this user, is not a symlink, and its
-    pid is not alive. A folder without a pid in its name (an older bench's) is removed only if it holds
-    ``socket_name`` and nothing listens on that unix socket any more.
-    """
+    Only this user's non-symlink folders of dead pids go; one without a pid goes only if nothing listens on its
+    ``socket_name``."""
     removed = []
     for tmp in socket_bases():
         try:
@@ -126,8 +117,7 @@ def socket_bases() -> list[str]:
 
 def socket_base(below: int) -> str:
     """Return the first of ``socket_bases`` this user can write to where a Unix socket ``below`` bytes further down
-    (its private folder's name and the socket's) still fits in a socket path: a long TMPDIR (a cluster job's, a
-    test's) would leave a server or a kernel unable to bind its socket."""
+    still fits in a socket path (a long TMPDIR would leave a server unable to bind)."""
     for base in socket_bases():
         if len(os.fsencode(base)) + below <= SOCKET_PATH_MAX and os.access(base, os.W_OK | os.X_OK):
             return base

@@ -1,10 +1,7 @@
 """Progress bars that work in JupyterLab (widgets) and in papermill logs and terminals (text lines).
 
-No wait is silent: text mode prints a line at least every ``every_s`` seconds while a stage runs, and widgets are
-refreshed as often (:func:`every_for` picks the interval; `bench sweep` passes its own through :func:`configure`).
-Under `bench sweep` every line meant for the terminal starts with :data:`MARK`, so the driver passes those on and
-leaves the rest in the executed notebooks.
-"""
+No wait is silent: a line (or widget refresh) at least every ``every_s`` seconds. Under `bench sweep` each
+terminal line starts with :data:`MARK`, which the driver passes on."""
 
 from __future__ import annotations
 
@@ -22,16 +19,12 @@ _SETTINGS: dict[str, Any] = {"marked": False, "every_s": None}
 
 
 def configure(*, marked: bool = False, every_s: float | None = None) -> None:
-    """Set how this process shows progress: ``marked`` (a sweep's kernel: its lines start with MARK, which the
-    driver passes on to its terminal) and ``every_s`` (the text lines' interval, in every mode; None: by stream).
-
-    A stage sets both from its notebook's papermill parameters (bench.stage_runs), `bench sweep` from its options."""
+    """Set this process's progress: ``marked`` (lines start with MARK) and ``every_s`` (None: by stream)."""
     _SETTINGS.update(marked=bool(marked), every_s=None if every_s is None else float(every_s))
 
 
 def every_for(stream: Any) -> float:
-    """Return the seconds between two progress lines written to ``stream``: the interval :func:`configure` set,
-    else 2 s on a terminal and 5 s into a pipe or a file."""
+    """Return the seconds between progress lines to ``stream``: :func:`configure`'s, else 2 s (terminal) or 5 s."""
     if _SETTINGS["every_s"] is not None:
         return float(_SETTINGS["every_s"])
     try:
@@ -81,12 +74,8 @@ def in_kernel() -> bool:
 class Progress:
     """Overall and per-group counters (e.g. per model), shown as bars or as periodic text lines.
 
-    ``mode``: "widgets" (tqdm bars), "text" (a line at most every ``every_s`` seconds, what papermill's
-    ``--log-output`` streams; `bench sweep` passes it), "none", or "auto" (widgets in a Jupyter kernel).
-    ``growing``: totals grow with :meth:`grow` (a pipelined judge) until :meth:`phase` declares them final.
-    ``in_flight`` counts the requests in flight. Made inside a running event loop, it also shows the counters
-    every ``every_s`` seconds while nothing finishes (a heartbeat), until :meth:`close`.
-    """
+    ``mode``: "widgets", "text", "none" or "auto" (widgets in a Jupyter kernel). ``growing``: totals grow with
+    :meth:`grow` until :meth:`phase`. Inside an event loop a heartbeat shows the counters until :meth:`close`."""
 
     def __init__(self, title: str, totals: dict[str, int], mode: str = "auto", every_s: float | None = None, *,
                  growing: bool = False, in_flight: Callable[[], int | None] | None = None):
@@ -156,8 +145,7 @@ class Progress:
             self._print()
 
     def line(self) -> str:
-        """Return the one-line summary: overall, per group, failures, rate, time elapsed and (while running) what
-        is left."""
+        """Return the one-line summary: overall, per group, failures, rate, time elapsed and what is left."""
         done, total = sum(self.done.values()), sum(self.totals.values())
         elapsed = time.monotonic() - self._t0
         rate = done / max(elapsed, 1e-9)

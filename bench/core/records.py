@@ -1,10 +1,7 @@
 """The contract every stage reads and writes: scenarios, candidates, judgments, reviews.
 
-One record per JSONL line. Records are immutable; every id is a content hash of what
-determines the record, so the same work always gets the same id (and the same cache
-entry), and re-running a finished sweep makes zero model calls. A failure is a record
-too: ``error`` is set, nothing is scored, and resume retries it.
-"""
+One immutable record per JSONL line; every id is a content hash of what determines the record, so a finished
+sweep re-runs with zero model calls. A failure is a record too (``error`` set): resume retries it."""
 
 from __future__ import annotations
 
@@ -81,20 +78,9 @@ def utc_now() -> str:
 class Usage(BaseModel):
     """What producing one record took: provider requests, cache hits, tokens, dollars and time.
 
-    ``calls`` counts provider requests actually sent (retries, repair turns, every checklist
-    requirement, a failed parse included); ``cache_hits`` counts replies answered without a
-    request. Tokens, cost and latency are summed over every reply received (a cache hit brings
-    the original call's tokens and cost). ``cost_usd`` is None when some reply had no known price.
-
-    Every paid reply counts, also one that was not used (an empty ``finish_reason=length`` reply
-    retried): a call paid more than once lists each paid attempt in ``paid_attempts`` (its tokens,
-    cost and finish reason), and the totals above are their sum. A request a kill left in flight is
-    listed there too, claimed by the reply to the same request (``in_flight_at_kill``, ``estimated``:
-    bench.core.spend), in the tokens and cost, not in ``calls``. ``over_limit``: some reply returned
-    more completion tokens than its request's output limit (``max_tokens``). ``estimated``: some
-    reply carried no usage, so its tokens were counted from its text and the request's with a bound
-    that never counts fewer (``bench.models.tokens.bound_counter``), never taken as zero.
-    """
+    ``calls`` counts requests sent; tokens, cost and latency sum over every reply, each paid attempt listed in
+    ``paid_attempts`` (a kill's in-flight request too, ``estimated``). ``cost_usd`` is None when some price was
+    unknown; ``estimated``: some usage was counted from text with a bound that never counts fewer (docs/budget.md)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -144,11 +130,7 @@ def failed_usage(error: Exception) -> Usage:
 
 
 def add_usage(parts: list[Usage]) -> Usage | None:
-    """Return the usage of a record made of several calls: replies, repair turns, failed requests.
-
-    Calls, cache hits, tokens and latency add up; cost adds up unless some part had no known
-    price (then it is None, never a partial sum). None when there were no parts.
-    """
+    """Return the summed usage of several calls (None without parts); cost is None if any part's price was unknown."""
     if not parts:
         return None
     if len(parts) == 1:
@@ -257,13 +239,8 @@ class Candidate(_Outcome):
     output: str | None = None
     flags: list[str] = Field(default_factory=list)  # injection-like text in the output (bench.core.flags)
     reasoning: str | None = None  # the reply's thinking, kept apart from ``output`` (bench.models.reasoning); no id part
-    # A conversation or an agent loop (bench.collect.conversation; None for one prompt, one reply). No id part: the
-    # prompt's content hash covers its turns, tools and simulator. ``transcript``: every message in order, OpenAI-style
-    # (system, user, assistant with ``tool_calls``, ``tool`` results, the simulated user's turns), ``output`` being the
-    # last assistant message's text; ``turns``: one entry per model request ({"turn", "step", "by": "model" |
-    # "simulator", "usage"}); ``trajectory``: one entry per tool call ({"turn", "step", "id", "name", "arguments",
-    # "raw_arguments", "result", "outcome"}); ``ended``: why the conversation stopped; ``simulator_usage``: what the
-    # simulated user's requests took (its own cost line; ``usage`` is the answering model's, over every turn).
+    # A conversation or an agent loop (None for one prompt, one reply; fields: docs/conversations.md). No id part:
+    # the prompt's content hash covers its turns, tools and simulator.
     transcript: list[dict[str, Any]] | None = None
     turns: list[dict[str, Any]] | None = None
     trajectory: list[dict[str, Any]] | None = None

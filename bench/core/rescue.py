@@ -1,13 +1,11 @@
 """Rescue files: records a run could not append (disk full, file size limit, quota) are saved, never dropped.
 
-``save`` writes ``<kind>.rescue-<pid>-<token>.jsonl`` into the run folder, else into a rescue folder outside
-it (``$BENCH_CACHE_DIR``, ``~/.cache/bench``, the temp folder); ``import_rescued`` moves those back when a
-run opens its folder. Files are written complete (temporary name, fsync, rename) and imported with ``link``,
-so no record is ever duplicated.
-"""
+``save`` writes them into the run folder or a rescue folder outside it; ``import_rescued`` moves them back
+when a run opens its folder. Written complete, imported with ``link``: nothing is duplicated."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import secrets
@@ -35,11 +33,7 @@ def rescue_dirs(run_dir: str | os.PathLike[str]) -> list[Path]:
 
 def save(run_dir: str | os.PathLike[str],
          records: Iterable[Record]) -> tuple[list[tuple[int, Path]], list[Record], str]:
-    """Save ``records`` to rescue files; return (records saved per file, records nowhere saved, why).
-
-    Never raises for a write failure: each location is tried in turn (the run folder, then
-    the rescue folders outside it) with what the previous ones could not take.
-    """
+    """Save ``records`` to rescue files; return (records saved per file, records nowhere saved, why); never raises."""
     run_dir = Path(run_dir)
     by_stem: dict[str, list[tuple[Record, bytes]]] = {}
     for rec in records:
@@ -95,11 +89,7 @@ def _write_lines(folder: Path, name: str, lines: list[bytes]) -> tuple[int, OSEr
 
 
 def import_rescued(run_dir: str | os.PathLike[str]) -> int:
-    """Move rescue files saved outside ``run_dir`` into it; return how many records were moved.
-
-    A file that cannot be moved yet (the run folder still full) stays where it is, with a
-    warning, and is moved by a later run.
-    """
+    """Move rescue files saved outside ``run_dir`` into it; return how many records moved (the rest wait, warned)."""
     run_dir = Path(run_dir)
     moved = 0
     for folder in rescue_dirs(run_dir):
@@ -111,10 +101,8 @@ def import_rescued(run_dir: str | os.PathLike[str]) -> int:
             except OSError as exc:
                 warnings.warn(f"cannot move the rescued records {src} into {run_dir} yet ({os_reason(exc)}); "
                               f"they are kept there and moved by the next run", RuntimeWarning, stacklevel=2)
-        try:
+        with contextlib.suppress(OSError):
             folder.rmdir()  # only if empty
-        except OSError:
-            pass
     if moved:
         print(f"moved {moved} rescued records into {run_dir}", flush=True)
     return moved

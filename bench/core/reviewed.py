@@ -1,11 +1,8 @@
-"""What one human review covers and what counts as reviewed: one definition for the review panel,
-`bench review apply`, the report and the calibrated leaderboard.
+"""What one human review covers and what counts as reviewed, for the review panel, `bench review apply`,
+the report and the calibrated leaderboard.
 
-A review's unit is an answer's (or pair's) candidate ids and the rubric ``id@version``, shared by every judge
-and repeat of that version. A reviewer's latest review of a unit is theirs; a unit is reviewed *blind* when
-some latest review was saved with the judges' grades hidden. A review that breaks its rubric's scale is set
-aside and named, never fatal.
-"""
+A unit is an answer's (or pair's) candidate ids and the rubric ``id@version``; a reviewer's latest review of it
+counts, *blind* when saved with grades hidden. A review breaking its rubric's scale is set aside, never fatal."""
 
 from __future__ import annotations
 
@@ -27,8 +24,7 @@ def judgment_unit(j: Judgment) -> Unit:
 
 
 def review_unit(r: Review, judgments: Mapping[str, Judgment]) -> Unit | None:
-    """Return the unit of a review: its judgment's, else the answer and rubric version the review names
-    (its judgment may have been set aside since); None when neither is known."""
+    """Return a review's unit: its judgment's, else the answer and rubric version it names (None: neither known)."""
     j = judgments.get(r.judgment_id)
     if j is not None:
         return judgment_unit(j)
@@ -109,16 +105,10 @@ class Reviewed:
 
 def reviewed(judgments: Mapping[str, Judgment], reviews: Iterable[Review], scales: Mapping[str, Scale],
              every: Mapping[str, Judgment] | None = None, units: Mapping[Unit, str] | None = None) -> Reviewed:
-    """Return the run's reviews as :class:`Reviewed`: each reviewer's latest usable review of each unit.
+    """Return the run's reviews as :class:`Reviewed`: each reviewer's latest usable review of each current unit.
 
-    ``judgments``: the latest judgment of each id, of the run's current contents (bench.core.digests);
-    ``every``: all of them, set-aside ones included (to tell which rubric text an older review was saved
-    under); ``scales``: per rubric hash, :func:`scale_of` its rubric. A damaged review
-    (:func:`damaged_review`) is set aside before "latest" is decided, so it never hides a sound earlier
-    review. Only the run's current units count: a review of no such unit (its answer superseded), or saved
-    under an earlier text of the same rubric version, is left out, so no count passes the number of units.
-    ``units``: :func:`current_units` of ``judgments``, when the caller has it (a column-wise reader).
-    """
+    ``judgments``: the latest current ones; ``every``: all, set-aside included; ``scales``: per rubric hash.
+    Damaged reviews are dropped before "latest" is decided; reviews of no current unit are left out."""
     current = current_units(judgments.values()) if units is None else units
     out = Reviewed(units=len(current))
     for r in sorted(reviews, key=lambda r: r.created_at):

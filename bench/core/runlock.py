@@ -1,9 +1,6 @@
-"""One writer per run folder: a sweep (or a stage run from a notebook) locks ``runs/<sweep>/.lock``.
+"""One writer per run folder: a sweep (or a stage run from a notebook) ``flock``s ``runs/<sweep>/.lock``.
 
-An ``flock``, so it is released however its holder dies; the file names the holder for the second sweep's
-message. The driver tells its own kernels, writing on its behalf, that it holds the lock (their notebooks'
-``lock_held`` parameter), so they do not wait.
-"""
+The file names the holder; the driver's kernels get ``lock_held`` so they do not wait."""
 
 from __future__ import annotations
 
@@ -31,10 +28,7 @@ class RunLocked(BenchError):
 
 @contextlib.contextmanager
 def run_lock(run_dir: Path, *, wait: bool = False, held: bool = False) -> Iterator[None]:
-    """Hold the run folder's lock for the block; raise RunLocked naming the holder, or wait for it.
-
-    ``held``: the sweep's driver holds it for this process (a kernel running one of its executions), or this
-    process holds it already: nothing is taken."""
+    """Hold the run folder's lock for the block (nothing taken if ``held``); raise RunLocked naming the holder."""
     run_dir = Path(run_dir).resolve()
     if held or str(run_dir) in _HELD:
         yield
@@ -89,15 +83,8 @@ PROC_LOCKS = Path("/proc/locks")  # every flock on this machine: who holds the l
 
 
 def lock_holder(run_dir: Path) -> dict[str, Any]:
-    """Return what is known of the run folder's lock without taking it: ``holder`` (the lock file's line: host,
-    pid, since, command; None without one), ``held`` (True/False; None when it cannot be told from this machine:
-    the lock was last taken on another host, /proc/locks unreadable), ``pid`` (who holds it) and ``how``.
-
-    Read from /proc/locks, never by taking the lock (a sweep starting at that moment would find it held and
-    refuse): the kernel drops a dead holder's ``flock``, so a folder whose driver was killed (``kill -9``)
-    reads as not held. What watches a sweep from outside asks this (`bench status`, and bench.tracking.live's
-    ``mark_crashed``).
-    """
+    """Return what is known of the run folder's lock without taking it: ``holder``, ``held``, ``pid`` and ``how``.
+    Read from /proc/locks (a killed driver's ``flock`` is gone); ``held`` is None when it cannot be told here."""
     path = Path(run_dir) / ".lock"
     try:
         st = path.stat()
@@ -123,6 +110,5 @@ def lock_holder(run_dir: Path) -> dict[str, Any]:
 
 
 def is_held(run_dir: Path) -> bool | None:
-    """Return whether a live process holds the run folder's lock; None when that cannot be told from this
-    machine (:func:`lock_holder`)."""
+    """Return whether a live process holds the run folder's lock; None when this machine cannot tell."""
     return lock_holder(run_dir)["held"]

@@ -1,9 +1,6 @@
 """Secrets come only from the environment or a `.env` file; bench never writes them anywhere.
 
-``redact`` is applied to whatever bench stores or shows (record lines, cache values, provider
-errors, preflight problems, MLflow params, review exports), so that a key echoed back by a
-provider, or a password inside an ``api_base``, is never written either.
-"""
+``redact`` is applied to whatever bench stores or shows, so a key echoed back is never written either."""
 
 from __future__ import annotations
 
@@ -21,10 +18,7 @@ from dotenv import find_dotenv, load_dotenv
 
 @cache
 def load_env() -> str | None:
-    """Load `.env` (searched upward from the working directory) without overriding the environment.
-
-    Returns the path that was loaded, or None. Runs once per process.
-    """
+    """Load `.env` (searched upward from the cwd) once, without overriding; return its path or None."""
     path = find_dotenv(usecwd=True)
     if path:
         load_dotenv(path, override=False)
@@ -32,11 +26,8 @@ def load_env() -> str | None:
     return path or None
 
 
-# -- redaction ----------------------------------------------------------------------------------------
-# Whatever leaves the process or is stored (records, the response cache, MLflow, review exports,
-# reports, error messages, printed warnings) goes through `redact` first: a provider or gateway
-# that echoes the request's Authorization header in an error body, or an api_base written as
-# scheme://user:password@host, must never put a credential on disk or on screen.
+# -- redaction: whatever is stored or shown goes through `redact` first, echoed auth headers and
+# scheme://user:password@host included ----------------------------------------------------------------
 
 MARKER = "[redacted]"
 MIN_SECRET_LEN = 8  # shorter values are not redacted: they would mangle ordinary text
@@ -163,23 +154,15 @@ def _replace(m: re.Match[str]) -> str:
 
 
 def redact(text: str) -> str:
-    """Return ``text`` with every known secret replaced by ``[redacted]``.
-
-    Removed: known key variables' values (8 characters or more), values registered with `add_secret`,
-    URL credentials, credential query parameters, and echoed auth headers and bearer tokens (the
-    list: docs/providers.md). Safe on JSON text: a redacted record line stays valid JSON.
-    """
+    """Return ``text`` with every known secret replaced by ``[redacted]`` (the list: docs/providers.md).
+    Safe on JSON text: a redacted record line stays valid JSON."""
     if not text or not may_hold_secret(text):
         return text
     return _current()[0].sub(_replace, text)
 
 
 def may_hold_secret(text: str) -> bool:
-    """Return whether ``redact`` may change ``text``: False means it holds nothing ``redact`` removes.
-
-    Cheap substring tests that leave the regex to the rare text that may hold a secret (costs in
-    docs/providers.md). Texts may be joined by newlines: the tests never match across two lines.
-    """
+    """Return whether ``redact`` may change ``text`` (cheap substring tests, never matching across lines)."""
     if _URL_AT.search(text) or ("=" in text and _QUERY_AT.search(text)):
         return True
     for value in _current()[1]:

@@ -1,12 +1,8 @@
-"""What a run folder has spent: the sum of every record's paid cost, failed attempts and earlier runs included.
+"""What a run folder has spent: every record's paid cost, failed attempts and earlier runs included.
 
-A record answered wholly from the response cache costs nothing now; every other record counts its ``cost_usd`` in
-full, paid attempts and estimated usage included; one of unknown price is reported apart, never taken as free. A
-conversation counts its model's and simulated user's requests, less turns the cache answered. A request a kill
-left in flight (``bench.core.journal``: ``lost``) is estimated spend: the record of the next reply to the same
-request claims it (a ``paid_attempts`` entry marked ``estimated`` and ``in_flight_at_kill``); until then it
-counts at its reservation; `bench status` and the estimate count it from the kill on (docs/budget.md, Kills).
-"""
+A record answered wholly from the cache costs nothing now; one of unknown price is reported apart. A request
+a kill left in flight counts at its reservation until a later reply claims it, in `bench status` and the estimate
+from the kill on (docs/budget.md, Kills)."""
 
 from __future__ import annotations
 
@@ -38,8 +34,7 @@ class RunSpend:
     lost_reserved: int = 0  # of ``lost_in_flight``, those no reply to the same request priced yet: at their reservation
 
     def notes(self) -> str:
-        """Return what the spend holds besides plain replies, for a summary line ("" when nothing; an unknown
-        price is said where a budget needs it, not after every sweep of a self-hosted model)."""
+        """Return what the spend holds besides plain replies, for a summary line ("" when nothing)."""
         said = [f"{self.over_limit} with a reply over its max_tokens (usage.over_limit)" if self.over_limit else "",
                 f"{self.estimated} estimated: a reply had no usage, counted from its text (usage.estimated)"
                 if self.estimated else "",
@@ -64,8 +59,7 @@ def dollars(usd: float) -> str:
 
 
 def recorded_spend(run_dir: str | Path, held: Callable[[list[str]], set[str]] | None = None) -> RunSpend:
-    """Return what the records of ``run_dir`` say was paid (every attempt of every candidate and judgment,
-    a conversation's simulated user included), and the requests a kill left in flight no record claimed
+    """Return what ``run_dir``'s records say was paid, and the requests a kill left in flight no record claimed
     (``held``: see ``open_lost``)."""
     store, usd, unpriced, flagged = RunStore(Path(run_dir)), 0.0, 0, [0, 0, 0]
     claims: list[dict[str, Any]] = []
@@ -112,10 +106,8 @@ def _parts(rec: Candidate | Judgment) -> list[tuple[Usage | None, str]]:
 
 
 def paid_cost(usage: Usage | None, turns: list[dict[str, Any]] | None = None, by: str = "model") -> float | None:
-    """Return the USD a record's ``usage`` paid now: 0.0 when it sent no request (every reply from the response
-    cache), None when some paid reply had no known price. ``turns`` (a conversation's requests, each with
-    its usage, ``by`` the model or the simulator) take out the cost of the turns the cache answered: a
-    resumed conversation's usage adds its replayed turns at their original cost, paid by an earlier attempt."""
+    """Return the USD a record's ``usage`` paid now (0.0 all cached, None an unknown price).
+    ``turns`` take out a resumed conversation's replayed turns, paid by an earlier attempt."""
     if usage is None or usage.cached or not usage.calls:
         return 0.0
     if usage.cost_usd is None:

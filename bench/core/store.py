@@ -1,10 +1,7 @@
 """The run store: append-only JSONL files under ``runs/<sweep>/``, one file per record kind.
 
-Each ``append`` writes all its records then ``fsync``s, so a kill loses at most the records being written; a torn
-last line is skipped by readers and cut off before the next append. A failed write raises StoreWriteError and cuts
-the file back, and its records go to a rescue file (``bench.core.rescue``) the next run reads. Concurrent writers
-each get their own shard (``candidates.<shard>.jsonl``); readers merge every shard.
-"""
+Each ``append`` writes then ``fsync``s; a torn last line is skipped and cut off. A failed write raises
+StoreWriteError and its records go to a rescue file. Concurrent writers each get their own shard."""
 
 from __future__ import annotations
 
@@ -16,6 +13,7 @@ import threading
 import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -31,11 +29,7 @@ _KINDS = {"scenario": "scenarios", "candidate": "candidates", "judgment": "judgm
 
 
 def atomic_write(path: Path, data: bytes, *, shared: bool = False) -> Path:
-    """Write ``data`` to ``path`` all at once (temp file, fsync, rename): readers see the old or the new file.
-
-    The file is private (0600, what ``mkstemp`` makes: a token, a cache) unless ``shared``: then it gets the
-    permissions the user's umask gives any new file (a report meant to be sent round: 0644 under umask 022).
-    """
+    """Write ``data`` to ``path`` at once (temp file, fsync, rename); private (0600) unless ``shared`` (umask)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -73,11 +67,7 @@ class TornRecordWarning(UserWarning):
 
 
 def write_all(fd: int, data: bytes) -> tuple[int, OSError | None]:
-    """Write all of ``data`` to ``fd``, looping over short writes; return (bytes written, the error or None).
-
-    ``os.write`` may write less than asked (a file size limit, a nearly full disk): the next
-    write then reports the error (EFBIG, ENOSPC, EDQUOT, …), which is returned, never ignored.
-    """
+    """Write all of ``data`` to ``fd`` despite short writes; return (bytes written, the error or None)."""
     view, done = memoryview(data), 0
     while done < len(view):
         try:
@@ -91,8 +81,7 @@ def write_all(fd: int, data: bytes) -> tuple[int, OSError | None]:
 
 
 def append_line(path: Path, line: bytes) -> None:
-    """Append ``line`` to ``path`` (created 0644) with one ``O_APPEND`` write, looping over short writes, so that
-    lines appended by several processes never interleave; raise the OSError of a write that fails."""
+    """Append ``line`` to ``path`` (0644) in one ``O_APPEND`` write, so lines of several processes never interleave."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         _done, err = write_all(fd, line)
@@ -100,6 +89,19 @@ def append_line(path: Path, line: bytes) -> None:
         os.close(fd)
     if err is not None:
         raise err
+
+
+def json_lines(path: Path) -> list[Any]:
+    """Return the JSON value of each line of ``path`` ([] when it is no file); a line that is no JSON is skipped."""
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:  # a torn last line (a kill mid-write), a hand-broken one
+            continue
+    return out
 
 
 def os_reason(exc: OSError) -> str:
@@ -110,11 +112,7 @@ def os_reason(exc: OSError) -> str:
 
 
 class StoreWriteError(StoreError):
-    """An append could not be written (disk full, file size limit, quota, I/O error).
-
-    ``unwritten`` holds the records that are not in the file (the file was cut back, so no
-    torn line remains); ``path`` the file and ``os_error`` the error of the failed write.
-    """
+    """An append could not be written: ``unwritten`` records, ``path`` and ``os_error`` (the file was cut back)."""
 
     def __init__(self, root: Path, path: Path, exc: OSError, unwritten: list[Record]):
         self.root, self.path, self.os_error, self.unwritten = root, path, exc, unwritten
@@ -140,8 +138,7 @@ def latest_of(records: Iterable[Record]) -> dict[str, Record]:
 
 
 def parse_line(cls: type[Record], path: Path, lineno: int, line: bytes, last: bool) -> Record | None:
-    """Return the record a line of a run file holds, validated by its pydantic model; None for a line that is
-    not one (a torn or hand-broken line), with a warning naming the file and line (once per process)."""
+    """Return the record a run file's line holds, or None (warned once per line) for a torn or broken one."""
     try:
         return cls.model_validate_json(line)
     except ValidationError as exc:
@@ -175,16 +172,9 @@ class RunStore:
                       and (p.name == f"{stem}.jsonl" or (p.name.startswith(f"{stem}.") and p.suffix == ".jsonl")))
 
     def raw(self, kind: str | type[Record]) -> Iterator[dict]:
-        """Yield ``kind``'s records as written, unvalidated dicts (unreadable lines skipped: the loaders warn):
-        for checks that must see what a record claims, such as a NaN grade or a rubric hash, before any model."""
+        """Yield ``kind``'s records as written, raw dicts (unreadable lines skipped), for checks before any model."""
         for path in self.files(kind):
-            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(rec, dict):
-                    yield rec
+            yield from (rec for rec in json_lines(path) if isinstance(rec, dict))
 
     def ensure_writable(self) -> None:
         """Create the run folder if needed; raise StoreError naming it if it cannot be written."""
@@ -199,12 +189,7 @@ class RunStore:
                              f"fix its permissions or choose another run folder") from exc
 
     def append(self, records: Iterable[Record]) -> int:
-        """Append records durably (whole writes, one fsync per file); return how many.
-
-        A write that cannot complete (disk full, file size limit, quota, I/O error) raises
-        StoreWriteError naming the file and the OS error, with the records it did not write;
-        the file is cut back to where it was, so no torn line is left for a later append.
-        """
+        """Append records durably (one fsync per file); return how many; StoreWriteError when a write fails."""
         by_path: dict[Path, list[tuple[Record, bytes]]] = {}
         for rec in records:
             by_path.setdefault(self.path(rec.kind), []).append(
@@ -274,8 +259,7 @@ class RunStore:
                 yield rec
 
     def lines(self, kind: str | type[Record]) -> Iterator[tuple[Path, int, bytes, bool]]:
-        """Yield each non-blank line of every ``kind`` file in file order: (file, line number, bytes, is it the
-        file's last line): what ``iter`` validates, in the order bench.analysis.record_reader reads them too."""
+        """Yield (file, line number, bytes, is it the last line) of each non-blank ``kind`` line, in file order."""
         for path in self.files(kind):
             lines = path.read_bytes().split(b"\n")
             for lineno, line in enumerate(lines, 1):
@@ -295,12 +279,7 @@ class RunStore:
         return {rec.id for rec in self.iter(kind) if rec.ok}
 
     def attempts(self, kind: str | type[Record]) -> dict[str, int]:
-        """Return, per id that never succeeded, how many times it was tried (its latest ``attempt``).
-
-        A record of work a stop interrupted (``error_kind`` "budget" or "stopped": a conversation's paid turns, a
-        judge's paid solution, kept for their spend) is no try: raising the budget and re-running continues it,
-        whatever ``max_attempts`` says, as it continues an item the stop kept from starting.
-        """
+        """Return, per id that never succeeded, its tries; a stop's record (INTERRUPTED) is no try."""
         out: dict[str, int] = {}
         done: set[str] = set()
         for rec in self.iter(kind):

@@ -1,9 +1,6 @@
-"""How each sweep of a run folder started and ended: ``runs/<sweep>/sweeps.jsonl``, the record `bench status` reads.
+"""How each sweep of a run folder started and ended: ``runs/<sweep>/sweeps.jsonl``, read by `bench status`.
 
-A sweep appends whole lines: ``start`` once its stages start, ``plan`` once it knows what it plans, ``end`` with
-its exit code as it lets the run lock go. A ``start`` without an ``end`` whose driver is gone reads as crashed.
-A failed write is said and never fails a sweep.
-"""
+Lines ``start``, ``plan`` and ``end`` (exit code); a ``start`` without ``end`` whose driver is gone is crashed."""
 
 from __future__ import annotations
 
@@ -17,7 +14,7 @@ from typing import Any
 
 from bench.core.exit_codes import ExitCode
 from bench.core.records import utc_now
-from bench.core.store import append_line, os_reason
+from bench.core.store import append_line, json_lines, os_reason
 
 FILE = "sweeps.jsonl"
 # what a sweep's exit code says of the run (docs/sweeps.md, How a sweep ends): `bench status`'s state, and why
@@ -61,19 +58,13 @@ def record_end(run_dir: str | Path, sweep: str, code: int) -> None:
 
 
 def read_sweeps(run_dir: str | Path) -> list[dict[str, Any]]:
-    """Return the folder's sweeps, oldest first: each start line with ``plan`` and ``end`` (None if absent).
-
-    A torn last line (a kill mid-write) is skipped; a plan or end line names its sweep by id."""
+    """Return the folder's sweeps, oldest first: each start line with its ``plan`` and ``end`` (None if absent)."""
     try:
-        text = (Path(run_dir) / FILE).read_text()
+        lines = json_lines(Path(run_dir) / FILE)
     except OSError:
         return []
     sweeps: dict[str, dict[str, Any]] = {}
-    for line in text.splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue
+    for rec in lines:
         if not isinstance(rec, dict) or not isinstance(rec.get("sweep"), str):
             continue
         if rec.get("event") == "start":

@@ -1,9 +1,7 @@
 """Progress of a run read from its run folder: answers and judgments counted as workers append them.
 
-:class:`StoreTally` follows every candidates and judgments shard (also ones that appear later), reading only
-complete lines appended since the last :meth:`~StoreTally.refresh`; a record id seen twice counts once, in the
-state :func:`bench.core.store.latest_of` gives it. :func:`progress_line` states the counts against the plan.
-"""
+:class:`StoreTally` reads only complete lines appended since the last refresh, an id seen twice once;
+:func:`progress_line` states the counts against the plan."""
 
 from __future__ import annotations
 
@@ -58,13 +56,8 @@ class _File:
 
 @dataclass(frozen=True)
 class Planned:
-    """What a sweep plans, the totals a progress line is measured against.
-
-    ``per_model``: answers planned per model id; ``judgments``: judgments planned in all (None: unknown).
-    ``cells``: the cell keys whose answers count (None: every cell in the folder); ``rubrics``: the
-    (judge id, ``rubric_id@version``) pairs whose judgments count (None: all). The filters keep records
-    of other cells or of an earlier rubric version, left in the same run folder, out of the counts.
-    """
+    """What a sweep plans: answers ``per_model``, ``judgments`` (None: unknown), and the ``cells`` and ``rubrics``
+    whose records count (None: all)."""
 
     per_model: dict[str, int]
     judgments: int | None = None
@@ -74,12 +67,7 @@ class Planned:
 
 @dataclass
 class StoreTally:
-    """Answers per cell and judgments per (judge, rubric) of one run folder, read incrementally.
-
-    ``bytes_read`` counts every byte read so far and ``last_read`` those of the last refresh
-    (0 when nothing changed); ``duplicates`` the lines whose id was already counted, ``unreadable``
-    the complete lines that are not a record (they are skipped, as RunStore's readers skip them).
-    """
+    """Answers per cell and judgments per (judge, rubric) of one run folder, read incrementally."""
 
     run_dir: Path
     answers: dict[str, Counts] = field(default_factory=dict, init=False)  # cell key -> counts
@@ -189,11 +177,7 @@ class StoreTally:
 
 
 def _complete(data: bytes) -> tuple[int, bool]:
-    """Return the length of the complete lines at the start of ``data``, and whether a NUL byte stopped them.
-
-    A NUL byte never occurs in a JSON line (JSON escapes it); on a network filesystem it is a region
-    whose size is visible before its bytes are: the line holding it is read again on the next refresh.
-    """
+    """Return the length of the complete lines of ``data``, and whether a NUL (NFS: not yet written) stopped them."""
     nul = data.find(b"\0")
     return data.rfind(b"\n", 0, len(data) if nul < 0 else nul) + 1, nul >= 0
 
@@ -220,11 +204,7 @@ def _pct(done: int, total: int) -> str:
 
 def progress_line(tally: StoreTally, totals: Planned | dict[str, int], judgments: int | None = None) -> str:
     """Return one line: ``collect 340/800 (42%) · gpt-x 170/400 · llama 170/400 · judged 300/800 · failed 3``.
-
-    ``totals``: a Planned, or the answers planned per model (then ``judgments`` is the judgments planned
-    in all, None when unknown). Answers and judgments count successes and failures; ``failed`` is both
-    kinds' failures. Judgments show per judge when there is more than one.
-    """
+    ``totals``: a Planned, or the answers planned per model (then ``judgments`` is the total)."""
     plan = totals if isinstance(totals, Planned) else Planned(dict(totals), judgments)
     models = tally.by_model(plan.cells)
     judges = tally.by_judge(plan.rubrics)

@@ -1,14 +1,12 @@
 """Records written while a stage runs, a few hundred at a time, and what happens when a write fails.
 
-A stage hands every record to a :class:`RecordWriter`; it appends them to the run store
-(``bench.core.store``) every half second or 256 records. A failed write sets the stage's
-:class:`Halt`, so no new paid call starts, and what could not be written is saved to a rescue
-file (``bench.core.rescue``) that readers merge.
-"""
+A :class:`RecordWriter` appends every half second or 256 records; a failed write sets the stage's
+:class:`Halt` (no new paid call) and what was not written goes to a rescue file."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 from pathlib import Path
 
@@ -21,12 +19,8 @@ FLUSH_EVERY_S = 0.5  # a kill loses at most this much work…
 FLUSH_EVERY_N = 256  # …or this many records
 
 class Halt:
-    """The first write failure of a stage, shared by its writers and checked by its workers.
-
-    Falsy until a ``RecordWriter`` fails to append or ``stop`` is called with a ``Halted`` (the budget, a refused
-    batch); then workers start no new call (calls in flight finish and are kept). ``check()`` ends the stage with
-    one message naming the error and the rescued records, or raises that Halted.
-    """
+    """The first write failure (or ``stop`` with a ``Halted``) of a stage: once set, workers start no new call.
+    ``check()`` ends the stage with one message naming the error and the rescued records, or raises the Halted."""
 
     def __init__(self) -> None:
         self.error: StoreError | None = None
@@ -85,12 +79,7 @@ class Halt:
 
 
 class RecordWriter:
-    """Buffers records and appends them in chunks from a background task (every FLUSH_EVERY_S or N records).
-
-    ``run()`` is the task, ``stop()`` ends it, ``flush()`` writes what is left (call it in a ``finally``).
-    A failed append never drops a chunk: its records go to ``unwritten``, the error to ``halt``, and
-    ``flush()`` saves them to a rescue file (``bench.core.rescue.save``) noted on ``halt``.
-    """
+    """Buffers records and appends them in chunks from a background task; ``flush()`` rescues what failed."""
 
     def __init__(self, store: RunStore, halt: Halt | None = None):
         self.store = store
@@ -138,10 +127,8 @@ class RecordWriter:
 
     async def run(self) -> None:
         while not self.stopped.is_set():
-            try:
+            with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.wake.wait(), FLUSH_EVERY_S)
-            except asyncio.TimeoutError:
-                pass
             self.wake.clear()
             chunk, self.buffer = self.buffer, []
             if chunk:

@@ -1,9 +1,6 @@
 """Regression gates: a run checked against floors and a baseline run, for CI (`bench gate`, a sweep's end).
 
-`Gates` (the params file's ``gates:``), `evaluate_gates` (a `GateReport`, exit code 5 on failure),
-`gate_table`, `write_junit` and `gate_command`/`sweep_gates`. Only `Gates` is imported eagerly, so
-``import bench.config`` stays cheap; the rest loads polars on first use.
-"""
+Only `Gates` is imported eagerly, so ``import bench.config`` stays cheap; the rest loads polars on first use."""
 
 from __future__ import annotations
 

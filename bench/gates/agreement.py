@@ -1,10 +1,7 @@
 """Each judge's agreement with human reviews, with a bootstrap interval and test: what ``agreement_min`` gates.
 
-One row of `bench judges`' agreement table (:func:`bench.analysis.human_agreement`): quadratic-weighted kappa
-against the latest blind reviews, with its interval over the reviewed answers; given a floor, the one-sided
-bootstrap p-values of kappa against it from the same draws (bench.gates.decide.bootstrap_p), so the check joins
-the gate's Holm family like every other.
-"""
+Quadratic-weighted kappa against the latest blind reviews, with one-sided bootstrap p-values against a floor
+(bench.gates.decide.bootstrap_p), so the check joins the gate's Holm family."""
 
 from __future__ import annotations
 
@@ -21,10 +18,10 @@ AGREEMENT_COLUMNS = {"judge": pl.Utf8, "criterion": pl.Utf8, "n": pl.Int64, "ite
 
 def gate_agreement(t: RunTables, *, floor: float | None = None, strict: bool = False, resamples: int = 1000,
                    seed: int = 0, level: float = 0.95) -> pl.DataFrame:
-    """Return per judge of the run its agreement with human reviews: criterion ("composite", or "verdict" for a
-    pairwise judge), n (reviewed judgments with a grade of both), items (answers reviewed: the bootstrap's unit),
-    kappa, its bootstrap CI, with a ``floor`` the one-sided bootstrap p that kappa is below it (``strict``: above
-    it), and a note saying why kappa is missing (no review, or undefined), or null."""
+    """Return per judge its agreement with human reviews: criterion, n, items, kappa and its bootstrap CI.
+
+    With a ``floor``, the one-sided bootstrap p that kappa is below it (``strict``: above); ``note`` says why
+    kappa is missing."""
     pairwise = set(t.judgments.filter(pl.col("mode") == "pairwise")["judge"].to_list())
     table = human_agreement(t, resamples=resamples, seed=seed, level=level, min_reviews=1)
     pairs = {COMPOSITE: score_pairs(t), VERDICT: verdict_pairs(t)}

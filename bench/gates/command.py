@@ -1,9 +1,7 @@
 """`bench gate RUN` and the gates at a sweep's end: evaluate, print the table, write JUnit, return the exit code.
 
-`bench gate` takes its gates from the options, over a params file's ``gates:`` section when ``--params``
-names one; a sweep takes its params file's section. Either exits 5 (`EXIT_GATE_FAILED`) when a check
-failed, 6 when the gate cannot decide, and 0 when all passed; a missing baseline or a bad section is a params or bench error (exit 2).
-"""
+Exit 5 (`EXIT_GATE_FAILED`) when a check failed, 6 when the gate cannot decide, 0 when all passed; a missing
+baseline or a bad section is exit 2."""
 
 from __future__ import annotations
 
@@ -25,10 +23,8 @@ def gate_command(run_dir: str, *, params: str | None = None, baseline: str | Non
                  max_drop: float | None = None, strict: bool | None = None, junit: str | None = None,
                  mapping: dict[str, str] | None = None, allow_missing: bool | None = None,
                  alpha: float | None = None, allow_rubric_change: bool | None = None) -> int:
-    """Run `bench gate`: print every check of the run's gates, write ``junit`` if asked; return 0, 5 or 6.
-
-    ``strict`` and ``allow_missing``: None keeps the params file's setting (else False), True or False sets it
-    (``--strict``/``--no-strict``, ``--allow-missing``/``--no-allow-missing``)."""
+    """Run `bench gate`: print every check, write ``junit`` if asked; return 0, 5 or 6.
+    ``strict``/``allow_missing``: None keeps the params file's setting (else False)."""
     file_gates, params_path = None, None
     if params:
         sweep, params_path = load_sweep(paths.resolve(params))
@@ -67,12 +63,7 @@ def check_baseline(gates: Gates | None, params_path: Path) -> None:
 
 
 def sweep_gates(run: Run, junit: str | None = None) -> int:
-    """Apply a sweep's ``gates:`` to its run folder at its end: print the table, write ``junit``; return 0 or 5.
-
-    Only the params' current cells are gated (``run.cells``): a reused run folder's cells of an earlier grid (a
-    prompt version since replaced) are not. A gate that cannot be evaluated (a baseline with no records, …)
-    fails, saying why: it was asked for.
-    """
+    """Apply a sweep's ``gates:`` to its run's current cells: print the table, write ``junit``; return 0 or 5."""
     gates = run.sweep.gates
     if gates is None:
         return 0

@@ -1,11 +1,7 @@
 """The gate's statistics: one-sided tests of a bound, Holm across all the gate's checks, the units a test needs.
 
-A bound is a tolerance: by default a check fails only when breaking it is shown (its one-sided test after Holm's
-correction across every statistical check of the gate, its interval wholly beyond the bound); ``strict`` passes a
-check only when keeping it is shown. A mean (``min``, ``max_drop``, ``win_rate_min``) is tested by a sign-flip test
-of its per-scenario values shifted by the bound, a kappa (``agreement_min``) by its bootstrap draws. Too few units
-for any test to reach alpha cannot decide (exit 6). The rules and their calibration: docs/gates.md.
-"""
+A check fails only when breaking its bound is shown (``strict``: passes only when keeping it is shown). Means
+are tested by sign flips, kappas by bootstrap draws; too few units cannot decide (exit 6). See docs/gates.md."""
 
 from __future__ import annotations
 
@@ -24,10 +20,8 @@ CHUNK = 2_000  # patterns drawn at once (memory: CHUNK × scenarios floats)
 
 
 def p_below(x: np.ndarray, bound: float) -> float:
-    """Return the one-sided p-value that the mean of the per-scenario values ``x`` is below ``bound`` (H0: it is
-    at least ``bound``); NaN with no value. The sign-flip test of the mean of x − bound: exact (all 2ⁿ sign
-    patterns) up to ``N_EXACT`` scenarios off the bound, ``DRAWS`` random patterns (seed 0, p = (1 + k)/(1 +
-    DRAWS)) above."""
+    """Return the one-sided p-value that the mean of ``x`` is below ``bound`` (NaN with no value).
+    A sign-flip test of x − bound: exact up to ``N_EXACT`` scenarios, else ``DRAWS`` random patterns (seed 0)."""
     d = np.asarray(x, dtype=np.float64).ravel() - bound
     d = d[~np.isnan(d)]
     d = np.where(np.abs(d) <= CHANGED, 0.0, d)  # float residue is no difference
@@ -55,8 +49,7 @@ def p_above(x: np.ndarray, bound: float) -> float:
 
 
 def min_scenarios(alpha: float) -> int:
-    """Return the fewest scenarios with which a one-sided test can reach ``alpha``: the smallest n with 1/2ⁿ ≤
-    alpha (every scenario on the same side of the bound), 5 at alpha 0.05."""
+    """Return the fewest scenarios with which a one-sided test can reach ``alpha`` (1/2ⁿ ≤ alpha: 5 at 0.05)."""
     return max(1, math.ceil(math.log2(1.0 / alpha) - 1e-12))
 
 
@@ -80,17 +73,14 @@ Check = tuple[int, Callable[[], float]]  # a check's units (scenarios, reviewed 
 
 
 def sign_flip(x: np.ndarray, bound: float, *, strict: bool) -> Check:
-    """Return the check of the mean of the per-scenario values ``x`` against ``bound``: not strict, p that it is
-    below the bound (:func:`p_below`); strict, above it."""
+    """Return the check of the mean of ``x`` against ``bound``: p that it is below (``strict``: above) it."""
     x = np.asarray(x, dtype=np.float64)
     return int(np.count_nonzero(~np.isnan(x))), lambda: (p_above if strict else p_below)(x, bound)
 
 
 def bootstrap_p(draws: np.ndarray, bound: float, *, strict: bool) -> float:
-    """Return the one-sided bootstrap p-value of a statistic against ``bound`` from its resampled ``draws`` (NaN
-    draws left out; NaN with none): not strict, that it is below the bound, (1 + draws at or above it) / (1 +
-    draws); strict, that it is above. It is below a when the percentile interval's one-sided 1 − a bound lies
-    beyond the bound (up to the + 1, which keeps it above 0)."""
+    """Return the one-sided bootstrap p-value that a statistic is below ``bound`` (``strict``: above) from ``draws``.
+    (1 + draws at or beyond it) / (1 + draws), NaN draws left out; NaN with none."""
     d = np.asarray(draws, dtype=np.float64)
     d = d[~np.isnan(d)]
     return (1 + int(np.count_nonzero(d <= bound if strict else d >= bound))) / (1 + d.size) if d.size else math.nan

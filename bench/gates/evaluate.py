@@ -1,11 +1,8 @@
 """Each gate of a run: its value, its confidence interval and its verdict, with the reason in words.
 
-One result per thing a gate checks (``min``, ``max_drop``, ``coverage``, ``win_rate_min``, ``agreement_min``),
-derived from what must exist, so a cell whose items all failed fails. Without ``strict`` a bound fails only when
-breaking it is shown (bench.gates.decide: a one-sided test, Holm across every statistical check, the interval
-beyond the bound); with ``strict: true`` it passes only when keeping it is shown. Too few scenarios, or a run that cannot be
-gated (bench.gates.health), exit 6. A gate with nothing to check fails. docs/gates.md gives examples.
-"""
+One result per check (``min``, ``max_drop``, ``coverage``, ``win_rate_min``, ``agreement_min``), derived from
+what must exist, so a cell whose items all failed fails. Tests: bench.gates.decide; a run that cannot be gated
+(bench.gates.health) exits 6. Examples: docs/gates.md."""
 
 from __future__ import annotations
 
@@ -77,8 +74,7 @@ class GateReport:
 
     @property
     def exit_code(self) -> int:
-        """Return 0 when every gate passed; EXIT_CANNOT_DECIDE (6) when the run cannot be gated; else
-        EXIT_GATE_FAILED (5) when a check failed, 6 when a check could not decide."""
+        """Return 0 when every gate passed, 5 when a check failed, 6 when the run or a check cannot decide."""
         if self.ungateable:
             return EXIT_CANNOT_DECIDE
         return EXIT_GATE_FAILED if self.failed else EXIT_CANNOT_DECIDE if self.undecided else 0
@@ -99,12 +95,10 @@ class GateReport:
 def evaluate_gates(run_dir: str | Path, gates: Gates, baseline: str | Path | None = None, *, seed: int = 0,
                    resamples: int = RESAMPLES, cells: Collection[str] | None = None,
                    own_sweep: bool = False) -> GateReport:
-    """Return every gate's results for the run folder ``run_dir`` (``baseline``: the baseline run folder, already
-    resolved; needed by ``max_drop`` and ``win_rate_min``). ``cells`` (the params' current cell keys, at a sweep's
-    end): the run's other cells (a prompt version the params no longer have) are left out, so a stale cell of a
-    reused folder is never gated. ``own_sweep``: the sweep writing the run gates it at its end (its lock is not
-    a writer to wait for). A run or baseline that cannot be gated (still being written, damaged: bench.gates.health)
-    gives a report that exits 6 with the reasons. Raises BenchError when a folder is missing."""
+    """Return every gate's results for ``run_dir`` against ``baseline`` (resolved; for ``max_drop``, ``win_rate_min``).
+
+    Only ``cells`` are gated when given; ``own_sweep``: the caller holds the lock. An ungateable run exits 6;
+    a missing folder raises BenchError."""
     run_dir = Path(run_dir)
     base = Path(baseline) if baseline is not None else None
     _check_folders(run_dir, base, gates)
@@ -161,7 +155,6 @@ def _check_folders(run_dir: Path, base: Path | None, gates: Gates) -> None:
 
 def current_cells(t: RunTables, cells: Collection[str] | None) -> RunTables:
     """Return the run's tables without the answers and judgments of its cells not in ``cells`` (None: all kept).
-
     Only cells with answers are dropped, so a pairwise judgment against a dataset's answers stays."""
     if cells is None:
         return t
@@ -273,12 +266,8 @@ def agreement_results(rows: Iterable[dict[str, Any]], floor: float, strict: bool
 
 def drop_results(rows: Iterable[dict[str, Any]], max_drop: float, strict: bool, *, tests: dict[Any, BoundTest],
                  alpha: float = 0.05, family: int = 1) -> list[GateResult]:
-    """Return the ``max_drop`` check of each composite row (cell_a, cell_b, judge, diff = B − A, ci_low, ci_high,
-    n_matched) of a comparison, A the baseline. ``max_drop`` is a tolerance: not strict, a check fails only when a
-    drop beyond it is shown (the interval lies wholly below −max_drop and the row's one-sided test in ``tests``,
-    Holm-adjusted, is below ``alpha``); strict, it passes only when the drop is shown within it (the interval
-    above −max_drop, the test below ``alpha``). A row with no test (too few scenarios for a family of ``family``
-    tested checks: bench.gates.decide.needed) cannot decide."""
+    """Return the ``max_drop`` check of each composite row of a comparison (A the baseline).
+    A drop fails only when shown beyond the bound (``strict``: passes only when shown within); no test: undecided."""
     out = []
     for r in (r for r in rows if r["criterion"] == COMPOSITE):
         diff, lo, hi = r["diff"], r["ci_low"], r["ci_high"]
@@ -330,10 +319,7 @@ def _bounded(gate: str, subject: str, bound: float, value: float, lo: Any, hi: A
 
 def bound_tests(gates: Gates, t: RunTables, floors: dict[tuple[str, str], float], cmp: Any,
                 agreement: list[dict[str, Any]] | None) -> tuple[dict[Any, BoundTest], int]:
-    """Return the one-sided test of every statistical check (bench.gates.decide), keyed as the checks look them
-    up, and how many checks the family has (those with a unit): per-scenario means of each judge and criterion with
-    a floor in ``floors`` against it, per-scenario differences against −max_drop, per-scenario win rates against
-    win_rate_min, and each judge's kappa draws against agreement_min (rows of ``agreement``)."""
+    """Return the one-sided test of every statistical check, keyed as the checks look them up, and the family size."""
     checks: dict[Any, Check] = {}
     means = (t.scores.filter(pl.col("value").is_not_null())
              .group_by("judge", "cell", "criterion", "scenario").agg(pl.col("value").mean()))

@@ -1,10 +1,7 @@
 """Floors per judge and criterion: what ``--min`` checks, and a bare floor refused across scales (issue 48, item 5).
 
-``--min V`` (``gates: {min: V}``) is one floor on every scoring judge's composite; ``--min JUDGE=V`` (repeatable)
-and ``--min JUDGE.CRITERION=V`` (``gates: {min: {JUDGE: V, JUDGE.CRITERION: V}}``) set one per judge's composite
-or per criterion. A bare floor over judges whose composites lie on different scales (a 0–1 checklist and a 1–5
-rubric) would fail every cell of the lower scale: it is refused, naming each judge's scale.
-"""
+``--min V`` floors every scoring judge's composite; ``--min JUDGE=V`` and ``--min JUDGE.CRITERION=V`` one each.
+A bare floor over judges of different scales is refused, naming each judge's scale."""
 
 from __future__ import annotations
 
@@ -41,8 +38,7 @@ def parse_min(values: list[str] | None) -> float | dict[str, float] | None:
 
 
 def judge_scales(run_dir: Path) -> dict[str, set[tuple[float, float]]]:
-    """Return each scoring judge's composite scales in the run folder (from its judgments' rubric snapshots; a
-    rubric found nowhere adds none)."""
+    """Return each scoring judge's composite scales in the run folder, from its judgments' rubric snapshots."""
     rubrics: dict[str, set[tuple[str, str]]] = {}
     for rec in RunStore(run_dir).raw(Judgment):
         if rec.get("mode") != "pairwise" and isinstance(rec.get("judge_id"), str):

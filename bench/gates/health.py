@@ -1,10 +1,7 @@
 """Whether a run folder can be gated at all: a run still being written or with damaged judgments cannot (exit 6).
 
-The readers skip what they cannot use (an unreadable line, with a warning) and the statistics see only numbers, so
-a gate on a half-written or damaged folder would pass what it never saw: a sweep still writing (16 of 48 answers
-judged), judgment lines of garbage, grades of NaN, ±inf or off their rubric's scale (99 on 1–5). Each is a reason,
-naming the folder and what to do; any reason makes the whole gate exit 6 (`GateReport.ungateable`).
-"""
+Readers skip what they cannot use, so a gate could pass what it never saw; each such state is a reason naming
+the folder and what to do (`GateReport.ungateable`)."""
 
 from __future__ import annotations
 

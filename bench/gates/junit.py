@@ -1,10 +1,7 @@
 """Gate results as JUnit XML, the test report GitHub Actions, GitLab and Jenkins read: one test case per check.
 
-The file holds one ``<testsuite>`` in a ``<testsuites>`` root. Each check is a ``<testcase>`` (classname
-``bench.gates.<gate>``, name: what it checked) whose ``<system-out>`` gives its value, interval and
-bound; a failed check carries a ``<failure>`` whose message says why. What the comparison said first
-(versions that differ, answers in one run only) is the suite's ``<system-out>``.
-"""
+One ``<testsuite>``; each check a ``<testcase>`` (classname ``bench.gates.<gate>``) with its value in
+``<system-out>`` and a ``<failure>`` saying why; the comparison's notes are the suite's ``<system-out>``."""
 
 from __future__ import annotations
 
@@ -46,8 +43,7 @@ def junit_xml(report: GateReport) -> str:
 
 
 def write_junit(report: GateReport, path: str | Path) -> Path:
-    """Write ``report``'s JUnit XML to ``path`` (its folder made if needed; replaced whole, never half-written);
-    return the path."""
+    """Write ``report``'s JUnit XML to ``path`` atomically (its folder made if needed); return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)

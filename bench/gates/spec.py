@@ -1,9 +1,6 @@
 """The ``gates:`` section of a params file: the floors and the largest drop a run must keep to pass.
 
-It sits with the params models (``Sweep.gates``), so it imports nothing of bench: a typo in it is a
-ParamsError naming the file and the key, like any other key. ``bench gate`` builds the same model from
-its options (:func:`merge`), over a params file's section when it is given one.
-"""
+It imports nothing of bench (``Sweep.gates``); ``bench gate`` builds the same model from its options (:func:`merge`)."""
 
 from __future__ import annotations
 
@@ -61,8 +58,7 @@ class Gates(BaseModel):
         return self.max_drop is not None or self.win_rate_min is not None
 
     def baseline_dir(self, params_path: Path | None) -> Path | None:
-        """Return the baseline run folder: as written when absolute, else relative to the params file's folder
-        (to the working directory for a baseline given on the command line, with no params file)."""
+        """Return the baseline run folder: absolute as written, else relative to the params file's folder or the cwd."""
         if not self.baseline:
             return None
         path = Path(self.baseline).expanduser()
@@ -72,10 +68,7 @@ class Gates(BaseModel):
 
 
 def merge(base: Gates | None, **options: Any) -> Gates:
-    """Return ``base`` with the options given (not None) set over it: `bench gate`'s options over a params file.
-
-    Raises ValueError with one line per problem, in the options' words (``--max-drop: …``).
-    """
+    """Return ``base`` with the options given (not None) set over it; ValueError, one line per problem."""
     data = base.model_dump() if base is not None else {}
     data.update({k: v for k, v in options.items() if v is not None and v != {}})
     try:

@@ -1,9 +1,6 @@
 """The gate table the terminal shows: every check with its value, its interval, its bound and its verdict.
 
-What the comparison said (a judge or rubric version that differs from the baseline's: the scores then
-measure different things; answers found in one run only) comes first, and the closing line says how many
-checks failed.
-"""
+What the comparison said comes first; the closing line says how many checks failed."""
 
 from __future__ import annotations
 

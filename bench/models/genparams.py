@@ -1,8 +1,7 @@
 """Generation params checked against what the provider accepts, before anything is sent.
 
 Each ``params`` key is checked against LiteLLM's list for the provider (an unknown key is refused with the
-nearest valid name) and each known value for its type; provider-specific fields go under ``params.extra_body``.
-"""
+nearest valid name) and each known value for its type; provider-specific fields go under ``params.extra_body``."""
 
 from __future__ import annotations
 
@@ -16,13 +15,12 @@ from bench.models.providers import ModelSpec, Route, provider_for
 PASS_THROUGH = "extra_body"
 
 # What LiteLLM lists for providers "openai" and "hosted_vllm" (OpenAI's chat-completions params).
-OPENAI_CHAT = frozenset({
-    "frequency_penalty", "logit_bias", "logprobs", "top_logprobs", "max_tokens", "max_completion_tokens",
-    "modalities", "prediction", "n", "presence_penalty", "seed", "stop", "temperature", "top_p", "tools",
-    "tool_choice", "function_call", "functions", "extra_headers", "parallel_tool_calls", "audio",
-    "web_search_options", "service_tier", "safety_identifier", "prompt_cache_key", "prompt_cache_retention",
-    "store", "response_format", "user", "reasoning_effort", "thinking",
-})
+OPENAI_CHAT = frozenset({"frequency_penalty", "logit_bias", "logprobs", "top_logprobs", "max_tokens",
+                         "max_completion_tokens", "modalities", "prediction", "n", "presence_penalty", "seed", "stop",
+                         "temperature", "top_p", "tools", "tool_choice", "function_call", "functions", "extra_headers",
+                         "parallel_tool_calls", "audio", "web_search_options", "service_tier", "safety_identifier",
+                         "prompt_cache_key", "prompt_cache_retention", "store", "response_format", "user",
+                         "reasoning_effort", "thinking"})
 # llama.cpp's server samplers, accepted by the embedded model beside OpenAI's params.
 LLAMA_CPP = frozenset({"top_k", "min_p", "typical_p", "repeat_penalty", "repeat_last_n", "mirostat",
                        "mirostat_tau", "mirostat_eta", "grammar", "n_probs", "cache_prompt"})
@@ -76,8 +74,7 @@ def supported_params(model: str, api_base: str | None) -> frozenset[str] | None:
 
 
 def param_problems(entries: list[tuple[str, Any]]) -> list[str]:
-    """Return one line per unknown or refused generation param of ``(key path, entry)`` pairs (the key path:
-    ``models[0]``, ``judges[1]``)."""
+    """Return one line per unknown or refused generation param of ``(key path, entry)`` pairs."""
     problems = []
     memo: dict[tuple[str, str | None], frozenset[str] | None] = {}
     for where, entry in entries:
@@ -102,8 +99,7 @@ def param_problems(entries: list[tuple[str, Any]]) -> list[str]:
 
 
 def litellm_view(model: str, api_base: str | None) -> tuple[str, str] | None:
-    """Return (model name, provider) as LiteLLM speaks for ``model``, or None where it does not (a self-hosted
-    model not named like an OpenAI reasoning model, the embedded one, a dry one)."""
+    """Return (model name, provider) as LiteLLM speaks for ``model``, or None where it does not (self-hosted, dry)."""
     known = provider_for(ModelSpec(model, api_base=api_base)).params
     vendor, _, name = model.partition("/")
     if known == "openai" and name and REASONING_NAMED.match(name):
@@ -138,9 +134,8 @@ def translation_problem(model: str, api_base: str | None, params: dict[str, Any]
 
 
 def limit_named(route: Route, params: dict[str, Any]) -> dict[str, Any]:
-    """Return an untranslated request's params with ``max_tokens`` under the name the model takes: as
-    ``max_completion_tokens`` for a self-hosted model LiteLLM maps as an OpenAI reasoning model
-    (``REASONING_NAMED`` names only are asked), else unchanged."""
+    """Return an untranslated request's params with ``max_tokens`` as ``max_completion_tokens`` for a self-hosted model
+    LiteLLM maps as an OpenAI reasoning model (``REASONING_NAMED``), else unchanged."""
     vendor, name = route.vendor, route.served_model
     if (route.provider.params != "openai" or "max_tokens" not in params or "max_completion_tokens" in params
             or not REASONING_NAMED.match(name)):
@@ -171,11 +166,7 @@ def _unknown(where: str, entry: Any, name: str, allowed: frozenset[str]) -> str:
 
 
 def type_problems(params: dict[str, Any], entry_id: str | None = None) -> list[str]:
-    """Return one line per known generation param whose value has the wrong type (empty when all fit).
-
-    A list where the API takes one value (``reasoning_effort: [low, high]``) would reach the provider as a literal
-    list, not as two runs: it is refused with how to compare settings instead.
-    """
+    """Return one line per known generation param of the wrong type (a list where the API takes one value, …)."""
     problems = []
     for name, value in params.items():
         kinds = PARAM_TYPES.get(name)

@@ -1,9 +1,6 @@
 """Per-model caps: a model's ``max_concurrency``, ``rpm`` and ``tpm``, held for one process or a whole sweep.
 
-Counted per endpoint, whoever sends: requests in flight, request starts and tokens in a 60 s window (an
-estimate before sending, the real usage after). The counters live in ``bench.models._counters``, the sweep's
-lease server and its clients in ``bench.models._leases``.
-"""
+Counted per endpoint (``bench.models._counters``); a sweep's lease server and clients: ``bench.models._leases``."""
 
 from __future__ import annotations
 
@@ -71,8 +68,7 @@ _remote: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RemoteLimiter] = w
 
 
 def limiter_for(window_s: float = 60.0, address: str | None = None) -> Limiter:
-    """Return the limiter for the running event loop: the sweep's lease server at ``address`` (one connection per
-    process and loop, shared by every client), else new in-process counters."""
+    """Return the running loop's limiter: the sweep's lease server at ``address`` (shared), else in-process counters."""
     if not address:
         return LocalLimiter(window_s)
     loop = asyncio.get_running_loop()

@@ -1,8 +1,7 @@
 """Tokens before any call: a prompt counted with its model's tokenizer, and a request's output bound.
 
 LiteLLM's ``token_counter`` arithmetic, with a tokenizer never fetched from the network; :func:`bound_counter`
-never counts fewer tokens than the model's own tokenizer (docs/budget.md).
-"""
+never counts fewer tokens than the model's own tokenizer (docs/budget.md)."""
 
 from __future__ import annotations
 
@@ -224,8 +223,7 @@ def image_parts(messages: list[dict[str, Any]]) -> int:
 
 
 def max_output_tokens(route: Route) -> int | None:
-    """Return a provider model's maximum output tokens from LiteLLM's local map (None: unknown, self-hosted,
-    embedded or dry, whose names say nothing certain about the weights behind them)."""
+    """Return a provider model's maximum output tokens from LiteLLM's local map (None: unknown, self-hosted, dry)."""
     if not route.provider.in_model_map(route):
         return None
     cost = litellm().model_cost

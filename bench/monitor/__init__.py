@@ -1,9 +1,6 @@
 """`bench status` and ``bench.status(run_dir)``: a run's state and progress, from its run folder alone, read only.
 
-``state`` (running, finished, failed, interrupted or crashed, and why), ``counts`` (per stage and per model or
-judge: planned, done, failed, in flight; the rate over the last minute), ``document`` (the JSON document,
-a contract with its ``SCHEMA``, and its table), ``watch`` (``--watch``), ``command`` (the CLI).
-"""
+Modules: ``state``, ``counts``, ``document`` (the JSON contract, ``SCHEMA``), ``watch`` and ``command``."""
 
 from bench.monitor.command import mark_if_crashed, run_folder, status_command
 from bench.monitor.document import SCHEMA, SCHEMA_ID, Status, status, status_table

@@ -1,9 +1,6 @@
 """`bench status RUN [--json] [--watch]`: a run's state and progress, from its run folder alone.
 
-It reads only (bench.monitor.state: no lock is taken, nothing in the run folder is written). One write
-may follow, outside the run folder, and only for a run found crashed: its live MLflow run, which still says
-RUNNING, is marked KILLED there (``bench.tracking.live.mark_crashed``, which checks the lock its own way).
-"""
+It reads only; the one write, for a run found crashed, marks its live MLflow run KILLED (``mark_crashed``)."""
 
 from __future__ import annotations
 

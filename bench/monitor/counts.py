@@ -1,9 +1,6 @@
 """Per stage and per model or judge: planned, done, failed and in flight, and the rate over the last minute.
 
-Read from the run folder alone, every shard included: the records (counted as bench.core.tally counts), the sweep's
-``plan`` line in ``sweeps.jsonl`` and the open attempts under ``attempts/``. "In flight" is what a running execution
-has yet to record; the rate counts records created in the last minute.
-"""
+Read from the run folder alone: the records, the ``plan`` line of ``sweeps.jsonl`` and the open attempts."""
 
 from __future__ import annotations
 
@@ -14,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench.core.executions import ATTEMPTS, read_attempts
+from bench.core.executions import attempt_files, read_attempts
 from bench.core.records import cell_key, versioned
 from bench.core.store import RunStore
 
@@ -79,21 +76,12 @@ def _item(kind: str, line: bytes) -> tuple[str, Any, bool, float] | None:
 
 def open_attempts(run_dir: Path) -> list[dict[str, Any]]:
     """Return the attempts whose open record under ``attempts/`` says ``running``."""
-    out = []
-    for path in sorted((Path(run_dir) / ATTEMPTS).glob("*.json")):
-        try:
-            rec = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(rec, dict) and rec.get("status") == "running":
-            out.append(rec)
-    return out
+    return [rec for _path, rec in attempt_files(run_dir) if isinstance(rec, dict) and rec.get("status") == "running"]
 
 
 def stage_rows(run_dir: Path, plan: dict[str, Any] | None, running: list[dict[str, Any]],
                stages: list[str], now: float | None = None, since: float | None = None) -> list[Row]:
     """Return one Row per model and per judge: the plan's (a model or judge with records and no plan too).
-
     A row's ``recent`` counts its records made at ``since`` or later (by default, in the last RATE_WINDOW_S)."""
     now = time.time() if now is None else now
     since = now - RATE_WINDOW_S if since is None else since
@@ -156,9 +144,7 @@ LEFT_OPEN = "left open by a driver that is gone: the next sweep of the folder re
 
 def executions(run_dir: Path, opened: list[dict[str, Any]], alive: bool = True) -> list[dict[str, Any]]:
     """Return each execution (by name, in order of first start): its attempts, the last one's status and worker.
-
-    ``opened``: the attempts still open under ``attempts/``; unless their driver is ``alive`` they are shown
-    ``lost``, as the next sweep will record them (bench.core.executions.close_abandoned)."""
+    Attempts still ``opened`` are shown ``lost`` unless their driver is ``alive``."""
     out: dict[str, dict[str, Any]] = {}
     left = [a if alive else {**a, "status": "lost", "reason": LEFT_OPEN} for a in opened]
     for a in [*read_attempts(run_dir), *left]:

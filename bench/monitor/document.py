@@ -1,9 +1,6 @@
 """`bench status --json`'s document (a contract: :data:`SCHEMA`) and the table the terminal and notebooks show.
 
-One document per look at a run folder: the state and why, the sweep it is about, the run lock, per stage and per
-model or judge planned / done / failed / in flight, the spend against the budget, the executions with their
-workers and attempts, and the rate over the last minute with an ETA. :func:`status` builds it (reads only).
-"""
+:func:`status` builds it, reading only."""
 
 from __future__ import annotations
 
@@ -86,7 +83,6 @@ class Status:
 
 def status(run_dir: str | Path) -> Status:
     """Return the status of the run in ``run_dir`` (a run folder), read from the folder alone, changing nothing.
-
     Safe beside a running sweep and on a shared folder seen from another machine (bench.monitor.state)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -155,8 +151,7 @@ def _window(started: Any, now: float) -> float:
 
 
 def _rate(rows: list[Row], running: bool, now: float, window: float = RATE_WINDOW_S) -> dict[str, Any]:
-    """Items recorded per minute over ``window`` (the last minute, or since the sweep began), and when what is
-    left ends at that rate (while running)."""
+    """Return items recorded per minute over ``window`` and, while running, when what is left ends at that rate."""
     per_minute = sum(r.recent for r in rows) * 60.0 / window
     left = sum(r.left or 0 for r in rows)
     eta_s = left / per_minute * 60.0 if running and per_minute > 0 and left else None
@@ -166,8 +161,7 @@ def _rate(rows: list[Row], running: bool, now: float, window: float = RATE_WINDO
 
 
 def status_table(doc: dict[str, Any]) -> str:
-    """Return the document as the terminal shows it: the state line, a table per model and judge, spend, rate,
-    executions."""
+    """Return the document as the terminal shows it: state, a table per model and judge, spend, rate, executions."""
     lines = [f"{doc['run_dir']}: {doc['state'].upper()}: {doc['reason']}"]
     if sw := doc["sweep"]:
         ended = f", ended {sw['ended']}" if sw["ended"] else ""

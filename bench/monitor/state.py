@@ -1,9 +1,6 @@
 """Whether a run is running, finished, failed, interrupted or crashed, from its run folder alone, taking no lock.
 
-The last sweep of ``sweeps.jsonl`` says how it ended; one with no end line is running while its driver lives
-(asked of this machine's process table and ``/proc/locks``), crashed once it is gone. The lock is never taken, or a
-sweep starting at that moment would refuse; a driver on another host cannot be asked, and the reason says so.
-"""
+A sweep with no end line is running while its driver lives (process table, ``/proc/locks``), else crashed."""
 
 from __future__ import annotations
 

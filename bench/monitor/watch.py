@@ -1,10 +1,6 @@
-"""`bench status --watch`: the status again every few seconds until the sweep ends.
+"""`bench status --watch`: the status again every few seconds until the sweep ends (quietly on Ctrl-C).
 
-On a terminal the table is redrawn in place (its own lines cleared with ANSI codes, each cut to the
-terminal's width so that none wraps and the count of lines to clear stays true); into a pipe or a file
-one line is printed every few seconds (a log is read later, not watched: bench.core.progress.every_for).
-It stops once the run is no longer running, and quietly on Ctrl-C.
-"""
+On a terminal the table is redrawn in place, lines cut to its width; into a pipe a line every few seconds."""
 
 from __future__ import annotations
 
@@ -22,9 +18,8 @@ from bench.monitor.document import Status, status
 
 def watch(run_dir: Path, *, as_json: bool = False, every_s: float | None = None, stream: TextIO | None = None,
           seen: Callable[[Status], None] | None = None) -> int:
-    """Show the status of ``run_dir`` every ``every_s`` seconds (default: every_for the stream) until the run is
-    no longer running; return 0 (also on Ctrl-C). ``seen`` is called with each status (`bench status` marks a
-    crashed run's MLflow run there)."""
+    """Show the status of ``run_dir`` every ``every_s`` seconds until the run is no longer running; return 0 (also on
+    Ctrl-C). ``seen`` gets each status (`bench status` marks a crashed run's MLflow run there)."""
     out = stream or sys.stdout
     tty = _isatty(out) and not as_json
     every = every_s if every_s is not None else every_for(out)

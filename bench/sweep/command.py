@@ -1,10 +1,7 @@
 """`bench sweep` from start to end: the run folder locked, the stages run, the report, MLflow, the summary.
 
-How a sweep ends (docs/sweeps.md): exit 0, 1 (an execution crashed), 2 (bad input),
-3 (items still failed), 4 (``limits.budget_usd`` reached: the items not started have no record; the report
-and MLflow still follow; the summary says what was spent and how to continue), 5 (a gate of the params file's
-``gates:`` failed, the run otherwise complete: bench.gates) or 130 (Ctrl-C, with one line saying how to resume).
-"""
+Exit codes (docs/sweeps.md): 0, 1 (a crash), 2 (bad input), 3 (items failed), 4 (budget reached),
+5 (a gate failed) or 130 (Ctrl-C)."""
 
 from __future__ import annotations
 
@@ -64,10 +61,7 @@ class SweepRequest:
 
 
 def sweep_command(req: SweepRequest) -> int:
-    """Run a sweep to its end (report, MLflow, the failure summary); return its exit code (docs/sweeps.md, How a sweep ends).
-
-    Ctrl-C prints one line (what was saved, how to resume) and returns 130.
-    """
+    """Run a sweep to its end (report, MLflow, the failure summary); return its exit code (130 on Ctrl-C)."""
     if req.dry_run:
         print("dry run: every model and judge is answered in-process by dry/<id> (no server, no cost)", flush=True)
     configure(every_s=req.progress_every_s)  # the driver's lines, and its executions' (a papermill parameter)
@@ -143,10 +137,7 @@ def summarize(run: Run, result: SweepResult, req: SweepRequest, code: int, repor
 
 def _gates(run: Run, result: SweepResult, req: SweepRequest, code: int) -> int:
     """Apply the params file's gates to the finished run; return 5 when one failed and the sweep's code was 0.
-
-    Not after a crash (the run is incomplete), a collect-only sweep (nothing graded yet) or a dry run (its
-    grades are stand-ins); an earlier code (failed items, the budget) wins: the run is not finished yet.
-    """
+    Skipped after a crash, a collect-only sweep or a dry run."""
     if run.sweep.gates is None:
         return code
     if skipped := gates_skipped(req) or ("the run is incomplete (an execution failed)"
@@ -173,8 +164,7 @@ def _attempts_line(ex: Any) -> str:
 
 def finish(result: SweepResult, req: SweepRequest, cluster: ClusterStages | None = None,
             live: LiveRun | None = None) -> tuple[int, Path | None]:
-    """Print each execution; render the report and log to MLflow (into the ``live`` run) unless an execution
-    crashed."""
+    """Print each execution; render the report and log to MLflow (into the ``live`` run) unless an execution crashed."""
     code = print_executions(result.executions, result.run_dir)
     report = None
     if crashed(result.executions):  # the run is broken, and a report or an MLflow run would hide it (a budget
@@ -212,8 +202,7 @@ def report_command(run_dir: Path, out: str | None = None, **options: Any) -> Pat
 
 
 def track(run_dir: Path, report: Path | None, status: dict[str, str], parent: str | None = None) -> None:
-    """Log a run to MLflow, saying where (`bench track`, and a sweep's end: into its live run ``parent``);
-    tracking never fails a sweep."""
+    """Log a run to MLflow (into a sweep's live run ``parent``), saying where; never fails a sweep."""
     t0 = time.monotonic()
     if tracking.track_run(run_dir, status=status, report=report, parent=parent):
         print(f"tracking: logged to MLflow at {tracking.shown_uri(tracking.tracking_uri(run_dir))} in "

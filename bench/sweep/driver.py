@@ -1,9 +1,7 @@
 """A sweep's stages in order: collect (judging each answer as it arrives), then judge what is left.
 
-Everything is resumable: a second sweep makes zero model calls. A stage with nothing to work on is refused
-with one line saying what to run instead; a crashed stage stops the stages after it, and so does one that
-stopped on purpose (``limits.budget_usd`` reached: bench.sweep.halts).
-"""
+Resumable; a stage with nothing to work on is refused saying what to run, and a crashed or halted stage stops
+the stages after it."""
 
 from __future__ import annotations
 
@@ -29,8 +27,7 @@ from bench.sweep.shared import SharedLimits, SharedLocalServer
 
 
 class RemoteStages(Protocol):
-    """Stages run as tasks elsewhere instead of in this machine's kernels (on a Dask cluster:
-    bench.sweep.cluster.ClusterStages); all the local path knows of them."""
+    """Stages run as tasks elsewhere (bench.sweep.cluster.ClusterStages): all the local path knows of them."""
 
     @property
     def loopback(self) -> bool:
@@ -60,13 +57,8 @@ def run_sweep(run: Run | str, *, jobs: int = 1, per_cell: bool = False, cells=No
               only_stage: str | None = None, run_dir: str | None = None,
               cluster: RemoteStages | None = None, on_start: Callable[[], None] | None = None) -> SweepResult:
     """Run the sweep's stages; return the run folder and every execution with its exit code.
-
-    The caller holds the run folder's lock (bench.core.runlock) for as long as it writes there.
-    On a ``cluster`` every stage runs as one task per group of cells there, a group per worker thread
-    (bench.sweep.cluster), and the driver serves the caps.
-    ``on_start`` is called once nothing refused the sweep, as its stages start (its live MLflow run appears then).
-    """
-    threading.Thread(target=_import_papermill, daemon=True).start()  # 0.3 s of imports, overlapped with prep
+    The caller holds the run lock; ``on_start`` is called once nothing refused the sweep."""
+    threading.Thread(target=papermill, daemon=True).start()  # 0.3 s of imports, overlapped with prep
     started = utc_now()  # items that fail from now on are asked again by the next sweep, not by this one
     run = run if isinstance(run, Run) else open_run(run, cells=cells, run_dir=run_dir)
     check_stage(run, only_stage)  # a stage in the wrong order: one line saying what to run instead
@@ -83,9 +75,7 @@ def run_sweep(run: Run | str, *, jobs: int = 1, per_cell: bool = False, cells=No
                   else plan_executions(run, "collect", cluster.slots(), False, by_cell_name=True))
     before_sweep(run, only_stage=only_stage, groups=[[c.key for c in ex.cells] for ex in executions],
                  pilot=cluster is None, changed=changed, cache=cluster.cache_folder() if cluster else None)
-    # the estimate (and the pilot, when a budget needs it; a cluster's lease server holds the budget already: no
-    # pilot there; its estimate reads the workers' cache); over limits.budget_usd (or a budget with a model's
-    # price unknown): BenchError here, before anything (more than the pilot) is sent
+    # the estimate (and pilot, not on a cluster): over limits.budget_usd is a BenchError before anything is sent
     supersede(run.dir, changed, shown_path(run.params_path))  # only now: a refused sweep sets nothing aside
     if on_start is not None:
         on_start()
@@ -107,7 +97,8 @@ def _run_stages(run: Run, stages: list[str], jobs: int, per_cell: bool, started:
             print(f"{stage}: not started, because {', '.join(failed)} failed (see the notebook named below); "
                   f"fix it and run the sweep again", flush=True)
             break
-        if stage == "judge" and only_stage is None and _judged_during_collect(run, started):
+        if (stage == "judge" and only_stage is None and run.sweep.collects
+                and pending_judgments(run, failed_since=started) == 0):
             print("judge: nothing pending (every candidate was graded as it arrived)", flush=True)
             continue
         done += (cluster.run_stage(stage, started) if cluster is not None
@@ -116,11 +107,7 @@ def _run_stages(run: Run, stages: list[str], jobs: int, per_cell: bool, started:
 
 
 def check_stage(run: Run, stage: str | None) -> None:
-    """Refuse (BenchError: one line, exit code 2) a stage that has nothing to work on yet, saying what to run.
-
-    ``--only-stage judge`` before anything was collected would grade nothing, render an empty
-    report and log an empty MLflow run; it says instead that nothing has been collected and how.
-    """
+    """Refuse (BenchError, exit 2) a stage that has nothing to work on yet, saying what to run first."""
     if stage is None:
         return
     if stage not in STAGES:
@@ -152,11 +139,3 @@ def _command(run: Run, stage: str | None) -> str:
     command = retry_command(shown_path(run.params_path), cells=cells, run_dir=None if run.dry_run else folder,
                             only_stage=stage)
     return f"{command} --dry-run" if run.dry_run else command
-
-
-def _judged_during_collect(run: Run, started: str) -> bool:
-    return run.sweep.collects and pending_judgments(run, failed_since=started) == 0
-
-
-def _import_papermill() -> None:
-    papermill()  # its imports, overlapped with the sweep's preparation

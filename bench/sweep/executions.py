@@ -1,10 +1,7 @@
 """The papermill executions of a stage: planned over the grid's cells, run side by side under one cap, stopped cleanly.
 
-Each execution runs its stage notebook in a papermill kernel and reaches the run only through its papermill
-parameters (:func:`notebook_parameters`), never the environment; the sweep's cap is held by the driver's lease server
-or divided among executions. A failed execution is reported with its saved notebook and stops no other; one whose
-kernel raised ``Halted`` (the budget reached) is reported as stopped, with that exception's ``exit_code``.
-"""
+An execution reaches the run only through its papermill parameters; a failed one is reported with its saved
+notebook and stops no other; one whose kernel raised ``Halted`` is reported as stopped with its ``exit_code``."""
 
 from __future__ import annotations
 
@@ -64,9 +61,8 @@ class Execution:
 
 
 def close_leftovers(run: Run, sweep: str) -> None:
-    """Close what a killed driver left: its attempts it never recorded, running or ended since (recorded as lost,
-    bench.core.executions; the caller holds the run lock, so that driver is gone) and this user's private
-    temporary folders whose owner is dead (a lease server's socket, a ``local:N`` cluster's certificate)."""
+    """Close what a killed driver left (the caller holds the run lock): its unrecorded attempts, recorded as lost, and
+    this user's private temporary folders whose owner is dead."""
     LeaseServer.remove_stale()
     remove_stale_folders(CLUSTER_FOLDER)
     if closed := close_abandoned(run.dir, sweep):
@@ -76,9 +72,7 @@ def close_leftovers(run: Run, sweep: str) -> None:
 
 def plan_executions(run: Run, stage: str, jobs: int, per_cell: bool, by_cell_name: bool = False) -> list[Execution]:
     """Return the executions of a stage: one, ``jobs`` groups of cells (``group_cells``), or one per cell.
-
-    ``by_cell_name``: groups of one cell each are named by their cell, as ``per_cell``'s are (a cluster with a slot
-    per cell runs the executions it ran before grouping); other groups are ``job1``, ``job2``…"""
+    With ``by_cell_name``, one-cell groups are named by their cell; other groups are ``job1``, ``job2``…"""
     cells = run.cells
     if per_cell:
         groups = [[c] for c in cells]
@@ -101,13 +95,8 @@ def plan_executions(run: Run, stage: str, jobs: int, per_cell: bool, by_cell_nam
 
 
 def group_cells(cells: list[Cell], n: int) -> list[list[Cell]]:
-    """Deal ``cells`` into at most ``n`` groups (a group per slot), each model's cells in turn across the groups.
-
-    The deal goes on where the previous model's cells stopped, so groups differ by at most one cell and each carries
-    as many models as it can: an execution then keeps several endpoints busy at once (its lanes, bench.collect.candidates),
-    and a model's cells in several executions share its cap through the sweep's lease server. The number of
-    executions is bounded by the slots, not by the cells; a killed execution still loses only its requests in flight
-    (every answer is written as it arrives)."""
+    """Deal ``cells`` into at most ``n`` groups, each model's cells in turn across them.
+    Groups differ by at most one cell and mix models, so an execution keeps several endpoints busy at once."""
     n = max(1, min(n, len(cells)))
     by_model: dict[str, list[Cell]] = {}
     for c in cells:
@@ -171,10 +160,8 @@ def run_stage(run: Run, stage: str, jobs: int, per_cell: bool, started: str | No
 
 
 def notebook_parameters(run: Run, ex: Execution, link: Link, cap: int | None) -> dict[str, Any]:
-    """Return the papermill parameters of ``ex``'s stage notebook: the run (its params file, cells, folder, flags),
-    ``cap`` (its ``max_concurrency``), its shard, how it shows progress (lines marked for the driver's terminal, at
-    the driver's pace) and what the driver shares with it (``link``). Never a secret: the executed notebook keeps
-    them (provider keys and the lease token reach a kernel through its environment only)."""
+    """Return the papermill parameters of ``ex``'s stage notebook: the run, ``cap``, shard, progress and ``link``.
+    Never a secret: the executed notebook keeps them."""
     params = {"params": str(run.params_path), "grid_cells": [c.key for c in ex.cells], "run_dir": str(run.dir),
               "dry_run": run.dry_run, "batch": run.batch, "supersede": run.supersede, "max_concurrency": cap,
               "shard": ex.shard, "progress": "sweep", "progress_every_s": every_for(sys.stdout),
@@ -191,10 +178,7 @@ POLL_S = 0.25  # the longest a Ctrl-C waits for the driver to hear it, whatever 
 
 
 def hear_ctrl_c() -> None:
-    """Let a Ctrl-C end the driver's waits at once. polars (which MLflow imports on the live run's thread) sets its
-    SIGINT handler with SA_RESTART (pola-rs/polars#21739): a wait the kernel restarts hears no Ctrl-C until it
-    returns, so a sweep ran to its end before saying "interrupted". Its handler stays; only the restart goes (and
-    waits are polled every POLL_S, should a library set it again)."""
+    """Let Ctrl-C end the driver's waits at once: drop SA_RESTART from polars' SIGINT handler (pola-rs/polars#21739)."""
     signal.siginterrupt(signal.SIGINT, True)
 
 
@@ -211,12 +195,8 @@ class SweepInterrupted(KeyboardInterrupt):
 def stop_in_two(tell: Callable[[int, float], None]) -> bool:
     """Stop a sweep's executions after a Ctrl-C, in two steps; return whether a second Ctrl-C came.
 
-    ``tell(1, GRACE_S)``: every kernel is sent one SIGINT (when it listens: interrupt_kernel); its stage sends nothing
-    new and ends once what is in flight is answered and saved (at most DRAIN_S); then papermill saves the notebook
-    and the kernel ends (waited for at most GRACE_S in all). A second Ctrl-C, ``tell(2, HURRY_S)``: a second SIGINT
-    each; the stage gives up what is in flight, saves what it has and ends. A third waits no more: whatever is left
-    dies with the driver (PR_SET_PDEATHSIG).
-    """
+    First a SIGINT each: stages send nothing new and save what is in flight (GRACE_S in all). A second: stages give
+    up what is in flight. A third waits no more (the kernels die with the driver)."""
     hear_ctrl_c()
     print(f"Ctrl-C: no new request is sent; the requests in flight finish and are saved (at most {DRAIN_S:.0f}s); "
           f"Ctrl-C again to stop at once and lose them", flush=True)
@@ -239,8 +219,7 @@ def _stop(executions: list[Execution], stop: threading.Event) -> SweepInterrupte
 
 
 def _tell(executions: list[Execution], times: int, grace_s: float) -> None:
-    """Interrupt each running execution's kernel until it was told ``times`` times, and wait (at most ``grace_s``)
-    for every execution to end."""
+    """Interrupt each running execution's kernel until told ``times`` times; wait at most ``grace_s`` for all to end."""
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline and (running := [ex for ex in executions if not ex.finished.is_set()]):
         for ex in running:
@@ -261,12 +240,7 @@ def _guarded(sem: threading.Semaphore, run: Run, ex: Execution, params: dict[str
 
 
 def _execute(run: Run, ex: Execution, params: dict[str, Any], stop: threading.Event, sweep: str = "") -> None:
-    """Run one papermill execution in this thread (papermill is imported once per sweep, not per execution).
-
-    papermill starts the execution's own kernel (bench.kernels.kernel_manager_class: it dies with the driver) and
-    kills it as soon as the notebook is saved: what the stage wrote is durable by the end of its cell. Its cell
-    output is streamed to the terminal prefixed with the execution's name.
-    """
+    """Run one papermill execution in this thread, streaming its marked output prefixed with its name."""
     pm = papermill()  # imported once by the driver
 
     threading.current_thread().name = ex.name
@@ -307,13 +281,8 @@ def crashed(executions: list[Execution]) -> list[Execution]:
 
 
 def print_executions(executions: list[Execution], run_dir: Path | None = None) -> int:
-    """Print one line per execution and return the sweep's exit code: 1 if any execution crashed, else the
-    exit code of the first that stopped on purpose (4: the budget reached), else 0.
-
-    An execution that ran to its end reads "ok" only when none of its items is failed in ``run_dir`` (its
-    cells' answers and their judgments for collect, which grades as answers arrive; their judgments for
-    judge): otherwise "finished, N item(s) failed", never "ok" beside failed items (the summary below lists
-    them), and never counting another execution's cells."""
+    """Print one line per execution; return 1 if any crashed, else the first halted one's code, else 0.
+    "ok" only when none of its own cells' items is failed, else "finished, N item(s) failed"."""
     by_cell = failed_by_cell(run_dir) if run_dir is not None and any(e.returncode == 0 for e in executions) else {}
     for ex in executions:
         failed = _failed_items(ex, by_cell)

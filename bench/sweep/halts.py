@@ -1,11 +1,8 @@
 """A sweep stopped on purpose (a ``Halted``: the budget reached, a batch refused, a price unknown): its exit code
 and its closing lines.
 
-A kernel that raises a ``Halted`` ends its execution with that exception's ``exit_code`` (papermill names it
-as the cell error's ``ename``), not with a crash: what was answered is kept, the items not started have no
-record, and the report and MLflow still follow (the run is partial, not broken). The closing summary says
-what was spent of the budget, how many answers and judgments were not started, and how to continue.
-"""
+The kernel's ``Halted`` ends its execution with its ``exit_code``, not a crash; the report and MLflow still
+follow, and the summary says what was spent, what was not started and how to continue."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
 """A sweep's own lines in ``sweeps.jsonl`` (bench.core.sweeps): its start, what it plans, its end and exit code.
 
-`bench sweep` opens the ledger once it holds the run lock, writes the start and plan as the stages start (a
-sweep refused before started nothing and writes no line) and the end before letting the lock go, so a
-reader never sees a sweep that ended without its end line unless its driver died (`bench status`: crashed).
-The plan (answers per cell, judgments per judge) is what `bench status` measures progress against, read from
-the run folder alone: a teammate's machine has the shared folder, not the params file.
-"""
+Start and plan are written as the stages start, the end before the lock goes; the plan (answers per cell,
+judgments per judge) lets `bench status` measure progress from the run folder alone."""
 
 from __future__ import annotations
 
@@ -23,8 +19,7 @@ from bench.run import Run
 
 @dataclass
 class SweepLedger:
-    """The ledger of one sweep: its id once its stages started (None before), and the exit code its end line will
-    carry."""
+    """The ledger of one sweep: its id once its stages started (None before), and its end line's exit code."""
 
     run: Run
     command: str
@@ -33,8 +28,7 @@ class SweepLedger:
     code: int = 0
 
     def begin(self) -> None:
-        """Record the sweep's start and plan, once nothing refused it (its stages start): a sweep refused before
-        (bad input, a failed preflight, an estimate over the budget) started nothing and writes no line."""
+        """Record the sweep's start and plan once nothing refused it (a refused sweep writes no line)."""
         if self.sweep is None:
             self.sweep = record_start(self.run.dir, command=self.command,
                                       budget_usd=self.run.sweep.limits.budget_usd, stages=self.stages)
@@ -77,10 +71,7 @@ def sweep_ledger(run: Run, command: str, only_stage: str | None = None) -> Itera
 
 
 def _record_plan(ledger: SweepLedger, stages: list[str]) -> None:
-    """Record the answers planned per cell and the judgments per judge (of the stages this sweep runs).
-
-    A plan that cannot be worked out here is said and left out (the sweep itself then says why, with its
-    own message, as it starts): `bench status` shows the counts without their totals."""
+    """Record the answers planned per cell and judgments per judge; a plan not workable here is said and left out."""
     run = ledger.run
     try:
         each = len(run.scenarios) * run.sweep.samples  # collect plans every cell × scenario × sample

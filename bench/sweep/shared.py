@@ -1,9 +1,7 @@
 """What the executions of one sweep share, served from the driver: the embedded model and the model caps.
 
-Each model's and judge's own caps (``max_concurrency``, ``rpm``, ``tpm``) are never divided or multiplied: the
-executions side by side are served from one lease server (bench.models.ratelimit), named to each as the papermill
-parameter ``lease_server``, which also holds the sweep's ``limits.budget_usd`` (bench.models.budget).
-"""
+Caps are never divided: one lease server (bench.models.ratelimit, papermill parameter ``lease_server``) serves
+them, with the sweep's ``limits.budget_usd``."""
 
 from __future__ import annotations
 
@@ -42,11 +40,8 @@ class SharedLocalServer:
 class SharedLimits:
     """Serve every model's caps from the driver when executions run side by side (one lease server per sweep).
 
-    Each kernel is given the server's address (:attr:`link`, passed as papermill parameters) and takes a lease per
-    request, so a judge's ``max_concurrency: 3`` stays 3 under ``--jobs 3``, and ``rpm``/``tpm`` windows span
-    every execution (also consecutive ones: ``--per-cell``, or collect then judge). Executions side by side
-    also hold ``limits.max_concurrency`` there (``sweep_cap``), as a cluster sweep's do.
-    """
+    Each kernel takes a lease per request at :attr:`link`, so caps and ``rpm``/``tpm`` windows span every execution;
+    ``sweep_cap`` holds ``limits.max_concurrency`` there too."""
 
     def __init__(self, run: Run, jobs: int, per_cell: bool):
         entries = run.endpoints()

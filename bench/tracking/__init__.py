@@ -1,7 +1,6 @@
 """MLflow tracking of a run folder, the layer above analysis and report: what a team browses in MLflow's UI.
 
-``import bench.tracking`` imports neither mlflow nor polars: both load on first use.
-"""
+``import bench.tracking`` imports neither mlflow nor polars: both load on first use."""
 
 from __future__ import annotations
 

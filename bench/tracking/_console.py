@@ -55,8 +55,7 @@ _SAID: set[str] = set()  # the failures said already (one cause, hit by several 
 
 
 def warn(what: str, err: BaseException) -> None:
-    """Print that ``what`` failed (the error's first line, redacted), its effect, and that the run's records are
-    unaffected; a failure with the same error as one already said is not said again."""
+    """Print that ``what`` failed (redacted), its effect, and that the records are unaffected; once per error."""
     text = redact(str(err))  # an error may quote a tracking URI's user:password@
     reason = f"{type(err).__name__}: {text.splitlines()[0][:300] if text else ''}"
     if reason in _SAID:

@@ -84,8 +84,7 @@ class SweepProgress:
         self.spend = StageSpend(Path(self.run_dir))
 
     def metrics(self) -> dict[str, float]:
-        """Read what was appended; return ``progress.<stage>.{planned,done,failed,cost_usd}`` and
-        ``progress.cost_usd`` (the folder's spend so far)."""
+        """Return ``progress.<stage>.{planned,done,failed,cost_usd}`` and ``progress.cost_usd``, read anew."""
         self.tally.refresh()
         plan = self.planned
         counts = {"collect": _total(self.tally.by_model(plan.cells if plan else None).values()),

@@ -1,9 +1,7 @@
 """A run folder's own MLflow store (``mlflow.db``), made so that a kill at any moment leaves a usable one.
 
-MLflow's table creation and migrations are not one transaction, so the store is made in a temporary file and
-published under its name (a hard link) once MLflow has finished. A half-made store left by an older bench is set
-aside and made anew.
-"""
+MLflow's migrations are not one transaction, so the store is made in a temporary file and hard-linked into
+place once done; a half-made store of an older bench is set aside and made anew."""
 
 from __future__ import annotations
 

@@ -68,8 +68,7 @@ def cell_metrics(s: Summary, cell: str) -> dict[str, float]:
 
 
 def sweep_metrics(s: Summary) -> dict[str, float]:
-    """Return the sweep's metrics: the scope metrics over every cell, and the failed items as the sweep's
-    closing summary groups them."""
+    """Return the sweep's metrics: the scope metrics over every cell, and the failed items as grouped in the summary."""
     m = _scope_metrics(s, None)
     m["failed_items"] = int(s.failures["count"].sum()) if not s.failures.is_empty() else 0
     for r in s.failures.iter_rows(named=True):  # the same groups as the sweep's closing summary

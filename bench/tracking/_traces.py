@@ -1,8 +1,7 @@
 """Each answer as an MLflow trace (the model call), each judge's scores of it as assessments on the trace.
 
 Ids derive from the experiment and the records, so a re-track after an interrupted one rewrites rather than
-duplicates.
-"""
+duplicates."""
 
 from __future__ import annotations
 
@@ -21,11 +20,8 @@ TRACES_PER_WRITE = 250  # traces per log_spans call (the state file is saved aft
 
 def log_traces(client: Any, exp_id: str, run_dir: Path, rec: RunRecords, runs: dict[str | None, str],
                progress: TrackingProgress) -> None:
-    """Log each answer as a trace (up to MAX_TRACES) with each judge's scores of it as assessments, in chunks.
-
-    A trace and its assessments are one call, a chunk's spans one ``log_spans``; a trace logged earlier gets its new
-    judgments the same way. The state file is saved after every chunk: an interrupted track loses at most a chunk.
-    """
+    """Log each answer as a trace (up to MAX_TRACES) with each judge's scores as assessments, in chunks.
+    The state file is saved after every chunk: an interrupted track loses at most a chunk."""
     from mlflow.tracing.client import TracingClient  # noqa: PLC0415 (mlflow: loaded meanwhile, see _track_run)
 
     state = read_state(run_dir)

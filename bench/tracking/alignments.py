@@ -17,8 +17,7 @@ LEVEL = "alignment"
 
 
 def log_alignment(run_dir: str | Path, doc: dict[str, Any], artifacts: list[Path]) -> str | None:
-    """Log one alignment (`bench align`'s JSON document ``doc``) to the run's MLflow store with ``artifacts``;
-    return its MLflow run id, None if logging failed."""
+    """Log one alignment (`bench align`'s JSON ``doc``) with ``artifacts``; return its run id, None on failure."""
     try:
         return _log(Path(run_dir), doc, artifacts)
     except Exception as err:  # tracking is never fatal

@@ -28,8 +28,7 @@ def log_comparison(cmp: Comparison, report: str | Path | None = None) -> str | N
 
 
 def sweep_run_id(run_dir: Path, name: str) -> str | None:
-    """Return the MLflow id of a run folder's latest sweep run if the run was tracked, else None (no store is
-    made)."""
+    """Return the MLflow id of a run folder's latest sweep run if the run was tracked, else None (no store is made)."""
     if "MLFLOW_TRACKING_URI" not in os.environ and not (Path(run_dir) / "mlflow.db").exists():
         return None
     client = store_ready(run_dir).MlflowClient(tracking_uri(run_dir))

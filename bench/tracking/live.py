@@ -1,8 +1,7 @@
 """A sweep's parent MLflow run, live: created as the sweep starts, moving while it runs, ended with its exit code.
 
 :class:`LiveRun` works on its own thread, so the sweep never waits for MLflow; tracking never fails a sweep
-(docs/tracking.md).
-"""
+(docs/tracking.md)."""
 
 from __future__ import annotations
 
@@ -56,8 +55,7 @@ class LiveRun:
         return self
 
     def begin(self) -> None:
-        """The sweep's stages start: mark the crashed runs, create this one, log progress (a sweep refused before
-        creates no MLflow run and no store)."""
+        """The sweep's stages start: mark crashed runs, create this one, log progress (a refused sweep creates none)."""
         self._begun = True
         self._wake.set()
 
@@ -132,8 +130,7 @@ class LiveRun:
 
 
 def _planned(run: Run) -> Any:
-    """Return what the sweep plans (bench.estimate.planned_progress), or None when it cannot be worked out here
-    (the sweep says why as it starts; the metrics then have no ``planned``)."""
+    """Return what the sweep plans (bench.estimate.planned_progress), or None when it cannot be worked out here."""
     try:
         return planned_progress(run)
     except (BenchError, OSError, ValueError):

@@ -1,8 +1,7 @@
 """A run's MLflow store: its URI, a client bound to it, and the state file of what was logged there.
 
 The store defaults to ``sqlite:///<run folder>/mlflow.db``; ``MLFLOW_TRACKING_URI`` points a team at a server.
-The state file remembers, per store, what was logged, so a re-track logs only what is new.
-"""
+The state file remembers, per store, what was logged, so a re-track logs only what is new."""
 
 from __future__ import annotations
 
@@ -32,8 +31,7 @@ def shown_uri(uri: str) -> str:
 
 
 def _import_mlflow() -> Any:
-    """Import mlflow without its telemetry, warnings, INFO logs and "View run at" lines (which print the tracking
-    URI's credentials); return the module."""
+    """Import mlflow without telemetry, warnings, INFO logs and "View run at" lines (credentials); return it."""
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
     with warnings.catch_warnings():
@@ -85,8 +83,7 @@ def mlflow_client(run_dir: Path, name: str) -> tuple[Any, str]:
 
 
 def read_state(run_dir: Path) -> dict[str, Any]:
-    """Return what was logged to the current store: ``traces`` (candidate id → trace id), ``assessed``
-    (judgment ids) and ``reviewed`` (review ids); empty when the state file names another store."""
+    """Return what was logged to the current store (``traces``, ``assessed``, ``reviewed``); empty for another store."""
     path = run_dir / STATE
     uri = redact(tracking_uri(run_dir))  # kept in the run folder: never a user:password@
     try:

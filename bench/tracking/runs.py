@@ -1,8 +1,7 @@
 """`bench track`: a run folder logged to MLflow, one parent run per sweep and one child run per cell.
 
 Re-tracking updates the same MLflow runs and adds only new traces and assessments; a failure prints a warning
-(docs/tracking.md).
-"""
+(docs/tracking.md)."""
 
 from __future__ import annotations
 
@@ -112,8 +111,7 @@ def _log_params(client: Any, run_id: str, tags: dict[str, str], params: dict[str
 
 
 def _log_run(client: Any, run_id: str, metrics: dict[str, float], tags: dict[str, str], end_ms: int | None) -> None:
-    """Log a run's metrics and tags in one batch (mlflow splits it at its limits) and end it at ``end_ms``
-    (None: left running, for its sweep to end: bench.tracking.live)."""
+    """Log a run's metrics and tags in one batch and end it at ``end_ms`` (None: its sweep ends it)."""
     from mlflow.entities import Metric, RunTag  # noqa: PLC0415 (mlflow: loaded meanwhile, see _track_run)
 
     now = int(time.time() * 1000)

@@ -1,8 +1,7 @@
 """`bench tracking-server`: a team's MLflow tracking server on a PostgreSQL backend store, in the foreground.
 
 A password in the backend URI is never printed nor put on a command line (it goes in ``PGPASSWORD``).
-:class:`TrackingServer` is the same server as a context manager.
-"""
+:class:`TrackingServer` is the same server as a context manager."""
 
 from __future__ import annotations
 
@@ -11,17 +10,15 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from bench.core.addresses import is_loopback
 from bench.core.errors import BenchError
-from bench.core.paths import BACKEND_ENV
 from bench.core.processes import die_with_parent
 from bench.core.secrets import add_secret, redact
-from bench.tracking.ui import STORE_ENV, answers, server_env, stop
+from bench.tracking.ui import STORE_ENV, _raise_stopped, _stderr_fd, _Stopped, server_env, stop, wait_answering
 
 READY_TIMEOUT_S = float(os.environ.get("BENCH_TRACKING_SERVER_TIMEOUT_S", "300"))  # first start migrates the schema
 CONNECT_TIMEOUT_S = 5  # libpq's connect_timeout for the check before starting (whole seconds)
@@ -181,60 +178,29 @@ class TrackingServer:
         self.stop()
 
     def start(self) -> None:
-        """Check PostgreSQL, the artifact destination and the port; start the server; return once /health
-        answers. Raises BenchError (and leaves no process) when any of it fails."""
+        """Check PostgreSQL, the artifacts and the port; start the server; return once /health answers."""
         self.backend = check_backend(self.backend_uri)
         artifacts = _artifacts(self.artifacts)
         self.port = _port_check(self.host, self.port or 0)
         env = {**server_env(), STORE_ENV: self.backend.uri}
         if self.backend.password:
             env["PGPASSWORD"] = self.backend.password  # off the command line: libpq reads it from there
-        out = self.log if self.log is not None else _stderr()
+        out = self.log if self.log is not None else _stderr_fd()
         self.proc = subprocess.Popen(server_command(artifacts, self.host, self.port), env=env,
                                      stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
                                      preexec_fn=die_with_parent(os.getpid()))
         try:
-            self._wait_ready()
+            wait_answering(self.proc, f"{self.local_url}/health", self.timeout_s, "MLflow's tracking server",
+                           None if self.log is not None else "tracking-server")
         except BaseException:
             self.stop()
             raise
-
-    def _wait_ready(self) -> None:
-        assert self.proc is not None
-        health, t0 = f"{self.local_url}/health", time.monotonic()
-        last = t0
-        while not answers(health):
-            if self.proc.poll() is not None:
-                raise BenchError(f"MLflow's tracking server exited ({self.proc.returncode}) before answering on "
-                                 f"{health}; its messages are above")
-            if time.monotonic() - t0 > self.timeout_s:
-                raise BenchError(f"MLflow's tracking server did not answer on {health} within {self.timeout_s:.0f}s")
-            if self.log is None and time.monotonic() - last >= 10:
-                last = time.monotonic()
-                print(f"tracking-server: waiting for MLflow to answer ({last - t0:.0f}s) …", flush=True)
-            time.sleep(0.2)
 
     def stop(self) -> None:
         """Stop the server and every process it started (its process group); idempotent."""
         proc, self.proc = self.proc, None
         if proc is not None:
             stop(proc)
-
-
-def _stderr() -> int | None:
-    """The fd the server's own output goes to: our stderr (bench's stdout keeps only its lines)."""
-    try:
-        return sys.stderr.fileno()
-    except (AttributeError, OSError, ValueError):
-        return None
-
-
-class _Stopped(Exception):
-    """SIGTERM or SIGHUP arrived: stop like Ctrl-C."""
-
-
-def _raise_stopped(signum: int, _frame: object) -> None:
-    raise _Stopped(signum)
 
 
 def _announce(server: TrackingServer) -> None:

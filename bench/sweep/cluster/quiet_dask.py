@@ -1,10 +1,7 @@
-"""A Dask scheduler and worker that serve no HTTP: what ``--cluster local:N`` runs (bench.sweep.cluster.local_cluster).
+"""A Dask scheduler and worker that serve no HTTP: what ``--cluster local:N`` runs.
 
-Dask starts an HTTP server in every scheduler and worker even with the dashboard off (its health,
-metrics and info pages: the scheduler's on port 8787, each worker's on a random port), reachable by
-any process on the machine. These classes start none. Dask imports them by name, on the driver
-(the scheduler) and in each worker process (``dask worker --worker-class``).
-"""
+Dask starts a health/metrics HTTP server in every scheduler and worker even with the dashboard off, open to
+any local process; these classes start none (imported by name, ``--worker-class``)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,11 @@
 """What a Dask worker runs for a cluster sweep: the start-up probe, and one papermill execution attempt.
 
-Workers reach these functions by reference (``bench.sweep.cluster.remote.execute``), so a worker needs the
-same ``bench`` installed (bench.sweep.cluster.probe checks it, before the sweep and before each execution).
-Each attempt claims its own number in the run folder
-(``attempts/<execution>.<n>.json``, created exclusively), so no two workers ever write the same
-file: attempt 1 appends to the execution's usual shard and notebook, attempt n to ``<shard>-a<n>``.
-"""
+Each attempt claims its own number (``attempts/<execution>.<n>.json``, created exclusively), so no two workers
+write the same file: attempt n > 1 appends to ``<shard>-a<n>``."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -18,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.core.executions import ATTEMPTS  # attempts/<execution>.<n>.json: one file per attempt, by its worker
+from bench.core.executions import ATTEMPTS, attempt_files  # attempts/<execution>.<n>.json: one per attempt
 from bench.core.records import utc_now
 from bench.core.store import atomic_write
 from bench.kernels import (KERNEL_ARGUMENTS, first_line, interrupt_kernel, kernel_manager_class, papermill,
@@ -53,16 +50,13 @@ class Task:
 
 def execute(task: Task) -> dict[str, Any]:
     """Run one attempt of an execution on this worker; return its provenance (ExecutionAttempt fields + more).
-
-    A failing notebook cell is an outcome (returned, status ``failed``): running it again elsewhere
-    would fail the same way. Anything else (the kernel died, the folder went away) is recorded in
-    the attempt's file and raised, so Dask retries the execution on a worker.
-    """
+    A failing cell is an outcome (status ``failed``); anything else is recorded and raised, so Dask retries it."""
     pm = papermill()  # imported once per worker process
 
     worker = _worker_address()
     if task.stop and _event(task.stop).is_set():  # the sweep was interrupted before this task started
-        return _not_started(task, worker)
+        return {"stage": task.stage, "name": task.name, "status": "interrupted", "worker": worker,
+                "error": "the sweep was interrupted before this execution started"}
     if problem := check_worker(task.expected)["problem"]:  # a worker that joined after the sweep's check
         return {"stage": task.stage, "name": task.name, "status": "failed", "worker": worker,
                 "error": f"worker {worker} ({socket.gethostname()}) {problem}"}
@@ -92,14 +86,8 @@ def execute(task: Task) -> dict[str, Any]:
 
 def _run_notebook(pm: Any, task: Task, params: dict[str, Any], notebook: Path, kernel: "_KernelEnv",
                   record: dict[str, Any]) -> None:
-    """Execute the stage notebook into ``notebook`` in a kernel papermill starts; set ``record``'s status (a failed
-    cell is an outcome); anything else raises.
-
-    The kernel is killed as soon as the notebook is saved (papermill's ``shutdown_kernel="immediate"``): what the
-    stage wrote is durable by the end of its cell (records flushed by its RecordWriter and
-    replies written to the shard cache synchronously, both with plain writes a killed process keeps; the
-    output cells only read), so a graceful shutdown would only add the kernel's own teardown.
-    """
+    """Execute the stage notebook into ``notebook``; set ``record``'s status (a failed cell is an outcome).
+    The kernel is killed once the notebook is saved: the stage's writes are durable by the end of its cell."""
     stopped = _watch_stop(task.stop, kernel)
     try:
         pm.execute_notebook(task.notebook_in, str(notebook), parameters=params, kernel_name="python3",
@@ -116,38 +104,23 @@ def _run_notebook(pm: Any, task: Task, params: dict[str, Any], notebook: Path, k
         kernel.done.set()
 
 
-def _not_started(task: Task, worker: str) -> dict[str, Any]:
-    return {"stage": task.stage, "name": task.name, "status": "interrupted", "worker": worker,
-            "error": "the sweep was interrupted before this execution started"}
-
-
 def report_task(run_dir: str, out: str | None = None) -> str:
-    """Render the run's report as a task on a cluster worker (the analysis notebook, no model call); return its
-    path (``bench.sweep.cluster.tasks.report_on_cluster`` submits it)."""
+    """Render the run's report as a task on a cluster worker (no model call); return its path."""
     return str(render_report(Path(run_dir), out))
 
 
 def claimed_attempts(run_dir: str | Path, name: str) -> list[dict[str, Any]]:
-    """Return the attempts claimed for one execution (its ``attempts/<execution>.<n>.json`` files), in attempt
-    order (unreadable files skipped); every attempt of a run is in ``bench.core.executions.read_attempts``."""
-    out = []
-    for path in (Path(run_dir) / ATTEMPTS).glob(f"{name}.*.json"):
-        if not path.name.removeprefix(name + ".").removesuffix(".json").isdigit():
-            continue  # another execution whose name extends this one's
-        try:
-            out.append(json.loads(path.read_text()))
-        except (OSError, ValueError):
-            continue
+    """Return the attempts claimed for one execution (``attempts/<execution>.<n>.json``) in order."""
+    out = [a for path, a in attempt_files(run_dir, f"{name}.*.json")
+           if path.name.removeprefix(name + ".").removesuffix(".json").isdigit()]  # not <name>.job2's
     return sorted(out, key=lambda a: int(a.get("attempt", 0)))
 
 
 def close_attempt(run_dir: str | Path, record: dict[str, Any]) -> None:
     """Write an attempt's final status into its file (the driver settled one its worker could not end)."""
     path = Path(run_dir) / ATTEMPTS / f"{record.get('name')}.{record.get('attempt')}.json"
-    try:
+    with contextlib.suppress(OSError):  # recorded in executions.jsonl all the same
         atomic_write(path, json.dumps(record).encode())
-    except OSError:
-        pass  # recorded in executions.jsonl all the same; only a later sweep would record it once more
 
 
 def _claim(run_dir: Path, name: str) -> tuple[int, Path]:
@@ -194,12 +167,8 @@ def hurry_event(stop: str) -> str:
 
 
 def _watch_stop(name: str, kernel: _KernelEnv) -> threading.Event:
-    """Interrupt the execution's kernel once when the sweep's stop event is set (its stage sends nothing new and
-    saves what is in flight), and again when its hurry event is (its stage gives up what is in flight).
-
-    Returns an event set when the stop was seen. The distributed.Events are made here, on the task's
-    thread (where the worker's client is found), and waited on from a watcher thread.
-    """
+    """Interrupt the execution's kernel once when the sweep's stop event is set, again when its hurry event is.
+    Returns an event set once the stop was seen; the distributed.Events are made on the task's thread."""
     stopped = threading.Event()
     if not name:
         return stopped

@@ -1,13 +1,12 @@
-"""A sweep on a Dask cluster: ``bench sweep PARAMS --cluster ADDRESS`` (or ``DASK_SCHEDULER_ADDRESS``, or ``local:N``).
+"""A sweep on a Dask cluster: ``bench sweep PARAMS --cluster ADDRESS`` (or ``DASK_SCHEDULER_ADDRESS``, ``local:N``).
 
-:class:`ClusterSession` connects to the scheduler (or starts ``local:N``), serves every cap from one token-guarded
-lease server, hands the workers the token and keys in a plugin (bench.sweep.cluster.worker_secrets) and checks
-every worker before anything is paid (bench.sweep.cluster.probe). ``local:N`` and ``tls://`` are TLS; a plain
-``tcp://`` scheduler is used after a one-line warning of what anyone reaching it could read (docs/cluster.md).
-"""
+:class:`ClusterSession` connects (or starts ``local:N``), serves every cap from one token-guarded lease server,
+hands workers their secrets and checks them before anything is paid. A plain ``tcp://`` scheduler gets a
+one-line warning (docs/cluster.md)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -102,10 +101,8 @@ class ClusterSession:
             self.server.stop()
         for thing in (self.client, self.local):
             if thing is not None:
-                try:
+                with contextlib.suppress(Exception):  # a scheduler already gone: nothing left to close
                     thing.close(now) if thing is self.local else thing.close()
-                except Exception:  # a scheduler already gone: nothing left to close
-                    pass
         self.client = self.local = self.server = None
 
     def slots(self) -> int:
@@ -116,21 +113,18 @@ class ClusterSession:
             return 1
 
     def cache_folder(self) -> str:
-        """Return the response cache's folder every worker's kernel uses (``kernel_env`` names it): the driver's
-        (``$BENCH_CACHE``, else the run folders' ``.cache/responses``). The driver's estimate reads the same one."""
+        """Return the response cache folder every worker's kernel and the driver's estimate use (the driver's)."""
         return str(cache_path(self.run.root))
 
     def link(self) -> Link:
-        """Return what every execution is told (papermill parameters): the lease server's address, the sweep's cap
-        held there, whether it holds the budget, and that the driver holds the run lock."""
+        """Return what every execution is told: the lease server, the sweep's cap, the budget, the lock held."""
         assert self.server is not None and self.server.address
         return Link(self.server.address, self.run.sweep.limits.max_concurrency, self.server.budget is not None,
                     lock_held=True)
 
     def kernel_env(self) -> dict[str, str]:
-        """Return the variables every execution's task carries for its kernel: the cache's folder, where runs live,
-        the embedded model (no secret: the token and the keys come from the worker plugin,
-        bench.sweep.cluster.worker_secrets)."""
+        """Return the variables every execution's task carries for its kernel: the cache folder, where runs live, the
+        embedded model; never a secret (bench.sweep.cluster.worker_secrets carries those)."""
         env: dict[str, str] = {}
         for key in PASSED_ON:
             if os.environ.get(key) and (key != "BENCH_LOCAL_API_BASE" or self.loopback):
@@ -190,8 +184,7 @@ class ClusterSession:
                              f"at the same paths (writable), and a way to this machine (docs/cluster.md)")
 
     def _share_secrets(self) -> None:
-        """Send every worker the lease token, and over TLS the provider keys, in a worker plugin (each worker keeps
-        them in its memory; a kernel gets them in its own environment only)."""
+        """Send every worker the lease token, and over TLS the provider keys, in a worker plugin (memory only)."""
         assert self.server is not None and self.server.token
         values = {ratelimit.TOKEN_ENV: self.server.token}
         if self.encrypted:
@@ -205,10 +198,8 @@ class ClusterSession:
     def _tls(self) -> Any:
         """Return the Security to reach a ``tls://`` scheduler with, or None for ``tcp://``.
 
-        The certificate files come from the params' ``cluster:`` section (relative to the params file), else
-        from Dask's configuration (``DASK_DISTRIBUTED__COMM__TLS__CA_FILE``, ``…__CLIENT__CERT``,
-        ``…__CLIENT__KEY``); each must be readable, or the sweep stops naming the key and the file.
-        """
+        Certificates come from the params' ``cluster:`` section, else Dask's configuration; an unreadable one stops
+        the sweep naming the key and the file."""
         import dask  # noqa: PLC0415 (the `cluster` extra)
         from distributed.security import Security  # noqa: PLC0415
 

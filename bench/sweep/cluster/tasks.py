@@ -1,10 +1,7 @@
-"""A stage of a sweep as Dask tasks: one per group of cells, a group per worker thread
-(bench.sweep.executions.group_cells; what a worker runs: bench.sweep.cluster.remote.execute), the report as one more.
+"""A stage of a sweep as Dask tasks: one per group of cells (a group per worker thread), the report as one more.
 
-The driver waits for them showing cluster-wide progress (bench.sweep.cluster.progress), then records every
-attempt in ``executions.jsonl``: an attempt whose worker died under it is ``lost``, one stopped by a
-Ctrl-C ``interrupted``. Attempts are matched to this sweep by its id, never by comparing clocks.
-"""
+The driver waits showing progress, then records every attempt in ``executions.jsonl`` (``lost`` when its worker
+died, ``interrupted`` by Ctrl-C), matched to this sweep by its id."""
 
 from __future__ import annotations
 
@@ -38,12 +35,8 @@ REPORT = "report/index.html"  # where a worker renders the report: in the run fo
 
 def run_on_cluster(run: Run, stage: str, cluster: str | None = None, *, judge: bool | None = None,
                    judges: list[str] | None = None) -> list[Execution]:
-    """Run one stage of ``run`` (its cells) as Dask tasks from a notebook: ``cluster`` is a scheduler address or
-    ``local:N`` (default ``$DASK_SCHEDULER_ADDRESS``); ``judge``: whether collect grades answers as they arrive;
-    ``judges``: the judge stage's judges (None: all).
-
-    The run folder is locked for the stage, the workers checked first; a failed execution raises.
-    """
+    """Run one stage of ``run`` as Dask tasks from a notebook, the run folder locked and the workers checked first.
+    ``cluster``: a scheduler address or ``local:N`` (default ``$DASK_SCHEDULER_ADDRESS``); a failed execution raises."""
     address = cluster_address(cluster)
     if not address:
         raise BenchError(f"no cluster to run {stage} on: pass cluster='tcp://<scheduler>:8786' or 'local:N', "
@@ -58,17 +51,13 @@ def run_on_cluster(run: Run, stage: str, cluster: str | None = None, *, judge: b
 
 def run_stage_on_cluster(session: ClusterSession, stage: str, started: str, *, judge: bool | None = None,
                          judges: list[str] | None = None) -> list[Execution]:
-    """Run a stage as Dask tasks on the cluster, one per group of cells with at most one group per worker thread
-    (bench.sweep.executions.group_cells); return its executions (as a local stage does).
-
-    A pair dataset (no grid cells) is one task. Every attempt is recorded, whatever ends the stage.
-    """
+    """Run a stage as Dask tasks, one per group of cells (a pair dataset: one task); return its executions."""
     run = session.run
     close_leftovers(run, session.sweep)  # what a killed driver left open
     executions: list[Execution] = []
     futures: dict[str, Any] = {}
     try:
-        executions = plan_stage(session, stage)
+        executions = _round_robin(plan_executions(session.run, stage, session.slots(), False, by_cell_name=True))
         submit_stage(session, executions, started, futures, judge=judge, judges=judges)
         print(f"{stage}: {len(executions)} execution(s) on the cluster at {session.address} "
               f"({len(session.workers)} worker(s)); cap {run.sweep.limits.max_concurrency} across all of them",
@@ -84,11 +73,6 @@ def run_stage_on_cluster(session: ClusterSession, stage: str, started: str, *, j
         raise
     _settle_all(session, executions, futures, interrupted=False)
     return executions
-
-
-def plan_stage(session: ClusterSession, stage: str) -> list[Execution]:
-    """Return a stage's executions on the cluster: a group of cells per slot at most, one cell per model in turn."""
-    return _round_robin(plan_executions(session.run, stage, session.slots(), False, by_cell_name=True))
 
 
 def submit_stage(session: ClusterSession, executions: list[Execution], started: str, futures: dict[str, Any], *,
@@ -131,8 +115,7 @@ class ClusterStages:
 
 
 def report_on_cluster(session: ClusterSession) -> Path:
-    """Render the run's report as a task on a worker, into the shared run folder; copy it to this driver's
-    reports folder and return that path."""
+    """Render the run's report on a worker into the shared run folder; copy it to our reports folder, return that."""
     rendered = session.run.dir / REPORT
     future = session.client.submit(remote.report_task, str(session.run.dir), str(rendered), retries=RETRIES, pure=False)
     _wait(session, [future], None)
@@ -206,9 +189,8 @@ def _wait(session: ClusterSession, futures: list[Any], progress: ClusterProgress
 
 
 def _stop(session: ClusterSession, pending: list[Any]) -> bool:
-    """Tell every task to stop its kernel (bench.sweep.executions.stop_in_two: through the sweep's stop event, then
-    its hurry event; a task not started yet returns at once) and wait for them; return whether a second Ctrl-C came.
-    No kernel goes on sending once the sweep has returned."""
+    """Tell every task to stop its kernel (stop event, then hurry event: bench.sweep.executions.stop_in_two) and wait
+    for them; return whether a second Ctrl-C came."""
     from distributed import Event, wait  # noqa: PLC0415 (distributed: imported by the session already)
 
     def tell(times: int, grace_s: float) -> None:

@@ -1,13 +1,11 @@
 """What a cluster sweep's workers are told in confidence: the lease server's token and the provider keys.
 
-Neither travels in a task nor in a worker's environment: one :class:`WorkerSecrets` plugin per sweep reaches each
-worker over the scheduler's comm and stays in its memory, and :func:`kernel_secrets` copies the values into a
-kernel's environment only; the plugin is removed when the sweep ends. Provider keys go only over TLS; on a plain
-``tcp://`` scheduler the plugin carries the token alone. Who else can read them: docs/cluster.md.
-"""
+One :class:`WorkerSecrets` plugin per sweep holds them in each worker's memory (never a task or the worker's
+environment); :func:`kernel_secrets` puts them in a kernel's environment. Keys go only over TLS (docs/cluster.md)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
@@ -21,16 +19,12 @@ PLUGIN_PREFIX = "bench-secrets-"  # + the sweep's id: the plugin's name on every
 
 
 def secret_names(env_names: list[str] | tuple[str, ...], declared: set[str]) -> list[str]:
-    """Return the variables bench treats as secrets among ``env_names``: the known provider keys, every
-    ``*_API_KEY``, ``*_TOKEN``, ``*_SECRET``, ``*_PASSWORD``… (bench.core.secrets) and the ``api_key_env``
-    the params name (``declared``). These are what a worker is sent, and what ``local:N`` keeps out of its
-    workers' environment."""
+    """Return the variables among ``env_names`` bench treats as secrets (bench.core.secrets, plus ``declared``)."""
     return sorted(n for n in env_names if n in KNOWN_KEY_VARS or n in declared or n.endswith(SECRET_SUFFIXES))
 
 
 def declared_key_vars(run: Any) -> set[str]:
-    """Return the ``api_key_env`` names of every model a run calls (``Run.endpoints``: the variables its params
-    point at)."""
+    """Return the ``api_key_env`` names of every model a run calls (``Run.endpoints``)."""
     return {e.api_key_env for e in run.endpoints() if getattr(e, "api_key_env", None)}
 
 
@@ -41,11 +35,7 @@ def provider_keys(run: Any) -> dict[str, str]:
 
 
 class WorkerSecrets:
-    """A Dask worker plugin holding a sweep's secrets in the worker's memory (never in a repr or a log).
-
-    Defined without importing distributed (it is duck-typed as a WorkerPlugin: ``setup``/``teardown``),
-    so ``bench`` imports without the ``cluster`` extra.
-    """
+    """A Dask worker plugin holding a sweep's secrets in memory, duck-typed so bench imports without distributed."""
 
     idempotent = False
 
@@ -54,9 +44,8 @@ class WorkerSecrets:
         self.values = dict(values)
 
     def setup(self, worker: Any) -> None:
-        """Warm the worker: import what its first execution imports (papermill and jupyter's client: about 1 s)
-        in a thread, now, while the driver checks the workers, instead of in that execution. The
-        values arrived with the plugin (pickled over the scheduler's comm)."""
+        """Warm the worker: import papermill and jupyter's client in a thread now, while the driver checks the
+        workers, not in its first execution. The values arrived with the plugin (over the scheduler's comm)."""
         threading.Thread(target=_warm_imports, name="bench-warm-imports", daemon=True).start()
 
     def teardown(self, worker: Any) -> None:
@@ -68,8 +57,7 @@ class WorkerSecrets:
 
 
 def _warm_imports() -> None:
-    """Import an execution's modules (each once per worker process; Python's import lock makes a task that
-    imports them meanwhile wait for this, never import twice)."""
+    """Import an execution's modules once per worker process (the import lock makes a concurrent task wait)."""
     try:
         import jupyter_client.manager  # noqa: F401, PLC0415 (heavy: what starts an execution's kernel)
 
@@ -85,15 +73,12 @@ def register(client: Any, name: str, values: dict[str, str]) -> None:
 
 def unregister(client: Any, name: str) -> None:
     """Drop the plugin from the scheduler and every worker (their values are cleared by ``teardown``)."""
-    try:
+    with contextlib.suppress(Exception):  # a scheduler already gone: its workers forget on their own close
         client.unregister_worker_plugin(name)
-    except Exception:  # a scheduler already gone: its workers went with it, or forget on their own close
-        pass
 
 
 def kernel_secrets(name: str, worker: Any = None) -> dict[str, str]:
-    """Return the secrets ``worker`` (default: the one running this task) holds for the sweep whose plugin is
-    ``name`` ({} off a worker, or when it holds none)."""
+    """Return the secrets ``worker`` (default: this task's) holds for the sweep's plugin ``name`` ({} when none)."""
     try:
         if worker is None:
             from distributed import get_worker  # noqa: PLC0415 (only on a worker, already imported there)
@@ -107,8 +92,7 @@ def kernel_secrets(name: str, worker: Any = None) -> dict[str, str]:
 
 @functools.cache
 def _plugin_class() -> type:
-    """Return WorkerSecrets as a distributed.WorkerPlugin (what register_plugin dispatches on), made on first
-    use so that importing bench never imports distributed (1 s; the `cluster` extra)."""
+    """Return WorkerSecrets as a distributed.WorkerPlugin, made on first use (bench never imports distributed)."""
     from distributed.diagnostics.plugin import WorkerPlugin  # noqa: PLC0415
 
     return type("_Plugin", (WorkerSecrets, WorkerPlugin), {"__module__": __name__, "__qualname__": "_Plugin"})
