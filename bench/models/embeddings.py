@@ -106,7 +106,12 @@ async def send_embedding(llm: Any, st: Any, route: Route, body: dict[str, Any], 
 def parse_embedding(route: Route, status: int, payload: bytes, retry_after: str | None) -> Reply:
     """Turn an OpenAI-format ``/embeddings`` reply into ("", usage, {"embedding": vector}) or a ProviderError."""
     if status != 200:
-        raise http_error(route, status, payload, retry_after)
+        err = http_error(route, status, payload, retry_after)
+        if b"embedding=True" in payload:  # the embedded model's server, started without embeddings
+            raise ProviderError(f"{route.spec.model} serves no embeddings: set BENCH_LOCAL_EMBEDDINGS=1 before bench "
+                                f"starts the embedded model (it then needs about 1.5 GB), or use another "
+                                f"embedding_model", kind=err.kind, status=status, retryable=False) from None
+        raise err
     try:
         data = loads(payload)
         vector = pooled(data["data"][0]["embedding"])

@@ -7,6 +7,7 @@ import json
 import jsonschema
 import pytest
 
+from bench.core.errors import ProviderError
 from bench.models import local
 from bench.models.client import LLM, Limits
 from bench.models.embeddings import cosine
@@ -19,7 +20,9 @@ GRADE = {"type": "object", "additionalProperties": False, "required": ["score", 
                         "reason": {"type": "string", "minLength": 1, "maxLength": 160}}}  # not min/max
 
 
-def test_embedded_model_answers_plain_and_json_through_the_seam(tmp_path):
+def test_embedded_model_answers_plain_and_json_through_the_seam(tmp_path, monkeypatch):
+    monkeypatch.setenv("BENCH_LOCAL_EMBEDDINGS", "1")  # the server embeds only when asked (it triples its memory)
+    local.shutdown()  # a server another test started without embeddings
     llm = LLM(Limits(max_concurrency=2, timeout_s=120), cache=str(tmp_path / "c.sqlite"))
     spec = ModelSpec("local/gemma-3-270m", params={"temperature": 0.0, "max_tokens": 48, "seed": 1})
     judge = {"max_tokens": 160}  # enough room for the whole object: a cut-off reply is not JSON
@@ -47,3 +50,23 @@ def test_embedded_model_answers_plain_and_json_through_the_seam(tmp_path):
     print("cosines", [round(cosine(vectors[0].vector, v.vector), 4) for v in vectors[1:]])
     assert llm.calls == 5  # two completions, three embeddings (never the completion's cache entry)
     assert all(len(v.vector) == 640 and v.usage.cost_usd == 0.0 and v.usage.prompt_tokens > 0 for v in vectors)
+
+
+def test_embeddings_from_an_embedded_server_started_without_them_say_how_to_turn_them_on(tmp_path, monkeypatch):
+    monkeypatch.delenv("BENCH_LOCAL_EMBEDDINGS", raising=False)
+    llm = LLM(Limits(max_concurrency=1, timeout_s=120), cache=str(tmp_path / "c"))
+    spec = ModelSpec("local/gemma-3-270m", params={"temperature": 0.0})
+
+    async def go():
+        try:
+            return await llm.embed(spec, "The cat sat on the mat.")
+        finally:
+            await llm.aclose()
+
+    local.shutdown()
+    try:
+        with pytest.raises(ProviderError) as refused:
+            asyncio.run(go())
+    finally:
+        local.shutdown()
+    assert "BENCH_LOCAL_EMBEDDINGS=1" in str(refused.value) and not refused.value.retryable

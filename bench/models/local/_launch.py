@@ -69,6 +69,11 @@ def logprobs_wanted() -> bool:
     return os.environ.get("BENCH_LOCAL_LOGPROBS", "").strip().lower() in ("1", "true", "yes")
 
 
+def embeddings_wanted() -> bool:
+    """Return whether the embedded server must serve /v1/embeddings (BENCH_LOCAL_EMBEDDINGS=1)."""
+    return os.environ.get("BENCH_LOCAL_EMBEDDINGS", "").strip().lower() in ("1", "true", "yes")
+
+
 def server_command(path: Path, port: int, model: LocalModel, n_ctx: int) -> list[str]:
     """Return the argv that serves ``path`` as ``model.name`` on 127.0.0.1:``port``."""
     argv = [
@@ -81,8 +86,9 @@ def server_command(path: Path, port: int, model: LocalModel, n_ctx: int) -> list
         # Default True: keeps vocabulary-wide logits per prompt token (its cost: docs/embedded-model.md).
         # llama-cpp-python serves token logprobs only with it: BENCH_LOCAL_LOGPROBS=1.
         "--logits_all", "true" if logprobs_wanted() else "false",
-        # Default False: /v1/embeddings answers only with it (chat replies unchanged: docs/judging.md#similarity).
-        "--embedding", "true",
+        # Default False: /v1/embeddings answers only with it, and the server's memory triples (0.47 -> 1.45 GB
+        # after a 1,500-token prompt): BENCH_LOCAL_EMBEDDINGS=1 (docs/judging.md#similarity).
+        "--embedding", "true" if embeddings_wanted() else "false",
     ]
     if model.chat_format:
         argv += ["--chat_format", model.chat_format]
