@@ -1,8 +1,5 @@
-"""A JSON instance of a JSON schema, chosen by a seeded random generator: what a dry model (``bench.models.dry``)
-and the fake provider reply when a request asks for structured output, so the two reply alike.
-
-Standard library only. It covers OpenAI's strict subset and a little more; a ``pattern`` is not matched.
-"""
+"""A JSON instance of a JSON schema from a seeded random generator: what a dry model and the fake provider reply to
+a structured-output request. Standard library only; OpenAI's strict subset and more; ``pattern`` is not matched."""
 
 from __future__ import annotations
 
@@ -18,8 +15,7 @@ _FORMATS = {"date-time": "2025-01-01T12:00:00Z", "date": "2025-01-01", "time": "
 
 
 class SchemaInstance:
-    """Builds one instance of a schema; ``prose(rng, max_chars)`` supplies the text of free-form strings
-    (``max_chars`` None: no limit); a text over a string's ``maxLength`` is cut at a word where it can be."""
+    """Builds one instance of a schema; ``prose(rng, max_chars)`` supplies free-form strings (cut to ``maxLength``)."""
 
     def __init__(self, root: dict[str, Any], rng: random.Random,
                  prose: Callable[[random.Random, int | None], str]):

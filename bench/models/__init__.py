@@ -1,8 +1,7 @@
 """The one LLM seam: every model call of collect and judge goes through ``LLM.complete``.
 
-A ``ModelSpec`` is resolved once into a route (``routing``), checked before anything is spent (``preflight``),
-and asked through one client (``client``) under ``Limits``, the caps of ``ratelimit`` and the response cache;
-each kind of model is one ``Provider`` of the ``providers`` registry.
+A ``ModelSpec`` resolves into a route (``routing``), is checked first (``preflight``) and asked through ``client``
+under ``Limits`` and ``ratelimit``'s caps; each kind of model is one ``Provider`` of ``providers``.
 """
 
 from bench.models.cache import ResponseCache, open_cache, request_key
@@ -13,20 +12,5 @@ from bench.models.limits import Limits
 from bench.models.preflight import preflight
 from bench.models.routing import ModelSpec, Route, resolve
 
-__all__ = [
-    "LLM",
-    "Completion",
-    "Limits",
-    "ModelSpec",
-    "ResponseCache",
-    "Route",
-    "complete",
-    "configure",
-    "dry_model",
-    "is_dry",
-    "open_cache",
-    "param_problems",
-    "preflight",
-    "request_key",
-    "resolve",
-]
+__all__ = ["LLM", "Completion", "Limits", "ModelSpec", "ResponseCache", "Route", "complete", "configure", "dry_model",
+           "is_dry", "open_cache", "param_problems", "preflight", "request_key", "resolve"]

@@ -1,7 +1,5 @@
-"""A model's answer as the seam returns it (``Completion``), and its usage: from the transport's usage dict,
-from a cache entry, or shared with an identical request that was in flight; a paid one claims the attempts of
-the same request that kills left in flight (``with_lost``). Built without pydantic's per-field walk: this runs
-for every reply."""
+"""A model's answer as the seam returns it (``Completion``) and its usage: from the transport, a cache entry or an
+identical request in flight; a paid one claims the attempts kills left in flight (``with_lost``)."""
 
 from __future__ import annotations
 
@@ -31,8 +29,7 @@ class Completion:
 
 
 _FIELDS = frozenset(Usage.model_fields)
-# what the cache keeps of a reply's usage, in Usage's order (counts and paid attempts belong to one call);
-# ``cache_entry`` spells them out in this order (tests/models/test_completion_usage.py holds it to KEPT)
+# what the cache keeps of a reply's usage, in Usage's order (``cache_entry`` spells them out; a test holds the two)
 KEPT = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens", "cache_write_tokens", "cost_usd",
         "cache_saved_usd", "latency_s", "attempts", "finish_reason", "batch_id", "over_limit", "estimated")
 
@@ -42,8 +39,7 @@ _new, _set = object.__new__, object.__setattr__
 
 
 def usage_of(values: dict[str, Any]) -> Usage:
-    """Return ``Usage.model_construct(**values)`` (the same fields set, unknown keys dropped), built without its
-    per-field walk; tests/models/test_completion_usage.py holds the two equal field by field."""
+    """Return ``Usage.model_construct(**values)`` (same fields set, unknown keys dropped), without its field walk."""
     if not values.keys() <= _FIELDS:
         return Usage.model_construct(**values)
     made = _new(Usage)
@@ -56,8 +52,7 @@ def usage_of(values: dict[str, Any]) -> Usage:
 
 def completion(text: str, usage: Usage, raw: dict[str, Any] | None, key: str | None, logprobs: list | None,
                reasoning: str | None, tool_calls: list[dict] | None, blocks: list[dict] | None = None) -> Completion:
-    """Return ``Completion(text, usage, raw, key, logprobs, reasoning, tool_calls, blocks)``, its ``__dict__`` set at
-    once (tests/models/test_completion_usage.py holds the two equal)."""
+    """Return ``Completion(text, usage, raw, key, logprobs, reasoning, tool_calls, blocks)``, its ``__dict__`` set."""
     made = _new(Completion)
     _set(made, "__dict__", {"text": text, "usage": usage, "raw": raw, "key": key, "logprobs": logprobs,
                             "reasoning": reasoning, "tool_calls": tool_calls, "thinking_blocks": blocks})
@@ -70,10 +65,7 @@ def reused(stored: dict[str, Any]) -> Usage:
 
 
 def hit_usage(stored: dict[str, Any], key: str, llm: Any) -> Usage:
-    """Return the usage of a cache hit: free (``reused``), unless a killed process paid it and no record has
-    claimed it (``key`` in ``llm.unclaimed``: bench.core.journal): then the record made of it counts it as spent,
-    once (taken out of ``unclaimed``; ``llm.budget``, if any, counts it now), with the attempts of the same
-    request a kill left in flight (``with_lost``)."""
+    """Return a cache hit's usage: free, unless a killed process paid it unclaimed (then counted once)."""
     if key not in llm.unclaimed:
         return reused(stored)
     llm.unclaimed.discard(key)
@@ -83,11 +75,8 @@ def hit_usage(stored: dict[str, Any], key: str, llm: Any) -> Usage:
 
 
 def with_lost(usage: Usage, key: str, lost: dict[str, list[float | None]]) -> Usage:
-    """Return a paid reply's ``usage`` with the attempts of the same request that kills left in flight (``lost``:
-    {key: [reservation per attempt]}, bench.core.spend.open_lost; taken out, so claimed once), each in
-    ``paid_attempts`` marked ``estimated`` and ``in_flight_at_kill``: at this reply's cost (the same messages and
-    params; docs/decisions.md), never above its reservation, or at the reservation when this cost is unknown.
-    In the tokens and cost, not in ``calls`` (a request the journal saw may not have reached the provider)."""
+    """Return a paid reply's ``usage`` with the attempts of the same request kills left in flight (``lost``,
+    taken out), each in ``paid_attempts`` marked ``estimated`` at this reply's cost capped by its reservation."""
     attempts = lost.pop(key, None) if lost else None
     if not attempts:
         return usage
@@ -117,22 +106,18 @@ def _own(u: dict[str, Any]) -> dict[str, Any]:
 
 
 def claimed(stored: dict[str, Any]) -> Usage:
-    """Return the usage of a cached reply a killed process paid and no record counted: its requests and cost,
-    as if asked now (a resume's record claims it, so the spend counts it once)."""
+    """Return the usage of a cached reply a killed process paid and no record counted, as if asked now."""
     return usage_of({**stored, "cached": False, "calls": int(stored.get("attempts") or 1), "cache_hits": 0})
 
 
 def cache_entry(comp: Completion) -> dict[str, Any]:
-    """Return what the response cache stores of a reply: its text, the ``KEPT`` usage, its logprobs, its
-    reasoning and its tool calls if any (an entry written before ``reasoning_tokens`` existed reads as None:
-    ``usage_of``)."""
+    """Return what the response cache stores of a reply: its text, the ``KEPT`` usage, and what else it holds."""
     u = _own(comp.usage.__dict__)  # the plain values model_dump(include=KEPT) returns, spelled out: no loop per reply
     entry = {"text": comp.text, "usage": {
         "prompt_tokens": u["prompt_tokens"], "completion_tokens": u["completion_tokens"],
         "reasoning_tokens": u["reasoning_tokens"], "cached_tokens": u["cached_tokens"],
         "cache_write_tokens": u["cache_write_tokens"], "cost_usd": u["cost_usd"],
-        "cache_saved_usd": u["cache_saved_usd"],
-        "latency_s": u["latency_s"],
+        "cache_saved_usd": u["cache_saved_usd"], "latency_s": u["latency_s"],
         "attempts": u["attempts"], "finish_reason": u["finish_reason"], "batch_id": u["batch_id"],
         "over_limit": u["over_limit"], "estimated": u["estimated"]}}
     if comp.logprobs:
@@ -147,15 +132,13 @@ def cache_entry(comp: Completion) -> dict[str, Any]:
 
 
 def thought(usage: dict[str, Any]) -> str | None:
-    """Take the reply's reasoning text off the transport's usage dict (``_transport.thought_apart`` put it there) and
-    return it: a Usage holds counts, never text."""
+    """Take the reply's reasoning text off the transport's usage dict and return it (a Usage holds no text)."""
     text = usage.pop("reasoning", None)
     return storable(text) if text else None
 
 
 def settle_shared(fut: asyncio.Future | None, exc: BaseException) -> None:
-    """End an in-flight request's future with its failure for the identical calls waiting on it (None: nobody
-    waits); marked retrieved, so an unshared failure is not logged as "never retrieved"."""
+    """End an in-flight request's future with its failure for identical calls waiting (marked retrieved)."""
     if fut is None or fut.done():
         return
     if isinstance(exc, Exception):
@@ -166,8 +149,7 @@ def settle_shared(fut: asyncio.Future | None, exc: BaseException) -> None:
 
 
 async def join(flying: dict[str, asyncio.Future | None], key: str) -> Completion:
-    """Wait for an identical request already in flight and share its reply; a failure is raised anew to each
-    waiter (never the first call's exception object: a task notes on it the judgments it finished)."""
+    """Wait for an identical request already in flight and share its reply; a failure is raised anew to each."""
     fut = flying[key]
     if fut is None:
         fut = flying[key] = asyncio.get_running_loop().create_future()

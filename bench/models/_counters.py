@@ -1,8 +1,5 @@
-"""Per-model caps of one event loop: requests in flight, and sliding windows of request starts and tokens.
-
-``LocalLimiter`` is what a process uses by default, and what the sweep's lease server (``bench.models._leases``)
-holds for all its clients (bench.models.ratelimit says what is counted).
-"""
+"""Per-model caps of one event loop: requests in flight, and sliding windows of request starts and tokens
+(``LocalLimiter``: a process's default, and what the sweep's lease server holds for all its clients)."""
 
 from __future__ import annotations
 
@@ -152,8 +149,7 @@ class LocalLimiter:
 
     async def acquire_pair(self, key: str, caps: Caps, estimate: int, shared_key: str, shared_caps: Caps,
                            rank: float = 0.0) -> tuple[_Lease, _Lease]:
-        """Take a lease on endpoint ``key``, then one on a shared cap (the sweep's or the process's), most ``rank``
-        first; return both (end them with ``release_pair``). One call, so a remote client pays one round trip."""
+        """Take a lease on endpoint ``key``, then one on a shared cap (most ``rank`` first); return both."""
         first = await self.acquire(key, caps, estimate)
         try:
             return first, await self.acquire(shared_key, shared_caps, rank=rank)
@@ -162,9 +158,8 @@ class LocalLimiter:
             raise
 
     def release_pair(self, pair: tuple[_Lease, _Lease], tokens: int | None = None) -> None:
-        """End both leases of ``acquire_pair``. The shared slot is freed one loop turn after the endpoint's: the
-        request of that endpoint admitted now then waits for it already, so the slot goes to the most urgent
-        request, never to whichever happened to wait first (a model at its cap keeps its share of the sweep)."""
+        """End both leases of ``acquire_pair``; the shared slot one loop turn after the endpoint's, so it goes to the
+        most urgent waiter (the endpoint's next request already waits for it), not the first come."""
         first, second = pair
         self.release(first, tokens)
         asyncio.get_running_loop().call_soon(self.release, second)

@@ -1,10 +1,7 @@
-"""The direct transport's HTTP: one aiohttp ``ClientSession`` per route and event loop POSTs chat completions and
-reads each reply within a bound in bytes, raw and once decompressed.
+"""The direct transport's HTTP: one aiohttp session per route and event loop POSTs chat completions.
 
-aiohttp does the HTTP (keep-alive, system CAs, proxies from the environment, a loopback host never proxied). What
-bench adds guards a sweep against a hostile or broken server: no redirect followed (the key would go along), a
-reply over ``limits.max_reply_mb`` refused as it arrives and as it decompresses, conflicting lengths and unknown
-codings refused: each a final ``Refused`` (a retry pays again).
+It guards against a hostile or broken server: no redirect followed (the key would go along), a reply over
+``limits.max_reply_mb`` (raw or decompressed), conflicting lengths and unknown codings refused (a final ``Refused``).
 """
 
 from __future__ import annotations
@@ -67,12 +64,7 @@ class Endpoint:
 
 
 def env_proxy(url: str) -> tuple[Any, Any]:
-    """Return (the proxy, its credentials) the environment names for ``url`` (``HTTP(S)_PROXY`` unless ``NO_PROXY``
-    names its host; never for a loopback host), or (None, None).
-
-    Read once per session, not through aiohttp's ``trust_env``: that reads the environment and ``~/.netrc`` on a
-    thread for every request, and a netrc entry for the host collides with the route's key (aiohttp refuses to send).
-    """
+    """Return (proxy, credentials) the environment names for ``url`` (never for loopback), or (None, None)."""
     if loopback(urlsplit(url).hostname):
         return None, None
     try:
@@ -82,8 +74,7 @@ def env_proxy(url: str) -> tuple[Any, Any]:
 
 
 async def read_bounded(resp: aiohttp.ClientResponse, max_bytes: int) -> bytes:
-    """Return the reply's body, decompressed if the server compressed it (bench asks for identity); raise Refused
-    once it is over ``max_bytes``, raw or decompressed, or when it cannot be read as HTTP says."""
+    """Return the reply's body, decompressed; raise Refused once over ``max_bytes`` or unreadable as HTTP says."""
     headers = resp.headers
     length = resp.content_length
     if length is not None:
@@ -112,8 +103,7 @@ async def read_bounded(resp: aiohttp.ClientResponse, max_bytes: int) -> bytes:
 
 
 def _decoders(headers: Any) -> list[_Inflater]:
-    """Return the decoders that undo a reply's codings, in order: its transfer codings (aiohttp undoes ``chunked``
-    alone), then its content codings."""
+    """Return the decoders that undo a reply's codings, in order: transfer codings (but chunked), then content's."""
     names: list[str] = []
     for header in ("Transfer-Encoding", "Content-Encoding"):
         listed = [c.strip().lower() for v in headers.getall(header, ()) for c in v.split(",")]
@@ -125,8 +115,7 @@ def _decoders(headers: Any) -> list[_Inflater]:
 
 
 class _Inflater:
-    """Decompresses one coding a bounded piece at a time (gzip of several members, deflate with or without its zlib
-    wrapper, as servers send it)."""
+    """Decompresses one coding a bounded piece at a time (multi-member gzip, deflate with or without zlib wrapper)."""
 
     def __init__(self, coding: str):
         self.coding = coding

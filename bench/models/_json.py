@@ -1,6 +1,5 @@
-"""JSON for request bodies and the response cache: orjson when it is installed (the ``perf`` extra), else the
-standard library, with one meaning either way: what orjson refuses goes to ``json``, and identities keep
-``canonical_json``'s spelling (tests/models/test_request_keys.py)."""
+"""JSON for request bodies and the response cache: orjson when installed (the ``perf`` extra), else the standard
+library, one meaning either way (what orjson refuses goes to ``json``; keys keep ``canonical_json``'s spelling)."""
 
 from __future__ import annotations
 
@@ -48,8 +47,7 @@ def dumps_str(text: str) -> str:
 
 
 def cache_text(value: dict[str, Any]) -> str:
-    """Return a reply as the response cache stores it (JSON text that ``json.loads`` reads back equal); logprobs
-    may hold ``-Infinity``, which orjson would write as ``null``, so such a value is written by ``json``."""
+    """Return a reply as the cache stores it (``json`` writes logprobs: orjson would turn ``-Infinity`` to null)."""
     if orjson is not None and "logprobs" not in value:
         try:
             return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
@@ -59,8 +57,7 @@ def cache_text(value: dict[str, Any]) -> str:
 
 
 def messages_bytes(messages: list[dict[str, Any]]) -> bytes:
-    """Return ``canonical_json(messages)`` as the bytes a request key hashes (UTF-8, a lone surrogate kept): by
-    orjson when every message is a plain dict of strings, which it spells the same, else by ``canonical_json``."""
+    """Return ``canonical_json(messages)`` as UTF-8 bytes (by orjson when every message is a dict of strings)."""
     if orjson is not None:
         for message in messages:
             if type(message) is not dict:

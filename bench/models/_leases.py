@@ -1,9 +1,5 @@
-"""Caps held across a whole sweep: a lease server in the driver, a ``RemoteLimiter`` per kernel.
-
-The ``LeaseServer`` holds one ``LocalLimiter`` and, under ``limits.budget_usd``, the sweep's ``Purse``; a dead
-process's leases are released when its connection closes, and its open reservations count as spent. It
-listens on a private unix socket, or for a cluster sweep on TCP behind the sweep's token (``BENCH_LIMITS_TOKEN``).
-"""
+"""Caps held across a whole sweep: a lease server in the driver (a ``LocalLimiter`` and the sweep's ``Purse``), a
+``RemoteLimiter`` per kernel; a dead process's leases end with its connection, its open reservations count spent."""
 
 from __future__ import annotations
 
@@ -33,17 +29,11 @@ FOLDER_PREFIX = "bench-limits-"  # + the driver's pid: the private folder of a l
 
 
 class RemoteLimiter:
-    """Leases from the sweep's LeaseServer over one unix-socket connection (per process and event loop).
+    """Leases from the sweep's LeaseServer over one connection (per process and event loop), one JSON per line.
 
-    Message format: one JSON object per line. Client: ``{"op": "acquire", "id", "key", "caps",
-    "est"}`` and ``{"op": "release", "id", "tokens"}`` (also how a waiting acquire is given
-    up), ``{"op": "ping", "id"}`` (a worker's start-up check; on TCP after ``{"op": "hello",
-    "token"}``); server: ``{"id"}`` when a lease is granted, ``{"id", "pong": true}`` for a ping.
-    The spend cap: ``{"op": "reserve", "id", "usd"}``, answered ``{"id", "ok": true}`` once granted or
-    ``{"id", "ok": false, "spent", "limit"}`` when it can never fit (``"error"`` instead: the server
-    holds no budget); ``{"op": "settle", "id", "usd"}`` ends it with the reply's cost (null: unknown,
-    counted as reserved; 0: not paid), and gives up a reservation still waiting. A plain protocol (no
-    reader task), so a kernel that exits with it open leaves nothing pending behind.
+    Client ops: acquire {id, key, caps, est}, release {id, tokens} (also gives up a wait), ping, hello {token} (TCP),
+    reserve {id, usd} → {id, ok} or {id, ok: false, spent, limit | error}, settle {id, usd} (null: unknown), spent.
+    Server: {id} when granted, {id, pong: true}. No reader task: a kernel exiting with it open leaves nothing behind.
     """
 
     def __init__(self, address: str):
@@ -90,20 +80,15 @@ class RemoteLimiter:
                 fut.set_exception(BenchError(self.broken))
         self.pending.clear()
 
-    async def acquire(self, key: str, caps: Caps, estimate: int = 0, rank: float = 0.0) -> int:
-        ask = {"op": "acquire", "key": key, "caps": [caps.max_concurrency, caps.rpm, caps.tpm], "est": estimate}
-        if rank:
-            ask["rank"] = rank
-        lease, _answer = await self._ask(ask, give_up={"op": "release", "tokens": None})
-        return lease
+    async def acquire(self, key: str, caps: Caps, estimate: int = 0, rank: float = 0.0, **also: Any) -> int:
+        ask = {"op": "acquire", "key": key, "caps": [caps.max_concurrency, caps.rpm, caps.tpm], "est": estimate,
+               **also, **({"rank": rank} if rank else {})}
+        return (await self._ask(ask, give_up={"op": "release", "tokens": None}))[0]
 
     async def acquire_pair(self, key: str, caps: Caps, estimate: int, shared_key: str, shared_caps: Caps,
                            rank: float = 0.0) -> int:
         """Both leases of ``LocalLimiter.acquire_pair`` in one round trip; one id ends both (``release_pair``)."""
-        ask = {"op": "acquire", "key": key, "caps": [caps.max_concurrency, caps.rpm, caps.tpm], "est": estimate,
-               "also": [shared_key, shared_caps.max_concurrency], "rank": rank}
-        lease, _answer = await self._ask(ask, give_up={"op": "release", "tokens": None})
-        return lease
+        return await self.acquire(key, caps, estimate, rank, also=[shared_key, shared_caps.max_concurrency])
 
     def release(self, lease: int, tokens: int | None = None) -> None:
         self._send({"op": "release", "id": lease, "tokens": tokens})
@@ -111,8 +96,7 @@ class RemoteLimiter:
     release_pair = release  # the server knows the id holds two leases
 
     async def reserve(self, usd: float) -> tuple[int, dict[str, Any]]:
-        """Reserve ``usd`` of the sweep's budget (waiting while reservations in flight may make room); return
-        (reservation id, the server's answer: ``ok``, else ``spent`` and ``limit`` or ``error``)."""
+        """Reserve ``usd`` of the sweep's budget (waiting for room); return (id, the server's answer)."""
         return await self._ask({"op": "reserve", "usd": usd}, give_up={"op": "settle", "usd": 0.0})
 
     def settle(self, reservation: int, usd: float | None) -> None:
@@ -169,11 +153,7 @@ class _LeaseProtocol(asyncio.Protocol):
 
 
 class LeaseServer:
-    """Serves every model's caps to the processes of one sweep, from a thread of the driver.
-
-    A unix socket in a private (0700) folder, or with ``host`` (a cluster sweep) TCP, where a connection must
-    first show the token. A connection's leases end when it closes: a kernel killed by ``kill -9`` frees its slots.
-    """
+    """Serves every model's caps to one sweep's processes from a driver thread (unix socket, or TCP with ``host``)."""
 
     def __init__(self, window_s: float = 60.0, host: str | None = None, budget: tuple[float, float] | None = None):
         self.window_s = window_s  # the rpm/tpm window: the params' limits.rate_window_s
@@ -256,11 +236,7 @@ class LeaseServer:
             await asyncio.gather(*self._clients, return_exceptions=True)
 
     async def _admitted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
-        """Return whether a TCP connection's first line carries the sweep's token (anything else is dropped).
-
-        It has HELLO_S to show it, and at most MAX_UNPROVEN wait at once: a newcomer past that closes the oldest (a
-        real client shows its token at once), so no neighbour can hold the server's sockets.
-        """
+        """Return whether a TCP connection's first line carries the sweep's token, within HELLO_S."""
         me = asyncio.current_task()
         self._unproven[me] = writer
         while len(self._unproven) > MAX_UNPROVEN:
@@ -310,19 +286,12 @@ class LeaseServer:
                     tokens = msg.get("tokens")
                     _end(limiter, held.pop(lease_id), int(tokens) if tokens is not None else None)
                 elif (task := waiting.pop(lease_id, None)) is not None:
-                    if task.done() and not task.cancelled():
-                        _end(limiter, task.result())
-                    else:
-                        task.cancel()
+                    _drop(limiter, task)
         except (OSError, ValueError, KeyError, TypeError):
             pass  # a broken or garbled connection ends like a closed one
         finally:
-            for lease_id, task in list(waiting.items()):
-                waiting.pop(lease_id)
-                if task.done() and not task.cancelled():
-                    _end(limiter, task.result())
-                else:
-                    task.cancel()
+            while waiting:
+                _drop(limiter, waiting.popitem()[1])
             for lease in held.values():
                 _end(limiter, lease)
             held.clear()
@@ -332,8 +301,7 @@ class LeaseServer:
 
 
 def _acquire(limiter: LocalLimiter, msg: dict[str, Any]) -> Any:
-    """Return the wait for what an ``acquire`` message asks: one lease, or (with ``also``) an endpoint's and a shared
-    cap's together (``LocalLimiter.acquire_pair``)."""
+    """Return the wait for an ``acquire`` message: one lease, or with ``also`` a pair (``acquire_pair``)."""
     cmax, rpm, tpm = (int(v) if v else None for v in msg["caps"])
     key, caps, estimate, rank = str(msg["key"]), Caps(cmax, rpm, tpm), int(msg["est"]), float(msg.get("rank") or 0.0)
     if msg.get("also"):
@@ -348,3 +316,11 @@ def _end(limiter: LocalLimiter, lease: Any, tokens: int | None = None) -> None:
         limiter.release_pair(lease, tokens)
     else:
         limiter.release(lease, tokens)
+
+
+def _drop(limiter: LocalLimiter, task: asyncio.Task) -> None:
+    """Give up a waiting acquire: end its lease if granted meanwhile, else cancel the wait."""
+    if task.done() and not task.cancelled():
+        _end(limiter, task.result())
+    else:
+        task.cancel()

@@ -25,8 +25,7 @@ def output_limit(body: dict[str, Any]) -> int | None:
 
 
 def prompt_messages(body: dict[str, Any]) -> list[Any]:
-    """Return a request's prompt as messages: a chat request's own, an embeddings request's ``input`` texts as
-    user messages (what token counters and budgets count)."""
+    """Return a request's prompt as messages (an embeddings request's ``input`` texts as user messages)."""
     if "input" in body:
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
         return [{"role": "user", "content": str(t)} for t in texts]

@@ -1,6 +1,5 @@
-"""The failure of a reply that holds no answer: retried when it is merely empty (``kind="empty"``), final when
-the model spent its output limit thinking (``kind="reasoning_cut"``). Either way the reply was billed
-(bench.models._paid)."""
+"""The failure of a reply that holds no answer (billed either way): retried when merely empty (``kind="empty"``),
+final when the model spent its output limit thinking (``kind="reasoning_cut"``)."""
 
 from __future__ import annotations
 
@@ -11,8 +10,7 @@ from bench.models._transport import storable
 
 
 def no_answer(model: str, usage: dict[str, Any], where: str = "") -> ProviderError:
-    """Return the ProviderError of ``model``'s reply with an empty answer (``usage``: the transport's usage dict, its
-    reasoning text still on it); ``where`` adds where it came from (" in batch …")."""
+    """Return the ProviderError of ``model``'s empty reply (``usage``: the transport's; ``where``: " in batch …")."""
     finish = usage.get("finish_reason")
     thought, tokens = usage.get("reasoning"), usage.get("reasoning_tokens")
     if not (thought or tokens):

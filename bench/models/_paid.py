@@ -1,9 +1,5 @@
-"""What a reply was paid, made whole before anything counts it: its usage estimated when the provider sent
-none, its overrun of ``max_tokens`` flagged, its price, and every paid attempt of a retried call kept.
-
-A reply without usage is counted with ``tokens.bound_counter`` and marked ``estimated`` (never zero); a call's
-paid attempts are summed in ``paid_attempts`` and carried on its ProviderError (``paid``) when it fails.
-"""
+"""What a reply was paid, made whole before anything counts it: usage estimated when the provider sent none (marked
+``estimated``, never zero), an overrun of ``max_tokens`` flagged, its price, and every paid attempt kept."""
 
 from __future__ import annotations
 
@@ -20,8 +16,7 @@ _ITEMIZED = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_t
 
 
 def reconcile(route: Route, body: dict[str, Any], text: str, usage: dict[str, Any], batch: bool = False) -> None:
-    """Complete ``usage`` (the transport's reply usage, in place): estimate missing tokens, flag an output over the
-    request's limit, and set ``cost_usd`` (None only when the price is unknown)."""
+    """Complete ``usage`` in place: estimate missing tokens, flag an over-limit output, set ``cost_usd``."""
     prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
     if prompt is None or completion is None or (not prompt and not completion and text):
         counter = bound_counter(route)  # a reply with no usage (or all zeros for a text) was still billed
@@ -44,8 +39,7 @@ def itemized(usage: dict[str, Any], attempt: int) -> dict[str, Any]:
 
 
 def with_paid(usage: dict[str, Any], paid: list[dict[str, Any]], attempt: int) -> dict[str, Any]:
-    """Return the usage of a call whose answer came at ``attempt`` after the unused paid replies ``paid``:
-    tokens and cost summed over all of them, each listed in ``paid_attempts`` (unchanged when ``paid`` is empty)."""
+    """Return the usage of a call answered at ``attempt`` after the unused paid replies ``paid``, summed."""
     if not paid:
         return usage
     every = [*paid, itemized(usage, attempt)]
@@ -83,8 +77,7 @@ class PaidAttempts:
         return with_paid(usage, self.items, attempt)
 
     def refused(self, stop: Halted) -> Exception:
-        """Return what a call raises when the budget refused its retry: ``stop`` when nothing was paid yet, else
-        the call's failure carrying its paid replies (its item gets a failed record that counts them)."""
+        """Return what a call raises when the budget refused its retry: ``stop``, or a failure with its paid replies."""
         if not self.items:
             return stop
         err = ProviderError(f"{self.model} returned empty content {len(self.items)} time(s) (each billed), and the "
@@ -94,6 +87,5 @@ class PaidAttempts:
 
 
 def lines_cost(paid: list[dict[str, Any]] | None) -> float:
-    """Return what the provider batch lines among ``paid`` (``paid_attempts`` entries) cost: what a batched
-    call that failed, or that a direct retry answered, still settles on its budget reservation."""
+    """Return what the provider batch lines among ``paid`` (``paid_attempts`` entries) cost."""
     return sum(p.get("cost_usd") or 0.0 for p in paid or () if p.get("batch_line"))

@@ -1,7 +1,7 @@
 """A spend cap's counters on one event loop: USD spent, USD reserved by requests in flight, and who waits.
 
-A request reserves its worst-case cost and settles its real one; a reservation is granted when spent +
-reserved + it fits, refused when spent + it does not, else waits in order (docs/budget.md).
+A reservation is granted when spent + reserved + it fits, refused when spent + it does not, else waits in order
+(docs/budget.md).
 """
 
 from __future__ import annotations
@@ -41,15 +41,13 @@ class Purse:
         return self.committed() + usd + self.margin <= self.limit
 
     def report(self) -> dict[str, float | int]:
-        """Return the counters a refusal and the budget line name (JSON-ready): spent, the limit, what is in
-        flight (reservations, their USD and the margin set aside for them) and the overruns seen."""
+        """Return the counters a refusal and the budget line name (JSON-ready): spent, limit, in flight, overruns."""
         return {"spent": self.spent, "limit": self.limit, "in_flight": self.held, "reserved": self.reserved,
                 "margin_usd": self.held * self.margin, "margin": self.margin, "overruns": self.overruns,
                 "overrun_usd": self.overrun_usd, "surprise": self.surprise}
 
     async def reserve(self, usd: float) -> bool:
-        """Return True once ``usd`` is reserved (waiting while reservations in flight may make room), False
-        when it can never fit. A cancelled wait reserves nothing."""
+        """Return True once ``usd`` is reserved (waiting for room), False when it can never fit."""
         if self.never_fits(usd):
             return False
         if not self.waiters and self.fits(usd):
@@ -68,8 +66,7 @@ class Purse:
             raise
 
     def settle(self, reserved: float, cost: float | None) -> None:
-        """End a reservation of ``reserved`` USD: ``cost`` is what the reply cost (None: unknown, counted as
-        reserved); then grant or refuse whoever waits."""
+        """End a reservation of ``reserved`` USD at ``cost`` (None: unknown, counted as reserved); serve the waiters."""
         self.held -= 1
         self.reserved = self.reserved - reserved if self.held > 0 else 0.0
         paid = reserved if cost is None else max(0.0, float(cost))
@@ -109,8 +106,7 @@ class Purse:
 
 
 class Spending:
-    """One lease-server connection's reservations of the sweep's budget: granted, or waiting for room in the purse
-    (bench.models._leases serves them)."""
+    """One lease-server connection's reservations of the sweep's budget: granted, or waiting for room."""
 
     def __init__(self, purse: Purse | None, writer: asyncio.StreamWriter):
         self.purse, self.writer = purse, writer

@@ -12,8 +12,7 @@ from bench.models.providers import Route
 
 
 def identity(route: Route) -> str:
-    """Return the endpoint part of a request's identity: the route's, with the spec's ``think_end`` when it has one
-    (the cache keeps a reply with its thinking split off)."""
+    """Return the endpoint part of a request's identity: the route's, with the spec's ``think_end`` if any."""
     end = route.spec.think_end
     return route.identity if end is None else f"{route.identity}\x1fthink_end={end}"
 
@@ -48,9 +47,7 @@ class KeyMaker:
         canonical_json(messages))``, the same hex digest, from the route's fed hasher."""
         repeat = sample_key(sample, attempt)
         memo = settings if repeat == 0 else f"{settings}\x1e{repeat}"
-        made = self._prefixes.get(id(route))  # routes live as long as the client: their ids stay theirs
-        if made is None:
-            made = self._prefixes[id(route)] = {}
+        made = self._prefixes.setdefault(id(route), {})  # routes live as long as the client: their ids stay theirs
         fed = made.get(memo)
         if fed is None:
             head = "\x1e".join((identity(route), route.spec.model, settings, str(repeat), ""))

@@ -1,8 +1,5 @@
-"""One request sent (one POST through ``bench.models._direct``, or ``litellm.acompletion``), its reply read
-into ``(text, usage, body)``, or its failure classified as a ProviderError (retryable or final).
-
-Every error message is redacted before it is cut, so no half key leaks.
-"""
+"""One request sent (through ``bench.models._direct`` or ``litellm.acompletion``), its reply read into
+``(text, usage, body)`` or its failure classified as a ProviderError; errors are redacted before being cut."""
 
 from __future__ import annotations
 
@@ -30,9 +27,8 @@ Reply = tuple[str, dict[str, Any], dict | None]  # text, usage, the parsed provi
 
 
 def open_endpoint(route: Route, max_bytes: int, path: str = "chat/completions") -> Endpoint:
-    """Return the HTTP endpoint of one route's chat completions (or ``path``) on this event loop: its headers hold
-    the key (kept in memory only), its replies are refused past ``max_bytes``. An api_base's ``user:password@`` goes
-    as a Basic header; with a key as well (one Authorization header cannot carry both) a final error says so."""
+    """Return the HTTP endpoint of one route's ``path`` on this event loop (the key in its headers, in memory only;
+    replies refused past ``max_bytes``); an api_base's ``user:password@`` goes as a Basic header, never with a key."""
     key = route.api_key()
     url, token = basic_credentials(f"{route.api_base}/{path}")
     if token is not None:
@@ -54,9 +50,7 @@ def open_endpoint(route: Route, max_bytes: int, path: str = "chat/completions") 
 
 async def send_direct(endpoint: Endpoint, route: Route, body: dict, timeout_s: float, reached: set[str],
                       parse: Any = None) -> Reply:
-    """POST one OpenAI-format request, its reply read by ``parse`` (default ``parse_openai``); ``reached`` holds
-    the api_bases that answered before (then a refused connection is a restart, worth retrying) and gains this
-    one when it answers."""
+    """POST one OpenAI-format request, its reply read by ``parse`` (``reached``: api_bases that answered)."""
     where = f"{route.spec.model} at {route.api_base}"
     try:
         status, headers, payload = await endpoint.post(body_bytes(body), timeout_s)
@@ -75,7 +69,6 @@ async def send_direct(endpoint: Endpoint, route: Route, body: dict, timeout_s: f
         raise ProviderError(f"{where}: connection dropped ({type(exc).__name__}: {exc})", kind="connection",
                             retryable=True) from None
     reached.add(route.api_base)  # type: ignore[arg-type]
-    # a redirect is not followed (the key would go where its Location says): the api_base is the one to fix
     if 300 <= status < 400 and headers.get("Location"):
         raise ProviderError(f"{where}: HTTP {status}: redirected to {headers['Location']}; set the api_base to "
                             f"where it points", kind="http", status=status, retryable=False)
@@ -168,10 +161,7 @@ async def send_litellm(route: Route, body: dict, timeout_s: float) -> Reply:
 
 
 def prompt_cache(u: Any, usage: dict[str, Any]) -> None:
-    """Set ``cached_tokens`` and ``cache_write_tokens`` (both of ``prompt_tokens``) from a reply's usage, a dict or
-    LiteLLM's object: ``prompt_tokens_details.cached_tokens`` (OpenAI, and LiteLLM's normalised usage), Anthropic's
-    ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` (LiteLLM keeps them, and adds both to
-    ``prompt_tokens``), ``prompt_tokens_details.cache_creation_tokens``; left unset when the reply says nothing."""
+    """Set ``cached_tokens`` and ``cache_write_tokens`` from a reply's usage (a dict or LiteLLM's object)."""
     def get(obj: Any, name: str) -> Any:
         return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
 
@@ -186,8 +176,7 @@ def prompt_cache(u: Any, usage: dict[str, Any]) -> None:
 
 
 def wire_calls(calls: list[Any]) -> list[dict[str, Any]]:
-    """Return a reply's tool calls in OpenAI's wire form from plain dicts (the direct transport) or LiteLLM's
-    objects; the arguments stay the text the model wrote (a dict is written as JSON)."""
+    """Return a reply's tool calls (dicts or LiteLLM's objects) in OpenAI's wire form, arguments as written."""
     out = []
     for call in calls:
         plain = call.model_dump() if hasattr(call, "model_dump") else call
@@ -203,8 +192,7 @@ def wire_calls(calls: list[Any]) -> list[dict[str, Any]]:
 
 def thought_apart(route: Route, text: str, message: Any, usage: dict[str, Any], total: int | None,
                   thinking_tokens: int | None, raw: dict | None) -> Reply:
-    """Return the reply with its reasoning apart (``bench.models.reasoning``): the answer as the text, the thinking
-    under ``usage["reasoning"]``, its tokens as ``reasoning_tokens``; a plain reply's usage is left as it was."""
+    """Return the reply with its reasoning apart: under ``usage["reasoning"]``, its tokens ``reasoning_tokens``."""
     if not thinking_tokens and plain(text, message, route.spec.think_end):
         return text, usage, raw  # most replies: nothing to take apart
     answer, reasoning, offset = separated(text, message, route.spec.think_end)
@@ -244,8 +232,7 @@ def litellm_error(route: Route, exc: Exception) -> ProviderError:
 
 
 def storable(text: str) -> str:
-    """Return ``text`` as valid Unicode: a lone surrogate (a provider's invalid UTF-8, escaped in its
-    JSON) becomes visible ``\\udcxx`` text instead of making every later write of the record fail."""
+    """Return ``text`` as valid Unicode: a lone surrogate becomes visible ``\\udcxx`` text (records stay writable)."""
     if text.isascii():
         return text  # the common reply: checked without a copy
     try:

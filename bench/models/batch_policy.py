@@ -1,8 +1,5 @@
-"""How one model's requests go through its provider's Batch API: limits per batch, polling, retries.
-
-Apart from ``bench.models.batches`` so that ``routing`` and ``bench.config.entries`` read the settings without
-loading the Batch API machinery (docs/batch-apis.md).
-"""
+"""How one model's requests go through its provider's Batch API: limits per batch, polling, retries (apart from
+``bench.models.batches`` so that reading the settings loads no Batch API machinery; docs/batch-apis.md)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """``limits.budget_usd``: a hard cap on what a run folder spends, held before every paid request (docs/budget.md).
 
-A request reserves its worst case before it goes in flight, is refused with ``BudgetReached`` (or
-``PriceUnknown``), and is settled with what it was billed. A sweep's executions share one cap in its lease
-server (bench.models._leases).
+A request reserves its worst case, is refused with ``BudgetReached`` (or ``PriceUnknown``), and is settled with
+what it was billed; a sweep's executions share one cap in its lease server.
 """
 
 from __future__ import annotations
@@ -10,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable
-
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +24,6 @@ from bench.models.cache import open_cache
 from bench.models.ratelimit import limiter_for
 from bench.models.routing import Route, cache_prices, price_per_token
 from bench.models.tokens import bound_counter, output_ceiling
-
 
 
 class PriceUnknown(Halted):
@@ -48,8 +45,7 @@ _PRICER: Budget | None = None  # prices reservations outside any budget (``reser
 
 
 def reservation(route: Route, body: dict[str, Any]) -> float | None:
-    """Return the most ``body`` can cost on ``route`` (what a budget would reserve), None when its price is unknown:
-    what the request journal counts a request at when a kill leaves it in flight (bench.core.journal)."""
+    """Return the most ``body`` can cost on ``route`` (what a budget reserves), None when its price is unknown."""
     global _PRICER
     if _PRICER is None:
         _PRICER = Budget(float("inf"), ".")
@@ -60,8 +56,7 @@ def reservation(route: Route, body: dict[str, Any]) -> float | None:
 
 
 def sweep_budget(limit: float | None, run_dir: str | Path, root: Path | None = None) -> tuple[float, float] | None:
-    """Return what a sweep's lease server holds for ``limits.budget_usd``: (the budget, the run folder's spend now),
-    after settling the requests a killed sweep left in flight (``bench.core.journal.settle``)."""
+    """Return (``limits.budget_usd``, the run folder's spend now) after settling what a kill left in flight."""
     if limit is None:
         return None
     settle(run_dir, open_cache(root=root))
@@ -69,8 +64,7 @@ def sweep_budget(limit: float | None, run_dir: str | Path, root: Path | None = N
 
 
 def cache_holding(run_dir: str | Path) -> Callable[[list[str]], set[str]]:
-    """Return which of some request keys the response cache of ``run_dir``'s requests holds (none when it has no
-    cache yet), for a spend that counts a kill's requests before any resume settles them (``recorded_spend``)."""
+    """Return a function telling which request keys the response cache of ``run_dir`` holds."""
     env = os.environ.get(CACHE_ENV, "")  # as bench.core.paths.cache_path, for the runs folder holding run_dir
     path = Path(env).expanduser().absolute() if env else Path(run_dir).parent / ".cache" / "responses"
     cache = open_cache(path) if path.is_dir() else None
@@ -78,8 +72,7 @@ def cache_holding(run_dir: str | Path) -> Callable[[list[str]], set[str]]:
 
 
 class Budget:
-    """The spend cap of one client (``LLM.budget``): reserve a paid request's worst case, settle its real cost
-    (``params`` names the params file in the messages)."""
+    """The spend cap of one client (``LLM.budget``): reserve a paid request's worst case, settle its real cost."""
 
     def __init__(self, limit_usd: float, run_dir: str | Path, params: str = "the params file",
                  lease_server: str | None = None):
@@ -94,8 +87,7 @@ class Budget:
         self._telling: set[asyncio.Task] = set()  # ``count``s on their way to the sweep's lease server
 
     def worst_case(self, route: Route, body: dict[str, Any], batch: bool = False) -> float:
-        """Return the most ``body`` can cost on ``route``: its prompt (counted never short) and its whole output
-        limit; ``counting`` names the tokenizer (or the UTF-8 byte bound) that counted the prompt."""
+        """Return the most ``body`` can cost on ``route``: its prompt (counted never short) and whole output limit."""
         key = (route.spec, batch)
         if key not in self._prices:
             self._prices[key] = price_per_token(route, batch)
@@ -118,8 +110,7 @@ class Budget:
         return prompt * counter.messages(messages) + price[1] * output_ceiling(route, body)
 
     async def reserve(self, route: Route, body: dict[str, Any], *, batch: bool = False) -> Held | None:
-        """Reserve the worst-case cost of one request before it is sent (None when it is free), waiting while
-        requests in flight may make room; BudgetReached when it would pass the budget, PriceUnknown without a price."""
+        """Reserve one request's worst case before it is sent (None when free); BudgetReached or PriceUnknown."""
         usd = self.worst_case(route, body, batch)
         if usd <= 0:
             return None
@@ -140,8 +131,7 @@ class Budget:
         raise self.reached(route, usd, self.purse.report())
 
     def settle(self, held: Held | None, paid: dict[str, Any] | float | None) -> None:
-        """End a reservation with what the reply was billed: its usage (``cost_usd``, reconciled by
-        bench.models._paid) or a cost (None: unknown, counted as reserved; 0.0: not paid)."""
+        """End a reservation with the reply's usage (its ``cost_usd``) or a cost (None: unknown; 0.0: not paid)."""
         if held is None:
             return
         cost = paid.get("cost_usd") if isinstance(paid, dict) else paid
@@ -151,8 +141,7 @@ class Budget:
             self.purse.settle(held.usd, cost)
 
     def count(self, usd: float | None) -> None:
-        """Count a cached reply that a killed process paid and no record counted as spent now (its record, once
-        written, holds it); under a sweep's shared budget, the lease server's purse counts it too."""
+        """Count as spent now a cached reply a killed process paid and no record counted (the sweep's purse too)."""
         if not usd:
             return
         self.claimed += float(usd)
@@ -166,8 +155,7 @@ class Budget:
             task.add_done_callback(self._telling.discard)
 
     def reached(self, route: Route, usd: float, state: dict[str, Any]) -> BudgetReached:
-        """Return the BudgetReached of a request refused: what was spent, what it would have cost, what the
-        calls in flight may still add (``state``: ``Purse.report``), what to do."""
+        """Return the BudgetReached of a refused request (``state``: ``Purse.report``): spent, cost, what to do."""
         counted, estimated = self.counting.get(route.spec.model), recorded_spend(self.run_dir).estimated_note()
         return BudgetReached(f"limits.budget_usd = {dollars(float(state['limit']))} reached: {self.run_dir} has "
                              f"spent {dollars(float(state['spent']))}{estimated}, and the next "
@@ -179,8 +167,7 @@ class Budget:
 
 
 def in_flight(state: dict[str, Any]) -> str:
-    """Return what the calls in flight may still add to the spend, from a purse's ``report``: their
-    reservations, the margin set aside for replies over their reservations, and when they could pass the budget."""
+    """Return what the calls in flight may still add to the spend, from a purse's ``report``."""
     n, overruns = int(state.get("in_flight", 0)), int(state.get("overruns", 0))
     seen = (f"{overruns} repl(ies) so far cost more than reserved, by up to {dollars(float(state['margin']))} each"
             if overruns else "")
@@ -194,8 +181,7 @@ def in_flight(state: dict[str, Any]) -> str:
 
 
 def budget_line(state: dict[str, Any]) -> str:
-    """Return the closing budget line of a sweep from its purse's ``report``: what was spent of the budget, the
-    replies that cost more than reserved, and the most the budget was passed by because of them (``surprise``)."""
+    """Return the closing budget line of a sweep from its purse's ``report`` (spent, overruns, ``surprise``)."""
     line = f"budget: spent {dollars(float(state['spent']))} of {dollars(float(state['limit']))}"
     if not state.get("overruns"):
         return line + "; every reply cost at most what it reserved"
@@ -206,7 +192,6 @@ def budget_line(state: dict[str, Any]) -> str:
 
 
 def breakpoints(messages: list[dict[str, Any]]) -> bool:
-    """Return whether a request asks its provider to write its prompt cache (a ``cache_control`` part: Anthropic's,
-    billed above the input price, so its worst case prices the prompt at the cache-write price)."""
+    """Return whether a request asks to write its prompt cache (a ``cache_control`` part, billed above input)."""
     return any(isinstance(m.get("content"), list) and any(isinstance(p, dict) and "cache_control" in p
                                                             for p in m["content"]) for m in messages)

@@ -1,7 +1,7 @@
 """The response cache: a folder of append-only JSONL files, one per process, read by every process.
 
-Only successes are stored, with their usage and cost; each process appends whole redacted lines to its own 0600
-file: no locks or shared memory, so it is safe on a network filesystem (docs/llm-seam.md#the-response-cache).
+Only successes are stored; each process appends whole redacted lines to its own 0600 file: no locks, so it is safe
+on a network filesystem (docs/llm-seam.md#the-response-cache).
 """
 
 from __future__ import annotations
@@ -65,8 +65,7 @@ def request_key(*parts: object) -> str:
 
 
 def open_cache(path: str | os.PathLike[str] | None = None, *, root: Path | None = None) -> ResponseCache:
-    """Open the response cache at ``path``, else where the environment says (``bench.core.paths.cache_path``:
-    ``$BENCH_CACHE``, else the folder under ``root``'s runs)."""
+    """Open the response cache at ``path``, else ``$BENCH_CACHE``, else the folder under ``root``'s runs."""
     return ResponseCache(cache_path(root) if path is None else path)
 
 
@@ -77,8 +76,7 @@ def _line(key: str, value: dict[str, Any]) -> bytes:
 
 
 class ResponseCache:
-    """Maps request keys to stored replies (JSON dicts: text, usage with cost, logprobs, reasoning, tool calls) in a
-    folder of per-process JSONL files."""
+    """Maps request keys to stored replies (JSON dicts: text, usage with cost, logprobs, ...) in per-process files."""
 
     def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path).expanduser()
@@ -110,16 +108,14 @@ class ResponseCache:
         self._scan()
         atexit.register(self.flush)
 
-    # -- reading ----------------------------------------------------------------------------------
     def get(self, key: str) -> dict[str, Any] | None:
-        """Return the stored reply for ``key`` (re-scanning for other processes' replies on a miss,
-        at most every ``RESCAN_S``), or None; count the hit or miss."""
+        """Return the stored reply for ``key`` (a miss re-scans, at most every ``RESCAN_S``), or None; count it."""
         with self._lock:
             value = self._lookup(key)
         if value is None:
             self.misses += 1
-            return None
-        self.hits += 1
+        else:
+            self.hits += 1
         return value
 
     def _lookup(self, key: str) -> dict[str, Any] | None:
@@ -172,8 +168,7 @@ class ResponseCache:
         return fd
 
     def held(self, keys: list[str]) -> set[str]:
-        """Return which of ``keys`` are cached, re-scanning once first if some are not (ask many keys in one call: a
-        scan reads every file's new lines); counts nothing."""
+        """Return which of ``keys`` are cached (re-scanning once if some are not); counts nothing."""
         with self._lock:
             found = {k for k in keys if _ikey(k) in self._index or k in self._memory}
             if len(found) < len(set(keys)):
@@ -187,7 +182,6 @@ class ResponseCache:
             self._scan()
             return len(self._index)
 
-    # -- indexing ---------------------------------------------------------------------------------
     def _scan(self) -> None:
         """Index the complete lines appended to every file since the last scan (new files too)."""
         started = time.monotonic()
@@ -206,8 +200,7 @@ class ResponseCache:
                 bad += self._scan_file(name, state)
         if bad:
             self._read_failed(f"{bad} damaged line(s) skipped")
-        took = time.monotonic() - started
-        self._next_scan = time.monotonic() + max(RESCAN_S, 20 * took)
+        self._next_scan = time.monotonic() + max(RESCAN_S, 20 * (time.monotonic() - started))
 
     def _scan_file(self, name: str, state: list[int]) -> int:
         """Index one file's new complete lines; return how many complete lines were not cache lines."""
@@ -253,11 +246,8 @@ class ResponseCache:
             pos = stop
         return bad
 
-    # -- writing ----------------------------------------------------------------------------------
     def put(self, key: str, value: dict[str, Any]) -> None:
-        """Store a successful reply in this process's file before returning (a known key is never written again). A
-        failed write keeps the reply in memory, answered, for a later write; a value JSON cannot hold is left out with
-        a warning."""
+        """Store a reply in this process's file before returning (a failed write keeps it in memory for later)."""
         if _ikey(key) in self._index or key in self._memory:
             return
         try:
@@ -274,8 +264,7 @@ class ResponseCache:
                 self._write_memory()
 
     def flush(self) -> None:
-        """Write the replies a failed write kept in memory (nothing else waits: writes are synchronous; a stage's
-        end, ``LLM.aclose``, and exit call it); if some still cannot be written, warn (once per cache)."""
+        """Write the replies a failed write kept in memory; if some still cannot be written, warn once per cache."""
         with self._lock:
             if self._memory:
                 self._write_memory()
@@ -334,8 +323,7 @@ class ResponseCache:
             self._fd, self._own = None, None
 
     def _write_failed(self, exc: OSError) -> None:
-        """Keep the error for ``flush`` to say: a full disk that stops the cache stops a stage's records too, and the
-        stage's one message says so (said now, the cache's would come first, a second message)."""
+        """Keep the error for ``flush`` to say (a stage's own failure message comes first)."""
         self._retry_at = time.monotonic() + RETRY_S
         self._failure = exc
 

@@ -1,8 +1,5 @@
-"""The one LLM seam: every model call of collect and judge goes through ``LLM.complete``.
-
-Per process: the concurrency and per-model caps, bounded retries with backoff, a per-request timeout, the
-response cache, and usage, latency and cost on every answer (docs/llm-seam.md).
-"""
+"""The one LLM seam: every model call of collect and judge goes through ``LLM.complete``, under the process's caps,
+retries, timeout and response cache, with usage, latency and cost on every answer (docs/llm-seam.md)."""
 
 from __future__ import annotations
 
@@ -50,8 +47,7 @@ class _LoopState:
     in_flight: int = 0
     peak: int = 0
     shared: int | None = None  # the sweep's global cap held by its lease server (LLM.sweep_cap), read once per loop
-    flying: dict[str, asyncio.Future | None] = field(default_factory=dict)  # request key → the request in flight
-    # (None until an identical call asks to share it: most requests have no twin, and no future is made for them)
+    flying: dict[str, asyncio.Future | None] = field(default_factory=dict)  # key → in flight (a future once shared)
 
 
 class LLM:
@@ -78,19 +74,15 @@ class LLM:
         self.lost: dict[str, list[float | None]] = {}  # requests kills left in flight (bench.core.spend.open_lost)
         self.stopping = False  # set by a first Ctrl-C (bench.stage_runs.StageStop): no request is sent any more
 
-    # -- public -------------------------------------------------------------------------
     async def complete(self, spec: ModelSpec, messages: list[dict[str, Any]], *, tools: list[dict] | None = None,
                        tool_choice: Any = None, params: dict[str, Any] | None = None,
                        response_format: dict | None = None, timeout_s: float | None = None, sample: int = 0,
                        attempt: int = 1, allow_empty: bool = False, cache_reply: bool = True,
                        label: str | None = None) -> Completion:
-        """Return the model's answer to ``messages``, from the cache when possible.
-
-        ``params`` override the spec's; ``sample`` and ``attempt`` > 1 key the cache, never the request sent.
-        ``cache_reply=False`` caches nothing until ``keep``. An identical request in flight is shared. A model with
-        ``batch`` goes through its provider's Batch API (``label`` names the item in the ledger). Raises
-        ProviderError once retries are spent or for a failure that cannot succeed.
-        """
+        """Return the model's answer to ``messages``, from the cache when possible; an identical request in flight
+        is shared. ``params`` override the spec's; ``sample`` and ``attempt`` > 1 key the cache, never the request;
+        ``cache_reply=False`` caches nothing until ``keep``; a ``batch`` model goes through its Batch API (``label``
+        names the item). Raises ProviderError once retries are spent or for a failure that cannot succeed."""
         st = self._state()
         if st.cap.locked():  # it would wait for a slot: the requests being sent go in flight before this one's
             await _next_turn()  # key, lookup and body (docs/llm-seam.md)
@@ -138,8 +130,7 @@ class LLM:
         return comp
 
     async def embed(self, spec: ModelSpec, text: str, *, timeout_s: float | None = None) -> Embedding:
-        """Return ``text``'s embedding by the embedding model ``spec``, cached, capped, budgeted and priced like a
-        completion (bench.models.embeddings)."""
+        """Return ``text``'s embedding by ``spec``, cached, capped, budgeted and priced like a completion."""
         return await embed(self, spec, text, timeout_s)
 
     def keep(self, comp: Completion) -> None:
@@ -161,14 +152,12 @@ class LLM:
         return None if self.budget is None else await self.budget.reserve(route, body, batch=batch)
 
     def settle(self, held: Held | None, paid: dict[str, Any] | float | None) -> None:
-        """End a reservation with the reply's usage or cost (0.0: nothing was paid; None: unknown, counted as
-        reserved); the budget reconciles it with what was reserved (bench.models.budget)."""
+        """End a reservation with the reply's usage or cost (0.0: nothing was paid; None: unknown, as reserved)."""
         if held is not None and self.budget is not None:
             self.budget.settle(held, paid)
 
     def pool(self, items: int, specs: Any = ()) -> int:
-        """Return how many items a stage works on at once: twice the cap, or every item when one of ``specs``
-        is batched (a batch gathers what is asked together; the cap still holds for direct calls)."""
+        """Return how many items a stage works on at once: twice the cap, or every item if a spec is batched."""
         batched = any(spec.batch is not None for spec in specs)
         return max(1, min(items, BATCH_POOL if batched else 2 * self.limits.max_concurrency))
 
@@ -177,8 +166,7 @@ class LLM:
         return self._state().peak
 
     async def aclose(self) -> None:
-        """Write the cache replies a failed write kept in memory, and close the HTTP connections of the current event
-        loop."""
+        """Write the cache replies kept in memory, and close the HTTP connections of the current event loop."""
         if self.cache is not None:
             self.cache.flush()
         st = self._loops.pop(id(asyncio.get_running_loop()), (None, None))[1]
@@ -187,7 +175,6 @@ class LLM:
         if st is not None and st.batchers:  # LiteLLM's files/batches clients are cached per loop: close them with it
             await close_clients()
 
-    # -- routing and per-loop state -----------------------------------------------------
     async def _via_batch(self, route: Route, body: dict, key: str, label: str | None, allow_empty: bool,
                          line: dict) -> Reply:
         """Answer one request of a batched model through its endpoint's batch queue (bench.models.batches)."""
@@ -243,11 +230,9 @@ class LLM:
             self._loops[id(loop)] = entry
         return entry[1]
 
-    # -- retries ------------------------------------------------------------------------
     async def _with_retries(self, st: _LoopState, route: Route, body: dict, timeout_s: float, allow_empty: bool,
                             key: str) -> Reply:
-        """Send ``body`` until a usable reply, under the model's caps and a cluster sweep's global cap when there are
-        any (``_send_leased``), else straight under the process cap (one coroutine less per attempt)."""
+        """Send ``body`` until a usable reply, under the model's and the sweep's caps if any, else the process cap."""
         lim = self.limits
         start = time.monotonic()
         paid = None  # the billed replies not used (empty): a PaidAttempts (bench.models._paid), made at the first
@@ -354,7 +339,6 @@ class LLM:
             self.settle(held, usage)
         return reply
 
-    # -- HTTP connections ---------------------------------------------------------------
     def _endpoint(self, st: _LoopState, route: Route) -> Endpoint:
         """Return the HTTP endpoint of ``route`` on this loop (one per route: its session and its connections)."""
         endpoint = st.endpoints.get(id(route))
@@ -365,16 +349,13 @@ class LLM:
 
 @types.coroutine
 def _next_turn():  # type: ignore[no-untyped-def]
-    """Let the event loop run what is ready before the caller goes on (``asyncio.sleep(0)``'s bare yield, without its
-    coroutine: one object less for each request that finds the process cap full)."""
+    """Let the event loop run what is ready first (``asyncio.sleep(0)``'s bare yield, without its coroutine)."""
     yield
 
 
-PROCESS_KEY = "(process)"  # the process cap's gate in a process's own counters: capped requests wait there, most
-# urgent first, before st.cap (which they then always find open)
+PROCESS_KEY = "(process)"  # the process cap's gate in own counters: capped requests wait there, most urgent first
 
 
-# -- the process-wide default client ------------------------------------------------------
 _default: LLM | None = None
 
 

@@ -1,8 +1,7 @@
 """The dry-run provider: ``dry/<name>`` models answer in-process, with no server, no HTTP and no cost.
 
-``bench sweep --dry-run`` swaps every model and judge for one, so a params file runs end to end before
-spending. Replies are shaped like a provider's (a schema-valid instance, a pairwise verdict, prose cut at
-``max_tokens``) and deterministic from the request's cache key.
+Replies are shaped like a provider's (a schema-valid instance, a pairwise verdict, prose cut at ``max_tokens``) and
+deterministic from the request's cache key (``bench sweep --dry-run``).
 """
 
 from __future__ import annotations
@@ -70,8 +69,8 @@ def answer(body: dict[str, Any], seed: str) -> Reply:
         text = _verdict(rng, topic, prompt)
     else:
         text = _prose(rng, topic, rng.randint(300, 1200))
-        limit = _max_tokens(body)
-        if limit is not None and _tokens(text) > limit:
+        limit = output_limit(body)
+        if limit is not None and limit > 0 and _tokens(text) > limit:
             text, finish = text[: max(1, limit * CHARS_PER_TOKEN)].rstrip(), "length"
     usage = {"prompt_tokens": prompt_tokens(messages), "completion_tokens": _tokens(text), "finish_reason": finish}
     raw = {"id": f"dry-{seed[:24]}", "object": "chat.completion", "model": body.get("model"),
@@ -83,9 +82,7 @@ def answer(body: dict[str, Any], seed: str) -> Reply:
 
 def prompt_tokens(messages: list[dict[str, Any]]) -> int:
     """Return the prompt tokens of ``messages``, estimated: characters / 4 plus a few per message."""
-    total = 0
-    for message in messages:
-        total += _tokens(message_text(message)) + TOKENS_PER_MESSAGE
+    total = sum(_tokens(message_text(message)) + TOKENS_PER_MESSAGE for message in messages)
     return total + 3 if messages else 0  # the assistant turn's primer
 
 
@@ -99,16 +96,8 @@ def _schema_of(rf: dict[str, Any]) -> dict[str, Any] | None:
     return schema if isinstance(schema, dict) else None
 
 
-def _max_tokens(body: dict[str, Any]) -> int | None:
-    limit = output_limit(body)
-    return limit if limit is not None and limit > 0 else None
-
-
 def _last_user_text(messages: list[dict[str, Any]]) -> str:
-    for message in reversed(messages):
-        if isinstance(message, dict) and message.get("role") == "user":
-            return message_text(message)
-    return ""
+    return next((message_text(m) for m in reversed(messages) if isinstance(m, dict) and m.get("role") == "user"), "")
 
 
 def _topic_words(prompt: str) -> list[str]:

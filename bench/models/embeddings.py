@@ -1,9 +1,6 @@
-"""Embeddings through the LLM seam (``LLM.embed``; ``llm`` below is a bench.models.client.LLM): one text's vector
-from a LiteLLM embedding model (``litellm.aembedding``) or an OpenAI-compatible ``/embeddings`` on an api_base,
-under the caps, retries, budget reservation, request journal, response cache and usage of a completion.
-
-A server that answers one vector per token (llama.cpp's for a model without pooling) is mean-pooled here.
-"""
+"""Embeddings through the LLM seam (``LLM.embed``): one text's vector from a LiteLLM embedding model or an
+OpenAI-compatible ``/embeddings``, under a completion's caps, retries, budget, journal, cache and usage; a vector
+per token (llama.cpp without pooling) is mean-pooled."""
 
 from __future__ import annotations
 
@@ -35,8 +32,7 @@ class Embedding:
 
 
 async def embed(llm: Any, spec: ModelSpec, text: str, timeout_s: float | None = None) -> Embedding:
-    """Return ``text``'s embedding by ``spec``, from the response cache when it holds it; an identical request in
-    flight is shared. Raises ProviderError once retries are spent."""
+    """Return ``text``'s embedding by ``spec``, cached and shared; raises ProviderError once retries are spent."""
     route = await llm._route(spec)
     key = request_key(llm, route, text)
     if llm.cache is not None and (hit := llm.cache.get(key)) is not None and "embedding" in hit:

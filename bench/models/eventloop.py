@@ -1,6 +1,5 @@
 """The event loop bench starts for its own coroutines (``bench smoke``, the estimate's pilot, the benchmarks):
-uvloop's when it is installed (the ``perf`` extra), else asyncio's. In a notebook or a sweep the seam runs on
-the kernel's loop."""
+uvloop's when installed (the ``perf`` extra), else asyncio's; in a notebook or a sweep the seam uses the kernel's."""
 
 from __future__ import annotations
 

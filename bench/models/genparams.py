@@ -1,7 +1,5 @@
-"""Generation params checked against what the provider accepts, before anything is sent.
-
-Each ``params`` key is checked against LiteLLM's list for the provider (an unknown key is refused with the
-nearest valid name) and each known value for its type; provider-specific fields go under ``params.extra_body``."""
+"""Generation params checked before anything is sent: each key against LiteLLM's list for the provider (with the
+nearest valid name), each known value for its type; provider-specific fields go under ``params.extra_body``."""
 
 from __future__ import annotations
 
@@ -28,9 +26,7 @@ LLAMA_CPP = frozenset({"top_k", "min_p", "typical_p", "repeat_penalty", "repeat_
 REFUSED = {"stream": "bench reads whole replies; remove it", "stream_options": "bench reads whole replies; remove it",
            "n": "bench reads one reply per request; use `samples: N` for repeats"}
 
-# What each known param's value must be, as the APIs take it: a list only where the API takes a list (stop,
-# tools), a mapping where it takes an object (response_format, thinking, logit_bias). Names not listed are
-# not type-checked (the provider check above decides whether they are accepted at all).
+# What each known param's value must be, as the APIs take it (names not listed are not type-checked).
 _NUMBER, _WHOLE, _TEXT, _FLAG, _LIST, _OBJECT = "a number", "a whole number", "a string", "true or false", \
     "a list", "a mapping"
 PARAM_TYPES: dict[str, tuple[str, ...]] = {
@@ -48,8 +44,7 @@ PARAM_TYPES: dict[str, tuple[str, ...]] = {
     "tool_choice": (_TEXT, _OBJECT),  # "auto" / "none" / "required", or the tool to call
     "function_call": (_TEXT, _OBJECT),
 }
-# The names LiteLLM maps as OpenAI reasoning models (o1, o3-mini, o4-mini, gpt-5, codex-mini, …): only such a
-# self-hosted name is worth importing LiteLLM for; LiteLLM's answer, not this pattern, decides what is sent.
+# Names LiteLLM maps as OpenAI reasoning models: only these are worth importing LiteLLM for (it decides what is sent).
 REASONING_NAMED = re.compile(r"^(o\d|gpt-5(?!-chat)|codex)", re.IGNORECASE)
 _CHECKS = {_NUMBER: lambda v: isinstance(v, int | float) and not isinstance(v, bool),
            _WHOLE: lambda v: isinstance(v, int) and not isinstance(v, bool),
@@ -114,8 +109,7 @@ def litellm_view(model: str, api_base: str | None) -> tuple[str, str] | None:
 
 
 def translation_problem(model: str, api_base: str | None, params: dict[str, Any]) -> str | None:
-    """Return why LiteLLM refuses to translate ``params`` for ``model`` (its own reason, e.g. "O-series models
-    don't support temperature=0.2"), or None when it takes them or does not speak for the model."""
+    """Return why LiteLLM refuses to translate ``params`` for ``model`` (its reason), or None."""
     view = litellm_view(model, api_base)
     wanted = {k: v for k, v in params.items() if k != PASS_THROUGH}
     if view is None or not wanted:
@@ -134,8 +128,7 @@ def translation_problem(model: str, api_base: str | None, params: dict[str, Any]
 
 
 def limit_named(route: Route, params: dict[str, Any]) -> dict[str, Any]:
-    """Return an untranslated request's params with ``max_tokens`` as ``max_completion_tokens`` for a self-hosted model
-    LiteLLM maps as an OpenAI reasoning model (``REASONING_NAMED``), else unchanged."""
+    """Return params with ``max_tokens`` as ``max_completion_tokens`` for a self-hosted OpenAI reasoning model."""
     vendor, name = route.vendor, route.served_model
     if (route.provider.params != "openai" or "max_tokens" not in params or "max_completion_tokens" in params
             or not REASONING_NAMED.match(name)):
@@ -193,8 +186,6 @@ def _described(value: Any) -> str:
 
 def _vary_hint(name: str, values: list[Any] | tuple[Any, ...], entry_id: str | None) -> str:
     """Return how to compare several values of one param: one entry per value, with example ids."""
-    base = entry_id or "m"
-    shown = [str(v) for v in values[:2]] or ["a", "b"]
-    ids = " and ".join(f"{base}-{v}" for v in shown)
+    ids = " and ".join(f"{entry_id or 'm'}-{v}" for v in [str(v) for v in values[:2]] or ["a", "b"])
     return (f"to compare values of {name}, declare one entry per value (e.g. ids {ids}, "
             f"each with its own {name})")

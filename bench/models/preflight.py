@@ -1,8 +1,5 @@
-"""The preflight: before the first call, check every model of a run and report every problem at once.
-
-Each model string resolves, each needed key is in the environment (or ``.env``) and each explicit
-``api_base`` answers; nothing is sent to a model. Each provider's ``check`` says what its models need.
-"""
+"""The preflight: before the first call, check every model of a run and report every problem at once (each model
+resolves, its keys are set, an explicit ``api_base`` answers); nothing is sent to a model."""
 
 from __future__ import annotations
 
@@ -47,8 +44,7 @@ def preflight(specs: Iterable[ModelSpec], *, probe_timeout_s: float = 3.0) -> No
 
 
 def _unknown_models(specs: list[ModelSpec], served: dict[str, set[str]]) -> list[str]:
-    """Return a problem for each model an ``api_base`` does not list among the models it serves (only servers that
-    list their models are checked; a single-model server that ignores the name lists the name to use)."""
+    """Return a problem for each model an ``api_base`` does not list among the models it serves."""
     problems = []
     for spec in specs:
         listed = served.get(provider_for(spec).listing(spec)) if spec.api_base else None
@@ -63,15 +59,13 @@ def _unknown_models(specs: list[ModelSpec], served: dict[str, set[str]]) -> list
 
 
 def _check_batches(spec: ModelSpec, timeout_s: float) -> str | None:
-    """Return why a batched model's requests cannot go through a Batch API, or None: LiteLLM must batch for its
-    provider, an ``api_base`` must answer ``GET /batches``."""
+    """Return why a batched model's requests cannot go through a Batch API, or None."""
     route = resolve(spec)
     if route.provider.answers_in_process:
         return None  # a dry run probes nothing
     if (problem := unsupported(route)) or not spec.api_base or provider_of(route) != "openai":
         return problem  # an api_base of another provider (Azure's deployment URL) is LiteLLM's to address
-    # credentials in the api_base's URL win, as for every request; never sent on past a redirect (bench.core.http_get)
-    bearer = {"Authorization": f"Bearer {route.api_key() or 'not-needed'}"}
+    bearer = {"Authorization": f"Bearer {route.api_key() or 'not-needed'}"}  # the api_base's credentials win
     headers = {} if "@" in urlsplit(route.api_base).netloc else bearer
     try:
         status, answer, _ = get(f"{route.api_base}/batches?limit=1", timeout_s=timeout_s, headers=headers)
@@ -86,8 +80,7 @@ def _check_batches(spec: ModelSpec, timeout_s: float) -> str | None:
 
 
 def _probe(url: str, api_base: str, timeout_s: float) -> tuple[str | None, set[str]]:
-    """Return (a problem if ``api_base`` does not answer HTTP at all or redirects, the model ids it lists at ``url``
-    if any); a listing that needs a key is said to be unchecked, not a problem (the probe sends none)."""
+    """Return (a problem if ``api_base`` does not answer HTTP or redirects, the model ids it lists at ``url``)."""
     try:
         status, headers, body = get(url, timeout_s=timeout_s)
     except (urllib.error.URLError, TimeoutError, socket.timeout, OSError, ValueError) as exc:
@@ -109,8 +102,7 @@ def _redirected(api_base: str, status: int, headers: object) -> str | None:
 
 
 def _listed(body: bytes) -> set[str]:
-    """Return the model ids of an OpenAI-style ``/models`` listing, or a Gemini one (``models/<id>`` names; empty
-    when it is neither)."""
+    """Return the model ids of an OpenAI-style or Gemini ``/models`` listing (empty when it is neither)."""
     try:
         found = json.loads(body)
         data = found.get("data") or found.get("models")

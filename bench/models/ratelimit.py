@@ -1,6 +1,5 @@
-"""Per-model caps: a model's ``max_concurrency``, ``rpm`` and ``tpm``, held for one process or a whole sweep.
-
-Counted per endpoint (``bench.models._counters``); a sweep's lease server and clients: ``bench.models._leases``."""
+"""Per-model caps: a model's ``max_concurrency``, ``rpm`` and ``tpm``, held for one process or a whole sweep
+(counted per endpoint by ``bench.models._counters``; a sweep's lease server and clients: ``bench.models._leases``)."""
 
 from __future__ import annotations
 
@@ -17,9 +16,8 @@ from bench.models._messages import message_text, output_limit, prompt_messages
 __all__ = ["CHARS_PER_TOKEN", "DEFAULT_COMPLETION_TOKENS", "SWEEP_KEY", "TOKEN_ENV", "URGENCY", "Caps", "LeaseServer",
            "Limiter", "LocalLimiter", "RemoteLimiter", "endpoint_key", "estimate_tokens", "limiter_for", "limits_of"]
 
-# how long the caller's work still needs at its cap (its items left per worker: bench.collect.candidates.lanes): when a
-# shared cap (the sweep's, or the process's) is full, the most urgent waiting request gets the next slot, so the
-# model that bounds the sweep never waits behind one that will finish early anyway (0: claims no urgency)
+# how long the caller's work still needs at its cap (items left per worker): a full shared cap gives its next slot to
+# the most urgent waiter, so the model that bounds the sweep never waits behind one finishing early (0: no claim)
 URGENCY: contextvars.ContextVar[float] = contextvars.ContextVar("bench_urgency", default=0.0)
 SWEEP_KEY = "(sweep)"  # the lease server's counter of every request of the sweep
 DEFAULT_COMPLETION_TOKENS = 1024  # the completion part of a tpm estimate when a request sets no max_tokens
@@ -30,8 +28,7 @@ class Limiter(Protocol):
     """The per-model caps of some scope (an event loop, a sweep, a cluster)."""
 
     async def acquire(self, key: str, caps: Caps, estimate: int = 0, rank: float = 0.0) -> Any:
-        """Wait until a request to endpoint ``key`` fits ``caps`` (charging ``estimate`` tokens); return a lease.
-        Waiting requests are admitted most ``rank`` (URGENCY) first, in arrival order among equals."""
+        """Wait until a request to ``key`` fits ``caps`` (charging ``estimate``, most ``rank`` first); a lease."""
 
     def release(self, lease: Any, tokens: int | None = None) -> None:
         """End a lease at once (never waits); ``tokens`` replaces its estimate when the reply said how many."""

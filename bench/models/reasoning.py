@@ -1,9 +1,5 @@
-"""A reply's reasoning, kept apart from its answer: the thinking text and its token count, from any provider.
-
-Thinking is read from a message field, Anthropic's thinking blocks or inline markers (``<think>``, or the
-entry's ``think_end``), so a record's ``output`` is only the answer; a reply that never closes its thinking is
-a ``reasoning_cut`` failure.
-"""
+"""A reply's reasoning kept apart from its answer: thinking from a message field, Anthropic's thinking blocks or
+inline markers; a reply that never closes its thinking is a ``reasoning_cut`` failure."""
 
 from __future__ import annotations
 
@@ -22,8 +18,7 @@ def start_marker(end: str) -> str:
 
 
 def split_think(text: str, think_end: str | None = None) -> tuple[str, str | None, int]:
-    """Return (answer, reasoning or None, offset of the answer in ``text``): without ``think_end`` only a reply
-    starting with ``<think>`` is split; the answer's leading whitespace is dropped, so it is ``text[offset:]``."""
+    """Return (answer, reasoning or None, offset: answer == ``text[offset:]``) of inline thinking."""
     end = think_end or THINK_END
     start = start_marker(end)
     body = text.lstrip()
@@ -55,15 +50,13 @@ def message_reasoning(message: Any) -> str | None:
 
 
 def plain(text: str, message: Any, think_end: str | None) -> bool:
-    """Return whether a reply surely holds no thinking: no marker configured, none opening its text, no leading
-    whitespace and no reasoning field in its message (a plain dict). Most replies; asked first, on every one."""
+    """Return whether a reply surely holds no thinking (no marker, no leading whitespace, no reasoning field)."""
     return (think_end is None and not text.startswith(THINK_START) and not text[:1].isspace()
             and isinstance(message, dict) and _APART.isdisjoint(message))
 
 
 def separated(text: str, message: Any, think_end: str | None) -> tuple[str, str | None, int]:
-    """Return (answer, reasoning or None, offset of the answer in ``text``) of a reply's content and message, its
-    field's thinking and inline thinking joined (leading whitespace dropped, so both transports give one answer)."""
+    """Return (answer, reasoning or None, offset of the answer in ``text``), field and inline thinking joined."""
     if plain(text, message, think_end):
         return text, None, 0  # the common reply, no thinking anywhere: answered without copies
     answer, inline, offset = split_think(text, think_end)
@@ -85,8 +78,8 @@ def reasoning_tokens(usage: Any) -> int | None:
 
 def billed_completion(prompt: int | None, completion: int | None, total: int | None,
                       reasoning: int | None) -> int | None:
-    """Return the completion tokens to price: ``completion`` plus ``reasoning`` when the server counted the
-    reasoning outside it (``total`` holds it on top of prompt + completion, or it exceeds ``completion``)."""
+    """Return the completion tokens to price: ``completion`` plus ``reasoning`` when counted outside it (``total``
+    holds it above prompt + completion, or it exceeds ``completion``)."""
     if not reasoning or completion is None:
         return completion
     outside = total is not None and prompt is not None and total - prompt - completion >= reasoning
@@ -94,8 +87,7 @@ def billed_completion(prompt: int | None, completion: int | None, total: int | N
 
 
 def trim_logprobs(raw: dict[str, Any] | None, offset: int) -> None:
-    """Drop from a body's ``choices[0].logprobs.content`` the tokens of the first ``offset`` characters of the
-    content (the thinking split off), in place, so the tokens left spell the answer exactly."""
+    """Drop, in place, the logprob tokens of the first ``offset`` characters (the thinking split off)."""
     try:
         tokens = raw["choices"][0]["logprobs"]["content"]  # type: ignore[index]
     except (TypeError, KeyError, IndexError):
@@ -114,9 +106,7 @@ def trim_logprobs(raw: dict[str, Any] | None, offset: int) -> None:
 
 
 def thinks(spec: Any) -> bool:
-    """Return whether a ModelSpec declares thinking (``reasoning_effort``, ``thinking`` or ``think_end``): what
-    an estimate says its output tokens include. A model that thinks by default declares nothing (its observed
-    replies still count the thinking it was billed for)."""
+    """Return whether a ModelSpec declares thinking (``reasoning_effort``, ``thinking`` or ``think_end``)."""
     return bool(spec.think_end) or any(k in spec.params for k in REASONING_PARAMS)
 
 
@@ -124,9 +114,7 @@ _hidden: dict[Any, bool] = {}  # ModelSpec -> whether its replies may be billed 
 
 
 def hides_thinking(route: Any, body: dict[str, Any] | None = None) -> bool:
-    """Return whether a reply of ``route`` may be billed for thinking it never shows: ``reasoning_effort`` or
-    ``thinking`` is set, or LiteLLM's map says the model reasons. Budgets and estimates of its replies without
-    usage then take its output limit (``bench.models.tokens.output_ceiling``)."""
+    """Return whether ``route``'s reply may be billed for unseen thinking (params set it, or LiteLLM's map)."""
     if body is not None and any(k in body for k in REASONING_PARAMS):
         return True
     known = _hidden.get(route.spec)

@@ -1,6 +1,5 @@
-"""How a model string is reached: resolved once per (model, params), then reused for every request, so an
-OpenAI-compatible call costs one JSON body and one HTTP round trip ("direct"); other wire formats go through
-``litellm.acompletion``."""
+"""How a model string is reached: resolved once, then reused for every request ("direct": one JSON body and one HTTP
+round trip; other wire formats through ``litellm.acompletion``), and what its replies cost."""
 
 from __future__ import annotations
 
@@ -25,18 +24,13 @@ def resolve(spec: ModelSpec) -> Route:
 
 def body_params(route: Route, params: dict[str, Any], response_format: dict | None,
                 memo_key: str) -> dict[str, Any]:
-    """Return the provider-ready body fields for these params, memoized: LiteLLM's translation for a direct route
-    it speaks for, OpenAI's form where ``litellm.acompletion`` translates them itself.
-
-    ``memo_key`` is a canonical spelling of (params, response_format), computed once by the caller.
-    """
+    """Return the provider-ready body fields for these params, memoized under ``memo_key`` (the canonical spelling
+    of params and response_format): LiteLLM's translation for a direct route, OpenAI's form for litellm's own."""
     hit = route.body_params.get(memo_key)
     if hit is not None:
         return hit
     params = dict(params)
     passed = params.pop("extra_body", None) or {}  # provider-specific fields, sent as given (bench.models.genparams)
-    # litellm.acompletion translates what it is given: translated here as well, Anthropic's forced JSON tool came back
-    # to it as a tool_choice OpenAI's spec does not allow (a 400 before anything was sent)
     if not route.provider.translates_params or route.transport == "litellm":
         out = limit_named(route, params)  # max_completion_tokens where LiteLLM says so (a self-hosted route)
         if response_format is not None:
@@ -61,11 +55,8 @@ WRITE_PREMIUM = 1.25  # a cache write's price over the input price when neither 
 
 
 def price_per_token(route: Route, batch: bool | None = None) -> tuple[float, float] | None:
-    """Return (input, output) USD per token, or None when the price is unknown.
-
-    A dry model is free; a declared ``price`` wins; a self-hosted endpoint is unknown unless declared. ``batch``
-    asks for the Batch API price: LiteLLM's where its map has one, else the direct price less ``batch_discount``.
-    """
+    """Return (input, output) USD per token, or None when unknown: dry is free, a declared ``price`` wins; ``batch``:
+    LiteLLM's Batch API price where its map has one, else the direct price less ``batch_discount``."""
     batch = route.spec.batch is not None if batch is None else batch
     if route.provider.free:
         return 0.0, 0.0  # a dry run costs nothing, whatever price the model it stands in for declares
@@ -97,10 +88,8 @@ def _map_entry(route: Route) -> dict[str, Any] | None:
 
 
 def cache_prices(route: Route, batch: bool = False) -> tuple[float, float] | None:
-    """Return (cached input, cache write) USD per token: the declared ``cached_input_per_mtok`` and
-    ``cache_write_per_mtok``, else LiteLLM's ``cache_read_input_token_cost`` and ``cache_creation_input_token_cost``,
-    else the input price and WRITE_PREMIUM × it (never less than billed); the Batch API's at the batch input's
-    ratio to the direct one. None when the price is unknown."""
+    """Return (cached input, cache write) USD per token, or None when unknown: as declared, else LiteLLM's, else the
+    input price and WRITE_PREMIUM × it; under ``batch`` scaled as the batch input price is."""
     key = (batch, "cache")
     if key in route.prices:
         return route.prices[key]
@@ -123,9 +112,8 @@ def cache_prices(route: Route, batch: bool = False) -> tuple[float, float] | Non
 
 
 def cost_usd(route: Route, usage: dict[str, Any], batch: bool = False) -> float | None:
-    """Return the USD cost of one answer (at the Batch API price when ``batch``), or None when the price or the
-    token counts are unknown. The prompt's cached and cache-write tokens are priced at ``cache_prices``, and what
-    that took off the full input price is set as ``usage["cache_saved_usd"]``."""
+    """Return the USD cost of one answer (Batch API price when ``batch``), or None when price or tokens are unknown;
+    cached tokens are priced at ``cache_prices``, the saving set as ``usage["cache_saved_usd"]``."""
     prices = route.prices  # looked up once per model and kind of call, not per reply
     if batch not in prices:
         prices[batch] = price_per_token(route, batch)

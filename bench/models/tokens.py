@@ -1,7 +1,5 @@
-"""Tokens before any call: a prompt counted with its model's tokenizer, and a request's output bound.
-
-LiteLLM's ``token_counter`` arithmetic, with a tokenizer never fetched from the network; :func:`bound_counter`
-never counts fewer tokens than the model's own tokenizer (docs/budget.md)."""
+"""Tokens before any call: a prompt counted with its model's tokenizer (never fetched from the network), and a
+request's output bound; :func:`bound_counter` never counts fewer than the model's own tokenizer (docs/budget.md)."""
 
 from __future__ import annotations
 
@@ -23,9 +21,7 @@ DEFAULT_ENCODING = "cl100k_base"  # LiteLLM's default tokenizer
 BOUND_MEMO = 4096  # texts a bound counter remembers (it counts every request of a sweep: its memory stays flat)
 BYTES = "UTF-8 bytes"  # the counting of a model whose tokenizer LiteLLM does not have: a bound, never fewer
 PER_MESSAGE, PER_NAME, REPLY_PRIMING = 3, 1, 3  # LiteLLM's token_counter for chat models
-# an image_url part before any reply says what it cost (never its bytes or URL as text): a bound above what the
-# providers bill for one image at its largest, with the two it does not bound (docs/budget.md)
-IMAGE_TOKENS = 4_000
+IMAGE_TOKENS = 4_000  # an image_url part, before any reply says what it cost: a bound (docs/budget.md)
 _ENCODING_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"  # tiktoken's cache key
 
 
@@ -77,8 +73,7 @@ def counter_for(route: Route) -> TokenCounter:
 
 
 def bound_counter(route: Route) -> TokenCounter:
-    """Return a counter that never counts fewer tokens than ``route``'s model makes: its own tokenizer where
-    LiteLLM has it, else the UTF-8 byte bound (its ``note`` says why)."""
+    """Return a counter never counting fewer tokens than ``route``'s model: its own tokenizer, else UTF-8 bytes."""
     name = bare_name(route)
     key = ("bound", name, route.provider.counting != "litellm")
     counter = _counters.get(key)
@@ -99,10 +94,8 @@ def _own_tokenizer(route: Route, name: str) -> bool:
     source = route.provider.own_tokenizer
     if source == "none":
         return False  # the embedded model's and a dry model's tokenizers are not LiteLLM's
-    if source == "litellm" and _hugging_face_kind(name) == "anthropic":
-        return True
-    if source == "litellm" and _hugging_face_kind(name) is not None:
-        return False  # a Hugging Face tokenizer LiteLLM would download: never loaded here
+    if source == "litellm" and (kind := _hugging_face_kind(name)) is not None:
+        return kind == "anthropic"  # any other Hugging Face tokenizer LiteLLM would download: never loaded here
     import tiktoken  # noqa: PLC0415 (heavy for `import bench`: only a request to count needs it)
 
     try:
@@ -175,8 +168,7 @@ def _bundled_counter(name: str) -> TokenCounter:
 
 
 def bundled_encoding(name: str, folder: Path) -> Any:
-    """Return tiktoken's encoding ``name``, loaded by tiktoken from LiteLLM's bundled ``folder`` (never downloaded:
-    its file is there, and tiktoken's cache folder is set to it before tiktoken reads it, as LiteLLM sets it)."""
+    """Return tiktoken's encoding ``name`` from LiteLLM's bundled ``folder`` (set as tiktoken's cache: no download)."""
     os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)
     import tiktoken  # noqa: PLC0415 (heavy for `import bench`: only a prompt to count needs it)
 
@@ -208,8 +200,8 @@ def output_bound(route: Route) -> tuple[int, str]:
 
 
 def output_ceiling(route: Route, body: dict[str, Any]) -> int:
-    """Return the most output tokens one request ``body`` can be billed for: its own output limit; else, for a
-    model that may think unseen, the model's maximum output; else ``DEFAULT_COMPLETION_TOKENS``."""
+    """Return the most output tokens ``body`` can be billed for: its own limit; else a model that may think
+    unseen, its maximum output; else ``DEFAULT_COMPLETION_TOKENS``."""
     limit = output_limit(body)
     if limit is not None:
         return max(0, limit)

@@ -1,6 +1,5 @@
-"""Tools through the one seam: tool definitions in the request key and body (in OpenAI's form, never through
-``routing.body_params``: LiteLLM would translate them twice), and the models refused tools before anything
-is sent."""
+"""Tools through the one seam: tool definitions in the request key and body (OpenAI's form, never through
+``routing.body_params``: LiteLLM would translate them twice), and the models refused tools before anything is sent."""
 
 from __future__ import annotations
 
@@ -25,18 +24,13 @@ def with_tools(fields: dict[str, Any], tools: list[dict] | None, tool_choice: An
 
 
 def calls_text(usage: dict[str, Any]) -> str:
-    """Return what a reply's tool calls wrote (each name and its arguments), "" without calls: the text its output
-    tokens are counted from when the provider reports no usage (a reply of calls only is billed, never zero)."""
+    """Return what a reply's tool calls wrote (names and arguments; "" without), to count tokens without usage."""
     calls = usage.get("tool_calls") or ()
     return " ".join(f"{c['function']['name']} {c['function']['arguments']}" for c in calls)
 
 
 def tools_refusal(spec: ModelSpec) -> str | None:
-    """Return why ``spec``'s model cannot be given tools, or None when it can (or cannot be told before a call).
-
-    Refused: a model LiteLLM's map lists with ``supports_function_calling: false``, and one whose provider calls no
-    functions. A server at an ``api_base`` answers for itself.
-    """
+    """Return why ``spec``'s model cannot be given tools, or None when it can or cannot be told before a call."""
     provider = provider_for(spec)
     try:
         route = provider.route(spec)
@@ -54,8 +48,7 @@ def tools_refusal(spec: ModelSpec) -> str | None:
 
 
 def _mapped(route: Route) -> tuple[str, Any] | None:
-    """Return (the model map's entry name, its ``supports_function_calling`` value as written, None when absent)
-    for the route's model, or None when the map has no entry for it."""
+    """Return (the model map's entry name, its ``supports_function_calling`` as written), or None without entry."""
     cost = litellm().model_cost
     bare = route.spec.model.split("/", 1)[-1]
     for name in (route.spec.model, route.served_model, f"{route.vendor}/{route.served_model}", bare):
@@ -66,8 +59,7 @@ def _mapped(route: Route) -> tuple[str, Any] | None:
 
 
 def check_tools(cells: Iterable[Any], params_path: Path) -> None:
-    """Raise ParamsError, one line per model, when a model of ``cells`` is given tools by a prompt (its
-    ``tools``) and is known not to call functions (``tools_refusal``); a user simulator is given no tools."""
+    """Raise ParamsError, one line per model, when a prompt gives tools to a model known not to call them."""
     given: dict[str, tuple[Any, list[str]]] = {}
     for cell in cells:
         if getattr(cell.prompt, "tools", None):

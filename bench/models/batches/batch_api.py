@@ -1,8 +1,5 @@
-"""A provider's Files + Batch API, through LiteLLM: upload a JSONL file, create a batch, poll it, read its files.
-
-An OpenAI-compatible ``api_base`` is reached at ``<api_base>/files`` and ``/batches``; every failure comes back
-as a redacted ProviderError, never as a LiteLLM exception.
-"""
+"""A provider's Files + Batch API through LiteLLM (upload, create, poll, read files); an ``api_base`` is reached at
+``/files`` and ``/batches``; every failure comes back as a redacted ProviderError."""
 
 from __future__ import annotations
 
@@ -53,8 +50,7 @@ class BatchApi:
         self.provider = provider_of(route)
 
     def _kw(self) -> dict[str, Any]:
-        # max_retries=0: bench retries itself, and looks a lost "create" up before asking again; the SDK's own
-        # retry of a create whose reply was lost would start a second batch of the same requests
+        # max_retries=0: the SDK retrying a create whose reply was lost would start a second batch (bench looks it up)
         kw: dict[str, Any] = {"custom_llm_provider": self.provider, "max_retries": 0}
         if self.provider != "openai":  # Bedrock and Mistral load their batch config from the model
             kw["model"] = self.route.spec.model
@@ -65,52 +61,38 @@ class BatchApi:
             kw["api_key"] = key
         return kw
 
+    async def _call(self, name: str, **kw: Any) -> Any:
+        """Return LiteLLM's ``name`` call's answer; its failure as a redacted ProviderError."""
+        try:
+            return await getattr(litellm(), name)(**kw, **self._kw())
+        except Exception as exc:
+            raise litellm_error(self.route, exc) from None
+
     async def upload(self, name: str, data: bytes) -> str:
         """Upload one batch's JSONL; return the file id."""
-        try:
-            obj = await litellm().acreate_file(file=(name, data, "application/jsonl"), purpose="batch", **self._kw())
-        except Exception as exc:
-            raise litellm_error(self.route, exc) from None
-        return obj.id
+        return (await self._call("acreate_file", file=(name, data, "application/jsonl"), purpose="batch")).id
 
     async def create(self, file_id: str, window: str, metadata: dict[str, str]) -> BatchState:
-        try:
-            obj = await litellm().acreate_batch(completion_window=window, endpoint=ENDPOINT, input_file_id=file_id,
-                                                metadata=metadata, **self._kw())
-        except Exception as exc:
-            raise litellm_error(self.route, exc) from None
-        return state_of(obj)
+        return state_of(await self._call("acreate_batch", completion_window=window, endpoint=ENDPOINT,
+                                         input_file_id=file_id, metadata=metadata))
 
     async def retrieve(self, batch_id: str) -> BatchState:
-        try:
-            return state_of(await litellm().aretrieve_batch(batch_id=batch_id, **self._kw()))
-        except Exception as exc:
-            raise litellm_error(self.route, exc) from None
+        return state_of(await self._call("aretrieve_batch", batch_id=batch_id))
 
     async def cancel(self, batch_id: str) -> BatchState:
-        try:
-            return state_of(await litellm().acancel_batch(batch_id=batch_id, **self._kw()))
-        except Exception as exc:
-            raise litellm_error(self.route, exc) from None
+        return state_of(await self._call("acancel_batch", batch_id=batch_id))
 
     async def content(self, file_id: str) -> bytes:
         """Return a file's bytes (a batch's output or error file)."""
-        try:
-            resp = await litellm().afile_content(file_id=file_id, **self._kw())
-        except Exception as exc:
-            raise litellm_error(self.route, exc) from None
+        resp = await self._call("afile_content", file_id=file_id)
         return resp.content if hasattr(resp, "content") else bytes(resp)
 
     async def recent(self, since: float, pages: int = 50) -> list[BatchState]:
-        """Return every batch the provider lists as created at or after ``since`` (epoch seconds), newest first; a
-        ProviderError (``batch_lookup_incomplete``) when ``pages`` pages of 100 did not reach it: "not listed" must
-        never be read as "does not exist"."""
+        """Return every batch listed as created at or after ``since`` (epoch seconds), newest first; ProviderError
+        (``batch_lookup_incomplete``) when ``pages`` pages of 100 did not reach it ("not listed" is not "absent")."""
         after, found = None, []
         for _ in range(pages):
-            try:
-                page = await litellm().alist_batches(after=after, limit=100, **self._kw())
-            except Exception as exc:
-                raise litellm_error(self.route, exc) from None
+            page = await self._call("alist_batches", after=after, limit=100)
             data = [state_of(obj) for obj in
                     list(getattr(page, "data", None) or (page.get("data") if isinstance(page, dict) else []) or [])]
             found += [s for s in data if s.created_at is None or s.created_at >= since]
@@ -124,8 +106,7 @@ class BatchApi:
 
 
 async def close_clients() -> None:
-    """Close and forget the HTTP clients LiteLLM cached for the files/batches calls of the running event loop
-    (left open, each one's cleanup fails with "Event loop is closed" once the loop ends)."""
+    """Close and forget the HTTP clients LiteLLM cached for the running loop's files/batches calls."""
     from litellm.llms.custom_httpx.async_client_cleanup import close_litellm_async_clients  # noqa: PLC0415 (LiteLLM internals, loaded only by a batched model)
 
     lm = litellm()
@@ -163,11 +144,7 @@ def _get(obj: Any, name: str) -> Any:
 
 
 def line_body(route: Route, body: dict[str, Any], params: dict[str, Any], response_format: dict | None) -> dict[str, Any]:
-    """Return the body of ``route``'s batch line: OpenAI's chat request, which LiteLLM's files API translates.
-
-    On the "litellm" transport ``body`` carries provider-specific params the batch translation would drop or
-    misread, so the line is rebuilt from the OpenAI params and the provider's own model name.
-    """
+    """Return the body of ``route``'s batch line: OpenAI's chat request, which LiteLLM's files API translates."""
     if route.transport != "litellm":
         return body
     params = dict(params)

@@ -1,9 +1,5 @@
-"""The run folder's record of every provider batch: written before polling starts, read by every resume.
-
-Each process appends fsynced events to its own file under ``<run folder>/batches/``, so a batch that exists at
-the provider is never forgotten: on resume a running batch is adopted, a finished one read, and one seen only
-as ``submitting`` looked up at the provider before anything is sent again.
-"""
+"""The run folder's record of every provider batch: each process appends fsynced events to its own file under
+``<run folder>/batches/`` before polling, so on resume a batch is adopted, read or looked up, never forgotten."""
 
 from __future__ import annotations
 
@@ -12,6 +8,7 @@ import json
 import os
 import secrets
 import socket
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,7 +55,6 @@ class Ledger:
         self.batches: dict[str, BatchInfo] = {}  # local id → info
         self.loaded = False
 
-    # -- reading --------------------------------------------------------------------------
     def load(self) -> Ledger:
         """Fold every process's file into ``batches`` (once; later events of this process update it in place)."""
         if self.loaded:
@@ -111,23 +107,18 @@ class Ledger:
         """Return key → batch for every request of ``endpoint`` a batch holds: running, or answered by a finished one."""
         held: dict[str, BatchInfo] = {}
         for info in self.load().batches.values():
-            if info.endpoint != endpoint:
-                continue
-            keys = info.answered if info.finished else info.keys
-            for key in keys:
-                held[key] = info
+            if info.endpoint == endpoint:
+                held.update(dict.fromkeys(info.answered if info.finished else info.keys, info))
         return held
 
     def pending_items(self, endpoint: str) -> dict[str, tuple[BatchInfo, str]]:
-        """Return item digest → (batch, custom_id) for every request of ``endpoint`` in a batch not finished yet: a
-        re-run asks a failed item under a new key, and this finds its earlier request to adopt, not pay again."""
+        """Return item digest → (batch, custom_id) of ``endpoint``'s requests in unfinished batches (to adopt)."""
         pending: dict[str, tuple[BatchInfo, str]] = {}
         for info in self.load().batches.values():
             if info.endpoint == endpoint and not info.finished:
                 pending.update((item, (info, key)) for key, item in zip(info.keys, info.items) if item)
         return pending
 
-    # -- writing --------------------------------------------------------------------------
     def submitting(self, info: BatchInfo) -> None:
         info.at = info.at or utc_now()
         self.load().batches[info.local] = info
@@ -192,10 +183,7 @@ def summary_line(run_dir: str | os.PathLike[str], since: str = "") -> str | None
     batches = [b for b in batches_of(run_dir) if (b.last or b.at) >= since]
     if not batches:
         return None
-    statuses: dict[str, int] = {}
-    for b in batches:
-        statuses[b.status] = statuses.get(b.status, 0) + 1
-    shown = ", ".join(f"{n} {status}" for status, n in sorted(statuses.items(), key=lambda kv: -kv[1]))
+    shown = ", ".join(f"{n} {status}" for status, n in Counter(b.status for b in batches).most_common())
     answered = sum(len(b.answered & set(b.keys)) for b in batches)  # a line of no request is no answer
     requests = sum(len(b.keys) for b in batches)
     odd = [f"{n} {what}" for n, what in ((sum(len(b.conflicts) for b in batches), "answered twice, differently "

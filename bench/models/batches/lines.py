@@ -1,6 +1,5 @@
-"""One request's line in a provider batch: what it waits for, and what its batch's files make of it; every
-line the provider billed that could not be used is charged (``Usage.paid_attempts``), estimated when it has no
-usage."""
+"""One request's line in a provider batch: what it waits for, and what its batch's files make of it; every billed
+line it could not use is charged (``Usage.paid_attempts``), estimated when it has no usage."""
 
 from __future__ import annotations
 
@@ -43,8 +42,7 @@ class Request:
 
 
 def item_digest(label: str | None, body: dict[str, Any]) -> str | None:
-    """Return what identifies a request across attempts: its item (``label``) and its line body, which no
-    attempt changes (the key does); None without a label (two samples of one body would share it)."""
+    """Return a request's identity across attempts: its ``label`` and line body (None without a label)."""
     if label is None:
         return None
     return hashlib.sha256(f"{label}\x1e{canonical_json(body)}".encode()).hexdigest()[:24]
@@ -62,8 +60,7 @@ def charge(route: Route, req: Request, files: Files, carrier: str | None) -> Non
 
 
 def paid_line(route: Route, req: Request, used: dict[str, Any] | None, why: str) -> dict[str, Any]:
-    """Return one billed line as a paid attempt; without usage, its tokens are estimated (the completion at the
-    output limit: ``bench.models.tokens.output_bound``), never counted as zero."""
+    """Return one billed line as a paid attempt; without usage its tokens are estimated (output at its bound)."""
     usage = dict(used) if used else {"prompt_tokens": None,
                                      "completion_tokens": output_limit(req.body) or output_bound(route)[0]}
     reconcile(route, req.body, "", usage, batch=True)
@@ -72,8 +69,7 @@ def paid_line(route: Route, req: Request, used: dict[str, Any] | None, why: str)
 
 def reply_of(route: Route, req: Request, files: Files, status: str | None, batch_id: str | None
              ) -> Reply | ProviderError:
-    """Return ``req``'s answer from its batch's files (usage at the batch price, its unused paid lines added),
-    or the failure to retry or record: a conflict (never retried), an error line, a missing or unusable one."""
+    """Return ``req``'s answer from its batch's files, or the failure to retry or record."""
     model = route.spec.model
     if (conflict := files.conflicts.get(req.custom_id)) is not None:
         return ProviderError(f"{model}: batch {batch_id} answered this request {len(conflict)} times, differently: "

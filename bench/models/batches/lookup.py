@@ -1,8 +1,5 @@
-"""Whether a batch bench submitted exists at the provider, asked before any of its requests is sent again.
-
-A batch matches by its ``bench_batch`` metadata, else its input file, else its ``custom_id`` set. ``None``
-means the provider confirms none exists; a list that cannot be read raises.
-"""
+"""Whether a batch bench submitted exists at the provider (by metadata, input file or ``custom_id`` set), asked
+before any of its requests is sent again: ``None`` means confirmed absent; an unreadable list raises."""
 
 from __future__ import annotations
 
@@ -41,8 +38,7 @@ async def lookup(api: BatchApi, info: BatchInfo, call: Call) -> BatchState | Non
 
 
 def unknown_error(info: BatchInfo, err: ProviderError, why: str) -> ProviderError:
-    """Return the failure of requests whose batch may exist at the provider though the lookup could not tell
-    (``err``): recorded failed, never asked again until a re-run's lookup finds the batch or confirms it absent."""
+    """Return the final failure of requests whose batch may exist though the lookup could not tell (``err``)."""
     return ProviderError(
         f"{info.model}: batch {info.local} of {len(info.keys)} requests may be running at the provider ({why}), and "
         f"its batch list could not be read to tell ({err}); its requests are not asked again until it is found or "

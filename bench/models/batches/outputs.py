@@ -1,8 +1,5 @@
-"""One line of a batch's output or error file, read as OpenAI's ``(custom_id, status, body, error)``.
-
-Bedrock's lines are turned into an OpenAI chat completion body, so the queue answers every provider alike.
-``read_files`` trusts no line: conflicts, unknown and unreadable lines are counted, billed unused lines listed.
-"""
+"""One line of a batch's output or error file, read as OpenAI's ``(custom_id, status, body, error)`` (Bedrock's too);
+``read_files`` trusts no line: conflicts, unknown and unreadable lines counted, billed unused lines listed."""
 
 from __future__ import annotations
 

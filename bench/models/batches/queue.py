@@ -1,8 +1,5 @@
-"""One endpoint's Batch API queue: requests gathered into batches, submitted once, polled, answered by ``custom_id``.
-
-Each batch is in the run folder's ledger before polling, so a request a batch already holds is adopted, never
-submitted again; failed lines are retried up to ``limits.retries`` (docs/batch-apis.md).
-"""
+"""One endpoint's Batch API queue: requests gathered into batches, submitted once (ledger first), polled, answered by
+``custom_id``; a request a batch already holds is adopted, failed lines retried (docs/batch-apis.md)."""
 
 from __future__ import annotations
 
@@ -50,11 +47,9 @@ class Batcher:
         self.pending = ledger.pending_items(self.endpoint)  # item → (batch, custom_id) of unfinished batches
         self.mine: dict[str, BatchInfo] = {}  # key → the batch this process submitted it in, until it is answered
 
-    # -- asking ---------------------------------------------------------------------------
     async def ask(self, key: str, body: dict[str, Any], label: str | None = None, allow_empty: bool = False,
                   line_body: dict[str, Any] | None = None) -> Reply:
-        """Return the reply to one request, from a batch that already holds it or from a new one (``body``: the direct
-        request, for ``retry: direct``; ``line_body``: the batch line's, if different)."""
+        """Return the reply to one request, from a batch that already holds it or a new one."""
         req = Request(key, body, label, asyncio.get_running_loop().create_future(), allow_empty, line_body=line_body,
                       item=item_digest(label, line_body or body), custom_id=key)
         info = self.held.get(key) or self.mine.get(key)  # a batch holds it already: never submit it twice
@@ -107,9 +102,8 @@ class Batcher:
 
         def done(t: asyncio.Task) -> None:
             self.tasks.discard(t)
-            err = None if not t.cancelled() and t.exception() is None else (
-                asyncio.CancelledError() if t.cancelled() else t.exception())
-            if err is not None:
+            if t.cancelled() or t.exception() is not None:
+                err = asyncio.CancelledError() if t.cancelled() else t.exception()
                 if info is not None:
                     self._fail_all(info, err)
                 if req is not None and not req.fut.done():
@@ -117,7 +111,6 @@ class Batcher:
         task.add_done_callback(done)
         return task
 
-    # -- submitting -----------------------------------------------------------------------
     async def _submit(self, info: BatchInfo, chunk: list[Request]) -> None:
         for req in chunk:
             req.tries += 1
@@ -136,8 +129,7 @@ class Batcher:
             await self._poll(info, state)
 
     async def _create(self, info: BatchInfo, file_id: str) -> BatchState | None:
-        """Create the batch once: after a failed create (whose reply may be all that was lost), the batch is
-        looked up at the provider; it is created again only once the provider confirms it does not exist."""
+        """Create the batch once: after a failed create it is looked up, created again only once confirmed absent."""
         for attempt in range(self.retries + 1):
             try:
                 return await self.api.create(file_id, self.policy.window, {META_KEY: info.local})  # a fresh dict
@@ -186,7 +178,6 @@ class Batcher:
                                  f"{_REJECT_HINT}")
         return err
 
-    # -- adopting -------------------------------------------------------------------------
     def _adopt(self, info: BatchInfo, req: Request) -> None:
         """Wait for ``req`` in a batch an earlier process (or this one) submitted, without submitting it again."""
         req.tries = 1
@@ -229,7 +220,6 @@ class Batcher:
         charge(self.route, req, files, info.carrier)
         self._answer(req, files, info.status, info)
 
-    # -- polling and answering ------------------------------------------------------------
     async def _poll(self, info: BatchInfo, state: BatchState | None) -> None:
         delay, failures = self.policy.poll_s, 0
         while state is None or not state.done:

@@ -1,6 +1,5 @@
-"""The embedded default model: a GGUF file served by llama.cpp's OpenAI-compatible server on loopback.
-
-llama_cpp is only ever imported by the server's child process."""
+"""The embedded default model: a GGUF file served by llama.cpp's OpenAI-compatible server on loopback
+(llama_cpp is only ever imported by the server's child process)."""
 
 from bench.models.local._launch import HOST, logprobs_wanted
 from bench.models.local.llama_format import llama_messages, llama_response_format

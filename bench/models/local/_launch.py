@@ -12,9 +12,8 @@ from bench.models.local.weights import INSTALL_HINT, LocalModel
 
 HOST = "127.0.0.1"
 
-# Settings llama_cpp.server reads from the environment (pydantic-settings, case-insensitive), plus
-# HOST/PORT (which uvicorn.run reads and which override --host/--port!) and CONFIG_FILE (which
-# replaces every flag). A stray API_KEY or PORT in the user's shell would silently break our server.
+# Settings llama_cpp.server reads from the environment (case-insensitive; HOST/PORT override --host/--port, CONFIG_FILE
+# every flag): a stray API_KEY or PORT in the user's shell would silently break our server.
 _SERVER_ENV_NAMES = frozenset("""
     host port config_file ssl_keyfile ssl_certfile api_key interrupt_requests disable_ping_events
     root_path model model_alias n_gpu_layers split_mode main_gpu tensor_split vocab_only use_mmap
@@ -27,13 +26,8 @@ _SERVER_ENV_NAMES = frozenset("""
     type_k type_v verbose
 """.split())
 
-_SERVER_MODULES = {
-    "llama_cpp": "llama-cpp-python",
-    "uvicorn": "llama-cpp-python[server]",
-    "fastapi": "llama-cpp-python[server]",
-    "sse_starlette": "llama-cpp-python[server]",
-    "pydantic_settings": "llama-cpp-python[server]",
-}
+_SERVER_MODULES = {"llama_cpp": "llama-cpp-python", **dict.fromkeys(
+    ("uvicorn", "fastapi", "sse_starlette", "pydantic_settings"), "llama-cpp-python[server]")}
 
 
 def require_server_packages() -> None:
@@ -83,8 +77,7 @@ def server_command(path: Path, port: int, model: LocalModel, n_ctx: int) -> list
         "--interrupt_requests", "false",
         # Default True where supported: pins the whole model in RAM, fails under low RLIMIT_MEMLOCK.
         "--use_mlock", "false",
-        # Default True: keeps vocabulary-wide logits per prompt token (its cost: docs/embedded-model.md).
-        # llama-cpp-python serves token logprobs only with it: BENCH_LOCAL_LOGPROBS=1.
+        # Default True: vocabulary-wide logits per prompt token (docs/embedded-model.md); logprobs need it
         "--logits_all", "true" if logprobs_wanted() else "false",
         # Default False: /v1/embeddings answers only with it, and the server's memory triples (0.47 -> 1.45 GB
         # after a 1,500-token prompt): BENCH_LOCAL_EMBEDDINGS=1 (docs/judging.md#similarity).

@@ -6,8 +6,7 @@ from typing import Any
 
 
 def llama_response_format(rf: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Return ``rf`` in the form llama_cpp.server constrains output for: ``{"type": "json_object", "schema": S}``
-    (it ignores OpenAI's ``json_schema`` form); other forms pass through."""
+    """Return ``rf`` as llama_cpp.server constrains output: ``{"type": "json_object", "schema": S}``."""
     if not rf or rf.get("type") != "json_schema":
         return rf
     schema = (rf.get("json_schema") or {}).get("schema")
@@ -15,8 +14,7 @@ def llama_response_format(rf: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def llama_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Return ``messages`` with system messages folded into the first user message: llama_cpp's ``gemma`` chat
-    format silently drops ``role: system`` messages, and judge instructions with them."""
+    """Return ``messages`` with system messages folded into the first user one (llama's gemma format drops them)."""
     system = "\n\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "system").strip()
     rest = [dict(m) for m in messages if m.get("role") != "system"]
     if not system:

@@ -18,23 +18,17 @@ _manager_lock = threading.Lock()
 _current: LocalServer | None = None
 
 
-def _normalize_api_base(url: str) -> str:
-    """Return ``url`` without a trailing slash and ending in ``/v1``."""
-    base = url.strip().rstrip("/")
-    return base if base.endswith("/v1") else f"{base}/v1"
-
-
 _VERIFIED: dict[tuple[str, str], LocalEndpoint] = {}  # shared servers checked once per process
 
 
 def _external_endpoint(url: str, spec: LocalModel) -> LocalEndpoint:
     """Return the endpoint of the shared server at ``url`` after checking (once) that it serves ``spec``."""
-    api_base = _normalize_api_base(url)
+    api_base = url.strip().rstrip("/")
+    api_base = api_base if api_base.endswith("/v1") else f"{api_base}/v1"
     known = _VERIFIED.get((api_base, spec.name))
     if known is not None:
         return known
-    try:
-        # llama.cpp answers /models only between generations: a busy server may take a while
+    try:  # llama.cpp answers /models only between generations: a busy server may take a while
         ids = model_ids(api_base, timeout_s=30.0)
     except (OSError, ValueError) as exc:
         raise LocalModelError(f"BENCH_LOCAL_API_BASE={url} does not answer {api_base}/models ({exc}); "
@@ -47,13 +41,12 @@ def _external_endpoint(url: str, spec: LocalModel) -> LocalEndpoint:
         weights = identity(LOCAL_PREFIX + spec.name)
     except LocalModelError:  # the weights live only on the serving side
         weights = f"local:{spec.name}"
-    endpoint = _VERIFIED[(api_base, spec.name)] = LocalEndpoint(api_base, spec.name, weights)
-    return endpoint
+    _VERIFIED[(api_base, spec.name)] = LocalEndpoint(api_base, spec.name, weights)
+    return _VERIFIED[(api_base, spec.name)]
 
 
 def ensure(model: str) -> LocalEndpoint:
-    """Return a live endpoint serving ``model``, starting (or switching) this process's server if needed, or the
-    ``bench serve-local`` server of BENCH_LOCAL_API_BASE. Thread-safe; from async code use ``asyncio.to_thread``."""
+    """Return a live endpoint serving ``model`` (this process's server, or BENCH_LOCAL_API_BASE's); thread-safe."""
     global _current
     spec = parse(model)
     shared = os.environ.get("BENCH_LOCAL_API_BASE", "").strip()

@@ -1,7 +1,5 @@
-"""The llama.cpp server process behind a local model: spawning it, waiting for it, stopping it.
-
-One child on 127.0.0.1 per model that cannot outlive us: ``PR_SET_PDEATHSIG`` (forked from one spawner
-thread), an ``atexit`` hook, its own session."""
+"""The llama.cpp server process behind a local model: one child on 127.0.0.1 that cannot outlive us
+(``PR_SET_PDEATHSIG`` from one spawner thread, an ``atexit`` hook, its own session)."""
 
 from __future__ import annotations
 
@@ -44,33 +42,22 @@ class LocalEndpoint:
     identity: str  # stable id of the weights, e.g. "local:gemma-3-270m:<size>:<version>"; never the port
 
 
-def _port_in_use(port: int) -> bool:
-    """Return whether ``port`` on 127.0.0.1 is taken (probed like uvicorn binds: with SO_REUSEADDR)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((HOST, port))
-        except OSError:
-            return True
-    return False
-
-
 def _choose_port(port: int | None) -> int:
     """Return ``port`` if it is usable, a free one if None; raise LocalModelError if it is taken."""
-    if port is None:  # a loopback port free right now (the kernel's choice)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.bind((HOST, 0))
-            return probe.getsockname()[1]
-    if not 1 <= port <= 65535:
+    if port is not None and not 1 <= port <= 65535:
         raise LocalModelError(f"port {port} is not a valid TCP port (1-65535)")
-    if _port_in_use(port):
-        raise LocalModelError(f"port {port} on {HOST} is already in use; pass another --port or omit it")
-    return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        if port is not None:  # probed like uvicorn binds: with SO_REUSEADDR
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((HOST, port or 0))  # 0: a loopback port free right now (the kernel's choice)
+        except OSError:
+            raise LocalModelError(f"port {port} on {HOST} is already in use; pass another --port or omit it") from None
+        return probe.getsockname()[1]
 
 
 class _SpawnThread:
-    """Runs every server ``Popen`` on one daemon thread that lives as long as the process: PR_SET_PDEATHSIG fires
-    when the *thread* that forked the child exits, and callers are often short-lived threads."""
+    """Runs every server ``Popen`` on one long-lived thread (PR_SET_PDEATHSIG fires when the forking thread exits)."""
 
     def __init__(self) -> None:
         self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
@@ -78,8 +65,7 @@ class _SpawnThread:
         self._lock = threading.Lock()
 
     def call(self, fn: Callable[[], _T], abandon: Callable[[_T], None] | None = None) -> _T:
-        """Return ``fn()`` as run on the spawner thread; if the caller is interrupted while waiting, ``abandon`` later
-        gets the result nobody took, so a process started in that instant is not left running."""
+        """Return ``fn()`` as run on the spawner thread; an interrupted caller's result goes to ``abandon``."""
         future: Future[_T] = Future()
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
@@ -105,11 +91,6 @@ class _SpawnThread:
 _SPAWNER = _SpawnThread()
 
 
-def _safe_name(name: str) -> str:
-    """Return ``name`` reduced to file-name-safe characters (for log file names)."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_.")[-60:] or "model"
-
-
 def _new_log_path(name: str, port: int) -> Path:
     """Return a fresh log file path under ``cache_dir()/logs/``, pruning all but the newest logs."""
     logs = cache_dir() / "logs"
@@ -117,8 +98,8 @@ def _new_log_path(name: str, port: int) -> Path:
     old = sorted(logs.glob("local-*.log"), key=lambda p: p.stat().st_mtime)
     for stale in old[: max(0, len(old) - KEEP_LOGS)]:
         stale.unlink(missing_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    return logs / f"local-{_safe_name(name)}-{port}-{stamp}-{os.getpid()}.log"
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_.")[-60:] or "model"
+    return logs / f"local-{safe}-{port}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
 
 
 def log_tail(path: Path | None, limit: int = LOG_TAIL_CHARS) -> str:
@@ -179,8 +160,7 @@ class LocalServer:
     @property
     def pid(self) -> int | None:
         """Return the server process id while it runs (None before start and after stop)."""
-        proc = self._proc
-        return proc.pid if proc is not None else None
+        return self._proc.pid if self._proc is not None else None
 
     def alive(self) -> bool:
         """Return whether the server process is running (it may still be loading)."""
@@ -188,8 +168,7 @@ class LocalServer:
         return proc is not None and proc.poll() is None
 
     def start(self, timeout_s: float = 120.0) -> LocalEndpoint:
-        """Start the server, wait until ``/v1/models`` answers, and return where to reach it; LocalModelError (with the
-        tail of its log) when it cannot start or does not answer within ``timeout_s``."""
+        """Start the server, wait until it answers, return its endpoint; LocalModelError (with its log) if not."""
         with self._lock:
             if self.alive() and self.endpoint is not None:
                 return self.endpoint

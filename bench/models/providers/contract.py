@@ -1,6 +1,5 @@
 """What the seam asks of a kind of model: the ModelSpec a researcher writes, the Route it resolves to, and the
-``Provider`` that answers for that route. Code outside ``bench.models.providers`` asks ``route.provider``
-instead of branching on the kind of model; a new capability is one more member here."""
+``Provider`` that answers for it (code outside asks ``route.provider`` instead of branching on the kind of model)."""
 
 from __future__ import annotations
 
@@ -22,8 +21,7 @@ KnownParams = Literal["any", "openai", "llama_cpp", "litellm"]  # which generati
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """Where and how to call one model: a LiteLLM model string plus endpoint settings (``price``: USD per
-    million input and output tokens, for endpoints LiteLLM cannot price)."""
+    """Where and how to call one model: a LiteLLM model string plus endpoint settings (``price``: USD per Mtok)."""
 
     model: str
     api_base: str | None = None
@@ -75,8 +73,7 @@ class Route:
 
 
 class Provider(ABC):
-    """One kind of model, as the seam sees it. Class attributes say what it is and takes; methods answer
-    for a spec (``matches``, ``route``, ``check``) or for one of its routes."""
+    """One kind of model, as the seam sees it: class attributes say what it is and takes, methods answer for it."""
 
     name: ClassVar[str]  # "dry", "local", "self_hosted", "litellm": what the registry calls it
     label: ClassVar[str | None] = None  # how a message names a model of this kind (None: by its vendor)
@@ -113,8 +110,7 @@ class Provider(ABC):
 
     @abstractmethod
     def check(self, spec: ModelSpec) -> list[str]:
-        """Return what stops ``spec`` from being called (unknown string, missing key, package or weights),
-        one line each, without sending anything (bench.models.preflight)."""
+        """Return what stops ``spec`` from being called (unknown string, missing key, ...), one line each."""
 
     def in_model_map(self, route: Route) -> bool:
         """Return whether LiteLLM's model map speaks for this route (its prices, its output limits)."""

@@ -13,8 +13,7 @@ from bench.models.providers.contract import ModelSpec, Provider, Route
 
 
 class DryProvider(Provider):
-    """``dry/<name>``: a stand-in for any model, answered by bench.models.dry without a request or a price.
-    It takes whatever the model it stands in for would (images and tools are read past, never refused)."""
+    """``dry/<name>``: a stand-in for any model, answered by bench.models.dry, free; it takes whatever it is sent."""
 
     name = "dry"
     label = "a dry model"
@@ -57,8 +56,7 @@ class LocalProvider(Provider):
     def matches(self, spec: ModelSpec) -> bool:
         return local.is_local(spec.model)
 
-    def route(self, spec: ModelSpec) -> Route:
-        # The weights' identity (name, size, package version), never the port: the cache survives restarts.
+    def route(self, spec: ModelSpec) -> Route:  # identity: the weights', never the port (the cache survives restarts)
         return Route(spec, "direct", self, "local", spec.model.removeprefix(local.LOCAL_PREFIX), None,
                      identity=local.identity(spec.model), key_env=None)
 

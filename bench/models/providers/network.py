@@ -1,6 +1,5 @@
-"""The two providers reached over the network: an OpenAI-compatible server at an ``api_base`` (resolved
-without importing LiteLLM), and every model string LiteLLM knows, the authority on model strings,
-providers, keys, prices and capabilities."""
+"""The two providers reached over the network: an OpenAI-compatible server at an ``api_base`` (resolved without
+importing LiteLLM), and every model string LiteLLM knows (its provider, key, price and capabilities)."""
 
 from __future__ import annotations
 
@@ -12,21 +11,16 @@ from bench.core.errors import PreflightError
 from bench.models._litellm import litellm
 from bench.models.providers.contract import ModelSpec, Provider, Route
 
-# Providers whose LiteLLM handler is the plain OpenAI chat-completions call, with the default
-# base URL and key variable LiteLLM itself uses for them. Anything else goes through LiteLLM
-# unless a model sets `transport: direct` (any OpenAI-compatible server with an api_base).
+# Providers whose LiteLLM handler is the plain OpenAI chat call, with LiteLLM's default base URL and key variable.
 DIRECT_PROVIDERS: dict[str, tuple[str | None, str | None]] = {
     "openai": ("https://api.openai.com/v1", "OPENAI_API_KEY"),
     "openrouter": ("https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"),
     "hosted_vllm": (None, None),
 }
-# A self-hosted OpenAI-compatible server named by these prefixes plus an explicit api_base is
-# resolved without importing LiteLLM (seconds per process): LiteLLM's own translation for
-# such a server passes the standard OpenAI params through unchanged, which is what we do.
+# With an api_base, resolved without importing LiteLLM (which passes OpenAI params through unchanged, as we do).
 SELF_HOSTED_PREFIXES = ("openai/", "hosted_vllm/")
 OPENAI_BATCHES = ("openai", "hosted_vllm")  # batched at <api_base>/files and /batches, OpenAI's way
-# Where an api_base of a provider with a wire format of its own lists its models (after the suffixes LiteLLM adds
-# itself are cut): LiteLLM posts Anthropic's to <api_base>/v1/messages, Gemini's to <api_base>/models/<m>:<method>.
+# Where an Anthropic or Gemini api_base lists its models (LiteLLM's own suffixes cut first).
 LISTINGS = {"anthropic": (("/v1/messages", "/v1"), "/v1/models"), "gemini": ((), "/models")}
 
 
@@ -44,9 +38,7 @@ def _missing_key(spec: ModelSpec, key_env: str) -> list[str]:
 
 
 class SelfHostedProvider(Provider):
-    """``openai/<name>`` or ``hosted_vllm/<name>`` plus an ``api_base``: any OpenAI-compatible server (vLLM,
-    llama.cpp, Ollama's /v1, a gateway). Params pass through as given; what the model cannot take, the
-    server refuses (images, tools and logprobs are all fields of OpenAI's chat API)."""
+    """``openai/<name>`` or ``hosted_vllm/<name>`` plus an ``api_base``: any OpenAI-compatible server."""
 
     name = "self_hosted"
     own_tokenizer = "tiktoken"  # only an OpenAI name tiktoken knows says which tokenizer it is

@@ -7,8 +7,7 @@ from bench.models.providers.contract import ModelSpec, Provider
 from bench.models.providers.inprocess import DryProvider, LocalProvider
 from bench.models.providers.network import LiteLLMProvider, SelfHostedProvider
 
-# dry/ and local/ are bench's own prefixes; an openai/ or hosted_vllm/ name with an api_base is a server
-# reached without LiteLLM; LiteLLM takes every other string (and refuses the ones it cannot place).
+# bench's own dry/ and local/; a self-hosted server at an api_base; LiteLLM takes (or refuses) every other string
 REGISTRY: tuple[Provider, ...] = (DryProvider(), LocalProvider(), SelfHostedProvider(), LiteLLMProvider())
 
 
@@ -23,8 +22,7 @@ def provider_for(spec: ModelSpec) -> Provider:
 
 
 def takes_images(spec: ModelSpec) -> bool:
-    """Return whether ``spec``'s model reads image parts, as its provider says; PreflightError (or
-    LocalModelError) when the spec cannot be routed at all."""
+    """Return whether ``spec``'s model reads image parts, as its provider says (raises if it cannot be routed)."""
     provider = provider_for(spec)
     return provider.takes_images(provider.route(spec))
 
