@@ -1,7 +1,5 @@
-"""`bench import verdicts|inspect`: grades made by other tools, written as bench's own records (docs/judges.md).
-
-Only the command's arguments are cheap to import; the importers (pydantic records) load when they run.
-"""
+"""`bench import verdicts|inspect`: grades made by other tools, written as bench's own records (docs/judges.md);
+the importers (pydantic records) load lazily, when they run."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""`bench import inspect LOG`: an Inspect AI eval log (its JSON format) as bench records.
-
-Each sample is a scenario (its target as ``reference.target``), its output a candidate of the log's model (cell
-``<model>/<task>@<task_version>``, its epoch the sample index), and each scorer's value an ``automated`` judgment of
-judge ``<scorer>``, valued as Inspect's ``value_to_float`` values it, so per-scorer means are the log's accuracy.
-"""
+"""`bench import inspect LOG`: an Inspect AI eval log (JSON) as bench records: each sample a scenario, its output a
+candidate of cell ``<model>/<task>@<task_version>``, each scorer's value an ``automated`` judgment valued as Inspect's
+``value_to_float`` does, so per-scorer means are the log's accuracy."""
 
 from __future__ import annotations
 
@@ -21,24 +18,20 @@ _WORDS = {"yes": 1.0, "true": 1.0, "no": 0.0, "false": 0.0}
 def value_to_float(value: Any) -> float | None:
     """Inspect's default ``value_to_float``: C 1, P 0.5, I and N 0, yes/true 1, no/false 0, numbers as numbers;
     None where Inspect warns and takes 0 (a list, an unknown word), so the grade is recorded as failed instead."""
-    if isinstance(value, str) and value in _LETTERS:
-        return _LETTERS[value]
     if isinstance(value, (bool, int, float)):
         return float(value)
-    if isinstance(value, str):
-        text = value.lower()
-        if text in _WORDS:
-            return _WORDS[text]
-        try:
-            return float(text)
-        except ValueError:
-            return None
-    return None
+    if not isinstance(value, str):
+        return None
+    if value in _LETTERS or value.lower() in _WORDS:
+        return _LETTERS.get(value, _WORDS.get(value.lower()))
+    try:
+        return float(value)
+    except ValueError:
+        return None
 
 
 def import_inspect(path: str | Path, run_dir: str | Path) -> dict[str, Any]:
-    """Import Inspect eval log ``path`` into ``run_dir``; return what was added and each scorer's mean beside the
-    log's own figure (its ``accuracy`` or ``mean`` metric)."""
+    """Import Inspect eval log ``path`` into ``run_dir``; return what was added and each scorer's mean and log's."""
     source = str(path)
     log = _read(Path(path))
     ev, records = log["eval"], []

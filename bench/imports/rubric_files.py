@@ -1,6 +1,5 @@
-"""The rubric an import's judgments name, written into the run folder as a sweep snapshots its rubrics: reviews,
-their scales, verdict labels and pass marks are read from it. Imported grades have no judge prompt; the body says so.
-"""
+"""The rubric an import's judgments name, snapshotted in the run folder as a sweep's are (reviews, scales, verdict
+labels and pass marks are read from it); its body says imported grades have no judge prompt."""
 
 from __future__ import annotations
 
@@ -26,8 +25,7 @@ def pairwise_rubric() -> tuple[Rubric, bytes]:
 
 
 def graded_rubric(criteria: list[str], values: list[float], scale: tuple[int, int] | None) -> tuple[Rubric, bytes]:
-    """The rubric of imported grades: each criterion on ``scale``, else on the integers around ``values``; its
-    version is a hash of its content, so files graded on other criteria or scales are other versions."""
+    """The rubric of imported grades, each criterion on ``scale`` (else around ``values``), versioned by its hash."""
     lo, hi = scale or (math.floor(min(values, default=0)), math.ceil(max(values, default=1)))
     hi = max(hi, lo + 1)
     front = {"id": "imported", "mode": "rubric", "accuracy": True, "criteria": [  # a row's label is there to be met

@@ -1,12 +1,10 @@
-"""`bench import verdicts FILE`: another tool's pairwise verdicts or graded scores (JSONL or CSV) as bench records.
-
-A pair becomes a scenario holding both responses, as a sweep of a pair dataset writes it (``response_A``,
-``response_B``, the label under ``reference.label``); a graded row a scenario, the answer as a candidate and the
-grade as a judgment of judge ``judge`` (model ``imported/<judge>``). Columns: docs/judges.md.
-"""
+"""`bench import verdicts FILE`: another tool's pairwise verdicts or graded scores (JSONL or CSV) as bench records:
+a pair a scenario holding both responses (as a sweep of a pair dataset writes it), a graded row a scenario, its
+answer a candidate and the grade a judgment of judge ``judge``. Columns: docs/judges.md."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -29,8 +27,8 @@ _NEED = {"pairwise": ("id", "question", "response_a", "response_b", "judge"),
 
 
 def import_verdicts(path: str | Path, run_dir: str | Path, scale: tuple[int, int] | None = None) -> dict[str, Any]:
-    """Import the verdicts of ``path`` into ``run_dir``; return what was added. ImportProblems (nothing written)
-    names every bad row by its line. ``scale``: graded rows' scale (default: the integers around their grades)."""
+    """Import the verdicts of ``path`` into ``run_dir`` (``scale``: graded rows'); return what was added.
+    ImportProblems (nothing written) names every bad row by its line."""
     source = str(path)
     rows, problems = read_rows(Path(path))
     kind = "pairwise" if rows and "response_a" in rows[0][1] else "graded"
@@ -58,8 +56,7 @@ def import_verdicts(path: str | Path, run_dir: str | Path, scale: tuple[int, int
 
 
 def read_rows(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, str]]]:
-    """Return the (line number, row with lower-case keys) of a JSONL or CSV file (by its suffix), blank lines
-    skipped, and the (line number, problem) of each JSONL line that is no JSON object."""
+    """Return (line, row with lower-case keys) of a JSONL or CSV file, and (line, problem) of each bad JSONL line."""
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as err:
@@ -85,8 +82,7 @@ def read_rows(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[
 
 
 def _checked(row: dict[str, Any], kind: str, scale: tuple[int, int] | None) -> dict[str, Any]:
-    """Return the row's non-empty values, a graded row's grades under ``scores`` (criterion → number, ``score``
-    alone being criterion ``score``); ValueError naming an unknown, missing or unreadable column."""
+    """Return the row's non-empty values, a graded row's grades under ``scores``; ValueError naming a bad column."""
     allowed = PAIRWISE if kind == "pairwise" else GRADED
     unknown = sorted(set(row) - set(allowed) - {None})
     if unknown or None in row:
@@ -157,10 +153,8 @@ def _scores(value: Any) -> dict[str, float]:
     if value is None:
         return {}
     if isinstance(value, str):
-        try:
+        with contextlib.suppress(ValueError):
             value = json.loads(value)
-        except ValueError:
-            value = None
     if not isinstance(value, dict) or not value:
         raise ValueError('scores is not an object of criterion to score, e.g. {"clarity": 4, "accuracy": 5}')
     odd = [str(k) for k in value if not is_id(str(k))]

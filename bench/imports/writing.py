@@ -17,6 +17,7 @@ from bench.core.store import RunStore, atomic_write
 
 NO_CALL = Usage(prompt_tokens=0, completion_tokens=0, cost_usd=0.0, calls=0, cache_hits=0)  # bench asked nothing
 _SHOWN = 20  # bad rows named in one message
+_SAYS = ("output", "verdict", "score", "scores", "error")  # what two rows with one id must say alike
 
 
 class ImportProblems(BenchError):
@@ -29,16 +30,10 @@ class ImportProblems(BenchError):
         super().__init__(f"{source}: {len(problems)} bad row(s); nothing was imported:\n{lines}{more}")
 
 
-def _payload(rec: Record) -> tuple:
-    """What an import says beyond a record's id: two rows with one id must say the same."""
-    return tuple(getattr(rec, k, None) for k in ("output", "verdict", "score", "scores", "error"))
-
-
 def add_records(run_dir: Path, rows: list[tuple[int, Record]], source: str,
                 files: Sequence[tuple[str, bytes]] = ()) -> dict[str, int]:
-    """Append the records (each with its line) that the run folder lacks, all or none, then write ``files`` (path in
-    the folder, content) it lacks; return how many records of each kind were added and how many were
-    ``already_there``. ImportProblems for an id given twice with other content."""
+    """Append the records the run folder lacks, all or none, and the ``files`` (path, content) it lacks; return the
+    count added per kind and ``already_there``. ImportProblems for an id given twice with other content."""
     run_dir, problems, new = Path(run_dir), [], []
     with run_lock(run_dir):
         store = RunStore(run_dir)
@@ -48,7 +43,7 @@ def add_records(run_dir: Path, rows: list[tuple[int, Record]], source: str,
             was_line, was = seen.setdefault(rec.id, (line, rec))
             if was is rec:
                 new.append(rec)
-            elif _payload(was) != _payload(rec):
+            elif [getattr(was, k, None) for k in _SAYS] != [getattr(rec, k, None) for k in _SAYS]:
                 where = f"line {was_line}" if was_line else f"the run folder {run_dir}"
                 problems.append(f"{line}: its {rec.kind} ({rec.id}) is already given by {where} with another grade "
                                 f"or answer; keep one of them, or import it under another judge name or run folder")

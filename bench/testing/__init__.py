@@ -1,8 +1,5 @@
-"""What the project's tests and benchmarks run against: the fake provider, the params builder and the test kit.
-
-Never used by bench itself. Names load lazily, so that ``python -m bench.testing.fake_provider`` imports only
-the standard library and aiohttp.
-"""
+"""What the project's tests and benchmarks run against (never bench itself): the fake provider, the params builder
+and the test kit. Names load lazily: ``python -m bench.testing.fake_provider`` imports only stdlib and aiohttp."""
 
 from __future__ import annotations
 

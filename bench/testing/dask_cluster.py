@@ -1,9 +1,5 @@
-"""A real Dask cluster on loopback for tests and benchmarks: a scheduler and N workers, each its own process.
-
-Every process binds 127.0.0.1 only and is stopped by its PID at exit. Workers run without a nanny by default,
-so a worker killed with SIGKILL stays dead (a lost machine). With ``tls=(ca, cert, key)`` every process speaks
-TLS only.
-"""
+"""A real Dask cluster on loopback for tests and benchmarks: a scheduler and N workers, each its own process bound
+to 127.0.0.1 and stopped by its PID. Workers have no nanny (one killed stays dead); ``tls=(ca, cert, key)``: TLS."""
 
 from __future__ import annotations
 
@@ -15,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import suppress
 from pathlib import Path
 
 
@@ -65,11 +62,11 @@ class LoopbackDaskCluster:
 
     def add_worker(self, name: str, env: dict[str, str] | None = None, *extra: str,
                    wrap: list[str] | None = None) -> subprocess.Popen:
-        """Start one more worker process (``env``: extra variables for it alone; ``wrap``: a command it runs
-        under, e.g. ``unshare``); return it."""
-        proc = self._spawn([*(wrap or [])] + _dask("worker", self.address, "--host", "127.0.0.1", "--nthreads", str(self.nthreads),
-                                 "--no-nanny", "--no-dashboard", "--name", name, "--memory-limit", "0",
-                                 "--local-directory", str(self.folder / name), *self._tls_args(), *extra), name, env)
+        """Start one more worker (``env``: its own variables; ``wrap``: a command it runs under); return it."""
+        cmd = _dask("worker", self.address, "--host", "127.0.0.1", "--nthreads", str(self.nthreads), "--no-nanny",
+                    "--no-dashboard", "--name", name, "--memory-limit", "0", "--local-directory",
+                    str(self.folder / name), *self._tls_args(), *extra)
+        proc = self._spawn([*(wrap or []), *cmd], name, env)
         self.workers.append(proc)
         return proc
 
@@ -122,11 +119,9 @@ class LoopbackDaskCluster:
                                 start_new_session=True, cwd=self.folder)
 
     def _log(self, name: object) -> str:
-        path = self.folder / f"{name if isinstance(name, str) else 'scheduler'}.log"
-        try:
-            return path.read_text()[-2000:]
-        except OSError:
-            return ""
+        with suppress(OSError):
+            return (self.folder / f"{name if isinstance(name, str) else 'scheduler'}.log").read_text()[-2000:]
+        return ""
 
     @staticmethod
     def _pause() -> None:
@@ -134,19 +129,15 @@ class LoopbackDaskCluster:
 
 
 def _signal(proc: subprocess.Popen, sig: int) -> None:
-    try:
+    with suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, sig)  # the process and anything it started (a worker's kernels)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def write_certificate(folder: Path) -> tuple[str, str, str]:
-    """Write a fresh self-signed certificate authority, certificate and key (``Security.temporary()``) into
-    ``folder`` (0600); return their paths (ca, cert, key): what a TLS cluster and its clients are given."""
+    """Write a fresh self-signed CA, certificate and key into ``folder`` (0600); return their paths (ca, cert, key)."""
     from distributed.security import Security  # noqa: PLC0415
 
-    made = Security.temporary()
-    paths = []
+    made, paths = Security.temporary(), []
     for name, text in (("ca.pem", made.tls_ca_file), ("cert.pem", made.tls_client_cert),
                        ("key.pem", made.tls_client_key)):
         path = Path(folder) / name

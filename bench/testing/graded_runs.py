@@ -1,11 +1,6 @@
-"""Run folders of graded answers written directly with the run store: what the gate tests and its calibration read.
-
-``write_run(folder, grades)`` writes, per cell, one answer per scenario and one rubric judgment of it by judge
-``grader`` with the grade given (None: a failed judgment), so a test or a simulation states the grades it is about
-and gets a folder `bench gate` and `bench compare` read as they read a sweep's, with no model and no subprocess.
-The scenarios are ``topic`` t0, t1, … (the same ids in every run written, so two runs pair). ``verdicts`` and
-``reviews`` add pairwise battles against a fixed reference answer and blind human reviews (``win_rate_min``,
-``agreement_min``).
+"""Run folders of graded answers written directly with the run store, for the gate tests and its calibration: a
+test states the grades it is about and gets a folder `bench gate` and `bench compare` read as a sweep's, with no
+model and no subprocess. Scenarios are ``topic`` t0, t1, … in every run written, so two runs pair.
 """
 
 from __future__ import annotations
@@ -18,8 +13,7 @@ from bench.core.records import Record, Review
 from bench.core.store import RunStore
 from bench.testing.records import candidate, judgment, scenario
 
-# the rubric every judgment names (bench.testing.records: tip, version 1, hash "h"), snapshotted in the folder as a
-# sweep does, so that its 1–5 scale is known to every reader
+# the rubric every judgment names (tip, version 1, hash "h"), snapshotted as a sweep does: its 1–5 scale known
 RUBRIC = """---
 id: tip
 version: "1"
@@ -37,12 +31,9 @@ Grade the tip.
 def write_run(folder: str | Path, grades: Mapping[str, Sequence[float | None]], *, judge_id: str = "grader",
               verdicts: Mapping[str, Sequence[str]] | None = None,
               reviews: Mapping[str, Mapping[str, Sequence[float | str | None]]] | None = None, **judged: Any) -> Path:
-    """Write ``folder``: for each cell ``model/p@v1`` of ``grades`` its answer to scenario i and judge
-    ``judge_id``'s grade ``grades[cell][i]`` (None: a failed judgment); ``judged`` sets more judgment fields
-    (``rubric_hash``, ``judge_model``, …). ``verdicts`` {cell: [verdict]}: pairwise judge ``arena``'s verdict
-    ("A>B", …) of the cell's answer (A) against cell ``ref/p@v1``'s answer to the same scenario (B, the same in
-    every run, never graded). ``reviews`` {judge_id or "arena": {cell: [grade or verdict, None: not reviewed]}}:
-    reviewer ann's blind review of that judgment. Return the folder."""
+    """Write ``folder``: per cell ``model/p@v1`` its answer to scenario i and ``judge_id``'s grade ``grades[cell][i]``
+    (None: failed; ``judged``: more fields). ``verdicts`` {cell: [verdict]}: judge ``arena``'s against cell
+    ``ref/p@v1``'s answer; ``reviews`` {judge_id or "arena": {cell: [grade or verdict]}}: ann's blind reviews."""
     folder = Path(folder)
     records: list[Record] = []
     n = max((len(g) for g in grades.values()), default=0)

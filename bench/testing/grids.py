@@ -1,10 +1,6 @@
-"""One params builder for tests and benchmarks: defaults plus overrides, the fake provider's URL filled in.
-
-:func:`params` returns a params file's content (one model on the fake provider, one prompt, no judge by default;
-each keyword overrides a top-level key, ``None`` leaves it out) and :func:`grid` writes it; :func:`model`,
-:func:`judge`, :func:`prompt`, :func:`generate` and :func:`rubric` build entries. :func:`bench`, :func:`sweep` and
-:func:`started` run the ``bench`` command under a test's folder, in the environment :func:`env` builds.
-"""
+"""One params builder for tests and benchmarks (:func:`params`, written by :func:`grid`; entries by :func:`model`,
+:func:`judge`, :func:`prompt`, :func:`generate`, :func:`rubric`), and the ``bench`` command run under a test's folder
+(:func:`bench`, :func:`sweep`, :func:`started`) in the environment :func:`env` builds."""
 
 from __future__ import annotations
 
@@ -24,12 +20,9 @@ from bench.testing.processes import tree
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: bench/testing/grids.py -> the project root
 KEY_ORDER = ("name", "seed", "models", "prompts", "scenarios", "judges", "limits")  # as a params file reads
-# never inherited by a bench subprocess: a run logs to its own MLflow store, prices come from the bundled map,
-# a sweep finds no cluster it was not given
+# never inherited by a bench subprocess: its own MLflow store, the bundled prices, no cluster it was not given
 NOT_INHERITED = ("MLFLOW_TRACKING_URI", "BENCH_ONLINE_PRICES", "DASK_SCHEDULER_ADDRESS")
-# the one BENCH_* variable the kit passes on: how the suite is run (`make test` names the browser), not how bench
-# behaves; every other one (a researcher's BENCH_CACHE, BENCH_RUNS, BENCH_LOCAL_API_BASE...) would change a run
-KIT_KEEPS = ("BENCH_CHROMIUM",)
+KIT_KEEPS = ("BENCH_CHROMIUM",)  # the one BENCH_* variable passed on: how the suite runs, not how bench behaves
 ANCHORS = {1: "bad", 2: "weak", 3: "fair", 4: "good", 5: "great"}  # a rubric criterion's default 1-5 scale
 
 
@@ -61,10 +54,8 @@ def generate(**dimensions: list[Any]) -> dict[str, Any]:
 
 
 def params(url: str, *, name: str = "g", topics: int = 4, **overrides: Any) -> dict[str, Any]:
-    """Return a params file's content: one model, one prompt, ``topics`` generated scenarios, no judge.
-
-    Each override replaces a top-level key (an override of ``None`` leaves that key out).
-    """
+    """Return a params file's content: one model, one prompt, ``topics`` generated scenarios, no judge; each
+    override replaces a top-level key (``None`` leaves it out)."""
     data: dict[str, Any] = {
         "name": name, "seed": 1,
         "models": [model("m1", url)],
@@ -85,12 +76,9 @@ def grid(path: Path, url: str, *, name: str = "g", topics: int = 4, **overrides:
 
 
 def rubric(path: Path, *criteria: str | tuple[str, dict[int, str]], marker: str | None = None) -> Path:
-    """Write a rubric file (its id the file's name, mode ``rubric``, version "1") with these criteria; return the path.
-
-    A criterion is a name, scored 1-5 (``ANCHORS``), or (name, {score: anchor}) for another scale; none
-    gives one criterion, ``quality``. The instructions read ``MARKER: grade the answer.`` (``marker`` defaults
-    to ``MARKER-<ID>-RUBRIC``), so that a ``replies`` rule of the fake provider answers this judge alone.
-    """
+    """Write a rubric file (id: the file's name, version "1") with these criteria (a name, scored 1-5, or (name,
+    {score: anchor}); none: ``quality``); return the path. Its instructions start with ``marker`` (default
+    ``MARKER-<ID>-RUBRIC``), so that a ``replies`` rule of the fake provider answers this judge alone."""
     rid = path.stem
     lines = ["---", f"id: {rid}", 'version: "1"', "mode: rubric", "criteria:"]
     for criterion in criteria or ("quality",):
@@ -109,11 +97,7 @@ def strays(environ: dict[str, str] | os._Environ = os.environ) -> list[str]:
 
 
 def hermetic() -> list[str]:
-    """Remove every stray ``BENCH_*`` variable (:func:`strays`) from this process's environment; return their names.
-
-    Called once as a test session starts (tests/conftest.py): a researcher's ``BENCH_CACHE`` would otherwise send
-    every run of the suite to their own cache. A test that wants one sets it itself (``monkeypatch.setenv``).
-    """
+    """Remove every stray ``BENCH_*`` variable (:func:`strays`) from this process's environment; return their names."""
     names = strays()
     for name in names:
         del os.environ[name]
@@ -121,12 +105,7 @@ def hermetic() -> list[str]:
 
 
 def env(tmp_path: Path, *, drop: tuple[str, ...] = (), **extra: str) -> dict[str, str]:
-    """Return the environment of a ``bench`` subprocess: this one's, its runs and reports under ``tmp_path``,
-    unbuffered output, then ``extra``.
-
-    Neither ``NOT_INHERITED``, nor any ``BENCH_*`` variable but ``KIT_KEEPS`` (:func:`strays`), nor the variables
-    named in ``drop`` are inherited: a variable a run needs is passed in ``extra``.
-    """
+    """Return a ``bench`` subprocess's environment: this one's less what it must not inherit, under ``tmp_path``."""
     gone = {*NOT_INHERITED, *drop, *strays()}
     kept = {k: v for k, v in os.environ.items() if k not in gone}
     return {**kept, "BENCH_RUNS": str(tmp_path / "runs"), "BENCH_REPORTS": str(tmp_path / "reports"),
@@ -155,12 +134,7 @@ def sweep(tmp_path: Path, params: Path, *args: str, report: bool = False, track:
 @contextmanager
 def started(tmp_path: Path, *args: str, stdout: Any = subprocess.PIPE, stderr: Any = subprocess.PIPE,
             drop: tuple[str, ...] = (), **extra: str) -> Iterator[subprocess.Popen]:
-    """Start ``python -m bench ARGS`` in :func:`env`, in its own session (text pipes unless told otherwise); yield it.
-
-    On leaving the block, a command still running is killed with its process group and every descendant (its
-    kernels, workers and servers, some in sessions of their own), each by its PID, and reaped: a test that fails
-    halfway leaves nothing behind. A command that ended is left as it is (what it left behind is the test's to see).
-    """
+    """Start ``python -m bench ARGS`` in :func:`env`, in its own session; yield it; kill its whole tree on leaving."""
     proc = subprocess.Popen([sys.executable, "-m", "bench", *args], cwd=ROOT, env=env(tmp_path, drop=drop, **extra),
                             stdout=stdout, stderr=stderr, text=True, start_new_session=True)
     try:

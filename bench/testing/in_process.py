@@ -1,10 +1,8 @@
 """A params file's stages run in the test's own process: what `bench sweep` runs, without its kernels or interpreter.
 
-:func:`run_stages` is :func:`bench.testing.grids.sweep` for a test whose subject is not the command line: the
-command's own preparation, lock, ledger, live MLflow run, end (report, tracking, summary, gates) around the stages
-run here as their notebook runs them in a kernel; it returns the run folder, the sweep's exit code and what was
-printed. :func:`command` runs another command in-process through ``bench.cli.main``. What only the command does
-stays in its tests (docs/tests.md).
+:func:`run_stages` is :func:`bench.testing.grids.sweep` for a test whose subject is not the command line (the
+command's preparation, lock, ledger, live run and end around stages run as their notebooks run them);
+:func:`command` runs another command through ``bench.cli.main`` (docs/tests.md).
 """
 
 from __future__ import annotations
@@ -66,30 +64,22 @@ class StagesRun(Finished):
 
 @contextlib.contextmanager
 def environment(tmp_path: Path, drop: Sequence[str] = (), **extra: str) -> Iterator[None]:
-    """Set, for the block, what :func:`bench.testing.grids.env` gives a subprocess: runs and reports under
-    ``tmp_path``, ``extra``; the variables of ``drop`` unset; the checkout as the working folder. Everything is put
-    back on leaving. One block at a time: the environment, the working folder and the redirected output are the
-    process's, so two threads running stages at once would share them (one run's folder taken for the other's)."""
-    with _ONE_AT_A_TIME:
-        yield from _environment(tmp_path, drop, **extra)
+    """Set, for the block, what :func:`bench.testing.grids.env` gives a subprocess (runs and reports under
+    ``tmp_path``, ``extra``, ``drop`` unset, the checkout as working folder), all put back on leaving. One block at
+    a time: the environment, working folder and redirected output are the process's."""
+    with _ONE_AT_A_TIME, contextlib.chdir(ROOT):  # where a bench subprocess of the kit runs: relative paths alike
+        saved = dict(os.environ)
+        for name in drop:
+            os.environ.pop(name, None)
+        os.environ.update({"BENCH_RUNS": str(tmp_path / "runs"), "BENCH_REPORTS": str(tmp_path / "reports"), **extra})
+        try:
+            yield
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
 
 
 _ONE_AT_A_TIME = threading.RLock()
-
-
-def _environment(tmp_path: Path, drop: Sequence[str] = (), **extra: str) -> Iterator[None]:
-    saved = dict(os.environ)
-    stack = contextlib.ExitStack()
-    stack.enter_context(contextlib.chdir(ROOT))  # where a bench subprocess of the kit runs: relative paths alike
-    for name in drop:
-        os.environ.pop(name, None)
-    os.environ.update({"BENCH_RUNS": str(tmp_path / "runs"), "BENCH_REPORTS": str(tmp_path / "reports"), **extra})
-    try:
-        with stack:
-            yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 def run_stages(tmp_path: Path, params: Path | str, *, stages: Sequence[str] = STAGES, cells: str | None = None,
@@ -97,15 +87,9 @@ def run_stages(tmp_path: Path, params: Path | str, *, stages: Sequence[str] = ST
                max_concurrency: int | None = None, report: bool = False, track: bool = False,
                junit: str | Path | None = None, wait: bool = False, drop: Sequence[str] = (),
                **extra: str) -> StagesRun:
-    """Run ``stages`` of ``params`` in this process, as `bench sweep PARAMS` would with ``--no-report`` and
-    ``--no-track`` unless ``report`` or ``track``; return the run folder, the sweep's exit code and what was printed.
-
-    ``stages``: ``("collect",)`` is ``--only-stage collect`` (the judges grade each new answer as it arrives, as the
-    command's do), ``("judge",)`` ``--only-stage judge``. ``cells``, ``run_dir``, ``dry_run``, ``supersede``,
-    ``junit`` and ``wait`` are the command's options; ``drop`` and ``extra`` change the environment for the run, as
-    :func:`bench.testing.grids.sweep`'s do. A bench error (a refusal: exit 2, a ``Halted``: its exit code) is printed
-    to stderr as the command prints it; any other exception (a crash) is raised.
-    """
+    """Run ``stages`` of ``params`` here as `bench sweep PARAMS` would (``--no-report --no-track`` unless asked);
+    return the run folder, exit code and output. Keywords are the command's options and environment; a bench error
+    is printed as the command prints it (exit 2, a ``Halted``: its code), any other exception raised."""
     out, err = io.StringIO(), io.StringIO()
     folder = None if run_dir is None else str(run_dir)
     request = SweepRequest(str(params), cells=cells, run_dir=folder, only_stage=stages[0] if len(stages) == 1 else None,
@@ -124,12 +108,7 @@ def run_stages(tmp_path: Path, params: Path | str, *, stages: Sequence[str] = ST
 
 
 def command(tmp_path: Path, *args: str, drop: Sequence[str] = (), **extra: str) -> Finished:
-    """Run ``bench ARGS`` in this process (``bench.cli.main``), in the environment :func:`run_stages` runs in;
-    return its exit code and output, as :func:`bench.testing.grids.bench` returns them from a subprocess.
-
-    For the commands that start no kernel (validate, estimate, gate, compare, status…) in a test whose subject is
-    what they say, not the command line (its tests run ``python -m bench``).
-    """
+    """Run ``bench ARGS`` here (``bench.cli.main``) in :func:`run_stages`'s environment; return code and output."""
     out, err = io.StringIO(), io.StringIO()
     with environment(tmp_path, drop, **extra), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
@@ -140,9 +119,7 @@ def command(tmp_path: Path, *args: str, drop: Sequence[str] = (), **extra: str) 
 
 
 def _sweep(run: Run, req: SweepRequest, max_concurrency: int | None) -> int:
-    """What ``bench.sweep.command.sweep_command`` does with an opened run, on this machine: a gate's baseline
-    checked, the run folder locked, the sweep's lines of sweeps.jsonl and its live MLflow run, then the stages
-    (:func:`_stages`) and the command's own end (the report, tracking, the summary, the gates); return the exit code."""
+    """What ``bench.sweep.command.sweep_command`` does with an opened run; return the exit code."""
     if not gates_skipped(req):
         check_baseline(run.sweep.gates, run.params_path)
     with run_lock(run.dir, wait=req.wait), \
@@ -155,10 +132,8 @@ def _sweep(run: Run, req: SweepRequest, max_concurrency: int | None) -> int:
 
 
 def _stages(run: Run, only: str | None, cap: int | None, on_start: Callable[[], None]) -> SweepResult:
-    """What ``bench.sweep.driver.run_sweep`` does, each stage run in this process as one execution (:func:`_execute`)
-    instead of a papermill kernel: the stage checked, the run prepared (preflight, scenarios.jsonl), the estimate
-    printed and held to ``limits.budget_usd`` (a pilot when the budget needs it), a ``--supersede`` logged, then the
-    stages in order under the driver's lease server; a stage after one that stopped does not start."""
+    """What ``bench.sweep.driver.run_sweep`` does, each stage one in-process execution (:func:`_execute`) instead of
+    a kernel: checked, prepared, estimated, then run in order; a stage after one that stopped does not start."""
     started = utc_now()  # what fails from now on is asked again by the next sweep, not by this one
     check_stage(run, only)
     print(run.describe(), flush=True)
@@ -184,9 +159,7 @@ def _stages(run: Run, only: str | None, cap: int | None, on_start: Callable[[], 
 
 
 def _execute(run: Run, stage: str, link: Link, cap: int | None, started: str) -> Execution:
-    """Run ``stage`` as its notebook does in a kernel (notebooks/01_collect, 02_judge): the run opened with what
-    the driver shares (``link``), the stage to its end; its attempt is recorded in executions.jsonl as the driver
-    records a kernel's (bench.sweep.executions). A ``Halted`` (the budget reached) stops the execution on purpose."""
+    """Run ``stage`` as its notebook does in a kernel, recorded as the driver records it; a ``Halted`` stops it."""
     sweep = secrets.token_hex(6)
     close_leftovers(run, sweep)  # what a killed sweep left open, as each stage of the driver closes it
     ex = Execution(stage, list(run.cells), None, failed_since=started)

@@ -1,8 +1,5 @@
-"""A throwaway PostgreSQL server on 127.0.0.1, for tests of the team tracking server.
-
-:class:`LoopbackPostgres` runs Debian's ``postgresql`` from a temporary folder with trust authentication, stops
-it by its PID at exit and removes the folder; as root it runs as the ``postgres`` user. Standard library only.
-"""
+"""A throwaway PostgreSQL server on 127.0.0.1 for tests of the team tracking server: Debian's ``postgresql`` from
+a temporary folder, trust authentication, run as ``postgres`` when we are root, stopped by its PID at exit."""
 
 from __future__ import annotations
 
@@ -15,6 +12,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +64,7 @@ def _as_postgres() -> list[str]:
 
 
 class LoopbackPostgres:
-    """A PostgreSQL server on 127.0.0.1 in a temporary folder, for the length of a ``with`` block (``uri``: no
-    password, trust on loopback)."""
+    """A PostgreSQL server on 127.0.0.1 for the length of a ``with`` block (``uri``: trust, no password)."""
 
     def __init__(self, database: str = "mlflow", user: str = "bench", timeout_s: float = READY_TIMEOUT_S):
         self.database, self.user, self.timeout_s = database, user, timeout_s
@@ -106,8 +103,7 @@ class LoopbackPostgres:
         self.stop()
 
     def start(self) -> None:
-        """Create the cluster, start the server on a free port of 127.0.0.1, wait until it is ready, create the
-        database. Raises PostgresUnavailable (saying why) and leaves nothing behind when that fails."""
+        """Create the cluster, start the server and the database; PostgresUnavailable, nothing left, if that fails."""
         self._bin, self._prefix = find_binaries(), _as_postgres()
         self.folder = Path(tempfile.mkdtemp(prefix="bench-postgres-"))
         atexit.register(self.stop)  # a test that never reaches __exit__ still leaves no server behind
@@ -172,21 +168,15 @@ class LoopbackPostgres:
         atexit.unregister(self.stop)
         proc, self.proc = self.proc, None
         if proc is not None and proc.poll() is None:
-            try:
+            with suppress(subprocess.TimeoutExpired):
                 subprocess.run([*self._prefix, self._bin["pg_ctl"], "stop", "-D", str(self.data_dir), "-m", "fast",
                                 "-w", "-t", str(int(STOP_TIMEOUT_S))], cwd=self.folder, stdin=subprocess.DEVNULL,
                                capture_output=True, timeout=STOP_TIMEOUT_S + 10)
-            except subprocess.TimeoutExpired:
-                pass
-            try:
+            with suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                pass
         if proc is not None and proc.poll() is None:
-            try:  # it did not stop: SIGKILL its process group (the postmaster and its backends)
+            with suppress(ProcessLookupError, PermissionError):  # it did not stop: SIGKILL its process group
                 os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
             proc.wait()
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)

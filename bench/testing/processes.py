@@ -52,8 +52,7 @@ def listening(procs: list[psutil.Process]) -> dict[tuple[str, int], int]:
 
 def read_line(proc: subprocess.Popen, pattern: str, timeout_s: float) -> tuple[str, str]:
     """Return (the first line of ``proc``'s stdout matching ``pattern``, everything read) within ``timeout_s``, or
-    ("", everything read). A thread reads (a select would miss lines already buffered) and keeps reading after
-    the match, so the process never blocks on a full pipe."""
+    ("", everything read). A thread keeps reading after the match, so the process never blocks on a full pipe."""
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(ln) for ln in iter(proc.stdout.readline, "")], daemon=True).start()
     seen, deadline = "", time.monotonic() + timeout_s
@@ -71,8 +70,7 @@ def read_line(proc: subprocess.Popen, pattern: str, timeout_s: float) -> tuple[s
 
 
 def fetch_when_up(url: str, proc: subprocess.Popen, timeout_s: float, log: Path | None = None) -> bytes:
-    """Return the body of ``url`` once the server ``proc`` answers it; AssertionError with the tail of ``log`` when
-    ``proc`` exits first or ``timeout_s`` runs out."""
+    """Return the body of ``url`` once ``proc`` answers it; AssertionError (``log``'s tail) if it exits or times out."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -89,8 +87,7 @@ def fetch_when_up(url: str, proc: subprocess.Popen, timeout_s: float, log: Path 
 
 @contextmanager
 def stopped_at_exit(proc: subprocess.Popen, grace_s: float = 30) -> Iterator[subprocess.Popen]:
-    """Yield ``proc`` (started with ``start_new_session=True``); on leaving, SIGTERM its process group, by its PID,
-    then SIGKILL it after ``grace_s`` seconds, and reap it."""
+    """Yield ``proc`` (its own session); on leaving, SIGTERM its group, SIGKILL it after ``grace_s``, reap it."""
     try:
         yield proc
     finally:

@@ -1,8 +1,5 @@
-"""A loopback HTTP forward proxy for tests: it maps host names nobody can resolve (``provider.invalid:PORT``) onto
-loopback servers, so that an api_base only a proxy can reach is reached through ``HTTP_PROXY`` or not at all.
-
-Plain http only, one request per connection, from a thread of the test's process; ``asked`` keeps every URL.
-"""
+"""A loopback HTTP forward proxy for tests, mapping unresolvable hosts (``provider.invalid:PORT``) onto loopback
+servers: an api_base only it can reach is reached through ``HTTP_PROXY`` or not at all. Plain http, in a thread."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Records for tests and benchmarks: a scenario, a candidate and a judgment with plain defaults.
-
-A test names only what it is about (``candidate("s3", error="HTTP 500")``); the defaults are constants, so two
-calls with the same arguments make records with the same id.
-"""
+"""Records for tests and benchmarks with constant defaults: a test names only what it is about
+(``candidate("s3", error="HTTP 500")``), and two calls with the same arguments make records with the same id."""
 
 from __future__ import annotations
 
@@ -18,8 +15,7 @@ def scenario(fields: dict[str, Any] | None = None, **record: Any) -> Scenario:
 
 def candidate(of: Scenario | str = "s0", *, model_id: str = "m", output: str | None = None,
               **record: Any) -> Candidate:
-    """Return model ``model_id``'s answer (prompt ``p@v1``) to scenario ``of``; the output defaults to ``answer to
-    <scenario id>``, any other keyword sets that field."""
+    """Return model ``model_id``'s answer (``answer to <scenario id>``) to scenario ``of``; keywords set fields."""
     scenario_id = of.id if isinstance(of, Scenario) else of
     if output is None and not record.get("error"):
         output = f"answer to {scenario_id}"
@@ -30,8 +26,7 @@ def candidate(of: Scenario | str = "s0", *, model_id: str = "m", output: str | N
 
 def judgment(of: Candidate | None = None, *, judge_id: str = "j", score: float | None = None,
              **record: Any) -> Judgment:
-    """Return judge ``judge_id``'s rubric grade of the answer ``of``, ``score`` 4.0 unless given, failed or
-    pairwise; any other keyword sets that field."""
+    """Return judge ``judge_id``'s rubric grade of the answer ``of`` (``score`` 4.0 by default); keywords set fields."""
     item = of or candidate()
     if score is None and not record.get("error") and record.get("mode") != "pairwise":
         score = 4.0

@@ -1,10 +1,5 @@
-"""A ``bench`` command on a terminal of its own, as a user runs it: Ctrl-C typed, not signalled by the test.
-
-:class:`Terminal` starts ``python -m bench ARGS`` on a pseudo-terminal (pexpect: the command leads its own session
-and the pty is its controlling terminal), keeps reading what it prints, and types the interrupt character
-(``press_ctrl_c``): the terminal sends SIGINT to its whole foreground process group, as for a user. On leaving,
-a command still running is killed with every descendant, each by its PID.
-"""
+"""A ``bench`` command on a pseudo-terminal of its own (pexpect), as a user runs it: Ctrl-C typed, so the terminal
+sends SIGINT to its whole foreground process group. On leaving, one still running is killed with its descendants."""
 
 from __future__ import annotations
 
@@ -26,8 +21,7 @@ from bench.testing.processes import tree
 
 
 class Terminal:
-    """``python -m bench ARGS`` on a pty, in :func:`bench.testing.grids.env` (``extra`` on top); ``output``: all it
-    printed so far (stdout and stderr alike: one terminal)."""
+    """``python -m bench ARGS`` on a pty, in :func:`bench.testing.grids.env`; ``output``: all it printed so far."""
 
     def __init__(self, tmp_path: Path, *args: str, **extra: str) -> None:
         self.child = pexpect.spawn(sys.executable, ["-m", "bench", *args], cwd=str(ROOT), env=env(tmp_path, **extra),
@@ -43,8 +37,7 @@ class Terminal:
                 self.output += decode(chunk)
 
     def wait_for(self, check: Any, what: str, timeout_s: float = 180) -> Any:
-        """Return ``check()`` once truthy (a pattern: its match in the output), asking every 20 ms; fail with the
-        output's tail if the command ends first or ``timeout_s`` runs out."""
+        """Return ``check()`` (a pattern: its match) once truthy; fail if the command ends or time runs out."""
         test = (lambda: re.search(check, self.output, re.M)) if isinstance(check, str) else check
         deadline = time.monotonic() + timeout_s
         while not (found := test()):

@@ -1,6 +1,5 @@
-"""Anthropic's Messages API (``POST /v1/messages``) on the fake provider: a request is read as the chat body the
-fake already answers (so it answers, grades, thinks and calls tools alike), the reply written back as Anthropic's
-content blocks, usage and errors. JSON comes from a forced tool (``tool_choice: {type: tool}``) or
+"""Anthropic's Messages API (``POST /v1/messages``) on the fake provider: a request is read as the chat body the fake
+answers, the reply written back as Anthropic's content blocks, usage and errors. JSON comes from a forced tool or
 ``output_format``; thinking only when the request enables it."""
 
 from __future__ import annotations
@@ -53,8 +52,8 @@ def to_chat(raw: dict[str, Any], model: str | None = None) -> dict[str, Any]:
         body["_invalid"] = _unsigned(raw.get("messages") or [])
     else:
         body["_thinks"] = False  # Claude thinks only when asked
-    if _marked(raw):
-        body["_cache_control"] = True
+    if '"cache_control"' in json.dumps([raw.get("system"), raw.get("messages"), raw.get("tools")]):
+        body["_cache_control"] = True  # a cache breakpoint marked anywhere
     return body
 
 
@@ -93,8 +92,7 @@ def _text(content: Any) -> str:
 
 
 def _unsigned(messages: list[Any]) -> str | None:
-    """Return Anthropic's refusal of a thinking request whose last assistant turn calls tools without starting with
-    its thinking block, or with a signature the fake did not write (None when it is fine)."""
+    """Return Anthropic's refusal of a thinking request whose last tool-calling turn lacks its signed thinking."""
     turns = [m for m in messages if isinstance(m, dict) and m.get("role") == "assistant"]
     blocks = turns[-1].get("content") if turns else None
     if not isinstance(blocks, list) or not any(isinstance(b, dict) and b.get("type") == "tool_use" for b in blocks):
@@ -110,14 +108,8 @@ def _signature(thought: str) -> str:
     return base64.b64encode(hashlib.sha256(thought.encode()).digest()).decode()
 
 
-def _marked(raw: dict[str, Any]) -> bool:
-    """Return whether the request marks a cache breakpoint (``cache_control``) anywhere."""
-    return '"cache_control"' in json.dumps([raw.get("system"), raw.get("messages"), raw.get("tools")])
-
-
 def reply(body: dict[str, Any], payload: dict[str, Any], read: int, written: int) -> dict[str, Any]:
-    """Return the Anthropic message for the fake's chat reply ``payload`` to ``body`` (``read``/``written``: the
-    prompt tokens read from and written to the prompt cache)."""
+    """Return the Anthropic message for the chat reply ``payload`` (``read``/``written``: prompt cache tokens)."""
     choice = payload["choices"][0]
     message, blocks = choice["message"], []
     if thought := message.get("reasoning_content"):
@@ -125,13 +117,14 @@ def reply(body: dict[str, Any], payload: dict[str, Any], read: int, written: int
     content, forced = message.get("content"), body.get("_forced_tool")
     value = _json(content) if forced and content else None
     if isinstance(value, dict):
-        blocks.append({"type": "tool_use", "id": _id(content), "name": forced, "input": value})
+        tool_id = "toolu_" + hashlib.sha256(content.encode()).hexdigest()[:20]
+        blocks.append({"type": "tool_use", "id": tool_id, "name": forced, "input": value})
     elif content:
         blocks.append({"type": "text", "text": content})
     for call in message.get("tool_calls") or []:
-        args = call["function"]["arguments"]
+        name, args = call["function"]["name"], call["function"]["arguments"]
         value = _json(args)
-        blocks.append({"type": "tool_use", "id": call["id"].replace("call_", "toolu_"), "name": call["function"]["name"],
+        blocks.append({"type": "tool_use", "id": call["id"].replace("call_", "toolu_"), "name": name,
                        "input": value if isinstance(value, dict) else {"arguments": args}})
     used = payload["usage"]
     calling = any(b["type"] == "tool_use" for b in blocks)
@@ -148,7 +141,3 @@ def _json(text: str) -> Any:
         return json.loads(text)
     except (TypeError, ValueError):
         return None
-
-
-def _id(text: str) -> str:
-    return "toolu_" + hashlib.sha256(text.encode()).hexdigest()[:20]

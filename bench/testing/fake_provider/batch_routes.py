@@ -1,8 +1,5 @@
-"""The fake provider's Files and Batch API routes, in OpenAI's wire format, over a :class:`BatchStore`.
-
-Every route first asks the server's ``gate`` (``batches_supported``, ``require_key``), then ``batch_route_fail``;
-none is counted in the chat counters. The routes and knobs: docs/tests.md.
-"""
+"""The fake provider's Files and Batch API routes, in OpenAI's wire format, over a :class:`BatchStore`: each asks the
+server's ``gate`` (``batches_supported``, ``require_key``), then ``batch_route_fail``; none counts as a chat request."""
 
 from __future__ import annotations
 
@@ -46,8 +43,7 @@ class BatchRoutes:
             app.router.add_route(method, path, handler)
 
     def guarded(self, call: Callable[[web.Request], Any], name: str) -> Handler:
-        """``call`` behind the gate and ``batch_route_fail``, its Refusals turned into error responses and its
-        results into JSON."""
+        """``call`` behind the gate and ``batch_route_fail``, its Refusals and results answered as JSON."""
         async def handler(request: web.Request) -> web.Response:
             closed = self.gate(request)
             if closed is not None:

@@ -1,8 +1,6 @@
-"""The fake provider's Files and Batch API state: stored files, batches, and the task that runs each batch.
-
-A batch walks OpenAI's statuses on the configured delays; each line is answered by the server's ``answer``
-unless a ``batch_fail_*`` knob fails it. Every answered line is billed (docs/tests.md). Standard library only.
-"""
+"""The fake provider's Files and Batch API state: stored files, batches, and the task that runs each batch, walking
+OpenAI's statuses on the configured delays; each line is answered by the server's ``answer`` unless a ``batch_fail_*``
+knob fails it, and billed (docs/tests.md)."""
 
 from __future__ import annotations
 
@@ -125,8 +123,7 @@ class BatchStore:
         self.route_calls: Counter[str] = Counter()  # calls per route, for batch_route_fail
 
     def route_fault(self, route: str) -> bool:
-        """Count one call of ``route``; whether ``batch_route_fail`` fails it (its first N calls since the counters
-        were reset: a count is of all calls so far, so raising it fails the next ones)."""
+        """Count one call of ``route``; whether ``batch_route_fail`` fails it (its first N calls since the reset)."""
         self.route_calls[route] += 1
         return self.route_calls[route] <= int(self.config()["batch_route_fail"].get(route, 0))
 
@@ -138,8 +135,6 @@ class BatchStore:
         """The counters, and how many batches are in each status now."""
         return {**self.counters, "by_status": dict(Counter(b.status for b in self.batches.values())),
                 "route_calls": dict(self.route_calls)}
-
-    # ---- files
 
     def add_file(self, filename: str, purpose: str, data: bytes, *, uploaded: bool = True) -> StoredFile:
         """Store a file (an upload counts in ``files_uploaded``)."""
@@ -160,8 +155,6 @@ class BatchStore:
         self.file(file_id)
         del self.files[file_id]
         return {"id": file_id, "object": "file", "deleted": True}
-
-    # ---- batches
 
     def create(self, input_file_id: Any, endpoint: Any, window: Any, metadata: Any) -> Batch:
         """Check a create request, store the batch and start its task."""
@@ -215,8 +208,6 @@ class BatchStore:
         return {"object": "list", "data": [b.to_json() for b in page],
                 "first_id": page[0].id if page else None, "last_id": page[-1].id if page else None,
                 "has_more": start + size < len(ordered)}
-
-    # ---- the task running one batch
 
     async def run(self, batch: Batch) -> None:
         """validating → in_progress → each line → finalizing → completed; or failed, expired, cancelled."""
@@ -290,8 +281,7 @@ class BatchStore:
         self.counters["billed_completion_tokens"] += payload["usage"]["completion_tokens"]
 
     def faulty(self, batch: Batch, request: dict[str, Any], line: dict[str, Any]) -> list[dict[str, Any]]:
-        """The output lines an answered ``line`` becomes: marked unreadable (``batch_unreadable_lines``), and/or
-        followed by a second, different answer to the same custom_id (``batch_duplicate_lines``, billed)."""
+        """The output lines ``line`` becomes under ``batch_unreadable_lines`` and ``batch_duplicate_lines``."""
         cfg, lines = self.config(), [line]
         if self.injected["unreadable"] < cfg["batch_unreadable_lines"]:
             self.injected["unreadable"] += 1
@@ -336,8 +326,7 @@ def output_line(custom_id: str, status: int, body: dict[str, Any]) -> dict[str, 
 
 
 def written(line: dict[str, Any]) -> str:
-    """One output line as JSON text; a line marked ``unreadable`` is broken JSON whose custom_id and usage are
-    still there (its message object opened twice)."""
+    """One output line as JSON text; one marked ``unreadable`` broken (its custom_id and usage still there)."""
     if not line.pop("unreadable", False):
         return json.dumps(line)
     return json.dumps(line).replace('"message": {', '"message": {{', 1)

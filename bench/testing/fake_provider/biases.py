@@ -1,8 +1,5 @@
-"""Judges with a known bias, scripted: the first slot, long answers, one model's answers; and answers of varied length.
-
-The bias audit (``bench.analysis.judge_audit``) must find them at the rates they were put in. The knobs are keyed
-by the judge model's name and act on the grades ``quality.shape`` gave (docs/tests.md).
-"""
+"""Judges with a known bias, scripted (the first slot, long answers, one model's answers), for the bias audit to find;
+keyed by the judge model's name, acting on the grades ``quality.shape`` gave; and answers of varied length."""
 
 from __future__ import annotations
 
@@ -82,7 +79,8 @@ def _verdict(label: str, first: str, second: str, judge: str, chars: dict[str, i
         return label
     at, last = labels.index(label), len(labels) - 1  # labels run from "first much better" to "second much better"
     at = min(last, max(0, at - _bonus(first, judge, chars, cfg) + _bonus(second, judge, chars, cfg)))
-    p, mildest = cfg.get("position_bias", {}).get(judge, 0.0), (last - 1) // 2  # the first-favouring label nearest a tie
+    p = cfg.get("position_bias", {}).get(judge, 0.0)
+    mildest = (last - 1) // 2  # the first-favouring label nearest a tie
     if p and mildest >= 0 and at > mildest and _draw(body, cfg, arrival) < p:
         at = mildest
     return labels[at]
@@ -92,27 +90,3 @@ def _draw(body: dict[str, Any], cfg: dict[str, Any], arrival: int) -> float:
     """Return this request's position draw in [0, 1): seeded by the request (and its arrival, with ``noise``)."""
     key = repr((body.get("model"), body.get("messages"), arrival if cfg.get("noise") else 0, cfg.get("seed", 0)))
     return random.Random(hashlib.sha256(f"position\n{key}".encode()).hexdigest()).random()
-
-
-def validate_bias_config(cfg: dict[str, Any]) -> None:
-    """Raise ValueError when ``position_bias``, ``length_bias``, ``favour_model`` or ``pad_answers`` is malformed."""
-    def number(v: Any) -> bool:
-        return isinstance(v, int | float) and not isinstance(v, bool)
-
-    def integer(v: Any) -> bool:
-        return isinstance(v, int) and not isinstance(v, bool)
-
-    checks = {
-        "position_bias": (lambda v: number(v) and 0 <= v <= 1, "probabilities in [0, 1]"),
-        "length_bias": (lambda v: isinstance(v, dict) and set(v) == {"over_chars", "bonus"}
-                        and integer(v["over_chars"]) and v["over_chars"] >= 0 and integer(v["bonus"]),
-                        '{"over_chars": N ≥ 0, "bonus": integer levels}'),
-        "favour_model": (lambda v: isinstance(v, dict) and set(v) == {"model", "bonus"}
-                         and isinstance(v["model"], str) and integer(v["bonus"]),
-                         '{"model": name, "bonus": integer levels}'),
-        "pad_answers": (lambda v: integer(v) and v >= 0, "a non-negative number of filler words"),
-    }
-    for key, (ok, what) in checks.items():
-        value = cfg[key]
-        if not (isinstance(value, dict) and all(isinstance(k, str) and ok(v) for k, v in value.items())):
-            raise ValueError(f"{key} must map model names to {what}, got {value!r}")

@@ -12,9 +12,7 @@ from bench._word_vectors import word_count, word_vector
 
 
 async def embed(server: Any, request: web.Request) -> web.Response:
-    """Answer one embeddings request of ``server`` (a FakeServer), counted in ``requests``, ``embeddings``,
-    ``by_model``, ``recent`` and ``billed``; the latency, ``require_key``, ``served_models`` and ``omit_usage``
-    apply as for chat."""
+    """Answer one embeddings request of ``server`` (a FakeServer), counted and billed, its knobs applied as chat's."""
     server.requests += 1
     server.embeddings += 1
     try:

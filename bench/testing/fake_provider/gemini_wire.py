@@ -1,7 +1,6 @@
-"""Gemini's ``generateContent`` (``POST /v1beta/models/{model}:generateContent``) on the fake provider: a request is
-read as the chat body the fake already answers, the reply written back as Gemini's parts (text, thought,
-``functionCall``), ``usageMetadata`` and errors. A thinking model thinks unless its budget is 0, and shows its
-thought parts only when ``includeThoughts`` asks (the thinking is billed either way)."""
+"""Gemini's ``generateContent`` on the fake provider: a request is read as the chat body the fake answers, the reply
+written back as Gemini's parts, ``usageMetadata`` and errors. A thinking model thinks unless its budget is 0 and shows
+its thought parts only when ``includeThoughts`` asks (billed either way)."""
 
 from __future__ import annotations
 
@@ -33,7 +32,8 @@ def _get(obj: Any, *names: str) -> Any:
 def to_chat(raw: dict[str, Any], model: str | None = None) -> dict[str, Any]:
     """Return the chat body the fake answers for a Gemini request to ``model``."""
     system = _get(raw, "systemInstruction", "system_instruction")
-    messages = [{"role": "system", "content": _texts(_get(system, "parts") or [])}] if system else []
+    texts = [str(p.get("text", "")) for p in _get(system, "parts") or [] if isinstance(p, dict)]
+    messages = [{"role": "system", "content": "\n".join(texts)}] if system else []
     for content in raw.get("contents") or []:
         messages.extend(_turn(content))
     config = _get(raw, "generationConfig", "generation_config") or {}
@@ -81,10 +81,6 @@ def _turn(content: dict[str, Any]) -> list[dict[str, Any]]:
     return results + ([turn] if parts or calls else [])
 
 
-def _texts(parts: list[Any]) -> str:
-    return "\n".join(str(p.get("text", "")) for p in parts if isinstance(p, dict))
-
-
 def _lower(schema: Any) -> Any:
     """Return a Gemini (OpenAPI) schema as JSON Schema: its ``type`` names in lower case (``OBJECT`` → ``object``)."""
     if isinstance(schema, dict):
@@ -93,8 +89,7 @@ def _lower(schema: Any) -> Any:
 
 
 def reply(body: dict[str, Any], payload: dict[str, Any], read: int, written: int) -> dict[str, Any]:
-    """Return the Gemini response for the fake's chat reply ``payload`` to ``body`` (``read``: prompt tokens read
-    from the implicit cache)."""
+    """Return the Gemini response for the fake's chat reply ``payload`` to ``body`` (``read``: cached prompt tokens)."""
     choice = payload["choices"][0]
     message, parts = choice["message"], []
     thought = message.get("reasoning_content")

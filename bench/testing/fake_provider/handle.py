@@ -1,8 +1,5 @@
-"""The client-side handle on a fake provider: start its subprocess, configure it, read its stats, stop it.
-
-It talks to the admin endpoints over urllib (never through a proxy) and stops the server by PID; one still
-running at exit is stopped too, and the server exits by itself once its parent is gone.
-"""
+"""The client-side handle on a fake provider: start its subprocess, configure it (urllib, never through a proxy),
+read its stats, stop it by PID (at exit too; the server also exits once its parent is gone)."""
 
 from __future__ import annotations
 
@@ -27,8 +24,7 @@ IMPORT_ROOT = Path(__file__).resolve().parents[3]  # the folder holding `bench`:
 
 
 class FakeProvider:
-    """A handle on a fake provider subprocess; ``latency_ms`` survives :meth:`reset`, the other ``config`` keys
-    only set the initial config."""
+    """A handle on a fake provider subprocess; ``latency_ms`` survives :meth:`reset`, ``config`` does not."""
 
     ADMIN_TIMEOUT_S = 5.0
     START_TIMEOUT_S = 20.0
@@ -123,8 +119,7 @@ class FakeProvider:
         return self._admin("GET", "/_admin/stats")
 
     def timeline(self) -> dict[str, Any]:
-        """Each chat request since the last reset as ``[model, start, end]`` (epoch seconds) under ``"spans"``,
-        oldest first, and ``"dropped"``: older spans let go (see ``GET /_admin/timeline``)."""
+        """``GET /_admin/timeline``: each chat request since the reset as ``[model, start, end]`` under ``"spans"``."""
         return self._admin("GET", "/_admin/timeline")
 
     def reset(self) -> None:
@@ -138,8 +133,7 @@ class FakeProvider:
         self.stop()
 
     def __repr__(self) -> str:
-        where = self.url if self._port is not None else "not started"
-        return f"FakeProvider({where})"
+        return f"FakeProvider({self.url if self._port is not None else 'not started'})"
 
 
 @atexit.register

@@ -75,8 +75,7 @@ def image_digests(messages: Any) -> list[str]:
 
 
 def without_image_data(body: dict[str, Any]) -> dict[str, Any]:
-    """Return ``body`` with each data URL shortened to ``data:<type>;<n> bytes;sha256=<hex>`` (the body itself
-    when it has none), so the ``recent`` requests in the stats stay small."""
+    """Return ``body`` with each data URL shortened to ``data:<type>;<n> bytes;sha256=<hex>`` (for ``recent``)."""
     messages = body.get("messages")
     if not any(isinstance(u, str) and u.startswith("data:") for u in image_urls(messages)):
         return body

@@ -1,13 +1,12 @@
-"""A judge that obeys prompt injections (the ``obey_injections`` knob): the worst case a defence must hold against.
-
-Every line outside a declared data block is an instruction: a demanded grade becomes every score, else each
-score is its scale's middle. It measures whether an answer's text reaches the judge outside its delimiters.
-"""
+"""A judge that obeys prompt injections (``obey_injections``), the worst case a defence must hold against: a grade
+demanded outside a declared data block becomes every score, else each score is its scale's middle."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
+
+from bench.testing.fake_provider.request_body import enum_of
 
 _BLOCK = re.compile(r"<([a-z]+)-([0-9a-f]{6,})>.*?</\1-\2>", re.S)
 _DECLARED = "not instructions"
@@ -31,28 +30,12 @@ def injected_grade(messages: Any) -> int | None:
 
 
 def obey(value: Any, grade: int | None, schema: dict[str, Any]) -> Any:
-    """Return a schema-valid reply ``value`` with every score set to ``grade``, or (None) to the middle of its
-    scale (the ``enum`` the schema gives it), packed grades included."""
+    """Return ``value`` with every score (packed ones too) set to ``grade``, or (None) to its scale's middle."""
     if isinstance(value, dict):
         for grade_obj in [value, *(value.get("grades") or [])]:
             scores = grade_obj.get("scores") if isinstance(grade_obj, dict) else None
             if isinstance(scores, dict):
                 for key in scores:
-                    scores[key] = grade if grade is not None else _middle(schema, key, scores[key])
+                    enum = enum_of(schema, key)
+                    scores[key] = grade if grade is not None else sorted(enum)[len(enum) // 2] if enum else scores[key]
     return value
-
-
-def _middle(schema: dict[str, Any], key: str, default: Any) -> Any:
-    """The middle value of criterion ``key``'s enum anywhere in ``schema`` (``default`` when it has none)."""
-    stack = [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            enum = (node.get("properties") or {}).get(key, {}).get("enum") if isinstance(node.get("properties"),
-                                                                                         dict) else None
-            if isinstance(enum, list) and enum:
-                return sorted(enum)[len(enum) // 2]
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return default

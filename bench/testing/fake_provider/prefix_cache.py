@@ -1,10 +1,6 @@
 """A prompt cache as OpenAI runs one (``prefix_cache: true``): a prompt whose first 1,024 tokens or more were sent
-before (by any request since the last reset) reports that prefix as ``usage.prompt_tokens_details.cached_tokens``,
-in whole 128-token blocks, and is billed for it at ``bill_per_mtok.cached_input``.
-
-A prompt is the token stream of its messages in order (each message's role, then its text), counted with the
-``tokenizer`` (words, or tiktoken ids), so the cached prefix never exceeds ``prompt_tokens``.
-"""
+before reports that prefix, in whole 128-token blocks, as ``usage.prompt_tokens_details.cached_tokens`` (billed at
+``bill_per_mtok.cached_input``). A prompt is its messages' roles and texts, counted with the ``tokenizer``."""
 
 from __future__ import annotations
 
@@ -29,13 +25,10 @@ class PrefixCache:
         return used
 
     def cached(self, messages: Any, tokenizer: str, prompt_tokens: int, model: str = "") -> int:
-        """Return how many leading tokens of this prompt were cached (0, or ≥ 1,024 in 128-token blocks), and
-        remember its prefixes for the requests after it (``model``: a cache of its own, as the native wires')."""
+        """Return how many leading tokens of this prompt were cached, and remember its prefixes (``model``'s own)."""
         stream = _stream(messages, tokenizer)
-        digest, hit, ends = hashlib.sha256(model.encode()), 0, range(MIN_TOKENS, min(len(stream), prompt_tokens) + 1,
-                                                                      BLOCK)
-        done = 0
-        for end in ends:
+        digest, hit, done = hashlib.sha256(model.encode()), 0, 0
+        for end in range(MIN_TOKENS, min(len(stream), prompt_tokens) + 1, BLOCK):
             digest.update(repr(stream[done:end]).encode())
             done, key = end, digest.copy().digest()
             if key in self.seen:
@@ -63,10 +56,8 @@ def _stream(messages: Any, tokenizer: str) -> list[Any]:
 
 
 def native_wire(cache: PrefixCache, body: dict[str, Any], used: dict[str, Any], tokenizer: str) -> tuple[int, int]:
-    """Return the prompt tokens a native wire's request (Anthropic's, Gemini's) read from the prompt cache and wrote
-    to it, the read ones also put in ``used``: those providers cache whether or not ``prefix_cache`` is on (then
-    the chat path already counted them), per model; a write is reported only where the request marks
-    ``cache_control``, for the prompt's tokens the cache did not hold."""
+    """Return the prompt tokens a native wire's request read from its model's prompt cache (also put in ``used``;
+    cached with ``prefix_cache`` off too) and wrote to it (only where it marks ``cache_control``)."""
     read = (used.get("prompt_tokens_details") or {}).get("cached_tokens")
     if read is None:
         read = cache.cached(body.get("messages"), tokenizer, used["prompt_tokens"], str(body.get("model")))
@@ -78,12 +69,12 @@ def native_wire(cache: PrefixCache, body: dict[str, Any], used: dict[str, Any], 
 
 
 def billed_usd(used: dict[str, Any], price: dict[str, float] | None) -> float:
-    """Return what a reply's ``usage`` bills at ``bill_per_mtok``: its cached prompt tokens at ``cached_input``, a
-    native wire's cache writes at ``cache_write`` (else 1.25 times the input price, as Anthropic bills them)."""
+    """Return what ``usage`` bills at ``bill_per_mtok`` (cached at ``cached_input``, writes at ``cache_write``)."""
     if not price:
         return 0.0
     details = used.get("prompt_tokens_details") or {}
     cached, written = details.get("cached_tokens", 0), details.get("cache_write_tokens", 0)
     return ((used["prompt_tokens"] - cached - written) * price["input"]
             + cached * price.get("cached_input", price["input"])
-            + written * price.get("cache_write", 1.25 * price["input"]) + used["completion_tokens"] * price["output"]) / 1e6
+            + written * price.get("cache_write", 1.25 * price["input"])
+            + used["completion_tokens"] * price["output"]) / 1e6

@@ -1,8 +1,5 @@
-"""How the fake provider's models differ: each answers in its own words and is graded at its own quality.
-
-A default answer ``fake answer <tag><hash>`` names its model, so a fake judge knows whose answer it reads with no
-state kept. With ``noise: 0`` the same request always gets the same reply (the cache tests rely on it).
-"""
+"""How the fake provider's models differ: a default answer ``fake answer <tag><hash>`` names its model, so a fake
+judge grades it at that model's quality with no state kept; with ``noise: 0`` one request gets one reply."""
 
 from __future__ import annotations
 
@@ -11,12 +8,13 @@ import random
 import re
 from typing import Any
 
+from bench.testing.fake_provider.request_body import enum_of
+
 QUALITY_DEFAULTS: dict[str, Any] = {"model_quality": {}, "judge_bias": {}, "noise": 0.0, "seed": 0,
                                     "layout_blind": False}
 ANSWER = re.compile(r"fake answer ([0-9a-f]{8})\b")  # the whole hash: its first three digits are the model's tag
 _ITEM = re.compile(r"^Item (\S+)\.$", re.M)  # a packed judge prompt's item header (bench.judge._prompts)
-# a judge prompt's reference blocks (bench.judge._prompts) and few-shot examples (bench.align): a fake answer in
-# one is not an answer to grade
+# a judge prompt's reference blocks and few-shot examples: a fake answer there is not one to grade
 _REFERENCES = re.compile(r"<(reference|own-answer|example)-(\w+)>.*?</\1-\2>", re.S)
 ITEM_SPREAD = 0.15  # sd of an item's own difficulty (scale fraction): answers of one model vary
 READING_SPREAD = 0.05  # sd of one judge's own reading of an item: two judges agree, but not exactly
@@ -25,8 +23,7 @@ VERDICT_GAIN = 2.5  # a quality difference of 0.2 moves a verdict one label from
 
 
 def answer_text(model: str, messages_json: str, arrival: int = 0) -> str:
-    """Return the default answer of ``model``: ``fake answer <tag><hash>``; a later ``arrival`` of the same
-    request (only counted with ``noise`` on) hashes differently, as a sampling model's answer would."""
+    """Return the default answer of ``model``, ``fake answer <tag><hash>``, a later ``arrival`` hashed differently."""
     salt = f"#{arrival}" if arrival else ""
     digest = hashlib.sha256(f"{model}\n{messages_json}{salt}".encode()).hexdigest()
     return f"fake answer {model_tag(model)}{digest[:5]}"
@@ -38,8 +35,7 @@ def model_tag(model: str) -> str:
 
 
 def quality_of(tag: str, cfg: dict[str, Any]) -> float:
-    """Return the quality (0–1) of the model whose answers carry ``tag``: its ``model_quality``, else one
-    derived from the tag (so any two fake models differ by default)."""
+    """Return the quality (0–1) of the model whose answers carry ``tag``: its ``model_quality``, else the tag's."""
     for name, value in cfg["model_quality"].items():
         if model_tag(name) == tag:
             return float(value)
@@ -47,8 +43,7 @@ def quality_of(tag: str, cfg: dict[str, Any]) -> float:
 
 
 def shape(value: Any, body: dict[str, Any], text: str, cfg: dict[str, Any], arrival: int) -> Any:
-    """Return a judge's schema-valid ``value`` with its grades following the quality of the answers in the
-    prompt ``text`` (unchanged when the prompt holds no fake answer or the value is not a grade)."""
+    """Return a judge's schema-valid ``value`` with its grades following the quality of the answers in ``text``."""
     if not isinstance(value, dict):
         return value
     text = _REFERENCES.sub("", text)
@@ -73,8 +68,7 @@ def shape(value: Any, body: dict[str, Any], text: str, cfg: dict[str, Any], arri
 
 
 class _Draws:
-    """The seeded draws of one reply: the item's (by answer), the judge's reading (by request), the noise
-    (by request and arrival, only with ``noise`` > 0)."""
+    """The seeded draws of one reply: the item's, the judge's reading, and (with ``noise``) the arrival's."""
 
     def __init__(self, body: dict[str, Any], cfg: dict[str, Any], arrival: int):
         messages = body.get("messages")
@@ -121,21 +115,8 @@ def _verdict(a: str, b: str, draw: _Draws, cfg: dict[str, Any], body: dict[str, 
 
 
 def _levels(body: dict[str, Any], key: str) -> list[Any] | None:
-    """Return the ``enum`` of property ``key`` anywhere in the request's response schema (None if it has none)."""
-    rf = body.get("response_format")
-    stack: list[Any] = [rf]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            props = node.get("properties")
-            enum = props.get(key, {}).get("enum") if isinstance(props, dict) and isinstance(props.get(key), dict) \
-                else None
-            if isinstance(enum, list) and enum:
-                return enum
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return None
+    """Return the ``enum`` of property ``key`` in the request's response schema (None if it has none)."""
+    return enum_of(body.get("response_format"), key)
 
 
 def _items(text: str) -> dict[str, str]:
@@ -147,19 +128,3 @@ def _items(text: str) -> dict[str, str]:
 
 def _digest(*parts: object) -> int:
     return int(hashlib.sha256(repr(parts).encode()).hexdigest()[:16], 16)
-
-
-def validate_quality_config(cfg: dict[str, Any]) -> None:
-    """Raise ValueError when ``model_quality``, ``judge_bias`` or ``noise`` is malformed."""
-    for key, lo, hi in (("model_quality", 0.0, 1.0), ("judge_bias", -1.0, 1.0)):
-        value = cfg[key]
-        if not (isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, int | float)
-                                                and not isinstance(v, bool) and lo <= v <= hi
-                                                for k, v in value.items())):
-            raise ValueError(f"{key} must map model names to numbers in [{lo:g}, {hi:g}], got {value!r}")
-    if not isinstance(cfg["layout_blind"], bool):
-        raise ValueError(f"layout_blind must be true or false, got {cfg['layout_blind']!r}")
-    noise = cfg["noise"]
-    if not (isinstance(noise, int | float) and not isinstance(noise, bool) and 0 <= noise <= 1):
-        raise ValueError(f"noise must be a number in [0, 1] (the sd of a grade's draw, as a share of its scale), "
-                         f"got {noise!r}")

@@ -1,7 +1,5 @@
-"""The bodies the fake provider composes: a reply's content (plain or schema-valid), its usage, errors.
-
-Usage counts words or tiktoken tokens (``tokenizer``) from LiteLLM's bundled encoding files: no network.
-"""
+"""The bodies the fake provider composes: a reply's content (plain or schema-valid), its usage (words, or tiktoken
+tokens from LiteLLM's bundled encoding files: no network), errors."""
 
 from __future__ import annotations
 
@@ -21,19 +19,11 @@ from bench.testing.fake_provider.request_body import compact_json, message_text,
 
 MALFORMED_BODY = b'{"id": "chatcmpl-fake", "object": "chat.completion", "choices": ['
 ERROR_KINDS: dict[int, tuple[str, str]] = {
-    400: ("invalid_request_error", "bad_request"),
-    401: ("invalid_request_error", "invalid_api_key"),
-    403: ("permission_error", "forbidden"),
-    404: ("invalid_request_error", "model_not_found"),
-    409: ("invalid_request_error", "conflict"),
-    429: ("rate_limit_error", "rate_limit_exceeded"),
-    500: ("server_error", "server_error"),
-    503: ("server_error", "service_unavailable"),
-}
-
-
-ENCODING_NAMES: dict[str, str | None] = {  # the `tokenizer` config values
-    "words": None, "cl100k": "cl100k_base", "o200k": "o200k_base"}
+    400: ("invalid_request_error", "bad_request"), 401: ("invalid_request_error", "invalid_api_key"),
+    403: ("permission_error", "forbidden"), 404: ("invalid_request_error", "model_not_found"),
+    409: ("invalid_request_error", "conflict"), 429: ("rate_limit_error", "rate_limit_exceeded"),
+    500: ("server_error", "server_error"), 503: ("server_error", "service_unavailable")}
+ENCODING_NAMES: dict[str, str | None] = {"words": None, "cl100k": "cl100k_base", "o200k": "o200k_base"}  # tokenizers
 CHUNK_CHARS = 1024  # litellm.token_counter encodes long text in chunks of this many characters: so does this
 _ENCODINGS: dict[str, Any] = {}
 SHAPE_DEFAULTS = {**QUALITY_DEFAULTS, **BIAS_DEFAULTS, **ALIGNMENT_DEFAULTS, "obey_injections": False,
@@ -49,7 +39,6 @@ def error_payload(status: int, message: str, code: str | None = None) -> dict[st
 def error_body(status: int, message: str, code: str | None = None) -> bytes:
     """:func:`error_payload` as response bytes."""
     return json.dumps(error_payload(status, message, code)).encode()
-
 
 
 def schema_reply(schema: dict[str, Any], body: dict[str, Any], fallback: str, cfg: dict[str, Any] | None = None,
@@ -89,8 +78,7 @@ def schema_reply(schema: dict[str, Any], body: dict[str, Any], fallback: str, cf
 
 
 def default_content(body: dict[str, Any], cfg: dict[str, Any] | None = None, arrival: int = 0) -> str:
-    """Schema-valid JSON when a schema is requested, else the model's own ``fake answer <tag><hash>``
-    (``quality.answer_text``, with ``pad_answers`` filler words: ``biases.padded``); ``arrival`` counts earlier arrivals of the same request (only with ``noise``)."""
+    """Schema-valid JSON when a schema is requested, else the model's own (padded) ``fake answer <tag><hash>``."""
     model = str(body.get("model") or "fake-model")
     text = padded(answer_text(model, compact_json(body.get("messages")), arrival), model, cfg)
     schema = response_schema(body.get("response_format"))

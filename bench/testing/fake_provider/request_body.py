@@ -1,9 +1,11 @@
-"""What the fake provider reads from a chat request: its text, its identity hash, the schema it asks for."""
+"""What the fake provider reads from a chat request: its text, its identity hash, the schema it asks for and its
+scales (``enum_of``)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -14,10 +16,8 @@ def compact_json(value: Any) -> str:
 
 def message_text(messages: Any) -> str:
     """Concatenate the text of all message contents (strings or lists of text parts)."""
-    if not isinstance(messages, list):
-        return ""
     parts: list[str] = []
-    for message in messages:
+    for message in messages if isinstance(messages, list) else []:
         content = message.get("content") if isinstance(message, dict) else None
         if isinstance(content, str):
             parts.append(content)
@@ -47,3 +47,25 @@ def response_schema(response_format: Any) -> dict[str, Any] | None:
         schema = response_format.get("schema")
         return schema if isinstance(schema, dict) else {"_json_object": True}
     return None
+
+
+def enum_of(schema: Any, key: str) -> list[Any] | None:
+    """Return the ``enum`` of property ``key`` anywhere in ``schema`` (None if it has none)."""
+    for node in schema_nodes(schema):
+        props = node.get("properties")
+        enum = props[key].get("enum") if isinstance(props, dict) and isinstance(props.get(key), dict) else None
+        if isinstance(enum, list) and enum:
+            return enum
+    return None
+
+
+def schema_nodes(schema: Any) -> Iterator[dict[str, Any]]:
+    """Yield every object of ``schema``, depth first."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            yield node
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)

@@ -1,5 +1,5 @@
-"""The fake provider's aiohttp application: every route to its ``FakeServer`` (the chat endpoints, the native wires,
-the Batch API), and the model listings and admin endpoints, which only read or reset the server's state."""
+"""The fake provider's aiohttp application: every route to its ``FakeServer`` (chat, native wires, embeddings, the
+Batch API), and the model listings and admin endpoints, which only read or reset the server's state."""
 
 from __future__ import annotations
 
@@ -60,12 +60,10 @@ async def admin_reset(server: FakeServer, request: web.Request) -> web.Response:
 def build_app(server: FakeServer) -> web.Application:
     """The aiohttp application routing every endpoint to ``server``."""
     app = web.Application(client_max_size=512 * 1024 * 1024)  # OpenAI's file size limit: batch_max_bytes can be hit
-    app.router.add_post("/v1/chat/completions", server.chat)
-    app.router.add_post("/chat/completions", server.chat)
-    app.router.add_post("/v1/embeddings", functools.partial(embed, server))
-    app.router.add_post("/embeddings", functools.partial(embed, server))
-    app.router.add_get("/v1/models", functools.partial(models, server))
-    app.router.add_get("/models", functools.partial(models, server))
+    for prefix in ("/v1", ""):
+        app.router.add_post(f"{prefix}/chat/completions", server.chat)
+        app.router.add_post(f"{prefix}/embeddings", functools.partial(embed, server))
+        app.router.add_get(f"{prefix}/models", functools.partial(models, server))
     for path in ("/v1/messages", "/v1/v1/messages"):  # an api_base ending in /v1 gets LiteLLM's /v1/messages added
         app.router.add_post(path, lambda request: server.chat(request, anthropic_wire))
     app.router.add_post("/v1beta/models/{model}:generateContent", lambda request: server.chat(request, gemini_wire))

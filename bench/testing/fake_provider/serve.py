@@ -55,20 +55,15 @@ async def watch_parent(parent_pid: int, stop: asyncio.Event) -> None:
     stop.set()
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """The command line of the script."""
+def main(argv: list[str] | None = None) -> int:
+    """Script entry point."""
     parser = argparse.ArgumentParser(description="Loopback OpenAI-compatible fake provider.")
     parser.add_argument("--host", default="127.0.0.1", help="loopback address to bind")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--latency-ms", type=float, default=0.0, help="default latency")
     parser.add_argument("--config", default="{}", help="JSON object of config keys")
     parser.add_argument("--parent-pid", type=int, default=None, help="exit when this parent is gone")
-    return parser.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Script entry point."""
-    args = parse_args(argv)
+    args = parser.parse_args(argv)
     if not is_loopback(args.host):
         print(f"fakeprovider: refusing to bind non-loopback host {args.host!r}", file=sys.stderr)
         return 2

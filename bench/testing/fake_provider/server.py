@@ -1,8 +1,5 @@
-"""The fake provider's aiohttp application: its state (config, counters) and its routes.
-
-:meth:`FakeServer.chat` documents the order in which a chat request is decided; :meth:`FakeServer.answer`
-answers a chat request and a batch line alike.
-"""
+"""The fake provider's state (config, counters) and its chat answers: :meth:`FakeServer.chat` gives the order in
+which a request is decided; :meth:`FakeServer.answer` answers a chat request and a batch line alike."""
 
 from __future__ import annotations
 
@@ -15,6 +12,7 @@ import socket
 import struct
 import time
 from collections import Counter, deque
+from itertools import accumulate
 from typing import Any
 
 from aiohttp import web
@@ -47,8 +45,6 @@ class FakeServer:
         self.reset_counters()
         self.set_config(config or {}, reset=True)
 
-    # ---- config and counters
-
     def set_config(self, update: dict[str, Any], *, reset: bool = False) -> dict[str, Any]:
         """Merge ``update`` over the config (over the defaults if ``reset``); raise ValueError if invalid."""
         unknown = sorted(set(update) - set(DEFAULT_CONFIG))
@@ -77,13 +73,8 @@ class FakeServer:
         self.auth_header = None if cfg["require_key"] is None else f"Bearer {cfg['require_key']}"
         retry_after = cfg["retry_after_s"]
         self.headers_429 = {} if retry_after is None else {"Retry-After": str(retry_after)}
-        table, total = [], 0.0
-        for kind in FAULT_KINDS:
-            rate = float(cfg[f"rate_{kind}"])
-            if rate > 0:
-                total += rate
-                table.append((total, kind))
-        self.fault_table: list[tuple[float, str]] = table
+        kinds = [kind for kind in FAULT_KINDS if float(cfg[f"rate_{kind}"]) > 0]
+        self.fault_table = list(zip(accumulate(float(cfg[f"rate_{kind}"]) for kind in kinds), kinds))
 
     def reset_counters(self) -> None:
         """Zero every counter and drop every file and batch; in-flight requests from before no longer count."""
@@ -121,19 +112,13 @@ class FakeServer:
             "batches": self.batches.snapshot(),
         }
 
-    # ---- chat
-
     async def chat(self, request: web.Request, wire: Any = None) -> web.Response:
-        """Answer one chat completion request (or one in a native ``wire``'s format, read as a chat body).
-
-        Order: count it; 400 if the body is not a JSON object; sleep the latency; 401 if ``require_key`` does not match;
-        ``fail_first``; the random faults; a ``replies`` match; else :meth:`answer`.
-        """
+        """Answer one chat request (or a native ``wire``'s, read as a chat body). Order: count it; 400 for a body
+        not a JSON object; the latency; 401 unless ``require_key`` matches; ``fail_first``; faults; :meth:`answer`."""
         self.requests += 1
         generation = self.generation
         self.in_flight += 1
-        if self.in_flight > self.peak_in_flight:
-            self.peak_in_flight = self.in_flight
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         model = body = None
         REQUEST_WIRE.set(wire)  # errors are written in its format (one task per request)
         try:
@@ -187,18 +172,13 @@ class FakeServer:
 
     def draw_fault(self, body: dict[str, Any]) -> str | None:
         """``fail_first`` (deterministic) first, then one draw against the random fault table."""
-        limit = self.config["fail_first"]
-        if limit > 0:
-            key = request_key(body)
-            seen = self.attempts.get(key, 0)
-            self.attempts[key] = seen + 1
-            if seen < limit:
-                return "fail_first"
-        if self.config["empty_first"] > 0:
-            key = request_key(body)
-            seen = self.empties[key] = self.empties.get(key, 0) + 1
-            if seen <= self.config["empty_first"]:
-                return "empty"
+        for kind, seen, limit in (("fail_first", self.attempts, self.config["fail_first"]),
+                                  ("empty", self.empties, self.config["empty_first"])):
+            if limit > 0:
+                key = request_key(body)
+                seen[key] = seen.get(key, 0) + 1
+                if seen[key] <= limit:
+                    return kind
         if self.fault_table:
             draw = self.rng.random()
             for threshold, kind in self.fault_table:
@@ -241,12 +221,9 @@ class FakeServer:
 
     def answer(self, body: dict[str, Any], completion_id: str | None = None, content: str | None = None,
                finish_reason: str = "stop") -> tuple[int, dict[str, Any]]:
-        """Answer a parsed chat body (a chat request's or a batch line's): (HTTP status, JSON payload). Counts nothing.
-
-        404 if ``served_models`` excludes its model; 400 for a malformed image part or ``tools`` sent to a server
-        without them; else a scripted tool call, a ``replies`` match, else the schema-valid or default content
-        (``content`` skips all four).
-        """
+        """Return (HTTP status, JSON payload) for a chat body (a request's or a batch line's); counts nothing. 404 for a
+        model not served, 400 for a malformed image or unsupported ``tools``; else a scripted tool call, a ``replies``
+        match, else the schema-valid or default content (``content`` skips all four)."""
         refusal = self.model_refusal(body) or tools_refusal(body, self.config)
         if refusal is not None:
             return refusal
@@ -290,8 +267,8 @@ class FakeServer:
         if not self.config["noise"]:
             return 0
         key = request_key(body)
-        seen = self.arrivals[key] = self.arrivals.get(key, -1) + 1
-        return seen
+        self.arrivals[key] = self.arrivals.get(key, -1) + 1
+        return self.arrivals[key]
 
     def model_refusal(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
         """The 404 for a model ``served_models`` does not list (None when it is served)."""
@@ -316,8 +293,7 @@ class FakeServer:
         return web.Response(text=json.dumps(payload), content_type="application/json")
 
     def cached(self, body: dict[str, Any], used: dict[str, Any]) -> tuple[int, int]:
-        """Return the prompt tokens a native wire's request read from the prompt cache and wrote to it (only where it
-        marks ``cache_control``), the read ones also put in ``used`` (prefix_cache.py); (0, 0) for a chat request."""
+        """Return the prompt tokens a native wire's request read from and wrote to the cache; (0, 0) for chat."""
         if body.get("_wire") is None:
             return 0, 0
         return native_wire(self.prefixes, body, used, self.config["tokenizer"])
@@ -332,10 +308,8 @@ class FakeServer:
 
     def match_reply(self, prompt: str, model: str | None = None) -> dict[str, Any] | None:
         """The first ``replies`` entry whose ``match`` occurs in the prompt text (and whose ``model``, if any, asks)."""
-        for entry in self.config["replies"]:
-            if entry["match"] in prompt and entry.get("model") in (None, model):
-                return entry
-        return None
+        return next((e for e in self.config["replies"] if e["match"] in prompt and e.get("model") in (None, model)),
+                    None)
 
     def error(self, status: int, message: str, *, count: bool = True, code: str | None = None) -> web.Response:
         """An OpenAI-style error response (429s carry Retry-After when configured), counted in ``statuses``."""
@@ -347,8 +321,6 @@ class FakeServer:
         wire = REQUEST_WIRE.get()
         payload = error_body(status, message, code) if wire is None else json.dumps(wire.error_body(status, message))
         return web.Response(status=status, body=payload, content_type="application/json", headers=headers)
-
-    # ---- other endpoints
 
     def batch_gate(self, request: web.Request) -> web.Response | None:
         """Before every files/batches route: 404 without ``batches_supported``, 401 on a wrong key (uncounted)."""

@@ -18,21 +18,6 @@ EFFORT_SCALE = {"minimal": 0.25, "low": 0.5, "medium": 1.0, "high": 2.0}
 MARK = "fake reasoning"  # how every fake thinking text starts
 
 
-def validate_thinking_config(cfg: dict[str, Any]) -> None:
-    """Raise ValueError when a thinking knob has the wrong shape."""
-    for key in ("reasoning_content", "think_tags"):
-        value = cfg[key]
-        if not (isinstance(value, bool) or (isinstance(value, list) and all(isinstance(m, str) for m in value))):
-            raise ValueError(f"{key} must be true, false or a list of model names, got {value!r}")
-    markers = cfg["think_markers"]
-    if not (isinstance(markers, list) and len(markers) == 2 and all(isinstance(m, str) for m in markers)
-            and markers[1]):
-        raise ValueError(f'think_markers must be [start, end] (end not empty), got {markers!r}')
-    words = cfg["reasoning_words"]
-    if not (isinstance(words, int) and not isinstance(words, bool) and words > 0):
-        raise ValueError(f"reasoning_words must be a positive integer, got {words!r}")
-
-
 def _thinks(knob: Any, model: str) -> bool:
     return knob is True or (isinstance(knob, list) and model in knob)
 
@@ -45,8 +30,7 @@ def thinking_text(cfg: dict[str, Any], body: dict[str, Any]) -> str:
 
 
 def with_thinking(cfg: dict[str, Any], body: dict[str, Any], content: str) -> tuple[str, str | None]:
-    """Return (content, reasoning_content) of a reply: the thinking inline in the content (``think_tags``), in a
-    field of its own (``reasoning_content``), or neither for a model that does not think."""
+    """Return (content, reasoning_content) of a reply, its thinking inline (``think_tags``), apart, or neither."""
     model = str(body.get("model") or "fake-model")
     inline, apart = _thinks(cfg["think_tags"], model), _thinks(cfg["reasoning_content"], model)
     if not (inline or apart) or body.get("_thinks") is False:  # a native wire's request may turn thinking off
@@ -65,8 +49,7 @@ def assistant(content: str, reasoning: str | None) -> dict[str, Any]:
 
 
 def billed_thinking(used: dict[str, Any], reasoning: str | None, cfg: dict[str, Any]) -> dict[str, Any]:
-    """Return a reply's usage with its separate thinking billed as output: in ``completion_tokens`` and
-    ``completion_tokens_details.reasoning_tokens`` (unchanged when there is none: inline thinking is content)."""
+    """Return a reply's usage with its separate thinking billed as output (completion and reasoning tokens)."""
     if not reasoning:
         return used
     encoding = load_encoding(cfg["tokenizer"])

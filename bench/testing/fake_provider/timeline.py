@@ -1,8 +1,5 @@
-"""What each model has in flight on the fake provider: the count now, its peak, and every request's span.
-
-``GET /_admin/timeline`` returns the spans as ``[model, start, end]`` (epoch seconds), for benchmarks/cluster.py;
-at most :data:`TIMELINE_MAX` are kept, ``dropped`` counts the older ones.
-"""
+"""What each model has in flight on the fake provider: the count now, its peak, and every request's span, which
+``GET /_admin/timeline`` returns as ``[model, start, end]`` (at most :data:`TIMELINE_MAX`; ``dropped``: older ones)."""
 
 from __future__ import annotations
 
@@ -10,7 +7,7 @@ import time
 from collections import Counter, deque
 from typing import Any
 
-TIMELINE_MAX = 500_000  # about 60 MB at most: every request of a large benchmark, never a soak's unbounded memory
+TIMELINE_MAX = 500_000  # about 60 MB at most: a large benchmark's every request, a soak's memory bounded
 
 
 class ModelLoad:
@@ -25,8 +22,7 @@ class ModelLoad:
     def begin(self, model: str) -> float:
         """Count one more request of ``model`` in flight; return when it began (for :meth:`end`)."""
         self.in_flight[model] += 1
-        if self.in_flight[model] > self.peak[model]:
-            self.peak[model] = self.in_flight[model]
+        self.peak[model] = max(self.peak[model], self.in_flight[model])
         return time.time()
 
     def end(self, model: str, began: float) -> None:

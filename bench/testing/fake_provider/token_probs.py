@@ -1,8 +1,5 @@
-"""Token log-probabilities for a reply (``logprobs: true``), in OpenAI's shape.
-
-Every token is certain except a JSON number the schema allows: it gets probability 1 − ``logprob_alt``, and the
-next allowed value up or down ``logprob_alt``, so a judge's expected score is exactly ``sampled ± logprob_alt``.
-"""
+"""Token log-probabilities for a reply (``logprobs: true``), in OpenAI's shape: every token is certain except a JSON
+number the schema allows, which gets 1 − ``logprob_alt``, and the next allowed value up or down ``logprob_alt``."""
 
 from __future__ import annotations
 
@@ -11,23 +8,15 @@ import random
 import re
 from typing import Any
 
+from bench.testing.fake_provider.request_body import schema_nodes
+
 _TOKEN = re.compile(r"\d+|\w+|\s+|[^\w\s]")
 
 
 def allowed_values(schema: Any) -> set[int]:
     """Every integer an ``enum`` of ``schema`` allows (the rubric's score scales)."""
-    found: set[int] = set()
-    stack = [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            enum = node.get("enum")
-            if isinstance(enum, list):
-                found.update(v for v in enum if isinstance(v, int) and not isinstance(v, bool))
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return found
+    return {v for node in schema_nodes(schema) if isinstance(node.get("enum"), list) for v in node["enum"]
+            if isinstance(v, int) and not isinstance(v, bool)}
 
 
 def fake_logprobs(content: str, schema: Any, seed: int, alt_p: float) -> dict[str, Any]:

@@ -1,8 +1,5 @@
-"""The fake provider as a tool-using model and a conversation partner: scripted tool calls, echoes of the history.
-
-A default answer to a multi-turn request echoes its last user turn and tool results, so a test sees the history
-was sent. A call's arguments are its output: usage counts them, never zero (docs/tests.md).
-"""
+"""The fake provider as a tool-using model: scripted tool calls (their arguments billed as output), and a default
+answer to a multi-turn request echoing its last user turn and tool results, so a test sees the history was sent."""
 
 from __future__ import annotations
 
@@ -18,25 +15,6 @@ TOOL_DEFAULTS: dict[str, Any] = {
     "tool_calls": [],           # [{"match", "model", "name", "arguments", "until"}]: scripted calls (docs/tests.md)
     "tools_supported": True,    # False: a request with `tools` gets a 400 (a server without function calling)
 }
-_SCRIPT_KEYS = {"match", "model", "name", "arguments", "until"}
-
-
-def validate_tools_config(cfg: dict[str, Any]) -> None:
-    """Raise ValueError when ``tool_calls`` or ``tools_supported`` has the wrong shape."""
-    if not isinstance(cfg["tools_supported"], bool):
-        raise ValueError(f"tools_supported must be true or false, got {cfg['tools_supported']!r}")
-    scripts = cfg["tool_calls"]
-    if not isinstance(scripts, list):
-        raise ValueError(f"tool_calls must be a list of scripts, got {scripts!r}")
-    for n, script in enumerate(scripts):
-        if not (isinstance(script, dict) and set(script) <= _SCRIPT_KEYS and isinstance(script.get("match"), str)
-                and isinstance(script.get("name"), str) and script["name"]
-                and isinstance(script.get("arguments", {}), (dict, str))
-                and isinstance(script.get("model"), (str, type(None)))
-                and isinstance(script.get("until", 1), int) and not isinstance(script.get("until", 1), bool)
-                and script.get("until", 1) >= 1):
-            raise ValueError(f'tool_calls[{n}] must be {{"match": str, "name": str, "arguments": dict | str, '
-                             f'"until": int >= 1, "model": str | null}}, got {script!r}')
 
 
 def tools_refusal(body: dict[str, Any], cfg: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
@@ -48,8 +26,7 @@ def tools_refusal(body: dict[str, Any], cfg: dict[str, Any]) -> tuple[int, dict[
 
 
 def scripted_call(body: dict[str, Any], cfg: dict[str, Any], prompt: str) -> dict[str, Any] | None:
-    """Return the tool call (OpenAI's wire form) the first matching ``tool_calls`` script makes for this request
-    (``prompt``: its messages' text), or None: no tools asked, no script matches, or its ``until`` is reached."""
+    """Return the tool call the first matching ``tool_calls`` script makes for this request (``prompt``), or None."""
     if not body.get("tools") or not cfg["tool_calls"]:
         return None
     messages = body.get("messages") if isinstance(body.get("messages"), list) else []
@@ -67,8 +44,7 @@ def scripted_call(body: dict[str, Any], cfg: dict[str, Any], prompt: str) -> dic
 
 
 def call_reply(body: dict[str, Any], call: dict[str, Any], completion_id: str, cfg: dict[str, Any]) -> dict[str, Any]:
-    """Return the reply payload that makes ``call``: no content, ``finish_reason: "tool_calls"``, its arguments
-    counted as the output tokens (by ``tokenizer``; at least 1)."""
+    """Return the reply payload that makes ``call``, its arguments billed as the output tokens (at least 1)."""
     message = {"role": "assistant", "content": None, "tool_calls": [call]}
     return {"id": completion_id, "object": "chat.completion", "created": int(time.time()),
             "model": body.get("model") or "fake-model",
@@ -77,8 +53,7 @@ def call_reply(body: dict[str, Any], call: dict[str, Any], completion_id: str, c
 
 
 def turn_echo(body: dict[str, Any]) -> str:
-    """Return what a default answer ends with to show the history it was sent ("" for a single-turn request,
-    and for one asking for a schema: its answer stays valid JSON)."""
+    """Return what a default answer ends with to show its history ("" for one turn, or a schema asked for)."""
     if response_schema(body.get("response_format")) is not None:
         return ""
     messages = body.get("messages") if isinstance(body.get("messages"), list) else []
