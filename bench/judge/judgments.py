@@ -120,7 +120,7 @@ def _shown(c: Candidate) -> str | None:
 
 def next_attempts(judge: Judge, items: list[Item], done: Set[str], tries: dict[str, int], max_attempts: int,
                   settled: Set[str] = frozenset()) -> tuple[list[Item], list[Item]]:
-    """Return (items to grade now, with attempt numbers; items failed ``max_attempts`` times), none ``settled``."""
+    """Return (items to grade now, with attempt numbers; items out of attempts), skipping done and ``settled`` ones."""
     pending, exhausted = [], []
     for item in items:
         open_ids = [i for i in judge.judgment_ids(item) if i not in done]

@@ -68,7 +68,7 @@ class JudgeStream:
         return items_for(judge, self.run.scenarios, [cand, slot[judge.entry.baseline]])
 
     def _add_to_packs(self, judge: Judge, cand: Candidate, items: list[Item]) -> None:
-        """Put answer ``cand``'s items in their packs (one per repeat) and grade each pack whose answers are all in."""
+        """Put answer ``cand``'s items in their packs (one repeat a pack); grade each pack whose answers are all in."""
         k = max(1, judge.entry.pack_size)
         position = self.positions.get((cand.cell, cand.scenario_id, cand.sample), -1)  # -1: graded at the drain
         number = position // k if position >= 0 else -1
