@@ -1,9 +1,6 @@
-"""JudgeBench: score a pairwise judge exactly as JudgeBench does, and write its output format.
-
-JudgeBench (Tan et al., 2024) judges each pair in both orders; each verdict adds +1 when it agrees with the
-label, −1 when it contradicts it, 0 for a tie or none, and a pair is correct when the sum is positive.
-Accuracy counts failures in the denominator.
-"""
+"""JudgeBench (Tan et al., 2024): score a pairwise judge exactly as it does, and write its format. Each verdict
+adds +1 (agrees with the label), −1 (contradicts) or 0; a pair is correct when the sum is positive.
+Accuracy counts failures in the denominator."""
 
 from __future__ import annotations
 
@@ -46,9 +43,6 @@ def category_of(source: str) -> str | None:
         if source.startswith(prefix):
             return category
     return None
-
-
-# --------------------------------------------------------------------------- the rule
 
 
 @dataclass
@@ -95,19 +89,13 @@ def _score(pairs: Iterable[_Pair]) -> _Score:
     out = _Score()
     for pair in pairs:
         ok = _correct(pair)
-        tallies = [out.overall]
         category = category_of(pair.source)
-        if category is not None:
-            tallies.append(out.categories[category])
-        for tally in tallies:
+        for tally in [out.overall] + ([out.categories[category]] if category is not None else []):
             tally.pairs += 1
             tally.correct += ok
         out.nulls += sum(v is None for v in pair.verdicts)
         out.inconsistent += len(pair.verdicts) == 2 and pair.verdicts[0] != pair.verdicts[1]
     return out
-
-
-# --------------------------------------------------------------------------- JudgeBench files
 
 
 def _read_file(path: Path) -> list[_Pair]:
@@ -174,12 +162,8 @@ def _flip(decision: str | None) -> str | None:
 
 def score_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Return JudgeBench's scores of a judge output file: ``{"overall", "categories", "pairs", "inconsistent",
-    "nulls"}``, percentages rounded to 2 decimals (None for a category without pairs); ParamsError naming
-    ``file:line`` for a malformed line."""
+    "nulls"}``, percentages to 2 decimals (None: no pairs); ParamsError naming ``file:line`` if malformed."""
     return _score(_read_file(Path(path))).as_dict()
-
-
-# --------------------------------------------------------------------------- our judgments
 
 
 def _label_of(scenario: Scenario) -> tuple[str, str]:
@@ -195,9 +179,7 @@ def _label_of(scenario: Scenario) -> tuple[str, str]:
 
 def _by_scenario(judgments: Iterable[Judgment],
                  scenarios: dict[str, Scenario]) -> dict[str, dict[str, Judgment]]:
-    """Return {scenario id: {order: judgment}} in ``scenarios`` order, keeping per order the last success
-    (else the last failure), as ``RunStore.latest`` does. BenchError on a mix of judges or a non-pairwise
-    or unknown-scenario judgment."""
+    """Return {scenario id: {order: last success, else failure}}; BenchError on mixed judges, non-pairwise, unknown."""
     grouped: dict[str, dict[str, Judgment]] = {}
     judges: set[tuple[str, str]] = set()
     for j in judgments:
@@ -229,11 +211,8 @@ def _verdict(j: Judgment | None) -> str | None:
 
 
 def score_judgments(judgments: Iterable[Judgment], scenarios: dict[str, Scenario]) -> dict[str, Any]:
-    """Return the same dict as ``score_file`` for our pairwise judgments of JudgeBench scenarios.
-
-    A failed judgment is a null verdict. A pair with a ``BA`` judgment is a two-order pair (a missing ``AB`` is a
-    null); a pair with only ``AB`` is a single-order pair.
-    """
+    """Return ``score_file``'s dict for our pairwise judgments of JudgeBench scenarios (a failure: a null verdict);
+    a pair with a ``BA`` judgment is a two-order pair (a missing ``AB``: null), else a single-order one."""
     pairs = []
     for sid, orders in _by_scenario(judgments, scenarios).items():
         label, source = _label_of(scenarios[sid])
@@ -244,9 +223,6 @@ def score_judgments(judgments: Iterable[Judgment], scenarios: dict[str, Scenario
     if not pairs:
         raise BenchError("no pairwise judgments to score")
     return _score(pairs).as_dict()
-
-
-# --------------------------------------------------------------------------- export
 
 
 def _exported(j: Judgment | None) -> dict[str, Any] | None:
@@ -261,11 +237,8 @@ def _exported(j: Judgment | None) -> dict[str, Any] | None:
 
 def export_judgebench(judgments: list[Judgment], scenarios: dict[str, Scenario],
                       judge_name: str) -> list[dict[str, Any]]:
-    """Return JudgeBench output records of our pairwise judgments, one per judged scenario in ``scenarios`` order.
-
-    Each is the pair (``PAIR_KEYS``) plus ``judge_name`` and ``judgments`` (``[AB, BA]`` or ``[AB]``), each decision in
-    the order shown to the judge, or null for a failed judgment: ``score_file`` of them equals ``score_judgments``.
-    """
+    """Return a JudgeBench record per judged scenario: the pair (``PAIR_KEYS``), ``judge_name`` and ``judgments``
+    (``[AB, BA]`` or ``[AB]``, decisions as shown, null if failed): their ``score_file`` equals ``score_judgments``."""
     out = []
     for sid, orders in _by_scenario(judgments, scenarios).items():
         scenario = scenarios[sid]
@@ -290,9 +263,6 @@ def write_jsonl(records: Iterable[dict[str, Any]], path: str | os.PathLike[str])
     data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
     atomic_write(path, data, shared=True)  # a result to pass on: the user's umask, not 0600
     return path
-
-
-# --------------------------------------------------------------------------- command line
 
 
 def _table(path: str, pairs: list[_Pair], score: _Score) -> str:
@@ -327,8 +297,7 @@ def print_score(file: str | Path, as_json: bool = False) -> int:
 
 
 def export_run(run_dir: str | Path, file: str | Path, judge: str | None = None) -> tuple[int, str, Path]:
-    """Write a run's pairwise judgments of one judge (``judge`` may be omitted when there is one) in JudgeBench's
-    format; return (pairs, judge, path)."""
+    """Write a run's pairwise judgments of one judge in JudgeBench's format; return (pairs, judge, path)."""
     store = RunStore(run_dir)
     judgments = [j for j in store.latest(Judgment).values() if j.mode == "pairwise"]
     judges = sorted({j.judge_id for j in judgments})

@@ -1,7 +1,5 @@
-"""Papermill executions whose kernels die with their driver: the kernel manager, its log lines, its leftovers.
-
-A kernel talks over unix sockets in a private folder named with the driver's PID, is SIGKILLed when the
-driver dies, and of its output only bench's marked lines are printed, prefixed with the execution's name."""
+"""Papermill executions whose kernels die with their driver: unix sockets in a private folder, SIGKILL when the
+driver dies, and only bench's marked output lines printed, prefixed with the execution's name."""
 
 from __future__ import annotations
 
@@ -28,18 +26,13 @@ KERNEL_ARGUMENTS = ["--HistoryManager.hist_file=:memory:"]
 
 
 def kernel_manager_class(execution: Any = None, stop: threading.Event | None = None) -> type:
-    """Return a kernel manager whose kernels talk over unix sockets and are SIGKILLed when the driver dies.
-    For an ``execution``, its kernel gets ``env``, is remembered and not started once ``stop`` is set."""
+    """Return a kernel manager whose kernels use unix sockets, are SIGKILLed with the driver, get ``env``."""
     from jupyter_client.manager import AsyncKernelManager  # noqa: PLC0415 (jupyter_client: only executions need it)
-
     class DieWithDriver(AsyncKernelManager):
         def __init__(self, *args: Any, **kw: Any) -> None:
-            # unix sockets next to the connection file, readable by this user only, instead of loopback
-            # TCP that any local user can reach (and that makes ipykernel warn about it on every start)
-            kw.setdefault("transport", "ipc")
+            kw.setdefault("transport", "ipc")  # unix sockets only this user can reach, not loopback TCP
             name = uuid.uuid4().hex[:16]  # 64 random bits in a private folder; short: a socket path has 107 bytes
             kw.setdefault("ip", os.path.join(_ipc_dir(), name))  # one socket prefix per kernel
-            # the connection file (it holds the kernel's HMAC key) goes there too, not loose in /tmp
             kw.setdefault("connection_file", os.path.join(_ipc_dir(), f"kernel-{name}.json"))
             super().__init__(*args, **kw)
 
@@ -53,7 +46,6 @@ def kernel_manager_class(execution: Any = None, stop: threading.Event | None = N
             if execution is not None:
                 if stop is not None and stop.is_set():
                     raise BenchError("the sweep was interrupted before this execution started")
-                # an execution's own variables (a cluster's provider keys and lease token) reach its kernel only
                 kw["env"] = {**(kw.get("env") or os.environ), **(getattr(execution, "env", None) or {})}
                 execution.kernel = self
             return await super()._async_launch_kernel(kernel_cmd, **kw)
@@ -116,9 +108,7 @@ class _PrefixedLog(logging.Handler):
                 print(f"[{record.threadName}] {line}", flush=True)
 
 
-# Optional imports papermill's own import would make, none of which an execution uses: jsonschema's format checkers
-# (via nbformat; the IRI one builds a grammar on import; a notebook's schema checks no format) and papermill's
-# remote-storage handlers (S3, Azure, GCS, HDFS, GitHub: bench executes notebooks from and to local paths only)
+# optional imports of papermill's that no execution uses: jsonschema's format checkers, remote-storage handlers
 SKIPPED_ON_IMPORT = ("rfc3987_syntax", "rfc3986_validator", "rfc3339_validator", "isoduration", "webcolors",
                      "uri_template", "fqdn", "jsonpointer", "boto3", "pyarrow", "gcsfs", "github", "azure")
 
@@ -139,8 +129,7 @@ def papermill() -> Any:
 
 
 def prepare_driver() -> None:
-    """Set the variables every kernel inherits (no secret, no BENCH_* channel: the run reaches a kernel as papermill
-    parameters) and route papermill's log lines through :class:`_PrefixedLog`."""
+    """Set the variables every kernel inherits (no secret) and route papermill's log lines to _PrefixedLog."""
     for key, value in (("LITELLM_LOCAL_MODEL_COST_MAP", "True"), ("MLFLOW_DISABLE_TELEMETRY", "true"),
                        ("PYDEVD_DISABLE_FILE_VALIDATION", "1")):
         os.environ.setdefault(key, value)  # inherited by every kernel

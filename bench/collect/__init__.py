@@ -1,7 +1,5 @@
-"""The collect layer: every cell of a run answers its scenarios into Candidate records.
-
-Shaped like the judge layer: ``work_items`` is the work, ``answers`` one answer (its failure kept as data), and
-``candidates`` every pending item under one cap (:func:`collect_stage`)."""
+"""The collect layer: every cell of a run answers its scenarios into Candidate records (``work_items``: the
+work; ``answers``: one answer; ``candidates``: every pending item under one cap)."""
 
 from bench.collect.answers import answer
 from bench.collect.conversation import converse, request_transcript

@@ -15,8 +15,7 @@ from bench.models.client import LLM
 
 
 async def answer(item: WorkItem, llm: LLM, attempt: int = 1) -> Candidate:
-    """Answer one work item; a failure becomes a candidate with ``error``, never an exception.
-    ``attempt`` > 1 makes a one-reply request fresh; a conversation's finished turns replay from the cache."""
+    """Answer one work item (fresh if ``attempt`` > 1); a failure becomes a candidate with ``error``, not a raise."""
     if item.cell.prompt.is_conversation:
         return await converse(item, llm, attempt)
     messages = request_messages(item)

@@ -1,7 +1,5 @@
-"""The collect stage: every (model, prompt) cell of a run answers every scenario, `samples` times.
-
-Work already done is skipped, so a re-run makes zero calls and an interrupted run continues where it stopped;
-failures are stored with ``error`` and redone on the next run."""
+"""The collect stage: every (model, prompt) cell answers every scenario, `samples` times. Done work is skipped
+(a re-run makes zero calls); failures are stored with ``error`` and redone on the next run."""
 
 from __future__ import annotations
 
@@ -44,10 +42,8 @@ def answer_counts(run: Run) -> tuple[int, int]:
 async def collect_stage(run: Run, llm: LLM, *, shard: str | None = None, progress: str = "auto",
                         sink: Callable[[Candidate], None] | None = None, halt: Halt | None = None,
                         expect: Callable[[list[WorkItem]], None] | None = None) -> CollectResult:
-    """Produce every missing candidate of the run's cells; return what was done.
-
-    Each endpoint works in its own lane. A failed write or a ``Halted`` stops new calls; the error is raised once
-    at the end (``halt`` is shared with a pipelined judge). ``expect``, then ``sink``: the items, then each success."""
+    """Produce every missing candidate of the run's cells, one lane per endpoint; a failed write or ``Halted``
+    stops new calls, raised once at the end. ``expect``, then ``sink``: told the items, then each success."""
     t0, calls0 = time.monotonic(), llm.calls
     check_functions({c.prompt.key: c.prompt for c in run.cells}.values(), run.params_path)
     store = RunStore(run.dir, shard=shard)
@@ -61,8 +57,7 @@ async def collect_stage(run: Run, llm: LLM, *, shard: str | None = None, progres
     async def worker(lane: Lane) -> None:
         for item in lane.items:  # a lane's shared iterator: each item is taken by exactly one worker
             lane.left -= 1
-            URGENCY.set((lane.left + 1) / lane.workers)  # rounds this lane still needs: a full shared cap serves
-            # the lane that bounds the stage first (bench.models.ratelimit.URGENCY)
+            URGENCY.set((lane.left + 1) / lane.workers)  # rounds left: a full cap serves the most urgent lane first
             if writer.halt:  # a write failed: start no new call (the ones in flight finish, and are kept)
                 return
             try:
@@ -96,17 +91,14 @@ async def collect_stage(run: Run, llm: LLM, *, shard: str | None = None, progres
 
 def _pending(run: Run, store: RunStore, tries: dict[str, int],
              expect: Callable[[list[WorkItem]], None] | None = None) -> tuple[CollectResult, list[WorkItem]]:
-    """Return the stage's result so far (planned, skipped, exhausted) and the items it must still answer, in the
-    grid's order, as ``expect`` is told (a pipelined judge packs answers by their place among them)."""
+    """Return the stage's result so far and the items it must still answer, in the grid's order (told ``expect``)."""
     items = plan(run.sweep, run.scenarios, run.cells)
     done_ids = store.done_ids(Candidate)
     pending = [it for it in items if it.candidate_id not in done_ids]
     result = CollectResult(planned=len(items), skipped=len(items) - len(pending))
     max_attempts = run.sweep.limits.max_attempts
-    exhausted = [it for it in pending if tries.get(it.candidate_id, 0) >= max_attempts]
-    if exhausted:  # asked max_attempts times already: left failed, reported, never paid for again
-        result.exhausted = len(exhausted)
-        pending = [it for it in pending if tries.get(it.candidate_id, 0) < max_attempts]
+    left = [it for it in pending if tries.get(it.candidate_id, 0) < max_attempts]  # the rest: failed, never re-paid
+    result.exhausted, pending = len(pending) - len(left), left
     if expect is not None:
         expect(pending)
     return result, pending
@@ -122,8 +114,7 @@ class Lane:
 
 
 def lanes(items: list[WorkItem], llm: LLM) -> list[Lane]:
-    """Return the stage's lanes: one per endpoint, its items (in plan order) and how many workers take them.
-    When the process cap is full, the lane with the most rounds left is served first (URGENCY)."""
+    """Return the stage's lanes: one per endpoint, its items (in plan order) and its worker count."""
     by_endpoint: dict[str, list[WorkItem]] = {}
     specs: dict[str, ModelSpec] = {}
     keys: dict[int, str] = {}  # a model entry's endpoint key, worked out once per entry

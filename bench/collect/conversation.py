@@ -1,7 +1,5 @@
-"""A conversation or a tool loop, answered turn by turn into one Candidate with its whole transcript.
-
-Requests are cached without the attempt in their key, so a retry replays finished turns for nothing; a budget
-stop keeps what was paid."""
+"""A conversation or a tool loop, answered turn by turn into one Candidate with its whole transcript; a retry
+replays finished turns from the cache, a budget stop keeps what was paid."""
 
 from __future__ import annotations
 
@@ -63,8 +61,7 @@ class Dialogue:
 
 
 async def converse(item: WorkItem, llm: LLM, attempt: int = 1) -> Candidate:
-    """Answer a conversation work item; a failed request ends it as a failed candidate holding the transcript so
-    far, never an exception. ``Halted`` (the budget) propagates, with the paid part noted on it."""
+    """Answer a conversation; a failed request makes a failed candidate (transcript so far); ``Halted`` propagates."""
     opening = request_messages(item)
     talk = Dialogue(item, opening, [dict(m) for m in opening])
     try:
@@ -131,8 +128,7 @@ async def _assistant_turn(talk: Dialogue, llm: LLM, turn: int) -> bool:
 
 
 async def _ask(talk: Dialogue, turn: int, step: int, by: str, request: Any) -> Completion:
-    """Await one request of the conversation and count its usage (a failed one's too) as ``by``'s. A paid reply is
-    in the response cache when ``LLM.complete`` returns it, so a kill never loses a turn already answered."""
+    """Await one request of the conversation and count its usage (a failed one's too) as ``by``'s."""
     try:
         comp = await request
     except ProviderError as err:
@@ -148,8 +144,7 @@ def request_transcript(transcript: list[dict[str, Any]]) -> list[dict[str, Any]]
 
 
 def _kept(stop: Halted, talk: Dialogue, attempt: int) -> Halted:
-    """Return ``stop`` with the conversation's failed candidate noted on it (``finished``) when this attempt paid
-    for some of its requests: that spend is recorded, and the resume replays those turns from the cache."""
+    """Return ``stop`` noting the conversation's failed candidate when this attempt paid for some requests."""
     if talk.paid():
         kind = "budget" if isinstance(stop, BudgetReached) else "stopped"
         failed = talk.candidate(attempt, error=RuntimeError(f"the conversation's paid requests are kept, then the "

@@ -1,7 +1,5 @@
-"""The simulated user of a conversation: what it is shown, how its request is seeded, and when it ends the talk.
-
-It sees the conversation with the roles flipped, tool traffic left out; its requests are seeded and keyed by the
-sample, so the same grid says the same things again and a resumed conversation replays from the cache."""
+"""The simulated user of a conversation: it sees the talk with roles flipped (no tool traffic); its requests
+are seeded and keyed by the sample, so a grid says the same again and a resumed talk replays from the cache."""
 
 from __future__ import annotations
 
@@ -21,8 +19,7 @@ _FLIPPED = {"user": "assistant", "assistant": "user"}
 
 
 def simulator_view(prompt: PromptEntry, scenario: Scenario, transcript: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """Return the messages the simulator answers: its instructions, then the talk so far with roles flipped
-    (text only: images, tool calls and tool results are the assistant's side, never shown to the user)."""
+    """Return the simulator's messages: its instructions, then the talk so far with roles flipped (text only)."""
     view = [{"role": "system", "content": fill_instructions(prompt, scenario)}]
     for message in transcript:
         said = content_text(message.get("content"))

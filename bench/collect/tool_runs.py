@@ -1,7 +1,5 @@
-"""A model's tool calls, executed: the tool message fed back to it and the trajectory entry recorded for each.
-
-A result comes from ``tool_results``, else the Python ``function`` (cut at ``timeout_s``), else the ``result``
-template; each failure is a recorded ``outcome``, never a crash."""
+"""A model's tool calls, executed: the result from ``tool_results``, else the Python ``function`` (cut at
+``timeout_s``), else the ``result`` template; each failure is a recorded ``outcome``, never a crash."""
 
 from __future__ import annotations
 
@@ -27,8 +25,7 @@ _IMPORTED: dict[str, Callable[..., Any]] = {}  # "module:attr" → callable, imp
 
 
 def register_tool(name: str, fn: Callable[..., Any]) -> None:
-    """Make ``fn`` the Python callable of every tool whose ``function`` is ``name`` (in this process: a notebook
-    registers its tools before collecting; a ``bench sweep`` kernel imports ``"module:attr"`` ones instead)."""
+    """Make ``fn`` the callable of every tool whose ``function`` is ``name`` (in this process)."""
     if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
         raise ValueError(f"register_tool: {name!r} is not a tool function name (1–64 letters, digits, '_' or '-')")
     if not callable(fn):
@@ -37,8 +34,7 @@ def register_tool(name: str, fn: Callable[..., Any]) -> None:
 
 
 def check_functions(prompts: Iterable[Any], params_path: Path) -> None:
-    """Raise ParamsError, one line per tool, when a tool's ``function`` cannot be found (not registered, a module
-    that does not import from the params file's folder, or no such attribute); before anything is sent."""
+    """Raise ParamsError, a line per tool, when a tool's ``function`` cannot be found; before anything is sent."""
     lines, seen = [], set()
     for prompt in prompts:
         for tool in prompt.tool_entries:
@@ -54,8 +50,7 @@ def check_functions(prompts: Iterable[Any], params_path: Path) -> None:
 
 
 def tool_function(spec: str, folder: Path | None = None) -> Callable[..., Any]:
-    """Return the callable ``spec`` names: a registered name, or ``module:attr`` imported with ``folder`` (the
-    params file's) first on the import path; LookupError says why it cannot be found."""
+    """Return the callable ``spec`` names (registered, or ``module:attr``); LookupError says why not."""
     if ":" not in spec:
         if spec not in _REGISTERED:
             raise LookupError(f"function {spec} is not registered in this process: call "
@@ -167,8 +162,7 @@ def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
 
 
 def _running(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-    """Return an awaitable of ``fn(**kwargs)``: the coroutine itself, or a future a daemon thread settles (one that
-    runs past its timeout is left behind, never waited for: not by the event loop's end, not by the process's)."""
+    """Return an awaitable of ``fn(**kwargs)``: the coroutine, or a future a daemon thread settles (not waited for)."""
     if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)):
         return fn(**kwargs)
     loop = asyncio.get_running_loop()

@@ -46,8 +46,7 @@ def request_messages(item: WorkItem) -> list[dict]:
 def make_candidate(item: WorkItem, messages: list[dict], *, output: str | None = None,
                    error: Exception | None = None, usage=None, attempt: int = 1,
                    reasoning: str | None = None, **conversation: Any) -> Candidate:
-    """Return the Candidate record of a finished work item: its answer (its reasoning apart) or its failure
-    (``conversation``: its transcript, turns, trajectory, ``ended`` and simulator usage)."""
+    """Return the Candidate of a finished work item: its answer or its failure (``conversation``: transcript, …)."""
     kind = conversation.pop("error_kind", None) or getattr(error, "kind", None) or (
         "internal" if error is not None else None)
     if error is not None and usage is None:

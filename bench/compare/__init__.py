@@ -1,7 +1,5 @@
-"""Two runs compared on the items they share: "did my change help, by more than noise?"
-
-:func:`compare_runs` (`bench compare RUN_A RUN_B`) returns a :class:`Comparison`; :func:`write_diff_report`
-writes its HTML page. Every name loads on first use (no polars or plotly at import)."""
+"""Two runs compared on the items they share: :func:`compare_runs` returns a :class:`Comparison`,
+:func:`write_diff_report` writes its HTML page. Every name loads on first use (no polars or plotly at import)."""
 
 from __future__ import annotations
 

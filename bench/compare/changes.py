@@ -1,7 +1,5 @@
-"""What changed between two runs besides the answers: a rubric's content under one id, a cell's model or endpoint.
-
-Judgments carry ``rubric_hash``, so a changed rubric under one id is told from the records; such a comparison
-is refused unless ``--allow-rubric-change``. A cell's other model or endpoint is a warning, as a changed judge is."""
+"""What changed between two runs besides the answers: a rubric's content under one id (refused unless
+``--allow-rubric-change``), a cell's model or endpoint (a warning)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""`bench compare RUN_A RUN_B`: compare, write the diff report, log it to MLflow, print the table (or the JSON).
-
-With ``--json`` the comparison is the only thing on stdout (one JSON document, ``Comparison.to_json``); the
-report's path and tracking's lines go to stderr. Exit 0 whatever the differences (gates decide: `bench gate`)."""
+"""`bench compare RUN_A RUN_B`: compare, write the diff report, log to MLflow, print the table; with ``--json``
+the comparison is the only thing on stdout. Exit 0 whatever the differences (gates decide: `bench gate`)."""
 
 from __future__ import annotations
 
@@ -41,10 +39,8 @@ def compare_command(run_a: str | Path, run_b: str | Path, *, mapping: Mapping[st
     path = compare.write_diff_report(cmp, out) if report else None
     tracked = tracking.log_comparison(cmp, path) if track else None
     said = sys.stderr if as_json else sys.stdout
-    if as_json:
-        print(json.dumps(cmp.to_json(), allow_nan=False, indent=1, ensure_ascii=False))
-    else:
-        print(comparison_text(cmp))
+    print(json.dumps(cmp.to_json(), allow_nan=False, indent=1, ensure_ascii=False) if as_json else
+          comparison_text(cmp))
     if path is not None:
         print(f"report: {path}", file=said)
     if tracked:
@@ -56,7 +52,6 @@ def compare_command(run_a: str | Path, run_b: str | Path, *, mapping: Mapping[st
 def comparison_text(cmp: Any) -> str:
     """Return a comparison as text: warnings first, the rows, the pairwise win rates, the answers of one run only."""
     import polars as pl  # noqa: PLC0415 (polars: loaded with the comparison already; `bench --help` stays light)
-
     lines = [f"warning: {w}" for w in cmp.warnings]
     lines.append(f"bench compare: run B {cmp.run_b} against run A {cmp.run_a}")
     verdict = (pl.when(pl.col("significant") & (pl.col("diff") > 0)).then(pl.lit("better"))

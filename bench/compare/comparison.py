@@ -1,7 +1,5 @@
-"""`compare_runs`: two run folders compared on the items they share, as one :class:`Comparison`.
-
-Holds the result, what a reader looks at next (the items that changed most, the scenarios that moved against
-the direction) and its JSON form (`bench compare --json`, the diff report's ``comparison.json``)."""
+"""`compare_runs`: two run folders compared on the items they share, as one :class:`Comparison` with what a
+reader looks at next (most changed items, scenarios against the direction) and its JSON form."""
 
 from __future__ import annotations
 
@@ -54,8 +52,7 @@ class Comparison:
                 .sort("cell_a", "cell_b", "judge", "scenario"))
 
     def sign_disagreements(self) -> pl.DataFrame:
-        """Return the scenarios that moved against their row's overall composite difference (B better overall,
-        worse on these; or the reverse), largest first within each (cell pair, judge)."""
+        """Return the scenarios that moved against their row's overall composite difference, largest first."""
         overall = (self.rows.filter((pl.col("criterion") == COMPOSITE) & (pl.col("diff").abs() > CHANGED))
                    .select("cell_a", "cell_b", "judge", pl.col("diff").alias("overall_diff")))
         per = self.scenario_diffs().join(overall, on=["cell_a", "cell_b", "judge"])
@@ -117,10 +114,8 @@ def _with_questions(frame: pl.DataFrame, t: RunTables | None) -> pl.DataFrame:
 def compare_runs(run_a: str | Path | RunTables, run_b: str | Path | RunTables,
                  mapping: Mapping[str, str] | None = None, *, seed: int = 0, n_boot: int = 2000,
                  alpha: float = 0.05, human_overrides: bool = False, allow_rubric_change: bool = False) -> Comparison:
-    """Compare run B with run A (run folders, or ``load_run`` tables) on the items they share; calls no model.
-
-    ``mapping`` pairs cells whose names differ ({A cell: B cell}); ``seed``, ``n_boot`` and ``alpha`` set the
-    bootstrap; ``human_overrides`` as ``bench report``'s. A changed rubric is refused unless ``allow_rubric_change``."""
+    """Compare run B with run A (folders or ``load_run`` tables) on their shared items; ``mapping``: {A cell: B
+    cell}. A changed rubric is refused unless ``allow_rubric_change``. Calls no model."""
     if not 0.0 < alpha < 1.0:
         raise BenchError(f"alpha must be between 0 and 1 (0.05 for 95% intervals), not {alpha!r}")
     if n_boot < 1:
@@ -140,8 +135,7 @@ def compare_runs(run_a: str | Path | RunTables, run_b: str | Path | RunTables,
 
 
 def too_few(rows: pl.DataFrame, alpha: float) -> list[str]:
-    """Return a line naming the rows whose scenarios are too few for any p-value to reach ``alpha`` (``min_p``):
-    "not significant" there says nothing about the size of the difference."""
+    """Return a line naming the rows with too few scenarios for any p-value to reach ``alpha``."""
     few = rows.filter((pl.col("n_scenarios") > 0) & (pl.col("min_p") >= alpha))
     if few.is_empty():
         return []

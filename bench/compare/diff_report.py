@@ -1,5 +1,4 @@
 """The diff report of a comparison: ``reports/<a>-vs-<b>/index.html``, one self-contained HTML file.
-
 Works offline, every run text escaped; ``comparison.json`` beside it is what run B's report links from."""
 
 from __future__ import annotations
@@ -50,7 +49,8 @@ def diff_report_html(cmp: Comparison) -> str:
     return page.substitute(
         title=e(f"bench compare: {cmp.run_a} vs {cmp.run_b}"), css=CSS, plotly=script,
         heading=e(f"{cmp.run_b} compared with {cmp.run_a}"), about=e(_about(cmp)),
-        warnings=_warnings(cmp.warnings), summary=_summary(cmp), level=f"{round(100 * (1 - alpha), 2):g}",
+        warnings=f'<div class="warnings">{"".join(f"<p>⚠ {html.escape(visible(w))}</p>" for w in cmp.warnings)}</div>'
+        if cmp.warnings else "", summary=_summary(cmp), level=f"{round(100 * (1 - alpha), 2):g}",
         exact=N_EXACT, alpha=number(alpha), forest=forest_figure(cmp.rows, alpha).to_html(
             include_plotlyjs=False, full_html=False, config={"displaylogo": False, "responsive": True}),
         table=_table(cmp.rows, "no cell pair has a judge that graded it in both runs."),
@@ -70,13 +70,6 @@ def _about(cmp: Comparison) -> str:
                                              s["human_overrides"] else "") + ".")
 
 
-def _warnings(said: list[str]) -> str:
-    if not said:
-        return ""
-    lines = "".join(f"<p>⚠ {html.escape(visible(w))}</p>" for w in said)
-    return f'<div class="warnings">{lines}</div>'
-
-
 def _summary(cmp: Comparison) -> str:
     rows = cmp.rows.filter(pl.col("criterion") == COMPOSITE)
     sig = rows.filter(pl.col("significant"))
@@ -89,8 +82,7 @@ def _summary(cmp: Comparison) -> str:
 
 
 def forest_figure(rows: pl.DataFrame, alpha: float = 0.05) -> go.Figure:
-    """Return a forest plot: one dot per row at its difference B − A with its interval, a line at 0, better
-    (significant, > 0) green, worse red, the rest grey; only the composite rows when there are many."""
+    """Return a forest plot of each row's B − A with its interval: better green, worse red, the rest grey."""
     shown = rows.filter(pl.col("criterion") == COMPOSITE) if rows.height > FOREST_ROWS else rows
     shown = shown.filter(pl.col("diff").is_not_nan())
     fig = go.Figure()

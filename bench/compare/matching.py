@@ -1,7 +1,5 @@
-"""Which answers of two runs are the same item, and what differs in how they were graded.
-
-An item is an answer to one scenario and sample in one cell; a judge's grade is the mean of its successful
-judgments. Cells graded only in run A are kept as ``lost``; answers only one run has are listed."""
+"""Which answers of two runs are the same item (scenario and sample in one cell) and how each was graded (the
+mean of its successful judgments); cells graded only in run A are kept as ``lost``."""
 
 from __future__ import annotations
 
@@ -42,8 +40,7 @@ def match(a: RunTables, b: RunTables, mapping: Mapping[str, str] | None = None) 
     pairs, cell_notes = cell_pairs(cells_a, cells_b, dict(mapping or {}), a.name, b.name)
     frame = pl.DataFrame(pairs, schema={"cell_a": pl.Utf8, "cell_b": pl.Utf8}, orient="row")
     shared, only_a, only_b = _answers(a, b, frame)
-    said = judge_differences(a, b)
-    said += cell_notes
+    said = judge_differences(a, b) + cell_notes
     if only_a.height or only_b.height:
         said.append(f"{only_a.height} answer(s) only in run A ({a.name}) and {only_b.height} only in run B "
                     f"({b.name}): not compared (listed as only_in_a and only_in_b)")
@@ -56,16 +53,13 @@ def match(a: RunTables, b: RunTables, mapping: Mapping[str, str] | None = None) 
 
 def _cells(t: RunTables) -> set[str]:
     """Return every cell of a run: those with answers, and the sides of its judged pairs (dataset pairs too)."""
-    found = set(t.candidates["cell"].drop_nulls().to_list())
-    for column in ("cell", "cell_b"):
-        found.update(t.judgments[column].drop_nulls().unique().to_list())
-    return found
+    return set(t.candidates["cell"].drop_nulls().to_list()).union(
+        *(t.judgments[column].drop_nulls().unique().to_list() for column in ("cell", "cell_b")))
 
 
 def cell_pairs(cells_a: set[str], cells_b: set[str], mapping: dict[str, str], name_a: str = "A",
                name_b: str = "B") -> tuple[list[tuple[str, str]], list[str]]:
-    """Return the (A cell, B cell) pairs compared, sorted, and a line per side naming the cells left unpaired.
-    A mapping naming a cell its run lacks is an error listing the run's cells."""
+    """Return the sorted (A, B) cell pairs and a line per side naming unpaired cells; unknown --map cells raise."""
     for side, names, cells, run in (("A", list(mapping), cells_a, name_a), ("B", list(mapping.values()), cells_b,
                                                                               name_b)):
         unknown = sorted(set(names) - cells)
@@ -73,15 +67,10 @@ def cell_pairs(cells_a: set[str], cells_b: set[str], mapping: dict[str, str], na
             raise BenchError(f"--map names cell(s) {', '.join(map(repr, unknown))} that run {side} ({run}) does not "
                              f"have; its cells: {', '.join(sorted(cells)) or 'none'}")
     pairs = [(c, mapping.get(c, c)) for c in sorted(cells_a) if c in mapping or c in cells_b]
-    notes = []
-    lone_a = sorted(cells_a - {p[0] for p in pairs})
-    lone_b = sorted(cells_b - {p[1] for p in pairs})
-    if lone_a:
-        notes.append(f"cell(s) only in run A ({name_a}), not compared (--map A_CELL=B_CELL pairs cells whose names "
-                     f"differ): {', '.join(lone_a)}")
-    if lone_b:
-        notes.append(f"cell(s) only in run B ({name_b}), not compared: {', '.join(lone_b)}")
-    return pairs, notes
+    lone_a, lone_b = sorted(cells_a - {p[0] for p in pairs}), sorted(cells_b - {p[1] for p in pairs})
+    notes = [f"cell(s) only in run A ({name_a}), not compared (--map A_CELL=B_CELL pairs cells whose names "
+             f"differ): {', '.join(lone_a)}"] if lone_a else []
+    return pairs, notes + ([f"cell(s) only in run B ({name_b}), not compared: {', '.join(lone_b)}"] if lone_b else [])
 
 
 def _answers(a: RunTables, b: RunTables, pairs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
@@ -102,9 +91,7 @@ def _listed(frame: pl.DataFrame) -> list[dict[str, Any]]:
 
 
 def item_grades(t: RunTables) -> pl.DataFrame:
-    """Return a run's grade of each item per judge and criterion: the mean over its successful judgments of it
-    (repeats and turns), with the candidate id and one judgment's id (the smallest: the same every time), whose
-    rationale is shown."""
+    """Return a run's grade per item, judge, criterion (mean of its successes), candidate and smallest judgment id."""
     scores = t.scores.filter(pl.col("value").is_finite() & pl.col("cell").is_not_null())  # NaN, inf: unscored
     return (scores.group_by("judge", "cell", "criterion", *ITEM)
             .agg(pl.col("value").mean(), pl.col("candidate").first(), pl.col("judgment").min()))
@@ -121,9 +108,8 @@ def _not_numbers(t: RunTables, side: str) -> str | None:
 
 
 def _graded(a: RunTables, b: RunTables, pairs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Return per paired item × judge × criterion both runs' grades and their difference B − A, and the
-    (cell_a, cell_b, judge, criterion) that A graded and B graded on no paired item: a cell whose answers or
-    judgments all failed in B must not vanish from the comparison (a gate would pass it unseen)."""
+    """Return per paired item × judge × criterion both grades and B − A, and the (cell_a, cell_b, judge,
+    criterion) graded in A and on no paired item in B (so a cell that failed in B does not vanish)."""
     side = lambda t, s: item_grades(t).rename(  # noqa: E731
         {"value": f"value_{s}", "candidate": f"candidate_{s}", "judgment": f"judgment_{s}"})
     ga = side(a, "a").join(pairs, left_on="cell", right_on="cell_a").rename({"cell": "cell_a"})
@@ -145,8 +131,7 @@ def _lost_notes(lost: pl.DataFrame, b: RunTables) -> list[str]:
 
 
 def _oriented(t: RunTables) -> pl.DataFrame:
-    """Return each pairwise battle of a run seen from each side: (judge, item, player, opponent, the opponent's
-    answer id and text, score), the player's outcome (1 win, ½ tie, 0 loss) averaged over both orders and repeats."""
+    """Return each pairwise battle of a run from each side, its score (1 win, ½ tie, 0 loss) averaged over orders."""
     fought = t.judgments.filter((pl.col("mode") == "pairwise") & pl.col("error").is_null()
                                 & pl.col("verdict").is_in(list(OUTCOME)))
     fought = fought.with_columns(pl.col("verdict").replace_strict(OUTCOME, return_dtype=pl.Float64).alias("outcome"))
@@ -163,8 +148,7 @@ def _oriented(t: RunTables) -> pl.DataFrame:
 
 
 def _battles(a: RunTables, b: RunTables, pairs: pl.DataFrame, mapping: dict[str, str]) -> pl.DataFrame:
-    """Return the pairwise battles both runs judged on the same pair: a paired cell's answer in each run against
-    the same opponent answer (same cell, mapped; same answer id and text), each run's outcome side by side."""
+    """Return the pairwise battles both runs judged against the same opponent answer, outcomes side by side."""
     oa = (_oriented(a).join(pairs, left_on="player", right_on="cell_a")
           .with_columns(pl.col("opponent").replace(mapping).alias("opponent_b")))
     ob = _oriented(b).rename({"player": "cell_b", "opponent": "opponent_b", "score": "score_b"})
@@ -175,8 +159,7 @@ def _battles(a: RunTables, b: RunTables, pairs: pl.DataFrame, mapping: dict[str,
 
 
 def judge_differences(a: RunTables, b: RunTables) -> list[str]:
-    """Return a line for each judge that graded one run only, or whose model, rubric version, rubric text or
-    mode differs between the runs (then its scores measure different things), in judge order."""
+    """Return a line per judge that graded one run only, or whose model, rubric or mode differs between them."""
     ja, jb = _judges(a), _judges(b)
     said = []
     for judge in sorted(ja.keys() | jb.keys()):

@@ -1,5 +1,4 @@
 """Paired statistics of two runs' grades of the same items: differences, intervals, tests, win rates.
-
 The unit is the scenario; intervals bootstrap scenarios, tests are exact sign flips up to ``N_EXACT`` scenarios
 else Wilcoxon, Holm-corrected across rows; ``min_p`` says when too few scenarios can never be significant."""
 
@@ -42,9 +41,7 @@ def paired_test(d: np.ndarray) -> tuple[float, str | None]:
 
 
 class _Grid:
-    """Rows of item-level values laid out as scenarios × columns: scenarios in sorted id order (the bootstrap's
-    unit), one column per distinct ``key`` in sorted order. Per-scenario means and per-column counts are
-    ``bincount`` sums over the rows (no sort, no group-by of the strings), so the cost is linear in the rows."""
+    """Rows of item-level values as sorted scenarios × sorted ``key`` columns; means and counts are bincount sums."""
 
     def __init__(self, frame: pl.DataFrame, key: list[str]):
         self.s = _sorted_codes(frame["scenario"])
@@ -89,17 +86,14 @@ def _interval(x: np.ndarray, n_boot: int, seed: int, alpha: float) -> tuple[pl.S
 
 
 def min_p_value(n_scenarios: np.ndarray | int) -> np.ndarray:
-    """Return the smallest two-sided p-value a paired test can give with ``n_scenarios`` scenarios: 2/2ⁿ (every
-    scenario moved the same way; the exact tests' floor), 1 with none. At most 5 scenarios it is ≥ 0.0625: no
-    difference, however large, can be significant at alpha 0.05."""
+    """Return the smallest two-sided p-value a paired test can give with ``n_scenarios`` scenarios: 2/2ⁿ (1 if none)."""
     n = np.asarray(n_scenarios, dtype=np.float64)
     return np.minimum(1.0, np.exp2(1.0 - n))  # 2/2ⁿ without 2ⁿ overflowing (a 0 for thousands of scenarios)
 
 
 def paired_rows(items: pl.DataFrame, shared: pl.DataFrame, *, n_boot: int, seed: int, alpha: float,
                 lost: pl.DataFrame | None = None) -> pl.DataFrame:
-    """Return one row per (cell_a, cell_b, judge, criterion): counts, means, B − A with its interval and tests.
-    A ``lost`` row (graded in A, nowhere in B) has n_matched 0, so a cell that failed in B shows."""
+    """Return one row per (cell_a, cell_b, judge, criterion): counts, means, B − A with CI and tests (``lost``: n 0)."""
     parts = [_tested(items, n_boot=n_boot, seed=seed, alpha=alpha)] if not items.is_empty() else []
     if lost is not None and not lost.is_empty():
         parts.append(_untested(lost))
@@ -141,9 +135,8 @@ def _tested(items: pl.DataFrame, *, n_boot: int, seed: int, alpha: float) -> pl.
 
 
 def holm_once(keys: pl.DataFrame, p: np.ndarray) -> np.ndarray:
-    """Return Holm's adjusted p-values of the rows ``keys`` (cell_a, cell_b, judge, criterion), each criterion
-    counted once: the composite of a judge graded on one criterion is that criterion (the same test, the same
-    p-value), so it is left out of the family and takes its criterion's adjusted value."""
+    """Return Holm's adjusted p-values of the rows ``keys``, each criterion counted once: a judge's composite
+    of one criterion is that criterion's test, so it stays out of the family and takes its adjusted value."""
     k = keys.with_row_index("i")
     one = (k.filter(pl.col("criterion") != "composite").group_by("cell_a", "cell_b", "judge")
            .agg(pl.len().alias("criteria"), pl.col("i").first().alias("twin")).filter(pl.col("criteria") == 1))
@@ -159,8 +152,7 @@ def holm_once(keys: pl.DataFrame, p: np.ndarray) -> np.ndarray:
 
 
 def win_rate_rows(fought: pl.DataFrame, *, n_boot: int, seed: int, alpha: float) -> pl.DataFrame:
-    """Return per (cell_a, cell_b, pairwise judge) the win rate of B's answers over A's against the same opponents.
-    Ties count ½; averaged per scenario, with a bootstrap interval. 0.5 = no change."""
+    """Return per (cell_a, cell_b, pairwise judge) B's win rate over A's (ties ½, per scenario, bootstrapped)."""
     if fought.is_empty():
         return pl.DataFrame(schema=PAIRWISE_SCHEMA)
     won = battle_wins(fought)

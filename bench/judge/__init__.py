@@ -1,8 +1,5 @@
-"""The judge layer: judges grade the run's answers into Judgment records.
-
-A judge is a model, a versioned rubric and a mode (:class:`Judge`); ``modes.GRADERS`` names each mode's grader.
-A reply that cannot be used is a failed Judgment with the prompt, the raw reply and the reason.
-"""
+"""The judge layer: judges (a model, a versioned rubric and a mode) grade the run's answers into Judgment
+records; a reply that cannot be used is a failed Judgment with the prompt, the raw reply and the reason."""
 
 from bench.judge.modes import GRADERS  # every mode's grader, registered by name
 from bench.judge.grader import Emit, Grader, Item, Judge, Request, grade_items

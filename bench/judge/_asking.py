@@ -1,7 +1,5 @@
 """Asking a judge model: one repair turn for an unusable reply, the spend behind a judgment, a bounded pool.
-
-A reply enters the response cache only once it parses, so a bad reply is never served again from the cache.
-"""
+A reply enters the response cache only once it parses, so a bad reply is never served again from the cache."""
 
 from __future__ import annotations
 
@@ -46,8 +44,7 @@ def failure(base: dict, err: Exception, prompt: list[dict], raw: str | None, spe
 async def ask_json(llm: LLM, judge: Judge, messages: list[dict], rf: dict, parse: Callable[[Any], Any],
                    spend: Spend, attempt: int = 1, timeout_s: float | None = None,
                    label: str | None = None, sample: int = 0) -> tuple[Any, str]:
-    """Return (parsed value, raw reply), with one repair turn; raise JudgeParseError or ProviderError. Every call's
-    usage goes into ``spend``; ``sample``: the item's repeat, a distinct request for each."""
+    """Return (parsed value, raw reply), one repair turn, usage in ``spend``; raises JudgeParseError, ProviderError."""
     async def ask(msgs: list[dict]) -> Any:
         try:
             comp = await llm.complete(judge.entry.spec(), msgs, response_format=rf, timeout_s=timeout_s,
@@ -62,27 +59,20 @@ async def ask_json(llm: LLM, judge: Judge, messages: list[dict], rf: dict, parse
     comp = await ask(messages)
     try:
         value = parse(comp.text)
-        llm.keep(comp)
-        return value, comp.text
     except JudgeParseError as err:
-        repair = [*messages, {"role": "assistant", "content": comp.text},
-                  {"role": "user", "content": REPAIR.format(reason=err)}]
-        again = await ask(repair)
+        comp = await ask([*messages, {"role": "assistant", "content": comp.text},
+                          {"role": "user", "content": REPAIR.format(reason=err)}])
         try:
-            value = parse(again.text)
-            llm.keep(again)
-            return value, again.text
+            value = parse(comp.text)
         except JudgeParseError as err2:
-            err2.raw = again.text  # type: ignore[attr-defined]
+            err2.raw = comp.text  # type: ignore[attr-defined]
             raise
+    llm.keep(comp)
+    return value, comp.text
 
 
 async def run_bounded(tasks: list[Task], emit: Emit, llm: LLM, halt: Halt | None = None, judge: Judge | None = None) -> None:
-    """Run task factories with a bounded pool of workers, emitting their judgments as they finish.
-
-    No new task starts once ``halt`` is set (a failed write) or a task raised ``Halted`` (the budget): then the
-    judgments noted on the stop (``finished_before``) are emitted and the stage raises it once at its end.
-    """
+    """Run task factories in a bounded pool, emitting judgments; none starts after ``halt`` or ``Halted``."""
     work = iter(tasks)
     own = halt is None
     halt = Halt() if halt is None else halt
@@ -96,8 +86,7 @@ async def run_bounded(tasks: list[Task], emit: Emit, llm: LLM, halt: Halt | None
             if halt:  # a write failed or the budget is reached: start nothing new (tasks in flight finish, are kept)
                 return
             left -= 1
-            URGENCY.set(max(inherited, (left + 1) / n_workers))  # rounds left, as a collect lane says
-            # (bench.collect.candidates.lanes): a full shared cap serves the most urgent waiting request first
+            URGENCY.set(max(inherited, (left + 1) / n_workers))  # rounds left, as a collect lane's (candidates.lanes)
             try:
                 result = await make()
             except Halted as stop:
@@ -111,6 +100,22 @@ async def run_bounded(tasks: list[Task], emit: Emit, llm: LLM, halt: Halt | None
     await asyncio.gather(*(worker() for _ in range(n_workers)))
     if own:
         halt.check()
+
+
+class SingleGrader:
+    """A mode that grades each item by its own ``grade_one(judge, item, llm)``: one judgment per item, unpacked."""
+
+    grade_one: Callable[[Judge, Any, LLM], Awaitable[Judgment]]
+    compares = False
+    orders: tuple[str | None, ...] = (None,)
+    packed = False
+
+    def requests_per_item(self, judge: Judge) -> float:
+        return 1.0
+
+    async def grade(self, judge: Judge, items: list[Any], llm: LLM, emit: Emit, *, seed: int,
+                    done: Any, halt: Halt | None) -> None:
+        await run_bounded([lambda i=item: self.grade_one(judge, i, llm) for item in items], emit, llm, halt, judge)
 
 
 def finished_before(stop: Halted, done: list[Judgment] | None = None) -> list[Judgment]:

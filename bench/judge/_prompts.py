@@ -1,9 +1,5 @@
-"""The judge's prompt, built in one place: its templates, the rubric's criteria as the judge reads them,
-and the pieces every mode builds its messages from.
-
-The templates are part of every request's cache key. A response and each reference is shown between tags
-derived from a hash of the content, so it cannot close its own tag.
-"""
+"""The judge's prompt in one place: its templates (part of every request's cache key) and the pieces every mode
+builds from; a response or reference is shown between tags derived from its content, so it cannot close its tag."""
 
 from __future__ import annotations
 
@@ -58,8 +54,7 @@ def clip(text: str, limit: int) -> tuple[str, dict[str, Any]]:
 
 
 def clip_middle(text: str, limit: int) -> tuple[str, dict[str, Any]]:
-    """Return a conversation as a judge sees it: past ``limit``, its middle cut out with a visible note (its start
-    and its end, the final answer, are kept), and the note as data."""
+    """Return a conversation as a judge sees it (past ``limit``, its middle cut out) and the note as data."""
     if len(text) <= limit:
         return text, {}
     cut, head = len(text) - limit, limit // 2
@@ -73,8 +68,7 @@ def content_tag(*texts: str) -> str:
 
 
 def references(rubric: Rubric, item: Any) -> list[tuple[str, str]]:
-    """Return the reference blocks the judge sees for ``item`` as (template, text): the scenario's values of the
-    rubric's ``reference:`` keys, then the judge's own answer (``solve_first``)."""
+    """Return the reference blocks shown for ``item`` as (template, text): reference keys, then own answer."""
     out = []
     if rubric.reference:
         values = item.scenario.reference or {}
@@ -90,8 +84,7 @@ def references(rubric: Rubric, item: Any) -> list[tuple[str, str]]:
 
 
 def framed(question: str, texts: tuple[str, ...], refs: list[tuple[str, str]]) -> tuple[str, str]:
-    """Return (tag, context): the tag derived from the question, the response text(s) and the references
-    (the responses' alone when there is none), and the question followed by each reference block."""
+    """Return (tag, context): a tag derived from question, responses and references; the question, then references."""
     tag = content_tag(question, *texts, *(text for _template, text in refs))
     blocks = [CONTEXT.format(tag=tag, question=question), *(t.format(tag=tag, text=x) for t, x in refs)]
     return tag, "\n\n".join(blocks)
@@ -108,8 +101,7 @@ def system_message(rubric: Rubric) -> str:
 
 
 def criteria_text(rubric: Rubric) -> str:
-    """Return the criteria with their anchored scales as markdown, highest anchor first (empty if none); weights
-    only when they differ."""
+    """Return the criteria with their anchored scales as markdown (empty if none); weights only when they differ."""
     shared_weights = len({c.weight for c in rubric.criteria}) <= 1
     blocks = []
     for c in rubric.criteria:

@@ -1,6 +1,5 @@
-"""The ``automated`` mode: the rubric's checks only (no model call but a similarity check's embeddings), one score
-per check on 0..1 and their weighted mean, read from the answer (never its reasoning), the reference values and
-the tool calls."""
+"""The ``automated`` mode: the rubric's checks only (no model call but similarity embeddings), one 0..1 score
+per check and their weighted mean, read from the answer (never its reasoning), the references and tool calls."""
 
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ from bench.config.reference_checks import numeric_misfit, quote
 from bench.core.errors import BudgetReached, Halted, ParamsError, ProviderError
 from bench.core.records import Judgment, Scenario, Usage
 from bench.core.writer import Halt
-from bench.judge._asking import Spend, failure, finished_before, run_bounded
+from bench.judge._asking import SingleGrader, Spend, failure, finished_before, run_bounded
 from bench.judge.grader import Emit, Item, Judge, Request
 from bench.judge.similarity import similarities, similarity_checks
 from bench.models.client import LLM
@@ -28,9 +27,7 @@ NO_CALL = Usage(prompt_tokens=0, completion_tokens=0, cost_usd=0.0, calls=0, cac
 
 def grade_automated(judge: Judge, item: Item, cache: Any = None, *, similar: dict[str, CheckResult] | None = None,
                     usage: Usage | None = None) -> Judgment:
-    """Return the checks-only judgment: one score per check (0..1) and their weighted mean (``cache``: the response
-    cache, keeping what checks that run code found; ``similar``: the similarity checks' results, whose embeddings
-    cost ``usage``: bench.judge.similarity)."""
+    """Return the checks-only judgment: a 0..1 score per check and their weighted mean (``similar`` cost ``usage``)."""
     context = CheckContext(item.scenario.model_dump(mode="json"), judge.folder, cache, judge.entry.sandbox)
     results = run_checks(judge.rubric.checks, item.texts[0], item.scenario.reference,
                          item.trajectories[0] if item.trajectories else None, context)
@@ -46,8 +43,7 @@ def grade_automated(judge: Judge, item: Item, cache: Any = None, *, similar: dic
 
 
 def refuse_unrunnable_checks(judges: Sequence[Judge], scenarios: Sequence[Scenario], params_path: Path | str) -> None:
-    """Raise ParamsError (before any spend) naming the judge, rubric file, check and reference key of every check
-    that compares with a reference value some scenario lacks (or whose reference is no regular expression)."""
+    """Raise ParamsError (before any spend) naming every check whose reference key a scenario lacks (or bad regex)."""
     references = [s.reference for s in scenarios]
     lines = [f"{params_path}: judge '{j.entry.id}' (rubric {j.rubric.path}): {problem}"
              for j in judges for problem in reference_problems(j.rubric.checks, references) + _program_problems(j)]
@@ -63,8 +59,7 @@ def refuse_unrunnable_checks(judges: Sequence[Judge], scenarios: Sequence[Scenar
 
 
 def inapplicable_checks(judges: Sequence[Judge], scenarios: Sequence[Scenario], shown: int = 5) -> list[str]:
-    """Return a line per numeric check and scenario whose reference holds no single number (``shown`` per check,
-    then how many more): the check does not apply there, so it is left out of that answer's mean."""
+    """Return a line per numeric check and scenario whose reference holds no single number (not applicable there)."""
     lines: list[str] = []
     for j, c in ((j, c) for j in judges for c in j.rubric.checks if getattr(c, "kind", None) == "numeric"):
         misfits = [(s, why) for s in scenarios if c.reference in (s.reference or {})
@@ -78,8 +73,7 @@ def inapplicable_checks(judges: Sequence[Judge], scenarios: Sequence[Scenario], 
 
 
 def _program_problems(judge: Judge) -> list[str]:
-    """Return why a check that runs code cannot run: no bubblewrap for a code check (unless ``sandbox: none``), a
-    function whose module is nowhere."""
+    """Return why a check that runs code cannot run (no bubblewrap, or a function's module not found)."""
     out = []
     for c in judge.rubric.checks:
         if isinstance(c, CodeCheck) and judge.entry.sandbox != "none" and sandbox.bwrap() is None:
@@ -93,8 +87,7 @@ def _program_problems(judge: Judge) -> list[str]:
 
 
 async def graded_checks(judge: Judge, item: Item, llm: LLM) -> Judgment:
-    """Return the automated judgment of ``item``, its similarity checks embedded first (their usage on it); an
-    embedding that fails fails the item, a budget refusal after a paid embedding writes it failed, with its spend."""
+    """Return the automated judgment of ``item``, its similarity checks embedded first (usage on it)."""
     spend = Spend()
     try:
         similar = await similarities(judge, item, llm, spend)
@@ -109,12 +102,8 @@ async def graded_checks(judge: Judge, item: Item, llm: LLM) -> Judgment:
     return await asyncio.to_thread(grade_automated, judge, item, llm.cache, similar=similar, usage=spend.total())
 
 
-class AutomatedGrader:
+class AutomatedGrader(SingleGrader):
     """Runs the rubric's checks on each response, in process."""
-
-    compares = False
-    orders = (None,)
-    packed = False
 
     def requests_per_item(self, judge: Judge) -> float:
         return 0.0

@@ -9,13 +9,12 @@ from typing import Any
 
 from bench.core.errors import Halted, JudgeParseError, ProviderError
 from bench.core.records import Judgment
-from bench.core.writer import Halt
-from bench.judge._asking import Spend, ask_json, failure, run_bounded
+from bench.judge._asking import SingleGrader, Spend, ask_json, failure
 from bench.judge._prompts import CHECK_USER, DATA_NOTE, framed, references
 from bench.judge.layout import judge_messages
 from bench.config.reply_schemas import response_format
 from bench.judge.images import with_images  # a rubric with images: true shows the scenario's images
-from bench.judge.grader import Emit, Item, Judge, Request
+from bench.judge.grader import Item, Judge, Request
 from bench.judge.shown_reasoning import response_block  # the candidate's reasoning, on the rubric's request
 from bench.judge.replies import extract_json, rationale_of
 from bench.judge.solutions import solution_messages, solve, stopped_after_solution
@@ -24,12 +23,7 @@ from bench.models.client import LLM
 
 
 async def grade_checklist(judge: Judge, item: Item, llm: LLM) -> Judgment:
-    """Judge each requirement by its own call (at most ``item_concurrency`` at once).
-
-    A failed call marks its requirement unfulfilled; only if every call fails is the item a failure (an outage is
-    not a score of 0). A budget refusal (``Halted``) stops the item without a record, unless its own answer was
-    paid here (``solve_first``): then it is written failed with what it spent.
-    """
+    """Judge each requirement by its own call: a failed call is unfulfilled, all failing fail the item."""
     note = shown_text(judge, item, 0)[1]
     spend = Spend()  # every requirement's calls, repairs and failures count on the item's record
     try:  # ``solve_first``: the judge's own answer first, shown with every requirement
@@ -77,8 +71,7 @@ def _check_messages(judge: Judge, item: Item, req: Any) -> list[dict]:
     user = CHECK_USER.format(context=context, note=DATA_NOTE,
                              response=response_block(judge, item, 0, tag, text),
                              requirement=req.text)
-    messages = judge_messages(judge, user)
-    return with_images(judge.rubric, messages, [item])
+    return with_images(judge.rubric, judge_messages(judge, user), [item])
 
 
 def _fulfilled(text: str) -> dict:
@@ -88,12 +81,10 @@ def _fulfilled(text: str) -> dict:
     return obj
 
 
-class ChecklistGrader:
+class ChecklistGrader(SingleGrader):
     """Grades each of the rubric's requirements by its own call."""
 
-    compares = False
-    orders = (None,)
-    packed = False
+    grade_one = staticmethod(grade_checklist)
 
     def requests_per_item(self, judge: Judge) -> float:
         return float(len(judge.rubric.requirements))
@@ -101,10 +92,6 @@ class ChecklistGrader:
     def first_requests(self, judge: Judge, item: Item, done: Set[str]) -> list[Request]:
         rf = response_format(judge.rubric.requirement_schema(), "requirement")
         return [(_check_messages(judge, item, req), rf) for req in judge.rubric.requirements]
-
-    async def grade(self, judge: Judge, items: list[Item], llm: LLM, emit: Emit, *, seed: int,
-                    done: Set[str], halt: Halt | None) -> None:
-        await run_bounded([lambda i=item: grade_checklist(judge, i, llm) for item in items], emit, llm, halt, judge)
 
 
 GRADER = ChecklistGrader()

@@ -1,8 +1,5 @@
-"""The contract of grading: what a judge grades (Item), who grades (Judge) and what a mode does (Grader).
-
-Adding a mode is one module and one entry in ``bench.judge.modes.GRADERS``. A grader never raises for a bad
-reply or a failed call: it emits a Judgment with ``error``.
-"""
+"""The contract of grading: what a judge grades (Item), who grades (Judge), what a mode does (Grader). A grader
+never raises for a bad reply or a failed call: it emits a Judgment with ``error``."""
 
 from __future__ import annotations
 
@@ -25,8 +22,7 @@ Emit = Callable[[Judgment], None]  # takes each Judgment as soon as it is made
 
 @dataclass(frozen=True)
 class Item:
-    """What a judge grades: one response (or two, A and B, for pairwise) to one scenario; of a conversation, its
-    whole transcript, or (a ``per_turn`` judge) one of its assistant turns in the context of the turns before."""
+    """What a judge grades: one response (or A and B) to a scenario; a whole conversation, or one turn (per_turn)."""
 
     scenario: Scenario
     question: str  # what the model was asked (the filled user prompt, or the dataset question)
@@ -36,9 +32,7 @@ class Item:
     repeat: int = 0  # which of the judge's `repeats` gradings (a distinct request, cached like any other)
     solution: str | None = None  # ``solve_first``: the judge's own answer to ``question`` (bench.judge.solutions)
     reasonings: tuple[str | None, ...] = ()  # each response's reasoning, shown only on request (shown_reasoning)
-    # each response's conversation as the judge reads it, shown instead of ``texts`` (bench.judge.transcripts;
-    # None: a plain answer, shown as it always was); ``texts`` stay what checks read: the (turn's) final answer
-    transcripts: tuple[str | None, ...] = ()
+    transcripts: tuple[str | None, ...] = ()  # shown instead of ``texts`` (None: a plain answer); checks read texts
     trajectories: tuple[Trajectory | None, ...] = ()  # each response's tool calls, read by trajectory checks
     turn: int | None = None  # a ``per_turn`` judge: the assistant turn graded (1-based); None: the whole answer
 
@@ -55,14 +49,12 @@ class Grader(Protocol):
         ...
 
     def first_requests(self, judge: Judge, item: Item, done: Set[str]) -> list[Request] | None:
-        """Return every first-turn request grading ``item`` sends (None when ``packed``; repairs and retries come on
-        top); ``done``: ids graded."""
+        """Return every first-turn request grading ``item`` sends (None when ``packed``)."""
         ...
 
     async def grade(self, judge: Judge, items: list[Item], llm: LLM, emit: Emit, *, seed: int,
                     done: Set[str], halt: Halt | None) -> None:
-        """Grade ``items`` (those in ``done`` excepted), emitting each Judgment as it is made; once ``halt`` is set no
-        new item starts."""
+        """Grade ``items`` not in ``done``, emitting each Judgment; no new item once ``halt`` is set."""
         ...
 
 
@@ -79,8 +71,7 @@ class Judge:
 
     @property
     def mode(self) -> JudgeMode:
-        """Return the grading mode: the entry's, else ``packed`` for a rubric with ``pack_size`` > 1, else the
-        rubric's."""
+        """Return the entry's mode, else ``packed`` for a rubric with ``pack_size`` > 1, else the rubric's."""
         if self.entry.mode:
             return self.entry.mode
         return "packed" if self.entry.pack_size > 1 and self.rubric.mode == "rubric" else self.rubric.mode
@@ -122,9 +113,5 @@ class Judge:
 
 async def grade_items(judge: Judge, items: list[Item], llm: LLM, emit: Emit, seed: int = 0,
                       done: Set[str] = frozenset(), halt: Halt | None = None) -> None:
-    """Grade every item with this judge, emitting each Judgment as it is made (bounded by the LLM's cap).
-
-    ``done``: judgment ids already graded; a pairwise item whose one order succeeded is re-graded in the other order
-    only. Once ``halt`` is set no new item is started.
-    """
+    """Grade every item not in ``done`` (pairwise: its missing order), emitting each Judgment, until ``halt``."""
     await judge.grader.grade(judge, items, llm, emit, seed=seed, done=done, halt=halt)

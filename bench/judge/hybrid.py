@@ -6,11 +6,10 @@ import asyncio
 from collections.abc import Set
 
 from bench.core.records import Judgment, add_usage
-from bench.core.writer import Halt
-from bench.judge._asking import run_bounded
+from bench.judge._asking import SingleGrader
 from bench.judge.automated import NO_CALL, grade_automated, graded_checks
 from bench.judge.similarity import similarity_checks
-from bench.judge.grader import Emit, Item, Judge, Request
+from bench.judge.grader import Item, Judge, Request
 from bench.judge.rubric import GRADER as RUBRIC, grade_rubric
 from bench.models.client import LLM
 
@@ -34,22 +33,13 @@ async def grade_hybrid(judge: Judge, item: Item, llm: LLM) -> Judgment:
                                        "score": score, "details": details})
 
 
-class HybridGrader:
+class HybridGrader(SingleGrader):
     """Grades each item by its checks (in process) and one rubric call."""
 
-    compares = False
-    orders = (None,)
-    packed = False
-
-    def requests_per_item(self, judge: Judge) -> float:
-        return 1.0
+    grade_one = staticmethod(grade_hybrid)
 
     def first_requests(self, judge: Judge, item: Item, done: Set[str]) -> list[Request]:
         return RUBRIC.first_requests(judge, item, done)  # the checks send nothing
-
-    async def grade(self, judge: Judge, items: list[Item], llm: LLM, emit: Emit, *, seed: int,
-                    done: Set[str], halt: Halt | None) -> None:
-        await run_bounded([lambda i=item: grade_hybrid(judge, i, llm) for item in items], emit, llm, halt, judge)
 
 
 GRADER = HybridGrader()

@@ -13,8 +13,7 @@ from bench.judge.grader import Item
 
 def with_images(rubric: Rubric, messages: list[dict[str, Any]], items: Sequence[Item],
                 labels: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    """Return ``messages`` with the images of the items' scenarios after the user text, when ``rubric.images``
-    (``labels``, in the packed mode, name the item before its images)."""
+    """Return ``messages`` with the items' scenario images after the user text, when ``rubric.images``."""
     if not rubric.images:
         return messages
     for n, item in enumerate(items):

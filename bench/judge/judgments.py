@@ -1,7 +1,5 @@
 """The judge stage: every judge of a run (a jury, concurrently, under one cap) grades its items.
-
-Done judgments are skipped, failures redone on the next run, and records appended as they are made.
-"""
+Done judgments are skipped, failures redone on the next run, and records appended as they are made."""
 
 from __future__ import annotations
 
@@ -40,8 +38,7 @@ class JudgeResult(StageResult):
 
 
 def judge_specs(judges: Iterable[Judge]) -> list[ModelSpec]:
-    """Return the models the judges call: an ``automated`` judge (checks only) calls none, so its model needs no key
-    and no server to pass the preflight."""
+    """Return the models the judges call (an ``automated`` judge calls none: no key needed)."""
     return [j.entry.spec() for j in judges if j.rubric.mode != "automated"]
 
 
@@ -72,9 +69,7 @@ def load_judges(run: Run, only: str | Iterable[str] | None = None) -> list[Judge
 
 
 def grid_positions(run: Run) -> dict[tuple[str, str, int], int]:
-    """Return each answer's place in the grid's order, ``(cell key, scenario id, sample) -> position``: cells as the
-    params file declares them, then scenarios, then samples. Packs follow it, so the same answers share the same
-    calls on every run (and hit the response cache), whatever order they were asked in."""
+    """Return each answer's place in the grid's order, ``(cell, scenario id, sample) -> position``; packs follow it."""
     samples = range(run.sweep.samples)
     keys = ((c.key, s.id, n) for c in run.sweep.cells() for s in run.scenarios for n in samples)
     return {key: position for position, key in enumerate(keys)}
@@ -125,11 +120,7 @@ def _shown(c: Candidate) -> str | None:
 
 def next_attempts(judge: Judge, items: list[Item], done: Set[str], tries: dict[str, int], max_attempts: int,
                   settled: Set[str] = frozenset()) -> tuple[list[Item], list[Item]]:
-    """Return (items to grade now, each with its attempt number; items left failed after ``max_attempts``).
-
-    Items all of whose judgments succeeded, or are ``settled`` (failed earlier in this sweep), are neither; an item
-    that failed n times is asked again as attempt n + 1, a fresh request.
-    """
+    """Return (items to grade now, with attempt numbers; items out of attempts), skipping done and ``settled`` ones."""
     pending, exhausted = [], []
     for item in items:
         open_ids = [i for i in judge.judgment_ids(item) if i not in done]
@@ -148,8 +139,7 @@ def owns_dataset(run: Run) -> bool:
 
 async def judge_stage(run: Run, llm: LLM, judges: list[Judge], *, shard: str | None = None,
                       progress: str = "auto", failed_since: str | None = None) -> JudgeResult:
-    """Grade every pending item of every judge; return what was done. Items failed since ``failed_since`` (the
-    sweep's start) are not asked again: one sweep pays for each item once."""
+    """Grade every pending item of every judge; items failed since ``failed_since`` are not asked again."""
     t0, calls0 = time.monotonic(), llm.calls
     store = RunStore(run.dir, shard=shard)
     store.ensure_writable()
@@ -205,8 +195,7 @@ def failed_after(store: RunStore, since: str | None) -> set[str]:
 
 
 def judgment_counts(run: Run, judges: list[Judge] | None = None) -> tuple[int, int]:
-    """Return (judgments saved, judgments planned) of the run's cells by its judges; the planned count includes the
-    answers not collected yet, so it does not move as they arrive."""
+    """Return (judgments saved, judgments planned) of the run's cells; planned counts answers not collected yet."""
     judges = load_judges(run) if judges is None else judges
     store = RunStore(run.dir)
     done = store.done_ids(Judgment)

@@ -1,6 +1,5 @@
-"""How a judge request's messages are laid out: for the provider's prompt cache, the fixed part first (byte-identical
-across a judge's items), the item after it (docs/budget.md, Prompt caching). ``ITEM_FIRST`` turns it around, the
-cache-hostile layout ``benchmarks/judge_cost.py`` compares with; nothing else sets it."""
+"""How a judge request's messages are laid out: the fixed part first, for the provider's prompt cache
+(docs/budget.md). ``ITEM_FIRST`` turns it around, the layout ``benchmarks/judge_cost.py`` compares with."""
 
 from __future__ import annotations
 
@@ -16,10 +15,7 @@ CACHE_MIN_TOKENS = 1024  # the shortest prefix a provider caches (OpenAI, Anthro
 
 
 def judge_messages(judge: Any, user: str) -> list[dict[str, Any]]:
-    """Return a judge request's messages: the fixed part first, the system message (instructions, rubric, criteria)
-    byte-identical across the judge's items, so a provider's prompt cache serves it; the item after it. A Claude model
-    gets Anthropic's ``cache_control`` breakpoint after the fixed part (LiteLLM's content parts) when it is long
-    enough to be cached."""
+    """Return a judge request's messages: the system message first, for the prompt cache (Claude: ``cache_control``)."""
     system = system_message(judge.rubric)
     if ITEM_FIRST:
         return [{"role": "user", "content": user}, {"role": "system", "content": system}]

@@ -1,8 +1,6 @@
 """Probability-weighted rubric scores (as G-Eval does): the expected score over the score tokens' probabilities.
-
 With ``params: {logprobs: true, top_logprobs: k}``, each criterion's value and its alternatives on the scale give
-Σ value·p / Σ p, stored beside the sampled score, never instead; below ``MIN_MASS`` there is none.
-"""
+Σ value·p / Σ p, stored beside the sampled score, never instead; below ``MIN_MASS`` there is none."""
 
 from __future__ import annotations
 
@@ -18,8 +16,7 @@ _warned: set[str] = set()  # judges already warned about in this process
 
 
 def logprob_note(entry: Any, logprobs: list | None) -> dict[str, str]:
-    """Return ``{"logprobs": NO_LOGPROBS}`` for a judgment's details when the judge ``entry`` asked for
-    logprobs and its reply came without any (warning once per judge), else ``{}``."""
+    """Return ``{"logprobs": NO_LOGPROBS}`` when ``entry`` asked for logprobs and got none (warned once), else {}."""
     if logprobs or not entry.params.get("logprobs"):
         return {}
     if entry.id not in _warned:
@@ -31,8 +28,7 @@ def logprob_note(entry: Any, logprobs: list | None) -> dict[str, str]:
 
 def expected_scores(reply: str, logprobs: list | None, scales: dict[str, tuple[int, int]],
                     span: tuple[int, int] | None = None) -> dict[str, float]:
-    """Return criterion → expected score for the criteria whose value token's alternatives can be read
-    (``span``: only the values between these offsets of the reply, e.g. one item of a packed reply)."""
+    """Return criterion → expected score where the value token's alternatives can be read (within ``span``)."""
     if not logprobs:
         return {}
     text = "".join(tok for tok, _alts in logprobs)
@@ -70,8 +66,7 @@ def _expectation(token_alts: list, value: str, low: int, high: int) -> float | N
 
 
 def object_spans(reply: str) -> list[tuple[int, int]]:
-    """Return the (start, end) offsets of the JSON objects nested one level inside the reply's first array (the
-    grades of a packed reply), reading strings and escapes as JSON does."""
+    """Return the (start, end) offsets of the JSON objects inside the reply's first array."""
     spans, depth, array_depth, opened, in_string, escaped = [], 0, None, 0, False, False
     for i, ch in enumerate(reply):
         if in_string:

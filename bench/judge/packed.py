@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from bench.core.errors import Halted, JudgeParseError, ProviderError
 from bench.core.records import Judgment, Usage, content_hash
 from bench.core.writer import Halt
-from bench.judge._asking import Spend, failure, finished_before, run_bounded
+from bench.judge._asking import SingleGrader, Spend, failure, finished_before, run_bounded
 from bench.judge._prompts import (DATA_NOTE, PACKED_BLOCK, PACKED_USER, criterion_scales, framed,
                                   references, score_fields)
 from bench.judge.layout import judge_messages
@@ -32,8 +32,7 @@ _SHARED = Usage.model_construct(prompt_tokens=0, completion_tokens=0, cost_usd=0
 
 
 def short_id(item: Item) -> str:
-    """Return an item's stable short id inside a packed call (from its candidate ids, and its turn for a
-    ``per_turn`` judge: two turns of one conversation may share a call)."""
+    """Return an item's stable short id in a packed call (from its candidate ids, and its turn)."""
     return "i" + content_hash(list(item.ids) + ([f"turn{item.turn}"] if item.turn is not None else []), length=6)
 
 
@@ -59,8 +58,7 @@ def pack_order(judge: Judge, items: list[Item], seed: int) -> list[Item]:
 
 @dataclass
 class PackReply:
-    """What one packed call brought back: the raw reply, the valid grades (and their logprob-weighted scores) and
-    the problem of every other item by short id, and what the call spent."""
+    """What one packed call brought back: raw reply, valid grades, each other item's problem, the spend."""
 
     problems: dict[str, str]
     raw: str | None = None
@@ -74,8 +72,7 @@ async def grade_packed(judge: Judge, items: list[Item], llm: LLM, seed: int = 0)
     """Grade ``items`` in one call; re-grade singly only the items whose grade is missing or invalid."""
     order = pack_order(judge, items, seed)
     ids = [short_id(i) for i in order]
-    # "b…": the spelling from before the packed mode was renamed, kept so that a provider Batch API line sent
-    # for this call before then is found again (its label is this id) and old and new records count one call
+    # "b…": the pre-rename spelling, kept so that earlier Batch API lines and records match this call
     pack_id = "b" + content_hash(ids + ([f"repeat{order[0].repeat}"] if order[0].repeat else []), length=10)
     order, ids, solved, out = await _solve_all(judge, order, ids, llm)  # solve_first: each item's own answer
     if not order:
@@ -94,8 +91,7 @@ async def grade_packed(judge: Judge, items: list[Item], llm: LLM, seed: int = 0)
 
 async def _ask_pack(judge: Judge, order: list[Item], ids: list[str], messages: list[dict], llm: LLM,
                     pack_id: str) -> PackReply:
-    """Return what the packed call of ``order`` brought; raises only ``Halted`` (a failed or unusable reply is
-    every item's problem)."""
+    """Return what the packed call of ``order`` brought; raises only ``Halted``."""
     timeout = llm.limits.timeout_s * (1 + 0.5 * (len(order) - 1))  # the timeout scales with k
     reply, scales = PackReply({sid: "missing from the reply" for sid in ids}), criterion_scales(judge.rubric)
     try:
@@ -120,9 +116,7 @@ async def _ask_pack(judge: Judge, order: list[Item], ids: list[str], messages: l
 async def _judgments(judge: Judge, order: list[Item], ids: list[str], reply: PackReply,
                      solved: dict[str, tuple[dict, Spend]], notes: dict[str, dict], llm: LLM,
                      pack_id: str) -> list[Judgment]:
-    """Return each item's judgment: its grade in ``reply``, else its single re-grade. Once the budget refuses a
-    re-grade, no other is asked: the stop is raised with the judgments made and the failure of each item whose
-    own answer was paid noted on it."""
+    """Return each item's judgment (its grade in ``reply``, else a single re-grade); a budget stop ends re-grades."""
     out: list[Judgment] = []
     stop: Halted | None = None
     for n, (sid, item) in enumerate(zip(ids, order)):
@@ -154,9 +148,7 @@ async def _judgments(judge: Judge, order: list[Item], ids: list[str], reply: Pac
 
 async def _solve_all(judge: Judge, order: list[Item], ids: list[str], llm: LLM
                      ) -> tuple[list[Item], list[str], dict[str, tuple[dict, Spend]], list[Judgment]]:
-    """Return the items to pack with their own answers (``solve_first``), their short ids, each one's answer
-    details and spend, and a failure for each item whose answer could not be asked. Raises ``Halted`` once every
-    answer asked has ended, with the failures noted on it."""
+    """Return (items with their own answers, short ids, each answer's details and spend, failures); raises Halted."""
     if not judge.rubric.solve_first:
         return order, ids, {}, []
     spends = [Spend() for _ in order]
@@ -180,8 +172,7 @@ async def _solve_all(judge: Judge, order: list[Item], ids: list[str], llm: LLM
 
 
 def packed_expected_scores(text: str, logprobs: list | None, scales: dict) -> dict[str, dict[str, float]]:
-    """Return each packed item's probability-weighted scores by short id (``bench.judge.logprobs``), read
-    within that item's own object of the reply."""
+    """Return each packed item's logprob-weighted scores by short id, read within the item's own object."""
     if not logprobs:
         return {}
     out = {}
@@ -220,11 +211,9 @@ def _read_pack(text: str, ids: list[str], scales: dict) -> tuple[dict, dict]:
     return good, problems
 
 
-class PackedGrader:
+class PackedGrader(SingleGrader):
     """Grades ``pack_size`` items per call; which items share a call is decided while grading."""
 
-    compares = False
-    orders = (None,)
     packed = True
 
     def requests_per_item(self, judge: Judge) -> float:

@@ -9,7 +9,7 @@ from typing import Any
 from bench.core.errors import Halted, JudgeParseError, ProviderError
 from bench.core.records import Judgment
 from bench.core.writer import Halt
-from bench.judge._asking import Spend, ask_json, failure, run_bounded
+from bench.judge._asking import SingleGrader, Spend, ask_json, failure, run_bounded
 from bench.judge._prompts import DATA_NOTE, PAIR_USER, framed, references
 from bench.judge.layout import judge_messages
 from bench.config.reply_schemas import response_format
@@ -59,8 +59,7 @@ def _pair_messages(judge: Judge, item: Item, order: str) -> tuple[list[dict], di
                             a=response_block(judge, item, first, tag + "a", a),
                             b=response_block(judge, item, second, tag + "b", b),
                             labels=", ".join(judge.rubric.labels))
-    messages = judge_messages(judge, user)
-    return with_images(judge.rubric, messages, [item]), na, nb
+    return with_images(judge.rubric, judge_messages(judge, user), [item]), na, nb
 
 
 def _maybe_json(text: str) -> Any:
@@ -70,12 +69,11 @@ def _maybe_json(text: str) -> Any:
         return None
 
 
-class PairwiseGrader:
+class PairwiseGrader(SingleGrader):
     """Grades two responses against each other, once in each order."""
 
     compares = True
     orders = ORDERS
-    packed = False
 
     def requests_per_item(self, judge: Judge) -> float:
         return float(len(ORDERS))

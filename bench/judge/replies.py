@@ -1,8 +1,5 @@
-"""Judge replies turned into data: JSON found in prose or code fences, verdict labels, validated scores.
-
-These functions find what was meant, or raise JudgeParseError with a reason a researcher can read; they never
-guess a score.
-"""
+"""Judge replies turned into data: JSON found in prose or code fences, verdict labels, validated scores;
+they find what was meant, or raise JudgeParseError with a readable reason, and never guess a score."""
 
 from __future__ import annotations
 
@@ -19,8 +16,7 @@ MIRROR = {"A>>B": "B>>A", "A>B": "B>A", "A=B": "A=B", "B>A": "A>B", "B>>A": "A>>
 
 
 def extract_json(text: str | None) -> Any:
-    """Return the first JSON value in ``text``: the whole reply, a fenced block, or a balanced {…}/[…] span (raw
-    control characters inside strings accepted: small models emit raw newlines)."""
+    """Return the first JSON value in ``text``: the whole reply, a fenced block, or a balanced {…}/[…] span."""
     if not text or not text.strip():
         raise JudgeParseError("empty reply")
     for chunk in (text, *(m.group(1) for m in _FENCE.finditer(text)), *_balanced_spans(text)):
@@ -53,8 +49,7 @@ def _balanced_spans(text: str, limit: int = 20) -> list[str]:
 
 
 def parse_verdict(text: str | None, labels: list[str]) -> str:
-    """Return the verdict label of a pairwise reply: ``[[A>B]]``-style, else JSON ``{"verdict": …}``; several
-    different bracketed labels are ambiguous and raise, as in arena-hard."""
+    """Return a pairwise reply's verdict: ``[[A>B]]``-style, else JSON; several bracketed labels raise."""
     found = {_normalize(m.group(1)) for m in _LABEL.finditer(text or "")}
     found &= set(labels)
     if len(found) == 1:

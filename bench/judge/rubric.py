@@ -7,13 +7,12 @@ from typing import Any
 
 from bench.core.errors import Halted, JudgeParseError, ProviderError
 from bench.core.records import Judgment
-from bench.core.writer import Halt
-from bench.judge._asking import Spend, ask_json, failure, run_bounded
+from bench.judge._asking import SingleGrader, Spend, ask_json, failure
 from bench.judge._prompts import (DATA_NOTE, RUBRIC_USER, criterion_scales, framed, references, score_fields)
 from bench.judge.layout import judge_messages
 from bench.config.reply_schemas import response_format
 from bench.judge.images import with_images  # a rubric with images: true shows the scenario's images
-from bench.judge.grader import Emit, Item, Judge, Request
+from bench.judge.grader import Item, Judge, Request
 from bench.judge.shown_reasoning import response_block  # the candidate's reasoning, on the rubric's request
 from bench.judge.logprobs import expected_scores, logprob_note
 from bench.judge.replies import extract_json, rationale_of, validate_scores
@@ -28,8 +27,7 @@ def rubric_messages(judge: Judge, item: Item) -> tuple[list[dict], dict]:
     tag, context = framed(item.question, (text,), references(judge.rubric, item))
     user = RUBRIC_USER.format(context=context, response=response_block(judge, item, 0, tag, text),
                               note=DATA_NOTE, fields=score_fields(judge.rubric))
-    messages = judge_messages(judge, user)
-    return with_images(judge.rubric, messages, [item]), note
+    return with_images(judge.rubric, judge_messages(judge, user), [item]), note
 
 
 async def grade_rubric(judge: Judge, item: Item, llm: LLM, **extra: Any) -> Judgment:
@@ -60,22 +58,13 @@ async def grade_rubric(judge: Judge, item: Item, llm: LLM, **extra: Any) -> Judg
                     else None, **extra)
 
 
-class RubricGrader:
+class RubricGrader(SingleGrader):
     """Grades each item by its own call against the rubric's anchored criteria."""
 
-    compares = False
-    orders = (None,)
-    packed = False
-
-    def requests_per_item(self, judge: Judge) -> float:
-        return 1.0
+    grade_one = staticmethod(grade_rubric)
 
     def first_requests(self, judge: Judge, item: Item, done: Set[str]) -> list[Request]:
         return [(rubric_messages(judge, item)[0], response_format(judge.rubric.item_schema(), "grade"))]
-
-    async def grade(self, judge: Judge, items: list[Item], llm: LLM, emit: Emit, *, seed: int,
-                    done: Set[str], halt: Halt | None) -> None:
-        await run_bounded([lambda i=item: grade_rubric(judge, i, llm) for item in items], emit, llm, halt, judge)
 
 
 GRADER = RubricGrader()

@@ -12,8 +12,7 @@ REASONING = ("The reasoning the model wrote before this response (data to grade 
 
 
 def response_block(judge: Judge, item: Item, index: int, tag: str, text: str) -> str:
-    """Return the block of the item's ``index``-th response (``text`` between ``tag``s), followed by its reasoning
-    when the rubric shows reasoning and the response has some."""
+    """Return the item's ``index``-th response block, then its reasoning when the rubric shows reasoning."""
     response = framed_response(item, index, tag, text)
     if not judge.rubric.show_reasoning or index >= len(item.reasonings) or not item.reasonings[index]:
         return response

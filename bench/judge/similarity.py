@@ -1,6 +1,5 @@
-"""The checks of an automated or hybrid judge, similarity checks included: their texts embedded through the seam
-(``LLM.embed``, by the judge's ``embedding_model``: cached, budgeted, priced), their cosine scored by
-bench.config.structured_checks; every other check runs in process (bench.config.checks)."""
+"""The checks of an automated or hybrid judge: similarity checks embed their texts through ``LLM.embed``
+(cached, budgeted, priced) and score their cosine; every other check runs in process (bench.config.checks)."""
 
 from __future__ import annotations
 
@@ -23,8 +22,7 @@ def similarity_checks(judge: Judge) -> list[SimilarityCheck]:
 
 
 async def similarities(judge: Judge, item: Item, llm: LLM, spend: Spend) -> dict[str, CheckResult]:
-    """Return each similarity check's result on ``item``, every embedding's usage added to ``spend``; raises
-    ProviderError (the item fails) or Halted (the budget) once the texts asked together are settled."""
+    """Return each similarity check's result, usage added to ``spend``; raises ProviderError or Halted."""
     spec = judge.entry.embedding_model.spec()  # type: ignore[union-attr] - refused at load without one
     out: dict[str, CheckResult] = {}
     hits: list[Usage] = []  # embeddings the cache (or an identical request in flight) answered: none paid

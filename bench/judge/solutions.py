@@ -1,8 +1,5 @@
-"""The judge's own answer to a question (a rubric's ``solve_first: true``), asked before it sees any candidate.
-
-Its request never depends on the candidate, so it is paid once per judge × question × repeat and served to every
-candidate by the cache; its usage counts on the one judgment that sent it.
-"""
+"""The judge's own answer to a question (``solve_first: true``), asked before it sees any candidate: paid once
+per judge × question × repeat, served to every candidate by the cache, counted on the judgment that sent it."""
 
 from __future__ import annotations
 
@@ -19,21 +16,18 @@ from bench.models.client import LLM
 
 
 def solution_messages(judge: Judge, item: Item) -> list[dict]:
-    """Return the messages asking the judge to answer ``item``'s question itself (with the scenario's images
-    when the rubric shows the judge images: the question the candidates answered had them)."""
+    """Return the messages asking the judge to answer ``item``'s question itself (with its images)."""
     messages = [{"role": "system", "content": SOLVE_SYSTEM}, {"role": "user", "content": item.question}]
     return with_images(judge.rubric, messages, [item])
 
 
 def solution_label(judge: Judge, item: Item) -> str:
-    """Return the name of ``item``'s solution request in a Batch API ledger (the repeat in it: the request
-    body is the same for every repeat)."""
+    """Return ``item``'s solution request's label in a Batch API ledger (its repeat in it)."""
     return f"{judge.entry.id}#solution#{item.repeat}"
 
 
 async def solve(judge: Judge, item: Item, llm: LLM, spend: Spend) -> tuple[Item, dict[str, Any]]:
-    """Return ``item`` with the judge's own answer and the details that record it (unchanged and {} without
-    ``solve_first``). Only a request actually sent counts on ``spend``. Raises ProviderError, or ``Halted``."""
+    """Return ``item`` with the judge's answer and details ({} without solve_first); raises ProviderError, Halted."""
     if not judge.rubric.solve_first:
         return item, {}
     if item.solution is not None:  # asked already (a packed call's item re-graded singly)
@@ -52,9 +46,7 @@ async def solve(judge: Judge, item: Item, llm: LLM, spend: Spend) -> tuple[Item,
 
 def stopped_after_solution(stop: Halted, base: dict, prompt: list[dict] | None, spend: Spend, details: dict,
                            **extra: Any) -> Halted:
-    """Return ``stop`` with the failed judgment of an item whose own answer was paid noted on it, carrying ``spend``
-    and the refused ``prompt``: otherwise the answer's cost would be lost (the resume reuses it from the cache without
-    counting it). Unchanged when this grading paid no answer."""
+    """Return ``stop`` noting the failed judgment (``spend``, ``prompt``) of an item whose own answer was paid."""
     if details.get("solution_paid"):
         kind = "budget" if isinstance(stop, BudgetReached) else "stopped"
         finished_before(stop, [Judgment(**base, error=f"the judge's own answer was paid, then the grading was not "

@@ -16,11 +16,7 @@ from bench.run import Run
 
 
 class JudgeStream:
-    """Judges candidates as collect produces them (the pipelined sweep): one event loop, one cap.
-
-    Single-item modes grade each candidate on arrival; packed grades k consecutive answers in the grid's order
-    (``expect``), so a re-run packs alike and hits the cache; pairwise waits for both answers of a scenario.
-    """
+    """Judges candidates as collect produces them (packed: k consecutive answers in the grid's order)."""
 
     def __init__(self, run: Run, llm: LLM, judges: list[Judge], emit: Emit, done: set[str],
                  halt: Halt | None = None, planned: Callable[[str, int], None] | None = None):
@@ -46,7 +42,8 @@ class JudgeStream:
                 todo = [i for i in judge.judgment_ids(item) if i not in self.done]
                 if not todo:
                     continue
-                self._grow(judge, len(todo))
+                if self.planned is not None:
+                    self.planned(judge.entry.id, len(todo))
                 self._spawn(grade_items(judge, [item], self.llm, self.emit, seed=self.run.sweep.seed,
                                         done=self.done, halt=self.halt))
 
@@ -56,10 +53,6 @@ class JudgeStream:
         keys = sorted(((it.cell.key, it.scenario.id, it.sample) for it in items),
                       key=lambda key: order.get(key, len(order)))
         self.positions = {key: n for n, key in enumerate(keys)}
-
-    def _grow(self, judge: Judge, n: int) -> None:
-        if self.planned is not None:
-            self.planned(judge.entry.id, n)
 
     def _ready_items(self, judge: Judge, cand: Candidate) -> list[Item]:
         if not judge.grader.compares:
@@ -75,8 +68,7 @@ class JudgeStream:
         return items_for(judge, self.run.scenarios, [cand, slot[judge.entry.baseline]])
 
     def _add_to_packs(self, judge: Judge, cand: Candidate, items: list[Item]) -> None:
-        """Put the items of answer ``cand`` in their packs (one a repeat), and grade each pack whose answers are all in
-        (an answer graded already counts; a ``per_turn`` judge's items of k answers fill as many calls as they need)."""
+        """Put answer ``cand``'s items in their packs (one repeat a pack); grade each pack whose answers are all in."""
         k = max(1, judge.entry.pack_size)
         position = self.positions.get((cand.cell, cand.scenario_id, cand.sample), -1)  # -1: graded at the drain
         number = position // k if position >= 0 else -1
@@ -85,7 +77,8 @@ class JudgeStream:
             todo = [i for i in judge.judgment_ids(item) if i not in self.done]
             if todo:
                 self.packs.setdefault(key, []).append((position, item.turn or 0, item))
-                self._grow(judge, len(todo))
+                if self.planned is not None:
+                    self.planned(judge.entry.id, len(todo))
             self.arrived.setdefault(key, set()).add(position)
         if number < 0:
             return
@@ -117,8 +110,7 @@ class JudgeStream:
             await asyncio.gather(*list(self.tasks))
 
     async def settle(self, cancel: bool) -> None:
-        """Wait for (or, if ``cancel``, cancel) every grading still running, so none outlives the HTTP session: after a
-        failed write, gradings in flight finish (they are paid); after another error they are cancelled."""
+        """Wait for (with ``cancel``, cancel) every grading still running, so none outlives the HTTP session."""
         while self.tasks:
             tasks = list(self.tasks)
             if cancel:

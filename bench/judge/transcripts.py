@@ -1,8 +1,5 @@
-"""Conversations as a judge reads them: a candidate's transcript as text, its assistant turns, and the items a
-judge grades of it (the whole conversation, or each turn in its context for a ``per_turn`` rubric).
-
-One bracketed header line per message, its lines indented below, so no message can pass itself off as another.
-"""
+"""Conversations as a judge reads them (a transcript as text, its turns, the items graded of it): one bracketed
+header line per message, its lines indented below, so no message can pass itself off as another."""
 
 from __future__ import annotations
 
@@ -18,8 +15,7 @@ from bench.judge.grader import Item, Judge
 
 
 def transcript_text(candidate: Candidate, upto: int | None = None) -> str:
-    """Return the candidate's conversation as a judge reads it (``upto``: only as far as the end of that assistant
-    turn). A plain answer reads as its request's messages, then its output as the assistant's turn 1."""
+    """Return the candidate's conversation as a judge reads it, to the end of turn ``upto`` (a plain answer: turn 1)."""
     messages = candidate.transcript
     if messages is None:
         messages = [*candidate.messages, {"role": "assistant", "content": candidate.output}]
@@ -32,8 +28,7 @@ def transcript_text(candidate: Candidate, upto: int | None = None) -> str:
 
 
 def turn_count(candidate: Candidate) -> int:
-    """Return how many assistant turns the model answered in ``candidate``: the turns its requests name
-    (``Candidate.turns``), else the runs of assistant messages of its transcript; 1 for a plain answer."""
+    """Return the assistant turns the model answered: those ``Candidate.turns`` names, else the runs; 1 if plain."""
     if candidate.transcript is None:
         return 1
     named = [t.get("turn") for t in candidate.turns or () if t.get("by", "model") == "model"]
@@ -43,16 +38,14 @@ def turn_count(candidate: Candidate) -> int:
 
 
 def turn_spans(candidate: Candidate) -> list[tuple[int, int]]:
-    """Return the [start, stop) index range of each of the model's turns in the candidate's transcript, in order:
-    the last ``turn_count`` runs of assistant and tool messages (the ones before were given in the prompt)."""
+    """Return the [start, stop) range of each model turn in the transcript: its last ``turn_count`` runs."""
     runs = _runs(candidate.transcript or [])
     n = turn_count(candidate)
     return runs[-n:] if n < len(runs) else runs
 
 
 def answer_items(judge: Judge, scenario: Scenario, candidate: Candidate, question: str) -> list[Item]:
-    """Return the items ``judge`` grades of ``candidate``: one, or for a ``per_turn`` rubric one per assistant turn
-    (saying the user message it answers)."""
+    """Return the items ``judge`` grades of ``candidate``: one, or one per assistant turn (``per_turn``)."""
     traj = Trajectory.of(candidate.trajectory, candidate.turns)
     if not judge.rubric.per_turn:
         shown = transcript_text(candidate) if candidate.transcript is not None else None
@@ -69,8 +62,7 @@ def answer_items(judge: Judge, scenario: Scenario, candidate: Candidate, questio
 
 
 def shown_text(judge: Judge, item: Item, index: int) -> tuple[str, dict[str, Any]]:
-    """Return what the judge is shown of the item's ``index``-th response, clipped to the rubric's ``max_chars``,
-    and the clipping note: its conversation (the middle cut out when long), else its text (cut at the end)."""
+    """Return the item's ``index``-th response as shown (a conversation middle-cut, a text end-cut) and its note."""
     transcript = item.transcripts[index] if index < len(item.transcripts) else None
     if transcript is None:
         return clip(item.texts[index], judge.rubric.max_chars)
@@ -78,8 +70,7 @@ def shown_text(judge: Judge, item: Item, index: int) -> tuple[str, dict[str, Any
 
 
 def framed_response(item: Item, index: int, tag: str, text: str) -> str:
-    """Return the tagged block of the item's ``index``-th response (``text`` as shown); a conversation's block
-    follows the line saying what it is (the turn to grade, for a ``per_turn`` item)."""
+    """Return the tagged block of the item's ``index``-th response, after a conversation's heading line."""
     block = RESPONSE.format(tag=tag, text=text)
     if index >= len(item.transcripts) or item.transcripts[index] is None:
         return block
@@ -100,8 +91,7 @@ def _runs(messages: list[dict[str, Any]]) -> list[tuple[int, int]]:
 
 
 def asked(candidate: Candidate, turn: int | None = None) -> str | None:
-    """Return the user message the model's ``turn`` (default: its last) answers in the candidate's transcript: what
-    a judge is told the model was asked. None without a transcript, or when no user message comes before it."""
+    """Return the user message the model's ``turn`` (default: last) answers, as a judge is told; None if none."""
     spans = turn_spans(candidate)
     turn = len(spans) if turn is None else turn
     if candidate.transcript is None or not 1 <= turn <= len(spans):
@@ -141,8 +131,7 @@ def _message(m: dict[str, Any], turn: int | None) -> str:
 
 
 def _one_line(value: Any) -> str:
-    """Return ``value`` as a header field on one line, brackets and commas made parentheses and semicolons, so a
-    name the model chose cannot close a header and fake the next."""
+    """Return ``value`` on one line, brackets and commas replaced: a model-chosen name cannot fake a header."""
     return " ".join(str(value).translate(_HEADER_SAFE).split())
 
 

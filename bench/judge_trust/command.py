@@ -1,7 +1,5 @@
 """`bench judges RUN`: how far each judge of a run can be trusted, as readable tables (or one JSON document).
-
-Reads records only, calls no model; docs/judges.md says how to read each number.
-"""
+Reads records only, calls no model; docs/judges.md says how to read each number."""
 
 from __future__ import annotations
 

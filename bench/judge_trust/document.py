@@ -1,7 +1,5 @@
-"""The JSON document of `bench judges RUN --json`: per judge, its accuracy against ground truth (per order shown,
-with the kappa against the label), its agreement with the blind human reviews, its confusion matrices, its bias at
-each human grade and its bias audit; and the reviewers' own agreement (the ceiling). An undefined value (NaN) is
-written as null, so the document is strict JSON."""
+"""The JSON document of `bench judges RUN --json`: per judge its accuracy, agreement with blind reviews,
+confusion matrices, bias and bias audit; and the reviewers' own agreement. NaN is written as null (strict JSON)."""
 
 from __future__ import annotations
 
@@ -44,8 +42,7 @@ def judges_document(t: RunTables, *, resamples: int = 2000, seed: int = 0, level
 
 
 def _accuracy(rows: pl.DataFrame, audit: dict[str, dict[str, Any]], why: str | None) -> dict[str, Any]:
-    """Return a judge's accuracy fields: pooled over both orders, per order, on both orders of a pair, the position
-    measures of its audit, and every ground truth's rows (``ground_truth``, kappa against it included)."""
+    """Return a judge's accuracy fields (pooled, per order, both orders), audit position measures, ``ground_truth``."""
     main = rows.filter(pl.col("category") == ALL).sort(~pl.col("against").str.starts_with("reference."), "against")
     top = main.row(0, named=True) if main.height else {}
     seats = {m: audit.get(m, {}).get("value") for m in ("first_slot_preference", "flip_rate")}

@@ -15,8 +15,7 @@ DATA_FILE = "comparison.json"
 
 
 def comparisons_of(run_name: str, reports: Path | None = None) -> list[dict[str, str]]:
-    """Return, per comparison whose run B is ``run_name``: run A's name, the link relative to the run's report
-    folder and a line of counts; sorted by run A. An unreadable ``comparison.json`` is skipped."""
+    """Return each comparison whose run B is ``run_name`` (run A, relative link, counts), by run A; bad ones skipped."""
     root = reports or reports_root()
     found = []
     for path in sorted(root.glob(f"*/{DATA_FILE}")):

@@ -23,8 +23,7 @@ FAILED = "failed"  # the way a conversation "ended" when its candidate failed (a
 
 @dataclass
 class Conversations:
-    """The report's conversations: the counts per cell (a polars frame), the transcripts' HTML and how many
-    conversations the run holds."""
+    """The report's conversations: counts per cell, the transcripts' HTML, how many the run holds."""
 
     outcomes: pl.DataFrame  # cell, conversations, failed, assistant_turns, tool_calls, ended, tool_outcomes
     html: str
@@ -36,8 +35,7 @@ class Conversations:
 
 
 def conversations(run: str | Path | RunTables, per_cell: int = 1, limit: int = SHOWN_MAX) -> Conversations:
-    """Return the conversations of a run folder (or its loaded tables): counts per cell and the transcripts of
-    the first ``per_cell`` conversations of each cell and way of ending (at most ``limit`` in all)."""
+    """Return a run's conversations: counts per cell, the first ``per_cell`` transcripts per cell and ending."""
     t = run if isinstance(run, RunTables) else load_run(run)
     kept = set(t.candidates["id"].to_list())
     talks = sorted((c for c in RunStore(t.run_dir).latest(Candidate).values() if c.id in kept and c.transcript),
@@ -66,8 +64,7 @@ def _block(c: Candidate, scenarios: dict[str, Any]) -> str:
 
 
 def _outcomes(talks: list[Candidate]) -> pl.DataFrame:
-    """Return per cell: conversations, failed ones, mean assistant turns, tool calls, and the counts of each way
-    of ending and each tool-call outcome, as text ("max_turns 3, user_done 2")."""
+    """Return per cell: conversations, failed, mean turns, tool calls, endings and tool outcomes as text."""
     cells: dict[str, dict[str, Any]] = {}
     for c in talks:
         row = cells.setdefault(c.cell, {"n": 0, "failed": 0, "turns": 0, "ended": {}, "outcomes": {}})

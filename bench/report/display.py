@@ -1,8 +1,5 @@
-"""What the analysis notebook displays: escaped HTML tables and text, and plotly figures.
-
-Nothing from a run is ever displayed as Markdown or raw HTML: every value goes through ``html.escape``.
-plotly.js is emitted once, inline, by :func:`setup`, so the report works from a file with no network.
-"""
+"""What the analysis notebook displays: escaped HTML tables and text (never Markdown or raw HTML from a run),
+and plotly figures; plotly.js is emitted once, inline, by :func:`setup`, so the report works offline."""
 
 from __future__ import annotations
 
@@ -26,14 +23,12 @@ p.bench-note{color:#555;font-size:13px;margin:4px 0 10px;overflow-wrap:anywhere}
 
 def _display(bundle: dict[str, Any]) -> None:
     from IPython.display import display  # noqa: PLC0415 (IPython: only inside a notebook kernel)
-
     display(bundle, raw=True)
 
 
 def setup() -> None:
     """Emit the report's CSS and plotly.js (inline, once): call in the notebook's first cell."""
     from plotly.offline import get_plotlyjs  # noqa: PLC0415 (plotly: only the analysis notebook needs it)
-
     script = f'<script type="text/javascript">window.PlotlyConfig={{MathJaxConfig:"local"}};{get_plotlyjs()}</script>'
     _display({"text/html": CSS + script, "text/plain": ""})
 
@@ -41,8 +36,7 @@ def setup() -> None:
 def figure(fig: Any) -> None:
     """Display a plotly figure: interactive in JupyterLab, inline HTML (plotly.js already loaded) in the report."""
     body = fig.to_html(include_plotlyjs=False, full_html=False, config={"displaylogo": False, "responsive": True})
-    # plotly's encoder writes NaN/inf as null: a bare float('nan') in a display message is not JSON, and
-    # jupyter_client would print a UserWarning (with a local path) into the report
+    # plotly's encoder writes NaN as null: a bare NaN in a display message would make jupyter_client warn
     _display({"text/html": body, "application/vnd.plotly.v1+json": json.loads(fig.to_json()),
               "text/plain": f"<figure: {html.escape(str(fig.layout.title.text or ''))}>"})
 
@@ -61,11 +55,8 @@ _CODE, _BOLD, _ITALIC = re.compile(r"`([^`]+)`"), re.compile(r"\*\*([^*]+)\*\*")
 
 
 def section(title: str, about: str = "", *, empty: str | None = None, level: int = 2) -> bool:
-    """Display a report section's heading and the paragraph saying what it shows, or, when ``empty`` says why there
-    is nothing to show, that alone as one line; return whether the section has something to show.
-
-    ``title`` and ``about`` are the notebook's own text (never a run's): ``about`` may use `code`, **bold**, *italics*.
-    """
+    """Display a section's heading and ``about`` (the notebook's text: `code`, **bold**, *italics*), or ``empty``
+    alone as one line; return whether the section has something to show."""
     if empty is not None:
         _display({"text/html": f'<p class="bench-note"><b>{html.escape(title)}</b>: {html.escape(visible(empty))}</p>',
                   "text/plain": f"{title}: {empty}"})
@@ -109,8 +100,7 @@ def number(value: float, digits: int = 3, unit: str = "") -> str:
 
 
 def fmt(value: Any, digits: int = 3, unit: str = "") -> str:
-    """Return a cell's text: None as an em dash (missing), NaN as "n/a" (undefined: a ``note`` column
-    says why), numbers as :func:`number` writes them, text made visible and clipped."""
+    """Return a cell's text: None as "—", NaN as "n/a", numbers as :func:`number`, text visible and clipped."""
     if value is None or isinstance(value, float):
         return number(value, digits, unit)
     if isinstance(value, (list, dict)):
@@ -121,14 +111,8 @@ def fmt(value: Any, digits: int = 3, unit: str = "") -> str:
 NOTE = "note"  # the column that says why a row's statistic is undefined (shown only when a row has one)
 
 
-def _header(name: str) -> str:
-    """Return an escaped column name that may wrap after each underscore (long names keep tables narrow)."""
-    return html.escape(name).replace("_", "_<wbr>")
-
-
 def folded(text: str | None, label: str = "thinking") -> str:
-    """Return a text folded in a ``<details>`` (escaped, clipped) whose summary says what it is and how long, as a
-    transcript folds a tool call: a reasoning model's thinking beside its answer; "" for no text."""
+    """Return ``text`` folded in a ``<details>`` (escaped, clipped) whose summary says its length; "" for none."""
     if not text:
         return ""
     return (f'<details class="bench-{label}"><summary>{label} ({len(text):,} characters)</summary>'
@@ -136,11 +120,9 @@ def folded(text: str | None, label: str = "thinking") -> str:
 
 
 def table_html(frame: Any, *, digits: int = 3, max_rows: int = 60, fold: dict[str, str] | None = None) -> str:
-    """Return a polars frame as an escaped HTML table in its own horizontally scrolling box; columns ending in
-    ``_usd`` read as dollars, an empty ``note`` column is left out. ``fold``: {column: into}, each value of
-    ``column`` shown folded (:func:`folded`) at the top of ``into``'s cell of its row, not as a column."""
+    """Return a polars frame as an escaped HTML table in a scrolling box (``_usd`` columns in dollars, an empty
+    ``note`` column left out); ``fold``: {column: into}, each value folded atop ``into``'s cell, not a column."""
     import polars as pl  # noqa: PLC0415 (polars: `import bench.report` stays light)
-
     if NOTE in frame.columns and frame[NOTE].null_count() == frame.height:
         frame = frame.drop(NOTE)
     fold = {k: v for k, v in (fold or {}).items() if k in frame.columns and v in frame.columns}
@@ -149,7 +131,7 @@ def table_html(frame: Any, *, digits: int = 3, max_rows: int = 60, fold: dict[st
     frame = frame.drop(list(fold))
     text = [frame.schema[c] in (pl.Utf8, pl.Categorical) or isinstance(frame.schema[c], pl.List) for c in frame.columns]
     units = ["$" if str(c).endswith("_usd") else "" for c in frame.columns]
-    head = "".join(f"<th>{_header(str(c))}</th>" for c in frame.columns)
+    head = "".join(f"<th>{html.escape(str(c)).replace('_', '_<wbr>')}</th>" for c in frame.columns)  # may wrap
     rows = []
     for r, row in enumerate(frame.head(max_rows).iter_rows()):
         top = [tops[into[c]][r] if c in into else "" for c in frame.columns]
@@ -164,8 +146,7 @@ def table_html(frame: Any, *, digits: int = 3, max_rows: int = 60, fold: dict[st
 
 def table(frame: Any, *, digits: int = 3, max_rows: int = 60, empty: str = "nothing to show",
           fold: dict[str, str] | None = None) -> None:
-    """Display a polars frame as an escaped HTML table (or ``empty`` when it has no rows); ``fold`` as
-    :func:`table_html` (the plain-text form leaves those columns out)."""
+    """Display a polars frame as an escaped HTML table (or ``empty`` without rows); ``fold`` as table_html."""
     if frame.height == 0:
         note(empty)
         return
@@ -175,8 +156,7 @@ def table(frame: Any, *, digits: int = 3, max_rows: int = 60, empty: str = "noth
 
 
 def table_text(frame: Any, *, digits: int = 3, max_rows: int = 60) -> str:
-    """Return a polars frame as plain text with every value written by :func:`fmt` (the HTML table's numbers:
-    polars' own repr would print a residue as -2.2204e-16), columns padded, rows past ``max_rows`` counted."""
+    """Return a polars frame as plain text, every value written by :func:`fmt`, rows past ``max_rows`` counted."""
     head = [str(c) for c in frame.columns]
     units = ["$" if h.endswith("_usd") else "" for h in head]
     rows = [[fmt(v, digits, u).replace("\n", " ") for v, u in zip(row, units)]

@@ -27,8 +27,7 @@ def _empty(title: str, why: str) -> go.Figure:
 
 
 def _interval_dots(frame: pl.DataFrame, value: str, title: str, axis: str) -> go.Figure:
-    """Return one dot per cell at ``value`` with its [ci_low, ci_high] bar, one colour per judge, the judges of a
-    cell side by side along the cell axis (never the value axis)."""
+    """Return one dot per cell at ``value`` with its CI bar, one colour per judge, judges side by side."""
     fig = go.Figure()
     for (judge,), part in frame.sort(value).group_by(["judge"], maintain_order=True):
         n = part["n"] if "n" in part.columns else part["battles"]
@@ -55,9 +54,7 @@ def leaderboard_figure(overview: pl.DataFrame, *, title: str = "Leaderboard (com
 
 def criteria_heatmap(board: pl.DataFrame, judge: str, *, title: str | None = None,
                      scales: dict[str, tuple[float, float]] | None = None) -> go.Figure:
-    """Return a cells × criteria heatmap of mean scores for one judge (composite last), coloured on the rubric's
-    scale (``scales``), else on each column's share of its own scale; without ``scales`` on the data, as the
-    colour bar says."""
+    """Return a cells × criteria heatmap of a judge's mean scores, coloured on the rubric's ``scales`` (see the bar)."""
     part = board.filter(pl.col("judge") == judge)
     title = title or f"Mean score per criterion — {judge}"
     if part.is_empty():
@@ -109,8 +106,7 @@ PLOT_PX = (700.0, 340.0)  # the smallest plot area a label layout is planned for
 
 
 def _labels_fit(x: list[float], y: list[float], lo: list[float], hi: list[float], labels: list[str]) -> bool:
-    """Return whether permanent labels centred above the points would all stay apart (at the smallest
-    planned plot size, with autorange's padding); when they would not, the figure uses hover labels."""
+    """Return whether permanent labels above the points would stay apart at the smallest planned plot size."""
     if len(x) > 12:
         return False
     xs = (max(x) - min(x)) * 1.2 or 1.0
@@ -124,8 +120,7 @@ def _labels_fit(x: list[float], y: list[float], lo: list[float], hi: list[float]
 
 
 def cost_quality(overview: pl.DataFrame, usage_cells: pl.DataFrame) -> go.Figure:
-    """Return quality (composite with CI) against cost per answer, or against mean output tokens when a price is
-    unknown; permanent labels only when none would overlap (:func:`_labels_fit`)."""
+    """Return quality (composite, CI) against cost per answer (output tokens when unpriced); labels if they fit."""
     joined = overview.join(usage_cells.select("cell", "calls", "cost_usd", "mean_completion_tokens"), on="cell")
     joined = joined.filter(pl.col("mean").is_not_null() & ~pl.col("mean").is_nan())
     if joined.is_empty():
@@ -168,8 +163,7 @@ def _nulls(z: Any) -> list:
 
 
 def _square(rows: list[str], cols: list[str], z: list, zmin: float, title: str, notes: list, missing: str) -> go.Figure:
-    """Return a heatmap of ``z``; an undefined value (NaN) reads "n/a" with its note on hover, a pair
-    with no value reads ``missing`` on hover."""
+    """Return a heatmap of ``z``: NaN reads "n/a" with its note on hover, a missing pair ``missing``."""
     text = [["" if v is None else number(v, 2) for v in row] for row in z]
     hover = [[missing if v is None else (w or "n/a") if v != v else number(v)
               for v, w in zip(row, why)] for row, why in zip(z, notes)]

@@ -22,15 +22,13 @@ def _label(v: object) -> str:
 
 
 def _in_order(values: set) -> list:
-    """Return grades in their scale's order: numbers ascending, verdicts as a pairwise rubric lists them (A>>B …
-    B>>A; any other label after them, alphabetically)."""
+    """Return grades in scale order: numbers ascending, verdicts as a pairwise rubric lists them, then others."""
     rank = {label: n for n, label in enumerate(DEFAULT_LABELS)}
     return sorted(values, key=lambda v: (0, v, "") if isinstance(v, float) else (1, rank.get(v, len(rank)), str(v)))
 
 
 def confusion_heatmaps(judge: str, matrices: dict[str, pl.DataFrame]) -> go.Figure:
-    """Return one heatmap per criterion of how often the judge gave each grade (rows) when the human gave each grade
-    (columns), counts written in the cells."""
+    """Return per criterion a heatmap of the judge's grade (rows) against the human's (columns), with counts."""
     names = list(matrices)
     rows = max(1, math.ceil(len(names) / PER_ROW))
     cols = min(PER_ROW, max(1, len(names)))
@@ -55,8 +53,7 @@ def confusion_heatmaps(judge: str, matrices: dict[str, pl.DataFrame]) -> go.Figu
 
 
 def bias_figure(bias: pl.DataFrame, judge: str) -> go.Figure:
-    """Return the judge's mean (judge − human) at each human grade with its interval, one colour per criterion:
-    a dot left of 0 is a judge harsher than the reviewers at that grade, right of it more lenient."""
+    """Return the judge's mean (judge − human) at each human grade with its interval, a colour per criterion."""
     part = bias.filter(pl.col("judge") == judge)
     fig = go.Figure()
     for (criterion,), g in part.group_by(["criterion"], maintain_order=True):

@@ -27,8 +27,7 @@ AGREEMENT_SHOWN = ("judge", "criterion", "n", "items", "kappa", "ci_low", "ci_hi
 
 
 def judges_section(s: Summary) -> None:
-    """Display the Judges section of the summary's run: a heading, then each part or the line saying why it is
-    empty."""
+    """Display the Judges section: a heading, then each part or why it is empty."""
     ja = s.judges
     if not rv.section("Judges: agreement with human reviews and bias audit", ABOUT,
                       empty=None if s.tables.judgments.height else "no judgments in this run yet."):

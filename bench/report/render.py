@@ -1,8 +1,5 @@
-"""`bench report runs/<sweep>`: the executed analysis notebook as one self-contained HTML file.
-
-It reads records only, so a report can be re-made any time, offline; stderr is dropped and a failed cell stops
-rendering with an error.
-"""
+"""`bench report runs/<sweep>`: the executed analysis notebook as one self-contained HTML file, from records
+only (re-made any time, offline); stderr is dropped and a failed cell stops rendering with an error."""
 
 from __future__ import annotations
 
@@ -23,8 +20,7 @@ from bench.core.store import RunStore, atomic_write
 from bench.kernels import first_line, kernel_manager_class, papermill, prepare_driver
 
 NOTEBOOK = "03_analyze.ipynb"
-# nbconvert's templates load require.js and MathJax from a CDN; the report needs neither (plotly.js is
-# inline, and an AMD loader on the page would capture it), and a shared file must not reach the network.
+# nbconvert's templates load require.js and MathJax from a CDN: the report needs neither, and must stay offline
 _EXTERNAL_SCRIPT = re.compile(r'<script[^>]*\bsrc="https?://[^"]*"[^>]*>\s*</script>\s*', re.I)
 
 
@@ -76,8 +72,7 @@ def _execute(source: Path, executed: Path, params: dict[str, Any]) -> None:
 
 
 def shown_outputs(nb: Any, source: str | Path = "the notebook") -> Any:
-    """Drop every stderr stream and error output from an executed notebook (in place; return it); a failed cell
-    raises BenchError instead of becoming a traceback in the HTML."""
+    """Drop every stderr and error output of an executed notebook (in place; return it); a failed cell raises."""
     failed = []
     for n, cell in enumerate(nb.cells):
         kept = []
@@ -101,12 +96,10 @@ def _first_line_of(text: str) -> str:
 
 
 def to_html(notebook: str | Path, title: str) -> str:
-    """Return an executed notebook as standalone HTML: code hidden, no external script, no stderr
-    stream or error output (:func:`shown_outputs`; a failed cell raises BenchError instead)."""
+    """Return an executed notebook as standalone HTML: code hidden, no external script, no stderr."""
     # nbconvert: 1 s of imports, only when a report is rendered
     import nbformat  # noqa: PLC0415
     from nbconvert import HTMLExporter  # noqa: PLC0415
-
     nb = shown_outputs(nbformat.read(str(notebook), as_version=4), notebook)
     exporter = HTMLExporter(template_name="lab", exclude_input=True, exclude_input_prompt=True,
                             exclude_output_prompt=True)
@@ -115,14 +108,12 @@ def to_html(notebook: str | Path, title: str) -> str:
 
 
 def screenshot(report: str | Path, png: str | Path, *, width: int = 1250, height: int = 1500) -> Path:
-    """Save a PNG of the top of a rendered report in headless Chromium (``$BENCH_CHROMIUM``, default
-    ``/usr/bin/chromium``), through Playwright; it never downloads a browser."""
+    """Save a PNG of a rendered report's top in headless Chromium (``$BENCH_CHROMIUM``), never downloading one."""
     chromium = os.environ.get("BENCH_CHROMIUM", "/usr/bin/chromium")
     if not Path(chromium).exists():
         raise BenchError(f"{chromium} not found: install Chromium (Debian: apt-get install chromium) "
                          f"or set BENCH_CHROMIUM to its path")
     from playwright.sync_api import sync_playwright  # noqa: PLC0415 (only `bench report --screenshot` needs it)
-
     png = Path(png)
     png.parent.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:

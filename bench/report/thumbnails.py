@@ -12,7 +12,6 @@ from typing import Any
 
 from bench.config.scenarios import describe, read_scenarios
 from bench.core.errors import StoreError
-from bench.core.records import Scenario
 from bench.report.display import _display, visible
 
 THUMB_PX = 160  # the report's box: small enough that 48 of them weigh a few hundred kB
@@ -24,10 +23,8 @@ CSS = ("<style>.bench-thumbs{display:flex;flex-wrap:wrap;gap:8px;margin:4px 0 12
 
 
 def thumbnail_url(path: Path, px: int = THUMB_PX) -> str | None:
-    """Return the image file at ``path`` downscaled to fit ``px`` × ``px`` as a JPEG data URL, or None when it
-    cannot be read or decoded (the caller says so in words)."""
+    """Return the image at ``path`` as a JPEG data URL fitting ``px`` × ``px``, or None if unreadable."""
     from PIL import Image, ImageOps  # noqa: PLC0415 (Pillow: 50 ms of imports, only where thumbnails are drawn)
-
     try:
         with Image.open(path) as img:
             img = ImageOps.exif_transpose(img)
@@ -46,8 +43,7 @@ def thumbnail_url(path: Path, px: int = THUMB_PX) -> str | None:
 
 def thumbnails_html(run_dir: Path, refs: list[dict[str, Any]] | None, px: int = THUMB_PX,
                     caption: str | None = None) -> str:
-    """Return the HTML of one scenario's images: a thumbnail per stored image (an URL image named as text),
-    under one escaped ``caption``; empty when there are no images."""
+    """Return one scenario's images as HTML thumbnails under an escaped ``caption`` (empty without images)."""
     if not refs:
         return ""
     cells = []
@@ -82,18 +78,15 @@ class Gallery:
 
 
 def image_gallery(run_dir: str | Path, limit: int = GALLERY_MAX, px: int = THUMB_PX) -> Gallery:
-    """Return the thumbnails of the first ``limit`` scenarios of a run that have images, each captioned with
-    its id and fields; a run whose scenarios have none (or a folder without scenarios.jsonl) gives count 0."""
+    """Return the thumbnails of the first ``limit`` scenarios with images, captioned (count 0 without any)."""
     try:
         scenarios = [s for s in read_scenarios(Path(run_dir)) if s.images]
     except StoreError:
         return Gallery("", 0)
-    figures = [thumbnails_html(Path(run_dir), s.images, px, _caption(s)) for s in scenarios[:limit]]
+    figures = [thumbnails_html(Path(run_dir), s.images, px, f"{s.id}: {describe(s.fields, 120)}")
+               for s in scenarios[:limit]]
     more = (f'<p class="bench-note">… and {len(scenarios) - limit} more scenarios with images</p>'
             if len(scenarios) > limit else "")
     body = f'{CSS % px}<div class="bench-thumbs">{"".join(figures)}</div>{more}' if figures else ""
     return Gallery(body, len(scenarios))
 
-
-def _caption(scenario: Scenario) -> str:
-    return f"{scenario.id}: {describe(scenario.fields, 120)}"

@@ -30,8 +30,7 @@ def _e(value: Any, limit: int | None = CLIP_CHARS) -> str:
 
 
 def content_text(content: Any) -> str:
-    """Return a message's content as text: a string as it is, the text parts of a list joined (an image part
-    as ``[image]``), None as ""."""
+    """Return a message's content as text (a list's text parts joined, an image as ``[image]``, None as "")."""
     if content is None:
         return ""
     if isinstance(content, list):
@@ -50,8 +49,7 @@ def _arguments(raw: Any) -> str:
 
 
 def _call_html(call: dict[str, Any], result: dict[str, Any] | None, step: dict[str, Any] | None) -> str:
-    """Return one tool call folded: ``name(arguments)`` and its outcome in the summary, then the arguments in
-    full and the result fed back."""
+    """Return one tool call folded: ``name(arguments)`` and its outcome, then its arguments and result."""
     fn = call.get("function") or {}
     raw = fn.get("arguments", "")
     one_line = " ".join(raw.split()) if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
@@ -68,8 +66,7 @@ def _call_html(call: dict[str, Any], result: dict[str, Any] | None, step: dict[s
 
 def _message_html(message: dict[str, Any], results: dict[str, dict], steps: dict[str, dict], thinking: str | None = None
                   ) -> str:
-    """Return one message (its tool calls folded, each with its result, and ``thinking`` folded before its text); ""
-    for a tool result shown in its call."""
+    """Return one message (its tool calls and ``thinking`` folded); "" for a tool result shown in its call."""
     role = str(message.get("role") or "?")
     text = content_text(message.get("content"))
     if role == "system":
@@ -90,9 +87,7 @@ def _message_html(message: dict[str, Any], results: dict[str, dict], steps: dict
 
 def transcript_html(transcript: list[dict[str, Any]], trajectory: list[dict[str, Any]] | None = None,
                     thinking: str | None = None) -> str:
-    """Return a transcript's messages as escaped HTML (no CSS; :data:`CSS` styles it): roles, the system
-    prompt folded, each tool call folded with its arguments, its result and its outcome; ``thinking`` (the last
-    request's) folded in the last assistant message."""
+    """Return a transcript's messages as escaped HTML (:data:`CSS`), tool calls and ``thinking`` folded."""
     messages = [m for m in transcript or () if isinstance(m, dict)]
     called = {c.get("id") for m in messages for c in m.get("tool_calls") or () if isinstance(c, dict)}
     results = {m.get("tool_call_id"): m for m in messages
@@ -103,8 +98,7 @@ def transcript_html(transcript: list[dict[str, Any]], trajectory: list[dict[str,
 
 
 def assistant_turns(c: Candidate) -> int:
-    """Return a conversation's assistant turns: the distinct turns its model answered (a tool loop's steps are
-    one turn), else its assistant messages."""
+    """Return a conversation's assistant turns (a tool loop's steps are one turn)."""
     turns = {t.get("turn") for t in c.turns or () if isinstance(t, dict) and t.get("by", "model") == "model"}
     return len(turns) if turns else sum(m.get("role") == "assistant" for m in c.transcript or () if isinstance(m, dict))
 
@@ -120,8 +114,7 @@ def outcome_counts(c: Candidate) -> dict[str, int]:
 
 
 def conversation_line(c: Candidate) -> str:
-    """Return a conversation in one line of plain text: its turns, its tool calls by outcome, why it ended
-    (or its error)."""
+    """Return a conversation in one line: its turns, tool calls by outcome, why it ended (or its error)."""
     turns = assistant_turns(c)
     said = [f"{turns} assistant turn{'s' if turns != 1 else ''}"]
     outcomes = outcome_counts(c)
@@ -134,9 +127,7 @@ def conversation_line(c: Candidate) -> str:
 
 
 def candidate_transcript_html(c: Candidate, *, css: bool = True, line: bool = True) -> str:
-    """Return a candidate's transcript as a styled block: the one-line summary (``line``), then the messages (a
-    candidate without a transcript: its output), the model's thinking folded before its final answer; ``css``:
-    with the styles."""
+    """Return a candidate's transcript (or output) as a styled block, summary first (``line``), styles (``css``)."""
     if not c.transcript:
         body = (f'<div class="bench-msg bench-assistant">{folded(c.reasoning)}<div class="bench-text">'
                 f"{_e(c.output)}</div></div>")

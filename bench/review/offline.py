@@ -1,8 +1,5 @@
-"""Offline review files (`bench review export|apply`): one entry per item, blind unless asked otherwise.
-
-Applying is all or nothing and idempotent: conflicting entries are refused, an entry equal to its reviewer's
-latest review is not applied again.
-"""
+"""Offline review files (`bench review export|apply`): one entry per item, blind unless asked otherwise; applying
+is all or nothing and idempotent (conflicts refused, an entry equal to its reviewer's latest review skipped)."""
 
 from __future__ import annotations
 
@@ -30,8 +27,7 @@ SHOWN = ("This file shows the judges' grades (--show-judges): the reviews applie
 
 
 def same_review(a: Review, b: Review) -> bool:
-    """Return whether two reviews say the same thing: same judgment, reviewer, scores (as numbers) or verdict, and
-    note (not the time, nor whether it was blind)."""
+    """Return whether two reviews say the same (judgment, reviewer, scores or verdict, note; not time or blind)."""
     def scores(r: Review) -> dict[str, float] | None:
         return {k: float(v) for k, v in r.scores.items()} if r.scores else None
 
@@ -94,8 +90,7 @@ def _entry(session: Any, it: Any, show_judges: bool) -> dict[str, Any]:
 
 
 def _conversations(it: Any) -> dict[str, Any]:
-    """Return an item's transcripts and why each conversation ended, as ``answers`` lists its texts; nothing
-    when none of its answers is a conversation."""
+    """Return an item's transcripts and how each ended, as ``answers`` lists its texts ({} without any)."""
     records = [c if c is not None and c.transcript else None for c in getattr(it, "answers", None) or ()]
     if not any(records):
         return {}
@@ -104,8 +99,7 @@ def _conversations(it: Any) -> dict[str, Any]:
 
 
 def _judge_saw(it: Any) -> dict[str, Any]:
-    """Return the reference values the item's rubric showed its judges and the scenario's images (their paths in the
-    run folder, or URLs), and whether the judges saw them; nothing of what an item lacks."""
+    """Return the references and images the item's judges were shown (and whether); nothing the item lacks."""
     images = [{k: ref[k] for k in ("column", "file", "url") if ref.get(k)} for ref in
               (it.scenario.images if it.scenario and it.scenario.images else ())]
     thinking = [getattr(c, "reasoning", None) for c in getattr(it, "answers", None) or ()]
@@ -115,8 +109,7 @@ def _judge_saw(it: Any) -> dict[str, Any]:
 
 
 def apply_file(session: Any, path: Path) -> Applied:
-    """Return the reviews a filled-in review file adds to ``session``'s run (not yet stored), or raise a BenchError
-    listing every problem; entries already applied count in ``unchanged``."""
+    """Return the reviews a review file adds (not stored yet); BenchError listing every problem."""
     doc = _read_review_file(path)
     if not isinstance(doc, dict) or doc.get("format") not in FORMATS or not isinstance(doc.get("entries"), list):
         raise BenchError(f"{path}: not a bench review file (expected format {EXPORT_FORMAT!r} with entries)")

@@ -1,8 +1,5 @@
-"""The review panel: an ipywidgets view of a :class:`bench.review.session.ReviewSession`, one item at a time.
-
-Blind by default: judges' grades appear only after a save or on "Show the judges", which records the review as
-not blind. Everything from the run is HTML-escaped.
-"""
+"""The review panel: an ipywidgets view of a ReviewSession, one item at a time, everything HTML-escaped. Blind by
+default: judges' grades appear after a save, or on "Show the judges", which records the review as not blind."""
 
 from __future__ import annotations
 
@@ -51,8 +48,7 @@ def _flag_note(text: str) -> str:
 
 
 def _answer_html(text: str, cand: Any, judge_saw_thinking: bool = False) -> str:
-    """Return an answer as the panel shows it: a conversation's transcript (roles, tool calls folded), else the
-    answer's text, after its thinking folded (said whether the judge saw it)."""
+    """Return an answer as the panel shows it: its transcript, else its text after its thinking folded."""
     if cand is not None and cand.transcript:
         return candidate_transcript_html(cand, css=False)
     thinking = getattr(cand, "reasoning", None)
@@ -75,7 +71,6 @@ class ReviewPanel:
 
     def __init__(self, run_dir: str | Path, reviewer: str | None = None, filter: str = "random"):
         import ipywidgets as w  # noqa: PLC0415 (only a notebook's panel needs widgets)
-
         self.session = ReviewSession(run_dir, reviewer)
         self.filter = w.Dropdown(options=[(v, k) for k, v in FILTERS.items()], value=filter, description="Show")
         every = [("every judge", "")] + [(j, j) for j in self.session.judge_ids]
@@ -111,7 +106,6 @@ class ReviewPanel:
     @staticmethod
     def _button(label: str, cls: str, on_click: Any, style: str = "") -> Any:
         import ipywidgets as w  # noqa: PLC0415 (only a notebook's panel needs widgets)
-
         b = w.Button(description=label, button_style=style, layout=w.Layout(width="auto"))
         b.add_class(cls)
         b.on_click(on_click)
@@ -120,11 +114,9 @@ class ReviewPanel:
     def show(self) -> None:
         """Display the panel and install the keyboard shortcuts."""
         from IPython.display import Javascript, display  # noqa: PLC0415 (IPython: only inside a notebook kernel)
-
         display(self.box)
         display(Javascript(KEYS_JS))
 
-    # -- navigation ------------------------------------------------------------------------------------
     def _refilter(self) -> None:
         self.items = self.session.select(self.filter.value, judge=self.judge.value or None,
                                          rubric=self.rubric.value or None)
@@ -155,13 +147,11 @@ class ReviewPanel:
         self._show_judges()
 
     def judges_visible(self) -> bool:
-        """Return whether the judges' grades of the current item are shown: on purpose ("Show the judges"), or
-        because this reviewer has saved a review of it. A review saved while they are shown is not blind."""
+        """Return whether the judges' grades are shown (on purpose, or after this reviewer's review): then not blind."""
         it = self.item
         return it is not None and (self.show_judges.value or
                                    it.latest_review(self.reviewer.value.strip() or None) is not None)
 
-    # -- the item --------------------------------------------------------------------------------------
     def _item_html(self, it: ReviewItem) -> str:
         fields = it.scenario.fields if it.scenario else {}
         scen = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in fields.items()
@@ -197,7 +187,6 @@ class ReviewPanel:
 
     def _show_controls(self) -> None:
         import ipywidgets as w  # noqa: PLC0415 (only a notebook's panel needs widgets)
-
         it = self.item
         if it is None:
             self.controls.children, self.history.value = (), ""
@@ -226,7 +215,6 @@ class ReviewPanel:
                 for r in it.reviews]
         return f"<div class='bench-review-history'><b>Reviews</b><ul>{''.join(reversed(rows))}</ul></div>" if rows else ""
 
-    # -- saving ----------------------------------------------------------------------------------------
     def values(self) -> dict[str, Any]:
         """Return what the controls say: ``{"verdict": …}`` or ``{"scores": {criterion: value}}``."""
         controls = self.controls.children
@@ -235,8 +223,7 @@ class ReviewPanel:
         return {"scores": {c.description: c.value for c in controls if c.value is not None}}
 
     def save(self) -> None:
-        """Write a Review of the current item with the controls' values, blind unless the judges were shown
-        (the status line says what happened); then the judges' grades are revealed."""
+        """Save a Review of the current item with the controls' values (blind unless the judges were shown)."""
         it = self.item
         if it is None:
             return
@@ -253,9 +240,6 @@ class ReviewPanel:
                              f"{_e(review.verdict or ', '.join(f'{k} {v:g}' for k, v in (review.scores or {}).items()))}"
                              f"</span>")
         self.index = next((n for n, it in enumerate(self.items) if it.key == key), self.index)
-        self._render_keep_status()
-
-    def _render_keep_status(self) -> None:
         status = self.status.value
         self._render()
         self.status.value = status

@@ -1,8 +1,5 @@
-"""Human review of a run's judgments: the items to review, filters, and saving reviews.
-
-Reviews are appended, never edited (a later one by the same reviewer supersedes); scores are checked against the
-item's rubric snapshot. The "random" filter draws unreviewed items in seeded random order, as calibration requires.
-"""
+"""Human review of a run's judgments: items, filters, saving. Reviews are appended (a later one supersedes),
+checked against the item's rubric snapshot; the "random" filter is seeded, as calibration requires."""
 
 from __future__ import annotations
 
@@ -38,8 +35,7 @@ FILTERS = {
 
 @dataclass
 class ReviewItem:
-    """One thing to review: an answer (or an A/B pair) on one rubric version, with every judge's judgments
-    of it (each repeat and pairwise order) and the reviews so far."""
+    """One thing to review: an answer (or A/B pair) on one rubric version, its judgments and reviews so far."""
 
     key: tuple[str, ...]  # candidate ids
     rubric: str  # the rubric id@version every judgment of the item was graded on
@@ -47,8 +43,7 @@ class ReviewItem:
     texts: list[str]
     judgments: list[Judgment]
     reviews: list[Review] = field(default_factory=list)  # usable reviews of the item, oldest first
-    answers: list[Candidate | None] = field(default_factory=list)  # as ``texts``: each answer's record (None: a
-    # dataset's response), whose transcript the panel shows when it is a conversation
+    answers: list[Candidate | None] = field(default_factory=list)  # each text's record (None: a dataset's)
     reference: dict[str, Any] = field(default_factory=dict)  # the reference values the rubric showed its judges
     judge_images: bool = False  # the rubric showed its judges the scenario's images
     judge_reasoning: bool = False  # the rubric showed its judges the answer's thinking (``show_reasoning``)
@@ -62,8 +57,7 @@ class ReviewItem:
         return len(self.key) == 2
 
     def reviewable(self) -> list[Judgment]:
-        """Return the judgments a review can be saved on (one per pairwise pair and repeat), the anchor first:
-        a success before a failure, then by judge and repeat. Any of them stands for the whole item."""
+        """Return the judgments a review can be saved on (AB or unordered): successes first, by judge, repeat."""
         found = [j for j in self.judgments if j.order in (None, "AB")]
         return sorted(found, key=lambda j: (not j.ok, j.judge_id, j.repeat))
 
@@ -86,8 +80,7 @@ class ReviewItem:
         return any(j.error_kind == "parse" for j in self.judgments)
 
     def spread(self, rubrics: dict[str, Rubric]) -> float:
-        """Return how much the judges disagree: the range of their normalized composites (0–1), or for
-        pairwise the share of verdict pairs that differ (across judges and across the two orders)."""
+        """Return how much the judges disagree: the range of normalized composites, or share of differing verdicts."""
         if self.pairwise:
             verdicts = [j.verdict for j in self.judgments if j.verdict]
             pairs = [(a, b) for i, a in enumerate(verdicts) for b in verdicts[i + 1:]]
@@ -179,9 +172,7 @@ class ReviewSession:
 
     def select(self, name: str = "random", *, judge: str | None = None, rubric: str | None = None
                ) -> list[ReviewItem]:
-        """Return the items of a filter: see :data:`FILTERS`. The default proposes the unreviewed items at
-        random, the only order whose reviews calibrate the leaderboard without bias. ``judge``: only items that
-        judge graded; ``rubric``: only items of that rubric (``id`` or ``id@version``)."""
+        """Return the items of filter ``name`` (:data:`FILTERS`; random calibrates), of ``judge``, ``rubric``."""
         if name not in FILTERS:
             raise BenchError(f"unknown review filter {name!r}; filters are: {', '.join(FILTERS)}")
         for given, known, what in ((judge, self.judge_ids, "judge"), (rubric, self.rubric_keys, "rubric")):
@@ -215,16 +206,14 @@ class ReviewSession:
 
     def build_review(self, judgment_id: str, *, scores: dict[str, float] | None = None, verdict: str | None = None,
                      note: str = "", reviewer: str | None = None, blind: bool = False) -> Review:
-        """Return a validated Review of the item ``judgment_id`` belongs to, saved on that item's anchor
-        judgment (raise BenchError listing every problem). ``blind``: no judge's grade was shown before."""
+        """Return a validated Review of ``judgment_id``'s item, on its anchor (BenchError listing every problem)."""
         problems, review = self.check(judgment_id, scores, verdict, reviewer or self.reviewer, note, blind)
         if problems:
             raise BenchError("; ".join(problems))
         return review
 
     def save(self, judgment_id: str, **kw: Any) -> Review:
-        """Validate and append a Review (and log it to MLflow when tracking is on); return it. Keywords as
-        :meth:`build_review`; a caller says ``blind=True`` only when the reviewer saw no judge's grade."""
+        """Validate and append a Review (logged to MLflow when tracking is on); return it. Keywords as build_review."""
         review = self.build_review(judgment_id, **kw)
         self.store.append([review])
         log_reviews(self.run_dir, [review])
@@ -260,22 +249,17 @@ class ReviewSession:
                           rubric_id=j.rubric_id, rubric_version=j.rubric_version, scores=scores or None,
                           score=score, verdict=verdict if j.mode == "pairwise" else None, note=note, blind=blind)
 
-    # -- offline review files (bench.review.offline) ----------------------------------------------------
     def export(self, path: str | Path, filter: str = "all", *, show_judges: bool = False, judge: str | None = None,
                rubric: str | None = None) -> int:
-        """Write the items of ``filter`` (of ``judge``, ``rubric`` when given) as a review file a reviewer fills in;
-        return the entry count (one per item). Blind unless ``show_judges``: no judge's grade, verdict or rationale
-        is in the file."""
+        """Write ``filter``'s items as a review file, blind unless ``show_judges``; return the entry count."""
         return export_file(self, Path(path), self.select(filter, judge=judge, rubric=rubric), show_judges=show_judges)
 
     def apply(self, path: str | Path) -> list[Review]:
-        """Validate every filled-in entry of a review file; append the new ones, or none (raise listing every
-        problem); return the reviews appended (:meth:`apply_file` also says how many were already applied)."""
+        """Validate and append a review file's new entries (all or none); return the reviews appended."""
         return self.apply_file(path).new
 
     def apply_file(self, path: str | Path) -> Applied:
-        """Validate every filled-in entry of a review file and append the entries not already applied (all or
-        nothing: raise listing every problem, two entries of one item that disagree among them)."""
+        """Validate a review file and append its entries not yet applied (all or nothing; raise listing problems)."""
         applied = apply_file(self, Path(path))
         if applied.new:
             self.store.append(applied.new)
