@@ -1,7 +1,5 @@
 """What `bench align` will send and may cost, before it sends anything, and its hold on ``limits.budget_usd``.
-
-Requests under anchors not written yet count as the current rubric's request plus the optimizer's whole output
-limit, never as cached; an alignment whose prompts alone would pass the budget left is refused."""
+Unwritten anchors count as the current rubric's request plus the optimizer's whole output limit, never cached."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
 """What earlier records of a run folder say about the next requests: reply lengths and repair turns.
-
-Mean completion tokens per request of a cell's answers (else of the same model and params), of a simulated
-user, and of a judge's replies; a judge's repair rate per first-turn request (retries count as repairs, so the
-rate errs high, never low); the share of a cell's or a judge's input its provider's prompt cache served.
-"""
+Repair rates count retries as repairs, so they err high, never low."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
 """The first-turn requests each stage of a sweep will make, with their messages, before anything is sent.
 
-Per stage, the requests not answered by the run folder, packed as grading packs them, with conversations
-and agent loops replayed through the cache and bounded (``bench.estimate.bounds``). A request the response
-cache holds, or one counted before it, is counted as cached; judge requests of answers not collected yet are
-built with a stand-in answer of the expected length (``placeholder``), and whether they are cached is
-``unknown`` (counted as sent).
-"""
+Per stage, the requests the run folder lacks, packed as grading packs them; one the response cache holds (or
+counted before) is cached; judge requests of answers not collected yet use a stand-in answer (``unknown``)."""
 
 from __future__ import annotations
 
@@ -64,10 +60,8 @@ def stage_work(run: Run, llm: LLM, placeholder: Placeholder | None = None, *, on
                simulated: Callable[[Cell], str] | None = None) -> list[StageWork]:
     """Return one StageWork per model (collect), per simulated user and per judge of ``run``; sends nothing.
 
-    ``only_stage`` as ``bench sweep --only-stage``: "collect" (the judges grade only the new answers, as
-    they arrive) or "judge" (only the answers already collected). ``groups``: the cell keys of each
-    execution of the sweep (default: one execution for every cell). ``placeholder`` and ``simulated``: the
-    stand-ins of an answer and of a simulated user's turn not collected yet (their expected lengths).
+    ``only_stage`` as ``bench sweep --only-stage``; ``groups``: the cell keys of each execution (default: one).
+    ``placeholder`` and ``simulated``: stand-ins of an answer and a simulated user's turn not collected yet.
     """
     work = [(it, it.candidate_id) for it in plan(run.sweep, run.scenarios, run.cells)]  # each id hashed once
     store = run.store
@@ -136,9 +130,8 @@ def _embedding_work(run: Run, llm: LLM, judge: Judge, items: list[Item], stand_i
 
 
 def _places(future: list[Candidate], group_of: dict[str, int]) -> dict[str, tuple[int, int]]:
-    """Return each new answer's (execution, place among the answers that execution's collect asks, in the grid's
-    order: ``future``'s): an execution packs its own cells apart, and its stream packs k consecutive new answers
-    (``bench.judge.stream``)."""
+    """Return each new answer's (execution, place among the answers that execution's collect asks, in grid
+    order): an execution packs its own cells apart, its stream k consecutive new answers."""
     counts: dict[int, int] = {}
     out = {}
     for c in future:
@@ -284,12 +277,9 @@ def _judge_work(run: Run, llm: LLM, judge: Judge, items: list[Item], new: tuple[
 
 def _solutions(llm: LLM, judge: Judge, items: list[Item], pending: list[Item], exhausted: list[Item]
                ) -> tuple[list[tuple[tuple, bool]], list[Item], set[int], int]:
-    """Return, for a ``solve_first`` judge (bench.judge.solutions): its solution requests still to ask (one per
-    distinct request of the pending items: judge × question × repeat), the pending items with their solution,
-    the python ids of those whose solution is a stand-in, and the solution requests of the items already done
-    (held). A solution the response cache holds is the one their grade requests show, so those can be looked
-    up; else the answer being graded stands in for it (as long as an answer to that question), and the grade
-    requests built with it cannot be looked up (``unknown``). Without ``solve_first``: nothing, ``pending``."""
+    """Return, for a ``solve_first`` judge: its solution requests still to ask, the pending items with their
+    solution, the ids of those whose solution is a stand-in (their grade requests are ``unknown``), and the
+    solution requests of the items already done. Without ``solve_first``: nothing, ``pending``."""
     if not judge.rubric.solve_first:
         return [], pending, set(), 0
     spec, cache = judge.entry.spec(), llm.cache
@@ -319,9 +309,8 @@ def _completion_tokens(reply: dict | None) -> list[int]:
 
 def _chunks(judge: Judge, pending: list[Item], future: Set[str],
             place: Callable[[Item], tuple[int, int]]) -> list[list[Item]]:
-    """Return the packed calls of ``pending`` as grading makes them, per execution: the judge stage grades the
-    answers collected earlier k at a time in the grid's order (``pending``'s), the pipelined stream the new ones
-    k consecutive places of its grid to a pack (one without a place: at the drain), each cut k to a call."""
+    """Return the packed calls of ``pending`` as grading makes them, per execution: earlier answers k at a time
+    in grid order, the stream's new ones k consecutive places to a pack, each cut k to a call."""
     k = max(1, judge.entry.pack_size)
     parts: dict[tuple[int, bool, int, int], list[Item]] = {}
     for item in pending:  # one repeat per call, as grading packs them
