@@ -1,8 +1,7 @@
 """The request journal: which requests were in flight when a run stopped, so a resume can count them.
 
 Each process journals each sent request's cache key and reservation; at a stage's start ``settle`` reads
-dead processes' journals into ``repeats.json`` (``lost``: not cached; ``unclaimed``: cached).
-``bench.core.spend`` says how the records claim both."""
+dead processes' journals into ``repeats.json`` (``lost``: not cached; ``unclaimed``: cached)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Where things are: the project root, the run folders and the shared response cache.
-
-Paths resolve against the project root, so `params/demo.yaml` works from JupyterLab and papermill alike."""
+"""Where things are: the project root, the run folders and the shared response cache (paths resolve against the
+project root, so `params/demo.yaml` works from JupyterLab and papermill alike)."""
 
 from __future__ import annotations
 

@@ -78,9 +78,8 @@ def utc_now() -> str:
 class Usage(BaseModel):
     """What producing one record took: provider requests, cache hits, tokens, dollars and time.
 
-    ``calls`` counts requests sent; tokens, cost and latency sum over every reply, each paid attempt listed in
-    ``paid_attempts`` (a kill's in-flight request too, ``estimated``). ``cost_usd`` is None when some price was
-    unknown; ``estimated``: some usage was counted from text with a bound that never counts fewer (docs/budget.md)."""
+    ``calls`` counts requests sent; tokens, cost and latency sum over every paid attempt (``paid_attempts``).
+    ``cost_usd`` is None when some price was unknown; ``estimated``: usage counted from text, never fewer."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -114,8 +113,7 @@ class Usage(BaseModel):
 
 def failed_usage(error: Exception) -> Usage:
     """Return the usage of a call that ended in ``error`` (a ProviderError): the requests it sent, and what
-    its paid replies cost (``error.paid``: an empty ``finish_reason=length`` reply is billed), else no tokens
-    and no cost (providers do not bill an HTTP error; a timed-out request's cost is unknowable)."""
+    its paid replies cost (``error.paid``), else no tokens and no cost."""
     n, shared = getattr(error, "attempts", 0), bool(getattr(error, "shared", False))
     paid = [] if shared else list(getattr(error, "paid", None) or ())
     total = lambda name: sum(a.get(name) or 0 for a in paid)  # noqa: E731

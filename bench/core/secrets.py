@@ -1,6 +1,5 @@
 """Secrets come only from the environment or a `.env` file; bench never writes them anywhere.
-
-``redact`` is applied to whatever bench stores or shows, so a key echoed back is never written either."""
+``redact`` is applied to whatever bench stores or shows."""
 
 from __future__ import annotations
 

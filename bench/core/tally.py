@@ -1,7 +1,5 @@
-"""Progress of a run read from its run folder: answers and judgments counted as workers append them.
-
-:class:`StoreTally` reads only complete lines appended since the last refresh, an id seen twice once;
-:func:`progress_line` states the counts against the plan."""
+"""Progress of a run read from its run folder: answers and judgments counted as workers append them
+(only complete new lines, an id seen twice once)."""
 
 from __future__ import annotations
 
