@@ -1,8 +1,5 @@
 """The entries of a params file's axes: models (and how to reach them), prompt templates, judges.
-
-`identity_key` says what makes two entries give different records, so two entries that would share every
-record id are refused (`bench.config.params.Sweep`).
-"""
+`identity_key` says what makes two entries give different records (`bench.config.params.Sweep` refuses twins)."""
 
 from __future__ import annotations
 
@@ -151,9 +148,8 @@ class Endpoint(Strict):
 
     @property
     def endpoint(self) -> str | None:
-        """Return where this model is served, as part of every record id: None for the provider's own endpoint, else
-        the api_base (never its credentials) and a transport other than auto (two servers of one model's weights
-        are two cells: their replies can differ)."""
+        """Return where this model is served, part of every record id: None for the provider's own endpoint, else
+        the api_base (never its credentials) and a transport other than auto."""
         if self.api_base is None and self.transport == "auto":
             return None
         base = _URL_USERINFO.sub("://", self.api_base.rstrip("/")) if self.api_base else ""
@@ -218,12 +214,8 @@ class SimulatorEntry(Endpoint):
 
 
 class PromptEntry(Strict):
-    """One versioned prompt template; ``{field}`` placeholders are filled from each scenario.
-
-    One reply to ``user``; or a conversation (bench.collect.conversation): user ``turns``, a ``messages`` history,
-    or a ``user_simulator`` continuing from the seed; ``tools`` let the model call them, up to ``max_steps``
-    requests per assistant turn.
-    """
+    """One versioned prompt template; ``{field}`` placeholders are filled from each scenario. One reply to
+    ``user``, or a conversation: ``turns``, ``messages``, a ``user_simulator``, ``tools`` (up to ``max_steps``)."""
 
     id: SafeId
     version: SafeId
@@ -268,9 +260,8 @@ class PromptEntry(Strict):
 
     @property
     def content_hash(self) -> str:
-        """Return the hash of the template text (part of every candidate id): of ``system`` and ``user`` alone for
-        a one-reply prompt (ids from before conversations unchanged), else of every turn, the tools' definitions
-        (their result templates included), ``max_steps`` and the simulator."""
+        """Return the hash of the template text (part of every candidate id): ``system`` and ``user`` alone for a
+        one-reply prompt, else also every turn, the tools' definitions, ``max_steps`` and the simulator."""
         text = {"system": self.system, "user": self.user}
         if not self.is_conversation:
             return content_hash(text)

@@ -1,6 +1,5 @@
-"""Scenarios generated from named dimensions: the full product, or a seeded sample of ``n`` of it.
-
-Deterministic in every process; a sample never enumerates a huge product: it draws indices and decodes them."""
+"""Scenarios generated from named dimensions: the full product, or a seeded sample of ``n`` of it (deterministic;
+a sample draws indices and decodes them, never enumerating the product)."""
 
 from __future__ import annotations
 

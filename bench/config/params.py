@@ -1,8 +1,5 @@
 """Params files (`params/*.yaml`): the grid of models × prompt versions × scenarios, validated.
-
-YAML keys map one-to-one onto these pydantic models; an unknown key or a wrong type is a ParamsError naming
-the file, the key path and what is allowed. `load_sweep` calls no model.
-"""
+YAML keys map one-to-one onto these pydantic models; `load_sweep` calls no model."""
 
 from __future__ import annotations
 

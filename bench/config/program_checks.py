@@ -1,9 +1,7 @@
-"""Checks that run code: a researcher's Python function (``kind: python``), the answer's own code against tests in
-a sandbox (``kind: code``), and checks other packages register (entry points ``bench.checks``, ``PluginCheck``).
+"""Checks that run code: a Python function (``kind: python``), the answer's code against tests in a sandbox
+(``kind: code``), and plugin checks (entry points ``bench.checks``, ``PluginCheck``).
 
-A function runs in a worker process killed at its time limit; results are kept in the response cache, keyed by
-the function module's source hash (or the code, tests and runner) and the inputs, so a re-run runs nothing.
-"""
+Results are kept in the response cache, keyed by the source hash (or code, tests, runner) and the inputs."""
 
 from __future__ import annotations
 

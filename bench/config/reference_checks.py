@@ -1,8 +1,5 @@
 """Checks against a reference answer: exact match, numeric match, choice letter and token F1 (no model call).
-
-A list of acceptable answers counts the best; ``extract`` (a regex, last match) first takes the answer out of
-a longer reply. A numeric check on a reference with no single number does not apply (score None), never 0.
-"""
+A list of acceptable answers counts the best; ``extract`` (a regex, last match) takes the answer out first."""
 
 from __future__ import annotations
 

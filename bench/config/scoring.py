@@ -1,8 +1,5 @@
 """A rubric's scoring maths: criterion scores to one composite, a 0–1 normalized score, a hybrid score.
-
-On one shared scale the composite is the weighted mean on it; on scales that differ each score is first
-mapped to 0–1, and so is the result.
-"""
+On scales that differ each score is first mapped to 0–1, and so is the composite."""
 
 from __future__ import annotations
 
