@@ -1,7 +1,5 @@
 """Run files read by polars: every readable record of a kind as the dict of its fields, one schema per kind.
-
-Each kind's polars schema is derived from its pydantic model. A file whose every line the model accepts as it
-stands is read whole by polars; any other is read line by line by its model, as ``RunStore.iter`` reads it."""
+A file the model accepts as it stands is read whole by polars; any other line by line, as ``RunStore.iter``."""
 
 from __future__ import annotations
 
@@ -147,9 +145,8 @@ def _fast(cls: type[Record], texts: list[bytes]) -> tuple[list[dict[str, Any]] |
 
 
 def _as_model_dumps(rows: list[dict[str, Any]], fields: list[_Field]) -> dict[str, list[Any]] | None:
-    """Make parsed lines what the model's ``model_dump()`` gives (floats where it says float) and return their
-    columns, or None for a line that is not one as it stands: a key missing or unknown, a non-string where text
-    belongs (polars reads it as text), a free-form value of another kind."""
+    """Make parsed lines what the model's ``model_dump()`` gives and return their columns, or None for a line
+    that is not one as it stands."""
     names = tuple(f.name for f in fields)
     if not rows:
         return {name: [] for name in names}
@@ -176,8 +173,7 @@ def _as_model_dumps(rows: list[dict[str, Any]], fields: list[_Field]) -> dict[st
 
 def _passes(frame: pl.DataFrame, fields: list[_Field]) -> bool:
     """Return whether every column holds what the model accepts as it stands (no default to fill, no value to
-    refuse or rewrite): no null where the field has another default, literals among their values, an id, a
-    schema_version this bench reads; a struct's fields alike where it is not null."""
+    refuse or rewrite)."""
     for f in fields:
         if f.dtype is None:
             continue

@@ -1,8 +1,5 @@
 """What a run cost: provider requests, cache hits, tokens, dollars and latency per cell and per judge.
-
-Every attempt counts, retried failures included; cost is summed only where every price was known; latency
-excludes cache hits. Where a provider's prompt cache served some input, its tokens and what its price saved show too.
-"""
+Every attempt counts; cost is summed only where every price was known; latency excludes cache hits."""
 
 from __future__ import annotations
 
@@ -72,9 +69,8 @@ SPEND_PARTS = ("answers", "user simulators", "judges")
 
 
 def run_spend(candidates: pl.DataFrame, simulators: pl.DataFrame | None, judgments: pl.DataFrame) -> pl.DataFrame:
-    """Return what the run paid: per part (models, simulated users, judges) and in total, the requests sent,
-    ``paid_usd`` (null, never a partial sum, when some price was unknown) and the records without a known price.
-    Pass every attempt: the total is what ``limits.budget_usd`` holds (``bench.core.spend.recorded_spend``)."""
+    """Return what the run paid per part and in total: requests, ``paid_usd`` (null when some price was unknown)
+    and the records without a known price; the total is what ``limits.budget_usd`` holds."""
     frames = [candidates, simulators if simulators is not None else candidates.clear(), judgments]
     rows = []
     for part, frame in zip(SPEND_PARTS, frames):
