@@ -64,7 +64,7 @@ def plan(llm: LLM, spec: ModelSpec, role: str, known: list[Request], unknown: li
     """Return the plan of one model: ``known`` requests (looked up in the cache) and ``unknown`` ones, each a
     stand-in request and the tokens its prompt may hold on top (never cached)."""
     route = resolve(spec)
-    counter, (bound, _from) = counter_for(route), output_bound(route)
+    counter, bound = counter_for(route), output_bound(route)[0]
     price = price_per_token(route)
     out = Planned(role, spec.model, requests=len(known) + len(unknown))
     keys = [llm.request_key(spec, m, response_format=rf) for m, rf in known]

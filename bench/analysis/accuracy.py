@@ -1,7 +1,5 @@
-"""Judge accuracy against ground truth: the share of a judge's judgments that agree with a known answer.
-
-Ground truth is the scenario's ``label`` or an ``automated`` judge's reference checks; a failed or ungraded
-judgment counts as disagreeing (as in JudgeBench). Label forms: docs/analysis.md."""
+"""Judge accuracy against ground truth (a scenario's ``label`` or an ``automated`` judge's reference checks): the
+share of a judge's judgments that agree; a failed or ungraded one disagrees (as in JudgeBench)."""
 
 from __future__ import annotations
 
@@ -110,8 +108,7 @@ def label_agreement(t: RunTables, *, label: str = LABEL, category: Sequence[str]
                     pass_at: float | Mapping[str, float] | None = None, score_tolerance: float = 0.5,
                     checks: bool = True) -> pl.DataFrame:
     """Return one row per judgment that has a ground truth: judge, against, scenario, category, judgment, truth,
-    the judge's decision, agree (1, 0, or null with a ``note`` saying why the judge is left out).
-    ``pass_at``: the composite a graded judgment passes at (default: the middle of its scale)."""
+    decision, agree (1, 0, or null with a ``note``); ``pass_at``: the composite a graded judgment passes at."""
     labels = {sid: s.reference[label] for sid, s in t.scenarios.items() if s.reference and label in s.reference}
     checkers = reference_checkers(t) if checks else {}
     if not labels and not checkers:  # nothing to measure against (and no column of the tables is read)
@@ -279,9 +276,8 @@ def _pass_marks(t: RunTables, pass_at: float | Mapping[str, float] | None) -> di
 
 def judge_accuracy(t: RunTables | pl.DataFrame, *, resamples: int = 1000, seed: int = 0, level: float = 0.95,
                    **options: Any) -> pl.DataFrame:
-    """Return per judge, ground truth and category (``all`` first): accuracy, its bootstrap interval over
-    scenarios, n, agree, ungraded, scenarios; a pairwise judge's accuracy per order shown and on both orders;
-    Cohen's kappa against the truth with its interval. ``t``: a run's tables, or the agreement rows."""
+    """Return per judge, ground truth and category (``all`` first): accuracy with its bootstrap interval, counts,
+    per-order accuracy of a pairwise judge, Cohen's kappa against the truth. ``t``: tables or agreement rows."""
     rows = t if isinstance(t, pl.DataFrame) else label_agreement(t, **options)
     require(rows, ["judge", "against", "scenario", "category", "decision", "agree"], "judge_accuracy", "agreement")
     rows = rows.with_columns(pl.lit(None, pl.Utf8).alias(c) for c in ("truth", "order", "pair")

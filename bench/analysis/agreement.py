@@ -43,8 +43,7 @@ def complete_pairs(a: Sequence, b: Sequence) -> tuple[np.ndarray, np.ndarray, in
 
 def cohen_kappa(a: Sequence, b: Sequence, weights: str | None = None) -> float:
     """Return Cohen's kappa of two raters' paired ratings; ``weights`` None (nominal), "linear" or "quadratic".
-    NaN when chance agreement is already perfect. A missing rating raises ValueError (see :func:`complete_pairs`).
-    """
+    NaN when chance agreement is already perfect; a missing rating raises ValueError (:func:`complete_pairs`)."""
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape or a.ndim != 1:
         raise ValueError("cohen_kappa needs two equally long 1-d sequences of paired ratings")

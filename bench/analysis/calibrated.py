@@ -1,7 +1,5 @@
-"""A leaderboard calibrated by human reviews: prediction-powered inference (PPI++), per judge and cell.
-
-The judge's mean is corrected by the mean of (human − λ·judge) over the reviewed ones, λ clipped to [0, 1] and
-cross-fitted, so the interval is valid however biased the judge (docs/analysis.md)."""
+"""A leaderboard calibrated by human reviews: prediction-powered inference (PPI++), per judge and cell; λ is
+clipped to [0, 1] and cross-fitted, so the interval is valid however biased the judge (docs/analysis.md)."""
 
 from __future__ import annotations
 
@@ -47,8 +45,7 @@ def variance_floor(n: int, scale: tuple[float, float]) -> float:
 
 @dataclass(frozen=True)
 class Intervals:
-    """Calibrated and human-only intervals of many cells at once: one entry per row of ``calibrated_intervals``'
-    inputs."""
+    """Calibrated and human-only intervals of many cells: one entry per row of ``calibrated_intervals``' inputs."""
 
     ppi: PPI  # each field an array, one entry per cell (the estimate clipped to the scale)
     ci_low: np.ndarray
@@ -142,8 +139,7 @@ def calibrated_leaderboard(judged: pl.DataFrame, reviews: pl.DataFrame, *, crite
                            level: float = 0.95,
                            scale: tuple[float, float] | Mapping[str, tuple[float, float]] | None = None) -> pl.DataFrame:
     """Return the human-calibrated mean of each (judge, cell) with its interval, beside the judge-only and
-    human-only ones. The unit is an answer; fewer than 2 reviews gets a ``note``; ``reviews_to_halve``: how many
-    more reviews would halve the interval; ``scale`` bounds the intervals and sets their variance floor."""
+    human-only ones (unit: an answer); ``reviews_to_halve``: how many more reviews would halve the interval."""
     given = dict(scale) if isinstance(scale, Mapping) else {}
     for pair in ([scale] if scale is not None and not isinstance(scale, Mapping) else given.values()):
         if not pair[0] < pair[1]:

@@ -172,8 +172,7 @@ def _as_model_dumps(rows: list[dict[str, Any]], fields: list[_Field]) -> dict[st
 
 
 def _passes(frame: pl.DataFrame, fields: list[_Field]) -> bool:
-    """Return whether every column holds what the model accepts as it stands (no default to fill, no value to
-    refuse or rewrite)."""
+    """Return whether every column holds what the model accepts as it stands (nothing to fill, refuse, rewrite)."""
     for f in fields:
         if f.dtype is None:
             continue

@@ -74,10 +74,8 @@ def _letter_patterns(letters: str) -> list[re.Pattern[str]]:
 
 def choice_letter(text: str, letters: str = DEFAULT_LETTERS) -> str | None:
     """Return the choice letter (upper case) an answer settles on, or None when it names none of ``letters``.
-
     The last match of the first matching pattern wins: an answer phrase ("the answer is (C)"), a line that is
-    only a letter, a reply starting with one ("C. Paris"), a bracketed letter ("(c)"); never a bare "a" in a sentence.
-    """
+    only a letter, a reply starting with one ("C. Paris"), a bracketed letter ("(c)"); never a bare "a"."""
     for pattern in _letter_patterns(letters):
         found = pattern.findall(text)
         if found:

@@ -1,7 +1,5 @@
 """Automated checks: cheap, deterministic tests of a candidate's answer, never its reasoning (no model call).
-
-`run_check` never raises: a check that cannot be evaluated fails with the reason in ``detail``. Python's ``re``
-has no timeout: keep patterns simple."""
+`run_check` never raises: an unevaluable check fails with the reason in ``detail``. Keep ``re`` patterns simple."""
 
 from __future__ import annotations
 

@@ -37,8 +37,7 @@ def checked_template(text: str) -> str:
 
 
 def template_fields(text: str) -> list[str]:
-    """Return the placeholders of a ``str.format`` template in order, as written; ValueError if its braces
-    are unbalanced."""
+    """Return the placeholders of a ``str.format`` template in order; ValueError if its braces are unbalanced."""
     return [name for _lit, name, _spec, _conv in string.Formatter().parse(text) if name is not None]
 
 

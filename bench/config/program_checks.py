@@ -1,7 +1,5 @@
 """Checks that run code: a Python function (``kind: python``), the answer's code against tests in a sandbox
-(``kind: code``), and plugin checks (entry points ``bench.checks``, ``PluginCheck``).
-
-Results are kept in the response cache, keyed by the source hash (or code, tests, runner) and the inputs."""
+(``kind: code``), and plugin checks (``PluginCheck``); results are kept in the response cache."""
 
 from __future__ import annotations
 

@@ -19,8 +19,7 @@ def composite_scale(rubric: RubricSpec) -> tuple[int, int]:
 
 
 def composite(rubric: RubricSpec, scores: dict[str, float]) -> float:
-    """Return the weighted mean of the criterion scores, on `composite_scale`; ValueError for an unknown or missing
-    criterion."""
+    """Return the weighted mean of the criterion scores, on `composite_scale`; ValueError for a bad criterion."""
     _check_scores(rubric, scores)
     total = sum(c.weight for c in rubric.criteria)
     if shared_scale(rubric):

@@ -1,7 +1,5 @@
-"""One content per name in a run folder: each cell, judge and rubric version stands for one digest.
-
-A sweep giving a name a second digest is refused (exit 2) unless asked to supersede: the earlier records are then
-set aside (``digests/supersede.jsonl``) but kept."""
+"""One content per name in a run folder: each cell, judge and rubric version stands for one digest. A second
+digest is refused (exit 2) unless superseding: earlier records are then set aside, but kept."""
 
 from __future__ import annotations
 

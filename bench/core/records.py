@@ -76,10 +76,8 @@ def utc_now() -> str:
 
 
 class Usage(BaseModel):
-    """What producing one record took: provider requests, cache hits, tokens, dollars and time.
-
-    ``calls`` counts requests sent; tokens, cost and latency sum over every paid attempt (``paid_attempts``).
-    ``cost_usd`` is None when some price was unknown; ``estimated``: usage counted from text, never fewer."""
+    """What producing one record took: provider requests, cache hits, tokens, dollars and time, summed over every
+    paid attempt. ``cost_usd`` None: some price unknown; ``estimated``: usage counted from text, never fewer."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -1,7 +1,5 @@
-"""What one human review covers and what counts as reviewed (review panel, `bench review apply`, reports).
-
-A unit is an answer's (or pair's) candidate ids and the rubric ``id@version``; a reviewer's latest review of it
-counts, *blind* when saved with grades hidden. A review breaking its rubric's scale is set aside, never fatal."""
+"""What one human review covers and what counts as reviewed: a unit is an answer's (or pair's) candidate ids and
+the rubric ``id@version``; a reviewer's latest review counts, *blind* when saved with grades hidden."""
 
 from __future__ import annotations
 

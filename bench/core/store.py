@@ -1,6 +1,5 @@
-"""The run store: append-only JSONL files under ``runs/<sweep>/``, one file per record kind.
-
-Each ``append`` writes then ``fsync``s; a torn last line is skipped. A failed write raises StoreWriteError."""
+"""The run store: append-only JSONL files under ``runs/<sweep>/``, one file per record kind; each ``append``
+writes then ``fsync``s, a torn last line is skipped, a failed write raises StoreWriteError."""
 
 from __future__ import annotations
 

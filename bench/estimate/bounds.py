@@ -1,7 +1,5 @@
-"""The requests a conversation or an agent loop may make, bounded before anything is sent (`bench estimate`).
-
-Later requests depend on replies not seen yet, so each is bounded by the prompt's turns, simulator or tool steps,
-every earlier reply at the model's output bound. What the response cache holds is replayed first."""
+"""The requests a conversation or an agent loop may make, bounded before anything is sent (`bench estimate`):
+replayed through the response cache, then every later reply at the model's output bound."""
 
 from __future__ import annotations
 
@@ -53,9 +51,8 @@ def bound_of(prompt: PromptEntry) -> Bound:
 
 @dataclass
 class Ask:
-    """One request to send (any stage's): its messages, whose observed reply length estimates its output
-    (``source``), the replies in its input its messages do not hold (``history``, each at its bound) and the tool
-    definitions it carries (JSON text)."""
+    """One request to send (any stage's): its messages, what its reply length is estimated from (``source``), the
+    replies in its input its messages lack (``history``, each at its bound) and its tools (JSON text)."""
 
     messages: list[dict]
     source: str

@@ -60,11 +60,9 @@ def estimate_command(params: str | Path, cells: str | None = None, run_dir: str 
 
 def before_sweep(run: Run, *, only_stage: str | None = None, groups: list[Iterable[str]] | None = None,
                  pilot: bool = True, changed: list | None = None, cache: str | None = None) -> Estimate:
-    """Print the estimate of the sweep about to start and hold it to ``limits.budget_usd``; return it.
-
-    Sends the pilot first when the verdict hangs on unmeasured replies (unless ``pilot=False``), then estimates
-    again. Raises BudgetReached (exit 4) past the budget, PriceUnknown (exit 2) for a stage with no known price.
-    """
+    """Print the estimate of the sweep about to start and hold it to ``limits.budget_usd``; return it. Sends the
+    pilot first when the verdict hangs on unmeasured replies (unless ``pilot=False``), then estimates again.
+    Raises BudgetReached (exit 4) past the budget, PriceUnknown (exit 2) for a stage with no known price."""
     est = estimate(run, only_stage=only_stage, groups=groups, cache=cache)
     params = shown_path(run.params_path)
     verdict = budget_verdict(run, est, pilot=pilot)

@@ -1,7 +1,5 @@
-"""The tokens and dollars of the next sweep, per stage, before anything is sent (`bench estimate`).
-
-Each stage counts only the requests still to send, with the model's tokenizer: a bound and an expected cost from
-the best evidence there is (``expected_from``). An unknown price gives None. docs/budget.md explains the columns."""
+"""The tokens and dollars of the next sweep, per stage, before anything is sent (`bench estimate`): a bound and an
+expected cost (``expected_from``); an unknown price gives None. docs/budget.md explains the columns."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The pilot: the first few answers per model, sent before a sweep under a budget commits to the rest.
-
-When the budget verdict hangs on unobserved reply lengths, ``limits.pilot`` scenarios of each model's first cell
-are collected and graded; the rest of the sweep skips them; if the rest no longer fits, the sweep exits 4."""
+"""The pilot: ``limits.pilot`` scenarios of each model's first cell collected and graded before a sweep under a
+budget commits to the rest, when the verdict hangs on unobserved reply lengths (the rest may then exit 4)."""
 
 from __future__ import annotations
 

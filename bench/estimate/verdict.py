@@ -1,6 +1,5 @@
-"""What an estimate means for ``limits.budget_usd`` before a sweep starts: start, pilot first, or refuse.
-
-Outcomes ``fits``, ``expected``, ``pilot`` or ``refused`` (docs/budget.md, A hard budget)."""
+"""What an estimate means for ``limits.budget_usd`` before a sweep starts: ``fits``, ``expected``, ``pilot`` (first)
+or ``refused`` (docs/budget.md, A hard budget)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The first-turn requests each stage of a sweep will make, with their messages, before anything is sent.
-
-Per stage, the requests the run folder lacks, packed as grading packs them; one the response cache holds (or
-counted before) is cached; judge requests of answers not collected yet use a stand-in answer (``unknown``)."""
+"""The first-turn requests each stage of a sweep will make, with their messages, before anything is sent; judge
+requests of answers not collected yet use a stand-in answer (their cache state ``unknown``)."""
 
 from __future__ import annotations
 
@@ -59,10 +57,8 @@ def stage_work(run: Run, llm: LLM, placeholder: Placeholder | None = None, *, on
                groups: list[Iterable[str]] | None = None,
                simulated: Callable[[Cell], str] | None = None) -> list[StageWork]:
     """Return one StageWork per model (collect), per simulated user and per judge of ``run``; sends nothing.
-
     ``only_stage`` as ``bench sweep --only-stage``; ``groups``: the cell keys of each execution (default: one).
-    ``placeholder`` and ``simulated``: stand-ins of an answer and a simulated user's turn not collected yet.
-    """
+    ``placeholder`` and ``simulated``: stand-ins of an answer and a simulated user's turn not collected yet."""
     work = [(it, it.candidate_id) for it in plan(run.sweep, run.scenarios, run.cells)]  # each id hashed once
     store = run.store
     tries, limit = store.attempts(Candidate), run.sweep.limits.max_attempts
@@ -278,8 +274,7 @@ def _judge_work(run: Run, llm: LLM, judge: Judge, items: list[Item], new: tuple[
 def _solutions(llm: LLM, judge: Judge, items: list[Item], pending: list[Item], exhausted: list[Item]
                ) -> tuple[list[tuple[tuple, bool]], list[Item], set[int], int]:
     """Return, for a ``solve_first`` judge: its solution requests still to ask, the pending items with their
-    solution, the ids of those whose solution is a stand-in (their grade requests are ``unknown``), and the
-    solution requests of the items already done. Without ``solve_first``: nothing, ``pending``."""
+    solution, the ids whose solution is a stand-in, and the done items' solution requests (else: nothing)."""
     if not judge.rubric.solve_first:
         return [], pending, set(), 0
     spec, cache = judge.entry.spec(), llm.cache

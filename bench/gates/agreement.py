@@ -1,6 +1,5 @@
-"""Each judge's agreement with human reviews, with a bootstrap interval and test: what ``agreement_min`` gates.
-
-Quadratic-weighted kappa against the latest blind reviews; one-sided bootstrap p-values join the gate's Holm family."""
+"""Each judge's agreement with human reviews, with a bootstrap interval and test: what ``agreement_min`` gates
+(quadratic-weighted kappa against the latest blind reviews)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The gate's statistics: one-sided tests of a bound, Holm across all the gate's checks, the units a test needs.
-
-Means are tested by sign flips, kappas by bootstrap draws; too few units cannot decide (exit 6). See docs/gates.md."""
+"""The gate's statistics: one-sided tests of a bound, Holm across all the gate's checks, the units a test needs
+(means by sign flips, kappas by bootstrap draws; too few units cannot decide). See docs/gates.md."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Each gate of a run: its value, its confidence interval and its verdict, with the reason in words.
-
-One result per check, derived from what must exist, so a cell whose items all failed fails. Examples: docs/gates.md."""
+"""Each gate of a run: its value, its confidence interval and its verdict, with the reason in words; a cell whose
+items all failed fails. Examples: docs/gates.md."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Floors per judge and criterion: what ``--min`` checks (``--min V``, ``--min JUDGE=V``, ``--min JUDGE.CRITERION=V``).
-
-A bare floor over judges of different scales is refused, naming each judge's scale."""
+"""Floors per judge and criterion: what ``--min`` checks (``--min V``, ``--min JUDGE=V``, ``--min J.CRITERION=V``);
+a bare floor over judges of different scales is refused."""
 
 from __future__ import annotations
 
