@@ -53,8 +53,7 @@ def _side(e: Estimate, unbiased: float) -> int:
 
 
 def _beyond(e: Estimate, threshold: float, above: bool) -> str:
-    """Return "yes" when the whole interval lies beyond ``threshold`` (above it, or below with ``above`` False),
-    "maybe" when only the point does, "no" otherwise."""
+    """Return "yes" when the whole interval lies beyond ``threshold``, "maybe" when only the point does, else "no"."""
     point = e.value > threshold if above else e.value < threshold
     whole = _side(e, threshold) == (1 if above else -1)
     return "yes" if whole else "maybe" if point else "no"

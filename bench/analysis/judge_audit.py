@@ -67,8 +67,7 @@ def _rubric(t: RunTables, judge: str) -> str | None:
 
 
 def _pairwise_measures(t: RunTables, judge: str, opts: dict) -> dict[str, Estimate]:
-    """Return the position measures and the style length coefficient of a pairwise judge (the rest of the length
-    and self-preference measures: not applicable)."""
+    """Return the position measures and the style length coefficient of a pairwise judge (the rest: n/a)."""
     per = position_pairs(battles(t.judgments.filter(pl.col("judge") == judge)))
     both = per.filter(pl.col("orders") == 2)
     return {

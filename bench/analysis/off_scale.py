@@ -15,8 +15,7 @@ Scales = Mapping[str, Mapping[str, tuple[float, float]]]  # rubric key -> criter
 
 
 def off_scale_judgments(scores: pl.DataFrame, scales: Scales, run_dir: Path) -> set[str]:
-    """Return the ids of the judgments of ``scores`` with a grade that is not finite or lies outside its rubric's
-    scale, warning once when there are any."""
+    """Return the ids of the judgments of ``scores`` with a non-finite or off-scale grade, warning once if any."""
     bounds = pl.DataFrame([(key, name, lo, hi) for key, scale in scales.items() for name, (lo, hi) in scale.items()],
                           schema={"rubric": pl.Utf8, "criterion": pl.Utf8, "lo": pl.Float64, "hi": pl.Float64},
                           orient="row")

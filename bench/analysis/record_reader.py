@@ -145,8 +145,7 @@ def _fast(cls: type[Record], texts: list[bytes]) -> tuple[list[dict[str, Any]] |
 
 
 def _as_model_dumps(rows: list[dict[str, Any]], fields: list[_Field]) -> dict[str, list[Any]] | None:
-    """Make parsed lines what the model's ``model_dump()`` gives and return their columns, or None for a line
-    that is not one as it stands."""
+    """Make parsed lines what ``model_dump()`` gives and return their columns, or None if one is not as it stands."""
     names = tuple(f.name for f in fields)
     if not rows:
         return {name: [] for name in names}

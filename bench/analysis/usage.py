@@ -42,8 +42,7 @@ def _cache_saved(table: pl.DataFrame) -> pl.DataFrame:
 
 
 def usage_by_cell(candidates: pl.DataFrame) -> pl.DataFrame:
-    """Return per (model, prompt) cell: requests, cache hits, records and failed ones, tokens, cost, latency (pass
-    every attempt to count what was paid for)."""
+    """Return per (model, prompt) cell: requests, cache hits, records and failed ones, tokens, cost, latency."""
     require(candidates, ["cell", "model", "prompt", *USAGE_COLS], "usage_by_cell", "candidates")
     return _summary(candidates, ["cell", "model", "prompt"])
 

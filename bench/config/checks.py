@@ -75,8 +75,7 @@ class LengthCheck(_CheckBase):
 
 
 class JsonCheck(_CheckBase):
-    """Passes when the text is valid JSON (with ``required_keys``, an object holding them); ``allow_fences``
-    also accepts JSON in one markdown code fence."""
+    """Passes when the text is valid JSON (with ``required_keys``, an object holding them), fenced if allowed."""
 
     kind: Literal["json"]
     required_keys: list[str] = Field(default_factory=list)

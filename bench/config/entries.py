@@ -71,8 +71,7 @@ class Price(Strict):
 
 
 class BatchSettings(Strict):
-    """``batch: {…}`` on a model or judge: its requests go through the provider's Batch API
-    (bench.models.batches; ``batch: true`` takes every default)."""
+    """``batch: {…}`` on a model or judge: its requests go through the provider's Batch API (``true``: defaults)."""
 
     max_requests: int = Field(default=BatchPolicy.max_requests, gt=0)  # requests per batch (the provider's limit)
     max_bytes: int = Field(default=BatchPolicy.max_bytes, gt=0)  # bytes of one batch file (the provider's limit)
@@ -362,8 +361,7 @@ class JudgeEntry(Endpoint):
     @model_validator(mode="before")
     @classmethod
     def _packed_words(cls, data: Any) -> Any:
-        """Read ``mode: batch`` and ``batch_size``, the packed mode's words before its rename (params files
-        written then), as ``mode: packed`` and ``pack_size``."""
+        """Read ``mode: batch`` and ``batch_size`` (before the rename) as ``mode: packed`` and ``pack_size``."""
         if not isinstance(data, dict) or ("batch_size" not in data and data.get("mode") != "batch"):
             return data
         data = dict(data)

@@ -15,8 +15,7 @@ from bench.config.sources import GenerateSource, SubsetDimension
 from bench.core.errors import ParamsError
 from bench.core.records import Scenario, canonical_json
 
-# Above this many combinations a seeded sample draws dimension by dimension (with dedupe)
-# instead of drawing indices from the whole product.
+# above this many combinations a seeded sample draws dimension by dimension (with dedupe), not whole-product indices
 ENUMERATE_LIMIT = 200_000
 # Without ``n``, a product bigger than this is refused (it would not fit in memory, let alone a budget).
 FULL_PRODUCT_LIMIT = 1_000_000

@@ -146,8 +146,7 @@ class Cell(BaseModel):
 
 
 def load_sweep(path: str | Path) -> tuple[Sweep, Path]:
-    """Return the validated Sweep of a params file and the file's resolved path; ParamsError naming the file,
-    the key path and what is allowed."""
+    """Return the validated Sweep of a params file and its resolved path; ParamsError naming file and key path."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")

@@ -139,8 +139,7 @@ def as_outcome(value: Any, threshold: float) -> Outcome:
 
 
 def module_hash(function: str, folder: Path | None) -> str | None:
-    """Return the sha256 of the source file of ``function``'s module (found beside the params file first, without
-    importing it), None when it is not found."""
+    """Return the sha256 of ``function``'s module source (found without importing it), None when not found."""
     parts = function.split(":")[0].split(".")
     paths: list[str] | None = [*([str(folder)] if folder else []), *sys.path]
     spec = None

@@ -38,8 +38,7 @@ class ReferenceCheckBase(Strict):
 
 
 class ExactMatchCheck(ReferenceCheckBase):
-    """Scores 1 when the answer equals the reference after SQuAD normalisation (``normalize: false``: after
-    stripping surrounding whitespace only), else 0."""
+    """Scores 1 when the answer equals the reference after SQuAD normalisation (or stripping only), else 0."""
 
     kind: Literal["exact_match"]
     normalize: bool = True
@@ -105,8 +104,7 @@ def run_reference_check(check: Any, text: str, expected: Any) -> Outcome:
 
 
 def numeric_misfit(expected: Any) -> str | None:
-    """Return why a numeric check cannot compare with the reference value ``expected`` (it holds no number, or
-    several), None when it can."""
+    """Return why a numeric check cannot compare with ``expected`` (no number, or several), None when it can."""
     values = expected if isinstance(expected, list) else [expected]
     if any(as_number(v) is not None for v in values):
         return None

@@ -15,9 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 SCHEMA_VERSION = 2  # 2: candidate and judgment ids include the endpoint; records carry attempt and calls
 
 JudgeMode = Literal["rubric", "packed", "checklist", "pairwise", "automated", "hybrid"]
-# The packed mode's words before it was renamed (mode ``batch``, ``batch_size``, a judgment's ``batch_id``):
-# a record saying them is read in today's words (``packed_words``), and ids and digests still hash them
-# (``hashed_mode``), so the work recorded before the rename keeps its ids and is found on resume.
+# the packed mode's word before its rename: records saying it are read in today's words (``packed_words``), and
+# ids and digests still hash it (``hashed_mode``), so work recorded before the rename keeps its ids
 _PACKED_WAS = "batch"
 
 

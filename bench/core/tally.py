@@ -54,8 +54,7 @@ class _File:
 
 @dataclass(frozen=True)
 class Planned:
-    """What a sweep plans: answers ``per_model``, ``judgments`` (None: unknown), and the ``cells`` and ``rubrics``
-    whose records count (None: all)."""
+    """What a sweep plans: answers ``per_model``, ``judgments`` (None: unknown), counted ``cells``, ``rubrics`` (None: all)."""
 
     per_model: dict[str, int]
     judgments: int | None = None

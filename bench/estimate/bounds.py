@@ -125,8 +125,7 @@ def conversation(item: WorkItem, llm: LLM, replies: tuple[int, int],
 
 
 def _replayed(llm: LLM, key: str, cached: Callable[[list[str]], list[bool]]) -> dict | None:
-    """Return the cached reply of ``key`` (None: not cached, or identical to a request counted before, whose
-    reply cannot be read yet)."""
+    """Return the cached reply of ``key`` (None: not cached, or a repeat of a request counted before)."""
     if not cached([key])[0] or llm.cache is None:
         return None
     return llm.cache.get(key)
@@ -224,8 +223,7 @@ def stand_in(item: WorkItem, reply: str, user: str) -> dict[str, Any]:
 
 
 def _calls(prompt: PromptEntry, scenario: Scenario, steps: int) -> list[tuple[dict, str]]:
-    """Return ``steps`` stand-in tool calls (each of the largest tool, its arguments at ``ARGUMENT_WORDS`` words
-    each) with their results at their bound."""
+    """Return ``steps`` stand-in calls of the largest tool (``ARGUMENT_WORDS`` words per argument) and results."""
     results = _results(prompt, scenario)
     if not steps or not results:
         return []

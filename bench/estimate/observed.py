@@ -43,8 +43,7 @@ def model_key(model: str, endpoint: str | None, params: dict[str, Any] | None) -
 
 
 def _requests(cand: Candidate, by: str) -> int:
-    """Return the requests behind a candidate's ``by`` usage: its conversation's turns of ``by`` ("model" or
-    "simulator"), else one (a one-reply answer)."""
+    """Return the requests behind a candidate's ``by`` usage: its conversation's turns of ``by``, else one."""
     if cand.turns is None:
         return int(by == "model")
     return sum(isinstance(t, dict) and t.get("by", "model") == by for t in cand.turns) or int(by == "model")

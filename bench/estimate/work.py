@@ -25,8 +25,7 @@ from bench.models.routing import ModelSpec, resolve
 from bench.models.tokens import output_bound
 from bench.run import Run
 
-# the stand-in answer of a cell whose answer is not collected yet, given the mean length (tokens) of its model's
-# replies the response cache holds for this grid (None: none)
+# the stand-in answer of a cell not collected yet, given its model's cached replies' mean length (None: none)
 Placeholder = Callable[[Cell, float | None], str]
 CACHE_SAMPLE = 64  # cached judge replies read per judge for their length: enough for a mean, cheap on a big grid
 SIMULATOR = "simulator"  # the stage of a conversation's simulated user (its mode too)
@@ -145,8 +144,7 @@ def _stand_in(item: WorkItem, reply: str, user: Callable[[Cell], str]) -> dict:
 
 def _collect_work(run: Run, llm: LLM, work: list[tuple[WorkItem, str]], seen: set[str],
                   answers: dict[str, dict], latest: dict[str, Candidate]) -> list[StageWork]:
-    """Return each model's collect work, then each simulated user's; ``answers`` gets the cached answer of each
-    item the cache answers whole."""
+    """Return each model's collect work, then each simulated user's; ``answers`` gets wholly cached answers."""
     store = run.store
     done, tries = store.done_ids(Candidate), store.attempts(Candidate)
     limit = run.sweep.limits.max_attempts
@@ -225,8 +223,7 @@ def _reply_bounds(item: WorkItem) -> tuple[int, int]:
 
 
 def _held(cand: Candidate | None, by: str) -> int:
-    """Return the requests a done item made as ``by`` ("model" or "simulator"): its conversation's turns say;
-    one model request for a one-reply answer."""
+    """Return the requests a done item made as ``by`` ("model" or "simulator"): its turns', else one."""
     if cand is None or cand.turns is None:
         return int(by == "model")
     return sum(isinstance(t, dict) and t.get("by", "model") == by for t in cand.turns)
