@@ -54,7 +54,8 @@ class _File:
 
 @dataclass(frozen=True)
 class Planned:
-    """What a sweep plans: answers ``per_model``, ``judgments`` (None: unknown), counted ``cells``, ``rubrics`` (None: all)."""
+    """What a sweep plans: answers ``per_model``, ``judgments`` (None: unknown), counted ``cells``, ``rubrics``
+    (None: all)."""
 
     per_model: dict[str, int]
     judgments: int | None = None
