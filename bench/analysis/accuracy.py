@@ -167,8 +167,7 @@ def _pairwise_rows(t: RunTables, labels: dict[str, Any], against: str) -> list[d
 
 
 def _verdict_readings(t: RunTables, pw: pl.DataFrame) -> dict[str, dict[str, str] | str | None]:
-    """Return per pairwise judge how its verdicts read as sides: None (default labels: :func:`side`), each label's
-    side (:func:`label_sides`), or why they cannot be read."""
+    """Return per pairwise judge how verdicts read as sides: None (default labels), each label's side, or why none."""
     found: dict[str, list[dict[str, str] | str | None]] = {}
     for judge, key in pw.select("judge", "rubric").unique().sort("judge", "rubric").iter_rows():
         rubrics = _snapshots(t.run_dir, str(key)) if t.run_dir else []

@@ -195,8 +195,7 @@ def _scale_of(part: pl.DataFrame, ranges: dict[str, tuple[float, float]]) -> tup
 
 
 def _judge_only(f_all: np.ndarray, z: float, scale: tuple[float, float]) -> tuple:
-    """Return the judge-only (mean, low, high): a normal interval, its variance floored like the reviews' and
-    clipped to the scale (bounds None for a single answer)."""
+    """Return the judge-only (mean, low, high): a normal interval, floored and clipped like the reviews'."""
     mean = float(f_all.mean())
     if len(f_all) < 2:
         return mean, None, None

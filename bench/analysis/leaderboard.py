@@ -21,8 +21,7 @@ def _codes(expr: pl.Expr) -> pl.Expr:
 
 
 def _matrices(scores: pl.DataFrame, column: pl.Expr, meta: list[str]):
-    """Yield (judge, scenarios × columns matrix of per-scenario means with NaN for missing, column meta), built by
-    two ``bincount`` passes over integer codes: linear in the rows."""
+    """Yield (judge, scenarios × columns matrix of per-scenario means with NaN for missing, column meta)."""
     if scores["value"].null_count():
         scores = scores.filter(pl.col("value").is_not_null())
     enc = scores.select(_codes(pl.col("judge")).alias("_j"), _codes(pl.col("scenario")).alias("_s"),

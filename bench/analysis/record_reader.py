@@ -127,8 +127,7 @@ def _complete(line: bytes) -> bool:
 
 
 def _fast(cls: type[Record], texts: list[bytes]) -> tuple[list[dict[str, Any]] | None, dict[str, list[Any]] | None]:
-    """Return the rows of these lines, checked by polars against the declared schema and parsed once, and their
-    columns; (None, None) when some line needs its pydantic model."""
+    """Return the rows of these lines parsed by polars, and their columns; (None, None) if a line needs pydantic."""
     fields = _record_fields(cls)
     try:
         frame = pl.read_ndjson(b"\n".join(texts), schema=schema_of(cls))

@@ -257,8 +257,7 @@ def _merged_score_frame(judgments: Sequence[Row], cells: dict[str, tuple], schem
 
 
 def _per_conversation(judgments: Sequence[Row]) -> list[tuple[Row, int | None]]:
-    """Return ``per_conversation`` of judgment rows: a per_turn judge's turns merged by the pydantic records'
-    own rule (only those rows become records); every other row as it is."""
+    """Return judgment rows with a per_turn judge's turns merged by the pydantic records' own rule."""
     if all(r["turn"] is None for r in judgments):
         return [(r, None) for r in judgments]
     items = [Judgment.model_validate(r) if r["turn"] is not None else _Fields(r, turn=None) for r in judgments]

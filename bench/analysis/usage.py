@@ -31,8 +31,7 @@ def _summary(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
 
 
 def _cache_saved(table: pl.DataFrame) -> pl.DataFrame:
-    """Add the ``cache`` column, "cache saved $X, Y% of input" (Y: the share of the prompt tokens the provider's
-    prompt cache served), where some prompt was cached."""
+    """Add the ``cache`` column, "cache saved $X, Y% of input", where the provider's prompt cache served some."""
     if "cached_tokens" not in table.columns:
         return table
     return table.with_columns(pl.Series("cache", [
@@ -48,8 +47,7 @@ def usage_by_cell(candidates: pl.DataFrame) -> pl.DataFrame:
 
 
 def usage_by_judge(judgments: pl.DataFrame) -> pl.DataFrame:
-    """Return per judge: requests, cache hits, records and failed ones, tokens, cost and latency p50/p95; a packed
-    call counted once (schema-1 records carried it on every item)."""
+    """Return per judge: requests, cache hits, records and failed ones, tokens, cost, latency p50/p95."""
     require(judgments, ["judge", "pack_id", "schema_version", *USAGE_COLS], "usage_by_judge", "judgments")
     call = ["pack_id", "prompt_tokens", "completion_tokens", "latency_s"]
     legacy = pl.col("pack_id").is_not_null() & (pl.col("schema_version").fill_null(1) < 2)

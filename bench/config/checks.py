@@ -32,8 +32,7 @@ class _CheckBase(Strict):
 
 
 class RegexCheck(_CheckBase):
-    """Passes when ``pattern`` is found in the text (``must_match: false``: when it is not); ``reference: <key>``
-    takes the pattern from the scenario's reference value."""
+    """Passes when ``pattern`` (or the scenario's ``reference: <key>``) is found (``must_match: false``: is not)."""
 
     kind: Literal["regex"]
     pattern: str | None = None

@@ -322,8 +322,7 @@ def _shape_problem(p: PromptEntry) -> str | None:
 
 
 class EmbeddingModel(Endpoint):
-    """A judge's embedding model (its similarity checks): a LiteLLM embedding model name, or a mapping with an
-    api_base serving OpenAI's ``/embeddings``; never batched."""
+    """A judge's embedding model (its similarity checks): a LiteLLM model name, or a mapping with an api_base."""
 
     @model_validator(mode="before")
     @classmethod

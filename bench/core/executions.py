@@ -94,8 +94,7 @@ def local_marker(run_dir: str | Path, attempt: ExecutionAttempt, sweep: str) -> 
 
 
 def close_abandoned(run_dir: str | Path, sweep: str) -> int:
-    """Record as ``lost`` every attempt another sweep left without its line in executions.jsonl; return how many.
-    Call it holding the run folder's lock; no attempt is recorded twice."""
+    """Record as ``lost`` each attempt another sweep left unrecorded in executions.jsonl (hold the lock); count them."""
     recorded = {_identity(a) for a in read_attempts(run_dir)}
     closed = 0
     for path, a in attempt_files(run_dir):

@@ -94,8 +94,7 @@ class Journal:
 
 @contextlib.contextmanager
 def _leftovers(run_dir: Path, shared: bool = False) -> Iterator[list[tuple[Path, dict[str, float | None]]]]:
-    """Yield (path, {key: reservation}) of every journal in ``run_dir`` whose process is gone, locked for the block
-    (``shared``: to read them, not to remove them)."""
+    """Yield (path, {key: reservation}) of every journal in ``run_dir`` whose process is gone, locked (``shared``)."""
     held: list[tuple[int, Path, dict[str, float | None]]] = []
     try:
         for path in sorted(run_dir.glob(GLOB)) if run_dir.is_dir() else []:

@@ -153,8 +153,7 @@ def _replace(m: re.Match[str]) -> str:
 
 
 def redact(text: str) -> str:
-    """Return ``text`` with every known secret replaced by ``[redacted]`` (the list: docs/providers.md).
-    Safe on JSON text: a redacted record line stays valid JSON."""
+    """Return ``text`` with every known secret replaced by ``[redacted]``; JSON text stays valid JSON."""
     if not text or not may_hold_secret(text):
         return text
     return _current()[0].sub(_replace, text)

@@ -106,8 +106,7 @@ def check_budget(run: Run, est: Estimate, verdict: Verdict | None = None, *, aft
 
 
 def entries(run: Run) -> dict[tuple[str, str], str]:
-    """Return each stage's entry in the params file: ("collect", model id) -> "models[i]", judges likewise, a
-    simulated user ("simulator", its id) -> "prompts[i].user_simulator"."""
+    """Return each stage's entry in the params file: ("collect", model id) -> "models[i]", and so on."""
     out = {("collect", m.id): f"models[{i}]" for i, m in enumerate(run.sweep.models)}
     out.update({("judge", j.id): f"judges[{i}]" for i, j in enumerate(run.sweep.judges)})
     for i, p in enumerate(run.sweep.prompts):

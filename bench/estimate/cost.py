@@ -183,8 +183,7 @@ def _stage(w: StageWork, route: Route, seen: Observed) -> StageEstimate:
 
 
 def _expected(w: StageWork, seen: Observed, bound: int) -> tuple[int, str]:
-    """Return the output tokens ``w``'s requests are expected to take, and where that comes from (run folder's
-    mean, else the stage's cached replies' mean, else its bound)."""
+    """Return the output tokens ``w``'s requests are expected to take, and where that comes from."""
     cached = sum(w.replies) / len(w.replies) if w.replies else None
     total, sources = 0.0, {}
     for ask in w.asks:

@@ -95,8 +95,7 @@ def verdict_line(run: Run, v: Verdict) -> str:
 
 
 def refusal(run: Run, v: Verdict, after_pilot: str | None = None) -> BudgetReached:
-    """Return the BudgetReached (exit 4) of a sweep refused by ``v``: before anything was sent, or after the
-    pilot (``after_pilot``: what the pilot sent and kept)."""
+    """Return the BudgetReached (exit 4) of a sweep refused by ``v``, before anything or after the pilot was sent."""
     params, folder, spent = shown_path(run.params_path), shown_path(run.dir), dollars(v.spent) + v.estimated_note
     need = dollars(needed_budget(v.spent, v.expected))
     if after_pilot is not None:

@@ -205,8 +205,7 @@ def _single_work(stage: StageWork, llm: LLM, todo: list[tuple[WorkItem, str]], t
 
 
 def _simulator_stage(simulators: dict[str, StageWork], item: WorkItem) -> StageWork:
-    """Return the simulator stage of ``item``'s simulated user: one per ``user_simulator.id`` (a second model under
-    the same id gets its own, named by its model too)."""
+    """Return the simulator stage of ``item``'s simulated user: one per ``user_simulator.id`` and model."""
     sim = item.cell.prompt.user_simulator
     spec = sim.spec()
     name = sim.id
