@@ -92,7 +92,7 @@ def _kappa_weights(values: np.ndarray, weights: str | None) -> np.ndarray:
 
 def krippendorff_alpha(data: np.ndarray | Sequence[Sequence[float]], level: str = "interval") -> float:
     """Return Krippendorff's alpha of a units × raters matrix (NaN = not rated) at ``level``: "nominal",
-    "ordinal", "interval" or "ratio" (``krippendorff.alpha`` of ``x.T``)."""
+    "ordinal", "interval" or "ratio"; the package takes raters × units: ``krippendorff.alpha`` of ``x.T``."""
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, not {level!r}")
     x = np.asarray(data, dtype=np.float64)

@@ -143,7 +143,7 @@ def bradley_terry(battle: pl.DataFrame, *, anchor: str | None = None, resamples:
                   level: float = 0.95, strong_weight: float = 1.0, scale: float = 400.0,
                   base: float = 1000.0, prior: float = 0.5) -> pl.DataFrame:
     """Return per (judge, cell): a Bradley–Terry rating on the Elo scale (``anchor`` at ``base``, else the mean)
-    with a bootstrap CI over scenarios, the number of battles, and the ``prior`` the fit used."""
+    with a bootstrap CI over scenarios, battles, and the fit's ``prior`` (virtual wins each way per pair)."""
     require(battle, BATTLE_COLS, "bradley_terry", "battle")
     out = []
     for (judge,), part in battle.group_by(["judge"], maintain_order=True):
