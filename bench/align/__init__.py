@@ -1,6 +1,5 @@
-"""Judges aligned to human reviews: `bench align RUN --judge ID` builds judge variants from a run's blind reviews,
-scores each on held-out reviews by k-fold cross-validation and writes the best as a new rubric version
-(docs/align.md). Only the command is cheap to import: the rest loads polars on first use."""
+"""Judges aligned to human reviews (`bench align RUN --judge ID`, docs/align.md). Only the command is cheap to
+import: the rest loads polars on first use."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
 """What `bench align RUN --judge ID` does: align a judge to a run's blind human reviews, write the best variant as
-a rubric version, print and record it.
-
-Each step refuses with exit 2 before spending; ``--dry-run`` stops after the estimate."""
+a rubric version, print and record it. Each step refuses with exit 2 before spending."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
 """What `bench align` will send and may cost, before it sends anything, and its hold on ``limits.budget_usd``.
-
-Requests under anchors not written yet count as the current rubric's request plus the optimizer's whole output
-limit, never as cached; an alignment whose prompts alone would pass the budget left is refused."""
+Unwritten anchors count as the current rubric's request plus the optimizer's whole output limit, never cached."""
 
 from __future__ import annotations
 
@@ -66,7 +64,7 @@ def plan(llm: LLM, spec: ModelSpec, role: str, known: list[Request], unknown: li
     """Return the plan of one model: ``known`` requests (looked up in the cache) and ``unknown`` ones, each a
     stand-in request and the tokens its prompt may hold on top (never cached)."""
     route = resolve(spec)
-    counter, (bound, _from) = counter_for(route), output_bound(route)
+    counter, bound = counter_for(route), output_bound(route)[0]
     price = price_per_token(route)
     out = Planned(role, spec.model, requests=len(known) + len(unknown))
     keys = [llm.request_key(spec, m, response_format=rf) for m, rf in known]

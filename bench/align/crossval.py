@@ -121,8 +121,7 @@ async def cross_validate(setup: Setup, answers: list[ReviewedAnswer], folds: lis
 
 async def final_text(setup: Setup, answers: list[ReviewedAnswer], kind: str,
                      provenance: dict[str, Any]) -> tuple[str, Proposal | None]:
-    """Return the chosen kind's rubric text built from every reviewed answer (its proposal, if any): the version
-    written, whose held-out agreement the cross-validation estimated."""
+    """Return the chosen kind's rubric text built from every reviewed answer: the version written."""
     proposal = await _propose(setup, answers) if kind in ("anchors", "both") else None
     if proposal is not None and proposal.anchors is None:
         raise BenchError(f"the optimizer's proposal over every reviewed answer failed ({proposal.error}); "

@@ -1,6 +1,5 @@
 """The agreement `bench align` chooses by: quadratic Cohen's kappa of a judge's grades with the reviewers', pooled
-over the rubric's criteria (each grade a fraction of its scale), with a bootstrap interval over the reviewed
-answers. A failed grading counts in ``failed``, never as 0."""
+over criteria, with a bootstrap interval over the reviewed answers. A failed grading counts in ``failed``, never 0."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Anchor rewrites proposed by an optimizer model from the answers a judge graded unlike the reviewers.
-
-It replies with a JSON list of ``{criterion, level, text}``; an unusable reply is a failure kept with its reason
-and asked again next run."""
+"""Anchor rewrites proposed by an optimizer model from the answers a judge graded unlike the reviewers: a JSON list
+of ``{criterion, level, text}``; an unusable reply is a failure kept with its reason and asked again next run."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
 """The reviewed answers one judge is aligned on: each answer's item, its human grades and the judge's own grades.
-
-Only each reviewer's latest *blind* review counts: a review that saw the judge's grade could echo it. The judge's
-grades are its run records' (its first repeat): the "before" of `bench align`."""
+Only each reviewer's latest *blind* review counts: a review that saw the judge's grade could echo it."""
 
 from __future__ import annotations
 

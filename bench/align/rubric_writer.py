@@ -1,7 +1,5 @@
 """The aligned rubric version `bench align` writes: ``<source id>-aligned-<n>.md`` next to the source rubric.
-
-A new id, so no run folder holds two contents under one rubric version; ``provenance.key`` lets a repeat
-alignment find it and write nothing."""
+``provenance.key`` lets a repeat alignment find it and write nothing."""
 
 from __future__ import annotations
 

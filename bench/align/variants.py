@@ -1,7 +1,5 @@
-"""Judge variants as rubric files: the source rubric with its anchors rewritten, few-shot examples added, or both.
-
-Rubric-file text, parsed by the one rubric loader, so what `bench align` scores is what it writes; examples never
-hold a reviewer's note."""
+"""Judge variants as rubric files: the source rubric with its anchors rewritten, few-shot examples added, or both,
+parsed by the one rubric loader, so what `bench align` scores is what it writes."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Analysis of a run folder on polars: leaderboards, paired differences, pairwise ratings, judge reliability,
-accuracy, human agreement, bias audit, calibration and usage.
-
-:func:`load_run` loads a run's records; ``summarize(run_dir)`` computes everything the report shows."""
+"""Analysis of a run folder on polars: leaderboards, pairwise ratings, judge reliability, accuracy, human
+agreement, bias audit, calibration and usage. ``summarize(run_dir)`` computes everything the report shows."""
 
 from __future__ import annotations
 

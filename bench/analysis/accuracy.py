@@ -1,9 +1,5 @@
-"""Judge accuracy against ground truth: the share of a judge's judgments that agree with a known answer.
-
-Ground truth is the scenario's ``label`` or an ``automated`` judge's reference checks. A failed or ungraded
-judgment counts as disagreeing (as in JudgeBench). Only judges that grade correctness are measured (a rubric's
-``accuracy``: :func:`grades_correctness`). docs/analysis.md says which label forms are read and how.
-"""
+"""Judge accuracy against ground truth (a scenario's ``label`` or an ``automated`` judge's reference checks): the
+share of a judge's judgments that agree; a failed or ungraded one disagrees (as in JudgeBench)."""
 
 from __future__ import annotations
 
@@ -60,10 +56,7 @@ def side(value: Any, names_a: Sequence[Any] = (), names_b: Sequence[Any] = ()) -
 
 def graded_truth(value: Any, scores: bool = False) -> bool | float | None:
     """Return a graded judge's label as pass/fail (True/False) or an expected score (float); None if neither.
-
-    ``0``/``1`` (numbers or their text) are fail/pass, unless ``scores``: the run's labels are expected
-    scores (:func:`labels_are_scores`), of which 0 and 1 are two.
-    """
+    ``0``/``1`` (numbers or text) are fail/pass, unless ``scores`` (the run's labels are expected scores)."""
     if isinstance(value, bool):
         return value
     number = _number(value)
@@ -90,11 +83,8 @@ def _number(value: Any) -> float | None:
 
 
 def label_sides(labels: Sequence[str]) -> dict[str, str] | str:
-    """Return each of a rubric's verdict labels' side as shown (``A>B``, ``A=B``, ``B>A``), or why they have none.
-
-    A label's own words decide when :func:`side` reads them; else its place (first half A better, last half B
-    better, an odd count's middle a tie), unless another label's words contradict its place.
-    """
+    """Return each of a rubric's verdict labels' side as shown (``A>B``, ``A=B``, ``B>A``), or why they have none:
+    a label's own words (:func:`side`), else its place (first half A, last half B, an odd middle a tie)."""
     n = len(labels)
     place = ["A>B" if 2 * i < n - 1 else "B>A" if 2 * i > n - 1 else "A=B" for i in range(n)]
     said = [side(label) for label in labels]
@@ -118,11 +108,7 @@ def label_agreement(t: RunTables, *, label: str = LABEL, category: Sequence[str]
                     pass_at: float | Mapping[str, float] | None = None, score_tolerance: float = 0.5,
                     checks: bool = True) -> pl.DataFrame:
     """Return one row per judgment that has a ground truth: judge, against, scenario, category, judgment, truth,
-    the judge's decision, agree (1, 0, or null with a ``note`` saying why the judge is left out).
-
-    ``pass_at``: the composite a graded judgment passes at (one number, or per judge id; default: the middle of
-    its composite scale). ``checks=False`` leaves the reference-check ground truth out.
-    """
+    decision, agree (1, 0, or null with a ``note``); ``pass_at``: the composite a graded judgment passes at."""
     labels = {sid: s.reference[label] for sid, s in t.scenarios.items() if s.reference and label in s.reference}
     checkers = reference_checkers(t) if checks else {}
     if not labels and not checkers:  # nothing to measure against (and no column of the tables is read)
@@ -139,8 +125,7 @@ def label_agreement(t: RunTables, *, label: str = LABEL, category: Sequence[str]
 
 def grades_correctness(rubric: Any) -> bool:
     """Return whether a rubric's judge is measured against ground truth: its ``accuracy``, else whether it is
-    pairwise (a pair's label says which answer is better, the judge's own question), shows the judge a reference
-    (or its own answer: ``solve_first``) or checks against one. A clarity judge is not scored against a label."""
+    pairwise, shows the judge a reference (or ``solve_first``) or checks against one."""
     if rubric.accuracy is not None:
         return bool(rubric.accuracy)
     return (rubric.mode == "pairwise" or bool(rubric.reference) or rubric.solve_first
@@ -182,9 +167,7 @@ def _pairwise_rows(t: RunTables, labels: dict[str, Any], against: str) -> list[d
 
 
 def _verdict_readings(t: RunTables, pw: pl.DataFrame) -> dict[str, dict[str, str] | str | None]:
-    """Return per pairwise judge how its verdicts read as sides: None (the default labels, stored in the original
-    order: :func:`side` reads them), each label's side as shown (its rubric's own labels: :func:`label_sides`), or
-    why they cannot be read (the labels' order means nothing, or the rubric is not in the run folder)."""
+    """Return per pairwise judge how verdicts read as sides: None (default labels), each label's side, or why none."""
     found: dict[str, list[dict[str, str] | str | None]] = {}
     for judge, key in pw.select("judge", "rubric").unique().sort("judge", "rubric").iter_rows():
         rubrics = _snapshots(t.run_dir, str(key)) if t.run_dir else []
@@ -274,8 +257,7 @@ def reference_checkers(t: RunTables) -> dict[str, dict[str, float]]:
 
 def _pass_marks(t: RunTables, pass_at: float | Mapping[str, float] | None) -> dict[str, float]:
     """Return per judge the composite its judgments pass at: ``pass_at``, else the middle of its composite scale
-    (its rubric's, from the run folder; else 0–1 for the checklist, automated and hybrid modes, else the
-    range of its observed scores)."""
+    (its rubric's, else 0–1 for checklist, automated and hybrid, else its observed range)."""
     judges = t.judgments["judge"].unique().to_list()
     if isinstance(pass_at, (int, float)):
         return {j: float(pass_at) for j in judges}
@@ -293,12 +275,8 @@ def _pass_marks(t: RunTables, pass_at: float | Mapping[str, float] | None) -> di
 
 def judge_accuracy(t: RunTables | pl.DataFrame, *, resamples: int = 1000, seed: int = 0, level: float = 0.95,
                    **options: Any) -> pl.DataFrame:
-    """Return per judge, ground truth and category (``all`` first): accuracy, its bootstrap interval over
-    scenarios, n judgments, how many agree, how many had no grade, scenarios; a pairwise judge's accuracy per order
-    shown and on both orders of a pair; Cohen's kappa against the truth with its interval.
-
-    ``t``: a run's tables (``options`` go to :func:`label_agreement`), or the agreement rows themselves.
-    """
+    """Return per judge, ground truth and category (``all`` first): accuracy with its bootstrap interval, counts,
+    per-order accuracy of a pairwise judge, Cohen's kappa against the truth. ``t``: tables or agreement rows."""
     rows = t if isinstance(t, pl.DataFrame) else label_agreement(t, **options)
     require(rows, ["judge", "against", "scenario", "category", "decision", "agree"], "judge_accuracy", "agreement")
     rows = rows.with_columns(pl.lit(None, pl.Utf8).alias(c) for c in ("truth", "order", "pair")
@@ -359,9 +337,8 @@ def _by_order(g: pl.DataFrame) -> tuple[float | None, ...]:
 
 
 def _kappa(g: pl.DataFrame, resamples: int, seed: int, level: float) -> tuple[float | None, ...]:
-    """Return Cohen's kappa of the judge's decisions against the ground truth (quadratic on the sides A>B, A=B,
-    B>A; pass/fail) with its bootstrap interval over scenarios; failed judgments left out, None for expected
-    scores."""
+    """Return Cohen's kappa of the judge's decisions against the ground truth (quadratic on sides; pass/fail)
+    with its bootstrap interval over scenarios; None for expected scores."""
     rows = g.filter(pl.col("decision").is_not_null() & pl.col("truth").is_in(list(_ORDINAL))
                     & pl.col("decision").is_in(list(_ORDINAL)))
     if rows.is_empty():

@@ -1,8 +1,5 @@
 """Agreement statistics: Cohen's kappa (nominal, linear or quadratic weights) and Krippendorff's alpha.
-
-Weighted kappa and the interval/ratio alphas measure disagreement by the distance between the
-values themselves, so a rubric level nobody used does not change how far apart 2 and 4 are.
-"""
+Weighted kappa measures disagreement by the distance between the values themselves, not their positions."""
 
 from __future__ import annotations
 
@@ -46,11 +43,7 @@ def complete_pairs(a: Sequence, b: Sequence) -> tuple[np.ndarray, np.ndarray, in
 
 def cohen_kappa(a: Sequence, b: Sequence, weights: str | None = None) -> float:
     """Return Cohen's kappa of two raters' paired ratings; ``weights`` None (nominal), "linear" or "quadratic".
-
-    NaN when chance agreement is already perfect. Weighted kappa measures the distance between the values
-    (scikit-learn uses their positions in ``labels``). A missing rating raises ValueError: drop such pairs with
-    :func:`complete_pairs`.
-    """
+    NaN when chance agreement is already perfect; a missing rating raises ValueError (:func:`complete_pairs`)."""
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape or a.ndim != 1:
         raise ValueError("cohen_kappa needs two equally long 1-d sequences of paired ratings")
@@ -72,9 +65,8 @@ def cohen_kappa(a: Sequence, b: Sequence, weights: str | None = None) -> float:
 
 
 def why_undefined(*ratings: Sequence | np.ndarray, what: str = "grade") -> str | None:
-    """Return why agreement beyond chance is undefined for these ratings (every value compared, NaN = not
-    rated), or None when it is defined: no ratings at all, or a single value everywhere (then chance
-    agreement is already perfect and kappa and alpha divide 0 by 0)."""
+    """Return why agreement beyond chance is undefined for these ratings (NaN = not rated), or None: no ratings
+    at all, or a single value everywhere (kappa and alpha divide 0 by 0)."""
     arrays = [np.asarray(r).ravel() for r in ratings]
     flat = np.concatenate(arrays) if arrays else np.array([])
     if flat.dtype.kind == "f":
@@ -100,11 +92,7 @@ def _kappa_weights(values: np.ndarray, weights: str | None) -> np.ndarray:
 
 def krippendorff_alpha(data: np.ndarray | Sequence[Sequence[float]], level: str = "interval") -> float:
     """Return Krippendorff's alpha of a units × raters matrix (NaN = not rated) at ``level``: "nominal",
-    "ordinal", "interval" or "ratio".
-
-    The ``krippendorff`` package takes the transpose (raters × units): ``krippendorff_alpha(x, level) ==
-    krippendorff.alpha(reliability_data=x.T, level_of_measurement=level)``.
-    """
+    "ordinal", "interval" or "ratio"; the package takes raters × units: ``krippendorff.alpha`` of ``x.T``."""
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, not {level!r}")
     x = np.asarray(data, dtype=np.float64)

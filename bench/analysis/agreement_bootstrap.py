@@ -1,9 +1,5 @@
 """Bootstrap draws of the agreement between two raters (a judge and a human): weighted Cohen's kappa, exact and
-adjacent agreement, and a mean difference, all from the same resamples.
-
-The unit resampled is the item (an item's pairs stand or fall together); each item's pairs are summed into one
-row, so a resample is one matrix product.
-"""
+adjacent agreement, and a mean difference, all from the same resamples of items (one matrix product each)."""
 
 from __future__ import annotations
 
@@ -34,9 +30,8 @@ class AgreementDraws:
 
 def agreement_draws(x: np.ndarray, y: np.ndarray, items: np.ndarray, *, weights: str | None,
                     within: np.ndarray | None = None, resamples: int = 2000, seed: int = 0) -> AgreementDraws:
-    """Return bootstrap draws of kappa, exact agreement and (with ``within``, which pairs are adjacent) adjacent
-    agreement, resampling ``items``: ``x``, ``y`` the paired grades, no missing value; pairs of one item are
-    drawn together."""
+    """Return bootstrap draws of kappa, exact and (with ``within``) adjacent agreement of paired grades ``x``,
+    ``y`` (no missing value), resampling ``items``: pairs of one item are drawn together."""
     x, y, items = np.asarray(x), np.asarray(y), np.asarray(items)
     if not x.shape == y.shape == items.shape == (x.shape if within is None else np.shape(within)) or x.ndim != 1:
         raise ValueError("agreement_draws needs equally long 1-d arrays of grades, items (and within)")
@@ -64,8 +59,7 @@ def agreement_draws(x: np.ndarray, y: np.ndarray, items: np.ndarray, *, weights:
 
 def kappa_of_counts(counts: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """Return Cohen's kappa of each (k × k) confusion matrix in ``counts`` (rows the first rater) under the
-    disagreement ``weight`` (0 on the diagonal); NaN where chance agreement is perfect. Equals
-    :func:`bench.analysis.cohen_kappa` of the resample's pairs."""
+    disagreement ``weight`` (0 on the diagonal); NaN where chance agreement is perfect."""
     total = counts.sum(axis=(-2, -1))
     with np.errstate(invalid="ignore", divide="ignore"):
         observed = counts / total[..., None, None]

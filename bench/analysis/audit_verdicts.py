@@ -1,9 +1,5 @@
 """The bias audit's verdicts: one plain line per measure saying what the number means and what to do about it.
-
-A verdict reads the interval, not the point: a bias (or a rule-of-thumb warning) is called only when the whole
-interval lies beyond the unbiased value (or threshold); when it still reaches back across, the line says the
-interval is too wide to tell.
-"""
+A bias is called only when the whole interval lies beyond the unbiased value; else the line says it is too wide."""
 
 from __future__ import annotations
 
@@ -27,8 +23,7 @@ def entry(measure: str, e: Estimate, family: str | None, pairwise: bool = False,
 def verdict(measure: str, e: Estimate, family: str | None = None, pairwise: bool = False,
             flips: Estimate | None = None) -> str:
     """Return the one-line verdict of a measure's estimate (the reason when it has no value); ``pairwise``: the
-    judge gives verdicts, not scores (the collapse lines read differently); ``flips``: the judge's flip rate, which
-    the first-slot line names (a judge with no net preference may still flip pairs both ways)."""
+    judge gives verdicts, not scores; ``flips``: the judge's flip rate, which the first-slot line names."""
     if e.state == "not_applicable":
         return f"not applicable: {e.why}"
     if e.state != "ok" or e.value is None:
@@ -58,8 +53,7 @@ def _side(e: Estimate, unbiased: float) -> int:
 
 
 def _beyond(e: Estimate, threshold: float, above: bool) -> str:
-    """Return "yes" when the whole interval lies beyond ``threshold`` (above it, or below with ``above`` False),
-    "maybe" when only the point does, "no" otherwise."""
+    """Return "yes" when the whole interval lies beyond ``threshold``, "maybe" when only the point does, else "no"."""
     point = e.value > threshold if above else e.value < threshold
     whole = _side(e, threshold) == (1 if above else -1)
     return "yes" if whole else "maybe" if point else "no"

@@ -1,7 +1,5 @@
-"""The bias audit's statistics on plain arrays, each with a seeded percentile bootstrap interval over its units.
-
-The unit resampled is what the judge saw once: an answer, or an A/B pair with both its orders. Each returns an
-:class:`Estimate`: "ok", "not_applicable" or "not_enough_data", with the reason."""
+"""The bias audit's statistics on plain arrays, each with a seeded percentile bootstrap interval over its units
+(an answer, or an A/B pair with both its orders); each returns an :class:`Estimate`."""
 
 from __future__ import annotations
 
@@ -115,9 +113,8 @@ def _average_ranks(values: np.ndarray) -> np.ndarray:
 
 def reference_gap(own: np.ndarray, other: np.ndarray, *, resamples: int, seed: int, level: float,
                   groups: tuple[str, str] = ("answers of its own family", "of others")) -> Estimate:
-    """Return the mean over reference columns of (column mean on ``own`` rows − column mean on ``other`` rows)
-    (units × references matrices of differences, NaN where a reference does not serve): each reference is compared
-    with itself, so its own leniency cancels. Rows are resampled within their group."""
+    """Return the mean over reference columns of (column mean on ``own`` rows − column mean on ``other`` rows),
+    NaN where a reference does not serve; rows are resampled within their group."""
     own, other = np.asarray(own, float), np.asarray(other, float)
     n = own.shape[0] + other.shape[0]
     if min(own.shape[0], other.shape[0]) < MIN_UNITS // 2 or n < MIN_UNITS:
@@ -143,9 +140,8 @@ def _reference_gaps(own: np.ndarray, other: np.ndarray) -> np.ndarray:
 
 def spread(codes: list[np.ndarray], levels: list[int], *, resamples: int, seed: int, level: float
            ) -> tuple[Estimate, Estimate]:
-    """Return (modal share, normalized entropy) of a judge's grades: per criterion, the share of its most common
-    level and the entropy of its levels over log(levels on that criterion's scale), pooled over criteria weighted
-    by their grades. ``codes[c]``: each unit's level index on criterion c (−1: none); units are resampled."""
+    """Return (modal share, normalized entropy) of a judge's grades per criterion (entropy over log(levels)),
+    pooled weighted by grades. ``codes[c]``: each unit's level index on criterion c (−1: none)."""
     units = codes[0].size if codes else 0
     if units < MIN_UNITS:
         why = f"{units} graded judgments (at least {MIN_UNITS} are needed)"

@@ -1,7 +1,5 @@
-"""Seeded bootstrap and sign-flip tests over a scenarios × columns matrix, as matrix products.
-
-Scenarios are resampled; a block of resamples is a counts matrix, so every column's means are one product,
-and a second product with the NaN mask lets columns of different coverage share the same resamples."""
+"""Seeded bootstrap and sign-flip tests over a scenarios × columns matrix, as matrix products: scenarios are
+resampled, and a NaN mask lets columns of different coverage share the same resamples."""
 
 from __future__ import annotations
 
@@ -70,9 +68,8 @@ def bootstrap_ratios(num: np.ndarray, den: np.ndarray | None, resamples: int = 1
 
 
 def percentile_interval(samples: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-    """Return the (low, high) percentile interval of each column of bootstrap ``samples`` (resamples × K,
-    or a 1-d vector of resamples: then two scalars), ignoring NaN resamples; linear interpolation
-    between order statistics, as ``numpy.percentile``'s default."""
+    """Return the (low, high) percentile interval of each column of bootstrap ``samples`` (resamples × K, or 1-d:
+    two scalars), ignoring NaN resamples; linear interpolation as ``numpy.percentile``."""
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be between 0 and 1 (0.95 for a 95% interval), not {level!r}")
     samples = np.asarray(samples, dtype=np.float64)

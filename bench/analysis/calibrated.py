@@ -1,9 +1,5 @@
-"""A leaderboard calibrated by human reviews: prediction-powered inference (PPI++), per judge and cell.
-
-The judge's mean over all judgments is corrected by the mean of (human − λ·judge) over the reviewed ones, λ
-clipped to [0, 1] and cross-fitted, so the interval is valid however biased the judge; under a judge that does not
-help it is about as wide as the human-only one (docs/analysis.md).
-"""
+"""A leaderboard calibrated by human reviews: prediction-powered inference (PPI++), per judge and cell; λ is
+clipped to [0, 1] and cross-fitted, so the interval is valid however biased the judge (docs/analysis.md)."""
 
 from __future__ import annotations
 
@@ -41,17 +37,15 @@ class PPI:
 
 
 def variance_floor(n: int, scale: tuple[float, float]) -> float:
-    """Return the least variance credited to ``n`` scores on ``scale``: ``(range/2)²/n``, the sample variance of
-    ``n`` scores of which one differs from the rest by half the scale. Agreeing scores rule out no such
-    disagreement, so their interval must not collapse; the floor fades as ``1/n``."""
+    """Return the least variance credited to ``n`` scores on ``scale``: ``(range/2)²/n``, so agreeing scores do
+    not collapse the interval; the floor fades as ``1/n``."""
     lo, hi = scale
     return ((hi - lo) / 2) ** 2 / n
 
 
 @dataclass(frozen=True)
 class Intervals:
-    """Calibrated and human-only intervals of many cells at once: one entry per row of ``calibrated_intervals``'
-    inputs."""
+    """Calibrated and human-only intervals of many cells: one entry per row of ``calibrated_intervals``' inputs."""
 
     ppi: PPI  # each field an array, one entry per cell (the estimate clipped to the scale)
     ci_low: np.ndarray
@@ -63,8 +57,7 @@ class Intervals:
 
 def _cross_fitted_lams(y: np.ndarray, f: np.ndarray, big_n: int) -> np.ndarray:
     """Return λ_i per review: PPI++'s ``cov(y, f) / ((1 + n/N)·var(f))`` over the *other* reviews, clipped to
-    [0, 1]; 0 where those others' judge scores do not vary. λ_i is independent of review i, so ``y_i − λ_i·f_i``
-    is unbiased and its spread is not minimised on the very reviews it is measured on."""
+    [0, 1]; 0 where those others' judge scores do not vary."""
     n = y.shape[1]
     if n < 3:  # one other review: no covariance to tune on
         return np.zeros_like(y)
@@ -78,10 +71,8 @@ def _cross_fitted_lams(y: np.ndarray, f: np.ndarray, big_n: int) -> np.ndarray:
 
 
 def ppi_arrays(y: np.ndarray, f: np.ndarray, g: np.ndarray, floor: float = 0.0) -> PPI:
-    """Return the PPI++ means of many cells at once, each field of the PPI an array with one entry per row of
-    ``y`` (human scores of the reviewed items, judged ``f``; rows of ≥ 2) and ``g`` (the judge's scores of the
-    unreviewed items). Variances are floored at ``floor`` (``variance_floor``); λ is cross-fitted and always used:
-    picking whichever of this and the human-only interval came out narrower under-covered (docs/analysis.md)."""
+    """Return the PPI++ means of many cells at once, one entry per row of ``y`` (human scores of reviewed items,
+    judged ``f``; rows of ≥ 2) and ``g`` (judge scores of the unreviewed). Variances floored at ``floor``."""
     n, big_n = y.shape[1], g.shape[1]
     if big_n < 2:
         y_var, zero = y.var(1, ddof=1), np.zeros(len(y))
@@ -106,10 +97,8 @@ def ppi_mean(y: np.ndarray, f: np.ndarray, g: np.ndarray, floor: float = 0.0) ->
 
 def calibrated_intervals(y: np.ndarray, f: np.ndarray, g: np.ndarray, *, scale: tuple[float, float],
                          level: float = 0.95) -> Intervals:
-    """Return the calibrated and human-only intervals at ``level`` of many cells at once (rows of ``y``, ``f``,
-    ``g`` as in ``ppi_arrays``) under the small-sample rule: variances floored at ``variance_floor(n, scale)``,
-    Student's t with n − 1 degrees of freedom, estimates and bounds clipped to ``scale`` (the mean of scores
-    on a scale lies on it). One code path for the leaderboard and ``benchmarks/calibration.py``."""
+    """Return the calibrated and human-only intervals at ``level`` of many cells (rows as in ``ppi_arrays``):
+    variances floored (``variance_floor``), Student's t with n − 1 df, estimates and bounds clipped to ``scale``."""
     from scipy.stats import t as student_t  # noqa: PLC0415 (scipy: heavy, only a calibrated row needs it)
 
     lo, hi = scale
@@ -136,11 +125,8 @@ def reviews_to_halve(p: PPI, n_human: int) -> int | None:
 
 
 def human_scores(reviews: pl.DataFrame, criterion: str = COMPOSITE) -> pl.DataFrame:
-    """Return one human score per reviewed judgment: the latest review of each reviewer, averaged over reviewers.
-
-    Only blind reviews calibrate (bench.core.reviewed), and only finite values; a frame without a ``blind`` column
-    is taken as blind.
-    """
+    """Return one human score per reviewed judgment: each reviewer's latest blind review, averaged over
+    reviewers (finite values only; a frame without a ``blind`` column is taken as blind)."""
     require(reviews, ("judgment", "reviewer", "criterion", "value", "created_at"), "human_scores", "reviews")
     blind = pl.col("blind").fill_null(False).last() if "blind" in reviews.columns else pl.lit(True)
     latest = (reviews.filter((pl.col("criterion") == criterion) & pl.col("value").is_not_null())
@@ -153,12 +139,7 @@ def calibrated_leaderboard(judged: pl.DataFrame, reviews: pl.DataFrame, *, crite
                            level: float = 0.95,
                            scale: tuple[float, float] | Mapping[str, tuple[float, float]] | None = None) -> pl.DataFrame:
     """Return the human-calibrated mean of each (judge, cell) with its interval, beside the judge-only and
-    human-only ones.
-
-    The unit is an answer (repeats averaged); a review calibrates every judge of its rubric version; a cell with
-    fewer than 2 reviews gets a ``note``. ``reviews_to_halve``: how many more reviews would halve the interval.
-    ``scale`` (per criterion or judge id) bounds the intervals and sets their variance floor.
-    """
+    human-only ones (unit: an answer); ``reviews_to_halve``: how many more reviews would halve the interval."""
     given = dict(scale) if isinstance(scale, Mapping) else {}
     for pair in ([scale] if scale is not None and not isinstance(scale, Mapping) else given.values()):
         if not pair[0] < pair[1]:
@@ -214,8 +195,7 @@ def _scale_of(part: pl.DataFrame, ranges: dict[str, tuple[float, float]]) -> tup
 
 
 def _judge_only(f_all: np.ndarray, z: float, scale: tuple[float, float]) -> tuple:
-    """Return the judge-only (mean, low, high): a normal interval, its variance floored like the reviews' and
-    clipped to the scale (bounds None for a single answer)."""
+    """Return the judge-only (mean, low, high): a normal interval, floored and clipped like the reviews'."""
     mean = float(f_all.mean())
     if len(f_all) < 2:
         return mean, None, None

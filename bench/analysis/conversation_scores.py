@@ -1,6 +1,5 @@
 """One grade per conversation from a ``per_turn`` judge's grades of its turns: the mean over the graded turns,
-made before the long score table, so every statistic counts one item per answer. The first turn's record
-stands for them."""
+so every statistic counts one item per answer. The first turn's record stands for them."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
 """How far each judge agrees with the people it stands in for: per judge and criterion, on the reviewed items.
-
-Each review is paired with every judgment of its answer and rubric version (``n`` counts pairs, ``items``
-answers). Only blind reviews count, and judges' own grades are compared, never human overrides.
-"""
+Only blind reviews count, and judges' own grades are compared, never human overrides."""
 
 from __future__ import annotations
 
@@ -66,9 +63,8 @@ def _blind(t: RunTables) -> pl.Expr:
 
 
 def score_pairs(t: RunTables, *, blind_only: bool = True) -> pl.DataFrame:
-    """Return every (judgment, review) pair of scores: judge, rubric, criterion, item (the answer on its rubric
-    version), reviewer, judge_value and human (numbers), blind, one row per criterion both graded; with
-    ``blind_only`` (the default) the blind reviews' pairs only."""
+    """Return every (judgment, review) pair of scores: judge, rubric, criterion, item, reviewer, judge_value,
+    human, blind, one row per criterion both graded; ``blind_only`` (default): blind reviews only."""
     return (_unit_reviews(t).with_columns(_blind(t).alias("blind"))
             .filter(pl.col("criterion").is_not_null() & (pl.col("blind") | (not blind_only)))
             .join(t.scores.select("judgment", "criterion", "judge", "rubric", "candidate",
@@ -175,9 +171,8 @@ class JudgeAgreement:
 
 def judge_agreement(t: RunTables, *, resamples: int = 2000, seed: int = 0, level: float = 0.95,
                     min_reviews: int = 10) -> JudgeAgreement:
-    """Return :class:`JudgeAgreement` of a run: the four tables above from one set of options. ``min_reviews``
-    applies to all of them: a judge × criterion in the state "not_enough_reviews" gets no confusion matrix and no
-    bias by grade (means of a few pairs), and the ceiling needs as many answers reviewed by two or more."""
+    """Return :class:`JudgeAgreement` of a run: the four tables above from one set of options; below
+    ``min_reviews`` a judge × criterion gets no confusion matrix and no bias by grade."""
     table = human_agreement(t, resamples=resamples, seed=seed, level=level, min_reviews=min_reviews)
     shown = table.filter(pl.col("state") != "not_enough_reviews").select("judge", "criterion")
     scored, verdicts = score_pairs(t), verdict_pairs(t)
@@ -196,9 +191,8 @@ def judge_agreement(t: RunTables, *, resamples: int = 2000, seed: int = 0, level
 
 
 def bias_by_level(t: RunTables, *, resamples: int = 2000, seed: int = 0, level: float = 0.95) -> pl.DataFrame:
-    """Return, per judge, scored criterion and human grade, the judge's mean (judge − human) over the pairs at
-    that human grade, with a bootstrap interval over their items (none below two items): negative is harsher
-    than the reviewers, positive more lenient."""
+    """Return, per judge, scored criterion and human grade, the judge's mean (judge − human) at that grade, with
+    a bootstrap interval over items (none below two): negative is harsher than the reviewers."""
     pairs = score_pairs(t)
     rows = []
     for (judge, criterion, human), g in pairs.group_by(["judge", "criterion", "human"]):
@@ -215,9 +209,8 @@ def bias_by_level(t: RunTables, *, resamples: int = 2000, seed: int = 0, level: 
 
 def reviewer_ceiling(t: RunTables, *, resamples: int = 2000, seed: int = 0, level: float = 0.95,
                      min_items: int = 10) -> pl.DataFrame:
-    """Return per rubric and criterion the reviewers' agreement with each other on the items two or more of them
-    reviewed blind: Krippendorff's alpha with a bootstrap interval over those items, and a state
-    ("not_enough_reviews" below ``min_items`` such items)."""
+    """Return per rubric and criterion the reviewers' Krippendorff's alpha on items two or more reviewed blind,
+    with a bootstrap interval over them, and a state ("not_enough_reviews" below ``min_items``)."""
     reviews = _reviews_by_item(t)
     rows = []
     for (rubric, criterion), g in reviews.group_by(["rubric", "criterion"], maintain_order=True):

@@ -27,10 +27,8 @@ AUDIT_SCHEMA = {  # n: the measure's units (pairs, answers, battles), but grades
 
 def judge_audit(t: RunTables, *, resamples: int = 2000, seed: int = 0, level: float = 0.95
                 ) -> dict[str, dict[str, dict]]:
-    """Return judge id → measure (``MEASURES``) → {"value", "ci_low", "ci_high", "n", "verdict", "state"}: each
-    measure with a seeded bootstrap interval at ``level`` and a one-line plain verdict; "state" is "ok",
-    "not_applicable" (the verdict says why: no pairwise judgments, no jury, one family only, …) or
-    "not_enough_data"."""
+    """Return judge id → measure (``MEASURES``) → {"value", "ci_low", "ci_high", "n", "verdict", "state"}, with a
+    seeded bootstrap interval at ``level``; "state": "ok", "not_applicable" or "not_enough_data"."""
     opts = {"resamples": resamples, "seed": seed, "level": level}
     kinds = _kinds(t.judgments)
     scales = judge_scales(t.run_dir, t.judgments) if t.run_dir is not None else {}
@@ -69,8 +67,7 @@ def _rubric(t: RunTables, judge: str) -> str | None:
 
 
 def _pairwise_measures(t: RunTables, judge: str, opts: dict) -> dict[str, Estimate]:
-    """Return the position measures and the style length coefficient of a pairwise judge (the rest of the length
-    and self-preference measures: not applicable)."""
+    """Return the position measures and the style length coefficient of a pairwise judge (the rest: n/a)."""
     per = position_pairs(battles(t.judgments.filter(pl.col("judge") == judge)))
     both = per.filter(pl.col("orders") == 2)
     return {
@@ -125,8 +122,7 @@ def _scored_measures(t: RunTables, judge: str, opts: dict) -> dict[str, Estimate
 
 def _length_gap(t: RunTables, judge: str, scored: pl.DataFrame, opts: dict) -> Estimate:
     """Return how many more points the judge gives than each other judge of its rubric on answers longer than the
-    median of those it graded, minus the same on the rest, averaged over the other judges; ``scored``: its
-    composites with each answer's length (candidate, value, chars)."""
+    median, minus the same on the rest, averaged over the other judges."""
     rubric = _rubric(t, judge)
     comp = _composite(t).filter((pl.col("rubric") == rubric) & (pl.col("judge") != judge))
     if comp.is_empty():
@@ -211,9 +207,8 @@ def _collapse(t: RunTables, judge: str, pairwise: bool, scales: dict[str, tuple[
 
 
 def _levels(grades: pl.Series, pairwise: bool, declared: tuple[float, float] | None = None) -> list[str]:
-    """Return the levels of a criterion's scale: every integer of the rubric's ``declared`` scale and of the range
-    any judge of the rubric used (a level no judge uses still counts: a judge giving only 3 and 4 on a 1–5 scale
-    has collapsed), else the grades seen (verdict labels, non-integer grades)."""
+    """Return the levels of a criterion's scale: every integer of the ``declared`` scale and of the range any judge
+    used, else the grades seen (verdict labels, non-integer grades)."""
     seen = sorted(set(grades.drop_nulls().to_list()))
     if pairwise:
         return [label for label in OUTCOME if label in seen] + [g for g in seen if g not in OUTCOME]

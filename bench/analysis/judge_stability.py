@@ -1,7 +1,5 @@
-"""Is a judge stable enough to trust? Test–retest agreement over its ``repeats: k`` gradings, and a
-leaderboard whose intervals include the judge's own variance.
-
-Per judge and criterion: ``icc``, ``alpha``, ``within_var`` and a ``verdict`` ("stable" at ICC ≥ 0.75)."""
+"""Is a judge stable enough to trust? Test–retest agreement over its ``repeats: k`` gradings (``icc``, ``alpha``,
+``within_var``, ``verdict``: "stable" at ICC ≥ 0.75), and a leaderboard including the judge's own variance."""
 
 from __future__ import annotations
 

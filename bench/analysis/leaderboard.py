@@ -1,7 +1,5 @@
 """Per-cell scores with bootstrap confidence intervals, and paired differences between cells.
-
-The unit of resampling is the scenario (its samples averaged first), so an interval reflects how much a
-ranking depends on which scenarios were in the grid."""
+The unit of resampling is the scenario (its samples averaged first)."""
 
 from __future__ import annotations
 
@@ -23,8 +21,7 @@ def _codes(expr: pl.Expr) -> pl.Expr:
 
 
 def _matrices(scores: pl.DataFrame, column: pl.Expr, meta: list[str]):
-    """Yield (judge, scenarios × columns matrix of per-scenario means with NaN for missing, column meta), built by
-    two ``bincount`` passes over integer codes: linear in the rows."""
+    """Yield (judge, scenarios × columns matrix of per-scenario means with NaN for missing, column meta)."""
     if scores["value"].null_count():
         scores = scores.filter(pl.col("value").is_not_null())
     enc = scores.select(_codes(pl.col("judge")).alias("_j"), _codes(pl.col("scenario")).alias("_s"),
@@ -91,9 +88,8 @@ def _pairs(cells: pl.DataFrame, compare: str) -> list[tuple[int, int]]:
 def paired_differences(scores: pl.DataFrame, *, criterion: str = COMPOSITE, compare: str = "all",
                        resamples: int = 1000, permutations: int = 10000, seed: int = 0,
                        level: float = 0.95) -> pl.DataFrame:
-    """Return per judge and pair of cells (a, b): mean of a − b over the scenarios both have, its bootstrap CI, a
-    two-sided sign-flip p-value, its Holm-adjusted value, and wins/ties/losses (``compare`` = "prompts": cells of
-    the same model; "models": of the same prompt)."""
+    """Return per judge and pair of cells (a, b): mean of a − b over shared scenarios, its bootstrap CI, a
+    two-sided sign-flip p, Holm-adjusted, and wins/ties/losses (``compare``: "prompts" or "models")."""
     if compare not in ("all", "prompts", "models"):
         raise ValueError(f"compare must be 'all', 'prompts' (within a model) or 'models' (within a prompt), not {compare!r}")
     same = {"prompts": ["model"], "models": ["prompt"]}.get(compare, [])

@@ -1,7 +1,5 @@
-"""A model's family from its LiteLLM model string: what the bias audit compares to find a judge preferring its own kind.
-
-The last path segment's first run of letters after vendor and region words, through a few aliases
-(``openai/gpt-4o-mini`` is ``gpt``, ``us.anthropic.claude-3-5-sonnet`` ``claude``: docs/judges.md)."""
+"""A model's family from its LiteLLM model string (``openai/gpt-4o-mini`` is ``gpt``): what the bias audit
+compares to find a judge preferring its own kind (docs/judges.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Grades outside their rubric's scale, set aside before any table counts them.
-
-A record can hold one (edited by hand, written by an older bench, damaged): 1e308 on a 1-5 scale made `bench
-judges` build a table as wide as the grade. Such a judgment is left out of every table, with one warning."""
+"""Grades outside their rubric's scale (hand-edited, damaged), set aside with one warning before any table
+counts them."""
 
 from __future__ import annotations
 
@@ -17,9 +15,7 @@ Scales = Mapping[str, Mapping[str, tuple[float, float]]]  # rubric key -> criter
 
 
 def off_scale_judgments(scores: pl.DataFrame, scales: Scales, run_dir: Path) -> set[str]:
-    """Return the ids of the judgments of ``scores`` (long: judgment, rubric, criterion, value) with a grade that
-    is not finite or lies outside its rubric's scale (a rubric without a known scale: finite only), warning once
-    when there are any."""
+    """Return the ids of the judgments of ``scores`` with a non-finite or off-scale grade, warning once if any."""
     bounds = pl.DataFrame([(key, name, lo, hi) for key, scale in scales.items() for name, (lo, hi) in scale.items()],
                           schema={"rubric": pl.Utf8, "criterion": pl.Utf8, "lo": pl.Float64, "hi": pl.Float64},
                           orient="row")

@@ -1,7 +1,5 @@
 """Pairwise verdicts as battles: win rates against a baseline, Bradley–Terry ratings, position bias.
-
-A verdict is stored in the original (A, B) order, so each pairwise judgment is one battle of cell A against
-cell B, A's outcome 1, 0.5 or 0; strong verdicts (``A>>B``) may count several times, as in arena-hard."""
+Each pairwise judgment is one battle of cell A against B, A's outcome 1, 0.5 or 0 (``A>>B`` may count more)."""
 
 from __future__ import annotations
 
@@ -145,8 +143,7 @@ def bradley_terry(battle: pl.DataFrame, *, anchor: str | None = None, resamples:
                   level: float = 0.95, strong_weight: float = 1.0, scale: float = 400.0,
                   base: float = 1000.0, prior: float = 0.5) -> pl.DataFrame:
     """Return per (judge, cell): a Bradley–Terry rating on the Elo scale (``anchor`` at ``base``, else the mean)
-    with a bootstrap CI resampling scenarios, the number of battles, and the ``prior`` the fit used (virtual wins
-    each way per pair that met: :func:`fit_bradley_terry`)."""
+    with a bootstrap CI over scenarios, battles, and the fit's ``prior`` (virtual wins each way per pair)."""
     require(battle, BATTLE_COLS, "bradley_terry", "battle")
     out = []
     for (judge,), part in battle.group_by(["judge"], maintain_order=True):
@@ -188,9 +185,8 @@ def position_pairs(battle: pl.DataFrame) -> pl.DataFrame:
 
 
 def position_consistency(battle: pl.DataFrame) -> pl.DataFrame:
-    """Return per judge: pairs seen in both orders, the share whose two verdicts agree (ties only with ties), and
-    how often a decisive verdict favoured the response shown first (0.5 = no bias). With ``repeats``, a pair is one
-    repeat's two orders."""
+    """Return per judge: pairs seen in both orders, the share whose two verdicts agree, and how often a decisive
+    verdict favoured the response shown first (0.5 = no bias)."""
     require(battle, ["judge", "scenario", "sample", "a", "b", "order", "outcome"], "position_consistency", "battle")
     per = position_pairs(battle)
     both = (per.filter(pl.col("orders") == 2)

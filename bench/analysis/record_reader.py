@@ -1,7 +1,5 @@
 """Run files read by polars: every readable record of a kind as the dict of its fields, one schema per kind.
-
-Each kind's polars schema is derived from its pydantic model. A file whose every line the model accepts as it
-stands is read whole by polars; any other is read line by line by its model, as ``RunStore.iter`` reads it."""
+A file the model accepts as it stands is read whole by polars; any other line by line, as ``RunStore.iter``."""
 
 from __future__ import annotations
 
@@ -129,8 +127,7 @@ def _complete(line: bytes) -> bool:
 
 
 def _fast(cls: type[Record], texts: list[bytes]) -> tuple[list[dict[str, Any]] | None, dict[str, list[Any]] | None]:
-    """Return the rows of these lines, checked by polars against the declared schema and parsed once, and their
-    columns; (None, None) when some line needs its pydantic model."""
+    """Return the rows of these lines parsed by polars, and their columns; (None, None) if a line needs pydantic."""
     fields = _record_fields(cls)
     try:
         frame = pl.read_ndjson(b"\n".join(texts), schema=schema_of(cls))
@@ -147,9 +144,7 @@ def _fast(cls: type[Record], texts: list[bytes]) -> tuple[list[dict[str, Any]] |
 
 
 def _as_model_dumps(rows: list[dict[str, Any]], fields: list[_Field]) -> dict[str, list[Any]] | None:
-    """Make parsed lines what the model's ``model_dump()`` gives (floats where it says float) and return their
-    columns, or None for a line that is not one as it stands: a key missing or unknown, a non-string where text
-    belongs (polars reads it as text), a free-form value of another kind."""
+    """Make parsed lines what ``model_dump()`` gives and return their columns, or None if one is not as it stands."""
     names = tuple(f.name for f in fields)
     if not rows:
         return {name: [] for name in names}
@@ -175,9 +170,7 @@ def _as_model_dumps(rows: list[dict[str, Any]], fields: list[_Field]) -> dict[st
 
 
 def _passes(frame: pl.DataFrame, fields: list[_Field]) -> bool:
-    """Return whether every column holds what the model accepts as it stands (no default to fill, no value to
-    refuse or rewrite): no null where the field has another default, literals among their values, an id, a
-    schema_version this bench reads; a struct's fields alike where it is not null."""
+    """Return whether every column holds what the model accepts as it stands (nothing to fill, refuse, rewrite)."""
     for f in fields:
         if f.dtype is None:
             continue

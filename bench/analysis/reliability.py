@@ -53,8 +53,7 @@ def _note(statistic: str, value: float, *ratings: np.ndarray, what: str = "grade
 
 def inter_judge(scores: pl.DataFrame, *, criterion: str | None = None, weights: str | None = "quadratic") -> pl.DataFrame:
     """Return, per rubric and criterion, the agreement of every two judges that graded the same candidates:
-    n, Cohen's kappa (quadratic-weighted by default: rubric scales are ordinal), exact agreement, mean |a − b|;
-    pairs where one judge's grade is missing are left out and counted in ``dropped``."""
+    n, Cohen's kappa (quadratic by default), exact agreement, mean |a − b|; missing grades counted in ``dropped``."""
     require(scores, ["rubric", "criterion", "judge", "candidate", "value"], "inter_judge", "scores")
     s = scores if criterion is None else scores.filter(pl.col("criterion") == criterion)
     per = s.group_by("rubric", "criterion", "judge", "candidate").agg(pl.col("value").mean())
@@ -104,9 +103,8 @@ def packed_vs_single(scores: pl.DataFrame, *, weights: str | None = "quadratic")
 
 def judge_vs_human(scores: pl.DataFrame, judgments: pl.DataFrame, reviews: pl.DataFrame,
                    *, weights: str | None = "quadratic") -> pl.DataFrame:
-    """Return per judge and criterion the agreement of the judge's grades with human reviews of the same judgments
-    (pairwise verdicts: the criterion "verdict"); a review whose judgment has no grade from the judge is counted
-    in ``dropped`` (``n`` + ``dropped`` = ``reviews``)."""
+    """Return per judge and criterion the agreement of the judge's grades with human reviews of the same
+    judgments; a review of an ungraded judgment counts in ``dropped`` (``n`` + ``dropped`` = ``reviews``)."""
     require(scores, ["judgment", "judge", "criterion", "value"], "judge_vs_human", "scores")
     require(judgments, ["id", "judge", "verdict"], "judge_vs_human", "judgments")
     require(reviews, ["judgment", "reviewer", "criterion", "value", "verdict"], "judge_vs_human", "reviews")

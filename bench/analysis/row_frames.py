@@ -1,6 +1,4 @@
-"""The run tables' frames built column by column from records read as dicts (``bench.analysis.record_reader``).
-
-tests/analysis/test_load_run_frames.py holds each frame to the rows built one pydantic record at a time."""
+"""The run tables' frames built column by column from records read as dicts (``bench.analysis.record_reader``)."""
 
 from __future__ import annotations
 
@@ -203,9 +201,8 @@ def _columns(tuples: list[tuple], width: int) -> list[Sequence[Any]]:
 
 def score_frame(latest: pl.DataFrame, judgments: Sequence[Row], cells: dict[str, tuple], schema: dict[str, Any]
                 ) -> pl.DataFrame:
-    """Return the long score frame (``tables.SCORE_SCHEMA``) of the latest judgments (their frame and their rows, in
-    one order): one row per criterion and the composite of each success; a conversation's per_turn judgments as
-    one (``per_conversation``)."""
+    """Return the long score frame (``tables.SCORE_SCHEMA``) of the latest judgments: one row per criterion and
+    the composite of each success; a conversation's per_turn judgments as one."""
     if any(r["turn"] is not None for r in judgments):
         return _merged_score_frame(judgments, cells, schema)
     ok = (pl.col("error").is_null() & (pl.col("mode") != "pairwise") & pl.col("score").is_not_null())
@@ -260,8 +257,7 @@ def _merged_score_frame(judgments: Sequence[Row], cells: dict[str, tuple], schem
 
 
 def _per_conversation(judgments: Sequence[Row]) -> list[tuple[Row, int | None]]:
-    """Return ``per_conversation`` of judgment rows: a per_turn judge's turns merged by the pydantic records'
-    own rule (only those rows become records); every other row as it is."""
+    """Return judgment rows with a per_turn judge's turns merged by the pydantic records' own rule."""
     if all(r["turn"] is None for r in judgments):
         return [(r, None) for r in judgments]
     items = [Judgment.model_validate(r) if r["turn"] is not None else _Fields(r, turn=None) for r in judgments]

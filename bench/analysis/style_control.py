@@ -1,7 +1,5 @@
-"""Pairwise ratings with style control: does a cell win on substance, or on length and markdown?
-
-As arena-hard-auto and LMArena do, a Bradley–Terry regression fits the cells' strengths with one coefficient per
-style covariate: P(a beats b) = σ(θ_a − θ_b + Σ_k β_k·x_k); coefficients are log-odds per standard deviation."""
+"""Pairwise ratings with style control, as arena-hard-auto: P(a beats b) = σ(θ_a − θ_b + Σ_k β_k·x_k), one
+coefficient per style covariate (log-odds per standard deviation)."""
 
 from __future__ import annotations
 

@@ -147,8 +147,7 @@ def _overview(t: RunTables, board: pl.DataFrame) -> pl.DataFrame:
 
 
 def examples(t: RunTables, *, judge: str | None = None, per_cell: int = 1) -> pl.DataFrame:
-    """Return per judge (or ``judge``) and cell its best- and worst-graded answers, with scenario, thinking (if any)
-    and rationale."""
+    """Return per judge and cell its best- and worst-graded answers, with scenario, thinking and rationale."""
     scored = t.scores.filter(pl.col("criterion") == COMPOSITE)
     if judge is not None:
         scored = scored.filter(pl.col("judge") == judge)

@@ -148,9 +148,7 @@ def _frame(rows: list[tuple], schema: dict[str, Any]) -> pl.DataFrame:
 
 
 def with_reviews(t: RunTables) -> RunTables:
-    """Return the tables with each reviewed judgment's grade replaced by its latest human review (any
-    reviewer): scores per criterion and composite, pairwise verdicts; a judgment that failed but was
-    reviewed gains the reviewer's scores. The analysis then shows the leaderboard with human overrides."""
+    """Return the tables with each reviewed judgment's grade replaced by its latest human review."""
     every = _unit_reviews(t)  # a review covers every judge and repeat of its answer on its rubric version
     latest = (every.sort("created_at").group_by("judgment", maintain_order=True)
               .agg(pl.col("reviewer").last()))

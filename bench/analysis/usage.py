@@ -1,8 +1,5 @@
 """What a run cost: provider requests, cache hits, tokens, dollars and latency per cell and per judge.
-
-Every attempt counts, retried failures included; cost is summed only where every price was known; latency
-excludes cache hits. Where a provider's prompt cache served some input, its tokens and what its price saved show too.
-"""
+Every attempt counts; cost is summed only where every price was known; latency excludes cache hits."""
 
 from __future__ import annotations
 
@@ -34,8 +31,7 @@ def _summary(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
 
 
 def _cache_saved(table: pl.DataFrame) -> pl.DataFrame:
-    """Add the ``cache`` column, "cache saved $X, Y% of input" (Y: the share of the prompt tokens the provider's
-    prompt cache served), where some prompt was cached."""
+    """Add the ``cache`` column, "cache saved $X, Y% of input", where the provider's prompt cache served some."""
     if "cached_tokens" not in table.columns:
         return table
     return table.with_columns(pl.Series("cache", [
@@ -45,15 +41,13 @@ def _cache_saved(table: pl.DataFrame) -> pl.DataFrame:
 
 
 def usage_by_cell(candidates: pl.DataFrame) -> pl.DataFrame:
-    """Return per (model, prompt) cell: requests, cache hits, records and failed ones, tokens, cost, latency (pass
-    every attempt to count what was paid for)."""
+    """Return per (model, prompt) cell: requests, cache hits, records and failed ones, tokens, cost, latency."""
     require(candidates, ["cell", "model", "prompt", *USAGE_COLS], "usage_by_cell", "candidates")
     return _summary(candidates, ["cell", "model", "prompt"])
 
 
 def usage_by_judge(judgments: pl.DataFrame) -> pl.DataFrame:
-    """Return per judge: requests, cache hits, records and failed ones, tokens, cost and latency p50/p95; a packed
-    call counted once (schema-1 records carried it on every item)."""
+    """Return per judge: requests, cache hits, records and failed ones, tokens, cost, latency p50/p95."""
     require(judgments, ["judge", "pack_id", "schema_version", *USAGE_COLS], "usage_by_judge", "judgments")
     call = ["pack_id", "prompt_tokens", "completion_tokens", "latency_s"]
     legacy = pl.col("pack_id").is_not_null() & (pl.col("schema_version").fill_null(1) < 2)
@@ -72,9 +66,8 @@ SPEND_PARTS = ("answers", "user simulators", "judges")
 
 
 def run_spend(candidates: pl.DataFrame, simulators: pl.DataFrame | None, judgments: pl.DataFrame) -> pl.DataFrame:
-    """Return what the run paid: per part (models, simulated users, judges) and in total, the requests sent,
-    ``paid_usd`` (null, never a partial sum, when some price was unknown) and the records without a known price.
-    Pass every attempt: the total is what ``limits.budget_usd`` holds (``bench.core.spend.recorded_spend``)."""
+    """Return what the run paid per part and in total: requests, ``paid_usd`` (null when some price was unknown)
+    and the records without a known price; the total is what ``limits.budget_usd`` holds."""
     frames = [candidates, simulators if simulators is not None else candidates.clear(), judgments]
     rows = []
     for part, frame in zip(SPEND_PARTS, frames):

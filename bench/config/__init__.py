@@ -1,7 +1,5 @@
 """What a researcher writes, validated: params files, scenarios, rubric files and automated checks.
-
-Every mistake in a file is a ParamsError naming the file, the key path and what is allowed. Nothing here calls
-a model."""
+Every mistake in a file is a ParamsError naming the file, the key path and what is allowed; no model call."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
 """Validation errors as one line each: ``file: key.path: what is wrong (what is allowed)``.
-
-Key paths name only keys the researcher wrote: pydantic's union member names and discriminator tags are
-dropped, found by walking the model's annotations along the error's location."""
+Key paths name only keys the researcher wrote (no pydantic union member names or discriminator tags)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""Safe YAML for params files and rubric front matter: no repeated keys, no alias bombs, errors with lines.
-
-Parses with libyaml's C parser where PyYAML has it (docs/params.md)."""
+"""Safe YAML for params files and rubric front matter: no repeated keys, no alias bombs, errors with lines."""
 
 from __future__ import annotations
 

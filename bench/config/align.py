@@ -1,7 +1,5 @@
 """A params file's optional ``align:`` section: how `bench align` builds and scores judge variants (docs/align.md).
-
-``optimizer`` proposes anchor rewrites, called through the same seam, cache, caps and budget as any endpoint;
-without it, `bench align` builds the few-shot variant only and says so."""
+Without an ``optimizer``, `bench align` builds the few-shot variant only and says so."""
 
 from __future__ import annotations
 

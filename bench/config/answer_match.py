@@ -24,10 +24,8 @@ def normalize_answer(text: str) -> str:
 
 
 def token_f1(prediction: str, reference: str) -> float:
-    """Return SQuAD's token F1 of two answers (their :func:`normalize_answer` tokens): 0..1.
-
-    When either side has no token, the F1 is 1 if both have none, else 0 (as SQuAD v2's script).
-    """
+    """Return SQuAD's token F1 of two answers (their :func:`normalize_answer` tokens): 0..1; when either side
+    has no token, 1 if both have none, else 0 (as SQuAD v2's script)."""
     pred, ref = normalize_answer(prediction).split(), normalize_answer(reference).split()
     if not pred or not ref:
         return float(pred == ref)
@@ -76,12 +74,8 @@ def _letter_patterns(letters: str) -> list[re.Pattern[str]]:
 
 def choice_letter(text: str, letters: str = DEFAULT_LETTERS) -> str | None:
     """Return the choice letter (upper case) an answer settles on, or None when it names none of ``letters``.
-
-    Read in this order, the last match of the first pattern that matches winning: an answer phrase
-    ("the answer is (C)", "Answer: **B**"), a line that is only a letter, a reply that starts with a
-    letter ("C. Paris"), then a bracketed letter ("(c)"). A bare letter inside a sentence ("I think a
-    cat") is never taken: only upper-case letters count outside brackets.
-    """
+    The last match of the first matching pattern wins: an answer phrase ("the answer is (C)"), a line that is
+    only a letter, a reply starting with one ("C. Paris"), a bracketed letter ("(c)"); never a bare "a"."""
     for pattern in _letter_patterns(letters):
         found = pattern.findall(text)
         if found:

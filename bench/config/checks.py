@@ -1,9 +1,5 @@
 """Automated checks: cheap, deterministic tests of a candidate's answer, never its reasoning (no model call).
-
-Text checks here; reference checks in `bench.config.reference_checks`, trajectory checks in
-`bench.config.trajectory_checks`. `run_check` never raises: a check that cannot be evaluated fails with the
-reason in ``detail``. Python's ``re`` has no timeout: keep patterns simple.
-"""
+`run_check` never raises: an unevaluable check fails with the reason in ``detail``. Keep ``re`` patterns simple."""
 
 from __future__ import annotations
 
@@ -36,10 +32,7 @@ class _CheckBase(Strict):
 
 
 class RegexCheck(_CheckBase):
-    """Passes when ``pattern`` is found in the text (or, with ``must_match: false``, when it is not).
-
-    ``reference: <key>`` instead of ``pattern`` takes the pattern from the scenario's reference value.
-    """
+    """Passes when ``pattern`` (or the scenario's ``reference: <key>``) is found (``must_match: false``: is not)."""
 
     kind: Literal["regex"]
     pattern: str | None = None
@@ -81,10 +74,7 @@ class LengthCheck(_CheckBase):
 
 
 class JsonCheck(_CheckBase):
-    """Passes when the text is valid JSON (and, with ``required_keys``, an object holding those keys).
-
-    ``allow_fences: true`` also accepts JSON wrapped in one markdown code fence (```json … ```).
-    """
+    """Passes when the text is valid JSON (with ``required_keys``, an object holding them), fenced if allowed."""
 
     kind: Literal["json"]
     required_keys: list[str] = Field(default_factory=list)
@@ -164,11 +154,8 @@ class CheckResult:
 
 def run_check(check: Check, text: Any, reference: Mapping[str, Any] | None = None,
               trajectory: Trajectory | None = None, context: CheckContext | None = None) -> CheckResult:
-    """Return the result of one check on ``text``; never raises (an unevaluable check fails).
-
-    ``reference``: the scenario's reference values (a key it lacks fails the check); ``trajectory``: the answer's
-    tool calls and requests (None: no tool called); ``context``: what checks that run code need.
-    """
+    """Return the result of one check on ``text``; never raises (an unevaluable check fails). ``reference``: the
+    scenario's reference values; ``trajectory``: the tool calls (None: none); ``context``: what code checks need."""
     cid = str(getattr(check, "id", "?"))
     try:
         text = _as_text(text)
@@ -221,9 +208,8 @@ def checks_with_reference(checks: Sequence[Check]) -> list[Check]:
 
 
 def reference_problems(checks: Sequence[Check], references: Sequence[Mapping[str, Any] | None]) -> list[str]:
-    """Return what keeps ``checks`` from running on scenarios with these ``references`` (one line each): a
-    reference key some scenario lacks (with how many lack it, and the keys they have), a reference used as a
-    pattern that is no regular expression. Empty when every check can run."""
+    """Return what keeps ``checks`` from running on scenarios with these ``references`` (one line each): a missing
+    reference key, a reference used as a pattern that is no regular expression. Empty when every check can run."""
     problems = []
     for c in checks_with_reference(checks):
         key = c.reference  # type: ignore[attr-defined]
@@ -251,8 +237,7 @@ def _regex_error(pattern: str) -> str | None:
 
 def automated_score(results: Sequence[CheckResult], checks: Sequence[Check]) -> float | None:
     """Return the weighted mean of the checks' scores in [0, 1], leaving out those that do not apply (None when
-    none of weight applies); a check without a result counts as failed, no checks (or all weights 0) give 0.0.
-    ValueError for a result whose id is not among ``checks``."""
+    none of weight applies); a missing result counts as failed, no checks give 0.0; ValueError for an unknown id."""
     ids = {c.id for c in checks}
     unknown = sorted({r.id for r in results} - ids)
     if unknown:

@@ -1,7 +1,5 @@
 """The tools a params file declares (top-level ``tools:``), and the prompts that name them bound to them.
-
-A tool's ``result`` is a template filled from the call's arguments and the scenario; ``function`` names a
-Python callable instead, and a scenario's ``tool_results`` overrides either."""
+A tool's ``result`` template, or ``function`` callable, answers a call; a scenario's ``tool_results`` overrides."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The images of a dataset row: each ``scenarios.dataset.images`` column read, checked and hashed.
-
-What cannot be sent is one ParamsError naming row, column and file, before anything is sent. A scenario keeps
-a ref (bench.core.images), never the bytes; a ``sink`` gets them."""
+"""The images of a dataset row: each ``scenarios.dataset.images`` column read, checked and hashed; what cannot be
+sent is one ParamsError naming row, column and file. A scenario keeps a ref, never the bytes."""
 
 from __future__ import annotations
 

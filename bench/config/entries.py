@@ -1,8 +1,5 @@
 """The entries of a params file's axes: models (and how to reach them), prompt templates, judges.
-
-`identity_key` says what makes two entries give different records, so two entries that would share every
-record id are refused (`bench.config.params.Sweep`).
-"""
+`identity_key` says what makes two entries give different records (`bench.config.params.Sweep` refuses twins)."""
 
 from __future__ import annotations
 
@@ -40,8 +37,7 @@ def checked_template(text: str) -> str:
 
 
 def template_fields(text: str) -> list[str]:
-    """Return the placeholders of a ``str.format`` template in order, as written; ValueError if its braces
-    are unbalanced."""
+    """Return the placeholders of a ``str.format`` template in order; ValueError if its braces are unbalanced."""
     return [name for _lit, name, _spec, _conv in string.Formatter().parse(text) if name is not None]
 
 
@@ -75,8 +71,7 @@ class Price(Strict):
 
 
 class BatchSettings(Strict):
-    """``batch: {…}`` on a model or judge: its requests go through the provider's Batch API
-    (bench.models.batches; ``batch: true`` takes every default)."""
+    """``batch: {…}`` on a model or judge: its requests go through the provider's Batch API (``true``: defaults)."""
 
     max_requests: int = Field(default=BatchPolicy.max_requests, gt=0)  # requests per batch (the provider's limit)
     max_bytes: int = Field(default=BatchPolicy.max_bytes, gt=0)  # bytes of one batch file (the provider's limit)
@@ -151,9 +146,8 @@ class Endpoint(Strict):
 
     @property
     def endpoint(self) -> str | None:
-        """Return where this model is served, as part of every record id: None for the provider's own endpoint, else
-        the api_base (never its credentials) and a transport other than auto (two servers of one model's weights
-        are two cells: their replies can differ)."""
+        """Return where this model is served, part of every record id: None for the provider's own endpoint, else
+        the api_base (never its credentials) and a transport other than auto."""
         if self.api_base is None and self.transport == "auto":
             return None
         base = _URL_USERINFO.sub("://", self.api_base.rstrip("/")) if self.api_base else ""
@@ -218,12 +212,8 @@ class SimulatorEntry(Endpoint):
 
 
 class PromptEntry(Strict):
-    """One versioned prompt template; ``{field}`` placeholders are filled from each scenario.
-
-    One reply to ``user``; or a conversation (bench.collect.conversation): user ``turns``, a ``messages`` history,
-    or a ``user_simulator`` continuing from the seed; ``tools`` let the model call them, up to ``max_steps``
-    requests per assistant turn.
-    """
+    """One versioned prompt template; ``{field}`` placeholders are filled from each scenario. One reply to
+    ``user``, or a conversation: ``turns``, ``messages``, a ``user_simulator``, ``tools`` (up to ``max_steps``)."""
 
     id: SafeId
     version: SafeId
@@ -268,9 +258,8 @@ class PromptEntry(Strict):
 
     @property
     def content_hash(self) -> str:
-        """Return the hash of the template text (part of every candidate id): of ``system`` and ``user`` alone for
-        a one-reply prompt (ids from before conversations unchanged), else of every turn, the tools' definitions
-        (their result templates included), ``max_steps`` and the simulator."""
+        """Return the hash of the template text (part of every candidate id): ``system`` and ``user`` alone for a
+        one-reply prompt, else also every turn, the tools' definitions, ``max_steps`` and the simulator."""
         text = {"system": self.system, "user": self.user}
         if not self.is_conversation:
             return content_hash(text)
@@ -333,8 +322,7 @@ def _shape_problem(p: PromptEntry) -> str | None:
 
 
 class EmbeddingModel(Endpoint):
-    """A judge's embedding model (its similarity checks): a LiteLLM embedding model name, or a mapping with an
-    api_base serving OpenAI's ``/embeddings``; never batched."""
+    """A judge's embedding model (its similarity checks): a LiteLLM model name, or a mapping with an api_base."""
 
     @model_validator(mode="before")
     @classmethod
@@ -372,8 +360,7 @@ class JudgeEntry(Endpoint):
     @model_validator(mode="before")
     @classmethod
     def _packed_words(cls, data: Any) -> Any:
-        """Read ``mode: batch`` and ``batch_size``, the packed mode's words before its rename (params files
-        written then), as ``mode: packed`` and ``pack_size``."""
+        """Read ``mode: batch`` and ``batch_size`` (before the rename) as ``mode: packed`` and ``pack_size``."""
         if not isinstance(data, dict) or ("batch_size" not in data and data.get("mode") != "batch"):
             return data
         data = dict(data)

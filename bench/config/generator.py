@@ -1,6 +1,5 @@
-"""Scenarios generated from named dimensions: the full product, or a seeded sample of ``n`` of it.
-
-Deterministic in every process; a sample never enumerates a huge product: it draws indices and decodes them."""
+"""Scenarios generated from named dimensions: the full product, or a seeded sample of ``n`` of it (deterministic;
+a sample draws indices and decodes them, never enumerating the product)."""
 
 from __future__ import annotations
 
@@ -16,8 +15,7 @@ from bench.config.sources import GenerateSource, SubsetDimension
 from bench.core.errors import ParamsError
 from bench.core.records import Scenario, canonical_json
 
-# Above this many combinations a seeded sample draws dimension by dimension (with dedupe)
-# instead of drawing indices from the whole product.
+# above this many combinations a seeded sample draws dimension by dimension (with dedupe), not whole-product indices
 ENUMERATE_LIMIT = 200_000
 # Without ``n``, a product bigger than this is refused (it would not fit in memory, let alone a budget).
 FULL_PRODUCT_LIMIT = 1_000_000

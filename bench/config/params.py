@@ -1,8 +1,5 @@
 """Params files (`params/*.yaml`): the grid of models × prompt versions × scenarios, validated.
-
-YAML keys map one-to-one onto these pydantic models; an unknown key or a wrong type is a ParamsError naming
-the file, the key path and what is allowed. `load_sweep` calls no model.
-"""
+YAML keys map one-to-one onto these pydantic models; `load_sweep` calls no model."""
 
 from __future__ import annotations
 
@@ -149,8 +146,7 @@ class Cell(BaseModel):
 
 
 def load_sweep(path: str | Path) -> tuple[Sweep, Path]:
-    """Return the validated Sweep of a params file and the file's resolved path; ParamsError naming the file,
-    the key path and what is allowed."""
+    """Return the validated Sweep of a params file and its resolved path; ParamsError naming file and key path."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")

@@ -1,9 +1,5 @@
-"""Checks that run code: a researcher's Python function (``kind: python``), the answer's own code against tests in
-a sandbox (``kind: code``), and checks other packages register (entry points ``bench.checks``, ``PluginCheck``).
-
-A function runs in a worker process killed at its time limit; results are kept in the response cache, keyed by
-the function module's source hash (or the code, tests and runner) and the inputs, so a re-run runs nothing.
-"""
+"""Checks that run code: a Python function (``kind: python``), the answer's code against tests in a sandbox
+(``kind: code``), and plugin checks (``PluginCheck``); results are kept in the response cache."""
 
 from __future__ import annotations
 
@@ -143,8 +139,7 @@ def as_outcome(value: Any, threshold: float) -> Outcome:
 
 
 def module_hash(function: str, folder: Path | None) -> str | None:
-    """Return the sha256 of the source file of ``function``'s module (found beside the params file first, without
-    importing it), None when it is not found."""
+    """Return the sha256 of ``function``'s module source (found without importing it), None when not found."""
     parts = function.split(":")[0].split(".")
     paths: list[str] | None = [*([str(folder)] if folder else []), *sys.path]
     spec = None

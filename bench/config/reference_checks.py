@@ -1,8 +1,5 @@
 """Checks against a reference answer: exact match, numeric match, choice letter and token F1 (no model call).
-
-A list of acceptable answers counts the best; ``extract`` (a regex, last match) first takes the answer out of
-a longer reply. A numeric check on a reference with no single number does not apply (score None), never 0.
-"""
+A list of acceptable answers counts the best; ``extract`` (a regex, last match) takes the answer out first."""
 
 from __future__ import annotations
 
@@ -41,8 +38,7 @@ class ReferenceCheckBase(Strict):
 
 
 class ExactMatchCheck(ReferenceCheckBase):
-    """Scores 1 when the answer equals the reference after SQuAD normalisation (``normalize: false``: after
-    stripping surrounding whitespace only), else 0."""
+    """Scores 1 when the answer equals the reference after SQuAD normalisation (or stripping only), else 0."""
 
     kind: Literal["exact_match"]
     normalize: bool = True
@@ -108,8 +104,7 @@ def run_reference_check(check: Any, text: str, expected: Any) -> Outcome:
 
 
 def numeric_misfit(expected: Any) -> str | None:
-    """Return why a numeric check cannot compare with the reference value ``expected`` (it holds no number, or
-    several), None when it can."""
+    """Return why a numeric check cannot compare with ``expected`` (no number, or several), None when it can."""
     values = expected if isinstance(expected, list) else [expected]
     if any(as_number(v) is not None for v in values):
         return None

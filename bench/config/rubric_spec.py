@@ -1,6 +1,5 @@
-"""The front matter of a rubric file, validated: its mode, anchored criteria, requirements, labels,
-automated checks and hybrid weights, and what the judge is shown (`RubricSpec`; `bench.config.rubrics.Rubric`
-adds the body)."""
+"""The front matter of a rubric file, validated (`RubricSpec`): mode, criteria, requirements, labels, checks,
+hybrid weights and what the judge is shown."""
 
 from __future__ import annotations
 

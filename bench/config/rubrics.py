@@ -1,8 +1,5 @@
 """Rubric files (`rubrics/<id>.md`): YAML front matter (`RubricSpec`), then the instruction the judge reads.
-
-The whole file's text is hashed into ``Rubric.hash``, so an edit without a version bump is still a different
-rubric.
-"""
+The whole file's text is hashed into ``Rubric.hash``: an edit without a version bump is a different rubric."""
 
 from __future__ import annotations
 
@@ -106,9 +103,8 @@ def run_rubric(run_dir: Path | str, rubric_id: str, rubric_hash: str, root: Path
 
 def run_scales(run_dir: Path | str, judgments: Iterable[Any], root: Path | str | None = None
                ) -> dict[str, dict[str, tuple[float, float]]]:
-    """Return per rubric hash of ``judgments`` the scales its judgments and their reviews must lie on
-    (``bench.core.reviewed.scale_of`` of :func:`run_rubric`); a rubric found nowhere gets none, and its
-    values are then only checked for being finite."""
+    """Return per rubric hash of ``judgments`` the scales its judgments and reviews must lie on; a rubric found
+    nowhere gets none (its values are only checked for being finite)."""
     out: dict[str, dict[str, tuple[float, float]]] = {}
     for j in {j.rubric_hash: j for j in judgments}.values():
         try:

@@ -1,7 +1,5 @@
-"""Where `kind: code` checks run an answer's program: bubblewrap with no network, an empty environment, a fresh
-temporary folder as the only writable place, rlimits on CPU, memory, file size and processes, and its process
-group killed at the time limit. Runners (how a language's code and tests become files and a command) are
-pluggable: ``RUNNERS[language]``. ``sandbox: none`` runs the same command without bwrap (unsafe)."""
+"""Where `kind: code` checks run an answer's program: bubblewrap with no network, an empty environment, one
+writable temporary folder, rlimits, killed at the time limit. Runners are pluggable: ``RUNNERS[language]``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""Scenarios: the inputs of the grid, generated from named dimensions, read from a dataset or listed inline.
-
-``build`` makes them, deterministically, and checks every prompt placeholder against them;
+"""Scenarios: the inputs of the grid, generated from named dimensions, read from a dataset or listed inline;
 ``write_scenarios`` / ``read_scenarios`` keep them in ``scenarios.jsonl``."""
 
 from __future__ import annotations

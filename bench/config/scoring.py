@@ -1,8 +1,5 @@
 """A rubric's scoring maths: criterion scores to one composite, a 0–1 normalized score, a hybrid score.
-
-On one shared scale the composite is the weighted mean on it; on scales that differ each score is first
-mapped to 0–1, and so is the result.
-"""
+On scales that differ each score is first mapped to 0–1, and so is the composite."""
 
 from __future__ import annotations
 
@@ -22,8 +19,7 @@ def composite_scale(rubric: RubricSpec) -> tuple[int, int]:
 
 
 def composite(rubric: RubricSpec, scores: dict[str, float]) -> float:
-    """Return the weighted mean of the criterion scores, on `composite_scale`; ValueError for an unknown or missing
-    criterion."""
+    """Return the weighted mean of the criterion scores, on `composite_scale`; ValueError for a bad criterion."""
     _check_scores(rubric, scores)
     total = sum(c.weight for c in rubric.criteria)
     if shared_scale(rubric):

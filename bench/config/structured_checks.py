@@ -84,8 +84,7 @@ def run_json_schema(check: JsonSchemaCheck, text: str) -> tuple[bool, str]:
 
 
 def answer_json(text: str) -> tuple[bool, Any]:
-    """Return (True, value) for the JSON the answer is, or holds in a ``` fence, or holds as its first parsable
-    ``{…}``; (False, None) when there is none."""
+    """Return (True, value) for the JSON the answer is or holds (fenced, or first ``{…}``), else (False, None)."""
     for candidate in (text.strip(), *(m.group(1).strip() for m in _FENCED.finditer(text))):
         try:
             return True, json.loads(candidate)

@@ -69,8 +69,7 @@ def text(value: Any) -> str:
 
 
 def check_placeholders(prompts: list[PromptEntry], scenarios: list[Scenario], params_path: Path) -> None:
-    """Raise ParamsError, one line per problem, if a prompt (its templates and tools' results) needs a field some
-    scenario lacks; each distinct set of fields is checked once."""
+    """Raise ParamsError, one line per problem, if a prompt needs a field some scenario lacks."""
     groups: dict[tuple[Any, ...], list[Any]] = {}  # field names, overridden tools → [first scenario, how many]
     for scenario in scenarios:
         group = groups.setdefault(_shape(scenario), [scenario, 0])

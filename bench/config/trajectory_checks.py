@@ -1,7 +1,5 @@
 """Trajectory checks: what an agent did, read from its recorded tool calls and requests (no model call).
-
-A call refused before the tool ran counts only in ``tool_not_called``; a candidate without a trajectory called
-no tool. Each scores 1 or 0."""
+A call refused before the tool ran counts only in ``tool_not_called``. Each scores 1 or 0."""
 
 from __future__ import annotations
 

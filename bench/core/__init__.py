@@ -1,7 +1,5 @@
 """The contract every layer shares: errors, records, the run store, paths, progress and how a run ended.
-
-``core`` imports nothing else of bench; run folders hold append-only JSONL records guarded by rescue files,
-the request journal, the run lock and secret redaction."""
+``core`` imports nothing else of bench."""
 
 from importlib import import_module
 from typing import Any

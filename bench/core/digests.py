@@ -1,7 +1,5 @@
-"""One content per name in a run folder: each cell, judge and rubric version stands for one digest.
-
-A sweep that would give a name a second digest is refused (:func:`check_digests`, exit 2) unless asked to
-supersede: the earlier records are then set aside (:func:`set_aside`, ``digests/supersede.jsonl``) but kept."""
+"""One content per name in a run folder: each cell, judge and rubric version stands for one digest. A second
+digest is refused (exit 2) unless superseding: earlier records are then set aside, but kept."""
 
 from __future__ import annotations
 
@@ -182,9 +180,7 @@ def read_log(run_dir: Path) -> list[dict[str, Any]]:
 
 def check_digests(run_dir: Path, planned: list[Digest], params: str, *, supersede: bool) -> list[tuple[Digest, str]]:
     """Return the (planned digest, current digest) pairs a sweep of ``params`` changes in ``run_dir``.
-
-    Without ``supersede`` a change raises ParamsError naming each name, both digests and the ways out.
-    Schema-1 records are left out: bench.core.migrate re-keys them when the run is prepared."""
+    Without ``supersede`` a change raises ParamsError naming each name, both digests and the ways out."""
     seen: dict[Name, str] = {}
     for d in planned:  # two rubric files of one id@version, with different texts
         if seen.setdefault(d.name, d.value) != d.value:

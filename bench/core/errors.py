@@ -28,10 +28,8 @@ class PreflightError(BenchError):
 
 
 class ProviderError(BenchError):
-    """A model call failed for good (after the retries it deserved).
-
-    ``kind`` is a short reason (``rate_limit``, ``server``, ``timeout``, ``malformed``, ``auth``, …);
-    ``retryable`` says whether a later resume may succeed."""
+    """A model call failed for good (after its retries). ``kind`` is a short reason (``rate_limit``, ``server``,
+    ``timeout``, ``malformed``, ``auth``, …); ``retryable`` says whether a later resume may succeed."""
 
     def __init__(self, message: str, *, kind: str, status: int | None = None,
                  retryable: bool = False, attempts: int = 1, retry_after: float | None = None):

@@ -1,7 +1,5 @@
-"""Provenance of a sweep: ``runs/<sweep>/executions.jsonl``, one line per papermill execution attempt.
-
-Each line says which stage ran over which cells, where, when and how it ended (``ok``, ``failed``,
-``interrupted``, ``lost``); open attempts live under ``runs/<sweep>/attempts/``."""
+"""Provenance of a sweep: ``runs/<sweep>/executions.jsonl``, one line per papermill execution attempt: which stage
+ran over which cells, where, when and how it ended; open attempts live under ``runs/<sweep>/attempts/``."""
 
 from __future__ import annotations
 
@@ -96,10 +94,7 @@ def local_marker(run_dir: str | Path, attempt: ExecutionAttempt, sweep: str) -> 
 
 
 def close_abandoned(run_dir: str | Path, sweep: str) -> int:
-    """Record as ``lost`` every attempt another sweep left without its line in executions.jsonl; return how many.
-
-    Call it holding the run folder's lock. Attempts are matched to lines by name, number, worker and start, so
-    none is recorded twice; a cluster attempt's file gets the status, a local marker is removed."""
+    """Record as ``lost`` each attempt another sweep left unrecorded in executions.jsonl (hold the lock); count them."""
     recorded = {_identity(a) for a in read_attempts(run_dir)}
     closed = 0
     for path, a in attempt_files(run_dir):

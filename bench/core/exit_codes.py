@@ -1,7 +1,5 @@
 """`bench sweep`'s exit codes as one table: what each means and what a watcher or orchestrator does with it.
-
-Standard library only, so a DAG or cron script can import it; ``python -m bench.core.exit_codes CODE`` prints
-the action. A test keeps docs/sweeps.md's table in step."""
+Standard library only; ``python -m bench.core.exit_codes CODE`` prints the action."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
 """Injection-like text in a model's answer: what a judge should never take as a verdict or an instruction.
-
-Flagged answers (``Candidate.flags``) are a signal for reviewers, not a filter. Patterns match a folded copy
-of the text (``_fold``), never what the judge is shown."""
+Flags are a signal for reviewers, not a filter; patterns match a folded copy of the text (``_fold``)."""
 
 from __future__ import annotations
 

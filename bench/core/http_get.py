@@ -1,7 +1,5 @@
 """Every HTTP call bench makes outside the LLM seam is one ``get``: it refuses redirects and reads proxies.
-
-A followed redirect would carry the Authorization header elsewhere, so it is returned as a reply; proxies
-come from ``HTTP(S)_PROXY``/``NO_PROXY``, never for loopback, as in the seam."""
+A followed redirect would carry the Authorization header elsewhere, so it is returned as a reply."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
 """Images in records and requests: the run folder's image store, and the image parts of a chat message.
-
-An image is stored once as ``images/<sha256>.<ext>`` and named by that path in records and cache keys;
-only the body in flight carries its bytes (:func:`inline_images`). http(s) URLs pass as given."""
+An image is stored once as ``images/<sha256>.<ext>``; only the body in flight carries its bytes."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The request journal: which requests were in flight when a run stopped, so a resume can count them.
 
 Each process journals each sent request's cache key and reservation; at a stage's start ``settle`` reads
-dead processes' journals into ``repeats.json`` (``lost``: not cached; ``unclaimed``: cached).
-``bench.core.spend`` says how the records claim both."""
+dead processes' journals into ``repeats.json`` (``lost``: not cached; ``unclaimed``: cached)."""
 
 from __future__ import annotations
 
@@ -95,8 +94,7 @@ class Journal:
 
 @contextlib.contextmanager
 def _leftovers(run_dir: Path, shared: bool = False) -> Iterator[list[tuple[Path, dict[str, float | None]]]]:
-    """Yield (path, {key: reservation}) of every journal in ``run_dir`` whose process is gone, locked for the block
-    (``shared``: to read them, not to remove them)."""
+    """Yield (path, {key: reservation}) of every journal in ``run_dir`` whose process is gone, locked (``shared``)."""
     held: list[tuple[int, Path, dict[str, float | None]]] = []
     try:
         for path in sorted(run_dir.glob(GLOB)) if run_dir.is_dir() else []:

@@ -1,6 +1,5 @@
-"""Re-keying a run folder written before record ids included the endpoint (schema 1 → 2).
-
-Opening a schema-1 run rewrites its records once, keeping the originals in ``.schema1-backup/``."""
+"""Re-keying a run folder written before record ids included the endpoint (schema 1 → 2), once, keeping the
+originals in ``.schema1-backup/``."""
 
 from __future__ import annotations
 

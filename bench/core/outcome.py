@@ -1,6 +1,5 @@
 """How a run ended: the items still failed, grouped (stage × model or judge × error kind), and the exit code.
-
-An item is failed when its latest record is a failure and it never succeeded (exit codes: docs/sweeps.md)."""
+An item is failed when its latest record is a failure and it never succeeded."""
 
 from __future__ import annotations
 
@@ -59,8 +58,7 @@ def failures(run_dir: str | Path, max_attempts: int | None = None) -> list[Failu
 
 def failed_by_cell(run_dir: str | Path) -> dict[str, dict[str, int]]:
     """Return per cell key how many of its items are failed now: ``collect`` (its answers) and ``judge`` (the
-    judgments of its answers; a pairwise one counts for the cell of its first answer). Set-aside items are
-    left out, as in :func:`failures`. What each execution's closing line answers for."""
+    judgments of its answers; a pairwise one counts for its first answer's cell). Set-aside items are left out."""
     store = RunStore(Path(run_dir))
     aside = set_aside_ids(Path(run_dir))
     cell_of = {c.id: c.cell for c in store.latest(Candidate).values()}

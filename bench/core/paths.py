@@ -1,6 +1,5 @@
-"""Where things are: the project root, the run folders and the shared response cache.
-
-Paths resolve against the project root, so `params/demo.yaml` works from JupyterLab and papermill alike."""
+"""Where things are: the project root, the run folders and the shared response cache (paths resolve against the
+project root, so `params/demo.yaml` works from JupyterLab and papermill alike)."""
 
 from __future__ import annotations
 
@@ -9,8 +8,7 @@ from pathlib import Path
 
 
 def project_root(start: Path | None = None) -> Path:
-    """Return the nearest folder upward from ``start`` (or the cwd) holding params/ and notebooks/.
-    Else the checkout bench is installed from, else the working directory."""
+    """Return the nearest folder upward from ``start`` holding params/ and notebooks/, else bench's checkout or cwd."""
     here = (start or Path.cwd()).resolve()
     package_checkout = Path(__file__).resolve().parents[2]  # the checkout of an editable install
     for folder in (here, *here.parents, package_checkout):

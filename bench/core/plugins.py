@@ -1,6 +1,5 @@
-"""Checks and providers other packages add through Python entry points, found with importlib.metadata: installing
-the package registers them, bench is not edited. ``bench.checks``: a check's kind -> its model (a
-``bench.config.program_checks.PluginCheck``); ``bench.providers``: a name -> a ``Provider`` class or instance."""
+"""Checks (``bench.checks``: kind -> a PluginCheck model) and providers (``bench.providers``: name -> a Provider)
+other packages add through Python entry points: installing the package registers them."""
 
 from __future__ import annotations
 

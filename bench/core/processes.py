@@ -1,7 +1,5 @@
 """Child processes that never outlive bench: the parent-death signal, whether a pid is alive, dead ones' folders.
-
-Every server bench starts (the embedded model, MLflow's UI, papermill kernels) is started with
-:func:`die_with_parent` as its ``preexec_fn``, so a SIGKILLed driver leaves no process behind."""
+Every server bench starts uses :func:`die_with_parent` as its ``preexec_fn``."""
 
 from __future__ import annotations
 
@@ -55,10 +53,8 @@ def pid_alive(pid: int) -> bool:
 
 
 def remove_stale_folders(prefix: str, socket_name: str = "") -> list[str]:
-    """Remove the folders ``<tmp>/<prefix><pid>-*`` this user's dead processes left behind; return their paths.
-
-    Only this user's non-symlink folders of dead pids go; one without a pid goes only if nothing listens on its
-    ``socket_name``."""
+    """Remove the folders ``<tmp>/<prefix><pid>-*`` this user's dead processes left; return their paths. One
+    without a pid goes only if nothing listens on its ``socket_name``; symlinks never."""
     removed = []
     for tmp in socket_bases():
         try:

@@ -1,7 +1,5 @@
 """Progress bars that work in JupyterLab (widgets) and in papermill logs and terminals (text lines).
-
-No wait is silent: a line (or widget refresh) at least every ``every_s`` seconds. Under `bench sweep` each
-terminal line starts with :data:`MARK`, which the driver passes on."""
+No wait is silent: a line at least every ``every_s`` seconds; under `bench sweep` lines start with :data:`MARK`."""
 
 from __future__ import annotations
 
@@ -72,10 +70,8 @@ def in_kernel() -> bool:
 
 
 class Progress:
-    """Overall and per-group counters (e.g. per model), shown as bars or as periodic text lines.
-
-    ``mode``: "widgets", "text", "none" or "auto" (widgets in a Jupyter kernel). ``growing``: totals grow with
-    :meth:`grow` until :meth:`phase`. Inside an event loop a heartbeat shows the counters until :meth:`close`."""
+    """Overall and per-group counters, shown as bars or periodic text lines. ``mode``: "widgets", "text", "none"
+    or "auto"; ``growing``: totals grow with :meth:`grow` until :meth:`phase`."""
 
     def __init__(self, title: str, totals: dict[str, int], mode: str = "auto", every_s: float | None = None, *,
                  growing: bool = False, in_flight: Callable[[], int | None] | None = None):

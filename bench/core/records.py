@@ -15,9 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 SCHEMA_VERSION = 2  # 2: candidate and judgment ids include the endpoint; records carry attempt and calls
 
 JudgeMode = Literal["rubric", "packed", "checklist", "pairwise", "automated", "hybrid"]
-# The packed mode's words before it was renamed (mode ``batch``, ``batch_size``, a judgment's ``batch_id``):
-# a record saying them is read in today's words (``packed_words``), and ids and digests still hash them
-# (``hashed_mode``), so the work recorded before the rename keeps its ids and is found on resume.
+# the packed mode's word before its rename: records saying it are read in today's words (``packed_words``), and
+# ids and digests still hash it (``hashed_mode``), so work recorded before the rename keeps its ids
 _PACKED_WAS = "batch"
 
 
@@ -76,11 +75,8 @@ def utc_now() -> str:
 
 
 class Usage(BaseModel):
-    """What producing one record took: provider requests, cache hits, tokens, dollars and time.
-
-    ``calls`` counts requests sent; tokens, cost and latency sum over every reply, each paid attempt listed in
-    ``paid_attempts`` (a kill's in-flight request too, ``estimated``). ``cost_usd`` is None when some price was
-    unknown; ``estimated``: some usage was counted from text with a bound that never counts fewer (docs/budget.md)."""
+    """What producing one record took: provider requests, cache hits, tokens, dollars and time, summed over every
+    paid attempt. ``cost_usd`` None: some price unknown; ``estimated``: usage counted from text, never fewer."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -114,8 +110,7 @@ class Usage(BaseModel):
 
 def failed_usage(error: Exception) -> Usage:
     """Return the usage of a call that ended in ``error`` (a ProviderError): the requests it sent, and what
-    its paid replies cost (``error.paid``: an empty ``finish_reason=length`` reply is billed), else no tokens
-    and no cost (providers do not bill an HTTP error; a timed-out request's cost is unknowable)."""
+    its paid replies cost (``error.paid``), else no tokens and no cost."""
     n, shared = getattr(error, "attempts", 0), bool(getattr(error, "shared", False))
     paid = [] if shared else list(getattr(error, "paid", None) or ())
     total = lambda name: sum(a.get(name) or 0 for a in paid)  # noqa: E731

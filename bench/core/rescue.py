@@ -1,7 +1,5 @@
-"""Rescue files: records a run could not append (disk full, file size limit, quota) are saved, never dropped.
-
-``save`` writes them into the run folder or a rescue folder outside it; ``import_rescued`` moves them back
-when a run opens its folder. Written complete, imported with ``link``: nothing is duplicated."""
+"""Rescue files: records a run could not append (disk full, file size limit, quota) are saved, never dropped,
+and moved back (``import_rescued``) when a run opens its folder; nothing is duplicated."""
 
 from __future__ import annotations
 

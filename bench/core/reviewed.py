@@ -1,8 +1,5 @@
-"""What one human review covers and what counts as reviewed, for the review panel, `bench review apply`,
-the report and the calibrated leaderboard.
-
-A unit is an answer's (or pair's) candidate ids and the rubric ``id@version``; a reviewer's latest review of it
-counts, *blind* when saved with grades hidden. A review breaking its rubric's scale is set aside, never fatal."""
+"""What one human review covers and what counts as reviewed: a unit is an answer's (or pair's) candidate ids and
+the rubric ``id@version``; a reviewer's latest review counts, *blind* when saved with grades hidden."""
 
 from __future__ import annotations
 
@@ -106,9 +103,7 @@ class Reviewed:
 def reviewed(judgments: Mapping[str, Judgment], reviews: Iterable[Review], scales: Mapping[str, Scale],
              every: Mapping[str, Judgment] | None = None, units: Mapping[Unit, str] | None = None) -> Reviewed:
     """Return the run's reviews as :class:`Reviewed`: each reviewer's latest usable review of each current unit.
-
-    ``judgments``: the latest current ones; ``every``: all, set-aside included; ``scales``: per rubric hash.
-    Damaged reviews are dropped before "latest" is decided; reviews of no current unit are left out."""
+    ``judgments``: the latest current ones; ``every``: all, set-aside included; ``scales``: per rubric hash."""
     current = current_units(judgments.values()) if units is None else units
     out = Reviewed(units=len(current))
     for r in sorted(reviews, key=lambda r: r.created_at):

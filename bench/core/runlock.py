@@ -1,6 +1,5 @@
-"""One writer per run folder: a sweep (or a stage run from a notebook) ``flock``s ``runs/<sweep>/.lock``.
-
-The file names the holder; the driver's kernels get ``lock_held`` so they do not wait."""
+"""One writer per run folder: a sweep (or a stage run from a notebook) ``flock``s ``runs/<sweep>/.lock``; the
+driver's kernels get ``lock_held`` so they do not wait."""
 
 from __future__ import annotations
 

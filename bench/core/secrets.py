@@ -1,6 +1,5 @@
 """Secrets come only from the environment or a `.env` file; bench never writes them anywhere.
-
-``redact`` is applied to whatever bench stores or shows, so a key echoed back is never written either."""
+``redact`` is applied to whatever bench stores or shows."""
 
 from __future__ import annotations
 
@@ -154,8 +153,7 @@ def _replace(m: re.Match[str]) -> str:
 
 
 def redact(text: str) -> str:
-    """Return ``text`` with every known secret replaced by ``[redacted]`` (the list: docs/providers.md).
-    Safe on JSON text: a redacted record line stays valid JSON."""
+    """Return ``text`` with every known secret replaced by ``[redacted]``; JSON text stays valid JSON."""
     if not text or not may_hold_secret(text):
         return text
     return _current()[0].sub(_replace, text)

@@ -1,7 +1,5 @@
-"""The run store: append-only JSONL files under ``runs/<sweep>/``, one file per record kind.
-
-Each ``append`` writes then ``fsync``s; a torn last line is skipped and cut off. A failed write raises
-StoreWriteError and its records go to a rescue file. Concurrent writers each get their own shard."""
+"""The run store: append-only JSONL files under ``runs/<sweep>/``, one file per record kind; each ``append``
+writes then ``fsync``s, a torn last line is skipped, a failed write raises StoreWriteError."""
 
 from __future__ import annotations
 

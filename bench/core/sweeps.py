@@ -1,6 +1,5 @@
-"""How each sweep of a run folder started and ended: ``runs/<sweep>/sweeps.jsonl``, read by `bench status`.
-
-Lines ``start``, ``plan`` and ``end`` (exit code); a ``start`` without ``end`` whose driver is gone is crashed."""
+"""How each sweep of a run folder started and ended: ``runs/<sweep>/sweeps.jsonl`` (``start``, ``plan``,
+``end``), read by `bench status`; a ``start`` without ``end`` whose driver is gone is crashed."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Progress of a run read from its run folder: answers and judgments counted as workers append them.
-
-:class:`StoreTally` reads only complete lines appended since the last refresh, an id seen twice once;
-:func:`progress_line` states the counts against the plan."""
+"""Progress of a run read from its run folder: answers and judgments counted as workers append them
+(only complete new lines, an id seen twice once)."""
 
 from __future__ import annotations
 
@@ -56,8 +54,8 @@ class _File:
 
 @dataclass(frozen=True)
 class Planned:
-    """What a sweep plans: answers ``per_model``, ``judgments`` (None: unknown), and the ``cells`` and ``rubrics``
-    whose records count (None: all)."""
+    """What a sweep plans: answers ``per_model``, ``judgments`` (None: unknown), counted ``cells``, ``rubrics``
+    (None: all)."""
 
     per_model: dict[str, int]
     judgments: int | None = None

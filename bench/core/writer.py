@@ -1,7 +1,5 @@
-"""Records written while a stage runs, a few hundred at a time, and what happens when a write fails.
-
-A :class:`RecordWriter` appends every half second or 256 records; a failed write sets the stage's
-:class:`Halt` (no new paid call) and what was not written goes to a rescue file."""
+"""Records written while a stage runs, a few hundred at a time; a failed write halts new paid calls and what was
+not written goes to a rescue file."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""What a sweep will send and cost, stage by stage, before anything is sent.
-
-``work`` lists each stage's requests still to send (``bounds`` for conversations), ``plan`` counts them,
-``observed`` reads earlier reply lengths, ``cost`` prices them (`bench estimate`), ``verdict`` holds them to
-the budget, ``pilot`` measures unseen reply lengths, and ``command`` holds `bench validate` and `bench estimate`.
-"""
+"""What a sweep will send and cost, stage by stage, before anything is sent: ``work`` lists the requests, ``plan``
+counts them, ``cost`` prices them, ``verdict`` holds them to the budget, ``pilot`` measures reply lengths."""
 
 from bench.estimate.command import before_sweep, check_budget, estimate_command, validate
 from bench.estimate.cost import Estimate, StageEstimate, estimate

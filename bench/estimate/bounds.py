@@ -1,10 +1,5 @@
-"""The requests a conversation or an agent loop may make, bounded before anything is sent (`bench estimate`).
-
-A conversation's later requests depend on replies not seen yet, so each is bounded by its ``turns``,
-``messages``, ``user_simulator`` (``max_turns``) or ``tools`` (``max_steps`` per turn, results at their
-template's bound), every earlier reply at the model's output bound; :class:`Bound` says by what. What the
-response cache holds is replayed first, so only requests after the first missing one are bounded.
-"""
+"""The requests a conversation or an agent loop may make, bounded before anything is sent (`bench estimate`):
+replayed through the response cache, then every later reply at the model's output bound."""
 
 from __future__ import annotations
 
@@ -56,10 +51,8 @@ def bound_of(prompt: PromptEntry) -> Bound:
 
 @dataclass
 class Ask:
-    """One request to send (any stage's, bench.estimate.work): its messages, whose observed reply length estimates
-    its output (``source``: a cell key, a judge id, a cell key + ``SIMULATED``), and, for a conversation's later
-    request, the replies in its input its messages do not hold (``history``, each at its bound: what the estimate
-    counts them at, the expected cost at their observed length) and the tool definitions it carries (JSON text)."""
+    """One request to send (any stage's): its messages, what its reply length is estimated from (``source``), the
+    replies in its input its messages lack (``history``, each at its bound) and its tools (JSON text)."""
 
     messages: list[dict]
     source: str
@@ -87,8 +80,7 @@ class Conversation:
 def conversation(item: WorkItem, llm: LLM, replies: tuple[int, int],
                  cached: Callable[[list[str]], list[bool]]) -> Conversation:
     """Return the requests of ``item``'s conversation: replayed through the response cache as far as it holds
-    it, then bounded. ``replies``: the model's and the simulator's output bounds (tokens per reply);
-    ``cached``: whether no request will be sent for each key (``bench.estimate.work.cached_keys``)."""
+    it, then bounded. ``replies``: the model's and the simulator's output bounds; ``cached``: as ``cached_keys``."""
     prompt, bound = item.cell.prompt, bound_of(item.cell.prompt)
     out = Conversation(model_requests=bound.model, simulator_requests=bound.simulator)
     tools = [t.definition() for t in prompt.tool_entries] or None
@@ -133,8 +125,7 @@ def conversation(item: WorkItem, llm: LLM, replies: tuple[int, int],
 
 
 def _replayed(llm: LLM, key: str, cached: Callable[[list[str]], list[bool]]) -> dict | None:
-    """Return the cached reply of ``key`` (None: not cached, or identical to a request counted before, whose
-    reply cannot be read yet)."""
+    """Return the cached reply of ``key`` (None: not cached, or a repeat of a request counted before)."""
     if not cached([key])[0] or llm.cache is None:
         return None
     return llm.cache.get(key)
@@ -150,9 +141,8 @@ def _whole(out: Conversation, transcript: list[dict], said: str) -> Conversation
 
 def _bounded(out: Conversation, item: WorkItem, bound: Bound, start: tuple[int, int, bool],
              replies: tuple[int, int], tools: str, first: list[dict]) -> None:
-    """Add the requests from the first one the cache misses to the end of the bound. ``start``: (its turn, its
-    step, whether it is the simulator's: the model's turn was answered); the first request's messages are known
-    exactly (``first``; none when it is a tool loop's later step), later ones bounded."""
+    """Add the requests from the first one the cache misses to the end of the bound. ``start``: (turn, step,
+    whether it is the simulator's); ``first``: the first request's exact messages (none for a later tool step)."""
     prompt, cell = item.cell.prompt, item.cell.key
     turn, step0, simulator_first = start
     result = result_bound(prompt, item.scenario)
@@ -212,10 +202,8 @@ def _tokens(reply: dict | None) -> list[int]:
 
 
 def stand_in(item: WorkItem, reply: str, user: str) -> dict[str, Any]:
-    """Return the conversation a judge is shown of an answer not collected yet (``bench.estimate.work``): its
-    opening, then each assistant turn of its bound as ``reply`` (the expected length), after as many tool calls
-    as its steps allow (each with its result at its bound), each later user turn scripted or, for a simulated
-    user, ``user``; with its model turns, so a ``per_turn`` judge grades each."""
+    """Return the conversation a judge is shown of an answer not collected yet: its opening, then each assistant
+    turn of its bound as ``reply`` after the tool calls its steps allow, each later user turn scripted or ``user``."""
     prompt, bound = item.cell.prompt, bound_of(item.cell.prompt)
     transcript = [dict(m) for m in request_messages(item)]
     script = later_turns(prompt, item.scenario)
@@ -235,8 +223,7 @@ def stand_in(item: WorkItem, reply: str, user: str) -> dict[str, Any]:
 
 
 def _calls(prompt: PromptEntry, scenario: Scenario, steps: int) -> list[tuple[dict, str]]:
-    """Return ``steps`` stand-in tool calls (each of the largest tool, its arguments at ``ARGUMENT_WORDS`` words
-    each) with their results at their bound."""
+    """Return ``steps`` stand-in calls of the largest tool (``ARGUMENT_WORDS`` words per argument) and results."""
     results = _results(prompt, scenario)
     if not steps or not results:
         return []

@@ -22,9 +22,7 @@ from bench.stage_runs import called_specs, make_llm
 
 def validate(params: str | Path, cells: str | None = None) -> int:
     """`bench validate`: print the grid and, per stage, the requests a sweep would send now; run the preflight.
-
-    Calls no model: the preflight only checks model strings, keys and that every api_base answers.
-    """
+    Calls no model: the preflight only checks model strings, keys and that every api_base answers."""
     run = open_run(params, cells=cells)
     print(run.describe())
     for cell in run.cells:
@@ -46,10 +44,7 @@ def validate(params: str | Path, cells: str | None = None) -> int:
 def estimate_command(params: str | Path, cells: str | None = None, run_dir: str | None = None,
                      as_json: bool = False) -> int:
     """`bench estimate`: print what the next sweep will send and cost, per stage (``as_json``: one JSON object),
-    and what that means for ``limits.budget_usd`` (start, pilot first, or refuse: bench.estimate.verdict).
-
-    Calls no model, runs no preflight, starts no server (not even the embedded model's).
-    """
+    and its budget verdict. Calls no model, runs no preflight, starts no server."""
     run = open_run(params, cells=cells, run_dir=run_dir)
     est = estimate(run)
     verdict = budget_verdict(run, est)  # marks the stages a sweep would pilot first
@@ -65,13 +60,9 @@ def estimate_command(params: str | Path, cells: str | None = None, run_dir: str 
 
 def before_sweep(run: Run, *, only_stage: str | None = None, groups: list[Iterable[str]] | None = None,
                  pilot: bool = True, changed: list | None = None, cache: str | None = None) -> Estimate:
-    """Print the estimate of the sweep about to start (compact) and hold it to ``limits.budget_usd``; return it.
-
-    Sends the pilot first when the verdict hangs on unmeasured replies, then estimates again. Raises BudgetReached
-    (exit 4) when the expected cost passes the budget, PriceUnknown (exit 2) for a stage with no known price.
-    ``pilot=False`` (a cluster sweep, whose lease server holds the budget) holds unmeasured stages at their bound.
-    ``cache``: the response cache the executions read, when not this process's.
-    """
+    """Print the estimate of the sweep about to start and hold it to ``limits.budget_usd``; return it. Sends the
+    pilot first when the verdict hangs on unmeasured replies (unless ``pilot=False``), then estimates again.
+    Raises BudgetReached (exit 4) past the budget, PriceUnknown (exit 2) for a stage with no known price."""
     est = estimate(run, only_stage=only_stage, groups=groups, cache=cache)
     params = shown_path(run.params_path)
     verdict = budget_verdict(run, est, pilot=pilot)
@@ -94,12 +85,8 @@ def before_sweep(run: Run, *, only_stage: str | None = None, groups: list[Iterab
 
 def check_budget(run: Run, est: Estimate, verdict: Verdict | None = None, *, after_pilot: str | None = None,
                  pilot: bool = True) -> None:
-    """Refuse a sweep ``est`` says cannot be held to the run's ``limits.budget_usd``, before anything (more) is
-    sent: BudgetReached (exit 4, like a sweep stopped at its budget) or PriceUnknown (exit 2: declare the price).
-
-    ``verdict``: :func:`budget_verdict` of ``est`` (made here when not given); ``after_pilot``: what the pilot
-    sent, when it has run (the refusal then says its records are kept); ``pilot``: whether a pilot may be sent.
-    """
+    """Refuse a sweep ``est`` says cannot be held to ``limits.budget_usd``, before anything (more) is sent:
+    BudgetReached (exit 4) or PriceUnknown (exit 2). ``after_pilot``: what the pilot sent, when it has run."""
     limit = run.sweep.limits.budget_usd
     if limit is None:
         return
@@ -119,8 +106,7 @@ def check_budget(run: Run, est: Estimate, verdict: Verdict | None = None, *, aft
 
 
 def entries(run: Run) -> dict[tuple[str, str], str]:
-    """Return each stage's entry in the params file: ("collect", model id) -> "models[i]", judges likewise, a
-    simulated user ("simulator", its id) -> "prompts[i].user_simulator"."""
+    """Return each stage's entry in the params file: ("collect", model id) -> "models[i]", and so on."""
     out = {("collect", m.id): f"models[{i}]" for i, m in enumerate(run.sweep.models)}
     out.update({("judge", j.id): f"judges[{i}]" for i, j in enumerate(run.sweep.judges)})
     for i, p in enumerate(run.sweep.prompts):

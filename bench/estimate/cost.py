@@ -1,11 +1,5 @@
-"""The tokens and dollars of the next sweep, per stage, before anything is sent (`bench estimate`).
-
-Each stage counts only the requests still to send (``bench.estimate.work``) with the model's tokenizer,
-and gives a bound (``input_tokens``, ``output_tokens_max``, ``cost_usd_max``, ``cost_usd_min``) and an
-expected cost from the best evidence there is (``expected_from``: run folder, response cache, pilot or
-the bound). Reasoning tokens count as output; an unknown price gives None. docs/budget.md explains
-every column.
-"""
+"""The tokens and dollars of the next sweep, per stage, before anything is sent (`bench estimate`): a bound and an
+expected cost (``expected_from``); an unknown price gives None. docs/budget.md explains the columns."""
 
 from __future__ import annotations
 
@@ -97,11 +91,8 @@ class Estimate:
 
 def estimate(run: Run, llm: LLM | None = None, *, only_stage: str | None = None,
              groups: list[Iterable[str]] | None = None, cache: str | None = None) -> Estimate:
-    """Return the estimate of the next sweep of ``run``; calls no model, starts no server.
-
-    ``only_stage`` and ``groups`` as in :func:`bench.estimate.work.stage_work`; ``cache``: the response cache the
-    sweep's executions read (a cluster's workers: their folder), default this process's (``open_cache``).
-    """
+    """Return the estimate of the next sweep of ``run``; calls no model, starts no server. ``only_stage`` and
+    ``groups`` as in :func:`bench.estimate.work.stage_work`; ``cache``: the response cache the sweep reads."""
     own = llm is None
     llm = llm or LLM(run.sweep.limits, cache=open_cache(cache, root=run.root))
     try:
@@ -116,8 +107,7 @@ def estimate(run: Run, llm: LLM | None = None, *, only_stage: str | None = None,
 
 def _placeholders(seen: Observed) -> Placeholder:
     """Return the stand-in answer of a cell not collected yet: as many one-token words as its answers are
-    expected to take (the cell's observed mean, else its model's and params', else the mean of its model's
-    cached replies, else its model's output bound)."""
+    expected to take (observed mean, else its model's cached replies' mean, else its output bound)."""
     memo: dict[str, str] = {}
 
     def placeholder(cell: Cell, cached: float | None) -> str:
@@ -193,9 +183,7 @@ def _stage(w: StageWork, route: Route, seen: Observed) -> StageEstimate:
 
 
 def _expected(w: StageWork, seen: Observed, bound: int) -> tuple[int, str]:
-    """Return the output tokens ``w``'s requests are expected to take, and where that comes from: per request,
-    the run folder's mean for its cell (or model and params) or judge, else the mean of the stage's cached
-    replies, else its bound."""
+    """Return the output tokens ``w``'s requests are expected to take, and where that comes from."""
     cached = sum(w.replies) / len(w.replies) if w.replies else None
     total, sources = 0.0, {}
     for ask in w.asks:

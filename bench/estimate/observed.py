@@ -1,9 +1,5 @@
 """What earlier records of a run folder say about the next requests: reply lengths and repair turns.
-
-Mean completion tokens per request of a cell's answers (else of the same model and params), of a simulated
-user, and of a judge's replies; a judge's repair rate per first-turn request (retries count as repairs, so the
-rate errs high, never low); the share of a cell's or a judge's input its provider's prompt cache served.
-"""
+Repair rates count retries as repairs, so they err high, never low."""
 
 from __future__ import annotations
 
@@ -47,8 +43,7 @@ def model_key(model: str, endpoint: str | None, params: dict[str, Any] | None) -
 
 
 def _requests(cand: Candidate, by: str) -> int:
-    """Return the requests behind a candidate's ``by`` usage: its conversation's turns of ``by`` ("model" or
-    "simulator"), else one (a one-reply answer)."""
+    """Return the requests behind a candidate's ``by`` usage: its conversation's turns of ``by``, else one."""
     if cand.turns is None:
         return int(by == "model")
     return sum(isinstance(t, dict) and t.get("by", "model") == by for t in cand.turns) or int(by == "model")

@@ -1,10 +1,5 @@
-"""The pilot: the first few answers per model, sent before a sweep under a budget commits to the rest.
-
-When the budget verdict hangs on reply lengths nothing has observed yet (the outcome "pilot"), `bench sweep`
-first collects ``limits.pilot`` scenarios of the first cell of each model to measure and has each judge to
-measure grade them, through the same seam and budget. Its records are ordinary records: the rest of the
-sweep skips them and the estimate reads their lengths; if the rest no longer fits, the sweep exits 4.
-"""
+"""The pilot: ``limits.pilot`` scenarios of each model's first cell collected and graded before a sweep under a
+budget commits to the rest, when the verdict hangs on unobserved reply lengths (the rest may then exit 4)."""
 
 from __future__ import annotations
 

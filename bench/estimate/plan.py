@@ -1,9 +1,5 @@
 """What a sweep will send, stage by stage, before anything is sent: the requests `bench validate` shows,
-and the totals a sweep's progress counts against.
-
-Per stage: the items, how many the run folder holds, the first-turn requests still to send and how many the
-response cache answers (``bench.estimate.work``). Repair turns and retries come on top.
-"""
+and the totals a sweep's progress counts against. Repair turns and retries come on top."""
 
 from __future__ import annotations
 

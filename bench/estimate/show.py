@@ -17,11 +17,8 @@ COMPACT = ("stage", "id", "mode", "batch", "requests", "cached", "to send", "inp
 
 def estimate_table(est: Estimate, *, compact: bool = False, entries: dict[tuple[str, str], str] | None = None,
                    params: str = "the params file") -> str:
-    """Return ``est`` as an aligned table with a total line, then its notes.
-
-    ``compact``: the columns a sweep prints before it starts. ``entries``: each stage's entry in the params
-    file ("models[0]", "judges[1]"), so the notes say where a price or a max_tokens is missing.
-    """
+    """Return ``est`` as an aligned table with a total line, then its notes. ``compact``: the columns a sweep
+    prints; ``entries``: each stage's params entry ("models[0]"), so notes say where a price is missing."""
     head = COMPACT if compact else FULL
     rows = [_row(s, compact) for s in est.stages]
     rows.append(_total_row(est, compact))

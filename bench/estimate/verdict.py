@@ -1,9 +1,5 @@
-"""What an estimate means for ``limits.budget_usd`` before a sweep starts: start, pilot first, or refuse.
-
-Held to the budget with the run's recorded spend: ``fits`` (the worst case fits), ``expected`` (only the
-expected cost fits; the runtime stop stays exact), ``pilot`` (the decision hangs on assumed reply lengths:
-``bench.estimate.pilot`` measures them first) or ``refused`` (docs/budget.md, A hard budget).
-"""
+"""What an estimate means for ``limits.budget_usd`` before a sweep starts: ``fits``, ``expected``, ``pilot`` (first)
+or ``refused`` (docs/budget.md, A hard budget)."""
 
 from __future__ import annotations
 
@@ -52,10 +48,7 @@ class Verdict:
 
 def budget_verdict(run: Run, est: Estimate, *, pilot: bool = True) -> Verdict | None:
     """Return ``est`` beside ``limits.budget_usd`` (None without a budget, or when some price is unknown),
-    marking the stages a pilot will measure ``expected_from = "pilot pending"``.
-
-    ``pilot=False``: no pilot any more (it has run): an assumed stage stays at its output bound.
-    """
+    marking the stages a pilot will measure ``expected_from = "pilot pending"`` (none when ``pilot=False``)."""
     limit = run.sweep.limits.budget_usd
     total = est.total
     if limit is None or total["cost_usd_expected"] is None:
@@ -102,8 +95,7 @@ def verdict_line(run: Run, v: Verdict) -> str:
 
 
 def refusal(run: Run, v: Verdict, after_pilot: str | None = None) -> BudgetReached:
-    """Return the BudgetReached (exit 4) of a sweep refused by ``v``: before anything was sent, or after the
-    pilot (``after_pilot``: what the pilot sent and kept)."""
+    """Return the BudgetReached (exit 4) of a sweep refused by ``v``, before anything or after the pilot was sent."""
     params, folder, spent = shown_path(run.params_path), shown_path(run.dir), dollars(v.spent) + v.estimated_note
     need = dollars(needed_budget(v.spent, v.expected))
     if after_pilot is not None:

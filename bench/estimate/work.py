@@ -1,11 +1,5 @@
-"""The first-turn requests each stage of a sweep will make, with their messages, before anything is sent.
-
-Per stage, the requests not answered by the run folder, packed as grading packs them, with conversations
-and agent loops replayed through the cache and bounded (``bench.estimate.bounds``). A request the response
-cache holds, or one counted before it, is counted as cached; judge requests of answers not collected yet are
-built with a stand-in answer of the expected length (``placeholder``), and whether they are cached is
-``unknown`` (counted as sent).
-"""
+"""The first-turn requests each stage of a sweep will make, with their messages, before anything is sent; judge
+requests of answers not collected yet use a stand-in answer (their cache state ``unknown``)."""
 
 from __future__ import annotations
 
@@ -31,8 +25,7 @@ from bench.models.routing import ModelSpec, resolve
 from bench.models.tokens import output_bound
 from bench.run import Run
 
-# the stand-in answer of a cell whose answer is not collected yet, given the mean length (tokens) of its model's
-# replies the response cache holds for this grid (None: none)
+# the stand-in answer of a cell not collected yet, given its model's cached replies' mean length (None: none)
 Placeholder = Callable[[Cell, float | None], str]
 CACHE_SAMPLE = 64  # cached judge replies read per judge for their length: enough for a mean, cheap on a big grid
 SIMULATOR = "simulator"  # the stage of a conversation's simulated user (its mode too)
@@ -63,12 +56,8 @@ def stage_work(run: Run, llm: LLM, placeholder: Placeholder | None = None, *, on
                groups: list[Iterable[str]] | None = None,
                simulated: Callable[[Cell], str] | None = None) -> list[StageWork]:
     """Return one StageWork per model (collect), per simulated user and per judge of ``run``; sends nothing.
-
-    ``only_stage`` as ``bench sweep --only-stage``: "collect" (the judges grade only the new answers, as
-    they arrive) or "judge" (only the answers already collected). ``groups``: the cell keys of each
-    execution of the sweep (default: one execution for every cell). ``placeholder`` and ``simulated``: the
-    stand-ins of an answer and of a simulated user's turn not collected yet (their expected lengths).
-    """
+    ``only_stage`` as ``bench sweep --only-stage``; ``groups``: the cell keys of each execution (default: one).
+    ``placeholder`` and ``simulated``: stand-ins of an answer and a simulated user's turn not collected yet."""
     work = [(it, it.candidate_id) for it in plan(run.sweep, run.scenarios, run.cells)]  # each id hashed once
     store = run.store
     tries, limit = store.attempts(Candidate), run.sweep.limits.max_attempts
@@ -136,9 +125,8 @@ def _embedding_work(run: Run, llm: LLM, judge: Judge, items: list[Item], stand_i
 
 
 def _places(future: list[Candidate], group_of: dict[str, int]) -> dict[str, tuple[int, int]]:
-    """Return each new answer's (execution, place among the answers that execution's collect asks, in the grid's
-    order: ``future``'s): an execution packs its own cells apart, and its stream packs k consecutive new answers
-    (``bench.judge.stream``)."""
+    """Return each new answer's (execution, place among the answers that execution's collect asks, in grid
+    order): an execution packs its own cells apart, its stream k consecutive new answers."""
     counts: dict[int, int] = {}
     out = {}
     for c in future:
@@ -156,8 +144,7 @@ def _stand_in(item: WorkItem, reply: str, user: Callable[[Cell], str]) -> dict:
 
 def _collect_work(run: Run, llm: LLM, work: list[tuple[WorkItem, str]], seen: set[str],
                   answers: dict[str, dict], latest: dict[str, Candidate]) -> list[StageWork]:
-    """Return each model's collect work, then each simulated user's; ``answers`` gets the cached answer of each
-    item the cache answers whole."""
+    """Return each model's collect work, then each simulated user's; ``answers`` gets wholly cached answers."""
     store = run.store
     done, tries = store.done_ids(Candidate), store.attempts(Candidate)
     limit = run.sweep.limits.max_attempts
@@ -218,8 +205,7 @@ def _single_work(stage: StageWork, llm: LLM, todo: list[tuple[WorkItem, str]], t
 
 
 def _simulator_stage(simulators: dict[str, StageWork], item: WorkItem) -> StageWork:
-    """Return the simulator stage of ``item``'s simulated user: one per ``user_simulator.id`` (a second model under
-    the same id gets its own, named by its model too)."""
+    """Return the simulator stage of ``item``'s simulated user: one per ``user_simulator.id`` and model."""
     sim = item.cell.prompt.user_simulator
     spec = sim.spec()
     name = sim.id
@@ -236,8 +222,7 @@ def _reply_bounds(item: WorkItem) -> tuple[int, int]:
 
 
 def _held(cand: Candidate | None, by: str) -> int:
-    """Return the requests a done item made as ``by`` ("model" or "simulator"): its conversation's turns say;
-    one model request for a one-reply answer."""
+    """Return the requests a done item made as ``by`` ("model" or "simulator"): its turns', else one."""
     if cand is None or cand.turns is None:
         return int(by == "model")
     return sum(isinstance(t, dict) and t.get("by", "model") == by for t in cand.turns)
@@ -284,12 +269,8 @@ def _judge_work(run: Run, llm: LLM, judge: Judge, items: list[Item], new: tuple[
 
 def _solutions(llm: LLM, judge: Judge, items: list[Item], pending: list[Item], exhausted: list[Item]
                ) -> tuple[list[tuple[tuple, bool]], list[Item], set[int], int]:
-    """Return, for a ``solve_first`` judge (bench.judge.solutions): its solution requests still to ask (one per
-    distinct request of the pending items: judge × question × repeat), the pending items with their solution,
-    the python ids of those whose solution is a stand-in, and the solution requests of the items already done
-    (held). A solution the response cache holds is the one their grade requests show, so those can be looked
-    up; else the answer being graded stands in for it (as long as an answer to that question), and the grade
-    requests built with it cannot be looked up (``unknown``). Without ``solve_first``: nothing, ``pending``."""
+    """Return, for a ``solve_first`` judge: its solution requests still to ask, the pending items with their
+    solution, the ids whose solution is a stand-in, and the done items' solution requests (else: nothing)."""
     if not judge.rubric.solve_first:
         return [], pending, set(), 0
     spec, cache = judge.entry.spec(), llm.cache
@@ -319,9 +300,8 @@ def _completion_tokens(reply: dict | None) -> list[int]:
 
 def _chunks(judge: Judge, pending: list[Item], future: Set[str],
             place: Callable[[Item], tuple[int, int]]) -> list[list[Item]]:
-    """Return the packed calls of ``pending`` as grading makes them, per execution: the judge stage grades the
-    answers collected earlier k at a time in the grid's order (``pending``'s), the pipelined stream the new ones
-    k consecutive places of its grid to a pack (one without a place: at the drain), each cut k to a call."""
+    """Return the packed calls of ``pending`` as grading makes them, per execution: earlier answers k at a time
+    in grid order, the stream's new ones k consecutive places to a pack, each cut k to a call."""
     k = max(1, judge.entry.pack_size)
     parts: dict[tuple[int, bool, int, int], list[Item]] = {}
     for item in pending:  # one repeat per call, as grading packs them

@@ -1,6 +1,5 @@
 """Regression gates: a run checked against floors and a baseline run, for CI (`bench gate`, a sweep's end).
-
-Only `Gates` is imported eagerly, so ``import bench.config`` stays cheap; the rest loads polars on first use."""
+Only `Gates` is imported eagerly; the rest loads polars on first use."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Each judge's agreement with human reviews, with a bootstrap interval and test: what ``agreement_min`` gates.
-
-Quadratic-weighted kappa against the latest blind reviews, with one-sided bootstrap p-values against a floor
-(bench.gates.decide.bootstrap_p), so the check joins the gate's Holm family."""
+"""Each judge's agreement with human reviews, with a bootstrap interval and test: what ``agreement_min`` gates
+(quadratic-weighted kappa against the latest blind reviews)."""
 
 from __future__ import annotations
 
@@ -18,10 +16,8 @@ AGREEMENT_COLUMNS = {"judge": pl.Utf8, "criterion": pl.Utf8, "n": pl.Int64, "ite
 
 def gate_agreement(t: RunTables, *, floor: float | None = None, strict: bool = False, resamples: int = 1000,
                    seed: int = 0, level: float = 0.95) -> pl.DataFrame:
-    """Return per judge its agreement with human reviews: criterion, n, items, kappa and its bootstrap CI.
-
-    With a ``floor``, the one-sided bootstrap p that kappa is below it (``strict``: above); ``note`` says why
-    kappa is missing."""
+    """Return per judge its agreement with human reviews: criterion, n, items, kappa and its bootstrap CI; with a
+    ``floor``, the one-sided bootstrap p that kappa is below it (``strict``: above); ``note``: why kappa is missing."""
     pairwise = set(t.judgments.filter(pl.col("mode") == "pairwise")["judge"].to_list())
     table = human_agreement(t, resamples=resamples, seed=seed, level=level, min_reviews=1)
     pairs = {COMPOSITE: score_pairs(t), VERDICT: verdict_pairs(t)}

@@ -1,7 +1,5 @@
-"""`bench gate RUN` and the gates at a sweep's end: evaluate, print the table, write JUnit, return the exit code.
-
-Exit 5 (`EXIT_GATE_FAILED`) when a check failed, 6 when the gate cannot decide, 0 when all passed; a missing
-baseline or a bad section is exit 2."""
+"""`bench gate RUN` and the gates at a sweep's end: evaluate, print the table, write JUnit, return the exit code
+(5: a check failed, 6: cannot decide, 0: all passed, 2: a missing baseline or a bad section)."""
 
 from __future__ import annotations
 

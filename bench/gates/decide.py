@@ -1,7 +1,5 @@
-"""The gate's statistics: one-sided tests of a bound, Holm across all the gate's checks, the units a test needs.
-
-A check fails only when breaking its bound is shown (``strict``: passes only when keeping it is shown). Means
-are tested by sign flips, kappas by bootstrap draws; too few units cannot decide (exit 6). See docs/gates.md."""
+"""The gate's statistics: one-sided tests of a bound, Holm across all the gate's checks, the units a test needs
+(means by sign flips, kappas by bootstrap draws; too few units cannot decide). See docs/gates.md."""
 
 from __future__ import annotations
 
@@ -64,8 +62,7 @@ class BoundTest:
 
 def needed(checks: int, *, strict: bool, alpha: float) -> int:
     """Return the scenarios each of a gate's ``checks`` tested checks needs to decide: not strict, enough for Holm's
-    first step, alpha/checks (with fewer, no check could fail: 6 scenarios cannot fail a gate of 4 checks at 0.05);
-    strict, enough for alpha (each check is tested alone)."""
+    first step, alpha/checks; strict, enough for alpha (each check is tested alone)."""
     return min_scenarios(alpha if strict else alpha / max(1, checks))
 
 
@@ -87,9 +84,8 @@ def bootstrap_p(draws: np.ndarray, bound: float, *, strict: bool) -> float:
 
 
 def bound_tests_of(checks: dict[Any, Check], *, strict: bool, alpha: float) -> dict[Any, BoundTest]:
-    """Return the test of each of ``checks`` (key -> units, p) that has units enough (:func:`needed`, the family
-    counting every check with a unit): not strict, its p Holm-adjusted across them all; strict, each on its own (the
-    gate passes only when every one does)."""
+    """Return the test of each of ``checks`` (key -> units, p) that has units enough (:func:`needed`): not strict,
+    its p Holm-adjusted across them all; strict, each on its own."""
     need = needed(sum(1 for n, _p in checks.values() if n), strict=strict, alpha=alpha)
     p = {k: v for k, (n, test) in checks.items() if n >= need and not math.isnan(v := test())}
     adjusted = list(p.values()) if strict else holm(np.array(list(p.values()), dtype=np.float64))

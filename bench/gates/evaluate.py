@@ -1,8 +1,5 @@
-"""Each gate of a run: its value, its confidence interval and its verdict, with the reason in words.
-
-One result per check (``min``, ``max_drop``, ``coverage``, ``win_rate_min``, ``agreement_min``), derived from
-what must exist, so a cell whose items all failed fails. Tests: bench.gates.decide; a run that cannot be gated
-(bench.gates.health) exits 6. Examples: docs/gates.md."""
+"""Each gate of a run: its value, its confidence interval and its verdict, with the reason in words; a cell whose
+items all failed fails. Examples: docs/gates.md."""
 
 from __future__ import annotations
 
@@ -96,9 +93,7 @@ def evaluate_gates(run_dir: str | Path, gates: Gates, baseline: str | Path | Non
                    resamples: int = RESAMPLES, cells: Collection[str] | None = None,
                    own_sweep: bool = False) -> GateReport:
     """Return every gate's results for ``run_dir`` against ``baseline`` (resolved; for ``max_drop``, ``win_rate_min``).
-
-    Only ``cells`` are gated when given; ``own_sweep``: the caller holds the lock. An ungateable run exits 6;
-    a missing folder raises BenchError."""
+    Only ``cells`` are gated when given; ``own_sweep``: the caller holds the lock. Ungateable: exit 6."""
     run_dir = Path(run_dir)
     base = Path(baseline) if baseline is not None else None
     _check_folders(run_dir, base, gates)
@@ -174,9 +169,8 @@ def scoring_cells(t: RunTables) -> list[tuple[str, str]]:
 
 
 def lacking(base: RunTables | None, t: RunTables, mapping: dict[str, str]) -> tuple[list[dict[str, Any]], int]:
-    """Return the baseline's usable grades (a finite composite of a scoring judge, per cell, scenario, sample)
-    this run has no usable grade for, as {judge, cell, scenario_id, sample}, and how many the baseline has:
-    coverage counts grades, not answers (an answer never judged, or judged NaN, is not covered)."""
+    """Return the baseline's usable grades (finite composite of a scoring judge, per cell, scenario, sample) this
+    run has no usable grade for, as {judge, cell, scenario_id, sample}, and how many the baseline has."""
     if base is None:
         return [], 0
     key = ["judge", "cell", "scenario", "sample"]
@@ -196,9 +190,8 @@ def _answers(t: RunTables | None) -> int:
 def min_results(board: Iterable[dict[str, Any]], floor: float, strict: bool,
                 expected: Iterable[tuple[str, str, str]] = (), *, tests: dict[Any, BoundTest], alpha: float = 0.05,
                 family: int = 1) -> list[GateResult]:
-    """Return the ``min`` check of each (judge, cell) composite row of a leaderboard (mean, ci_low, ci_high, n),
-    and a failed one for each ``expected`` (judge, cell, criterion) the leaderboard has no row of (its answers or
-    judgments all failed). ``tests``: each row's one-sided test (as drop_results)."""
+    """Return the ``min`` check of each (judge, cell) composite row of a leaderboard, and a failed one for each
+    ``expected`` (judge, cell, criterion) it has no row of. ``tests``: each row's one-sided test (as drop_results)."""
     rows = [{"criterion": COMPOSITE, "floor": floor, **r} for r in board]
     out = [GateResult("min", _graded_by(r["judge"], r["criterion"], r["cell"]), r["floor"], None, None, None,
                       int(r["n"] or 0), False, "no mean: nothing to check") if _missing(r["mean"]) else
@@ -218,9 +211,8 @@ def min_results(board: Iterable[dict[str, Any]], floor: float, strict: bool,
 
 
 def coverage_result(missing: list[dict[str, Any]], baseline_answers: int, allow_missing: bool) -> GateResult:
-    """Return the ``coverage`` check: the run has a usable grade of every one the baseline has (``missing`` with a
-    judge, :func:`lacking`), or every answer (without one: a baseline with no scoring judge), unless
-    ``allow_missing``. A matched-only comparison cannot see lost items (hard scenarios dropped, a partial run)."""
+    """Return the ``coverage`` check: the run has a usable grade of every one the baseline has (``missing``, from
+    :func:`lacking`), or, without a scoring judge, every answer; passes when ``allow_missing``."""
     n = max(baseline_answers, len(missing))
     share = 1.0 - len(missing) / n if n else 1.0
     what = "grade(s)" if missing and "judge" in missing[0] else "answer(s)"
@@ -292,9 +284,8 @@ def drop_results(rows: Iterable[dict[str, Any]], max_drop: float, strict: bool, 
 def _bounded(gate: str, subject: str, bound: float, value: float, lo: Any, hi: Any, n: Any, test: BoundTest | None,
              strict: bool, alpha: float, edge: float, said: str, broken: str, scenarios: Any,
              family: int = 1, unit: str = "scenarios") -> GateResult:
-    """Return a tested check of ``value`` against ``edge`` (the floor, or −max_drop): not strict, FAIL only when
-    ``broken`` is shown (interval wholly below ``edge``, p_holm < alpha); strict, pass only when it is shown kept
-    (interval wholly above, p < alpha); no test: too few ``unit`` (``scenarios`` of them), it cannot decide."""
+    """Return a tested check of ``value`` against ``edge``: not strict, FAIL only when ``broken`` is shown; strict,
+    pass only when it is shown kept; no test (too few ``unit``), it cannot decide."""
     lo, hi, ci, n = _num(lo), _num(hi), _ci(lo, hi), int(n or 0)
     if test is None:
         need, has = needed(family, strict=strict, alpha=alpha), "" if _missing(scenarios) else f"has {int(scenarios)}"

@@ -1,7 +1,5 @@
-"""Floors per judge and criterion: what ``--min`` checks, and a bare floor refused across scales (issue 48, item 5).
-
-``--min V`` floors every scoring judge's composite; ``--min JUDGE=V`` and ``--min JUDGE.CRITERION=V`` one each.
-A bare floor over judges of different scales is refused, naming each judge's scale."""
+"""Floors per judge and criterion: what ``--min`` checks (``--min V``, ``--min JUDGE=V``, ``--min J.CRITERION=V``);
+a bare floor over judges of different scales is refused."""
 
 from __future__ import annotations
 

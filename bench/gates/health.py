@@ -1,7 +1,5 @@
-"""Whether a run folder can be gated at all: a run still being written or with damaged judgments cannot (exit 6).
-
-Readers skip what they cannot use, so a gate could pass what it never saw; each such state is a reason naming
-the folder and what to do (`GateReport.ungateable`)."""
+"""Whether a run folder can be gated at all: a run still being written or with damaged judgments cannot (exit 6),
+with a reason naming the folder and what to do."""
 
 from __future__ import annotations
 

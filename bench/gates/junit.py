@@ -1,7 +1,5 @@
-"""Gate results as JUnit XML, the test report GitHub Actions, GitLab and Jenkins read: one test case per check.
-
-One ``<testsuite>``; each check a ``<testcase>`` (classname ``bench.gates.<gate>``) with its value in
-``<system-out>`` and a ``<failure>`` saying why; the comparison's notes are the suite's ``<system-out>``."""
+"""Gate results as JUnit XML (GitHub Actions, GitLab, Jenkins): one ``<testcase>`` per check, classname
+``bench.gates.<gate>``, its value in ``<system-out>`` and a ``<failure>`` saying why."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The ``gates:`` section of a params file: the floors and the largest drop a run must keep to pass.
-
-It imports nothing of bench (``Sweep.gates``); ``bench gate`` builds the same model from its options (:func:`merge`)."""
+It imports nothing of bench; ``bench gate`` builds the same model from its options (:func:`merge`)."""
 
 from __future__ import annotations
 

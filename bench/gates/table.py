@@ -1,6 +1,4 @@
-"""The gate table the terminal shows: every check with its value, its interval, its bound and its verdict.
-
-What the comparison said comes first; the closing line says how many checks failed."""
+"""The gate table the terminal shows: every check with its value, its interval, its bound and its verdict."""
 
 from __future__ import annotations
 
