@@ -28,12 +28,13 @@ KERNEL_ARGUMENTS = ["--HistoryManager.hist_file=:memory:"]
 def kernel_manager_class(execution: Any = None, stop: threading.Event | None = None) -> type:
     """Return a kernel manager whose kernels use unix sockets, are SIGKILLed with the driver, get ``env``."""
     from jupyter_client.manager import AsyncKernelManager  # noqa: PLC0415 (jupyter_client: only executions need it)
+
     class DieWithDriver(AsyncKernelManager):
         def __init__(self, *args: Any, **kw: Any) -> None:
             kw.setdefault("transport", "ipc")  # unix sockets only this user can reach, not loopback TCP
             name = uuid.uuid4().hex[:16]  # 64 random bits in a private folder; short: a socket path has 107 bytes
             kw.setdefault("ip", os.path.join(_ipc_dir(), name))  # one socket prefix per kernel
-            kw.setdefault("connection_file", os.path.join(_ipc_dir(), f"kernel-{name}.json"))
+            kw.setdefault("connection_file", os.path.join(_ipc_dir(), f"kernel-{name}.json"))  # holds its HMAC key
             super().__init__(*args, **kw)
 
         async def _async_interrupt_kernel(self) -> None:
@@ -46,6 +47,7 @@ def kernel_manager_class(execution: Any = None, stop: threading.Event | None = N
             if execution is not None:
                 if stop is not None and stop.is_set():
                     raise BenchError("the sweep was interrupted before this execution started")
+                # an execution's own variables (a cluster's provider keys, its lease token) reach its kernel only
                 kw["env"] = {**(kw.get("env") or os.environ), **(getattr(execution, "env", None) or {})}
                 execution.kernel = self
             return await super()._async_launch_kernel(kernel_cmd, **kw)
