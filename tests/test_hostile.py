@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
-from bench.testing.grids import generate, grid, judge, model, prompt, sweep
+from bench.testing.grids import generate, grid, judge, model, prompt
+from bench.testing.in_process import run_stages
 
 HOSTILE = {
     "html": "<script>alert(1)</script><img src=x onerror=alert(2)>",
@@ -24,7 +25,7 @@ def test_hostile_answers_are_stored_judged_and_reported_safely(tmp_path, fake):
          scenarios=generate(topic=["one"]), judges=[judge("grader", fake.url, name="judge")],
          limits={"max_concurrency": 4, "timeout_s": 20, "retries": 1})
     fake.configure(replies=[{"match": f"MARKER-{k.upper()}", "content": v} for k, v in HOSTILE.items()])
-    out = sweep(tmp_path, tmp_path / "h.yaml", report=True, timeout=600)
+    out = run_stages(tmp_path, tmp_path / "h.yaml", report=True)  # the report rendered as a sweep ends
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     store = RunStore(tmp_path / "runs" / "hostile")
     outputs = {c.prompt_id: c.output for c in store.latest(Candidate).values()}

@@ -10,8 +10,8 @@ from __future__ import annotations
 from bench.analysis import summarize
 from bench.core.records import Candidate, Judgment
 from bench.core.store import RunStore
-from bench.testing.grids import bench, grid, judge, model, sweep
-from bench.testing.in_process import run_stages
+from bench.testing.grids import grid, judge, model
+from bench.testing.in_process import command, run_stages
 
 
 def jury(url: str) -> list[dict]:
@@ -72,7 +72,7 @@ def test_cache_hits_are_counted_apart_from_requests(tmp_path, fake):
 
 def test_validate_predicts_the_requests_of_every_stage(tmp_path, fake):
     params = params_for(tmp_path, fake.url, retries=0)
-    plan = bench(tmp_path, "validate", str(params))
+    plan = command(tmp_path, "validate", str(params))
     assert plan.returncode == 0, plan.stderr
     rows = {tuple(ln.split()[:2]): ln.split() for ln in plan.stdout.splitlines()
             if ln.startswith(("collect ", "judge ", "total "))}
@@ -80,10 +80,10 @@ def test_validate_predicts_the_requests_of_every_stage(tmp_path, fake):
     assert rows[("judge", "checker")][5] == str(8 * 5)  # one request per requirement
     assert rows[("judge", "packed")][5] == str(-(-8 // 3))  # packed 3 to a call
     predicted = int(next(r for k, r in rows.items() if k[0] == "total")[5])
-    assert sweep(tmp_path, params).returncode == 0
+    assert run_stages(tmp_path, params).returncode == 0
     assert fake.stats()["requests"] == predicted
     packed = [j for j in RunStore(tmp_path / "runs/acct").read(Judgment) if j.judge_id == "packed"]
     assert len(packed) == 8 and sum(j.usage.calls for j in packed) == 3  # each packed call counted once
-    again = bench(tmp_path, "validate", str(params))
+    again = command(tmp_path, "validate", str(params))
     total = next(ln.split() for ln in again.stdout.splitlines() if ln.startswith("total "))
     assert total[2] == total[1] and total[3:] == ["0", "0", "0"]  # everything done, nothing to send

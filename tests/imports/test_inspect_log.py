@@ -5,9 +5,6 @@ number), whose means are the accuracies and means the log's `results` state."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
@@ -17,6 +14,7 @@ from bench.analysis import load_run
 from bench.core.records import Judgment, Scenario
 from bench.core.store import RunStore
 from bench.imports import ImportProblems, import_inspect, value_to_float
+from bench.testing.in_process import command
 
 LOG = Path(__file__).parents[1] / "fixtures" / "inspect" / "capitals.json"
 ROOT = Path(__file__).parents[2]
@@ -70,12 +68,11 @@ def test_a_log_without_samples_is_refused_saying_why(tmp_path):
 
 def test_bench_import_inspect_twice_adds_nothing_the_second_time(tmp_path):
     run = tmp_path / "run"
-    cmd = [sys.executable, "-m", "bench", "import", "inspect", str(LOG), "--run-dir", str(run)]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    first = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    args = ("import", "inspect", str(LOG), "--run-dir", str(run))
+    first = command(tmp_path, *args)  # the command's parser and printing, in this process
     assert first.returncode == 0, first.stderr
     assert "5 scenarios, 5 candidates, 20 judgments added; 0 already there" in first.stdout
     assert "graded: mean 0.4 (the log's results: 0.4)" in first.stdout
     assert "brevity: mean 0.5248 (the log's results: 0.5248)" in first.stdout
-    second = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    second = command(tmp_path, *args)
     assert "0 scenarios, 0 candidates, 0 judgments added; 30 already there" in second.stdout

@@ -21,7 +21,6 @@ from bench.models.client import LLM, Limits
 from bench.models.genparams import param_problems, supported_params
 from bench.models.preflight import preflight
 from bench.models.routing import ModelSpec, resolve
-from bench.testing.grids import bench
 from bench.testing.in_process import command, run_stages
 from tests.repo import REPO
 
@@ -175,7 +174,7 @@ def test_bench_sweep_dry_run_runs_every_stage_without_a_server_or_a_key(tmp_path
                    {"id": "arena", "model": "openai/gpt-4o", "rubric": "arena-pairwise", "mode": "pairwise",
                     "baseline": "big/p@v1"}],
     }))
-    out = bench(tmp_path, "sweep", str(params), "--dry-run", "--no-report", "--no-track")
+    out = command(tmp_path, "sweep", str(params), "--dry-run", "--no-report", "--no-track")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "dry run:" in out.stdout
     store = RunStore(tmp_path / "runs" / "paid-dry")
