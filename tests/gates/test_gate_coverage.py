@@ -8,7 +8,7 @@ import shutil
 
 from bench.analysis import compare_runs
 from bench.testing.fake_provider import FakeProvider
-from bench.testing.grids import generate, grid, judge, model, sweep
+from bench.testing.grids import generate, grid, judge, model
 from bench.testing.in_process import command, run_stages
 from tests.gates.gate_runs import QUALITY, SCENARIOS, cases, failed, params
 
@@ -77,11 +77,11 @@ def test_a_sweep_gates_only_its_params_current_cells(runs, tmp_path, fake):
     shutil.copytree(runs / "runs", tmp_path / "runs", symlinks=True)
     fake.configure(model_quality=QUALITY)
     both = params(tmp_path, fake.url, "reused", "bad")
-    assert sweep(tmp_path, both).returncode == 0
+    assert run_stages(tmp_path, both).returncode == 0
     only = grid(tmp_path / "reused.yaml", fake.url, name="reused", models=[model("m2", fake.url, name="ref")],
                 scenarios=generate(topic=[f"topic {i}" for i in range(SCENARIOS)]),
                 judges=[judge("grader", fake.url, name="judge")], gates={"min": 3})
-    out = sweep(tmp_path, only, "--junit", str(tmp_path / "s.xml"))
+    out = run_stages(tmp_path, only, junit=tmp_path / "s.xml")  # the sweep's own gate, as `bench sweep` ends
     assert set(cases(tmp_path / "s.xml")) == {("min", "grader · m2/p@v1")}, out.stdout[-3000:] + out.stderr[-3000:]
     assert out.returncode == 0 and out.stdout.splitlines()[-2] == "gates: all 1 check(s) passed"
     stale = command(tmp_path, "gate", f"{tmp_path}/runs/reused", "--min", "3")  # by hand: the folder's every cell
