@@ -43,6 +43,7 @@ class RemoteLimiter:
         self.next_id = 0
         self.lock: asyncio.Lock | None = None
         self.broken: str | None = None
+        self.unsent = 0.0  # ``spent`` before the connection was made
 
     async def _connect(self) -> None:
         self.lock = self.lock or asyncio.Lock()
@@ -65,6 +66,7 @@ class RemoteLimiter:
             self.transport = transport  # type: ignore[assignment]
             if scheme == "tcp":  # the first line proves this process belongs to the sweep
                 self._send({"op": "hello", "token": os.environ.get(TOKEN_ENV, "")})
+            self.spent(0.0)  # what was counted before the connection, ahead of any reservation
 
     def _granted(self, lease: int, answer: dict[str, Any]) -> None:
         fut = self.pending.pop(lease, None)
@@ -103,11 +105,18 @@ class RemoteLimiter:
         """End a reservation with the reply's cost (None: unknown, counted as reserved; 0.0: nothing was paid)."""
         self._send({"op": "settle", "id": reservation, "usd": usd})
 
-    async def spent(self, usd: float) -> None:
-        """Count ``usd`` as spent without a reservation: a cached reply a killed process paid that no record holds."""
-        if self.transport is None:
+    def spent(self, usd: float) -> None:
+        """Count ``usd`` as spent without a reservation (a cached reply a killed process paid): sent now, or as soon
+        as the connection is made, before any reservation after it."""
+        self.unsent += usd
+        if self.transport is not None and self.unsent:
+            self._send({"op": "spent", "id": 0, "usd": self.unsent})
+            self.unsent = 0.0
+
+    async def connect(self) -> None:
+        """Connect now (what ``spent`` holds is sent first); a server out of reach is said by the next reservation."""
+        with contextlib.suppress(BenchError):
             await self._connect()
-        self._send({"op": "spent", "id": 0, "usd": usd})
 
     async def _ask(self, message: dict[str, Any], give_up: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """Send ``message`` under a new id and wait for the server's answer; a cancelled wait sends ``give_up``."""

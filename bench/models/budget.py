@@ -150,9 +150,11 @@ class Budget:
         if self.lease_server:
             server = limiter_for(address=self.lease_server)
             assert isinstance(server, RemoteLimiter)
-            task = asyncio.get_running_loop().create_task(server.spent(float(usd)))
-            self._telling.add(task)  # kept until sent (a task only the loop holds may be collected)
-            task.add_done_callback(self._telling.discard)
+            server.spent(float(usd))
+            if server.transport is None:  # connect now: the other kernels' reservations must see it too
+                task = asyncio.get_running_loop().create_task(server.connect())
+                self._telling.add(task)  # kept until done (a task only the loop holds may be collected)
+                task.add_done_callback(self._telling.discard)
 
     def reached(self, route: Route, usd: float, state: dict[str, Any]) -> BudgetReached:
         """Return the BudgetReached of a refused request (``state``: ``Purse.report``): spent, cost, what to do."""
