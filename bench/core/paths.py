@@ -47,7 +47,8 @@ BACKEND_ENV = "BENCH_BACKEND_STORE_URI"  # `bench tracking-server`'s backend URI
 # bench's own command line (bench.tracking.server)
 
 
-def cache_path(root: Path | None = None) -> Path:
-    """Return the response cache folder shared by all sweeps: ``$BENCH_CACHE``, else ``<runs>/.cache/responses``."""
+def cache_path(root: Path | None = None, runs: Path | None = None) -> Path:
+    """Return the response cache folder shared by all sweeps: ``$BENCH_CACHE``, else ``<runs>/.cache/responses``
+    (``runs``: the folder holding the run folders, else the project's)."""
     env = os.environ.get(CACHE_ENV, "")
-    return Path(env).expanduser().absolute() if env else runs_root(root) / ".cache" / "responses"
+    return Path(env).expanduser().absolute() if env else (runs or runs_root(root)) / ".cache" / "responses"

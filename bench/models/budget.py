@@ -7,7 +7,6 @@ what it was billed; a sweep's executions share one cap in its lease server.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 
 from bench.core.errors import BenchError, BudgetReached, Halted
 from bench.core.journal import settle
-from bench.core.paths import CACHE_ENV
+from bench.core.paths import cache_path
 from bench.core.spend import dollars, recorded_spend
 from bench.models._leases import RemoteLimiter
 from bench.models._messages import prompt_messages
@@ -65,8 +64,7 @@ def sweep_budget(limit: float | None, run_dir: str | Path, root: Path | None = N
 
 def cache_holding(run_dir: str | Path) -> Callable[[list[str]], set[str]]:
     """Return a function telling which request keys the response cache of ``run_dir`` holds."""
-    env = os.environ.get(CACHE_ENV, "")  # as bench.core.paths.cache_path, for the runs folder holding run_dir
-    path = Path(env).expanduser().absolute() if env else Path(run_dir).parent / ".cache" / "responses"
+    path = cache_path(runs=Path(run_dir).parent)  # runs/<sweep>: its runs folder's cache, or $BENCH_CACHE
     cache = open_cache(path) if path.is_dir() else None
     return (lambda keys: cache.held(keys)) if cache is not None else (lambda keys: set())
 

@@ -13,7 +13,7 @@ import sys
 
 from aiohttp import web
 
-from bench.testing.fake_provider.routes import build_app
+from bench.testing.fake_provider.app import build_app
 from bench.testing.fake_provider.server import FakeServer
 
 
